@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Idempotent set-up: Debian packages (toolchain, QEMU, flatbuffers) and a .venv
+# with the pinned Python packages. A second run on a set-up machine takes seconds.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+STAMP="$VENV/.requirements.sha256"
+
+APT_PACKAGES=(gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
+              qemu-system-arm flatbuffers-compiler libflatbuffers-dev)
+
+log() { echo "[setup] $*" >&2; }
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  log "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+want="$(sha256sum "$ROOT/requirements.txt" | cut -d' ' -f1)"
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  python3 -m venv "$VENV"
+fi
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
+  log "installing Python packages (torch first, so the CPU wheel is used)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "$(grep '^torch==' "$ROOT/requirements.txt")"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/requirements.txt"
+  echo "$want" > "$STAMP"
+fi
+log "ready: $("$VENV/bin/python" -c 'import torch, executorch; print("torch", torch.__version__)' 2>/dev/null | tail -n1), $(arm-none-eabi-gcc -dumpversion) arm-none-eabi-gcc, $(qemu-system-arm --version | head -n1)"
