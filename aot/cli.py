@@ -1,0 +1,128 @@
+"""`python -m aot compile | run | models`: argument parsing only."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+import warnings
+
+from aot.errors import EXIT_USAGE, AotError
+
+log = logging.getLogger("aot")
+
+
+def _add_compile_args(p: argparse.ArgumentParser) -> None:
+    from aot.targets import TARGETS
+
+    p.add_argument("model", help="zoo model name (see `python -m aot models`) or path to a .py file "
+                                 "defining ModelUnderTest and ModelInputs")
+    p.add_argument("--target", required=True, help=f"one of: {', '.join(TARGETS)}")
+    p.add_argument("--calibration", metavar="PATH", help=".pt file with a list of input tuples (default: ModelInputs)")
+    p.add_argument("--no-lut-fusion", action="store_true", help="keep pointwise chains as separate ops")
+    p.add_argument("--explicit-layout", action="store_true", help="Cortex-M explicit-layout lowering (NHWC variants)")
+    p.add_argument("--allow-float", action="store_true", help="warn instead of failing on float islands")
+
+
+def _options(args: argparse.Namespace):  # -> LowerOptions
+    from aot.lower import LowerOptions
+
+    opts = LowerOptions(lut_fusion=not args.no_lut_fusion, explicit_layout=args.explicit_layout)
+    try:
+        from aot.passes import configure  # passes register themselves here when present
+    except ImportError:
+        return opts
+    configure(opts, allow_float=getattr(args, "allow_float", False))
+    return opts
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from aot.compile import compile_model
+    from aot.summary import print_compile
+
+    res = compile_model(args.model, args.target, args.output, args.calibration, _options(args))
+    print_compile(res.report)
+    log.info("program: %s  bundled: %s  report: %s", res.pte, res.bpte, res.report_path)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from aot.run import run_model
+
+    return run_model(args, _options(args))
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from aot import models
+
+    t = Table(title="model zoo")
+    for col in ("name", "inputs", "parameters", "description"):
+        t.add_column(col)
+    for name, desc in models.ZOO.items():
+        zm = models.build(name)
+        params = sum(p.numel() for p in zm.module.parameters())
+        t.add_row(name, ", ".join("x".join(map(str, i.shape)) for i in zm.inputs), f"{params:,}", desc)
+    Console().print(t)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m aot", description="PyTorch -> quantized ExecuTorch programs for Cortex-M and Ethos-U")
+    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging and full tracebacks")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compile", help="quantize and lower a model; write .pte, .bpte and a .json report")
+    _add_compile_args(c)
+    c.add_argument("-o", "--output", default="out", help="output folder (default: out)")
+    c.set_defaults(func=cmd_compile)
+    r = sub.add_parser("run", help="compile, build the firmware, run on a board/simulator and check outputs")
+    _add_compile_args(r)
+    r.add_argument("--board", default=None, help="host, corstone-300, corstone-320 (default: the target's board)")
+    r.add_argument("--sim", choices=["qemu", "fvp", "auto"], default="auto", help="simulator for Corstone boards")
+    r.add_argument("--save-outputs", metavar="DIR", help="write each output as the device produced it to DIR/output_<i>.npy")
+    r.add_argument("--timeout", type=float, default=120.0, help="simulator timeout in seconds (default 120)")
+    r.add_argument("--kernels", choices=["mve", "portable"], default="mve", help="kernel variant for MVE-capable boards")
+    r.add_argument("-o", "--output", default="out", help="folder for the compiled program (default: out)")
+    r.add_argument("--npu-trace", action="store_true", help="per-command trace of the Ethos-U functional model")
+    r.set_defaults(func=cmd_run)
+    m = sub.add_parser("models", help="list the model zoo")
+    m.set_defaults(func=cmd_models)
+    return ap
+
+
+class _OwnRecordsFilter(logging.Filter):
+    """Without --verbose, show our INFO and others' ERROR only (ExecuTorch warns a lot)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name.startswith("aot") or record.levelno >= logging.ERROR
+
+
+def setup_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if verbose else "%(message)s"))
+    if not verbose:
+        handler.addFilter(_OwnRecordsFilter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    setup_logging(args.verbose)
+    if not args.verbose:
+        warnings.filterwarnings("ignore")  # torch/torchao deprecation noise
+    try:
+        return int(args.func(args))
+    except AotError as err:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130

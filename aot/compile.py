@@ -1,0 +1,164 @@
+"""`compile`: model -> quantized, lowered ExecuTorch program + bundled test cases + report."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from executorch.exir import ExecutorchBackendConfig
+
+import aot
+from aot import emit, numerics, program_info, reference, verify
+from aot.errors import AotError
+from aot.load import LoadedModel, load_calibration, load_model
+from aot.lower import LowerOptions, Lowered
+from aot.targets import TARGETS, Target, get_target
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CompileResult:
+    name: str
+    target: Target
+    pte: Path
+    bpte: Path
+    report_path: Path
+    report: dict[str, Any]
+
+
+def _flow(target: Target) -> Any:
+    if target.flow == "cortex_m":
+        from aot.lower import cortex_m
+        return cortex_m
+    from aot.lower import ethos_u
+    return ethos_u
+
+
+def cache_key(model: LoadedModel, target: Target, options: LowerOptions, calibration: str | None) -> str:
+    calib = hashlib.sha256(Path(calibration).read_bytes()).hexdigest()[:16] if calibration else "-"
+    src = Path(aot.__file__).parent
+    # The toolkit version here is the content of the AOT sources, so a change to a pass invalidates caches.
+    tool = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(src.rglob("*.py")))).hexdigest()[:16]
+    text = f"{model.fingerprint}|{target.name}|{options.lut_fusion}|{options.explicit_layout}|{calib}|{tool}|{aot.__version__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _vela_summary(lowered: Lowered) -> dict[str, Any] | None:
+    parts = lowered.extra.get("vela_partitions")
+    if parts is None:
+        return None
+
+    def num(row: dict[str, str], key: str) -> float:
+        try:
+            return float(row.get(key, 0) or 0)
+        except ValueError:
+            return 0.0
+
+    rows = [p.summary for p in parts]
+    return {
+        "partitions": len(rows),
+        "npu_cycles": int(sum(num(r, "cycles_npu") for r in rows)),
+        "total_cycles": int(sum(num(r, "cycles_total") for r in rows)),
+        "sram_kib": round(max([num(r, "sram_memory_used") for r in rows], default=0.0), 2),
+        "flash_kib": round(sum(num(r, "off_chip_flash_memory_used") + num(r, "on_chip_flash_memory_used") for r in rows), 2),
+        "macs": int(sum(num(r, "nn_macs") for r in rows)),
+        "clock_hz": num(rows[0], "core_clock") if rows else 0.0,
+    }
+
+
+def compile_model(
+    model_spec: str,
+    target_name: str,
+    outdir: str | Path,
+    calibration: str | None = None,
+    options: LowerOptions | None = None,
+    reuse_cache: bool = False,
+) -> CompileResult:
+    target = get_target(target_name)
+    options = options or LowerOptions()
+    model = load_model(model_spec)
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{model.name}_{target.name}"
+    pte, bpte, rep = out / f"{stem}.pte", out / f"{stem}.bpte", out / f"{stem}.json"
+    key = cache_key(model, target, options, calibration)
+    if reuse_cache and pte.is_file() and bpte.is_file() and rep.is_file():
+        try:
+            old = json.loads(rep.read_text())
+        except json.JSONDecodeError:
+            old = {}
+        if old.get("cache_key") == key:
+            log.info("reusing cached program %s", bpte)
+            return CompileResult(model.name, target, pte, bpte, rep, old)
+
+    t0 = time.monotonic()
+    calib = load_calibration(calibration, model.inputs)
+    with torch.no_grad():
+        float_out = numerics.flatten_outputs(model.module(*model.inputs))
+    if options.intermediates is None and target.flow == "ethos_u":
+        options.intermediates = str(out / f"{stem}.vela")
+    with torch.no_grad():
+        lowered = _flow(target).lower(model.module, model.inputs, calib, target, options)
+    tosa_graphs = None
+    if target.flow == "ethos_u":
+        names = reference.delegate_names(lowered.edge.exported_program().graph_module)
+        parts = lowered.extra["vela_partitions"]
+        if len(names) != len(parts):
+            raise AotError(f"internal: {len(names)} delegates but Vela compiled {len(parts)} graphs")
+        tosa_graphs = {n: p.tosa for n, p in zip(names, parts)}
+        tdir = out / f"{stem}.tosa"
+        tdir.mkdir(exist_ok=True)
+        for n, p in zip(names, parts):
+            (tdir / f"{n}.tosa").write_bytes(p.tosa)
+    with torch.no_grad():
+        device_out = reference.run_lowered(lowered.edge, lowered.inputs, tosa_graphs)
+    verify.check_supported(lowered.edge, target.name, list(TARGETS))
+    try:
+        program = lowered.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
+    except Exception as exc:
+        raise AotError(f"ExecuTorch could not emit the program for {target.name}: {type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+    compile_s = time.monotonic() - t0
+
+    emit.write_pte(program, pte)
+    emit.write_bpte(program, [(lowered.inputs, device_out)], bpte)
+    acc = numerics.compare(float_out, device_out)
+    report: dict[str, Any] = {
+        "model": model.name,
+        "source": model.source,
+        "target": target.name,
+        "cpu": target.cpu,
+        "flow": target.flow,
+        "toolkit_version": aot.__version__,
+        "cache_key": key,
+        "compile_seconds": round(compile_s, 2),
+        "inputs": [list(t.shape) for t in model.inputs],
+        "outputs": [list(t.shape) for t in float_out],
+        "ops": program_info.op_histogram(program),
+        "delegated_ops": program_info.delegated_ops(lowered.edge),
+        "partitions": program_info.partition_count(lowered.edge),
+        "memory": program_info.memory_plan(program),
+        "numerics": {
+            "outputs": acc,
+            "snr_db": min(r["snr_db"] for r in acc),
+            "max_abs": max(r["max_abs"] for r in acc),
+            "reference": "tosa_reference_model + cortex_m Python references" if tosa_graphs else "cortex_m Python references",
+        },
+        "output_qparams": program_info.output_qparams(lowered.edge),
+        "vela": _vela_summary(lowered),
+        "notes": lowered.notes,
+        "files": {"pte": pte.name, "bpte": bpte.name},
+    }
+    for extra in ("lut_fusion", "verify"):
+        if extra in lowered.extra:
+            report[extra] = lowered.extra[extra]
+    emit.write_report(report, rep)
+    log.info("wrote %s, %s, %s", pte, bpte, rep)
+    return CompileResult(model.name, target, pte, bpte, rep, report)

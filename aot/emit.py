@@ -1,0 +1,42 @@
+"""Write the program (.pte), the bundled program (.bpte) and the report (.json)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from executorch.devtools import BundledProgram
+from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
+
+
+def write_pte(program: Any, path: Path) -> int:
+    data = program.buffer
+    path.write_bytes(data)
+    return len(data)
+
+
+def write_bpte(program: Any, cases: Sequence[tuple[tuple[torch.Tensor, ...], Sequence[torch.Tensor]]], path: Path) -> int:
+    """Bundle the program with test cases: inputs and the lowered program's own outputs."""
+    tests = [MethodTestCase(inputs=list(inp), expected_outputs=list(out)) for inp, out in cases]
+    bundled = BundledProgram(program, [MethodTestSuite(method_name="forward", test_cases=tests)])
+    data = serialize_from_bundled_program_to_flatbuffer(bundled)
+    path.write_bytes(data)
+    return len(data)
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and (math.isinf(obj) or math.isnan(obj)):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def write_report(report: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(_json_safe(report), indent=2) + "\n")

@@ -1,0 +1,59 @@
+"""Cortex-M flow: CortexMQuantizer -> to_edge -> CortexMPassManager -> cortex_m:: ops (CMSIS-NN semantics)."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
+from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
+from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
+from executorch.backends.cortex_m.target_config import CortexMTargetConfig
+from executorch.exir import to_edge_transform_and_lower
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+from aot.lower import Lowered, LowerOptions
+from aot.lower.export import export_graph, export_module
+from aot.targets import Target
+
+log = logging.getLogger(__name__)
+
+
+def _channels_last(t: torch.Tensor) -> torch.Tensor:
+    return t.to(memory_format=torch.channels_last) if t.dim() == 4 else t
+
+
+def target_config(target: Target) -> CortexMTargetConfig:
+    return CortexMTargetConfig.from_target_string(target.cpu)
+
+
+def make_quantizer(options: LowerOptions) -> CortexMQuantizer:
+    return CortexMQuantizer(use_explicit_layout=options.explicit_layout)
+
+
+def lower(
+    module: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    calibration: list[tuple[torch.Tensor, ...]],
+    target: Target,
+    options: LowerOptions,
+) -> Lowered:
+    if not options.explicit_layout:
+        # The dim-order flow runs CMSIS-NN's NHWC kernels on channels-last tensors.
+        module = module.to(memory_format=torch.channels_last)
+        inputs = tuple(_channels_last(t) for t in inputs)
+        calibration = [tuple(_channels_last(t) for t in s) for s in calibration]
+    graph = export_graph(module, inputs)
+    prepared = prepare_pt2e(graph, make_quantizer(options))
+    for sample in calibration:
+        prepared(*sample)
+    quantized = convert_pt2e(prepared)
+    for p in options.pre_edge_passes:
+        quantized = p(quantized)
+    edge = to_edge_transform_and_lower(export_module(quantized, inputs), compile_config=cortex_m_edge_compile_config())
+    pm = CortexMPassManager(edge.exported_program(), target_config=target_config(target),
+                            use_explicit_layout=options.explicit_layout)
+    edge._edge_programs["forward"] = pm.transform()
+    if options.post_passes:
+        edge = edge.transform(list(options.post_passes))
+    return Lowered(edge=edge, inputs=inputs, quantized=quantized)

@@ -1,0 +1,108 @@
+"""Ethos-U flow: Arm quantizer -> TOSA partitioner -> Vela; the CPU remainder uses cortex_m:: Q/DQ ops."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import glob
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+from executorch.backends.arm.ethosu import EthosUCompileSpec
+from executorch.backends.arm.ethosu.backend import EthosUBackend
+from executorch.backends.arm.quantizer import get_symmetric_quantization_config
+from executorch.backends.arm.util._factory import create_partitioner, create_quantizer
+from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
+from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+from aot.lower import Lowered, LowerOptions
+from aot.lower.export import export_graph, export_module
+from aot.targets import Target
+
+log = logging.getLogger(__name__)
+
+VELA_FLAGS = ["--verbose-cycle-estimate"]
+
+
+@dataclass
+class VelaPartition:
+    """One delegate as Vela compiled it: the TOSA graph it was given and its estimates."""
+
+    tosa: bytes
+    summary: dict[str, str]
+
+
+@contextlib.contextmanager
+def _capture_vela(workdir: str) -> Iterator[list[VelaPartition]]:
+    """Record every TOSA graph given to Vela and Vela's summary CSV for it.
+
+    Vela writes its summary into one fixed folder, so a later partition would
+    overwrite an earlier one's figures: read them right after each call.
+    """
+    captured: list[VelaPartition] = []
+    original = EthosUBackend._compile_tosa_flatbuffer
+
+    def recording(tosa_flatbuffer: bytes, compile_spec: EthosUCompileSpec) -> Any:
+        result = original(tosa_flatbuffer, compile_spec)
+        summary: dict[str, str] = {}
+        for path in glob.glob(os.path.join(workdir, "output", "*_summary_*.csv")):
+            with open(path, newline="") as f:
+                rows = list(csv.DictReader(f))
+            if rows:
+                summary = rows[-1]
+            os.remove(path)
+        captured.append(VelaPartition(bytes(tosa_flatbuffer), summary))
+        return result
+
+    EthosUBackend._compile_tosa_flatbuffer = staticmethod(recording)  # type: ignore[method-assign]
+    try:
+        yield captured
+    finally:
+        EthosUBackend._compile_tosa_flatbuffer = staticmethod(original)  # type: ignore[method-assign]
+
+
+def compile_spec(target: Target, workdir: str) -> EthosUCompileSpec:
+    assert target.npu is not None
+    spec = EthosUCompileSpec(target.npu, extra_flags=VELA_FLAGS + list(target.vela_flags))
+    spec.dump_intermediate_artifacts_to(workdir)
+    return spec
+
+
+def make_quantizer(spec: EthosUCompileSpec) -> Any:
+    quantizer = create_quantizer(spec)
+    quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+    return quantizer
+
+
+def lower(
+    module: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    calibration: list[tuple[torch.Tensor, ...]],
+    target: Target,
+    options: LowerOptions,
+) -> Lowered:
+    workdir = options.intermediates or tempfile.mkdtemp(prefix="aot_vela_")
+    os.makedirs(workdir, exist_ok=True)
+    spec = compile_spec(target, workdir)
+    graph = export_graph(module, inputs)
+    prepared = prepare_pt2e(graph, make_quantizer(spec))
+    for sample in calibration:
+        prepared(*sample)
+    quantized = convert_pt2e(prepared)
+    for p in options.pre_edge_passes:
+        quantized = p(quantized)
+    with _capture_vela(workdir) as partitions:
+        edge = to_edge_transform_and_lower(
+            export_module(quantized, inputs),
+            partitioner=[create_partitioner(spec)],
+            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+        )
+    # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.
+    edge = edge.transform([ReplaceQuantNodesPass()] + list(options.post_passes))
+    return Lowered(edge=edge, inputs=inputs, quantized=quantized,
+                   extra={"vela_partitions": partitions, "workdir": workdir, "compile_spec": spec})

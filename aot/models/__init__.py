@@ -1,0 +1,43 @@
+"""The model zoo: one module per model, each defining `ModelUnderTest` and `ModelInputs`.
+
+Each file follows the convention of ExecuTorch's `aot_arm_compiler.py`, so it
+can also be passed as a path: module-level `ModelUnderTest` (an nn.Module) and
+`ModelInputs` (a tuple of example tensors). Every model seeds torch before it
+builds its weights and inputs, so programs and figures are reproducible.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+import torch
+
+# name -> (module, one-line description)
+ZOO: dict[str, str] = {
+    "add": "elementwise add of two tensors",
+    "mul": "elementwise mul of two tensors",
+    "conv_relu": "conv 3x3 + ReLU, twice",
+    "dw_separable": "depthwise-separable block (dw 3x3 + pw 1x1, ReLU6)",
+    "mlp": "three fully connected layers with ReLU",
+    "pool": "conv, average pooling and max pooling",
+    "softmax": "linear layer followed by softmax",
+    "lut_activations": "conv followed by elementwise chains (sigmoid*2+0.5, tanh-0.25)",
+    "mobilenet_v2": "MobileNetV2, width 0.35, 96x96 input",
+}
+
+
+@dataclass
+class ZooModel:
+    name: str
+    module: torch.nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    description: str
+
+
+def build(name: str) -> ZooModel:
+    """Instantiate a zoo model by name (KeyError for unknown names)."""
+    if name not in ZOO:
+        raise KeyError(name)
+    mod = importlib.import_module(f"aot.models.{name}")
+    return ZooModel(name, mod.ModelUnderTest.eval(), tuple(mod.ModelInputs), ZOO[name])

@@ -1,0 +1,77 @@
+"""Facts read off a final ExecuTorch program: operator histogram, delegates, memory plan."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import torch
+
+from executorch.exir.schema import DelegateCall, KernelCall
+
+
+def op_histogram(program: Any) -> dict[str, int]:
+    """Kernel calls per operator (and `delegate:<backend>` per delegate call) in the final program."""
+    plan = program.executorch_program.execution_plan[0]
+    hist: Counter[str] = Counter()
+    for chain in plan.chains:
+        for ins in chain.instructions:
+            a = ins.instr_args
+            if isinstance(a, KernelCall):
+                op = plan.operators[a.op_index]
+                hist[op.name] += 1
+            elif isinstance(a, DelegateCall):
+                hist[f"delegate:{plan.delegates[a.delegate_index].id}"] += 1
+    return dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def delegated_ops(edge: Any) -> dict[str, int]:
+    """Ops inside each delegate's partition (what the NPU runs)."""
+    gm = edge.exported_program().graph_module
+    hist: Counter[str] = Counter()
+    for name, sub in gm.named_children():
+        if not name.startswith("lowered_module"):
+            continue
+        for n in sub.original_module.graph_module.graph.nodes:
+            if n.op == "call_function":
+                hist[_op_name(n.target)] += 1
+    return dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _op_name(target: Any) -> str:
+    name = getattr(target, "__name__", str(target))
+    schema = getattr(target, "_schema", None)
+    if schema is not None:
+        return str(schema.name)
+    return name
+
+
+def memory_plan(program: Any) -> dict[str, Any]:
+    prog = program.executorch_program
+    plan = prog.execution_plan[0]
+    const = sum(len(b.storage) for b in prog.constant_buffer)
+    const += sum(s.size for s in prog.segments)
+    return {
+        "arena_bytes": {str(i): int(s) for i, s in enumerate(plan.non_const_buffer_sizes) if i > 0},
+        "arena_total": int(sum(plan.non_const_buffer_sizes)),
+        "constant_bytes": int(const),
+        "program_bytes": len(program.buffer),
+    }
+
+
+def partition_count(edge: Any) -> int:
+    gm = edge.exported_program().graph_module
+    return sum(1 for name, _ in gm.named_children() if name.startswith("lowered_module"))
+
+
+def output_qparams(edge: Any) -> list[dict[str, Any] | None]:
+    """Scale/zero point of each float output that comes from a dequantize (for steps in reports)."""
+    gm = edge.exported_program().graph_module
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    res: list[dict[str, Any] | None] = []
+    for a in out_node.args[0]:
+        info = None
+        if isinstance(a, torch.fx.Node) and a.op == "call_function" and "dequantize" in str(a.target):
+            info = {"scale": float(a.args[1]), "zero_point": int(a.args[2])}
+        res.append(info)
+    return res

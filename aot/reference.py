@@ -1,0 +1,98 @@
+"""Host execution of a lowered program: what the device must reproduce exactly.
+
+Non-delegated ops run through their registered implementations (for cortex_m::
+ops these are ExecuTorch's Python references, which mirror CMSIS-NN's integer
+arithmetic). Ethos-U delegates run as TOSA graphs on `tosa_reference_model`,
+which Vela-compiled command streams match bit for bit.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from aot.errors import AotError
+
+log = logging.getLogger(__name__)
+
+
+def _dim_order(t: torch.Tensor) -> tuple[int, ...]:
+    try:
+        return tuple(t.dim_order())
+    except Exception:  # ambiguous strides (size-1 dims): contiguous is as good as any
+        return tuple(range(t.dim()))
+
+
+def tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
+    """Tensor -> numpy array laid out in the tensor's dim order (how TOSA sees it)."""
+    return t.permute(_dim_order(t)).contiguous().numpy()
+
+
+def numpy_to_tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    order = _dim_order(like)
+    t = torch.from_numpy(np.ascontiguousarray(a)).reshape([like.shape[d] for d in order])
+    inverse = [order.index(i) for i in range(len(order))]
+    return t.permute(inverse).to(like.dtype)
+
+
+def run_tosa(tosa: bytes, inputs: Sequence[torch.Tensor], like_outputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    import tosa_reference_model as ref  # type: ignore[import-not-found]
+
+    outs, status = ref.run(tosa, [tensor_to_numpy(t) for t in inputs], verbosity="NONE",
+                           initialize_variable_tensor_from_numpy=True)
+    if status != ref.GraphStatus.TOSA_VALID:
+        raise AotError(f"tosa_reference_model rejected a delegated TOSA graph (status {status})")
+    return [numpy_to_tensor(o, l) for o, l in zip(outs, like_outputs)]
+
+
+class _Interpreter(torch.fx.Interpreter):
+    def __init__(self, gm: torch.fx.GraphModule, tosa_graphs: dict[str, bytes]) -> None:
+        super().__init__(gm)
+        self.tosa_graphs = tosa_graphs
+        self.delegate_io: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if target is torch.ops.higher_order.executorch_call_delegate:
+            lowered, *operands = args
+            name = next(k for k, v in self.module.named_children() if v is lowered)
+            if name not in self.tosa_graphs:
+                raise AotError(f"no TOSA graph recorded for delegate {name}")
+            node = self._current
+            vals = node.meta.get("val")
+            like = list(vals) if isinstance(vals, (tuple, list)) else [vals]
+            outs = run_tosa(self.tosa_graphs[name], operands, like)
+            self.delegate_io.append((list(operands), outs))
+            return tuple(outs)
+        return super().call_function(target, args, kwargs)
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        self._current = n
+        return super().run_node(n)
+
+
+def delegate_names(gm: torch.fx.GraphModule) -> list[str]:
+    return [n.target for n in gm.graph.nodes if n.op == "get_attr" and str(n.target).startswith("lowered_module")]
+
+
+def run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None = None) -> list[torch.Tensor]:
+    """Execute the edge program on the host; returns its outputs as a flat list."""
+    ep = edge.exported_program()
+    module = ep.module()
+    gm = module if isinstance(module, torch.fx.GraphModule) else ep.graph_module
+    if tosa_by_delegate:
+        interp = _Interpreter(ep.graph_module, tosa_by_delegate)
+        # Lifted constants/params are placeholders of the graph module: feed them in signature order.
+        state = {**ep.state_dict, **ep.constants}
+        args: list[Any] = []
+        user = iter(inputs)
+        for spec in ep.graph_signature.input_specs:
+            args.append(state[spec.target] if spec.target is not None and spec.kind.name != "USER_INPUT" else next(user))
+        out = interp.run(*args)
+    else:
+        out = gm(*inputs)
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [o for o in out]

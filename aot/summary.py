@@ -1,0 +1,45 @@
+"""Short terminal tables for compile and run results."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+_console = Console(stderr=False)
+
+
+def _fmt_db(v: Any) -> str:
+    if v in ("inf", None) or (isinstance(v, float) and math.isinf(v)):
+        return "inf"
+    return f"{float(v):.1f} dB"
+
+
+def print_compile(report: dict[str, Any]) -> None:
+    t = Table(title=f"{report['model']} -> {report['target']}", show_header=False, box=None, pad_edge=False)
+    mem = report["memory"]
+    ops = report["ops"]
+    t.add_row("compile time", f"{report['compile_seconds']:.1f} s")
+    t.add_row("ops", ", ".join(f"{k} x{v}" for k, v in ops.items()))
+    if report.get("partitions"):
+        t.add_row("NPU partitions", f"{report['partitions']} ({sum(report['delegated_ops'].values())} ops delegated)")
+    t.add_row("arena bytes", " + ".join(str(v) for v in mem["arena_bytes"].values()) or "0")
+    t.add_row("constants / program", f"{mem['constant_bytes']} / {mem['program_bytes']} bytes")
+    num = report["numerics"]
+    t.add_row("vs float model", f"SNR {_fmt_db(num['snr_db'])}, max abs {num['max_abs']:.4g}")
+    if report.get("vela"):
+        v = report["vela"]
+        t.add_row("Vela estimate", f"{v['npu_cycles']} NPU cycles, SRAM {v['sram_kib']} KiB, flash {v['flash_kib']} KiB")
+    if report.get("lut_fusion"):
+        lf = report["lut_fusion"]
+        t.add_row("LUT fusion", f"{lf.get('regions_fused', 0)} regions, ops {lf.get('ops_before')} -> {lf.get('ops_after')}")
+    _console.print(t)
+
+
+def print_run(summary: dict[str, Any]) -> None:
+    t = Table(title=f"{summary['model']} on {summary['board']} ({summary['sim']})", show_header=False, box=None)
+    for k, v in summary["rows"]:
+        t.add_row(k, v)
+    _console.print(t)
