@@ -26,15 +26,9 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace):  # -> LowerOptions
-    from aot.lower import LowerOptions
+    from aot.compile import make_options
 
-    opts = LowerOptions(lut_fusion=not args.no_lut_fusion, explicit_layout=args.explicit_layout)
-    try:
-        from aot.passes import configure  # passes register themselves here when present
-    except ImportError:
-        return opts
-    configure(opts, allow_float=getattr(args, "allow_float", False))
-    return opts
+    return make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float)
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

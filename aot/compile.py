@@ -33,6 +33,17 @@ class CompileResult:
     report: dict[str, Any]
 
 
+def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_float: bool = False) -> LowerOptions:
+    """LowerOptions with our passes configured (aot.passes.configure, when that package is present)."""
+    opts = LowerOptions(lut_fusion=lut_fusion, explicit_layout=explicit_layout)
+    try:
+        from aot.passes import configure
+    except ImportError:
+        return opts
+    configure(opts, allow_float=allow_float)
+    return opts
+
+
 def _flow(target: Target) -> Any:
     if target.flow == "cortex_m":
         from aot.lower import cortex_m
@@ -119,12 +130,12 @@ def compile_model(
             (tdir / f"{n}.tosa").write_bytes(p.tosa)
     with torch.no_grad():
         device_out = reference.run_lowered(lowered.edge, lowered.inputs, tosa_graphs)
-    verify.check_supported(lowered.edge, target.name, list(TARGETS))
     try:
         program = lowered.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     except Exception as exc:
         raise AotError(f"ExecuTorch could not emit the program for {target.name}: {type(exc).__name__}: "
                        f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+    verify.check_supported(program, lowered.edge, target.name, list(TARGETS))
     compile_s = time.monotonic() - t0
 
     emit.write_pte(program, pte)

@@ -15,14 +15,14 @@ FIRMWARE_OPS_DIR = Path(__file__).resolve().parent.parent / "firmware" / "ops"
 _ET_OP = re.compile(r'^\s*ET_OP\(\s*"([^"]+)"\s*,\s*"([^"]*)"')
 
 
-def firmware_ops() -> set[str]:
-    """Operator names (`ns::name`) that the firmware registry implements, read from firmware/ops/*.def."""
-    ops: set[str] = set()
+def firmware_ops() -> set[tuple[str, str]]:
+    """(`ns::name`, overload) pairs the firmware registry implements, read from firmware/ops/*.def."""
+    ops: set[tuple[str, str]] = set()
     for path in sorted(FIRMWARE_OPS_DIR.glob("*.def")):
         for line in path.read_text().splitlines():
             m = _ET_OP.match(line)
             if m:
-                ops.add(m.group(1))
+                ops.add((m.group(1), m.group(2)))
     return ops
 
 
@@ -52,23 +52,29 @@ def edge_op_name(node: torch.fx.Node) -> str | None:
     return str(schema.name)
 
 
-def unsupported_ops(edge: Any) -> list[OpUse]:
-    """Non-delegated ops of the edge program that no firmware kernel implements."""
+def unsupported_ops(program: Any, edge: Any) -> list[OpUse]:
+    """Operators of the final program that no firmware kernel implements, with the edge node using each."""
     known = firmware_ops()
+    plan = program.executorch_program.execution_plan[0]
+    missing = [f"{o.name}.{o.overload}" for o in plan.operators if (o.name, o.overload) not in known]
     gm = edge.exported_program().graph_module
     bad = []
-    for n in gm.graph.nodes:
-        name = edge_op_name(n)
-        if name is None or name in known:
-            continue
-        bad.append(OpUse(name, n.name, _source_line(n)))
+    for full in missing:
+        name = full.rsplit(".", 1)[0]
+        nodes = [n for n in gm.graph.nodes if edge_op_name(n) == name]
+        if nodes:
+            bad.extend(OpUse(full, n.name, _source_line(n)) for n in nodes)
+        else:
+            bad.append(OpUse(full, "?", "unknown source line"))
     return bad
 
 
-def check_supported(edge: Any, target: str, other_targets: list[str]) -> None:
-    bad = unsupported_ops(edge)
+def check_supported(program: Any, edge: Any, target: str, other_targets: list[str]) -> None:
+    bad = unsupported_ops(program, edge)
     if not bad:
         return
+    # Name an op the user wrote (one with a source line) before the Q/DQ plumbing around it.
+    bad.sort(key=lambda b: (b.source == "unknown source line", b.op.startswith("cortex_m::")))
     first = bad[0]
     more = f" (and {len(bad) - 1} more: {', '.join(sorted({b.op for b in bad[1:]}))})" if len(bad) > 1 else ""
     hint = (f"try an ethos-u target ({', '.join(t for t in other_targets if t.startswith('ethos'))}), "

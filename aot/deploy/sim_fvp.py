@@ -1,0 +1,139 @@
+"""Run a .bpte on a board image under an Arm FVP (Fixed Virtual Platform).
+
+    python -m aot.deploy.sim_fvp model.bpte --board corstone-300 [--fvp FVP_Corstone_SSE-300_Ethos-U65]
+    python -m aot.deploy.sim_fvp model.bpte --board corstone-320 --print-command
+
+The command line comes from board.toml [fvp]: every `params` entry becomes
+`-C instance.parameter=value` (semihosting on, visualisation and telnet off,
+UART0 to stdout), the variant's own params are added, the image is loaded with
+`-a`, model.bin with `--data <target>=model.bin@<model address>`, and the run
+is limited to --timeout seconds of wall clock (`--timelimit`) and optionally
+`--cyclelimit`. FVPs are not installed on this project's machines: the command
+lines are tested, the run needs the FVP on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from aot.deploy.boards import Board, BoardError, load_board  # noqa: E402
+from aot.deploy.build import BuildError, BuildOptions, build_image, check_model_fits, emdl_image  # noqa: E402
+from aot.deploy.sim_qemu import FAULT_MARKER, SimError, SimResult, _collect_outputs, classify, run_command  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+# Slack on top of the FVP's own --timelimit before the host kills it.
+KILL_GRACE_S = 10.0
+
+
+def fvp_variant(board: Board, fvp: str | None) -> str:
+    if board.fvp is None:
+        raise SimError(f"board '{board.name}' has no [fvp] section in board.toml")
+    names = list(board.fvp.variants)
+    if fvp is None:
+        return names[0]
+    if fvp not in board.fvp.variants:
+        raise SimError(f"FVP '{fvp}' is not listed for {board.name} (board.toml [fvp.variants]: {', '.join(names)})")
+    return fvp
+
+
+def fvp_command(
+    board: Board,
+    elf: Path,
+    model_bin: Path,
+    cwd: Path,
+    timeout: float = 60.0,
+    fvp: str | None = None,
+    cycle_limit: int | None = None,
+) -> list[str]:
+    """The FVP command line for one run (the binary is not looked up here)."""
+    name = fvp_variant(board, fvp)
+    assert board.fvp is not None
+    cmd = [name]
+    for p in board.fvp.params + board.fvp.variants[name]:
+        cmd += ["-C", p.format(cwd=cwd, timeout=int(timeout))]
+    cmd += ["-a", str(elf)]
+    cmd += ["--data", f"{board.fvp.data_target}={model_bin}@{board.model.address:#x}"]
+    cmd += ["--timelimit", str(max(1, int(timeout)))]
+    if cycle_limit is not None:
+        cmd += ["--cyclelimit", str(int(cycle_limit))]
+    return cmd
+
+
+def run_fvp(
+    bpte: Path | bytes,
+    board: str | Board = "corstone-300",
+    elf: Path | None = None,
+    fvp: str | None = None,
+    timeout: float = 60.0,
+    workdir: Path | None = None,
+    save_outputs: bool = False,
+    cycle_limit: int | None = None,
+    build_options: BuildOptions | None = None,
+) -> SimResult:
+    b = board if isinstance(board, Board) else load_board(board)
+    name = fvp_variant(b, fvp)
+    if shutil.which(name) is None:
+        raise SimError(f"{name} not found on PATH: install the Arm FVP (developer.arm.com, Arm Ecosystem FVPs) or run under QEMU")
+    data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
+    try:
+        check_model_fits(b, len(data), "model" if isinstance(bpte, bytes) else str(bpte))
+    except ValueError as e:
+        raise SimError(str(e)) from None
+    if elf is None:
+        elf = build_image(b.name, build_options).elf
+    workdir = workdir or Path(tempfile.mkdtemp(prefix=f"fvp-{b.name}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    for old in _collect_outputs(workdir):
+        old.unlink()
+    model_bin = workdir / "model.bin"
+    model_bin.write_bytes(emdl_image(data, save_outputs))
+    cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), workdir.resolve(), timeout, name, cycle_limit)
+    console, code, timed_out, secs = run_command(cmd, workdir, timeout + KILL_GRACE_S)
+    # The FVP ends itself at --timelimit; a run that stopped there printed no result.
+    status, parsed = classify(console, code, timed_out)
+    if parsed is None and secs >= timeout and FAULT_MARKER not in console:
+        status = "timeout"
+    return SimResult(status, code, console, parsed, secs, workdir, _collect_outputs(workdir), cmd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Run a .bpte on a board image under an Arm FVP")
+    ap.add_argument("bpte", type=Path)
+    ap.add_argument("--board", default="corstone-300")
+    ap.add_argument("--fvp", help="FVP binary (default: the first in board.toml [fvp.variants])")
+    ap.add_argument("--elf", type=Path, help="firmware image (default: build it)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="wall-clock seconds (--timelimit)")
+    ap.add_argument("--cycle-limit", type=int, help="stop after this many cycles (--cyclelimit)")
+    ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--save-outputs", action="store_true")
+    ap.add_argument("--print-command", action="store_true", help="print the command line and exit")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        b = load_board(args.board)
+        if args.print_command:
+            wd = (args.workdir or Path(".")).resolve()
+            elf = args.elf or Path(f"build/{b.name}-Release/runner.elf")
+            sys.stdout.write(" ".join(fvp_command(b, elf, wd / "model.bin", wd, args.timeout, args.fvp, args.cycle_limit)) + "\n")
+            return 0
+        r = run_fvp(args.bpte, b, args.elf, args.fvp, args.timeout, args.workdir, args.save_outputs, args.cycle_limit)
+    except (SimError, BoardError, BuildError) as e:
+        log.error("error: %s", e)
+        return 2
+    sys.stdout.write(json.dumps(r.result) + "\n" if r.result else r.tail + "\n")
+    log.info("status: %s (exit %s, %.1f s)", r.status, r.exit_code, r.elapsed_s)
+    return 0 if r.status == "pass" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Run a .bpte on a board image under QEMU (instruction-counting, deterministic).
+
+    python -m aot.deploy.sim_qemu model.bpte --board corstone-300 [--timeout 60] [--save-outputs DIR]
+
+QEMU starts as board.toml [qemu] says (machine, -semihosting, -icount shift=0)
+with the firmware as -kernel and model.bin (EMDL header + .bpte) placed at the
+board's model address by `-device loader`. QEMU runs in a working directory
+(a temporary one unless given) where the firmware's semihosting writes
+output_<i>.bin. The status is:
+  the runner's JSON status ("pass", "fail", ...) when it printed its line,
+  "timeout"  killed after --timeout seconds (last console lines kept),
+  "crash"    a fault report ("FAULT: ...") or no JSON line at all.
+The semihosting exit status reaches QEMU's exit status (SYS_EXIT_EXTENDED), so
+exit_code is the runner's return value (3 after a fault report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from aot.deploy.boards import Board, BoardError, load_board  # noqa: E402
+from aot.deploy.build import BuildError, BuildOptions, build_image, check_model_fits, emdl_image  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+FAULT_MARKER = "FAULT:"
+TAIL_LINES = 20
+
+
+class SimError(RuntimeError):
+    """The simulation could not be started (missing simulator, model too big, ...)."""
+
+
+@dataclass
+class SimResult:
+    status: str  # runner status, or "timeout" / "crash"
+    exit_code: int | None
+    console: str
+    result: dict[str, Any] | None = None  # the runner's JSON line
+    elapsed_s: float = 0.0
+    workdir: Path | None = None
+    outputs: list[Path] = field(default_factory=list)  # output_<i>.bin, in index order
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def tail(self) -> str:
+        return "\n".join(self.console.splitlines()[-TAIL_LINES:])
+
+    @property
+    def fault(self) -> str | None:
+        lines = [ln for ln in self.console.splitlines() if ln.startswith(FAULT_MARKER)]
+        return "\n".join(lines) or None
+
+
+def _parse_result_line(console: str) -> dict[str, Any] | None:
+    """The runner's result: the last console line that is a JSON object with "status"."""
+    for line in reversed(console.splitlines()):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict) and "status" in obj:
+                return obj
+    return None
+
+
+def run_command(cmd: list[str], cwd: Path, timeout: float) -> tuple[str, int | None, bool, float]:
+    """Run a simulator; kill its whole process group at `timeout`. Returns
+    (console, exit_code or None when killed, timed_out, seconds)."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+    code = None if timed_out else proc.returncode
+    return out.decode("utf-8", errors="replace"), code, timed_out, time.monotonic() - t0
+
+
+def classify(console: str, exit_code: int | None, timed_out: bool) -> tuple[str, dict[str, Any] | None]:
+    parsed = _parse_result_line(console)
+    if timed_out:
+        return "timeout", parsed
+    if FAULT_MARKER in console or parsed is None:
+        return "crash", parsed
+    return str(parsed.get("status", "crash")), parsed
+
+
+def qemu_command(board: Board, elf: Path, model_bin: Path) -> list[str]:
+    if board.qemu is None:
+        raise SimError(f"board '{board.name}' has no [qemu] section: QEMU cannot run it (try sim_fvp)")
+    binary = shutil.which(board.qemu.binary)
+    if binary is None:
+        raise SimError(f"{board.qemu.binary} not found: apt-get install qemu-system-arm")
+    return [
+        binary,
+        "-M",
+        board.qemu.machine,
+        *board.qemu.args,
+        "-kernel",
+        str(elf),
+        "-device",
+        f"loader,file={model_bin},addr={board.model.address:#x},force-raw=on",
+    ]
+
+
+def _collect_outputs(workdir: Path) -> list[Path]:
+    outs = [p for p in workdir.glob("output_*.bin") if p.stem.split("_")[1].isdigit()]
+    return sorted(outs, key=lambda p: int(p.stem.split("_")[1]))
+
+
+def run_qemu(
+    bpte: Path | bytes,
+    board: str | Board = "corstone-300",
+    elf: Path | None = None,
+    timeout: float = 60.0,
+    workdir: Path | None = None,
+    save_outputs: bool = False,
+    build_options: BuildOptions | None = None,
+) -> SimResult:
+    """Run one .bpte; builds the board image first when `elf` is not given."""
+    b = board if isinstance(board, Board) else load_board(board)
+    data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
+    try:
+        check_model_fits(b, len(data), "model" if isinstance(bpte, bytes) else str(bpte))
+    except ValueError as e:
+        raise SimError(str(e)) from None
+    if elf is None:
+        elf = build_image(b.name, build_options).elf
+    if not Path(elf).is_file():
+        raise SimError(f"{elf}: firmware image not found (build it: python -m aot.deploy.build --board {b.name})")
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.mkdtemp(prefix=f"qemu-{b.name}-")
+        workdir = Path(tmp)
+    workdir.mkdir(parents=True, exist_ok=True)
+    for old in _collect_outputs(workdir):
+        old.unlink()  # stale outputs from an earlier run must not pass for new ones
+    model_bin = workdir / "model.bin"
+    model_bin.write_bytes(emdl_image(data, save_outputs))
+    cmd = qemu_command(b, Path(elf).resolve(), model_bin.resolve())
+    console, code, timed_out, secs = run_command(cmd, workdir, timeout)
+    status, parsed = classify(console, code, timed_out)
+    res = SimResult(status, code, console, parsed, secs, workdir, _collect_outputs(workdir), cmd)
+    if status == "timeout":
+        log.warning("%s: killed after %.0f s; last console lines:\n%s", b.name, timeout, res.tail)
+    elif status == "crash":
+        log.warning("%s: crashed (exit %s):\n%s", b.name, code, res.fault or res.tail)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Run a .bpte on a board image under QEMU")
+    ap.add_argument("bpte", type=Path)
+    ap.add_argument("--board", default="corstone-300")
+    ap.add_argument("--elf", type=Path, help="firmware image (default: build it)")
+    ap.add_argument("--no-mve", action="store_true", help="use the portable-kernel image")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds before QEMU is killed")
+    ap.add_argument("--workdir", type=Path, help="QEMU's working directory (default: a temp dir)")
+    ap.add_argument("--save-outputs", action="store_true", help="write output_<i>.bin into the working directory")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
+    if not args.bpte.is_file():
+        log.error("error: %s: no such file (compile the model with python -m aot compile)", args.bpte)
+        return 2
+    try:
+        r = run_qemu(args.bpte, args.board, args.elf, args.timeout, args.workdir, args.save_outputs,
+                     BuildOptions(mve=not args.no_mve))
+    except (SimError, BoardError, BuildError) as e:
+        log.error("error: %s", e)
+        return 2
+    sys.stdout.write(r.console if args.verbose else (json.dumps(r.result) + "\n" if r.result else r.tail + "\n"))
+    log.info("status: %s (exit %s, %.1f s, workdir %s)", r.status, r.exit_code, r.elapsed_s, r.workdir)
+    return 0 if r.status == "pass" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

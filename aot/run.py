@@ -1,0 +1,108 @@
+"""`run`: compile (cached), build the firmware (cached), execute on a board, check, summarise.
+
+Exit statuses: 0 pass, 1 output mismatch, 2 usage/set-up error, 3 simulator timeout or crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aot.compile import CompileResult, compile_model
+from aot.errors import EXIT_MISMATCH, EXIT_OK, EXIT_SIM, EXIT_USAGE, AotError
+from aot.lower import LowerOptions
+from aot.targets import get_target
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunOutcome:
+    """One model x target x board run, as `run` and the suite report it."""
+
+    model: str
+    target: str
+    board: str
+    sim: str
+    status: str                    # PASS, FAIL, SKIP, ERROR, TIMEOUT, CRASH
+    reason: str = ""
+    label: str = ""                # e.g. "functional model" for NPU rows on the host
+    compile: dict[str, Any] = field(default_factory=dict)   # the compile report
+    result: Any = None             # aot.deploy.result.RunResult when the device ran
+    image_bytes: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return {"PASS": EXIT_OK, "FAIL": EXIT_MISMATCH, "TIMEOUT": EXIT_SIM, "CRASH": EXIT_SIM}.get(self.status, EXIT_USAGE)
+
+
+def execute(cres: CompileResult, board: str, sim: str, timeout: float, kernels: str,
+            save_outputs: str | None, npu_trace: bool = False) -> RunOutcome:
+    """Run a compiled program on BOARD and turn the device's result line into an outcome."""
+    from aot.deploy import execute_bpte
+
+    target = cres.target
+    out = RunOutcome(cres.name, target.name, board, sim, "ERROR", compile=cres.report)
+    dres = execute_bpte(cres, board=board, sim=sim, timeout=timeout, kernels=kernels,
+                        save_outputs=save_outputs, npu_trace=npu_trace)
+    out.sim = dres.sim
+    out.label = dres.label
+    out.image_bytes = dres.image_bytes
+    if dres.skip_reason:
+        out.status, out.reason = "SKIP", dres.skip_reason
+        return out
+    res = dres.result
+    out.result = res
+    status = {"pass": "PASS", "fail": "FAIL", "timeout": "TIMEOUT", "crash": "CRASH"}.get(res.status, "ERROR")
+    out.status = status
+    if status != "PASS":
+        out.reason = res.error or res.status
+    return out
+
+
+def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = [("status", o.status + (f" ({o.label})" if o.label else "") + (f": {o.reason}" if o.reason else ""))]
+    r = o.result
+    num = o.compile.get("numerics", {})
+    if r is not None and r.outputs:
+        rows.append(("max diff vs expected", ", ".join(
+            f"{x.get('max_steps', '?')} steps / {x.get('max_abs', 0):.3g}" for x in r.outputs)))
+    if num:
+        snr = num.get("snr_db")
+        rows.append(("SNR vs float model", f"{snr if isinstance(snr, str) else round(float(snr), 1)} dB"))
+    if r is not None and r.count is not None:
+        rows.append((r.unit or "count", f"{r.count:,}"))
+        for op in sorted(r.per_op, key=lambda p: -p.get("count", 0))[:5]:
+            rows.append(("  " + op["op"], f"{op['count']:,} ({op['calls']} calls)"))
+    if r is not None and r.arena_bytes:
+        rows.append(("arena bytes", " + ".join(str(a) for a in r.arena_bytes)))
+    if r is not None and r.stack_bytes:
+        rows.append(("stack bytes", str(r.stack_bytes)))
+    if o.image_bytes:
+        rows.append(("image bytes", f"{o.image_bytes:,}"))
+    vela = o.compile.get("vela")
+    if vela:
+        rows.append(("NPU cycles (Vela estimate)", f"{vela['npu_cycles']:,}"))
+    if r is not None and r.status in ("timeout", "crash") and r.console:
+        rows.append(("last console lines", " | ".join(r.console[-5:])))
+    return rows
+
+
+def run_model(args: argparse.Namespace, options: LowerOptions) -> int:
+    from aot.summary import print_run
+
+    target = get_target(args.target)
+    board = args.board or target.default_board
+    cres = compile_model(args.model, target.name, args.output, args.calibration, options, reuse_cache=True)
+    outcome = execute(cres, board, args.sim, args.timeout, args.kernels, args.save_outputs, args.npu_trace)
+    print_run({"model": outcome.model, "board": board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
+    if outcome.status == "SKIP":
+        raise AotError(f"{outcome.reason}; AOT figures above are from the compile step (no device run)", EXIT_USAGE)
+    if outcome.status == "ERROR":
+        raise AotError(outcome.reason or "device run failed", EXIT_USAGE)
+    if outcome.status in ("TIMEOUT", "CRASH"):
+        raise AotError(f"simulator {outcome.status.lower()}: {outcome.reason}", EXIT_SIM)
+    return outcome.exit_code

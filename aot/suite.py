@@ -1,0 +1,267 @@
+"""The baremetal suite behind ./test_cortex_m.sh: every model x target x board, checked and tabulated."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aot import models
+from aot.errors import AotError
+from aot.targets import TARGETS, get_target
+
+log = logging.getLogger("aot.suite")
+
+QUICK_MODELS = ["add", "conv_relu", "lut_activations", "softmax"]
+DEFAULT_TARGETS = ["cortex-m55", "ethos-u55-128"]
+
+
+@dataclass
+class Case:
+    model: str
+    target: str
+    board: str
+    sim: str
+    kernels: str = "mve"
+    lut_fusion: bool = True
+    variant: str = "main"        # main rows go in the table; others feed the plots
+
+
+@dataclass
+class Row:
+    model: str
+    target: str
+    board: str
+    sim: str
+    variant: str
+    status: str
+    reason: str = ""
+    label: str = ""
+    max_steps: int | None = None
+    snr_db: float | str | None = None
+    count: int | None = None
+    unit: str = ""
+    npu_cycles: int | None = None
+    arena_bytes: int | None = None
+    image_bytes: int | None = None
+    macs: int | None = None
+    seconds: float = 0.0
+    per_op: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _fvp_on_path() -> bool:
+    return any(shutil.which(b) for b in ("FVP_Corstone_SSE-300_Ethos-U55", "FVP_Corstone_SSE-300_Ethos-U65", "FVP_Corstone_SSE-320"))
+
+
+def run_case(case: Case, outdir: str, timeout: float) -> Row:
+    """Compile (cached), run and check one case; never raises for a case-level failure."""
+    from aot.compile import compile_model, make_options
+    from aot.run import execute
+
+    t0 = time.monotonic()
+    row = Row(case.model, case.target, case.board, case.sim, case.variant, "ERROR")
+    try:
+        opts = make_options(lut_fusion=case.lut_fusion)
+        progdir = Path(outdir) / "programs" / ("lut" if case.lut_fusion else "nolut")
+        cres = compile_model(case.model, case.target, progdir, options=opts, reuse_cache=True)
+        rep = cres.report
+        row.snr_db = rep["numerics"]["snr_db"]
+        row.npu_cycles = (rep.get("vela") or {}).get("npu_cycles")
+        row.arena_bytes = rep["memory"]["arena_total"]
+        row.macs = rep.get("macs")
+        o = execute(cres, case.board, case.sim, timeout, case.kernels, None)
+        row.status, row.reason, row.label, row.sim = o.status, o.reason, o.label, o.sim
+        row.image_bytes = o.image_bytes
+        r = o.result
+        if r is not None:
+            steps = [x.get("max_steps") for x in r.outputs if x.get("max_steps") is not None]
+            row.max_steps = max(steps) if steps else None
+            row.count, row.unit = r.count, r.unit or ""
+            row.per_op = list(r.per_op)
+            if r.arena_bytes:
+                row.arena_bytes = int(sum(r.arena_bytes))
+    except AotError as err:
+        row.status, row.reason = "ERROR", str(err)
+    except Exception as exc:  # a broken case must not take the whole suite down
+        row.status, row.reason = "ERROR", f"{type(exc).__name__}: {exc}"
+    row.seconds = round(time.monotonic() - t0, 1)
+    return row
+
+
+def plan(models_: list[str], targets: list[str], boards: list[str] | None, sim: str) -> list[Case]:
+    cases: list[Case] = []
+    for m in models_:
+        for t in targets:
+            tgt = get_target(t)
+            for b in boards or [tgt.default_board]:
+                cases.append(Case(m, t, b, sim))
+                if tgt.flow == "cortex_m" and b != "host":
+                    # Variants for the plots: portable kernels, and no LUT fusion.
+                    cases.append(Case(m, t, b, sim, kernels="portable", variant="portable"))
+                    cases.append(Case(m, t, b, sim, lut_fusion=False, variant="no-lut"))
+    return cases
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else f"{v:.1f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _status_cell(r: Row) -> str:
+    s = r.status + (f" ({r.label})" if r.label else "")
+    return s + (f": {r.reason}" if r.reason and r.status != "PASS" else "")
+
+
+COLUMNS = ["model", "target", "board", "sim", "status", "max steps", "SNR dB", "count", "unit",
+           "NPU cycles (Vela)", "arena bytes", "image bytes"]
+
+
+def _cells(r: Row) -> list[str]:
+    return [r.model, r.target, r.board, r.sim, _status_cell(r), _fmt(r.max_steps), _fmt(r.snr_db if r.snr_db != "inf" else math.inf),
+            _fmt(r.count), r.unit or "-", _fmt(r.npu_cycles), _fmt(r.arena_bytes), _fmt(r.image_bytes)]
+
+
+def write_markdown(rows: list[Row], path: Path) -> None:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in rows:
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in _cells(r)) + " |")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_plots(rows: list[Row], outdir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[Path] = []
+    by = {(r.model, r.target, r.board, r.variant): r for r in rows}
+    for other, title, fname in (("portable", "portable C vs MVE kernels", "kernels_portable_vs_mve.png"),
+                                ("no-lut", "without vs with LUT fusion", "lut_fusion.png")):
+        pairs = [(k[0] + "\n" + k[1], by[(k[0], k[1], k[2], other)].count, r.count)
+                 for k, r in by.items() if k[3] == "main" and (k[0], k[1], k[2], other) in by
+                 and r.count and by[(k[0], k[1], k[2], other)].count]
+        if not pairs:
+            continue
+        fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(pairs)), 4))
+        xs = range(len(pairs))
+        ax.bar([x - 0.2 for x in xs], [p[1] for p in pairs], 0.4, label=other)
+        ax.bar([x + 0.2 for x in xs], [p[2] for p in pairs], 0.4, label="MVE + LUT fusion (default)")
+        ax.set_xticks(list(xs), [p[0] for p in pairs], fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("instructions per inference (QEMU -icount)")
+        ax.set_title(title)
+        ax.legend()
+        fig.tight_layout()
+        path = outdir / fname
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    ap = argparse.ArgumentParser(prog="test_cortex_m.sh", description="Run every model on every target and board; check and report.")
+    ap.add_argument("--models", default="all", help="comma-separated zoo models or 'all'")
+    ap.add_argument("--targets", default=",".join(DEFAULT_TARGETS), help=f"comma-separated, from: {', '.join(TARGETS)}")
+    ap.add_argument("--boards", default=None, help="comma-separated boards (default: each target's board)")
+    ap.add_argument("--sim", choices=["qemu", "fvp", "auto"], default="auto")
+    ap.add_argument("--quick", action="store_true", help=f"models {','.join(QUICK_MODELS)} only (a few minutes)")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--out", default="out/suite")
+    ap.add_argument("--timeout", type=float, default=300.0, help="per-run simulator timeout in seconds")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+
+    from aot.cli import setup_logging
+
+    setup_logging(args.verbose)
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    names = QUICK_MODELS if args.quick and args.models == "all" else (list(models.ZOO) if args.models == "all" else args.models.split(","))
+    unknown = [m for m in names if m not in models.ZOO]
+    if unknown:
+        print(f"error: unknown model(s) {', '.join(unknown)}; the zoo has {', '.join(models.ZOO)}", file=sys.stderr)
+        return 2
+    try:
+        targets = [get_target(t).name for t in args.targets.split(",")]
+    except AotError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    sim = args.sim
+    if sim == "auto":
+        sim = "fvp" if _fvp_on_path() else "qemu"
+    boards = args.boards.split(",") if args.boards else None
+    cases = plan(names, targets, boards, sim)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    from aot.deploy import prebuild
+
+    for b in sorted({c.board for c in cases}):
+        for k in sorted({c.kernels for c in cases if c.board == b}):
+            try:
+                prebuild(b, k)
+            except AotError as err:
+                log.warning("board %s (%s kernels) does not build: %s", b, k, err)
+
+    console = Console()
+    rows: list[Row] = []
+    t0 = time.monotonic()
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal) as prog:
+        task = prog.add_task("suite", total=len(cases))
+        with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futs = {pool.submit(run_case, c, str(out), args.timeout): c for c in cases}
+            for fut in as_completed(futs):
+                row = fut.result()
+                rows.append(row)
+                prog.advance(task)
+                el = time.monotonic() - t0
+                detail = f"{row.count:,} {row.unit}" if row.count else row.reason[:100]
+                console.print(f"[{len(rows)}/{len(cases)} {el:6.0f}s] {row.status:7s} {row.model} {row.target} {row.board} "
+                              f"{row.variant} ({row.seconds}s) {detail}", highlight=False)
+
+    order = {(c.model, c.target, c.board, c.variant): i for i, c in enumerate(cases)}
+    rows.sort(key=lambda r: order[(r.model, r.target, r.board, r.variant)])
+    main_rows = [r for r in rows if r.variant == "main"]
+    table = Table(title=f"baremetal suite ({sim})")
+    for c in COLUMNS:
+        table.add_column(c, overflow="fold")
+    for r in main_rows:
+        table.add_row(*_cells(r))
+    console.print(table)
+    (out / "results.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    write_markdown(main_rows, out / "results.md")
+    for p in write_plots(rows, out):
+        log.info("plot: %s", p)
+    failed = [r for r in rows if r.status not in ("PASS", "SKIP")]
+    passed = sum(1 for r in rows if r.status == "PASS")
+    skipped = sum(1 for r in rows if r.status == "SKIP")
+    print(f"suite: {passed} passed, {len(failed)} failed, {skipped} skipped")
+    log.info("results: %s, %s", out / "results.json", out / "results.md")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,31 @@
+"""Shared fixtures: compiled zoo programs cached across test files and runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# Compiled programs are cached here by compile_model's cache key (model source,
+# target, options, toolkit sources), so a rerun only recompiles what changed.
+CACHE = Path(os.environ.get("AOT_TEST_CACHE", ROOT / "build" / "test-programs"))
+
+
+def compile_cached(model: str, target: str, lut_fusion: bool = True, explicit_layout: bool = False,
+                   allow_float: bool = False):
+    """Compile (or reuse) MODEL for TARGET; returns aot.compile.CompileResult."""
+    from aot.compile import compile_model, make_options
+
+    variant = f"lut{int(lut_fusion)}-el{int(explicit_layout)}-af{int(allow_float)}"
+    opts = make_options(lut_fusion, explicit_layout, allow_float)
+    return compile_model(model, target, CACHE / target / variant, options=opts, reuse_cache=True)
+
+
+@pytest.fixture(scope="session")
+def compiled():
+    return compile_cached

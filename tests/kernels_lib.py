@@ -1,0 +1,134 @@
+"""ctypes bindings for the host build of firmware/kernels (fw_kernels_shared).
+
+Used by tests/test_kernels.py. The library is built once per session into
+build/kernels-host with CMake (the target lives in firmware/CMakeLists.txt);
+if the host board files are missing, the kernel sources are compiled directly
+with the system C compiler so the kernels can still be tested in isolation.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import logging
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "firmware" / "kernels"
+BUILD = ROOT / "build" / "kernels-host"
+log = logging.getLogger(__name__)
+
+i32 = C.c_int32
+P = C.c_void_p
+
+
+def _cmake_build() -> Path | None:
+    if not (ROOT / "boards" / "host" / "board.cmake").exists():
+        return None
+    cmake = shutil.which("cmake") or str(ROOT / ".venv" / "bin" / "cmake")
+    subprocess.run([cmake, "-S", str(ROOT / "firmware"), "-B", str(BUILD), "-DBOARD=host",
+                    "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True, text=True)
+    subprocess.run([cmake, "--build", str(BUILD), "--target", "fw_kernels_shared", "-j2"],
+                   check=True, capture_output=True, text=True)
+    libs = sorted(BUILD.rglob("libfw_kernels.so"))
+    return libs[0] if libs else None
+
+
+def _direct_build() -> Path:
+    out = BUILD / "direct" / "libfw_kernels.so"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    srcs = sorted(str(p) for p in KERNELS.glob("*.c"))
+    subprocess.run(["cc", "-std=gnu11", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra",
+                    "-Wno-unused-parameter", "-Werror", "-I", str(KERNELS), *srcs, "-o", str(out), "-lm"],
+                   check=True, capture_output=True, text=True)
+    return out
+
+
+def build_library() -> Path:
+    """Build the host kernels library and return its path."""
+    try:
+        lib = _cmake_build()
+    except subprocess.CalledProcessError as e:
+        log.warning("CMake build of fw_kernels_shared failed (%s); compiling kernels directly", e.stderr[-500:])
+        lib = None
+    if lib is None:
+        log.warning("boards/host/board.cmake missing or no library built; compiling kernels directly")
+        lib = _direct_build()
+    return lib
+
+
+class QAdd(C.Structure):
+    _fields_ = [(n, i32) for n in ("a_zp", "a_mult", "a_shift", "b_zp", "b_mult", "b_shift",
+                                    "out_zp", "out_mult", "out_shift", "act_min", "act_max")]
+
+
+class QMul(C.Structure):
+    _fields_ = [(n, i32) for n in ("a_zp", "b_zp", "out_zp", "out_mult", "out_shift")]
+
+
+class QConv(C.Structure):
+    _fields_ = [(n, i32) for n in ("batch", "in_h", "in_w", "in_c", "out_h", "out_w", "out_c",
+                                    "k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w",
+                                    "dil_h", "dil_w", "groups", "input_offset", "output_offset",
+                                    "act_min", "act_max")]
+
+
+class QLinear(C.Structure):
+    _fields_ = [(n, i32) for n in ("rows", "k", "n", "input_offset", "filter_offset",
+                                    "output_offset", "mult", "shift", "act_min", "act_max")]
+
+
+class QBmm(C.Structure):
+    _fields_ = [(n, i32) for n in ("batch", "m", "n", "k", "lhs_offset", "rhs_offset", "out_zp",
+                                    "mult", "shift")]
+
+
+class QPool(C.Structure):
+    _fields_ = [(n, i32) for n in ("batch", "in_h", "in_w", "c", "out_h", "out_w", "k_h", "k_w",
+                                    "stride_h", "stride_w", "pad_h", "pad_w")]
+
+
+def ptr(a: np.ndarray | None) -> int | None:
+    if a is None:
+        return None
+    assert a.flags["C_CONTIGUOUS"]
+    return a.ctypes.data
+
+
+class Kernels:
+    """Thin typed wrappers; every array argument must be C-contiguous numpy."""
+
+    def __init__(self, path: Path) -> None:
+        self.lib = C.CDLL(str(path))
+        sz = C.c_size_t
+        sig = {
+            "quantize_f32": [P, sz, C.c_double, i32, i32, i32, C.c_int, P],
+            "dequantize_f32": [P, C.c_int, sz, C.c_double, i32, P],
+            "qadd_s8": [P, sz, P, sz, P, C.POINTER(QAdd)],
+            "qmul_s8": [P, sz, P, sz, P, C.POINTER(QMul)],
+            "qdiv_s8": [P, P, P, sz, i32, i32, i32, C.c_double],
+            "qdiv_s16": [P, P, P, sz, i32, i32, i32, C.c_double],
+            "qlut_s8": [P, P, sz, P],
+            "qconv2d_s8": [C.POINTER(QConv), P, P, P, P, P, P],
+            "qdwconv2d_s8": [C.POINTER(QConv), P, P, P, P, P, P],
+            "qtconv2d_s8": [C.POINTER(QConv), P, P, P, P, P, P],
+            "qlinear_s8": [C.POINTER(QLinear), P, P, P, P, P],
+            "qbmm_s8": [C.POINTER(QBmm), P, P, P],
+            "qavgpool_s8": [C.POINTER(QPool), P, P, i32, i32, i32],
+            "qmaxpool_s8": [C.POINTER(QPool), P, P, i32, i32],
+            "softmax_s8": [P, P, i32, i32, i32, i32, i32, i32, i32],
+            "kminmax": [C.c_int, C.c_int, C.c_int, P, P, P, P, P, P],
+            "kpad": [sz, P, P, P, P, P, P],
+            "kpermute": [sz, C.c_int, P, P, P, P],
+        }
+        for base, args in sig.items():
+            for name in (base, base + "_ref"):
+                f = getattr(self.lib, name)
+                f.argtypes = args
+                f.restype = None
+
+    def fn(self, name: str, ref: bool):
+        return getattr(self.lib, name + ("_ref" if ref else ""))

@@ -1,0 +1,91 @@
+"""Bad input to `python -m aot compile`: one clear line on stderr, exit status 2, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "aot", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
+    assert len(lines) == 1, proc.stderr[-2000:]
+    return lines[0]
+
+
+def _write(tmp_path: Path, name: str, body: str) -> Path:
+    p = tmp_path / name
+    p.write_text(body)
+    return p
+
+
+def test_unknown_model(tmp_path: Path) -> None:
+    line = _error_line(_run(["compile", "no_such_model", "--target", "cortex-m55", "-o", str(tmp_path)], tmp_path))
+    assert "unknown model 'no_such_model'" in line and "mobilenet_v2" in line
+
+
+def test_missing_model_file(tmp_path: Path) -> None:
+    line = _error_line(_run(["compile", str(tmp_path / "nope.py"), "--target", "cortex-m55"], tmp_path))
+    assert "model file not found" in line
+
+
+def test_unknown_target(tmp_path: Path) -> None:
+    line = _error_line(_run(["compile", "add", "--target", "cortex-m4000", "-o", str(tmp_path)], tmp_path))
+    assert "unknown target 'cortex-m4000'" in line and "ethos-u55-128" in line
+
+
+def test_file_without_attributes(tmp_path: Path) -> None:
+    p = _write(tmp_path, "m.py", "import torch\nNet = torch.nn.ReLU()\n")
+    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55"], tmp_path))
+    assert "does not define ModelUnderTest and ModelInputs" in line
+
+
+def test_file_that_fails_to_import(tmp_path: Path) -> None:
+    p = _write(tmp_path, "m.py", "import torch\nraise RuntimeError('boom')\n")
+    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55"], tmp_path))
+    assert "failed to import" in line and "boom" in line
+
+
+def test_model_that_fails_to_export(tmp_path: Path) -> None:
+    p = _write(tmp_path, "m.py", (
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        if x.sum() > 0:\n"
+        "            return x * 2\n"
+        "        return x\n"
+        "ModelUnderTest = M()\nModelInputs = (torch.randn(1, 4),)\n"))
+    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55"], tmp_path))
+    assert "failed to export" in line
+
+
+def test_unsupported_op_names_op_and_source_line(tmp_path: Path) -> None:
+    p = _write(tmp_path, "m.py", (
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.cumsum(x, dim=1)\n"
+        "ModelUnderTest = M()\nModelInputs = (torch.randn(1, 8),)\n"))
+    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path))
+    assert "cumsum" in line and "m.py:4" in line and "cortex-m55" in line
+
+
+def test_bad_calibration_shapes(tmp_path: Path) -> None:
+    import torch
+
+    cal = tmp_path / "cal.pt"
+    torch.save([(torch.randn(1, 3),)], cal)
+    line = _error_line(_run(["compile", "mlp", "--target", "cortex-m55", "--calibration", str(cal), "-o", str(tmp_path)], tmp_path))
+    assert "calibration sample 0" in line and "(1, 64)" in line
