@@ -102,6 +102,20 @@ def setup_logging(verbose: bool) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    if not verbose:
+        # torch sets its loggers up when imported (undoing levels set earlier) and
+        # torchao warns about optional CUDA libraries at import: import both, then quiet them.
+        import torch  # noqa: F401
+
+        def quiet() -> None:
+            for name in ["torch", "torchao", "executorch", *logging.root.manager.loggerDict]:
+                if name.startswith(("torch", "executorch")):
+                    logging.getLogger(name).setLevel(logging.ERROR)
+
+        quiet()
+        import torchao.quantization.pt2e.quantize_pt2e  # noqa: F401
+
+        quiet()
 
 
 def main(argv: list[str] | None = None) -> int:

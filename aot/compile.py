@@ -14,7 +14,7 @@ import torch
 from executorch.exir import ExecutorchBackendConfig
 
 import aot
-from aot import emit, numerics, program_info, reference, verify
+from aot import emit, macs, numerics, program_info, reference, verify
 from aot.errors import AotError
 from aot.load import LoadedModel, load_calibration, load_model
 from aot.lower import LowerOptions, Lowered
@@ -152,6 +152,7 @@ def compile_model(
         "compile_seconds": round(compile_s, 2),
         "inputs": [list(t.shape) for t in model.inputs],
         "outputs": [list(t.shape) for t in float_out],
+        "macs": macs.model_macs(model.module, model.inputs),
         "ops": program_info.op_histogram(program),
         "delegated_ops": program_info.delegated_ops(lowered.edge),
         "partitions": program_info.partition_count(lowered.edge),

@@ -42,7 +42,7 @@ class RunOutcome:
 def execute(cres: CompileResult, board: str, sim: str, timeout: float, kernels: str,
             save_outputs: str | None, npu_trace: bool = False) -> RunOutcome:
     """Run a compiled program on BOARD and turn the device's result line into an outcome."""
-    from aot.deploy import execute_bpte
+    from aot.deploy.execute import execute_bpte
 
     target = cres.target
     out = RunOutcome(cres.name, target.name, board, sim, "ERROR", compile=cres.report)
@@ -69,14 +69,15 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
     num = o.compile.get("numerics", {})
     if r is not None and r.outputs:
         rows.append(("max diff vs expected", ", ".join(
-            f"{x.get('max_steps', '?')} steps / {x.get('max_abs', 0):.3g}" for x in r.outputs)))
+            f"{'?' if x.max_steps is None else x.max_steps} steps / {x.max_abs if x.max_abs is not None else float('nan'):.3g}"
+            for x in r.outputs)))
     if num:
         snr = num.get("snr_db")
         rows.append(("SNR vs float model", f"{snr if isinstance(snr, str) else round(float(snr), 1)} dB"))
-    if r is not None and r.count is not None:
-        rows.append((r.unit or "count", f"{r.count:,}"))
-        for op in sorted(r.per_op, key=lambda p: -p.get("count", 0))[:5]:
-            rows.append(("  " + op["op"], f"{op['count']:,} ({op['calls']} calls)"))
+    if r is not None and r.total is not None:
+        rows.append((r.unit or "count", f"{r.total:,}"))
+        for op in sorted(r.per_op, key=lambda p: -p.count)[:5]:
+            rows.append(("  " + op.op, f"{op.count:,} ({op.calls} calls)"))
     if r is not None and r.arena_bytes:
         rows.append(("arena bytes", " + ".join(str(a) for a in r.arena_bytes)))
     if r is not None and r.stack_bytes:

@@ -83,10 +83,10 @@ def run_case(case: Case, outdir: str, timeout: float) -> Row:
         row.image_bytes = o.image_bytes
         r = o.result
         if r is not None:
-            steps = [x.get("max_steps") for x in r.outputs if x.get("max_steps") is not None]
+            steps = [x.max_steps for x in r.outputs if x.max_steps is not None]
             row.max_steps = max(steps) if steps else None
-            row.count, row.unit = r.count, r.unit or ""
-            row.per_op = list(r.per_op)
+            row.count, row.unit = r.total, r.unit or ""
+            row.per_op = [{"op": p.op, "calls": p.calls, "count": p.count} for p in r.per_op]
             if r.arena_bytes:
                 row.arena_bytes = int(sum(r.arena_bytes))
     except AotError as err:
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    from aot.deploy import prebuild
+    from aot.deploy.execute import prebuild
 
     for b in sorted({c.board for c in cases}):
         for k in sorted({c.kernels for c in cases if c.board == b}):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,8 @@ from typing import Any
 import torch
 
 from aot.errors import AotError
+
+log = logging.getLogger(__name__)
 
 FIRMWARE_OPS_DIR = Path(__file__).resolve().parent.parent / "firmware" / "ops"
 _ET_OP = re.compile(r'^\s*ET_OP\(\s*"([^"]+)"\s*,\s*"([^"]*)"')
@@ -82,3 +85,108 @@ def check_supported(program: Any, edge: Any, target: str, other_targets: list[st
             if not target.startswith("ethos") else "Vela did not take it and the Cortex-M firmware has no kernel for it; replace the op in the model")
     raise AotError(f"op {first.op} (node {first.node}, at {first.source}) cannot be lowered for {target}: "
                    f"no firmware kernel implements it{more}; {hint}")
+
+
+# ------------------------------------------------------------------ program verifier
+# aten ops that only move or reinterpret data: they are dtype-agnostic and fine on int8.
+DATA_MOVEMENT = {
+    "aten::view_copy", "aten::view", "aten::reshape", "aten::_unsafe_view", "aten::permute_copy",
+    "aten::permute", "aten::cat", "aten::slice_copy", "aten::select_copy", "aten::squeeze_copy",
+    "aten::unsqueeze_copy", "aten::expand_copy", "aten::clone", "aten::alias_copy", "aten::split_copy",
+    "aten::split_with_sizes_copy", "aten::t_copy", "aten::transpose_copy", "aten::constant_pad_nd",
+    "aten::index_select", "aten::flip", "aten::repeat", "aten::stack", "aten::unbind_copy",
+    "aten::max_pool2d", "aten::max_pool2d_with_indices",   # order-preserving: exact on int codes
+    "dim_order_ops::_clone_dim_order", "dim_order_ops::_to_dim_order_copy",
+}
+# ops whose presence is how quantized data enters/leaves float (not compute).
+QDQ = {"cortex_m::quantize_per_tensor", "cortex_m::dequantize_per_tensor",
+       "quantized_decomposed::quantize_per_tensor", "quantized_decomposed::dequantize_per_tensor"}
+
+
+@dataclass
+class Finding:
+    node: str
+    op: str
+    source: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"node": self.node, "op": self.op, "source": self.source, "reason": self.reason}
+
+
+@dataclass
+class ProgramCheck:
+    broken: list[Finding]            # integer data into a float kernel: wrong answers on a device
+    float_islands: list[Finding]     # float compute between dequantize and quantize
+    partitions: int
+    quantized_ops: int
+    float_ops: int
+
+    @property
+    def coverage(self) -> float:
+        total = self.quantized_ops + self.float_ops
+        return 1.0 if total == 0 else self.quantized_ops / total
+
+    def summary(self) -> str:
+        return (f"partitions {self.partitions}, float islands {len(self.float_islands)}, "
+                f"quantized-op coverage {100.0 * self.coverage:.0f}% "
+                f"({self.quantized_ops} of {self.quantized_ops + self.float_ops} CPU compute ops"
+                f"{' + delegated ops' if self.partitions else ''})")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": not self.broken and not self.float_islands, "summary": self.summary(),
+                "partitions": self.partitions, "float_islands": [f.as_dict() for f in self.float_islands],
+                "broken": [f.as_dict() for f in self.broken], "quantized_ops": self.quantized_ops,
+                "float_ops": self.float_ops, "quantized_op_coverage": round(self.coverage, 4)}
+
+
+def _dtype(arg: Any) -> torch.dtype | None:
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    return val.dtype if isinstance(val, torch.Tensor) else None
+
+
+def check_program(gm: torch.fx.GraphModule) -> ProgramCheck:
+    """Classify every non-delegated op of a final program's graph."""
+    broken: list[Finding] = []
+    islands: list[Finding] = []
+    partitions = quantized = floating = 0
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is torch.ops.higher_order.executorch_call_delegate:
+            partitions += 1
+            continue
+        name = edge_op_name(n)
+        if name is None or name in QDQ or name in DATA_MOVEMENT:
+            continue
+        ns = name.split("::")[0]
+        if ns not in ("aten",):
+            quantized += 1       # cortex_m:: kernels run on integer data by construction
+            continue
+        ints = [a.name for a in n.all_input_nodes if _dtype(a) in (torch.int8, torch.int16, torch.uint8)]
+        if ints:
+            broken.append(Finding(n.name, name, _source_line(n),
+                                  f"float kernel {name} reads integer tensor(s) {', '.join(ints)} without a dequantize"))
+        else:
+            islands.append(Finding(n.name, name, _source_line(n), f"{name} runs in float on the CPU"))
+        floating += 1
+    return ProgramCheck(broken, islands, partitions, quantized, floating)
+
+
+def enforce(check: ProgramCheck, target: str, allow_float: bool) -> list[str]:
+    """Raise for programs that must not be written; return warnings for the report."""
+    if check.broken:
+        b = check.broken[0]
+        more = f" (and {len(check.broken) - 1} more)" if len(check.broken) > 1 else ""
+        raise AotError(f"the lowered program for {target} is broken: node {b.node} at {b.source}: {b.reason}{more}; "
+                       "the quantizer did not annotate this op or the pattern around it failed to lower: "
+                       "rewrite the op (see aot/passes) or report the model")
+    if check.float_islands:
+        listing = "; ".join(f"{f.op} at {f.source}" for f in check.float_islands[:4])
+        more = f" and {len(check.float_islands) - 4} more" if len(check.float_islands) > 4 else ""
+        msg = f"{len(check.float_islands)} float op(s) left on the CPU for {target}: {listing}{more}"
+        if not allow_float:
+            raise AotError(f"{msg}; quantize or replace these ops, or pass --allow-float to accept float islands")
+        log.warning("%s (allowed by --allow-float)", msg)
+        return [msg]
+    return []

@@ -35,6 +35,7 @@ if __package__ in (None, ""):
 
 from aot.deploy.boards import Board, BoardError, load_board  # noqa: E402
 from aot.deploy.build import BuildError, BuildOptions, build_image, check_model_fits, emdl_image  # noqa: E402
+from aot.deploy.result import ResultError, RunResult, parse_result  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,16 @@ class SimResult:
     status: str  # runner status, or "timeout" / "crash"
     exit_code: int | None
     console: str
-    result: dict[str, Any] | None = None  # the runner's JSON line
+    run: RunResult | None = None  # the runner's parsed JSON line
     elapsed_s: float = 0.0
     workdir: Path | None = None
     outputs: list[Path] = field(default_factory=list)  # output_<i>.bin, in index order
     command: list[str] = field(default_factory=list)
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        """The JSON line as a dict (None without one)."""
+        return self.run.raw if self.run is not None else None
 
     @property
     def tail(self) -> str:
@@ -67,18 +73,11 @@ class SimResult:
         return "\n".join(lines) or None
 
 
-def _parse_result_line(console: str) -> dict[str, Any] | None:
-    """The runner's result: the last console line that is a JSON object with "status"."""
-    for line in reversed(console.splitlines()):
-        line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict) and "status" in obj:
-                return obj
-    return None
+def _parse_result_line(console: str) -> RunResult | None:
+    try:
+        return parse_result(console)
+    except ResultError:
+        return None
 
 
 def run_command(cmd: list[str], cwd: Path, timeout: float) -> tuple[str, int | None, bool, float]:
@@ -99,13 +98,21 @@ def run_command(cmd: list[str], cwd: Path, timeout: float) -> tuple[str, int | N
     return out.decode("utf-8", errors="replace"), code, timed_out, time.monotonic() - t0
 
 
-def classify(console: str, exit_code: int | None, timed_out: bool) -> tuple[str, dict[str, Any] | None]:
+# The runner's exit status for each result status (firmware/runner/main.c).
+EXIT_FOR_STATUS = {"pass": 0, "fail": 1, "error": 2}
+
+
+def classify(console: str, exit_code: int | None, timed_out: bool) -> tuple[str, RunResult | None]:
+    """(status, parsed line): timeout, crash (fault report, no line, or an exit
+    status that contradicts the line), else the runner's own status."""
     parsed = _parse_result_line(console)
     if timed_out:
         return "timeout", parsed
     if FAULT_MARKER in console or parsed is None:
         return "crash", parsed
-    return str(parsed.get("status", "crash")), parsed
+    if exit_code is not None and exit_code != EXIT_FOR_STATUS.get(parsed.status, exit_code):
+        return "crash", parsed
+    return parsed.status, parsed
 
 
 def qemu_command(board: Board, elf: Path, model_bin: Path) -> list[str]:

@@ -12,7 +12,7 @@ from executorch.backends.cortex_m.target_config import CortexMTargetConfig
 from executorch.exir import to_edge_transform_and_lower
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-from aot.lower import Lowered, LowerOptions
+from aot.lower import Lowered, LowerOptions, apply_quantizer_hooks, bind_passes, pass_reports, run_program_checks
 from aot.lower.export import export_graph, export_module
 from aot.targets import Target
 
@@ -43,8 +43,11 @@ def lower(
         module = module.to(memory_format=torch.channels_last)
         inputs = tuple(_channels_last(t) for t in inputs)
         calibration = [tuple(_channels_last(t) for t in s) for s in calibration]
+    bind_passes(options, target)
     graph = export_graph(module, inputs)
-    prepared = prepare_pt2e(graph, make_quantizer(options))
+    for p in options.pre_quant_passes:
+        graph = p(graph)
+    prepared = prepare_pt2e(graph, apply_quantizer_hooks(make_quantizer(options), target, options))
     for sample in calibration:
         prepared(*sample)
     quantized = convert_pt2e(prepared)
@@ -56,4 +59,5 @@ def lower(
     edge._edge_programs["forward"] = pm.transform()
     if options.post_passes:
         edge = edge.transform(list(options.post_passes))
-    return Lowered(edge=edge, inputs=inputs, quantized=quantized)
+    run_program_checks(options, edge)
+    return Lowered(edge=edge, inputs=inputs, quantized=quantized, extra=pass_reports(options))

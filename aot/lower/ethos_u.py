@@ -20,7 +20,7 @@ from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import Replace
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-from aot.lower import Lowered, LowerOptions
+from aot.lower import Lowered, LowerOptions, apply_quantizer_hooks, bind_passes, pass_reports, run_program_checks
 from aot.lower.export import export_graph, export_module
 from aot.targets import Target
 
@@ -89,8 +89,11 @@ def lower(
     workdir = options.intermediates or tempfile.mkdtemp(prefix="aot_vela_")
     os.makedirs(workdir, exist_ok=True)
     spec = compile_spec(target, workdir)
+    bind_passes(options, target)
     graph = export_graph(module, inputs)
-    prepared = prepare_pt2e(graph, make_quantizer(spec))
+    for p in options.pre_quant_passes:
+        graph = p(graph)
+    prepared = prepare_pt2e(graph, apply_quantizer_hooks(make_quantizer(spec), target, options))
     for sample in calibration:
         prepared(*sample)
     quantized = convert_pt2e(prepared)
@@ -104,5 +107,7 @@ def lower(
         )
     # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.
     edge = edge.transform([ReplaceQuantNodesPass()] + list(options.post_passes))
+    run_program_checks(options, edge)
     return Lowered(edge=edge, inputs=inputs, quantized=quantized,
-                   extra={"vela_partitions": partitions, "workdir": workdir, "compile_spec": spec})
+                   extra={"vela_partitions": partitions, "workdir": workdir, "compile_spec": spec,
+                          **pass_reports(options)})

@@ -24,6 +24,12 @@ ZOO: dict[str, str] = {
     "softmax": "linear layer followed by softmax",
     "lut_activations": "conv followed by elementwise chains (sigmoid*2+0.5, tanh-0.25)",
     "mobilenet_v2": "MobileNetV2, width 0.35, 96x96 input",
+    "conv_hardsigmoid": "conv followed by F.hardsigmoid",
+    "relu6_net": "depthwise-separable stack written with F.relu6",
+    "scalar_arith": "scalar *, +, -, /, 1 - t and clamp after activations",
+    "attention": "single-head self-attention with attn @ v",
+    "fc_autoencoder": "fully connected autoencoder (128-64-64-8-64-64-128)",
+    "global_avgpool": "conv, ReLU6, AvgPool2d over the whole 8x8 map, linear",
 }
 
 

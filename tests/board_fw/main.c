@@ -7,6 +7,7 @@
  *   deep    recurse until the stack limit trips (STKOF report)
  *   save    write output_0.bin / output_1.bin through plat_save_output
  *   exitN   exit with status N (one digit)
+ *   long    hello with a 100x longer loop (crosses a SysTick wrap)
  *   (a MVE smoke test runs in hello when built with MVE)                      */
 #include <stdio.h>
 #include <string.h>
@@ -68,7 +69,8 @@ int main(int argc, char **argv) {
 
   /* hello: a JSON line in the runner's shape, with platform figures. */
   uint64_t t0 = plat_counter();
-  for (volatile unsigned i = 0; i < 100000u; i++) {
+  unsigned iters = !strcmp(cmd, "long") ? 100u * 1000u * 1000u : 100000u;
+  for (volatile unsigned i = 0; i < iters; i++) {
   }
   uint64_t t1 = plat_counter();
   const plat_region *r;

@@ -1,0 +1,174 @@
+"""One entry point for running a compiled program on any board: host, QEMU or FVP.
+
+Picks the executor from the board and simulator, builds what it needs (cached),
+and turns every failure to start into an AotError; device-level outcomes
+(pass, fail, timeout, crash) come back in the RunResult.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aot.errors import AotError
+
+log = logging.getLogger(__name__)
+
+FVP_BINARIES = ("FVP_Corstone_SSE-300_Ethos-U55", "FVP_Corstone_SSE-300_Ethos-U65", "FVP_Corstone_SSE-320")
+
+
+@dataclass
+class DeployResult:
+    sim: str                      # host, qemu, fvp, npu-model
+    result: Any = None            # aot.deploy.result.RunResult
+    skip_reason: str = ""
+    label: str = ""
+    image_bytes: int | None = None
+
+
+def _build_options(kernels: str) -> Any:
+    from aot.deploy.build import BuildOptions
+
+    if kernels not in ("mve", "portable"):
+        raise AotError(f"unknown kernel variant '{kernels}': use mve or portable")
+    return BuildOptions(mve=(kernels == "mve"))
+
+
+def prebuild(board: str, kernels: str = "mve") -> int | None:
+    """Build the image for BOARD once up front (so parallel runs don't race); returns its size."""
+    if board == "host":
+        from aot.deploy.sim_host import build_host_runner
+
+        build_host_runner()
+        return None
+    from aot.deploy.build import BuildError, build_image
+
+    try:
+        res = build_image(board, _build_options(kernels))
+    except (BuildError, ValueError) as err:
+        raise AotError(f"firmware image for {board} does not build: {err}") from err
+    return _image_size(res)
+
+
+def _image_size(build_result: Any) -> int | None:
+    s = build_result.sizes or {}
+    return int(s.get("text", 0) + s.get("data", 0)) or None
+
+
+def _fvp_available(board: Any) -> bool:
+    return board.fvp is not None and any(shutil.which(b) for b in FVP_BINARIES)
+
+
+def _from_sim(sres: Any) -> Any:
+    from aot.deploy.result import RunResult
+
+    run = sres.run
+    if sres.status in ("timeout", "crash"):
+        tail = sres.console.splitlines()[-20:]
+        why = sres.fault or ("killed at the timeout" if sres.status == "timeout" else "no result line")
+        r = run if run is not None else RunResult(status=sres.status)
+        r.status, r.error, r.console = sres.status, why, tail
+        return r
+    return run
+
+
+def _save_npy(raw_files: list[Path], bpte: Path, save_outputs: str) -> None:
+    from aot.deploy.sim_host import save_outputs_npy
+
+    if not raw_files:
+        raise AotError("the device wrote no outputs to save")
+    raw_dir = raw_files[0].parent
+    for p in save_outputs_npy(raw_dir, bpte, save_outputs):
+        log.info("saved %s", p)
+
+
+def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.0, kernels: str = "mve",
+                 save_outputs: str | None = None, npu_trace: bool = False) -> DeployResult:
+    from aot.deploy.boards import BoardError, load_board
+
+    target = cres.target
+    if target.flow == "ethos_u":
+        return _execute_npu(cres, board, sim, timeout, save_outputs, npu_trace)
+    if board == "host":
+        from aot.deploy.result import ResultError
+        from aot.deploy.sim_host import run_host
+
+        try:
+            res = run_host(cres.bpte, save_outputs_dir=None)
+            if save_outputs:
+                with tempfile.TemporaryDirectory() as raw:
+                    run_host(cres.bpte, save_outputs_dir=raw)
+                    _save_npy(sorted(Path(raw).glob("output_*.bin")), cres.bpte, save_outputs)
+        except ResultError as err:
+            from aot.deploy.result import RunResult
+
+            return DeployResult("host", RunResult(status="crash", error=str(err)))
+        except Exception as err:  # build failures
+            raise AotError(f"host runner: {err}") from err
+        return DeployResult("host", res)
+    try:
+        b = load_board(board)
+    except (BoardError, FileNotFoundError) as err:
+        raise AotError(str(err)) from err
+    if sim == "auto":
+        sim = "fvp" if _fvp_available(b) else "qemu"
+    from aot.deploy.build import BuildError, build_image
+
+    try:
+        img = build_image(b.name, _build_options(kernels))
+    except (BuildError, ValueError) as err:
+        raise AotError(f"firmware image for {b.name} does not build: {err}") from err
+    size = _image_size(img)
+    if sim == "qemu":
+        if b.qemu is None:
+            return DeployResult("qemu", skip_reason=f"QEMU has no machine for {b.name} ({b.cpu}); run it with --sim fvp "
+                                                    f"where {', '.join(FVP_BINARIES[2:]) if '320' in b.name else 'an FVP'} is on PATH",
+                                image_bytes=size)
+        from aot.deploy.sim_qemu import SimError, run_qemu
+
+        try:
+            sres = run_qemu(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs))
+        except SimError as err:
+            raise AotError(str(err)) from err
+    elif sim == "fvp":
+        from aot.deploy.sim_fvp import run_fvp
+        from aot.deploy.sim_qemu import SimError
+
+        try:
+            sres = run_fvp(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs))
+        except SimError as err:
+            raise AotError(str(err)) from err
+    else:
+        raise AotError(f"unknown simulator '{sim}': use qemu, fvp or auto")
+    res = _from_sim(sres)
+    if save_outputs and res is not None and res.status in ("pass", "fail"):
+        _save_npy(sres.outputs, cres.bpte, save_outputs)
+    return DeployResult(sim, res, image_bytes=size)
+
+
+def _execute_npu(cres: Any, board: str, sim: str, timeout: float, save_outputs: str | None, npu_trace: bool) -> DeployResult:
+    """Ethos-U programs: an FVP with the NPU where present, else our NPU functional model on the host."""
+    if board != "host":
+        from aot.deploy.boards import load_board
+
+        b = load_board(board)
+        if sim in ("fvp", "auto") and _fvp_available(b):
+            from aot.deploy.sim_fvp import run_fvp
+            from aot.deploy.sim_qemu import SimError
+
+            try:
+                sres = run_fvp(cres.bpte, b, timeout=timeout, save_outputs=bool(save_outputs))
+            except SimError as err:
+                raise AotError(str(err)) from err
+            return DeployResult("fvp", _from_sim(sres))
+    try:
+        from aot.npu.run import run_bundled  # the functional model of the NPU
+    except ImportError:
+        where = "the host" if board == "host" else f"{board} under QEMU (mps3-an547 has no Ethos-U NPU)"
+        return DeployResult("npu-model", skip_reason=f"the Ethos-U delegate cannot execute on {where}")
+    res = run_bundled(cres.bpte, save_outputs=save_outputs, trace=npu_trace)
+    return DeployResult("npu-model", res, label="NPU functional model on the host; cycles are Vela estimates")

@@ -1,0 +1,533 @@
+"""Execute a decoded Ethos-U55 command stream on numpy arrays, as the hardware computes.
+
+Registers persist between operations (Vela only writes what changes), so the
+model keeps a register file and runs each NPU_OP_* on the values in force.
+Every operation works on whole tensors: feature maps are gathered from and
+scattered to byte-addressed regions through the tile/stride address map.
+
+Memory: region 0 = the blob's weight_data (read only), regions 1 and 2 =
+scratch (inputs and outputs live there at the offsets the blob gives), and the
+internal SHRAM whose last 2 KiB hold the activation lookup tables.
+
+Output stage for every block operation: accumulator (+ bias) -> scale and shift
+with the selected rounding -> + OFM zero point -> clamp to ACTIVATION_MIN/MAX and
+the OFM type -> optional table lookup.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from aot.npu.blob import VelaBlob, parse_blob
+from aot.npu.commands import Command, decode
+from aot.npu.errors import NpuError
+from aot.npu.weights import decode_scales, decode_weights
+
+log = logging.getLogger(__name__)
+
+# IFM precision bits 0-3 (bit 0 signed, bits 2-3 size) and OFM precision bits 0-2 (bit 0 signed, bits 1-2 size).
+_IFM_TYPES = {0: np.uint8, 1: np.int8, 4: np.uint16, 5: np.int16, 9: np.int32}
+_OFM_TYPES = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 5: np.int32}
+ROUND_TFL, ROUND_TRUNCATE, ROUND_NATURAL = 0, 1, 2
+_POOL_MODES = {0: "max", 1: "avg", 2: "reduce_sum"}
+_ELEMENTWISE = {0: "mul", 1: "add", 2: "sub", 3: "min", 4: "max", 5: "lrelu", 6: "abs", 7: "clz", 8: "shr", 9: "shl"}
+LUT_BYTES = 2048
+
+
+def _s16(v: int) -> int:
+    return v - 0x10000 if v & 0x8000 else v
+
+
+def rescale(acc: np.ndarray, scale: Any, shift: Any, rounding: int) -> np.ndarray:
+    """(acc * scale) >> shift with the hardware rounding; exact for any accumulator width."""
+    acc = np.asarray(acc, dtype=np.int64)
+    scale = np.asarray(scale, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    big = acc.size and (int(np.abs(acc).max()) * int(scale.max(initial=0)) >= (1 << 62))
+    if big:  # 40-bit accumulators times 32-bit scales overflow int64: use Python integers
+        acc_o, scale_o, shift_o = acc.astype(object), scale.astype(object), shift.astype(object)
+        prod = acc_o * scale_o
+    else:
+        acc_o, shift_o, prod = acc, shift, acc * scale
+    one = np.int64(1) if not big else 1
+    if rounding == ROUND_TRUNCATE:
+        neg = prod < 0
+        mag = np.where(neg, -prod, prod) >> shift_o
+        res = np.where(neg, -mag, mag)
+    else:
+        rnd = np.where(shift_o > 0, one << np.maximum(shift_o - 1, 0), 0)
+        if rounding == ROUND_TFL:
+            # Double rounding (TFLite's doubling high multiply then rounding shift), as TOSA defines it.
+            adj = np.where(acc_o >= 0, one << 30, -(one << 30))
+            rnd = rnd + np.where(shift_o > 31, adj, 0)
+        res = (prod + rnd) >> shift_o
+    return np.asarray(res, dtype=np.int64) if not big else np.array(res.tolist(), dtype=np.int64).reshape(acc.shape)
+
+
+@dataclass
+class FeatureMap:
+    region: int
+    bases: tuple[int, int, int, int]
+    height0: int
+    height1: int
+    width0: int
+    strides: tuple[int, int, int]   # y, x, c (bytes)
+    dtype: Any
+    brick: bool                     # NHCWB16
+    zero_point: int
+
+
+@dataclass
+class TraceEntry:
+    index: int
+    offset: int
+    op: str
+    ifm_shape: tuple[int, ...]
+    ofm_shape: tuple[int, ...]
+    ofm: np.ndarray | None = None
+    detail: str = ""
+
+
+@dataclass
+class NpuState:
+    blob: VelaBlob
+    regions: dict[int, np.ndarray]
+    shram: np.ndarray
+    regs: dict[str, int] = field(default_factory=dict)
+    payloads: dict[str, int] = field(default_factory=dict)
+
+
+class Machine:
+    """One Ethos-U55 running one blob."""
+
+    def __init__(self, blob: VelaBlob, ifm_ublock: int = 8, ofm_ublock: int = 8) -> None:
+        if blob.config is not None and blob.config.product not in (0, 1):
+            raise NpuError(f"command stream targets {blob.config.product_name}: this functional model runs "
+                           "Ethos-U55/U65 streams only (Ethos-U85 commands and weight formats are not modelled)")
+        self.blob = blob
+        scratch = np.zeros(max(blob.scratch_size, 16), dtype=np.uint8)
+        self.regions: dict[int, np.ndarray] = {0: np.frombuffer(blob.weights, dtype=np.uint8).copy(), 1: scratch, 2: scratch}
+        shram_kib = blob.config.shram_kib if blob.config and blob.config.shram_kib else 24
+        self.shram = np.zeros(shram_kib * 1024, dtype=np.uint8)
+        self.regs: dict[str, int] = {}
+        self.pay: dict[str, int] = {}
+        self.ifm_ublock, self.ofm_ublock = ifm_ublock, ofm_ublock
+        self.trace: list[TraceEntry] = []
+        self.keep_outputs = False
+
+    # ---- register access -------------------------------------------------------------
+    def r(self, name: str, default: int | None = 0) -> int:
+        v = self.regs.get(name, default)
+        if v is None:
+            raise NpuError(f"register {name} used before it was set")
+        return v
+
+    def p(self, name: str, default: int | None = 0) -> int:
+        v = self.pay.get(name, default)
+        if v is None:
+            raise NpuError(f"register {name} used before it was set")
+        return v
+
+    def mem(self, region: int, what: str) -> np.ndarray:
+        if region not in self.regions:
+            raise NpuError(f"{what} uses memory region {region}; the blob defines regions 0 (weights), 1 and 2 (scratch)")
+        return self.regions[region]
+
+    # ---- feature maps ---------------------------------------------------------------
+    def fmap(self, prefix: str) -> FeatureMap:
+        prec_reg = "NPU_SET_OFM_PRECISION" if prefix == "OFM" else f"NPU_SET_{prefix}_PRECISION"
+        prec = self.r(prec_reg)
+        if prefix == "OFM":
+            code = prec & 0x7
+            types = _OFM_TYPES
+        else:
+            code = prec & 0xF
+            types = _IFM_TYPES
+        if code not in types:
+            raise NpuError(f"{prec_reg} selects data type code {code}, which the U55 does not define")
+        fmt = (prec >> 6) & 0x3
+        if fmt > 1:
+            raise NpuError(f"{prec_reg} selects layout {fmt}; only NHWC (0) and NHCWB16 (1) exist")
+        p = f"NPU_SET_{prefix}_"
+        return FeatureMap(
+            region=self.r(p + "REGION"),
+            bases=tuple(self.p(f"{p}BASE{i}") for i in range(4)),  # type: ignore[arg-type]
+            height0=self.r(p + "HEIGHT0_M1") + 1, height1=self.r(p + "HEIGHT1_M1") + 1, width0=self.r(p + "WIDTH0_M1") + 1,
+            strides=(self.p(p + "STRIDE_Y"), self.p(p + "STRIDE_X"), self.p(p + "STRIDE_C")),
+            dtype=types[code], brick=fmt == 1, zero_point=_s16(self.r(p + "ZERO_POINT")))
+
+    def _addresses(self, fm: FeatureMap, h: int, w: int, c: int) -> np.ndarray:
+        esize = np.dtype(fm.dtype).itemsize
+        y = np.arange(h)[:, None, None]
+        x = np.arange(w)[None, :, None]
+        ch = np.arange(c)[None, None, :]
+        right = x >= fm.width0
+        tile = np.where(right, np.where(y >= fm.height1, 3, 1), np.where(y >= fm.height0, 2, 0))
+        yy = np.where(right, np.where(y >= fm.height1, y - fm.height1, y), np.where(y >= fm.height0, y - fm.height0, y))
+        xx = np.where(right, x - fm.width0, x)
+        base = np.asarray(fm.bases, dtype=np.int64)[tile]
+        sy, sx, sc = fm.strides
+        if fm.brick:
+            off = yy * sy + xx * (16 * esize) + (ch // 16) * sc + (ch % 16) * esize
+        else:
+            off = yy * sy + xx * sx + ch * esize
+        return (base + off).astype(np.int64)
+
+    def read(self, fm: FeatureMap, h: int, w: int, c: int, what: str) -> np.ndarray:
+        mem = self.mem(fm.region, what)
+        addr = self._addresses(fm, h, w, c)
+        esize = np.dtype(fm.dtype).itemsize
+        if addr.size and (addr.min() < 0 or addr.max() + esize > len(mem)):
+            raise NpuError(f"{what} reads bytes {addr.min()}..{addr.max() + esize} of region {fm.region}, "
+                           f"which holds {len(mem)}: the command stream and blob disagree")
+        raw = mem[addr[..., None] + np.arange(esize)]
+        return np.ascontiguousarray(raw).view(np.dtype(fm.dtype).newbyteorder("<"))[..., 0].astype(np.int64)
+
+    def write(self, fm: FeatureMap, values: np.ndarray, what: str) -> None:
+        h, w, c = values.shape
+        mem = self.mem(fm.region, what)
+        if fm.region == 0:
+            raise NpuError(f"{what} writes to region 0, which holds the read-only weights")
+        addr = self._addresses(fm, h, w, c)
+        esize = np.dtype(fm.dtype).itemsize
+        if addr.size and (addr.min() < 0 or addr.max() + esize > len(mem)):
+            raise NpuError(f"{what} writes bytes {addr.min()}..{addr.max() + esize} of region {fm.region}, "
+                           f"which holds {len(mem)}")
+        raw = np.ascontiguousarray(values.astype(np.dtype(fm.dtype).newbyteorder("<"))).view(np.uint8)
+        mem[addr[..., None] + np.arange(esize)] = raw.reshape(h, w, c, esize)
+
+    # ---- common op state ----------------------------------------------------------------
+    def ofm_shape(self) -> tuple[int, int, int]:
+        return (self.r("NPU_SET_OFM_HEIGHT_M1") + 1, self.r("NPU_SET_OFM_WIDTH_M1") + 1, self.r("NPU_SET_OFM_DEPTH_M1") + 1)
+
+    def kernel(self) -> tuple[int, int, int, int, int, int]:
+        """-> (extent_h, extent_w, stride_y, stride_x, dilation_y, dilation_x)."""
+        ks = self.r("NPU_SET_KERNEL_STRIDE")
+        sx = ((((ks >> 6) & 0x7) << 1) | (ks & 1)) + 1
+        sy = ((((ks >> 9) & 0x7) << 1) | ((ks >> 1) & 1)) + 1
+        dx, dy = ((ks >> 3) & 1) + 1, ((ks >> 4) & 1) + 1
+        return self.r("NPU_SET_KERNEL_HEIGHT_M1") + 1, self.r("NPU_SET_KERNEL_WIDTH_M1") + 1, sy, sx, dy, dx
+
+    def padding(self) -> tuple[int, int, int, int]:
+        return (self.r("NPU_SET_IFM_PAD_TOP"), self.r("NPU_SET_IFM_PAD_LEFT"),
+                self.r("NPU_SET_IFM_PAD_BOTTOM"), self.r("NPU_SET_IFM_PAD_RIGHT"))
+
+    def check_upscale(self, op: str) -> None:
+        mode = self.r("NPU_SET_IFM_UPSCALE") & 0x3
+        if mode:
+            raise NpuError(f"{op} uses IFM upscale mode {mode} (nearest/transpose), not modelled yet")
+
+    def ifm_window(self, op: str, ofm_h: int, ofm_w: int, depth: int) -> tuple[np.ndarray, np.ndarray, tuple]:
+        """IFM values padded by the command's padding, plus a validity mask for padded positions."""
+        self.check_upscale(op)
+        kh, kw, sy, sx, dy, dx = self.kernel()
+        top, left, bottom, right = self.padding()
+        ih = (ofm_h - 1) * sy + kh - top - bottom
+        iw = (ofm_w - 1) * sx + kw - left - right
+        if ih <= 0 or iw <= 0:
+            raise NpuError(f"{op}: kernel, stride and padding give an empty IFM ({ih}x{iw})")
+        fm = self.fmap("IFM")
+        vals = self.read(fm, ih, iw, depth, f"{op} IFM") - fm.zero_point
+        padded = np.zeros((ih + top + bottom, iw + left + right, depth), dtype=np.int64)
+        valid = np.zeros((ih + top + bottom, iw + left + right), dtype=bool)
+        padded[top:top + ih, left:left + iw] = vals
+        valid[top:top + ih, left:left + iw] = True
+        return padded, valid, (kh, kw, sy, sx, dy, dx)
+
+    def output_stage(self, acc: np.ndarray, scale: Any, shift: Any, op: str) -> np.ndarray:
+        prec = self.r("NPU_SET_OFM_PRECISION")
+        rounding = (prec >> 14) & 0x3
+        if rounding == 3:
+            raise NpuError(f"{op}: OFM_PRECISION selects rounding mode 3, which the U55 does not define")
+        fm = self.fmap("OFM")
+        out = rescale(acc, scale, shift, rounding) + fm.zero_point
+        act = self.r("NPU_SET_ACTIVATION")
+        func, clip = act & 0xFFF, (act >> 12) & 0xF
+        info = np.iinfo(fm.dtype)
+        lo, hi = int(info.min), int(info.max)
+        clip_ranges = {0: (lo, hi), 2: (0, 255), 3: (-128, 127), 5: (-32768, 32767)}
+        if clip not in clip_ranges:
+            raise NpuError(f"{op}: ACTIVATION clip range {clip} is not defined for the U55")
+        lo, hi = max(lo, clip_ranges[clip][0]), min(hi, clip_ranges[clip][1])
+        if np.dtype(fm.dtype).itemsize <= 2:
+            lo = max(lo, _s16(self.r("NPU_SET_ACTIVATION_MIN", _s16_raw(lo))))
+            hi = min(hi, _s16(self.r("NPU_SET_ACTIVATION_MAX", _s16_raw(hi))))
+        if func == 0:
+            pass
+        elif 16 <= func <= 23:
+            out = np.clip(out, lo, hi)
+            return self.lut(out, func - 16, fm, op)
+        else:
+            raise NpuError(f"{op}: activation function {func} (tanh/sigmoid without a table) is not modelled")
+        return np.clip(out, lo, hi)
+
+    def lut(self, values: np.ndarray, slot: int, fm: FeatureMap, op: str) -> np.ndarray:
+        base = len(self.shram) - LUT_BYTES
+        esize = np.dtype(fm.dtype).itemsize
+        if esize == 1:
+            table = self.shram[base + 256 * slot: base + 256 * (slot + 1)]
+            idx = values + 128 if np.issubdtype(fm.dtype, np.signedinteger) else values
+            t = table.view(np.int8) if np.issubdtype(fm.dtype, np.signedinteger) else table
+            return t[idx].astype(np.int64)
+        if esize == 2:
+            if slot != 0:
+                raise NpuError(f"{op}: a 16-bit table must use slot 0 (the whole 2 KiB LUT), not {slot}")
+            entries = self.shram[base: base + LUT_BYTES].view("<u4").astype(np.int64)
+            lut_base = np.where(entries & 0x8000, (entries & 0xFFFF) - 0x10000, entries & 0xFFFF)
+            slope = (entries >> 16) & 0xFFFF
+            slope = np.where(slope & 0x8000, slope - 0x10000, slope)
+            u = values + 32768 if np.issubdtype(fm.dtype, np.signedinteger) else values
+            i, frac = u >> 7, u & 0x7F
+            out = lut_base[i] + ((slope[i] * frac) >> 7)  # base + slope interpolation, 7 fraction bits
+            info = np.iinfo(fm.dtype)
+            return np.clip(out, info.min, info.max)
+        raise NpuError(f"{op}: table lookup on {np.dtype(fm.dtype).name} outputs is not defined")
+
+    def global_scale(self) -> tuple[int, int]:
+        return self.p("NPU_SET_OFM_SCALE"), self.r("NPU_SET_OFM_SCALE") & 0x3F
+
+    # ---- operations -----------------------------------------------------------------
+    def op_conv(self, depthwise: bool) -> tuple[np.ndarray, tuple, tuple]:
+        op = "DEPTHWISE" if depthwise else "CONV"
+        oh, ow, oc = self.ofm_shape()
+        ic = oc if depthwise else self.r("NPU_SET_IFM_DEPTH_M1") + 1
+        ifm, _, (kh, kw, sy, sx, dy, dx) = self.ifm_window(op, oh, ow, ic)
+        kh_n, kw_n = (kh - 1) // dy + 1, (kw - 1) // dx + 1
+        ifm_code = self.r("NPU_SET_IFM_PRECISION") & 0xF
+        ifm_bits = 8 * np.dtype(_IFM_TYPES[ifm_code]).itemsize
+        part_kernel = bool((self.r("NPU_SET_KERNEL_STRIDE") >> 2) & 1)
+        wreg = self.r("NPU_SET_WEIGHT_REGION")
+        wmem = self.mem(wreg, f"{op} weights")
+        wb, wl = self.p("NPU_SET_WEIGHT_BASE"), self.p("NPU_SET_WEIGHT_LENGTH")
+        if wb + wl > len(wmem):
+            raise NpuError(f"{op} weight stream {wb}..{wb + wl} lies outside region {wreg} ({len(wmem)} bytes)")
+        weights = decode_weights(wmem[wb:wb + wl].tobytes(), oc, kh_n, kw_n, ic, self.r("NPU_SET_OFM_BLK_DEPTH_M1") + 1,
+                                 depthwise, part_kernel, ifm_bits, (dx, dy), self.ifm_ublock, self.ofm_ublock)
+        acc = np.zeros((oh, ow, oc), dtype=np.int64)
+        for ky in range(kh_n):
+            for kx in range(kw_n):
+                patch = ifm[ky * dy: ky * dy + (oh - 1) * sy + 1: sy, kx * dx: kx * dx + (ow - 1) * sx + 1: sx]
+                if depthwise:
+                    acc += patch * weights[:, ky, kx, 0]
+                else:
+                    acc += patch @ weights[:, ky, kx, :].T
+        bias, scale, shift = self.scales(oc, op)
+        acc = acc + bias
+        if (self.r("NPU_SET_OFM_PRECISION") >> 8) & 1:
+            scale, shift = self.global_scale()
+        out = self.output_stage(acc, scale, shift, op)
+        self.write(self.fmap("OFM"), out, f"{op} OFM")
+        return out, (ifm.shape[0], ifm.shape[1], ic), (kh_n, kw_n, sy, sx)
+
+    def scales(self, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        sreg = self.r("NPU_SET_SCALE_REGION")
+        smem = self.mem(sreg, f"{op} scales")
+        sb, sl = self.p("NPU_SET_SCALE_BASE"), self.p("NPU_SET_SCALE_LENGTH")
+        if sb + sl > len(smem):
+            raise NpuError(f"{op} scale stream {sb}..{sb + sl} lies outside region {sreg} ({len(smem)} bytes)")
+        return decode_scales(smem[sb:sb + sl].tobytes(), channels)
+
+    def op_pool(self, mode: int) -> tuple[np.ndarray, tuple, tuple]:
+        name = _POOL_MODES.get(mode)
+        if name is None:
+            raise NpuError(f"NPU_OP_POOL with unknown pooling mode {mode}")
+        if name == "reduce_sum":
+            raise NpuError("NPU_OP_POOL mode REDUCE_SUM is not modelled yet")
+        op = f"POOL {name.upper()}"
+        oh, ow, oc = self.ofm_shape()
+        ifm, valid, (kh, kw, sy, sx, dy, dx) = self.ifm_window(op, oh, ow, oc)
+        if name == "avg" and not valid.all():
+            raise NpuError(f"{op} with padding (hardware divisor) is not modelled yet")
+        acc = None
+        for ky in range(kh):
+            for kx in range(kw):
+                patch = ifm[ky: ky + (oh - 1) * sy + 1: sy, kx: kx + (ow - 1) * sx + 1: sx]
+                if name == "max":
+                    ok = valid[ky: ky + (oh - 1) * sy + 1: sy, kx: kx + (ow - 1) * sx + 1: sx][..., None]
+                    patch = np.where(ok, patch, np.iinfo(np.int64).min)
+                    acc = patch if acc is None else np.maximum(acc, patch)
+                else:
+                    acc = patch if acc is None else acc + patch
+        assert acc is not None
+        scale, shift = self.global_scale()
+        out = self.output_stage(acc, scale, shift, op)
+        self.write(self.fmap("OFM"), out, f"{op} OFM")
+        return out, (ifm.shape[0], ifm.shape[1], oc), (kh, kw, sy, sx)
+
+    def op_elementwise(self, mode: int) -> tuple[np.ndarray, tuple, tuple]:
+        name = _ELEMENTWISE.get(mode)
+        if name is None:
+            raise NpuError(f"NPU_OP_ELEMENTWISE with unknown mode {mode}")
+        op = f"ELEMENTWISE {name.upper()}"
+        self.check_upscale(op)
+        oh, ow, oc = self.ofm_shape()
+        ifm_fm = self.fmap("IFM")
+        a = self.read(ifm_fm, oh, ow, oc, f"{op} IFM") - ifm_fm.zero_point
+        unary = name in ("abs", "clz", "lrelu")
+        b = None
+        if not unary:
+            bc = self.r("NPU_SET_IFM2_BROADCAST")
+            fm2 = self.fmap("IFM2")
+            if (bc >> 7) & 1:
+                raw = self.r("NPU_SET_IFM2_SCALAR")
+                val = _s16(raw) if np.issubdtype(fm2.dtype, np.signedinteger) else raw
+                b = np.full((1, 1, 1), val - fm2.zero_point, dtype=np.int64)
+            else:
+                h2 = 1 if bc & 1 else oh
+                w2 = 1 if (bc >> 1) & 1 else ow
+                c2 = 1 if (bc >> 2) & 1 else oc
+                b = self.read(fm2, h2, w2, c2, f"{op} IFM2") - fm2.zero_point
+            b = np.broadcast_to(b, (oh, ow, oc))
+            if (bc >> 6) & 1:
+                a, b = b, a
+        ifm_prec = self.r("NPU_SET_IFM_PRECISION")
+        scale, shift = self.global_scale()
+        if name in ("add", "sub"):
+            a, b = self.input_scaling(a, b, ifm_prec, op)
+            acc = a + b if name == "add" else a - b
+        elif name == "mul":
+            acc = a * b
+        elif name == "min":
+            acc = np.minimum(a, b)
+        elif name == "max":
+            acc = np.maximum(a, b)
+        elif name == "abs":
+            acc = np.abs(a)
+        elif name == "lrelu":
+            acc = np.where(a < 0, rescale(a, self.p("NPU_SET_OPA_SCALE"), self.r("NPU_SET_OPA_SCALE") & 0x3F,
+                                          (ifm_prec >> 14) & 3), a)
+        else:
+            raise NpuError(f"{op} is not modelled yet")
+        out = self.output_stage(acc, scale, shift, op)
+        self.write(self.fmap("OFM"), out, f"{op} OFM")
+        return out, (oh, ow, oc), ()
+
+    def input_scaling(self, a: np.ndarray, b: np.ndarray, ifm_prec: int, op: str) -> tuple[np.ndarray, np.ndarray]:
+        """ADD/SUB operand scaling (IFM_PRECISION bits 8-9).
+
+        32-bit modes: the selected operand is rescaled by OPA_SCALE (32-bit scale, 6-bit shift) with the IFM
+        rounding mode; the other keeps its value shifted left by 19 (8-bit) or 14 (16-bit), the fixed
+        input headroom the hardware gives an unscaled operand. 16-bit mode: both operands multiply by
+        16-bit scales (OPA with its shift, OPB without)."""
+        mode = (ifm_prec >> 8) & 0x3
+        rounding = (ifm_prec >> 14) & 0x3
+        bits = 8 * np.dtype(_IFM_TYPES[ifm_prec & 0xF]).itemsize
+        opa_scale, opa_shift = self.p("NPU_SET_OPA_SCALE"), self.r("NPU_SET_OPA_SCALE") & 0x3F
+        if mode == 0:
+            opb_scale = self.p("NPU_SET_OPB_SCALE") & 0xFFFF
+            a2 = rescale(a, opa_scale & 0xFFFF, opa_shift, rounding)
+            return a2, b * opb_scale
+        if bits == 32:
+            raise NpuError(f"{op}: 32-bit operand scaling on 32-bit inputs is not modelled")
+        headroom = 19 if bits == 8 else 14
+        if mode == 1:
+            return rescale(a, opa_scale, opa_shift, rounding), b << headroom
+        if mode == 2:
+            return a << headroom, rescale(b, opa_scale, opa_shift, rounding)
+        raise NpuError(f"{op}: IFM scale mode 3 is not defined for the U55")
+
+    def op_dma(self) -> None:
+        src_reg, dst_reg = self.r("NPU_SET_DMA0_SRC_REGION"), self.r("NPU_SET_DMA0_DST_REGION")
+        if (src_reg >> 9) & 3 or (dst_reg >> 9) & 3:
+            raise NpuError("NPU_OP_DMA_START with 2-D/3-D strides is not modelled yet")
+        src, dst, n = self.p("NPU_SET_DMA0_SRC"), self.p("NPU_SET_DMA0_DST"), self.p("NPU_SET_DMA0_LEN")
+        smem = self.mem(src_reg & 0xFF, "DMA source") if not (src_reg >> 8) & 1 else self.shram
+        dmem = self.shram if (dst_reg >> 8) & 1 else self.mem(dst_reg & 0xFF, "DMA destination")
+        if src + n > len(smem) or dst + n > len(dmem):
+            raise NpuError(f"DMA of {n} bytes from 0x{src:x} to 0x{dst:x} runs past the end of its memory")
+        if dmem is self.regions.get(0) and not (dst_reg >> 8) & 1:
+            raise NpuError("DMA writes to region 0, which holds the read-only weights")
+        dmem[dst:dst + n] = smem[src:src + n]
+
+    # ---- the loop ---------------------------------------------------------------------
+    def run(self, cmds: list[Command], on_op: Callable[[TraceEntry], None] | None = None) -> None:
+        index = 0
+        for c in cmds:
+            if not c.is_operation:
+                self.regs[c.name] = c.param
+                if c.payload is not None:
+                    self.pay[c.name] = c.payload
+                continue
+            name = c.name
+            if name == "NPU_OP_STOP":
+                break
+            if name in ("NPU_OP_DMA_WAIT", "NPU_OP_KERNEL_WAIT", "NPU_OP_PMU_MASK", "NPU_OP_IRQ"):
+                continue  # synchronisation only: this model runs commands in order
+            try:
+                if name == "NPU_OP_DMA_START":
+                    self.op_dma()
+                    entry = TraceEntry(index, c.offset, "DMA", (), (self.p("NPU_SET_DMA0_LEN"),))
+                elif name in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE"):
+                    out, ishape, _ = self.op_conv(name == "NPU_OP_DEPTHWISE")
+                    entry = TraceEntry(index, c.offset, name[7:], ishape, out.shape, out if self.keep_outputs else None)
+                elif name == "NPU_OP_POOL":
+                    out, ishape, _ = self.op_pool(c.param)
+                    entry = TraceEntry(index, c.offset, f"POOL_{_POOL_MODES[c.param].upper()}", ishape, out.shape,
+                                       out if self.keep_outputs else None)
+                elif name == "NPU_OP_ELEMENTWISE":
+                    out, ishape, _ = self.op_elementwise(c.param)
+                    entry = TraceEntry(index, c.offset, _ELEMENTWISE[c.param].upper(), ishape, out.shape,
+                                       out if self.keep_outputs else None)
+                else:
+                    raise NpuError(f"{name} is not modelled")
+            except NpuError as err:
+                raise NpuError(f"command {index} ({name} at offset 0x{c.offset:06x}): {err}") from None
+            self.trace.append(entry)
+            if on_op is not None:
+                on_op(entry)
+            index += 1
+
+
+def _s16_raw(v: int) -> int:
+    return v & 0xFFFF
+
+
+def _io_dtype(t: Any) -> Any:
+    return {1: np.int8, 2: np.int16, 4: np.int32}[t.elem_size]
+
+
+def execute_delegate(blob: bytes, inputs: list[np.ndarray], trace: bool = False) -> list[np.ndarray]:
+    """Run one Ethos-U delegate (lowered_module.processed_bytes) on the functional model.
+
+    inputs: one array per delegate input, in the blob's input order; any shape whose element count and
+    item size match the blob's IO entry (the bytes are copied as they lie, NHWC as Vela expects).
+    Returns the outputs as flat int arrays reshaped to the blob's (squeezed 6-D) output shapes.
+    With trace=True the per-command trace is logged at INFO level (see run_blob for the entries).
+    """
+    outs, _ = run_blob(blob, inputs, keep=trace)
+    return outs
+
+
+def run_blob(blob: bytes | VelaBlob, inputs: list[np.ndarray], keep: bool = False,
+             on_op: Callable[[TraceEntry], None] | None = None) -> tuple[list[np.ndarray], list[TraceEntry]]:
+    """Like execute_delegate, also returning the per-command trace (with OFM arrays when keep=True)."""
+    vb = blob if isinstance(blob, VelaBlob) else parse_blob(blob)
+    if len(inputs) != len(vb.inputs):
+        raise NpuError(f"the delegate takes {len(vb.inputs)} inputs, {len(inputs)} were given")
+    m = Machine(vb)
+    m.keep_outputs = keep
+    for i, (arr, io) in enumerate(zip(inputs, vb.inputs)):
+        a = np.ascontiguousarray(np.asarray(arr))
+        if a.dtype.itemsize != io.elem_size or a.size * io.elem_size != io.nbytes:
+            raise NpuError(f"delegate input {i}: got {a.size} x {a.dtype.itemsize}-byte elements, the blob expects "
+                           f"shape {io.shape[-4:]} of {io.elem_size}-byte elements")
+        mem = m.mem(io.region, f"input {i}")
+        if io.offset + io.nbytes > len(mem):
+            raise NpuError(f"delegate input {i} at offset {io.offset} does not fit region {io.region}")
+        mem[io.offset:io.offset + io.nbytes] = a.view(np.uint8).ravel()
+    cmds = decode(vb.commands, 0)
+    m.run(cmds, on_op)
+    outs = []
+    for i, io in enumerate(vb.outputs):
+        mem = m.mem(io.region, f"output {i}")
+        raw = mem[io.offset:io.offset + io.nbytes].copy()
+        dt = np.dtype(_io_dtype(io)).newbyteorder("<")
+        shape = tuple(io.shape)
+        while len(shape) > 1 and shape[0] == 1:
+            shape = shape[1:]
+        outs.append(raw.view(dt).astype(dt.newbyteorder("=")).reshape(shape))
+    return outs, m.trace

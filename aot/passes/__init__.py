@@ -1,0 +1,22 @@
+"""Our graph passes and quantizer configuration, added to LowerOptions by `configure`.
+
+One pass per file, each file's docstring says what it matches and what it emits:
+- lut_fusion.py (+ lut_backends.py, lut_ethos_u.py): pointwise chains -> one lookup table.
+- relu6_to_hardtanh.py: F.relu6 -> hardtanh(0, 6) so quantizers fuse it as activation bounds.
+- verify_program.py: last pass, rejects broken programs and (by default) float islands.
+"""
+
+from __future__ import annotations
+
+from aot.lower import LowerOptions
+
+
+def configure(opts: LowerOptions, allow_float: bool = False) -> None:
+    """Add our passes to `opts` (called by the CLI for every compile)."""
+    from aot.passes.lut_fusion import LutFusion
+    from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
+    from aot.passes.verify_program import VerifyProgram
+
+    opts.pre_quant_passes.append(Relu6ToHardtanh())
+    opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
+    opts.program_checks.append(VerifyProgram(allow_float=allow_float))

@@ -1,0 +1,113 @@
+"""How each backend evaluates and carries a fused lookup table (used by lut_fusion.py).
+
+A backend decides three things: which regions it can take (dtype, table size),
+how a table entry is computed from an input code (the backend's own
+dequantize, float precision, rounding and clamping, so a one-op chain gives
+exactly the table the backend would have built for that op), and which op
+carries the table in the graph.
+
+- Cortex-M: `cortex_m::quantized_activation(x_int8, lut_int8[256])`, entries as
+  ExecuTorch's `build_activation_lut` computes them (double precision, round
+  half away from zero, NaN entries continue the nearest defined entry).
+  int16 is not supported by that kernel, so int16 regions are left alone.
+- Ethos-U: see `EthosULut` (TOSA TABLE; int8 256 entries, int16 513 entries).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import executorch.backends.cortex_m.ops.operators  # noqa: F401  (registers torch.ops.cortex_m)
+from aot.passes.lut_fusion import Region, evaluate_chain, remove_region
+
+
+def all_codes(dtype: torch.dtype) -> torch.Tensor:
+    info = torch.iinfo(dtype)
+    return torch.arange(info.min, info.max + 1, dtype=torch.int64)
+
+
+def round_half_away(x: torch.Tensor) -> torch.Tensor:
+    return torch.sign(x) * torch.floor(x.abs() + 0.5)
+
+
+def _unique_attr(gm: torch.fx.GraphModule, stem: str) -> str:
+    i = 0
+    while hasattr(gm, f"{stem}_{i}"):
+        i += 1
+    return f"{stem}_{i}"
+
+
+def _copy_meta(src: torch.fx.Node, dst: torch.fx.Node) -> None:
+    for k in ("stack_trace", "nn_module_stack", "source_fn_stack", "val", "tensor_meta"):
+        if k in src.meta:
+            dst.meta[k] = src.meta[k]
+
+
+class CortexMLut:
+    """cortex_m::quantized_activation: 256-entry int8 table indexed by code + 128."""
+
+    name = "cortex_m"
+    op_name = "cortex_m::quantized_activation"
+
+    def cannot_fuse(self, region: Region) -> str | None:
+        din, dout = region.in_qparams[4], region.out_qparams[4]
+        if din != torch.int8 or dout != torch.int8:
+            return (f"cortex_m::quantized_activation takes int8 only (region is {din}->{dout}); "
+                    "int16 tables are not supported on Cortex-M, region left as it is")
+        return None
+
+    def table_entries(self, region: Region) -> int:
+        return 256
+
+    @staticmethod
+    def codes(region: Region) -> torch.Tensor:
+        return all_codes(torch.int8)
+
+    @staticmethod
+    def dequantize(codes: torch.Tensor, scale: float, zp: int) -> torch.Tensor:
+        # Python-float arithmetic of build_activation_lut, element by element: (q - zp) * scale in double.
+        return (codes.to(torch.float64) - zp) * scale
+
+    @staticmethod
+    def quantize(y: torch.Tensor, scale: float, zp: int, qmin: int, qmax: int) -> torch.Tensor:
+        scaled = y / scale + zp
+        out = round_half_away(torch.nan_to_num(scaled, nan=0.0, posinf=qmax, neginf=qmin)).clamp(qmin, qmax)
+        out = out.to(torch.int64)
+        nan = torch.isnan(scaled)
+        if bool(nan.all()):
+            raise ValueError("the fused chain is undefined on every input code")
+        if bool(nan.any()):
+            # Undefined entries (log of a negative...) continue the nearest defined entry, as the backend does.
+            idx = torch.arange(len(out))
+            defined = idx[~nan]
+            for i in idx[nan].tolist():
+                out[i] = out[defined[(defined - i).abs().argmin()]]
+        return out
+
+    def table(self, region: Region) -> torch.Tensor:
+        s_in, zp_in, _, _, _ = region.in_qparams
+        s_out, zp_out, qmin, qmax, _ = region.out_qparams
+        x = self.dequantize(self.codes(region), s_in, zp_in)
+        y = evaluate_chain(region.ops, x)
+        return self.quantize(y, s_out, zp_out, qmin, qmax).to(torch.int8)
+
+    def emit(self, gm: torch.fx.GraphModule, region: Region, table: torch.Tensor) -> torch.fx.Node:
+        name = _unique_attr(gm, "_aot_lut")
+        gm.register_buffer(name, table)
+        with gm.graph.inserting_before(region.output_q):
+            lut = gm.graph.get_attr(name)
+            node = gm.graph.call_function(torch.ops.cortex_m.quantized_activation.default, (region.input_node, lut))
+        _copy_meta(region.output_q, node)
+        node.meta["stack_trace"] = region.ops[0].meta.get("stack_trace", "")
+        remove_region(gm, region, node)
+        return node
+
+
+def backend_for(target: Any, options: Any) -> Any:
+    if target.flow == "cortex_m":
+        return CortexMLut()
+    from aot.passes.lut_ethos_u import EthosULut
+    return EthosULut(target)

@@ -1,0 +1,272 @@
+/* platform.h for the Armv8-M boards (Corstone-300/320 under QEMU or an FVP).
+ *
+ * Console: semihosting SYS_WRITE (default) or the CMSDK UART (FW_CONSOLE=uart).
+ * Counter: DWT CYCCNT when the core counts cycles (FVP, hardware: "cycles");
+ *   otherwise SysTick from the CPU clock converted to nanoseconds, which under
+ *   QEMU -icount shift=0 is one per instruction ("instructions"; resolution
+ *   1e9 / BOARD_CPU_HZ). Chosen at run time in plat_init.
+ * Model: EMDL header + .bpte at BOARD_MODEL_ADDR, put there by the simulator
+ *   (QEMU -device loader, FVP --data) or linked in (EMBED_MODEL).
+ * Exit: semihosting SYS_EXIT_EXTENDED, so the status reaches the simulator. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "armv8m.h"
+#include "board_config.h"
+#include "platform.h"
+#include "semihost.h"
+
+#if !defined(FW_CONSOLE_UART) && !defined(FW_NO_SEMIHOSTING)
+#define USE_SH_CONSOLE 1
+#endif
+
+extern uint32_t __stack_limit__[], __stack_top__[];
+
+/* ---------------------------------------------------------------- console */
+
+#if defined(FW_CONSOLE_UART)
+#ifndef BOARD_UART_BASE
+#error "FW_CONSOLE=uart needs uart_base in board.toml [board]"
+#endif
+#define UART_DATA (BOARD_UART_BASE + 0x00u)
+#define UART_STATE (BOARD_UART_BASE + 0x04u)
+#define UART_CTRL (BOARD_UART_BASE + 0x08u)
+#define UART_BAUDDIV (BOARD_UART_BASE + 0x10u)
+
+static void uart_init(void) {
+  REG32(UART_BAUDDIV) = BOARD_CPU_HZ / 115200u; /* >= 16 as the CMSDK UART requires */
+  REG32(UART_CTRL) = 1u;                        /* TX enable */
+}
+
+static void uart_write(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    while (REG32(UART_STATE) & 1u) { /* TX buffer full */
+    }
+    REG32(UART_DATA) = (uint8_t)s[i];
+  }
+}
+#endif
+
+#if USE_SH_CONSOLE
+static int g_tt = -1;
+#endif
+static bool g_console_ready;
+
+static void console_init(void) {
+  if (g_console_ready) return;
+#if defined(FW_CONSOLE_UART)
+  uart_init();
+#elif USE_SH_CONSOLE
+  g_tt = sh_open(":tt", SH_MODE_W); /* ":tt" + write mode = the host's stdout */
+#endif
+  g_console_ready = true;
+}
+
+void plat_write(const char *s, size_t n) {
+  console_init(); /* faults may print before plat_init */
+#if defined(FW_CONSOLE_UART)
+  uart_write(s, n);
+#elif USE_SH_CONSOLE
+  if (g_tt >= 0) sh_write(g_tt, s, n);
+#else
+  (void)s;
+  (void)n;
+#endif
+}
+
+/* ---------------------------------------------------------------- counter */
+
+static bool g_use_dwt;
+static volatile uint32_t g_systick_wraps;
+static uint32_t g_dwt_last;
+static uint64_t g_dwt_high;
+
+static uint64_t dwt_read(void) {
+  /* Extends the 32-bit CYCCNT; called from thread code and from SysTick
+   * (every 2^24 cycles), so no wrap is missed. */
+  uint32_t primask;
+  __asm__ volatile("mrs %0, primask\n cpsid i" : "=r"(primask)::"memory");
+  uint32_t c = REG32(DWT_CYCCNT);
+  if (c < g_dwt_last) g_dwt_high += 1ull << 32;
+  g_dwt_last = c;
+  uint64_t v = g_dwt_high | c;
+  __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
+  return v;
+}
+
+void SysTick_Handler(void) {
+  g_systick_wraps++;
+  if (g_use_dwt) (void)dwt_read();
+}
+
+static void counter_init(void) {
+  /* SysTick: 24-bit down counter from the CPU clock, wraps counted in the
+   * interrupt. Always on: it also keeps the DWT extension current. */
+  REG32(SYST_RVR) = 0x00FFFFFFu;
+  REG32(SYST_CVR) = 0;
+  REG32(SYST_CSR) = 7u; /* CLKSOURCE=CPU, TICKINT, ENABLE */
+
+  REG32(SCB_DEMCR) |= DEMCR_TRCENA;
+  __asm__ volatile("dsb\n isb" ::: "memory");
+  if (!(REG32(DWT_CTRL) & DWT_CTRL_NOCYCCNT)) {
+    REG32(DWT_CYCCNT) = 0;
+    REG32(DWT_CTRL) |= DWT_CTRL_CYCCNTENA;
+    for (volatile int i = 0; i < 16; i++) {
+    }
+    /* QEMU accepts the writes but does not count: fall back to SysTick. */
+    g_use_dwt = REG32(DWT_CYCCNT) != 0;
+  }
+}
+
+static uint64_t systick_ticks(void) {
+  uint32_t hi, v;
+  do {
+    hi = g_systick_wraps;
+    v = REG32(SYST_CVR);
+  } while (hi != g_systick_wraps);
+  return ((uint64_t)hi << 24) + (0x00FFFFFFu - v);
+}
+
+uint64_t plat_counter(void) {
+  if (g_use_dwt) return dwt_read();
+  /* ticks -> ns; under QEMU -icount shift=0 one ns is one instruction */
+  uint64_t t = systick_ticks();
+  return t / BOARD_CPU_HZ * 1000000000ull + (t % BOARD_CPU_HZ) * 1000000000ull / BOARD_CPU_HZ;
+}
+
+const char *plat_counter_unit(void) { return g_use_dwt ? "cycles" : "instructions"; }
+
+/* ---------------------------------------------------------------- model */
+
+static const uint8_t *g_model;
+static size_t g_model_size;
+static uint32_t g_model_flags;
+static int g_model_state; /* 0 unread, 1 ok, -1 bad */
+
+static uint32_t rd_le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void model_probe(void) {
+  if (g_model_state) return;
+  const uint8_t *hdr = (const uint8_t *)(uintptr_t)BOARD_MODEL_ADDR;
+  char msg[200];
+  if (memcmp(hdr, PLAT_MODEL_MAGIC, 4) != 0) {
+    snprintf(msg, sizeof msg,
+             "error: no model at 0x%08x (EMDL header missing): load model.bin there "
+             "(QEMU -device loader,file=model.bin,addr=0x%08x / FVP --data) or build with EMBED_MODEL\n",
+             (unsigned)BOARD_MODEL_ADDR, (unsigned)BOARD_MODEL_ADDR);
+    plat_write(msg, strlen(msg));
+    g_model_state = -1;
+    return;
+  }
+  uint32_t size = rd_le32(hdr + 4);
+  if (size == 0 || size > BOARD_MODEL_MAX - 16u) {
+    snprintf(msg, sizeof msg,
+             "error: model header says %lu bytes but the " BOARD_NAME " model slot holds %lu: "
+             "use a smaller model or raise [model].max_size in board.toml\n",
+             (unsigned long)size, (unsigned long)(BOARD_MODEL_MAX - 16u));
+    plat_write(msg, strlen(msg));
+    g_model_state = -1;
+    return;
+  }
+  g_model = hdr + 16;
+  g_model_size = size;
+  g_model_flags = rd_le32(hdr + 8);
+  g_model_state = 1;
+}
+
+int plat_model(const uint8_t **data, size_t *size) {
+  model_probe();
+  if (g_model_state != 1) return -1;
+  *data = g_model;
+  *size = g_model_size;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- arenas */
+
+typedef struct {
+  const char *name;
+  uint32_t base;
+  uint32_t size;
+  int holds_model;
+} board_region;
+
+static const board_region k_regions[BOARD_ARENA_COUNT] = BOARD_ARENA_REGIONS;
+static plat_region g_regions[BOARD_ARENA_COUNT];
+
+size_t plat_regions(const plat_region **regions) {
+  size_t n = 0;
+  model_probe();
+  for (size_t i = 0; i < BOARD_ARENA_COUNT; i++) {
+    uintptr_t base = k_regions[i].base, end = (uintptr_t)k_regions[i].base + k_regions[i].size;
+    if (k_regions[i].holds_model) {
+      /* Everything after the model; without a model, after its header slot. */
+      uintptr_t used = BOARD_MODEL_ADDR + 16u + (g_model_state == 1 ? g_model_size : 0);
+      base = (used + 63u) & ~(uintptr_t)63u;
+    }
+    if (base >= end) continue;
+    g_regions[n].name = k_regions[i].name;
+    g_regions[n].base = (uint8_t *)base;
+    g_regions[n].size = end - base;
+    n++;
+  }
+  *regions = g_regions;
+  return n;
+}
+
+/* ---------------------------------------------------------------- stack */
+
+size_t plat_stack_used(void) {
+  const uint32_t *p = __stack_limit__;
+  while (p < __stack_top__ && *p == ARMV8M_STACK_PAINT) p++;
+  return (size_t)((uintptr_t)__stack_top__ - (uintptr_t)p);
+}
+
+/* ---------------------------------------------------------------- outputs */
+
+void plat_save_output(unsigned index, const void *data, size_t nbytes) {
+#if defined(FW_NO_SEMIHOSTING)
+  (void)index, (void)data, (void)nbytes;
+#else
+  /* Only when the host asked for it (EMDL flags): a file per output in the
+   * simulator's working directory. */
+  model_probe();
+  if (g_model_state != 1 || !(g_model_flags & PLAT_FLAG_SAVE_OUTPUTS)) return;
+  char name[32];
+  snprintf(name, sizeof name, "output_%u.bin", index);
+  int h = sh_open(name, SH_MODE_WB);
+  if (h < 0) {
+    static const char err[] = "error: cannot create output file on the host (semihosting open failed)\n";
+    plat_write(err, sizeof err - 1);
+    return;
+  }
+  if (sh_write(h, data, nbytes) != 0) {
+    static const char err[] = "error: short write of an output file on the host\n";
+    plat_write(err, sizeof err - 1);
+  }
+  sh_close(h);
+#endif
+}
+
+/* ---------------------------------------------------------------- init/exit */
+
+void plat_init(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  console_init();
+  counter_init();
+  model_probe();
+}
+
+void plat_exit(int code) {
+#if defined(FW_NO_SEMIHOSTING)
+  /* Real hardware: nobody to report to; park the core. */
+  (void)code;
+  for (;;) __asm__ volatile("wfi");
+#else
+  sh_exit(code);
+#endif
+}

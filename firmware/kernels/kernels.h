@@ -1,0 +1,263 @@
+/* Plain C kernels for the cortex_m:: operators.
+ *
+ * Conventions shared by every kernel here:
+ *  - No runtime types: pointers, sizes and integers only, so the kernels can be
+ *    called from the ctypes tests and from the MVE self-test image directly.
+ *  - Inputs are pre-validated by the operator adapters (firmware/ops); kernels
+ *    cannot fail and return void.
+ *  - 4-D activations are NHWC in memory (the channels-last dim order of the
+ *    default flow); conv weights are OHWI, depthwise weights are 1HWO.
+ *  - Each op family has `<name>_ref` (portable C, bit-exact with the Python
+ *    reference in executorch/backends/cortex_m/ops/operators.py), `<name>_mve`
+ *    (Helium, only when compiled with MVE, bit-exact with `_ref`), and a
+ *    dispatcher `<name>` that picks MVE when available.
+ *  - Requantization parameters are restricted by the adapters to
+ *    multiplier in [0, 2^31) and shift in [-31, 31]; see k_requantize.
+ */
+#ifndef FW_KERNELS_H
+#define FW_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+#define FW_HAVE_MVE 1
+#else
+#define FW_HAVE_MVE 0
+#endif
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 2)
+#define FW_HAVE_MVE_FP 1
+#else
+#define FW_HAVE_MVE_FP 0
+#endif
+
+/* Element types the generic kernels handle (values chosen to equal
+ * executorch's ScalarType so adapters can pass dtypes through). */
+typedef enum {
+  K_U8 = 0,
+  K_S8 = 1,
+  K_S16 = 2,
+  K_S32 = 3,
+  K_F32 = 6,
+} k_dtype;
+
+/* ---- requantization: mirrors passes_utils.requantize_cmsis exactly ----
+ * The reference works in int64 (value << left_shift, * multiplier, + 2^30,
+ * >> 31, then CMSIS's round-half-away divide by 2^right_shift) and finally
+ * truncates to int32; unsigned arithmetic below reproduces its wrap-around. */
+static inline int32_t k_requantize(int32_t val, int32_t mult, int32_t shift) {
+  const int ls = shift > 0 ? shift : 0;
+  const int rs = shift < 0 ? -shift : 0;
+  const uint64_t v = (uint64_t)(int64_t)val << ls;
+  int64_t res = (int64_t)(v * (uint64_t)(int64_t)mult + (1ull << 30)) >> 31;
+  if (rs) {
+    const int64_t mask = ((int64_t)1 << rs) - 1;
+    const int64_t rem = res & mask;
+    res >>= rs;
+    const int64_t thr = (mask >> 1) + (res < 0 ? 1 : 0);
+    res += rem > thr ? 1 : 0;
+  }
+  return (int32_t)(uint32_t)(uint64_t)res;
+}
+
+static inline int32_t k_clamp(int32_t v, int32_t lo, int32_t hi) {
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
+/* ---- quantize_per_tensor / dequantize_per_tensor (quantize_per_tensor.c) ----
+ * quantize: out = clamp(rint(x * (float)(1/scale)) + zp, qmin, qmax), in float32
+ * like the edge-dialect reference; out_dtype is K_U8, K_S8, K_S16 or K_S32.
+ * dequantize: out = ((float)q - zp) * (float)scale. */
+void quantize_f32_ref(const float *in, size_t n, double scale, int32_t zp,
+                      int32_t qmin, int32_t qmax, k_dtype out_dtype, void *out);
+void quantize_f32(const float *in, size_t n, double scale, int32_t zp,
+                  int32_t qmin, int32_t qmax, k_dtype out_dtype, void *out);
+void dequantize_f32_ref(const void *in, k_dtype in_dtype, size_t n, double scale,
+                        int32_t zp, float *out);
+void dequantize_f32(const void *in, k_dtype in_dtype, size_t n, double scale,
+                    int32_t zp, float *out);
+
+/* ---- elementwise add / mul (quantized_add.c, quantized_mul.c) ----
+ * `a` has a_len elements and `b` b_len; the output has n = max(a_len, b_len).
+ * The shorter operand is either as long as the output or repeats with its own
+ * length as period (the channel broadcast of NHWC data: [1,C,1,1] vs [N,C,H,W]). */
+typedef struct {
+  int32_t a_zp, a_mult, a_shift;
+  int32_t b_zp, b_mult, b_shift;
+  int32_t out_zp, out_mult, out_shift;
+  int32_t act_min, act_max;
+} qadd_params;
+void qadd_s8_ref(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+                 int8_t *out, const qadd_params *p);
+void qadd_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+             int8_t *out, const qadd_params *p);
+
+typedef struct {
+  int32_t a_zp, b_zp;
+  int32_t out_zp, out_mult, out_shift;
+} qmul_params;
+void qmul_s8_ref(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+                 int8_t *out, const qmul_params *p);
+void qmul_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+             int8_t *out, const qmul_params *p);
+
+/* ---- quantized_div (quantized_div.c): float32 quotient like the reference ----
+ * out = clamp(rint(((a-za)/(b-zb)) * (float)scale) + out_zp); 0 quotient when b==zb. */
+void qdiv_s8_ref(const int8_t *a, const int8_t *b, int8_t *out, size_t n,
+                 int32_t a_zp, int32_t b_zp, int32_t out_zp, double out_scale);
+void qdiv_s16_ref(const int16_t *a, const int16_t *b, int16_t *out, size_t n,
+                  int32_t a_zp, int32_t b_zp, int32_t out_zp, double out_scale);
+void qdiv_s8(const int8_t *a, const int8_t *b, int8_t *out, size_t n,
+             int32_t a_zp, int32_t b_zp, int32_t out_zp, double out_scale);
+void qdiv_s16(const int16_t *a, const int16_t *b, int16_t *out, size_t n,
+              int32_t a_zp, int32_t b_zp, int32_t out_zp, double out_scale);
+
+/* ---- quantized_activation (quantized_activation.c): out[i] = lut[in[i] + 128] ---- */
+void qlut_s8_ref(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
+void qlut_s8(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
+
+/* ---- conv family (quantized_conv2d.c, quantized_depthwise_conv2d.c,
+ * quantized_transpose_conv2d.c). NHWC in/out, per-output-channel requant. */
+typedef struct {
+  int32_t batch;
+  int32_t in_h, in_w, in_c;
+  int32_t out_h, out_w, out_c;
+  int32_t k_h, k_w;
+  int32_t stride_h, stride_w;
+  int32_t pad_h, pad_w;
+  int32_t dil_h, dil_w;
+  int32_t groups;      /* conv: in_c / weight's I; depthwise: in_c; transpose: 1 */
+  int32_t input_offset, output_offset;
+  int32_t act_min, act_max;
+} qconv_params;
+
+/* weight OHWI [out_c][k_h][k_w][in_c/groups]; bias may be NULL. */
+void qconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
+                    const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                    int8_t *out);
+void qconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
+                const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                int8_t *out);
+/* weight 1HWO [k_h][k_w][out_c]; out channel o reads input channel o / (out_c/in_c). */
+void qdwconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
+                      const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                      int8_t *out);
+void qdwconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
+                  const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                  int8_t *out);
+/* Transposed conv; weight OHWI [out_c][k_h][k_w][in_c]; out_h/out_w already
+ * include output_padding. Accumulates exactly in int32 (the reference does it
+ * in float32, which is exact while partial sums stay below 2^24). */
+void qtconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
+                     const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                     int8_t *out);
+void qtconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
+                 const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                 int8_t *out);
+
+/* ---- quantized_linear (quantized_linear.c) ----
+ * in [rows][k], w [n][k]. With kernel_sum (the MVE flow):
+ *   acc = sum(in*w) + sum(in)*filter_offset + kernel_sum[o]   (bias, input_offset unused)
+ * without: acc = sum((in+input_offset)*(w+filter_offset)) + bias[o] (bias may be NULL).
+ * Per-tensor requant, then + output_offset, clamp. */
+typedef struct {
+  int32_t rows, k, n;
+  int32_t input_offset, filter_offset, output_offset;
+  int32_t mult, shift;
+  int32_t act_min, act_max;
+} qlinear_params;
+void qlinear_s8_ref(const qlinear_params *p, const int8_t *in, const int8_t *w,
+                    const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
+void qlinear_s8(const qlinear_params *p, const int8_t *in, const int8_t *w,
+                const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
+
+/* ---- quantized_batch_matmul (quantized_batch_matmul.c) ----
+ * lhs [b][m][k], rhs_t [b][n][k], out [b][m][n];
+ * acc = sum((l + lhs_offset)(r + rhs_offset)), exact int32 (the reference
+ * uses float32 bmm: equal while partial sums stay below 2^24). */
+typedef struct {
+  int32_t batch, m, n, k;
+  int32_t lhs_offset, rhs_offset, out_zp, mult, shift;
+} qbmm_params;
+void qbmm_s8_ref(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
+void qbmm_s8(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
+
+/* ---- pooling (quantized_avg_pool2d.c, quantized_max_pool2d.c), NHWC ---- */
+typedef struct {
+  int32_t batch, in_h, in_w, c, out_h, out_w;
+  int32_t k_h, k_w, stride_h, stride_w, pad_h, pad_w;
+} qpool_params;
+/* avg: float32 like the reference (dequantize with scale = mult*2^shift/2^31,
+ * sum the window in row-major order, divide by the count of valid taps,
+ * quantize with rint); out_h/out_w already reflect ceil_mode. */
+void qavgpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out,
+                     int32_t zp, int32_t mult, int32_t shift);
+void qavgpool_s8(const qpool_params *p, const int8_t *in, int8_t *out,
+                 int32_t zp, int32_t mult, int32_t shift);
+/* max over valid taps (padding never wins), then clamp to [act_min, act_max]. */
+void qmaxpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out,
+                     int32_t act_min, int32_t act_max);
+void qmaxpool_s8(const qpool_params *p, const int8_t *in, int8_t *out,
+                 int32_t act_min, int32_t act_max);
+
+/* ---- softmax (softmax.c) ----
+ * Element (o, j, i) of the [outer][len][inner] view; softmax over j.
+ * Float32 like the reference; see softmax.c for how close it gets. */
+void softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int32_t len,
+                    int32_t inner, int32_t in_zp, int32_t out_zp, int32_t mult,
+                    int32_t shift);
+void softmax_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t len,
+                int32_t inner, int32_t in_zp, int32_t out_zp, int32_t mult,
+                int32_t shift);
+
+/* ---- minimum / maximum (minimum.c): strided broadcast over <= 8 dims ----
+ * shape[]: output sizes in the output's memory order; a_str/b_str: element
+ * strides of each input for those dims (0 where broadcast). */
+#define K_MAX_DIM 8
+void kminmax_ref(k_dtype dt, int is_max, int ndim, const int32_t *shape,
+                 const void *a, const int32_t *a_str, const void *b,
+                 const int32_t *b_str, void *out);
+void kminmax(k_dtype dt, int is_max, int ndim, const int32_t *shape,
+             const void *a, const int32_t *a_str, const void *b,
+             const int32_t *b_str, void *out);
+
+/* ---- pad (pad.c): constant pad of a <= 4-D tensor in its physical order ----
+ * in_shape: input sizes in memory order (4 entries, leading 1s), pre/post in
+ * the same order; the output is (in_shape + pre + post), dense. */
+void kpad_ref(size_t elem_size, const int32_t in_shape[4], const int32_t pre[4],
+              const int32_t post[4], const void *in, const void *value, void *out);
+void kpad(size_t elem_size, const int32_t in_shape[4], const int32_t pre[4],
+          const int32_t post[4], const void *in, const void *value, void *out);
+
+/* ---- transpose (transpose.c): strided copy over <= 8 dims ----
+ * Walks the output densely in memory order; in_str[d] is the input element
+ * stride to step for output memory dim d. */
+void kpermute_ref(size_t elem_size, int ndim, const int32_t *out_shape,
+                  const int32_t *in_str, const void *in, void *out);
+void kpermute(size_t elem_size, int ndim, const int32_t *out_shape,
+              const int32_t *in_str, const void *in, void *out);
+
+#if FW_HAVE_MVE
+void qadd_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+                 int8_t *out, const qadd_params *p);
+void qmul_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+                 int8_t *out, const qmul_params *p);
+void qlut_s8_mve(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
+void qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
+                    const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                    int8_t *out);
+void qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
+                      const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                      int8_t *out);
+void qlinear_s8_mve(const qlinear_params *p, const int8_t *in, const int8_t *w,
+                    const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
+void qbmm_s8_mve(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
+void qmaxpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
+                     int32_t act_min, int32_t act_max);
+#endif
+#if FW_HAVE_MVE_FP
+void qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
+                     int32_t zp, int32_t mult, int32_t shift);
+#endif
+
+#endif

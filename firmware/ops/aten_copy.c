@@ -1,0 +1,210 @@
+/* Data-movement aten ops: views that copy, permute, dim-order conversion,
+ * cat, slice, squeeze/unsqueeze. All work in logical index order so any dim
+ * order on either side is handled. */
+#include "aten_util.h"
+
+/* dst[k] = src[k] for the k-th element in logical row-major order of each
+ * tensor (shapes may differ, element counts may not). Converts dtype. */
+static et_status copy_logical(et_kernel_ctx *ctx, const char *op, et_tensor *dst, const et_tensor *src) {
+  size_t n = et_tensor_numel(dst);
+  if (n != et_tensor_numel(src))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: output has %lu elements, input %lu", op, (unsigned long)n,
+                   (unsigned long)et_tensor_numel(src));
+  size_t es = et_dtype_size(dst->dtype);
+  if (dst->dtype == src->dtype && et_dim_order_is_identity(dst) && et_dim_order_is_identity(src)) {
+    if (dst->data != src->data) memmove(dst->data, src->data, n * es);
+    return ET_OK;
+  }
+  if (dst->data == src->data) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: in-place relayout is not supported", op);
+  et_iter di, si;
+  et_iter_init(&di, dst);
+  et_iter_init(&si, src);
+  uint8_t *o = dst->data;
+  const uint8_t *in = src->data;
+  for (size_t k = 0; k < n; k++) {
+    if (dst->dtype == src->dtype) memcpy(o + di.off * es, in + si.off * es, es);
+    else aten_store(dst->dtype, o, di.off, et_elem_as_double(src->dtype, in, si.off));
+    et_iter_next(&di);
+    et_iter_next(&si);
+  }
+  return ET_OK;
+}
+
+/* Copy through explicit iterators (sizes of `si` == sizes walked). */
+static void copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, size_t n, size_t es) {
+  for (size_t k = 0; k < n; k++) {
+    memcpy(o + di->off * es, in + si->off * es, es);
+    et_iter_next(di);
+    et_iter_next(si);
+  }
+}
+
+static et_status same_dtype(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b) {
+  if (a->dtype != b->dtype)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(a->dtype), et_dtype_name(b->dtype));
+  return ET_OK;
+}
+
+et_status aten_view_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::view_copy";
+  et_tensor *self = NULL, *out = NULL;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 4)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
+      (st = aten_tensor(ctx, op, args, 2, &out)) || (st = same_dtype(ctx, op, self, out)))
+    return st;
+  if (args[1]->tag != ET_TAG_INT_LIST || args[1]->u.list.len != out->dim)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: size list does not match the output rank", op);
+  for (uint32_t d = 0; d < out->dim; d++) {
+    int64_t s = et_list_int(args[1], d);
+    if (s != -1 && s != out->sizes[d]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: size list disagrees with the output shape", op);
+  }
+  return copy_logical(ctx, op, out, self);
+}
+
+static et_status squeeze_like(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want) {
+  et_tensor *self = NULL, *out = NULL;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
+      (st = aten_tensor(ctx, op, args, nargs - 2, &out)) || (st = same_dtype(ctx, op, self, out)))
+    return st;
+  return copy_logical(ctx, op, out, self);
+}
+et_status aten_squeeze_copy_dims_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.dims_out", a, n, 4); }
+et_status aten_squeeze_copy_dim_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.dim_out", a, n, 4); }
+et_status aten_squeeze_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.out", a, n, 3); }
+et_status aten_unsqueeze_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::unsqueeze_copy", a, n, 4); }
+
+et_status aten_permute_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::permute_copy";
+  et_tensor *self = NULL, *out = NULL;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 4)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
+      (st = aten_tensor(ctx, op, args, 2, &out)) || (st = same_dtype(ctx, op, self, out)))
+    return st;
+  if (args[1]->tag != ET_TAG_INT_LIST || args[1]->u.list.len != self->dim || out->dim != self->dim)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dims list does not match the rank", op);
+  size_t ss[ET_MAX_DIM], ps[ET_MAX_DIM];
+  unsigned seen = 0;
+  et_tensor_strides(self, ss);
+  for (uint8_t i = 0; i < self->dim; i++) {
+    uint8_t d = 0;
+    if ((st = aten_dim(ctx, op, et_list_int(args[1], i), self->dim, &d))) return st;
+    if ((seen >> d) & 1u) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dims repeat", op);
+    seen |= 1u << d;
+    if (out->sizes[i] != self->sizes[d]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match the permutation", op);
+    ps[i] = ss[d];
+  }
+  et_iter di, si;
+  et_iter_init(&di, out);
+  et_iter_custom(&si, out->dim, out->sizes, ps, 0);
+  copy_iters(out->data, &di, self->data, &si, et_tensor_numel(out), et_dtype_size(out->dtype));
+  return ET_OK;
+}
+
+/* dim_order argument (None or int list) must describe the output's layout. */
+static et_status check_dim_order_arg(et_kernel_ctx *ctx, const char *op, const et_value *v, const et_tensor *out) {
+  if (v->tag == ET_TAG_NONE) {
+    if (!et_dim_order_is_identity(out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: no dim_order given but output is not contiguous", op);
+    return ET_OK;
+  }
+  if (v->tag != ET_TAG_INT_LIST || v->u.list.len != out->dim)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim_order does not match the output rank", op);
+  for (uint32_t i = 0; i < out->dim; i++)
+    if (et_list_int(v, i) != out->dim_order[i]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim_order disagrees with the output tensor", op);
+  return ET_OK;
+}
+
+static et_status dim_order_copy(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool allow_cast) {
+  et_tensor *self = NULL, *out = NULL;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
+      (st = aten_tensor(ctx, op, args, 3, &out)) || (st = check_dim_order_arg(ctx, op, args[2], out)))
+    return st;
+  if (!allow_cast && (st = same_dtype(ctx, op, self, out))) return st;
+  if (!aten_same_shape(self, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
+  if (self->dtype == out->dtype) {
+    if ((st = et_copy_tensor(ctx, out, self))) return st;
+    return ET_OK;
+  }
+  return copy_logical(ctx, op, out, self);
+}
+et_status aten_clone_dim_order_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy(ctx, "dim_order_ops::_clone_dim_order", a, n, false); }
+et_status aten_to_dim_order_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy(ctx, "dim_order_ops::_to_dim_order_copy", a, n, true); }
+
+et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::clone";
+  et_tensor *self = NULL, *out = NULL;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 4)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
+      (st = aten_tensor(ctx, op, args, 2, &out)) || (st = same_dtype(ctx, op, self, out)))
+    return st;
+  if (!aten_same_shape(self, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
+  return et_copy_tensor(ctx, out, self);
+}
+
+et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::cat";
+  et_tensor *out = NULL;
+  int64_t dim64 = 0;
+  uint8_t dim = 0;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 4)) || (st = aten_tensor(ctx, op, args, 2, &out)) ||
+      (st = aten_int(ctx, op, args, 1, &dim64)) || (st = aten_dim(ctx, op, dim64, out->dim, &dim)))
+    return st;
+  if (args[0]->tag != ET_TAG_TENSOR_LIST) return et_fail(ctx, ET_E_INVALID_ARG, "%s: first argument is not a tensor list", op);
+  size_t os[ET_MAX_DIM], es = et_dtype_size(out->dtype);
+  et_tensor_strides(out, os);
+  int64_t at = 0;
+  for (uint32_t i = 0; i < args[0]->u.list.len; i++) {
+    const et_tensor *t = et_list_tensor(args[0], i);
+    if (t == NULL) return et_fail(ctx, ET_E_INVALID_ARG, "%s: list item %u is not a tensor", op, (unsigned)i);
+    if (et_tensor_numel(t) == 0) continue; /* legacy empty inputs are skipped, as in PyTorch */
+    if ((st = same_dtype(ctx, op, t, out))) return st;
+    bool ok = t->dim == out->dim;
+    for (uint8_t d = 0; ok && d < out->dim; d++) ok = d == dim || t->sizes[d] == out->sizes[d];
+    if (!ok || at + t->sizes[dim] > out->sizes[dim])
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: input %u shape does not fit the output", op, (unsigned)i);
+    et_iter di, si;
+    et_iter_custom(&di, t->dim, t->sizes, os, (size_t)at * os[dim]);
+    et_iter_init(&si, t);
+    copy_iters(out->data, &di, t->data, &si, et_tensor_numel(t), es);
+    at += t->sizes[dim];
+  }
+  if (at != out->sizes[dim]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: inputs do not fill the output", op);
+  return ET_OK;
+}
+
+et_status aten_slice_copy_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::slice_copy";
+  et_tensor *self = NULL, *out = NULL;
+  int64_t dim64 = 0, step = 0;
+  uint8_t dim = 0;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 7)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
+      (st = aten_tensor(ctx, op, args, 5, &out)) || (st = same_dtype(ctx, op, self, out)) ||
+      (st = aten_int(ctx, op, args, 1, &dim64)) || (st = aten_dim(ctx, op, dim64, self->dim, &dim)) ||
+      (st = aten_int(ctx, op, args, 4, &step)))
+    return st;
+  if (self->dim == 0 || step <= 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: needs rank >= 1 and step > 0", op);
+  int64_t n = self->sizes[dim];
+  int64_t start = args[2]->tag == ET_TAG_INT ? args[2]->u.i : 0;
+  int64_t end = args[3]->tag == ET_TAG_INT ? args[3]->u.i : n;
+  /* PyTorch semantics: negative indices count from the end, then clamp. */
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = start < 0 ? 0 : start > n ? n : start;
+  end = end < start ? start : end > n ? n : end;
+  int64_t len = (end - start + step - 1) / step;
+  bool ok = out->dim == self->dim;
+  for (uint8_t d = 0; ok && d < self->dim; d++) ok = out->sizes[d] == (d == dim ? len : self->sizes[d]);
+  if (!ok) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match the slice", op);
+  size_t ss[ET_MAX_DIM];
+  et_tensor_strides(self, ss);
+  size_t base = (size_t)start * ss[dim];
+  ss[dim] *= (size_t)step;
+  et_iter di, si;
+  et_iter_init(&di, out);
+  et_iter_custom(&si, out->dim, out->sizes, ss, base);
+  copy_iters(out->data, &di, self->data, &si, et_tensor_numel(out), et_dtype_size(out->dtype));
+  return ET_OK;
+}

@@ -1,0 +1,239 @@
+/* Elementwise aten ops (float and integer, PyTorch broadcasting): add, sub,
+ * mul, div, and the float activations relu, hardtanh, clamp, sigmoid, tanh.
+ * Float outputs compute in float like PyTorch's CPU kernels; integer outputs
+ * compute in int64 and wrap to the output type, as PyTorch does. */
+#include "aten_util.h"
+
+/* Strides of `t` seen from `out`'s logical dims: dims aligned right,
+ * broadcast dims get stride 0. */
+static et_status bcast_strides(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const et_tensor *out, size_t *st) {
+  size_t ts[ET_MAX_DIM];
+  if (t->dim > out->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input rank %u exceeds output rank %u", op, t->dim, out->dim);
+  et_tensor_strides(t, ts);
+  uint8_t lead = out->dim - t->dim;
+  for (uint8_t d = 0; d < out->dim; d++) {
+    if (d < lead) {
+      st[d] = 0;
+      continue;
+    }
+    int32_t s = t->sizes[d - lead];
+    if (s == out->sizes[d]) st[d] = s == 1 ? 0 : ts[d - lead];
+    else if (s == 1) st[d] = 0;
+    else return et_fail(ctx, ET_E_INVALID_ARG, "%s: shapes are not broadcastable to the output", op);
+  }
+  return ET_OK;
+}
+
+static bool is_float_dt(int dt) { return dt == ET_DT_FLOAT || dt == ET_DT_DOUBLE; }
+static bool is_int_dt(int dt) {
+  return dt == ET_DT_BYTE || dt == ET_DT_CHAR || dt == ET_DT_SHORT || dt == ET_DT_INT || dt == ET_DT_LONG || dt == ET_DT_BOOL;
+}
+
+static int64_t elem_i64(int dt, const void *p, size_t i) {
+  if (dt == ET_DT_LONG) {
+    int64_t v = 0;
+    memcpy(&v, (const uint8_t *)p + 8 * i, 8);
+    return v;
+  }
+  return (int64_t)et_elem_as_double(dt, p, i);
+}
+static void store_i64(int dt, void *p, size_t i, int64_t v) {
+  uint8_t *b = p;
+  switch (dt) {
+    case ET_DT_BYTE: b[i] = (uint8_t)v; break;
+    case ET_DT_CHAR: { int8_t x = (int8_t)(uint8_t)v; memcpy(b + i, &x, 1); break; }
+    case ET_DT_BOOL: b[i] = v != 0; break;
+    case ET_DT_SHORT: { int16_t x = (int16_t)(uint16_t)v; memcpy(b + 2 * i, &x, 2); break; }
+    case ET_DT_INT: { int32_t x = (int32_t)(uint32_t)v; memcpy(b + 4 * i, &x, 4); break; }
+    default: memcpy(b + 8 * i, &v, 8); break;
+  }
+}
+
+typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV } binop;
+
+/* out = a (op) alpha*b, with b either a tensor or the scalar `bs`. */
+static et_status binary(et_kernel_ctx *ctx, const char *op, binop k, const et_tensor *a, const et_tensor *b, double bs,
+                        double alpha, et_tensor *out) {
+  et_status st;
+  size_t sa[ET_MAX_DIM], sb[ET_MAX_DIM] = {0};
+  if ((st = bcast_strides(ctx, op, a, out, sa))) return st;
+  if (b && (st = bcast_strides(ctx, op, b, out, sb))) return st;
+  bool flt = is_float_dt(out->dtype);
+  if (!flt && !is_int_dt(out->dtype)) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported", op, et_dtype_name(out->dtype));
+  if (!flt && (is_float_dt(a->dtype) || (b && is_float_dt(b->dtype))))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: float input with integer output %s", op, et_dtype_name(out->dtype));
+  if (!flt && k == OP_DIV) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: integer output for true division", op);
+  if (!flt && (alpha != (double)(int64_t)alpha || (!b && bs != (double)(int64_t)bs)))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: float scalar with integer tensors", op);
+  size_t os[ET_MAX_DIM];
+  et_tensor_strides(out, os);
+  et_iter io, ia, ib;
+  et_iter_custom(&io, out->dim, out->sizes, os, 0);
+  et_iter_custom(&ia, out->dim, out->sizes, sa, 0);
+  et_iter_custom(&ib, out->dim, out->sizes, sb, 0);
+  size_t n = et_tensor_numel(out);
+  if (out->dtype == ET_DT_FLOAT && a->dtype == ET_DT_FLOAT && (!b || b->dtype == ET_DT_FLOAT)) {
+    const float *pa = a->data, *pb = b ? b->data : NULL;
+    float *po = out->data, fal = (float)alpha, fbs = (float)bs;
+    for (size_t e = 0; e < n; e++) {
+      float x = pa[ia.off], y = pb ? pb[ib.off] : fbs, r;
+      switch (k) {
+        case OP_ADD: r = fal == 1.0f ? x + y : x + fal * y; break;
+        case OP_SUB: r = fal == 1.0f ? x - y : x - fal * y; break;
+        case OP_MUL: r = x * y; break;
+        default: r = x / y; break;
+      }
+      po[io.off] = r;
+      et_iter_next(&io), et_iter_next(&ia), et_iter_next(&ib);
+    }
+    return ET_OK;
+  }
+  for (size_t e = 0; e < n; e++) {
+    if (flt) {
+      double x = et_elem_as_double(a->dtype, a->data, ia.off);
+      double y = b ? et_elem_as_double(b->dtype, b->data, ib.off) : bs, r;
+      switch (k) {
+        case OP_ADD: r = x + alpha * y; break;
+        case OP_SUB: r = x - alpha * y; break;
+        case OP_MUL: r = x * y; break;
+        default: r = x / y; break;
+      }
+      et_elem_from_double(out->dtype, out->data, io.off, r);
+    } else {
+      /* unsigned arithmetic: wraps like PyTorch's integer kernels, no UB */
+      uint64_t x = (uint64_t)elem_i64(a->dtype, a->data, ia.off);
+      uint64_t y = b ? (uint64_t)elem_i64(b->dtype, b->data, ib.off) : (uint64_t)(int64_t)bs, al = (uint64_t)(int64_t)alpha, r;
+      switch (k) {
+        case OP_ADD: r = x + al * y; break;
+        case OP_SUB: r = x - al * y; break;
+        default: r = x * y; break;
+      }
+      store_i64(out->dtype, out->data, io.off, (int64_t)r);
+    }
+    et_iter_next(&io), et_iter_next(&ia), et_iter_next(&ib);
+  }
+  return ET_OK;
+}
+
+/* Tensor-Tensor: [self, other, (alpha,) out, ret]; Tensor-Scalar: [self, other, (alpha,) out, ret]. */
+static et_status binary_adapter(et_kernel_ctx *ctx, const char *op, binop k, bool has_alpha, bool scalar_other,
+                                et_value **args, uint32_t nargs) {
+  et_tensor *a = NULL, *b = NULL, *out = NULL;
+  double alpha = 1, bs = 0;
+  et_status st;
+  uint32_t want = has_alpha ? 5 : 4;
+  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, 0, &a)) ||
+      (st = aten_tensor(ctx, op, args, nargs - 2, &out)))
+    return st;
+  if (scalar_other) st = aten_scalar(ctx, op, args, 1, &bs, NULL);
+  else st = aten_tensor(ctx, op, args, 1, &b);
+  if (st) return st;
+  if (has_alpha && (st = aten_scalar(ctx, op, args, 2, &alpha, NULL))) return st;
+  return binary(ctx, op, k, a, b, bs, alpha, out);
+}
+
+et_status aten_add_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::add.out", OP_ADD, true, false, a, n); }
+et_status aten_sub_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::sub.out", OP_SUB, true, false, a, n); }
+et_status aten_mul_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::mul.out", OP_MUL, false, false, a, n); }
+et_status aten_div_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::div.out", OP_DIV, false, false, a, n); }
+et_status aten_add_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::add.Scalar_out", OP_ADD, true, true, a, n); }
+et_status aten_sub_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::sub.Scalar_out", OP_SUB, true, true, a, n); }
+et_status aten_mul_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::mul.Scalar_out", OP_MUL, false, true, a, n); }
+et_status aten_div_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::div.Scalar_out", OP_DIV, false, true, a, n); }
+
+typedef enum { U_CLAMP, U_SIGMOID, U_TANH } unop;
+
+/* out = f(self) elementwise; same shape, any dim orders. */
+static et_status unary(et_kernel_ctx *ctx, const char *op, unop k, const et_tensor *a, et_tensor *out, double lo, bool has_lo,
+                       double hi, bool has_hi) {
+  if (!aten_same_shape(a, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
+  if (a->dtype != out->dtype) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output dtypes differ", op);
+  if (k != U_CLAMP && !is_float_dt(out->dtype))
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported (float only)", op, et_dtype_name(out->dtype));
+  if (!is_float_dt(out->dtype) && !is_int_dt(out->dtype))
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported", op, et_dtype_name(out->dtype));
+  et_iter io, ia;
+  et_iter_init(&io, out);
+  et_iter_init(&ia, a);
+  size_t n = et_tensor_numel(out);
+  for (size_t e = 0; e < n; e++) {
+    double x = et_elem_as_double(a->dtype, a->data, ia.off), r = x;
+    if (out->dtype == ET_DT_FLOAT) {
+      float f = (float)x, fr = f;
+      switch (k) {
+        case U_CLAMP:
+          /* NaN propagates, as in PyTorch */
+          if (has_lo && fr < (float)lo) fr = (float)lo;
+          if (has_hi && fr > (float)hi) fr = (float)hi;
+          break;
+        case U_SIGMOID: fr = 1.0f / (1.0f + expf(-f)); break;
+        default: fr = tanhf(f); break;
+      }
+      r = fr;
+    } else {
+      switch (k) {
+        case U_CLAMP:
+          if (has_lo && r < lo) r = lo;
+          if (has_hi && r > hi) r = hi;
+          break;
+        case U_SIGMOID: r = 1.0 / (1.0 + exp(-x)); break;
+        default: r = tanh(x); break;
+      }
+    }
+    aten_store(out->dtype, out->data, io.off, r);
+    et_iter_next(&io), et_iter_next(&ia);
+  }
+  return ET_OK;
+}
+
+et_status aten_relu_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::relu";
+  et_tensor *a = NULL, *out = NULL;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 3)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 1, &out)))
+    return st;
+  return unary(ctx, op, U_CLAMP, a, out, 0, true, 0, false);
+}
+
+et_status aten_hardtanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::hardtanh";
+  et_tensor *a = NULL, *out = NULL;
+  double lo = 0, hi = 0;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &a)) ||
+      (st = aten_scalar(ctx, op, args, 1, &lo, NULL)) || (st = aten_scalar(ctx, op, args, 2, &hi, NULL)) ||
+      (st = aten_tensor(ctx, op, args, 3, &out)))
+    return st;
+  return unary(ctx, op, U_CLAMP, a, out, lo, true, hi, true);
+}
+
+et_status aten_clamp_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::clamp";
+  et_tensor *a = NULL, *out = NULL;
+  double lo = 0, hi = 0;
+  bool has_lo, has_hi;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &a)) ||
+      (st = aten_scalar(ctx, op, args, 1, &lo, &has_lo)) || (st = aten_scalar(ctx, op, args, 2, &hi, &has_hi)) ||
+      (st = aten_tensor(ctx, op, args, 3, &out)))
+    return st;
+  return unary(ctx, op, U_CLAMP, a, out, lo, has_lo, hi, has_hi);
+}
+
+et_status aten_sigmoid_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::sigmoid";
+  et_tensor *a = NULL, *out = NULL;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 3)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 1, &out)))
+    return st;
+  return unary(ctx, op, U_SIGMOID, a, out, 0, false, 0, false);
+}
+
+et_status aten_tanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::tanh";
+  et_tensor *a = NULL, *out = NULL;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 3)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 1, &out)))
+    return st;
+  return unary(ctx, op, U_TANH, a, out, 0, false, 0, false);
+}

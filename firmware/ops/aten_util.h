@@ -1,0 +1,105 @@
+/* Helpers shared by the portable aten:: adapters: argument unpacking with
+ * clear errors, and a logical-order iterator that knows each tensor's dim
+ * order (so NCHW and channels-last data are handled the same way). */
+#ifndef ATEN_UTIL_H
+#define ATEN_UTIL_H
+
+#include <math.h>
+
+#include "runtime.h"
+
+/* Walks logical indices in row-major order and tracks a memory offset (in
+ * elements) through arbitrary per-dim strides. */
+typedef struct {
+  uint8_t dim;
+  int32_t sizes[ET_MAX_DIM];
+  size_t stride[ET_MAX_DIM];
+  int32_t idx[ET_MAX_DIM];
+  size_t off;
+} et_iter;
+
+static inline void et_iter_custom(et_iter *it, uint8_t dim, const int32_t *sizes, const size_t *stride, size_t base) {
+  memset(it, 0, sizeof *it);
+  it->dim = dim;
+  for (uint8_t d = 0; d < dim; d++) it->sizes[d] = sizes[d], it->stride[d] = stride[d];
+  it->off = base;
+}
+static inline void et_iter_init(et_iter *it, const et_tensor *t) {
+  size_t s[ET_MAX_DIM];
+  et_tensor_strides(t, s);
+  et_iter_custom(it, t->dim, t->sizes, s, 0);
+}
+static inline void et_iter_next(et_iter *it) {
+  for (int d = (int)it->dim - 1; d >= 0; d--) {
+    if (++it->idx[d] < it->sizes[d]) {
+      it->off += it->stride[d];
+      return;
+    }
+    it->off -= it->stride[d] * (size_t)(it->sizes[d] - 1);
+    it->idx[d] = 0;
+  }
+}
+
+/* Argument access: return ET_OK or fail with the op's name in the message. */
+static inline et_status aten_nargs(et_kernel_ctx *ctx, const char *op, uint32_t nargs, uint32_t want) {
+  if (nargs != want) return et_fail(ctx, ET_E_INVALID_ARG, "%s: got %u arguments, expected %u", op, (unsigned)nargs, (unsigned)want);
+  return ET_OK;
+}
+static inline et_status aten_tensor(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, et_tensor **t) {
+  if (args[i]->tag != ET_TAG_TENSOR) return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u is not a tensor", op, (unsigned)i);
+  *t = args[i]->u.t;
+  return ET_OK;
+}
+static inline et_status aten_int(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, int64_t *v) {
+  if (args[i]->tag != ET_TAG_INT) return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u is not an int", op, (unsigned)i);
+  *v = args[i]->u.i;
+  return ET_OK;
+}
+/* Scalar (int, double or bool) as double; *present=false for None when allowed. */
+static inline et_status aten_scalar(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, double *v, bool *present) {
+  const et_value *a = args[i];
+  if (present) *present = true;
+  switch (a->tag) {
+    case ET_TAG_INT: *v = (double)a->u.i; return ET_OK;
+    case ET_TAG_DOUBLE: *v = a->u.d; return ET_OK;
+    case ET_TAG_BOOL: *v = a->u.b; return ET_OK;
+    case ET_TAG_NONE:
+      if (present) {
+        *present = false;
+        return ET_OK;
+      }
+      break;
+    default: break;
+  }
+  return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u is not a scalar", op, (unsigned)i);
+}
+/* A dim argument normalised into [0, rank). */
+static inline et_status aten_dim(et_kernel_ctx *ctx, const char *op, int64_t d, uint8_t rank, uint8_t *out) {
+  int64_t r = rank == 0 ? 1 : rank;
+  if (d < -r || d >= r) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %lld out of range for rank %u", op, (long long)d, rank);
+  *out = (uint8_t)(d < 0 ? d + r : d);
+  return ET_OK;
+}
+static inline bool aten_same_shape(const et_tensor *a, const et_tensor *b) {
+  if (a->dim != b->dim) return false;
+  for (uint8_t d = 0; d < a->dim; d++)
+    if (a->sizes[d] != b->sizes[d]) return false;
+  return true;
+}
+/* Saturating store of a double into any supported dtype (no UB on overflow). */
+static inline void aten_store(int dtype, void *data, size_t i, double v) {
+  double lo = 0, hi = 0;
+  switch (dtype) {
+    case ET_DT_BYTE: lo = 0, hi = 255; break;
+    case ET_DT_CHAR: lo = -128, hi = 127; break;
+    case ET_DT_SHORT: lo = -32768, hi = 32767; break;
+    case ET_DT_INT: lo = -2147483648.0, hi = 2147483647.0; break;
+    case ET_DT_LONG: lo = -9223372036854775808.0, hi = 9223372036854774784.0; break;
+    default: et_elem_from_double(dtype, data, i, v); return;
+  }
+  if (isnan(v)) v = 0;
+  v = v < lo ? lo : v > hi ? hi : v;
+  et_elem_from_double(dtype, data, i, v);
+}
+
+#endif

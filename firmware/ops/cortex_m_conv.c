@@ -1,0 +1,118 @@
+/* Adapters for cortex_m::quantized_conv2d, quantized_depthwise_conv2d,
+ * quantized_transpose_conv2d and their _nhwc (explicit-layout) variants.
+ * Activations: NHWC bytes (dim order 0,2,3,1 on NCHW sizes, or NHWC sizes for
+ * _nhwc). Weights as the AoT pass stores them: conv/transpose OHWI
+ * [O][KH][KW][I], depthwise 1HWO [1][KH][KW][O], both contiguous. The scratch
+ * tensors are accepted and unused: these kernels need no scratch memory. */
+#include "cortex_m_util.h"
+
+typedef enum { CONV, DEPTHWISE, TRANSPOSE } conv_kind;
+
+static et_status conv_common(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
+                             conv_kind kind, bool nhwc) {
+  /* schema positions differ: depthwise has depth_multiplier after dilation,
+   * transpose has output_padding after padding and an extra scratch */
+  const uint32_t nschema = kind == CONV ? 13 : (kind == DEPTHWISE ? 14 : 15);
+  CM_TRY(cm_nargs(ctx, op, nargs, nschema));
+  et_tensor *in, *w, *bias, *mt, *st, *out;
+  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, 1, "weight", false, &w));
+  CM_TRY(cm_tensor(ctx, op, args, 2, "bias", true, &bias));
+  CM_TRY(cm_tensor(ctx, op, args, nschema, "out", false, &out));
+  int32_t stride[2], pad[2], dil[2], opad[2] = {0, 0}, dm = 1;
+  uint32_t i = 3;
+  CM_TRY(cm_pair(ctx, op, args, i++, "stride", 1, 4096, stride));
+  CM_TRY(cm_pair(ctx, op, args, i++, "padding", 0, 4096, pad));
+  if (kind == TRANSPOSE) CM_TRY(cm_pair(ctx, op, args, i++, "output_padding", 0, 4096, opad));
+  CM_TRY(cm_pair(ctx, op, args, i++, "dilation", 1, 4096, dil));
+  if (kind == DEPTHWISE) CM_TRY(cm_int(ctx, op, args, i++, "depth_multiplier", 1, 65536, &dm));
+  qconv_params p;
+  CM_TRY(cm_int(ctx, op, args, i++, "input_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.input_offset));
+  CM_TRY(cm_int(ctx, op, args, i++, "output_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.output_offset));
+  CM_TRY(cm_tensor(ctx, op, args, i++, "requantize_multipliers", false, &mt));
+  CM_TRY(cm_tensor(ctx, op, args, i++, "requantize_shifts", false, &st));
+  CM_TRY(cm_int(ctx, op, args, i++, "activation_min", -128, 127, &p.act_min));
+  CM_TRY(cm_int(ctx, op, args, i++, "activation_max", -128, 127, &p.act_max));
+  CM_TRY(cm_act(ctx, op, p.act_min, p.act_max));
+
+  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, w, "weight", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  int32_t di[4] = {0}, dout[4] = {0};
+  CM_TRY(cm_nhwc(ctx, op, in, "input", nhwc, di));
+  CM_TRY(cm_nhwc(ctx, op, out, "out", nhwc, dout));
+  CM_TRY(cm_rank(ctx, op, w, "weight", 4));
+  CM_TRY(cm_contiguous(ctx, op, w, "weight (OHWI / 1HWO as stored by the AoT pass)"));
+  p.batch = di[0], p.in_h = di[1], p.in_w = di[2], p.in_c = di[3];
+  p.k_h = w->sizes[1], p.k_w = w->sizes[2];
+  p.stride_h = stride[0], p.stride_w = stride[1], p.pad_h = pad[0], p.pad_w = pad[1];
+  p.dil_h = dil[0], p.dil_w = dil[1];
+  if (kind == DEPTHWISE) {
+    p.out_c = w->sizes[3];
+    p.groups = p.in_c;
+    if (w->sizes[0] != 1 || p.out_c != p.in_c * dm)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: weight must be [1,KH,KW,C*depth_multiplier] = [1,%d,%d,%d], got [%d,%d,%d,%d]",
+                     op, (int)p.k_h, (int)p.k_w, (int)(p.in_c * dm), (int)w->sizes[0], (int)w->sizes[1],
+                     (int)w->sizes[2], (int)w->sizes[3]);
+  } else {
+    p.out_c = w->sizes[0];
+    const int32_t wi = w->sizes[3];
+    if (wi <= 0 || p.in_c % wi)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: input has %d channels, not a multiple of the weight's %d", op,
+                     (int)p.in_c, (int)wi);
+    p.groups = p.in_c / wi;
+    if (kind == TRANSPOSE && p.groups != 1)
+      return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: grouped transposed convolution is not supported", op);
+    if (p.out_c % p.groups)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: %d output channels do not split into %d groups", op, (int)p.out_c,
+                     (int)p.groups);
+  }
+  if (kind == TRANSPOSE) {
+    p.out_h = (p.in_h - 1) * p.stride_h - 2 * p.pad_h + p.dil_h * (p.k_h - 1) + opad[0] + 1;
+    p.out_w = (p.in_w - 1) * p.stride_w - 2 * p.pad_w + p.dil_w * (p.k_w - 1) + opad[1] + 1;
+  } else {
+    p.out_h = (p.in_h + 2 * p.pad_h - p.dil_h * (p.k_h - 1) - 1) / p.stride_h + 1;
+    p.out_w = (p.in_w + 2 * p.pad_w - p.dil_w * (p.k_w - 1) - 1) / p.stride_w + 1;
+  }
+  if (dout[0] != p.batch || dout[1] != p.out_h || dout[2] != p.out_w || dout[3] != p.out_c)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out is NHWC [%d,%d,%d,%d] but the geometry gives [%d,%d,%d,%d]", op,
+                   (int)dout[0], (int)dout[1], (int)dout[2], (int)dout[3], (int)p.batch, (int)p.out_h, (int)p.out_w,
+                   (int)p.out_c);
+  if (bias) {
+    CM_TRY(cm_dtype(ctx, op, bias, "bias", ET_DT_INT));
+    if (et_tensor_numel(bias) != (size_t)p.out_c)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: bias has %u entries, expected %d", op,
+                     (unsigned)et_tensor_numel(bias), (int)p.out_c);
+  }
+  CM_TRY(cm_requant_tensors(ctx, op, mt, st, p.out_c));
+  if (et_tensor_numel(out) == 0) return ET_OK;
+  const int32_t *b = bias ? (const int32_t *)bias->data : NULL;
+  const int32_t *m = (const int32_t *)mt->data, *s = (const int32_t *)st->data;
+  const int8_t *x = (const int8_t *)in->data, *wt = (const int8_t *)w->data;
+  int8_t *y = (int8_t *)out->data;
+  switch (kind) {
+    case CONV: qconv2d_s8(&p, x, wt, b, m, s, y); break;
+    case DEPTHWISE: qdwconv2d_s8(&p, x, wt, b, m, s, y); break;
+    case TRANSPOSE: qtconv2d_s8(&p, x, wt, b, m, s, y); break;
+  }
+  return ET_OK;
+}
+
+et_status op_cortex_m_quantized_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_common(ctx, "cortex_m::quantized_conv2d", args, nargs, CONV, false);
+}
+et_status op_cortex_m_quantized_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_common(ctx, "cortex_m::quantized_conv2d_nhwc", args, nargs, CONV, true);
+}
+et_status op_cortex_m_quantized_depthwise_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_common(ctx, "cortex_m::quantized_depthwise_conv2d", args, nargs, DEPTHWISE, false);
+}
+et_status op_cortex_m_quantized_depthwise_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_common(ctx, "cortex_m::quantized_depthwise_conv2d_nhwc", args, nargs, DEPTHWISE, true);
+}
+et_status op_cortex_m_quantized_transpose_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_common(ctx, "cortex_m::quantized_transpose_conv2d", args, nargs, TRANSPOSE, false);
+}
+et_status op_cortex_m_quantized_transpose_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_common(ctx, "cortex_m::quantized_transpose_conv2d_nhwc", args, nargs, TRANSPOSE, true);
+}

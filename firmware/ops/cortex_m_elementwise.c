@@ -1,0 +1,169 @@
+/* Adapters for the elementwise cortex_m:: ops: quantized_add, quantized_mul,
+ * quantized_div, quantized_activation, minimum, maximum. */
+#include "cortex_m_util.h"
+
+/* add/mul operands: equal sizes and layout, or one operand holding only the
+ * channels of an NHWC (or 1-element) other: the kernels then repeat it with
+ * period C along memory. Returns lengths for the kernel. */
+static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b,
+                       const et_tensor *out, size_t *alen, size_t *blen) {
+  CM_TRY(cm_dtype(ctx, op, a, "self", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, b, "other", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  *alen = et_tensor_numel(a), *blen = et_tensor_numel(b);
+  const et_tensor *big = *alen >= *blen ? a : b, *small = *alen >= *blen ? b : a;
+  if (!cm_same_sizes(big, out) || !cm_layout_is(out, big->dim_order))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the sizes and dim order of the larger operand", op);
+  if (*alen == 0 || *blen == 0) return ET_OK;
+  if (cm_same_sizes(a, b)) {
+    if (!cm_layout_is(a, b->dim_order))
+      return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: self and other have different dim orders", op);
+    return ET_OK;
+  }
+  const size_t sn = et_tensor_numel(small);
+  if (sn == 1) return ET_OK;
+  /* channel broadcast: small is [1,C,1,1]-like, big is 4-D with C innermost in memory */
+  if (big->dim == 4 && small->dim == 4 && small->sizes[1] == big->sizes[1] && (int32_t)sn == small->sizes[1] &&
+      cm_layout_is(big, cm_nhwc_order))
+    return ET_OK;
+  return et_fail(ctx, ET_E_NOT_SUPPORTED,
+                 "%s: broadcasting supported only for equal shapes or a per-channel operand of a channels-last tensor",
+                 op);
+}
+
+et_status op_cortex_m_quantized_add_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "cortex_m::quantized_add";
+  et_tensor *a, *b, *out;
+  qadd_params p;
+  size_t alen, blen;
+  CM_TRY(cm_nargs(ctx, op, nargs, 13));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, &a));
+  CM_TRY(cm_tensor(ctx, op, args, 4, "other", false, &b));
+  CM_TRY(cm_tensor(ctx, op, args, 13, "out", false, &out));
+  CM_TRY(cm_int(ctx, op, args, 1, "self_zero_point", -128, 127, &p.a_zp));
+  CM_TRY(cm_int(ctx, op, args, 2, "self_multiplier", 0, INT32_MAX, &p.a_mult));
+  CM_TRY(cm_int(ctx, op, args, 3, "self_shift", -31, 31, &p.a_shift));
+  CM_TRY(cm_int(ctx, op, args, 5, "other_zero_point", -128, 127, &p.b_zp));
+  CM_TRY(cm_int(ctx, op, args, 6, "other_multiplier", 0, INT32_MAX, &p.b_mult));
+  CM_TRY(cm_int(ctx, op, args, 7, "other_shift", -31, 31, &p.b_shift));
+  CM_TRY(cm_int(ctx, op, args, 8, "output_zero_point", -128, 127, &p.out_zp));
+  CM_TRY(cm_int(ctx, op, args, 9, "output_multiplier", 0, INT32_MAX, &p.out_mult));
+  CM_TRY(cm_int(ctx, op, args, 10, "output_shift", -31, 31, &p.out_shift));
+  CM_TRY(cm_int(ctx, op, args, 11, "activation_min", -128, 127, &p.act_min));
+  CM_TRY(cm_int(ctx, op, args, 12, "activation_max", -128, 127, &p.act_max));
+  CM_TRY(cm_act(ctx, op, p.act_min, p.act_max));
+  CM_TRY(bcast(ctx, op, a, b, out, &alen, &blen));
+  if (alen && blen) qadd_s8((const int8_t *)a->data, alen, (const int8_t *)b->data, blen, (int8_t *)out->data, &p);
+  return ET_OK;
+}
+
+et_status op_cortex_m_quantized_mul_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "cortex_m::quantized_mul";
+  et_tensor *a, *b, *out;
+  qmul_params p;
+  size_t alen, blen;
+  CM_TRY(cm_nargs(ctx, op, nargs, 7));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, &a));
+  CM_TRY(cm_tensor(ctx, op, args, 2, "other", false, &b));
+  CM_TRY(cm_tensor(ctx, op, args, 7, "out", false, &out));
+  CM_TRY(cm_int(ctx, op, args, 1, "self_zero_point", -128, 127, &p.a_zp));
+  CM_TRY(cm_int(ctx, op, args, 3, "other_zero_point", -128, 127, &p.b_zp));
+  CM_TRY(cm_int(ctx, op, args, 4, "output_zero_point", -128, 127, &p.out_zp));
+  CM_TRY(cm_int(ctx, op, args, 5, "output_multiplier", 0, INT32_MAX, &p.out_mult));
+  CM_TRY(cm_int(ctx, op, args, 6, "output_shift", -31, 31, &p.out_shift));
+  CM_TRY(bcast(ctx, op, a, b, out, &alen, &blen));
+  if (alen && blen) qmul_s8((const int8_t *)a->data, alen, (const int8_t *)b->data, blen, (int8_t *)out->data, &p);
+  return ET_OK;
+}
+
+et_status op_cortex_m_quantized_div_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "cortex_m::quantized_div";
+  et_tensor *a, *b, *out;
+  int32_t za, zb, zo;
+  double scale;
+  CM_TRY(cm_nargs(ctx, op, nargs, 6));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, &a));
+  CM_TRY(cm_tensor(ctx, op, args, 2, "other", false, &b));
+  CM_TRY(cm_tensor(ctx, op, args, 6, "out", false, &out));
+  CM_TRY(cm_int(ctx, op, args, 1, "self_zero_point", -32768, 32767, &za));
+  CM_TRY(cm_int(ctx, op, args, 3, "other_zero_point", -32768, 32767, &zb));
+  CM_TRY(cm_int(ctx, op, args, 4, "output_zero_point", -32768, 32767, &zo));
+  CM_TRY(cm_double(ctx, op, args, 5, "output_scale", &scale));
+  if (a->dtype != ET_DT_CHAR && a->dtype != ET_DT_SHORT)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: self must be int8 or int16, got %s", op, et_dtype_name(a->dtype));
+  CM_TRY(cm_dtype(ctx, op, b, "other", a->dtype));
+  CM_TRY(cm_dtype(ctx, op, out, "out", a->dtype));
+  if (!cm_same_sizes(a, b) || !cm_same_sizes(a, out))
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: self, other and out must have equal sizes (no broadcasting)", op);
+  if (!cm_layout_is(b, a->dim_order) || !cm_layout_is(out, a->dim_order))
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: self, other and out must share one dim order", op);
+  if (a->dtype == ET_DT_CHAR)
+    qdiv_s8((const int8_t *)a->data, (const int8_t *)b->data, (int8_t *)out->data, et_tensor_numel(a), za, zb, zo, scale);
+  else
+    qdiv_s16((const int16_t *)a->data, (const int16_t *)b->data, (int16_t *)out->data, et_tensor_numel(a), za, zb, zo,
+             scale);
+  return ET_OK;
+}
+
+et_status op_cortex_m_quantized_activation_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "cortex_m::quantized_activation";
+  et_tensor *in, *lut, *out;
+  CM_TRY(cm_nargs(ctx, op, nargs, 2));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, 1, "lut", false, &lut));
+  CM_TRY(cm_tensor(ctx, op, args, 2, "out", false, &out));
+  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, lut, "lut", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  if (et_tensor_numel(lut) != 256)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: lut must have 256 int8 entries, got %u", op,
+                   (unsigned)et_tensor_numel(lut));
+  if (!cm_same_sizes(in, out) || !cm_layout_is(out, in->dim_order))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's sizes and dim order", op);
+  qlut_s8((const int8_t *)in->data, (int8_t *)out->data, et_tensor_numel(in), (const int8_t *)lut->data);
+  return ET_OK;
+}
+
+/* torch.minimum/maximum broadcasting, any dim orders: per-input element
+ * strides along the output's memory order (0 on broadcast dims). */
+static et_status minmax(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, int is_max) {
+  et_tensor *a, *b, *out;
+  CM_TRY(cm_nargs(ctx, op, nargs, 2));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, &a));
+  CM_TRY(cm_tensor(ctx, op, args, 1, "other", false, &b));
+  CM_TRY(cm_tensor(ctx, op, args, 2, "out", false, &out));
+  if (a->dtype != ET_DT_CHAR && a->dtype != ET_DT_BYTE && a->dtype != ET_DT_SHORT && a->dtype != ET_DT_INT &&
+      a->dtype != ET_DT_FLOAT)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported (int8, uint8, int16, int32, float32)", op,
+                   et_dtype_name(a->dtype));
+  CM_TRY(cm_dtype(ctx, op, b, "other", a->dtype));
+  CM_TRY(cm_dtype(ctx, op, out, "out", a->dtype));
+  if (a->dim > out->dim || b->dim > out->dim)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out has fewer dims than an input", op);
+  int32_t sa[ET_MAX_DIM], sb[ET_MAX_DIM], shape[K_MAX_DIM], astr[K_MAX_DIM], bstr[K_MAX_DIM];
+  cm_logical_strides(a, sa);
+  cm_logical_strides(b, sb);
+  const int nd = out->dim;
+  for (int j = 0; j < nd; j++) {
+    const int d = out->dim_order[j];
+    const int da = d - (nd - a->dim), db = d - (nd - b->dim);
+    const int32_t n = out->sizes[d];
+    const int32_t na = da >= 0 ? a->sizes[da] : 1, nb = db >= 0 ? b->sizes[db] : 1;
+    if ((na != n && na != 1) || (nb != n && nb != 1))
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: input sizes do not broadcast to out's size %d at dim %d", op, (int)n, d);
+    shape[j] = n;
+    astr[j] = (da >= 0 && na == n) ? sa[da] : 0;
+    bstr[j] = (db >= 0 && nb == n) ? sb[db] : 0;
+  }
+  if (et_tensor_numel(out) == 0) return ET_OK;
+  kminmax((k_dtype)a->dtype, is_max, nd, shape, a->data, astr, b->data, bstr, out->data);
+  return ET_OK;
+}
+
+et_status op_cortex_m_minimum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return minmax(ctx, "cortex_m::minimum", args, nargs, 0);
+}
+
+et_status op_cortex_m_maximum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return minmax(ctx, "cortex_m::maximum", args, nargs, 1);
+}

@@ -1,0 +1,59 @@
+/* Adapters: cortex_m::quantize_per_tensor.out, cortex_m::dequantize_per_tensor.out
+ * (input, scale, zero_point, quant_min, quant_max, dtype, out). */
+#include "cortex_m_util.h"
+
+static et_status qparams(et_kernel_ctx *ctx, const char *op, et_value **args, double *scale, int32_t *zp,
+                         int32_t *qmin, int32_t *qmax, int32_t *dtype) {
+  CM_TRY(cm_double(ctx, op, args, 1, "scale", scale));
+  if (!(*scale > 0.0))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: scale must be positive, got %g", op, *scale);
+  CM_TRY(cm_int(ctx, op, args, 2, "zero_point", INT32_MIN, INT32_MAX, zp));
+  CM_TRY(cm_int(ctx, op, args, 3, "quant_min", INT32_MIN, INT32_MAX, qmin));
+  CM_TRY(cm_int(ctx, op, args, 4, "quant_max", INT32_MIN, INT32_MAX, qmax));
+  CM_TRY(cm_int(ctx, op, args, 5, "dtype", 0, 64, dtype));
+  if (*dtype != ET_DT_BYTE && *dtype != ET_DT_CHAR && *dtype != ET_DT_SHORT && *dtype != ET_DT_INT)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: quantized dtype %s not supported (uint8, int8, int16, int32)", op,
+                   et_dtype_name(*dtype));
+  if (*qmin > *qmax) return et_fail(ctx, ET_E_INVALID_ARG, "%s: quant_min %d > quant_max %d", op, (int)*qmin, (int)*qmax);
+  return ET_OK;
+}
+
+static et_status same_layout(et_kernel_ctx *ctx, const char *op, const et_tensor *in, const et_tensor *out) {
+  if (!cm_same_sizes(in, out))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's sizes", op);
+  if (!cm_layout_is(out, in->dim_order))
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: out must have the input's dim order", op);
+  return ET_OK;
+}
+
+et_status op_cortex_m_quantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "cortex_m::quantize_per_tensor";
+  et_tensor *in, *out;
+  double scale;
+  int32_t zp, qmin, qmax, dt;
+  CM_TRY(cm_nargs(ctx, op, nargs, 6));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, 6, "out", false, &out));
+  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_FLOAT));
+  CM_TRY(qparams(ctx, op, args, &scale, &zp, &qmin, &qmax, &dt));
+  CM_TRY(cm_dtype(ctx, op, out, "out", dt));
+  CM_TRY(same_layout(ctx, op, in, out));
+  quantize_f32((const float *)in->data, et_tensor_numel(in), scale, zp, qmin, qmax, (k_dtype)dt, out->data);
+  return ET_OK;
+}
+
+et_status op_cortex_m_dequantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "cortex_m::dequantize_per_tensor";
+  et_tensor *in, *out;
+  double scale;
+  int32_t zp, qmin, qmax, dt;
+  CM_TRY(cm_nargs(ctx, op, nargs, 6));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, 6, "out", false, &out));
+  CM_TRY(qparams(ctx, op, args, &scale, &zp, &qmin, &qmax, &dt));
+  CM_TRY(cm_dtype(ctx, op, in, "input", dt));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_FLOAT));
+  CM_TRY(same_layout(ctx, op, in, out));
+  dequantize_f32(in->data, (k_dtype)dt, et_tensor_numel(in), scale, zp, (float *)out->data);
+  return ET_OK;
+}

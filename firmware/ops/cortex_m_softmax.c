@@ -1,0 +1,40 @@
+/* Adapter for cortex_m::softmax.out(input, dim, input_zero_point,
+ * output_zero_point, input_multiplier, input_shift, diff_min, out). diff_min
+ * is unused, as in the reference (its float path needs no cut-off). */
+#include "cortex_m_util.h"
+
+et_status op_cortex_m_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "cortex_m::softmax";
+  et_tensor *in, *out;
+  int32_t dim, izp, ozp, mult, shift, diff_min;
+  CM_TRY(cm_nargs(ctx, op, nargs, 7));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, 7, "out", false, &out));
+  CM_TRY(cm_int(ctx, op, args, 1, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1, &dim));
+  CM_TRY(cm_int(ctx, op, args, 2, "input_zero_point", -128, 127, &izp));
+  CM_TRY(cm_int(ctx, op, args, 3, "output_zero_point", -128, 127, &ozp));
+  CM_TRY(cm_int(ctx, op, args, 4, "input_multiplier", 1, INT32_MAX, &mult));
+  CM_TRY(cm_int(ctx, op, args, 5, "input_shift", -31, 31, &shift));
+  CM_TRY(cm_int(ctx, op, args, 6, "diff_min", INT32_MIN, INT32_MAX, &diff_min));
+  if (ozp != -128)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: output_zero_point must be -128 (output scale 1/256), got %d", op, (int)ozp);
+  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  if (!cm_same_sizes(in, out) || !cm_layout_is(out, in->dim_order))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's sizes and dim order", op);
+  const int rank = in->dim ? in->dim : 1;
+  if (dim < -rank || dim >= rank)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %d out of range for rank %d", op, (int)dim, rank);
+  if (dim < 0) dim += rank;
+  if (et_tensor_numel(in) == 0) return ET_OK;
+  /* [outer][len][inner] view of memory around the softmax dim */
+  int32_t outer = 1, len = in->dim ? in->sizes[dim] : 1, inner = 1, pos = 0;
+  for (int j = 0; j < in->dim; j++)
+    if (in->dim_order[j] == dim) pos = j;
+  for (int j = 0; j < in->dim; j++) {
+    if (j < pos) outer *= in->sizes[in->dim_order[j]];
+    if (j > pos) inner *= in->sizes[in->dim_order[j]];
+  }
+  softmax_s8((const int8_t *)in->data, (int8_t *)out->data, outer, len, inner, izp, ozp, mult, shift);
+  return ET_OK;
+}

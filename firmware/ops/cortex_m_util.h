@@ -1,0 +1,218 @@
+/* Argument unpacking shared by the cortex_m:: operator adapters: every check
+ * fails with a one-line message naming the op, the argument and the problem. */
+#ifndef CORTEX_M_UTIL_H
+#define CORTEX_M_UTIL_H
+
+#include "et_types.h"
+#include "kernels.h"
+
+/* Bounds the adapters enforce so the kernels' integer arithmetic is defined
+ * and the MVE/portable twins agree (see kernels.h). */
+#define CM_MAX_OFFSET 65536
+
+/* Schema args, then `out`, then (in programs) the returned value again. */
+static inline et_status cm_nargs(et_kernel_ctx *ctx, const char *op, uint32_t nargs, uint32_t nschema) {
+  if (nargs != nschema + 1 && nargs != nschema + 2)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: got %u arguments, expected %u (schema args + out)", op,
+                   (unsigned)nargs, (unsigned)(nschema + 1));
+  return ET_OK;
+}
+
+static inline et_status cm_tensor(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i,
+                                  const char *name, bool optional, et_tensor **t) {
+  *t = NULL;
+  if (optional && args[i]->tag == ET_TAG_NONE) return ET_OK;
+  if (args[i]->tag != ET_TAG_TENSOR || !args[i]->u.t)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u (%s) must be a tensor%s", op, (unsigned)i, name,
+                   optional ? " or None" : "");
+  *t = args[i]->u.t;
+  return ET_OK;
+}
+
+static inline et_status cm_int(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i,
+                               const char *name, int64_t lo, int64_t hi, int32_t *v) {
+  *v = 0; /* defined on every path (keeps -Wmaybe-uninitialized quiet in callers) */
+  if (args[i]->tag != ET_TAG_INT)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u (%s) must be an int", op, (unsigned)i, name);
+  const int64_t x = args[i]->u.i;
+  if (x < lo || x > hi)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %s = %lld is outside the supported range [%lld, %lld]", op,
+                   name, (long long)x, (long long)lo, (long long)hi);
+  *v = (int32_t)x;
+  return ET_OK;
+}
+
+static inline et_status cm_double(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i,
+                                  const char *name, double *v) {
+  *v = 0.0;
+  if (args[i]->tag == ET_TAG_DOUBLE) *v = args[i]->u.d;
+  else if (args[i]->tag == ET_TAG_INT) *v = (double)args[i]->u.i;
+  else return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u (%s) must be a float", op, (unsigned)i, name);
+  return ET_OK;
+}
+
+static inline et_status cm_bool(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i,
+                                const char *name, bool *v) {
+  *v = false;
+  if (args[i]->tag != ET_TAG_BOOL)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u (%s) must be a bool", op, (unsigned)i, name);
+  *v = args[i]->u.b;
+  return ET_OK;
+}
+
+/* int[] argument into out[0..*n), at most maxn entries, each in [lo, hi]. */
+static inline et_status cm_int_list(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i,
+                                    const char *name, uint32_t maxn, int64_t lo, int64_t hi, int32_t *out,
+                                    uint32_t *n) {
+  if (args[i]->tag != ET_TAG_INT_LIST)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u (%s) must be an int list", op, (unsigned)i, name);
+  const uint32_t len = args[i]->u.list.len;
+  if (len > maxn)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %s has %u entries, at most %u supported", op, name,
+                   (unsigned)len, (unsigned)maxn);
+  for (uint32_t k = 0; k < len; k++) {
+    const int64_t x = et_list_int(args[i], k);
+    if (x < lo || x > hi)
+      return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %s[%u] = %lld is outside [%lld, %lld]", op, name,
+                     (unsigned)k, (long long)x, (long long)lo, (long long)hi);
+    out[k] = (int32_t)x;
+  }
+  *n = len;
+  return ET_OK;
+}
+
+/* A pair argument (kernel size, stride, ...): 1 entry means both. */
+static inline et_status cm_pair(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i,
+                                const char *name, int64_t lo, int64_t hi, int32_t out[2]) {
+  uint32_t n = 0;
+  et_status st = cm_int_list(ctx, op, args, i, name, 2, lo, hi, out, &n);
+  if (st != ET_OK) return st;
+  if (n == 1) out[1] = out[0];
+  else if (n != 2)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s needs 1 or 2 entries, got %u", op, name, (unsigned)n);
+  return ET_OK;
+}
+
+static inline et_status cm_dtype(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const char *name,
+                                 int want) {
+  if (t->dtype != want)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %s must be %s, got %s", op, name, et_dtype_name(want),
+                   et_dtype_name(t->dtype));
+  return ET_OK;
+}
+
+static inline et_status cm_rank(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const char *name,
+                                uint8_t want) {
+  if (t->dim != want)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %s must be %u-D, got %u-D", op, name, (unsigned)want,
+                   (unsigned)t->dim);
+  return ET_OK;
+}
+
+/* Whether t's bytes are laid out as if its dim order were `order`: moving a
+ * size-1 dim does not change the bytes, so only the order of the other dims
+ * matters (an [N,1,H,W] tensor is both NCHW and NHWC). */
+static inline bool cm_layout_is(const et_tensor *t, const uint8_t *order) {
+  uint8_t a[ET_MAX_DIM], b[ET_MAX_DIM], na = 0, nb = 0;
+  for (uint8_t d = 0; d < t->dim; d++) {
+    if (t->sizes[t->dim_order[d]] != 1) a[na++] = t->dim_order[d];
+    if (t->sizes[order[d]] != 1) b[nb++] = order[d];
+  }
+  if (na != nb) return false;
+  for (uint8_t d = 0; d < na; d++)
+    if (a[d] != b[d]) return false;
+  return true;
+}
+
+static const uint8_t cm_contig_order[ET_MAX_DIM] = {0, 1, 2, 3, 4, 5, 6, 7};
+static const uint8_t cm_nhwc_order[4] = {0, 2, 3, 1};
+
+static inline et_status cm_contiguous(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const char *name) {
+  if (!cm_layout_is(t, cm_contig_order))
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %s must be contiguous (dim order 0..%u)", op, name,
+                   (unsigned)(t->dim ? t->dim - 1 : 0));
+  return ET_OK;
+}
+
+/* 4-D activation as NHWC dims. Dim-order ops take logical NCHW sizes with
+ * channels-last memory; the explicit-layout (_nhwc) ops take NHWC sizes,
+ * contiguous. Either way the bytes are NHWC. */
+static inline et_status cm_nhwc(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const char *name,
+                                bool nhwc_variant, int32_t d[4]) {
+  et_status st = cm_rank(ctx, op, t, name, 4);
+  if (st != ET_OK) return st;
+  if (nhwc_variant) {
+    if (!cm_layout_is(t, cm_contig_order))
+      return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %s must be a contiguous NHWC tensor", op, name);
+    d[0] = t->sizes[0], d[1] = t->sizes[1], d[2] = t->sizes[2], d[3] = t->sizes[3];
+  } else {
+    if (!cm_layout_is(t, cm_nhwc_order))
+      return et_fail(ctx, ET_E_NOT_SUPPORTED,
+                     "%s: %s must be channels-last (dim order 0,2,3,1); got dim order %u,%u,%u,%u", op, name,
+                     t->dim_order[0], t->dim_order[1], t->dim_order[2], t->dim_order[3]);
+    d[0] = t->sizes[0], d[1] = t->sizes[2], d[2] = t->sizes[3], d[3] = t->sizes[1];
+  }
+  return ET_OK;
+}
+
+static inline et_status cm_requant(et_kernel_ctx *ctx, const char *op, const char *what, int64_t mult,
+                                   int64_t shift) {
+  if (mult < 0 || mult > INT32_MAX || shift < -31 || shift > 31)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED,
+                   "%s: %s multiplier %lld / shift %lld outside [0, 2^31) / [-31, 31]", op, what,
+                   (long long)mult, (long long)shift);
+  return ET_OK;
+}
+
+/* Per-channel requant tensors: int32 with `n` elements, each pair in range. */
+static inline et_status cm_requant_tensors(et_kernel_ctx *ctx, const char *op, const et_tensor *m,
+                                           const et_tensor *s, int32_t n) {
+  et_status st;
+  if ((st = cm_dtype(ctx, op, m, "requantize_multipliers", ET_DT_INT)) != ET_OK) return st;
+  if ((st = cm_dtype(ctx, op, s, "requantize_shifts", ET_DT_INT)) != ET_OK) return st;
+  if (et_tensor_numel(m) != (size_t)n || et_tensor_numel(s) != (size_t)n)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: requantize_multipliers/shifts need %d entries (one per output channel), got %u/%u",
+                   op, (int)n, (unsigned)et_tensor_numel(m), (unsigned)et_tensor_numel(s));
+  const int32_t *mv = (const int32_t *)m->data, *sv = (const int32_t *)s->data;
+  for (int32_t i = 0; i < n; i++)
+    if ((st = cm_requant(ctx, op, "per-channel", mv[i], sv[i])) != ET_OK) return st;
+  return ET_OK;
+}
+
+static inline et_status cm_act(et_kernel_ctx *ctx, const char *op, int32_t lo, int32_t hi) {
+  if (lo > hi)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: activation_min %d > activation_max %d", op, (int)lo, (int)hi);
+  return ET_OK;
+}
+
+static inline et_status cm_same_numel(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b,
+                                      const char *an, const char *bn) {
+  if (et_tensor_numel(a) != et_tensor_numel(b))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s has %u elements but %s has %u", op, an,
+                   (unsigned)et_tensor_numel(a), bn, (unsigned)et_tensor_numel(b));
+  return ET_OK;
+}
+
+/* Row-major logical strides (in elements) of t given its dim order. */
+static inline void cm_logical_strides(const et_tensor *t, int32_t *str) {
+  int32_t acc = 1;
+  for (int d = (int)t->dim - 1; d >= 0; d--) {
+    str[t->dim_order[d]] = acc;
+    acc *= t->sizes[t->dim_order[d]];
+  }
+}
+
+static inline bool cm_same_sizes(const et_tensor *a, const et_tensor *b) {
+  if (a->dim != b->dim) return false;
+  for (uint8_t d = 0; d < a->dim; d++)
+    if (a->sizes[d] != b->sizes[d]) return false;
+  return true;
+}
+
+#define CM_TRY(x)                       \
+  do {                                  \
+    et_status cm_st_ = (x);             \
+    if (cm_st_ != ET_OK) return cm_st_; \
+  } while (0)
+
+#endif

@@ -1,0 +1,245 @@
+/* Runner: load the .bpte the platform provides, place the planned arenas in
+ * the platform's memory regions, run a warm-up plus every bundled test case,
+ * and print ONE JSON result line. Exit 0 pass, 1 mismatch, 2 error.
+ * Strictly portable: all I/O, clock and memory come through platform.h. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "platform.h"
+#include "runtime.h"
+
+#ifndef RUNNER_SCRATCH_BYTES
+#define RUNNER_SCRATCH_BYTES 4096u /* et_kernel_ctx scratch; ops' own scratch is planned */
+#endif
+#define MAX_REGIONS 8
+#define MAX_OUTPUTS 32
+#define ALIGNMENT 16u
+
+static et_program g_prog;
+static et_bundle g_bundle;
+static et_method g_method;
+static et_output_diff g_diff[MAX_OUTPUTS], g_case_diff[MAX_OUTPUTS];
+
+/* ---- output ---- */
+static void out_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void out_fmt(const char *fmt, ...) {
+  char buf[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n > 0) plat_write(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+static void out_json_string(const char *s) {
+  char buf[2 * ET_MSG_CAP + 8];
+  size_t n = 0;
+  buf[n++] = '"';
+  for (; *s && n < sizeof buf - 8; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') buf[n++] = '\\', buf[n++] = (char)c;
+    else if (c < 0x20) n += (size_t)snprintf(buf + n, 7, "\\u%04x", c);
+    else buf[n++] = (char)c;
+  }
+  buf[n++] = '"';
+  plat_write(buf, n);
+}
+
+static void print_arena_bytes(const et_method_needs *needs) {
+  out_fmt(", \"arena_bytes\": [0");
+  for (uint32_t k = 0; k < needs->n_arenas; k++) out_fmt(", %" PRIu64, needs->arena_bytes[k]);
+  out_fmt("]");
+}
+
+static void __attribute__((noreturn)) fail_error(const char *msg, const et_method_needs *needs) {
+  out_fmt("{\"status\": \"error\", \"error\": ");
+  out_json_string(msg);
+  if (needs) print_arena_bytes(needs);
+  out_fmt(", \"stack_bytes\": %lu}\n", (unsigned long)plat_stack_used());
+  plat_exit(2);
+}
+
+/* ---- placement of arenas and buffers in the platform's regions ---- */
+typedef struct {
+  const plat_region *r;
+  size_t used;
+} region_use;
+
+static region_use g_regions[MAX_REGIONS];
+static size_t g_nregions;
+
+
+/* First region, in the platform's preference order, with room. */
+static uint8_t *place(size_t size) {
+  for (size_t i = 0; i < g_nregions; i++) {
+    region_use *u = &g_regions[i];
+    uintptr_t start = ((uintptr_t)u->r->base + u->used + ALIGNMENT - 1) & ~(uintptr_t)(ALIGNMENT - 1);
+    size_t pad = (size_t)(start - (uintptr_t)u->r->base);
+    if (pad <= u->r->size && size <= u->r->size - pad) {
+      u->used = pad + size;
+      return (uint8_t *)start;
+    }
+  }
+  return NULL;
+}
+
+static void __attribute__((noreturn)) fail_placement(const char *what, size_t size, const et_method_needs *needs) {
+  char msg[ET_MSG_CAP];
+  size_t n = (size_t)snprintf(msg, sizeof msg, "cannot place %s (%lu bytes): program needs arenas [", what, (unsigned long)size);
+  for (uint32_t k = 0; k < needs->n_arenas && n < sizeof msg; k++)
+    n += (size_t)snprintf(msg + n, sizeof msg - n, "%s%" PRIu64, k ? ", " : "", needs->arena_bytes[k]);
+  if (n < sizeof msg) n += (size_t)snprintf(msg + n, sizeof msg - n, "] + %lu runtime bytes; regions:", (unsigned long)needs->runtime_bytes);
+  for (size_t i = 0; i < g_nregions && n < sizeof msg; i++)
+    n += (size_t)snprintf(msg + n, sizeof msg - n, " %s %lu (%lu free)", g_regions[i].r->name, (unsigned long)g_regions[i].r->size,
+                          (unsigned long)(g_regions[i].r->size - g_regions[i].used));
+  fail_error(msg, needs);
+}
+
+static bool outputs_equal(const et_method *m, const uint8_t *copy) {
+  size_t off = 0;
+  for (uint32_t i = 0; i < et_method_num_outputs(m); i++) {
+    const et_value *v = et_method_output(m, i);
+    if (v->tag != ET_TAG_TENSOR) continue;
+    if (memcmp(copy + off, v->u.t->data, v->u.t->nbytes) != 0) return false;
+    off += v->u.t->nbytes;
+  }
+  return true;
+}
+
+static void run_case(uint32_t c, const et_method_needs *needs) {
+  et_status st = et_bundle_set_inputs(&g_bundle, c, &g_method);
+  if (st != ET_OK) fail_error(g_bundle.msg, needs);
+  if (et_method_execute(&g_method) != ET_OK) fail_error(g_method.msg, needs);
+}
+
+int main(int argc, char **argv) {
+  plat_init(argc, argv);
+  const uint8_t *data;
+  size_t size;
+  if (plat_model(&data, &size) != 0) fail_error("platform has no model to run", NULL);
+  if (et_bundle_load(&g_bundle, data, size) != ET_OK) fail_error(g_bundle.msg, NULL);
+  if (et_program_load(&g_prog, g_bundle.program, g_bundle.program_len) != ET_OK) fail_error(g_prog.msg, NULL);
+  et_method_needs needs;
+  if (et_method_needs_get(&g_prog, g_bundle.method_name, &needs) != ET_OK) fail_error(g_prog.msg, NULL);
+
+  const plat_region *regions;
+  g_nregions = plat_regions(&regions);
+  if (g_nregions > MAX_REGIONS) g_nregions = MAX_REGIONS;
+  for (size_t i = 0; i < g_nregions; i++) g_regions[i].r = &regions[i], g_regions[i].used = 0;
+
+  /* Largest arena first, each into the first region where it fits. */
+  const uint8_t *arena_base[ET_MAX_ARENAS] = {0};
+  size_t arena_size[ET_MAX_ARENAS] = {0};
+  bool done[ET_MAX_ARENAS] = {0};
+  for (uint32_t n = 0; n < needs.n_arenas; n++) {
+    uint32_t best = 0;
+    bool have = false;
+    for (uint32_t k = 0; k < needs.n_arenas; k++)
+      if (!done[k] && (!have || needs.arena_bytes[k] > needs.arena_bytes[best])) best = k, have = true;
+    done[best] = true;
+    size_t sz = (size_t)needs.arena_bytes[best];
+    char what[32];
+    snprintf(what, sizeof what, "arena %" PRIu32, best + 1);
+    uint8_t *p = place(sz ? sz : 1);
+    if (p == NULL) fail_placement(what, sz, &needs);
+    arena_base[best] = p;
+    arena_size[best] = sz;
+  }
+  uint8_t *runtime_mem = place(needs.runtime_bytes);
+  if (runtime_mem == NULL) fail_placement("runtime memory", needs.runtime_bytes, &needs);
+  uint8_t *scratch = place(RUNNER_SCRATCH_BYTES);
+  if (scratch == NULL) fail_placement("kernel scratch", RUNNER_SCRATCH_BYTES, &needs);
+
+  if (et_method_init(&g_method, &g_prog, g_bundle.method_name, runtime_mem, needs.runtime_bytes, arena_base, arena_size,
+                     needs.n_arenas, scratch, RUNNER_SCRATCH_BYTES) != ET_OK)
+    fail_error(g_method.msg, &needs);
+  uint32_t nout = et_method_num_outputs(&g_method);
+  if (nout > MAX_OUTPUTS) fail_error("method has more outputs than the runner reports (32)", &needs);
+  uint32_t ncases = et_bundle_num_cases(&g_bundle);
+  if (ncases == 0) fail_error("bundled program has no test cases: bundle at least one", &needs);
+
+  /* Warm-up, then the same case again: outputs must be bit-identical. */
+  size_t out_bytes = 0;
+  for (uint32_t i = 0; i < nout; i++) {
+    const et_value *v = et_method_output(&g_method, i);
+    if (v->tag == ET_TAG_TENSOR) out_bytes += v->u.t->nbytes;
+  }
+  uint8_t *copy = place(out_bytes ? out_bytes : 1);
+  if (copy == NULL) fail_placement("warm-up output copy", out_bytes, &needs);
+  run_case(0, &needs);
+  size_t off = 0;
+  for (uint32_t i = 0; i < nout; i++) {
+    const et_value *v = et_method_output(&g_method, i);
+    if (v->tag != ET_TAG_TENSOR) continue;
+    memcpy(copy + off, v->u.t->data, v->u.t->nbytes);
+    off += v->u.t->nbytes;
+  }
+
+  /* Measured runs: one per test case; profile counts add up over them. */
+  g_method.clock = plat_counter;
+  et_method_reset_stats(&g_method);
+  uint64_t total = 0;
+  bool pass = true;
+  for (uint32_t c = 0; c < ncases; c++) {
+    et_status st = et_bundle_set_inputs(&g_bundle, c, &g_method);
+    if (st != ET_OK) fail_error(g_bundle.msg, &needs);
+    uint64_t t0 = plat_counter();
+    st = et_method_execute(&g_method);
+    total += plat_counter() - t0;
+    if (st != ET_OK) fail_error(g_method.msg, &needs);
+    if (c == 0) {
+      if (!outputs_equal(&g_method, copy))
+        fail_error("outputs of two runs of test case 0 differ: a kernel reads uninitialised or stale memory", &needs);
+      for (uint32_t i = 0; i < nout; i++) {
+        const et_value *v = et_method_output(&g_method, i);
+        if (v->tag == ET_TAG_TENSOR) plat_save_output(i, v->u.t->data, v->u.t->nbytes);
+      }
+    }
+    if (et_bundle_compare(&g_bundle, c, &g_method, g_case_diff) != ET_OK) fail_error(g_bundle.msg, &needs);
+    for (uint32_t i = 0; i < nout; i++) {
+      et_output_diff *d = &g_diff[i], *e = &g_case_diff[i];
+      if (c == 0) *d = *e;
+      else {
+        if (e->max_abs > d->max_abs) d->max_abs = e->max_abs;
+        if (e->max_steps > d->max_steps) d->max_steps = e->max_steps;
+        d->nan_mismatch |= e->nan_mismatch;
+        d->pass &= e->pass;
+      }
+      pass &= e->pass;
+    }
+  }
+
+  const char *unit = plat_counter_unit();
+  out_fmt("{\"status\": \"%s\", \"cases\": %" PRIu32 ", \"outputs\": [", pass ? "pass" : "fail", ncases);
+  for (uint32_t i = 0; i < nout; i++) {
+    const et_output_diff *d = &g_diff[i];
+    out_fmt("%s{", i ? ", " : "");
+    if (d->nan_mismatch) out_fmt("\"max_abs\": null");
+    else out_fmt("\"max_abs\": %.9g", d->max_abs);
+    if (d->max_steps >= 0) out_fmt(", \"max_steps\": %" PRId64, d->max_steps);
+    else out_fmt(", \"max_steps\": null");
+    out_fmt(", \"pass\": %s}", d->pass ? "true" : "false");
+  }
+  out_fmt("], \"%s\": %" PRIu64 ", \"unit\": \"%s\", \"per_op\": [", unit, total, unit);
+  /* One entry per operator name (overloads merged), in program order. */
+  bool first = true;
+  for (uint32_t i = 0; i < g_method.nops; i++) {
+    const et_op_slot *o = &g_method.ops[i];
+    bool seen = false;
+    for (uint32_t j = 0; j < i && !seen; j++) seen = strcmp(g_method.ops[j].name, o->name) == 0;
+    if (seen) continue;
+    uint64_t calls = 0, count = 0;
+    for (uint32_t j = i; j < g_method.nops; j++)
+      if (strcmp(g_method.ops[j].name, o->name) == 0) calls += g_method.ops[j].calls, count += g_method.ops[j].count;
+    out_fmt("%s{\"op\": ", first ? "" : ", ");
+    out_json_string(o->name);
+    out_fmt(", \"calls\": %" PRIu64 ", \"count\": %" PRIu64 "}", calls, count);
+    first = false;
+  }
+  out_fmt("]");
+  print_arena_bytes(&needs);
+  out_fmt(", \"runtime_bytes\": %lu, \"stack_bytes\": %lu}\n", (unsigned long)needs.runtime_bytes,
+          (unsigned long)plat_stack_used());
+  plat_exit(pass ? 0 : 1);
+}

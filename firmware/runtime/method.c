@@ -1,0 +1,572 @@
+/* Method: values built from the verified program, planned memory bound to the
+ * caller's arenas, operators resolved once, then the instruction loop. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "registry.h"
+#include "runtime.h"
+#include "schema_ids.h"
+
+_Static_assert(ET_TAG_NONE == FBPU_KernelTypes__Null, "et_tag must follow KernelTypes");
+_Static_assert(ET_TAG_INT == FBPU_KernelTypes__Int, "et_tag must follow KernelTypes");
+_Static_assert(ET_TAG_BOOL == FBPU_KernelTypes__Bool, "et_tag must follow KernelTypes");
+_Static_assert(ET_TAG_DOUBLE == FBPU_KernelTypes__Double, "et_tag must follow KernelTypes");
+_Static_assert(ET_TAG_TENSOR == FBPU_KernelTypes__Tensor, "et_tag must follow KernelTypes");
+_Static_assert(ET_TAG_STRING == FBPU_KernelTypes__String, "et_tag must follow KernelTypes");
+_Static_assert(ET_TAG_INT_LIST == FBPU_KernelTypes__IntList, "et_tag must follow KernelTypes");
+_Static_assert(ET_TAG_DOUBLE_LIST == FBPU_KernelTypes__DoubleList, "et_tag must follow KernelTypes");
+_Static_assert(ET_TAG_BOOL_LIST == FBPU_KernelTypes__BoolList, "et_tag must follow KernelTypes");
+_Static_assert(ET_TAG_TENSOR_LIST == FBPU_KernelTypes__TensorList, "et_tag must follow KernelTypes");
+_Static_assert(ET_TAG_OPT_TENSOR_LIST == FBPU_KernelTypes__OptionalTensorList, "et_tag must follow KernelTypes");
+
+#define ALIGN 8u
+
+static et_status merr(char *msg, et_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static et_status merr(char *msg, et_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, ET_MSG_CAP, fmt, ap);
+  va_end(ap);
+  return st;
+}
+#define CORRUPT(msg, what) merr(msg, ET_E_INVALID_PROGRAM, "corrupt program: %s (%s)", what, fb_last_error)
+
+static size_t align_up(size_t n) { return (n + (ALIGN - 1)) & ~(size_t)(ALIGN - 1); }
+
+/* Find method `name` (NULL: the first). */
+static et_status find_plan(et_program *p, const char *name, char *msg, fb_table *plan, const char **pname) {
+  for (uint32_t i = 0; i < p->plans.len; i++) {
+    const char *s;
+    uint32_t n;
+    bool present;
+    if (!fb_vec_table(&p->plans, i, plan) || !fb_string(plan, FBP_ExecutionPlan__name, &present, &s, &n))
+      return CORRUPT(msg, "execution plan");
+    if (name == NULL || (strlen(name) == n && memcmp(name, s, n) == 0)) {
+      *pname = s;
+      return ET_OK;
+    }
+  }
+  return merr(msg, ET_E_INVALID_ARG, "program has no method '%s'", name);
+}
+
+typedef struct {
+  fb_vec values, chains, ops, sizes;
+  uint32_t ntensors, ninstr, nargs;
+} plan_shape;
+
+/* One walk over the plan that counts what the runtime memory must hold. */
+static et_status shape_of(const fb_table *plan, char *msg, plan_shape *s) {
+  bool present;
+  memset(s, 0, sizeof *s);
+  if (!fb_vector(plan, FBP_ExecutionPlan__values, 4, &present, &s->values) ||
+      !fb_vector(plan, FBP_ExecutionPlan__chains, 4, &present, &s->chains) ||
+      !fb_vector(plan, FBP_ExecutionPlan__operators, 4, &present, &s->ops) ||
+      !fb_vector(plan, FBP_ExecutionPlan__non_const_buffer_sizes, 8, &present, &s->sizes))
+    return CORRUPT(msg, "execution plan");
+  for (uint32_t i = 0; i < s->values.len; i++) {
+    fb_table ev, val;
+    uint8_t type;
+    if (!fb_vec_table(&s->values, i, &ev) || !fb_union(&ev, FBP_EValue__val, &type, &present, &val))
+      return CORRUPT(msg, "value table");
+    if (type == FBPU_KernelTypes__Tensor) s->ntensors++;
+  }
+  if (s->chains.len > ET_MAX_CHAINS)
+    return merr(msg, ET_E_NOT_SUPPORTED, "program has %" PRIu32 " chains; this runtime runs up to %d",
+                s->chains.len, ET_MAX_CHAINS);
+  for (uint32_t c = 0; c < s->chains.len; c++) {
+    fb_table ch, in, args;
+    fb_vec instrs, av;
+    if (!fb_vec_table(&s->chains, c, &ch) || !fb_vector(&ch, FBP_Chain__instructions, 4, &present, &instrs))
+      return CORRUPT(msg, "chain");
+    if (instrs.len > UINT32_MAX - s->ninstr) return CORRUPT(msg, "too many instructions");
+    s->ninstr += instrs.len;
+    for (uint32_t i = 0; i < instrs.len; i++) {
+      uint8_t type;
+      if (!fb_vec_table(&instrs, i, &in) || !fb_union(&in, FBP_Instruction__instr_args, &type, &present, &args))
+        return CORRUPT(msg, "instruction");
+      if (type == FBPU_InstructionArguments__KernelCall || type == FBPU_InstructionArguments__DelegateCall) {
+        unsigned slot = type == FBPU_InstructionArguments__KernelCall ? FBP_KernelCall__args : FBP_DelegateCall__args;
+        if (!present || !fb_vector(&args, slot, 4, &present, &av)) return CORRUPT(msg, "call arguments");
+        if (av.len > UINT32_MAX - s->nargs) return CORRUPT(msg, "too many arguments");
+        s->nargs += av.len;
+      }
+    }
+  }
+  if (s->sizes.len > ET_MAX_ARENAS + 1)
+    return merr(msg, ET_E_NOT_SUPPORTED, "program plans %" PRIu32 " memory arenas; this runtime supports %d",
+                s->sizes.len - 1, ET_MAX_ARENAS);
+  return ET_OK;
+}
+
+static size_t runtime_bytes(const plan_shape *s) {
+  return align_up(sizeof(et_value) * s->values.len) + align_up(sizeof(et_tensor) * s->ntensors) +
+         align_up(sizeof(et_op_slot) * s->ops.len) + align_up(sizeof(et_instr) * s->ninstr) +
+         align_up(sizeof(et_value *) * s->nargs);
+}
+
+et_status et_method_needs_get(et_program *p, const char *name, et_method_needs *needs) {
+  fb_table plan;
+  plan_shape s;
+  const char *pname;
+  memset(needs, 0, sizeof *needs);
+  et_status st = find_plan(p, name, p->msg, &plan, &pname);
+  if (st == ET_OK) st = shape_of(&plan, p->msg, &s);
+  if (st != ET_OK) return st;
+  needs->runtime_bytes = runtime_bytes(&s);
+  needs->n_arenas = s.sizes.len > 1 ? s.sizes.len - 1 : 0;
+  for (uint32_t k = 0; k < needs->n_arenas; k++) {
+    int64_t v = fb_vec_i64(&s.sizes, k + 1);
+    if (v < 0 || (uint64_t)v > (uint64_t)SIZE_MAX)
+      return merr(p->msg, ET_E_INVALID_PROGRAM, "corrupt program: arena %" PRIu32 " has size %" PRId64, k + 1, v);
+    needs->arena_bytes[k] = (uint64_t)v;
+  }
+  return ET_OK;
+}
+
+/* ---- values ---- */
+
+static et_status parse_tensor(et_method *m, uint32_t vi, const fb_table *t, et_tensor *out,
+                              const uint8_t *const *arena_base, const uint64_t *arena_plan) {
+  bool present;
+  uint8_t dtype_u, dyn;
+  int32_t storage_offset;
+  uint32_t dbi;
+  fb_vec sizes, order;
+  fb_table alloc, extra;
+  bool has_alloc, has_extra;
+  memset(out, 0, sizeof *out);
+  if (!fb_u8(t, FBP_Tensor__scalar_type, 0, &dtype_u) || !fb_i32(t, FBP_Tensor__storage_offset, 0, &storage_offset) ||
+      !fb_vector(t, FBP_Tensor__sizes, 4, &present, &sizes) || !fb_vector(t, FBP_Tensor__dim_order, 1, &present, &order) ||
+      !fb_u32(t, FBP_Tensor__data_buffer_idx, 0, &dbi) || !fb_sub_table(t, FBP_Tensor__allocation_info, &has_alloc, &alloc) ||
+      !fb_u8(t, FBP_Tensor__shape_dynamism, 0, &dyn) || !fb_sub_table(t, FBP_Tensor__extra_tensor_info, &has_extra, &extra))
+    return CORRUPT(m->msg, "tensor");
+  int dtype = (int8_t)dtype_u;
+  size_t es = et_dtype_size(dtype);
+  if (es == 0)
+    return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": tensor dtype %d is not supported by this runtime", vi, dtype);
+  if (sizes.len > ET_MAX_DIM)
+    return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": tensor has %" PRIu32 " dims (max %d)", vi, sizes.len, ET_MAX_DIM);
+  if (storage_offset != 0) return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": nonzero storage_offset", vi);
+  if (dyn != FBPE_TensorShapeDynamism__STATIC)
+    return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": dynamic shapes are not supported (export with static shapes)", vi);
+  if (has_extra) {
+    uint8_t loc;
+    if (!fb_u8(&extra, FBP_ExtraTensorInfo__location, 0, &loc)) return CORRUPT(m->msg, "tensor info");
+    if (loc != FBPE_TensorDataLocation__SEGMENT)
+      return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": external tensor data (.ptd) is not supported", vi);
+  }
+  out->dtype = (int8_t)dtype;
+  out->dim = (uint8_t)sizes.len;
+  size_t numel = 1;
+  for (uint32_t d = 0; d < sizes.len; d++) {
+    int32_t v = fb_vec_i32(&sizes, d);
+    if (v < 0) return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " has a negative size", vi);
+    if (v != 0 && numel > (SIZE_MAX / 16) / (size_t)v)
+      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " is impossibly large", vi);
+    numel *= (size_t)v;
+    out->sizes[d] = v;
+  }
+  out->nbytes = numel * es;
+  /* dim_order must be a permutation; absent means contiguous. */
+  if (order.len == 0) {
+    for (uint32_t d = 0; d < sizes.len; d++) out->dim_order[d] = (uint8_t)d;
+  } else {
+    unsigned seen = 0;
+    if (order.len != sizes.len)
+      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " dim_order length differs from its rank", vi);
+    for (uint32_t d = 0; d < order.len; d++) {
+      uint8_t o = fb_vec_u8(&order, d);
+      if (o >= sizes.len || (seen >> o) & 1u)
+        return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " dim_order is not a permutation", vi);
+      seen |= 1u << o;
+      out->dim_order[d] = o;
+    }
+  }
+  if (has_alloc) {
+    uint32_t id, lo, hi;
+    if (!fb_u32(&alloc, FBP_AllocationDetails__memory_id, 0, &id) ||
+        !fb_u32(&alloc, FBP_AllocationDetails__memory_offset_low, 0, &lo) ||
+        !fb_u32(&alloc, FBP_AllocationDetails__memory_offset_high, 0, &hi))
+      return CORRUPT(m->msg, "allocation info");
+    if (dbi != 0)
+      return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": mutable tensors with initial data are not supported", vi);
+    uint64_t off = ((uint64_t)hi << 32) | lo;
+    if (id == 0 || id > ET_MAX_ARENAS || arena_base[id - 1] == NULL)
+      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " planned in unknown memory id %" PRIu32, vi, id);
+    if (off > arena_plan[id - 1] || out->nbytes > arena_plan[id - 1] - off)
+      return merr(m->msg, ET_E_INVALID_PROGRAM,
+                  "corrupt program: value %" PRIu32 " (%lu bytes at offset %" PRIu64 ") lies outside arena %" PRIu32 " (%" PRIu64 " bytes)",
+                  vi, (unsigned long)out->nbytes, off, id, arena_plan[id - 1]);
+    out->data = (uint8_t *)arena_base[id - 1] + off;
+  } else if (dbi != 0) {
+    const uint8_t *c;
+    et_status st = et_program_constant(m->prog, dbi, out->nbytes, &c);
+    if (st != ET_OK) return merr(m->msg, st, "value %" PRIu32 ": %s", vi, m->prog->msg);
+    out->data = (void *)c; /* constants are read-only by contract: ops never write inputs */
+  }
+  /* Kernels load whole elements; misaligned data would fault on Cortex-M. */
+  if (out->data != NULL && ((uintptr_t)out->data % es) != 0)
+    return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " data is not %lu-byte aligned", vi, (unsigned long)es);
+  return ET_OK;
+}
+
+/* Items of lists are value indices: check range and kind once. */
+static et_status check_list(et_method *m, uint32_t vi, et_value *v) {
+  for (uint32_t k = 0; k < v->u.list.len; k++) {
+    int64_t idx;
+    int want;
+    if (v->tag == ET_TAG_INT_LIST) {
+      memcpy(&idx, v->u.list.items + 8u * k, 8);
+      want = ET_TAG_INT;
+    } else {
+      int32_t i32;
+      memcpy(&i32, v->u.list.items + 4u * k, 4);
+      idx = i32;
+      want = ET_TAG_TENSOR;
+      if (v->tag == ET_TAG_OPT_TENSOR_LIST && idx == -1) continue;
+    }
+    if (idx < 0 || idx >= (int64_t)m->nvalues)
+      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: list value %" PRIu32 " refers to value %" PRId64, vi, idx);
+    int tag = m->values[idx].tag;
+    if (tag != want && !(v->tag == ET_TAG_OPT_TENSOR_LIST && tag == ET_TAG_NONE))
+      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: list value %" PRIu32 " item %" PRIu32 " has the wrong kind", vi, k);
+  }
+  return ET_OK;
+}
+
+static et_status parse_values(et_method *m, const plan_shape *s, const uint8_t *const *arena_base,
+                              const uint64_t *arena_plan) {
+  uint32_t ti = 0;
+  for (uint32_t i = 0; i < s->values.len; i++) {
+    fb_table ev, val;
+    uint8_t type;
+    bool present;
+    et_value *v = &m->values[i];
+    fb_vec items;
+    if (!fb_vec_table(&s->values, i, &ev) || !fb_union(&ev, FBP_EValue__val, &type, &present, &val))
+      return CORRUPT(m->msg, "value table");
+    v->tag = type;
+    bool ok = true;
+    switch (type) {
+      case FBPU_KernelTypes__Null: break;
+      case FBPU_KernelTypes__Int: ok = fb_i64(&val, FBP_Int__int_val, 0, &v->u.i); break;
+      case FBPU_KernelTypes__Bool: {
+        uint8_t b;
+        ok = fb_u8(&val, FBP_Bool__bool_val, 0, &b);
+        v->u.b = b != 0;
+        break;
+      }
+      case FBPU_KernelTypes__Double: ok = fb_f64(&val, FBP_Double__double_val, 0, &v->u.d); break;
+      case FBPU_KernelTypes__String:
+        ok = fb_string(&val, FBP_String__string_val, &present, &v->u.s.ptr, &v->u.s.len);
+        break;
+      case FBPU_KernelTypes__Tensor: {
+        et_tensor *t = &m->tensors[ti++];
+        et_status st = parse_tensor(m, i, &val, t, arena_base, arena_plan);
+        if (st != ET_OK) return st;
+        v->u.t = t;
+        break;
+      }
+      case FBPU_KernelTypes__IntList:
+      case FBPU_KernelTypes__DoubleList:
+      case FBPU_KernelTypes__BoolList:
+      case FBPU_KernelTypes__TensorList:
+      case FBPU_KernelTypes__OptionalTensorList: {
+        uint32_t es = type == FBPU_KernelTypes__IntList || type == FBPU_KernelTypes__DoubleList ? 8
+                      : type == FBPU_KernelTypes__BoolList ? 1 : 4;
+        /* every list table's `items` is slot 0 */
+        ok = fb_vector(&val, FBP_IntList__items, es, &present, &items);
+        v->u.list.values = m->values;
+        v->u.list.items = fb_vec_ptr(&items);
+        v->u.list.len = items.len;
+        break;
+      }
+      default:
+        return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " has unknown kind %u", i, type);
+    }
+    if (!ok) return CORRUPT(m->msg, "value");
+    if (type != FBPU_KernelTypes__Null && !present && type != FBPU_KernelTypes__String)
+      return CORRUPT(m->msg, "value without a body");
+  }
+  m->ntensors = ti;
+  for (uint32_t i = 0; i < s->values.len; i++) {
+    et_value *v = &m->values[i];
+    if (v->tag == ET_TAG_INT_LIST || v->tag == ET_TAG_TENSOR_LIST || v->tag == ET_TAG_OPT_TENSOR_LIST) {
+      et_status st = check_list(m, i, v);
+      if (st != ET_OK) return st;
+    }
+  }
+  return ET_OK;
+}
+
+static et_status check_index_vec(et_method *m, const fb_vec *v, const char *what) {
+  for (uint32_t i = 0; i < v->len; i++) {
+    int32_t idx = fb_vec_i32(v, i);
+    if (idx < 0 || (uint32_t)idx >= m->nvalues)
+      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: %s %" PRIu32 " refers to value %" PRId32, what, i, idx);
+  }
+  return ET_OK;
+}
+
+static et_status parse_instructions(et_method *m, const plan_shape *s, et_value **argbuf) {
+  uint32_t n = 0;
+  fb_vec delegates;
+  bool present;
+  if (!fb_vector(&m->plan, FBP_ExecutionPlan__delegates, 4, &present, &delegates)) return CORRUPT(m->msg, "delegates");
+  m->nchains = s->chains.len;
+  for (uint32_t c = 0; c < s->chains.len; c++) {
+    fb_table ch, in, a;
+    fb_vec instrs, av;
+    if (!fb_vec_table(&s->chains, c, &ch) || !fb_vector(&ch, FBP_Chain__instructions, 4, &present, &instrs))
+      return CORRUPT(m->msg, "chain");
+    m->chain_start[c] = n;
+    for (uint32_t i = 0; i < instrs.len; i++, n++) {
+      uint8_t type;
+      et_instr *ins = &m->instrs[n];
+      if (!fb_vec_table(&instrs, i, &in) || !fb_union(&in, FBP_Instruction__instr_args, &type, &present, &a))
+        return CORRUPT(m->msg, "instruction");
+      ins->kind = type;
+      int32_t x = 0, y = 0;
+      bool ok = true;
+      switch (type) {
+        case FBPU_InstructionArguments__KernelCall:
+          ok = fb_i32(&a, FBP_KernelCall__op_index, 0, &x) && fb_vector(&a, FBP_KernelCall__args, 4, &present, &av);
+          if (ok && (x < 0 || (uint32_t)x >= m->nops))
+            return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " uses operator %" PRId32, n, x);
+          break;
+        case FBPU_InstructionArguments__DelegateCall: {
+          fb_table d;
+          const char *id = "?";
+          uint32_t idlen;
+          ok = fb_i32(&a, FBP_DelegateCall__delegate_index, 0, &x);
+          if (ok && x >= 0 && (uint32_t)x < delegates.len && fb_vec_table(&delegates, (uint32_t)x, &d))
+            fb_string(&d, FBP_BackendDelegate__id, &present, &id, &idlen);
+          if (!ok) break;
+          return merr(m->msg, ET_E_NO_BACKEND,
+                      "instruction %" PRIu32 " calls delegate backend '%s', which this build does not include", n, id);
+        }
+        case FBPU_InstructionArguments__MoveCall:
+          ok = fb_i32(&a, FBP_MoveCall__move_from, 0, &x) && fb_i32(&a, FBP_MoveCall__move_to, 0, &y);
+          if (ok && (x < 0 || y < 0 || (uint32_t)x >= m->nvalues || (uint32_t)y >= m->nvalues))
+            return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: move %" PRIu32 " out of range", n);
+          break;
+        case FBPU_InstructionArguments__JumpFalseCall:
+          ok = fb_i32(&a, FBP_JumpFalseCall__cond_value_index, 0, &x) &&
+               fb_i32(&a, FBP_JumpFalseCall__destination_instruction, 0, &y);
+          if (ok && (x < 0 || (uint32_t)x >= m->nvalues || y < 0 || (uint32_t)y >= instrs.len))
+            return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: jump %" PRIu32 " out of range", n);
+          break;
+        case FBPU_InstructionArguments__FreeCall:
+          ok = fb_i32(&a, FBP_FreeCall__value_index, 0, &x);
+          if (ok && (x < 0 || (uint32_t)x >= m->nvalues))
+            return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: free %" PRIu32 " out of range", n);
+          break;
+        default:
+          return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " has unknown kind %u", n, type);
+      }
+      if (!ok) return CORRUPT(m->msg, "instruction");
+      ins->a = (uint32_t)x;
+      ins->b = (uint32_t)y;
+      if (type == FBPU_InstructionArguments__KernelCall) {
+        ins->args = argbuf;
+        ins->nargs = av.len;
+        for (uint32_t k = 0; k < av.len; k++) {
+          int32_t vi = fb_vec_i32(&av, k);
+          if (vi < 0 || (uint32_t)vi >= m->nvalues)
+            return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " argument %" PRIu32 " out of range", n, k);
+          argbuf[k] = &m->values[vi];
+        }
+        argbuf += av.len;
+      }
+    }
+  }
+  m->chain_start[s->chains.len] = n;
+  return ET_OK;
+}
+
+static et_status resolve_ops(et_method *m, const plan_shape *s) {
+  m->nops = s->ops.len;
+  for (uint32_t i = 0; i < s->ops.len; i++) {
+    fb_table op;
+    bool p1, p2;
+    uint32_t nl, ol;
+    et_op_slot *slot = &m->ops[i];
+    memset(slot, 0, sizeof *slot);
+    if (!fb_vec_table(&s->ops, i, &op) || !fb_string(&op, FBP_Operator__name, &p1, &slot->name, &nl) ||
+        !fb_string(&op, FBP_Operator__overload, &p2, &slot->overload, &ol))
+      return CORRUPT(m->msg, "operator table");
+    slot->fn = et_registry_find(slot->name, nl, slot->overload, ol);
+    if (slot->fn == NULL)
+      return merr(m->msg, ET_E_UNKNOWN_OP, "unknown operator %s.%s: no kernel registered for it in firmware/ops/*.def",
+                  slot->name, ol ? slot->overload : "default");
+  }
+  return ET_OK;
+}
+
+et_status et_method_init(et_method *m, et_program *p, const char *name, void *runtime_mem, size_t runtime_size,
+                         const uint8_t *const *arena_base, const size_t *arena_size, uint32_t n_arenas,
+                         void *scratch, size_t scratch_size) {
+  plan_shape s;
+  memset(m, 0, sizeof *m);
+  m->prog = p;
+  et_status st = find_plan(p, name, m->msg, &m->plan, &m->name);
+  if (st == ET_OK) st = shape_of(&m->plan, m->msg, &s);
+  if (st != ET_OK) return st;
+
+  /* Memory checks before anything is written. */
+  size_t need = runtime_bytes(&s);
+  if (runtime_mem == NULL || runtime_size < need)
+    return merr(m->msg, ET_E_ARENA_TOO_SMALL, "runtime memory too small: method '%s' needs %lu bytes, got %lu",
+                m->name, (unsigned long)need, (unsigned long)(runtime_mem ? runtime_size : 0));
+  if (((uintptr_t)runtime_mem & (ALIGN - 1)) != 0)
+    return merr(m->msg, ET_E_INVALID_ARG, "runtime memory must be %u-byte aligned", ALIGN);
+  uint32_t want_arenas = s.sizes.len > 1 ? s.sizes.len - 1 : 0;
+  const uint8_t *bases[ET_MAX_ARENAS] = {0};
+  uint64_t plan_sizes[ET_MAX_ARENAS] = {0};
+  for (uint32_t k = 0; k < want_arenas; k++) {
+    int64_t v = fb_vec_i64(&s.sizes, k + 1);
+    if (v < 0) return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: arena %" PRIu32 " has negative size", k + 1);
+    plan_sizes[k] = (uint64_t)v;
+    if (k >= n_arenas || (arena_base[k] == NULL && v > 0))
+      return merr(m->msg, ET_E_ARENA_TOO_SMALL, "arena %" PRIu32 " missing: method '%s' needs %" PRIu32 " arenas, got %" PRIu32,
+                  k + 1, m->name, want_arenas, n_arenas);
+    if ((uint64_t)arena_size[k] < plan_sizes[k])
+      return merr(m->msg, ET_E_ARENA_TOO_SMALL, "arena %" PRIu32 " too small: method '%s' needs %" PRIu64 " bytes, got %lu",
+                  k + 1, m->name, plan_sizes[k], (unsigned long)arena_size[k]);
+    bases[k] = arena_base[k] ? arena_base[k] : (const uint8_t *)runtime_mem; /* zero-size arena */
+  }
+
+  uint8_t *mem = runtime_mem;
+  m->nvalues = s.values.len;
+  m->values = (et_value *)mem;
+  mem += align_up(sizeof(et_value) * s.values.len);
+  m->tensors = (et_tensor *)mem;
+  mem += align_up(sizeof(et_tensor) * s.ntensors);
+  m->ops = (et_op_slot *)mem;
+  mem += align_up(sizeof(et_op_slot) * s.ops.len);
+  m->instrs = (et_instr *)mem;
+  mem += align_up(sizeof(et_instr) * s.ninstr);
+  et_value **argbuf = (et_value **)mem;
+  memset(runtime_mem, 0, need);
+
+  st = parse_values(m, &s, bases, plan_sizes);
+  if (st == ET_OK) st = resolve_ops(m, &s);
+  if (st == ET_OK) st = parse_instructions(m, &s, argbuf);
+  if (st != ET_OK) return st;
+  bool present;
+  if (!fb_vector(&m->plan, FBP_ExecutionPlan__inputs, 4, &present, &m->inputs) ||
+      !fb_vector(&m->plan, FBP_ExecutionPlan__outputs, 4, &present, &m->outputs))
+    return CORRUPT(m->msg, "method inputs/outputs");
+  if ((st = check_index_vec(m, &m->inputs, "input")) != ET_OK) return st;
+  if ((st = check_index_vec(m, &m->outputs, "output")) != ET_OK) return st;
+  m->ctx.msg = m->kmsg;
+  m->ctx.msg_cap = sizeof m->kmsg;
+  m->ctx.scratch = scratch;
+  m->ctx.scratch_size = scratch ? scratch_size : 0;
+  return ET_OK;
+}
+
+uint32_t et_method_num_inputs(const et_method *m) { return m->inputs.len; }
+uint32_t et_method_num_outputs(const et_method *m) { return m->outputs.len; }
+et_value *et_method_input(et_method *m, uint32_t i) {
+  return i < m->inputs.len ? &m->values[fb_vec_i32(&m->inputs, i)] : NULL;
+}
+const et_value *et_method_output(const et_method *m, uint32_t i) {
+  return i < m->outputs.len ? &m->values[fb_vec_i32(&m->outputs, i)] : NULL;
+}
+
+et_status et_method_set_input_tensor(et_method *m, uint32_t i, const et_tensor *src) {
+  et_value *v = et_method_input(m, i);
+  if (v == NULL) return merr(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " does not exist (method has %" PRIu32 ")", i, m->inputs.len);
+  if (v->tag != ET_TAG_TENSOR) return merr(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " is not a tensor", i);
+  et_tensor *dst = v->u.t;
+  if (dst->data == NULL) {
+    /* Not planned: the input is used where the caller keeps it. */
+    if (!et_same_dim_order(dst, src) || dst->dtype != src->dtype || dst->nbytes != src->nbytes)
+      return merr(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " is not memory-planned and its layout differs from the given tensor", i);
+    if (((uintptr_t)src->data % et_dtype_size(src->dtype)) != 0)
+      return merr(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " data is not aligned to its element size", i);
+    dst->data = src->data;
+    return ET_OK;
+  }
+  et_status st = et_copy_tensor(&m->ctx, dst, src);
+  if (st != ET_OK) return merr(m->msg, st, "input %" PRIu32 ": %s", i, m->kmsg);
+  return ET_OK;
+}
+
+void et_method_reset_stats(et_method *m) {
+  for (uint32_t i = 0; i < m->nops; i++) m->ops[i].calls = m->ops[i].count = 0;
+  m->other_count = 0;
+}
+
+et_status et_method_execute(et_method *m) {
+  for (uint32_t i = 0; i < m->ntensors; i++) {
+    if (m->tensors[i].data == NULL && m->tensors[i].nbytes > 0)
+      return merr(m->msg, ET_E_INVALID_ARG, "a tensor has no memory: it is not planned and was not set as an input");
+  }
+  uint32_t steps = 0;
+  for (uint32_t c = 0; c < m->nchains; c++) {
+    uint32_t start = m->chain_start[c], end = m->chain_start[c + 1];
+    uint32_t pc = start;
+    while (pc < end) {
+      if (++steps > ET_MAX_STEPS)
+        return merr(m->msg, ET_E_INVALID_PROGRAM, "program ran more than %u instructions: a jump loops forever", ET_MAX_STEPS);
+      const et_instr *ins = &m->instrs[pc];
+      uint64_t t0 = m->clock ? m->clock() : 0;
+      uint32_t next = pc + 1;
+      et_op_slot *op = NULL;
+      switch (ins->kind) {
+        case FBPU_InstructionArguments__KernelCall: {
+          op = &m->ops[ins->a];
+          m->kmsg[0] = 0;
+          et_status st = op->fn(&m->ctx, ins->args, ins->nargs);
+          if (st != ET_OK)
+            return merr(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - start, op->name, op->overload,
+                        m->kmsg[0] ? m->kmsg : et_status_str(st));
+          op->calls++;
+          break;
+        }
+        case FBPU_InstructionArguments__MoveCall:
+          m->values[ins->b] = m->values[ins->a];
+          break;
+        case FBPU_InstructionArguments__JumpFalseCall: {
+          const et_value *cv = &m->values[ins->a];
+          if (cv->tag != ET_TAG_BOOL)
+            return merr(m->msg, ET_E_INVALID_PROGRAM, "instruction %" PRIu32 ": jump condition is not a bool", pc - start);
+          if (!cv->u.b) next = start + ins->b;
+          break;
+        }
+        case FBPU_InstructionArguments__FreeCall:
+          break; /* planned memory: nothing to release */
+        default:
+          return merr(m->msg, ET_E_INTERNAL, "instruction %" PRIu32 " of unknown kind", pc - start);
+      }
+      if (m->clock) {
+        uint64_t dt = m->clock() - t0;
+        if (op) op->count += dt;
+        else m->other_count += dt;
+      }
+      pc = next;
+    }
+  }
+  return ET_OK;
+}
+
+bool et_method_output_step(const et_method *m, uint32_t i, double *step) {
+  if (i >= m->outputs.len) return false;
+  const et_value *out = et_method_output(m, i);
+  /* The last instruction writing the output: dequantize_per_tensor(in, scale, zp, qmin, qmax, dtype, out). */
+  for (uint32_t n = m->chain_start[m->nchains]; n-- > 0;) {
+    const et_instr *ins = &m->instrs[n];
+    if (ins->kind != FBPU_InstructionArguments__KernelCall || ins->nargs < 7) continue;
+    if (ins->args[ins->nargs - 1] != out) continue;
+    const char *nm = m->ops[ins->a].name;
+    if (strstr(nm, "dequantize_per_tensor") == NULL) return false;
+    const et_value *sc = ins->args[1];
+    if (sc->tag != ET_TAG_DOUBLE || !(sc->u.d > 0)) return false;
+    *step = sc->u.d;
+    return true;
+  }
+  return false;
+}

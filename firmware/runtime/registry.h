@@ -1,0 +1,13 @@
+/* Operator registry: op name + overload -> adapter, built at compile time
+ * from firmware/ops/cortex_m_ops.def and aten_ops.def. */
+#ifndef ET_REGISTRY_H
+#define ET_REGISTRY_H
+
+#include "et_types.h"
+
+/* name/overload need not be NUL-terminated; lengths are given. */
+et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len);
+/* For listings: entry i (NULL name past the end). */
+const char *et_registry_entry(uint32_t i, const char **overload);
+
+#endif

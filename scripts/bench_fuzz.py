@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Fuzz the firmware loader for a bounded time and report executions and crashes.
+
+    .venv/bin/python scripts/bench_fuzz.py --seconds 60 [--seeds DIR] [--jobs 1]
+
+Builds firmware/fuzz/fuzz_loader.c with clang's libFuzzer + ASan + UBSan into
+build/fuzz/ (installs the Debian `clang` package if missing), seeds the corpus
+with small programs compiled on the fly (or --seeds), runs libFuzzer for
+--seconds, and prints one JSON line: {"execs": N, "crashes": K, ...}.
+Exit status 0 when no crash was found, 1 otherwise. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FW = REPO / "firmware"
+OUT = REPO / "build" / "fuzz"
+log = logging.getLogger("bench_fuzz")
+
+
+def ensure_clang() -> str:
+    clang = shutil.which("clang")
+    if clang:
+        return clang
+    log.info("clang not found: installing the Debian package")
+    sudo = [] if shutil.os.geteuid() == 0 else ["sudo"]
+    subprocess.run(sudo + ["apt-get", "install", "-y", "-qq", "clang"], check=True)
+    clang = shutil.which("clang")
+    if not clang:
+        raise SystemExit("clang still missing after apt-get install clang; install it and retry")
+    return clang
+
+
+def build(clang: str) -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    exe = OUT / "fuzz_loader"
+    srcs = sorted(str(p) for d in ("runtime", "ops", "kernels") for p in (FW / d).glob("*.c"))
+    srcs.append(str(FW / "fuzz" / "fuzz_loader.c"))
+    newest = max(Path(s).stat().st_mtime for s in srcs + [str(p) for p in FW.rglob("*.[hd]*")])
+    if exe.exists() and exe.stat().st_mtime > newest:
+        return exe
+    cmd = [clang, "-std=c11", "-O1", "-g", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",
+           "-fno-omit-frame-pointer", f"-I{FW / 'runtime'}", f"-I{FW / 'ops'}", f"-I{FW / 'kernels'}",
+           f"-I{FW / 'platform'}", *srcs, "-lm", "-o", str(exe)]
+    log.info("building %s", exe)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"fuzzer build failed:\n{p.stderr[-4000:]}")
+    return exe
+
+
+def make_seeds(dest: Path) -> None:
+    """Two small bundled programs: float ops with constants in a segment, and a plain .pte."""
+    import torch
+    from executorch.devtools import BundledProgram
+    from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+    from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
+    from executorch.exir import to_edge
+
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3, 4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.cat([x * self.w, x], dim=0)[1:4].permute(1, 0)
+            return torch.softmax(torch.relu(y + 1.0), dim=-1).mean(dim=0, keepdim=True)
+
+    x = (torch.randn(3, 4),)
+    m = M().eval()
+    et = to_edge(torch.export.export(m, x, strict=True)).to_executorch()
+    with torch.no_grad():
+        bp = BundledProgram(et, [MethodTestSuite("forward", [MethodTestCase(inputs=x, expected_outputs=(m(*x),))])])
+    (dest / "seed_float.bpte").write_bytes(serialize_from_bundled_program_to_flatbuffer(bp))
+    (dest / "seed_float.pte").write_bytes(et.buffer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="bounded libFuzzer run of the firmware loader")
+    ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--seeds", type=Path, help="directory of .bpte/.pte seed files (default: generate two)")
+    ap.add_argument("--jobs", type=int, default=1, help="parallel fuzzing processes (the machine has 2 cores)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="[bench_fuzz] %(message)s")
+    exe = build(ensure_clang())
+    artifacts = OUT / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    before = set(artifacts.glob("*"))
+    with tempfile.TemporaryDirectory() as corpus_dir:
+        corpus = Path(corpus_dir)
+        if args.seeds:
+            for f in args.seeds.iterdir():
+                if f.is_file():
+                    shutil.copy(f, corpus / f.name)
+        else:
+            make_seeds(corpus)
+        cmd = [str(exe), str(corpus), f"-max_total_time={args.seconds}", "-print_final_stats=1", "-timeout=10",
+               "-rss_limit_mb=2048", f"-artifact_prefix={artifacts}/", "-max_len=1048576"]
+        if args.jobs > 1:
+            cmd += [f"-jobs={args.jobs}", f"-workers={args.jobs}"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds * 3 + 120)
+        text = p.stderr + p.stdout
+        if args.jobs > 1:
+            for f in Path.cwd().glob("fuzz-*.log"):
+                text += f.read_text()
+                f.unlink()
+    execs = sum(int(x) for x in re.findall(r"stat::number_of_executed_units:\s*(\d+)", text))
+    cov = re.findall(r"\bcov: (\d+)", text)
+    crashes = sorted(str(f) for f in set(artifacts.glob("*")) - before)
+    report = {"seconds": args.seconds, "execs": execs, "execs_per_s": round(execs / max(args.seconds, 1)),
+              "coverage_edges": int(cov[-1]) if cov else None, "crashes": len(crashes), "crash_files": crashes,
+              "fuzzer_exit": p.returncode}
+    print(json.dumps(report))
+    if crashes:
+        log.error("crash inputs saved; reproduce with: %s FILE", exe)
+    return 1 if crashes or p.returncode not in (0,) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Host execution time of the Ethos-U55 functional model per zoo model (delegate only and whole program).
+
+Usage: python scripts/bench_npu.py [--models add,conv_relu,...] [--repeat 3] [--target ethos-u55-128] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+log = logging.getLogger("bench_npu")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from aot import models
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(models.ZOO), help="comma-separated zoo models (default: all)")
+    ap.add_argument("--target", default="ethos-u55-128")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per model; the best is reported")
+    ap.add_argument("--out", default=str(ROOT / "build" / "test-programs" / "ethos-u55-128" / "npu-plain"),
+                    help="folder for compiled programs (reused when up to date)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for noisy in ("torchao", "executorch", "torch"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+    import numpy as np
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    from aot.compile import compile_model
+    from aot.lower import LowerOptions
+    from aot.npu.blob import parse_blob
+    from aot.npu.commands import decode
+    from aot.npu.execute import run_blob
+    from aot.npu.program import run_bundled
+
+    rows = []
+    for name in [m for m in args.models.split(",") if m]:
+        res = compile_model(name, args.target, args.out, options=LowerOptions(), reuse_cache=True)
+        prog = deserialize_pte_binary(res.pte.read_bytes()).program
+        blobs = [bytes(d.data) for d in prog.backend_delegate_data]
+        n_cmds = sum(sum(1 for c in decode(parse_blob(b).commands) if c.is_operation) for b in blobs)
+        best_delegate = best_program = float("inf")
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            for b in blobs:
+                vb = parse_blob(b)
+                run_blob(vb, [np.zeros(int(np.prod(io.shape)), np.int8) for io in vb.inputs])
+            best_delegate = min(best_delegate, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            result = run_bundled(res.bpte.read_bytes())
+            best_program = min(best_program, time.perf_counter() - t0)
+        rows.append({"model": name, "npu_commands": n_cmds, "delegate_s": round(best_delegate, 4),
+                     "program_s": round(best_program, 4), "status": result["status"]})
+        log.info("%-16s %5d NPU commands  delegate %.3f s  whole program %.3f s  %s", name, n_cmds,
+                 best_delegate, best_program, result["status"])
+    print(json.dumps(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""Build the bare-metal MVE self-test / bench image (tests/mve_selftest) for
+QEMU mps3-an547 and run it. Shared by tests/test_kernels.py and
+scripts/bench_kernels.py."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+KERNELS = ROOT / "firmware" / "kernels"
+GCC = shutil.which("arm-none-eabi-gcc")
+QEMU = shutil.which("qemu-system-arm")
+
+
+def build(out: Path, bench: bool = False, mve: bool = True) -> Path:
+    """Compile main.c + startup.c + every kernel into one ELF; returns its path."""
+    if GCC is None:
+        raise RuntimeError("arm-none-eabi-gcc not found: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cpu = "-mcpu=cortex-m55" if mve else "-mcpu=cortex-m55+nomve"
+    cmd = [GCC, cpu, "-mfloat-abi=hard", "-mthumb", "-O2", "-std=gnu11", "-Wall", "-Wextra",
+           "-Wno-unused-parameter", "-Werror", "-ffunction-sections", "-fdata-sections",
+           "-I", str(KERNELS), *(["-DBENCH"] if bench else []),
+           str(HERE / "main.c"), str(HERE / "startup.c"), *sorted(map(str, KERNELS.glob("*.c"))),
+           "-T", str(HERE / "link.ld"), "--specs=nano.specs", "--specs=rdimon.specs", "-nostartfiles",
+           "-Wl,--gc-sections", "-lm", "-o", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"building {out.name} failed:\n{r.stderr}")
+    return out
+
+
+def run(elf: Path, icount: bool = False, timeout: float = 300.0) -> subprocess.CompletedProcess:
+    """Run an image under QEMU (semihosting console); -icount shift=0 makes
+    one virtual nanosecond one instruction."""
+    if QEMU is None:
+        raise RuntimeError("qemu-system-arm not found: apt-get install qemu-system-arm")
+    cmd = [QEMU, "-M", "mps3-an547", "-nographic", "-semihosting",
+           *(["-icount", "shift=0"] if icount else []), "-kernel", str(elf)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

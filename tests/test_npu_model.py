@@ -1,0 +1,324 @@
+"""Ethos-U55 functional model (aot/npu): zoo programs bit-exact against tosa_reference_model and the
+bundled expected outputs, decoder against Vela's own disassembly, weight/scale decoding, numerics corner
+cases on hand-built command streams, and clear errors for corrupt blobs."""
+
+from __future__ import annotations
+
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from aot.npu.blob import parse_blob
+from aot.npu.commands import CMD0_NAMES, CMD1_NAMES, decode, disassemble
+from aot.npu.errors import NpuError
+from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, rescale, run_blob
+
+TARGET = "ethos-u55-128"
+FAST = ["add", "mul", "conv_relu", "dw_separable", "mlp", "pool", "softmax", "lut_activations"]
+ZOO = FAST + [pytest.param("mobilenet_v2", marks=pytest.mark.slow)]
+
+
+@pytest.fixture(scope="session")
+def compiled():
+    """Zoo programs for the NPU, compiled once and cached (plain lowering: this file tests the NPU model,
+    not our graph passes)."""
+    from conftest import CACHE
+
+    from aot.compile import compile_model
+    from aot.lower import LowerOptions
+
+    def build(model: str, target: str):
+        return compile_model(model, target, CACHE / target / "npu-plain", options=LowerOptions(), reuse_cache=True)
+
+    return build
+
+
+def _program(compiled, model: str):
+    res = compiled(model, TARGET)
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    prog = deserialize_pte_binary(res.pte.read_bytes()).program
+    blobs = [bytes(d.data) for d in prog.backend_delegate_data]
+    tdir = res.pte.parent / f"{res.pte.stem}.tosa"
+    tosas = [(tdir / f"lowered_module_{i}.tosa").read_bytes() for i in range(len(blobs))]
+    return res, blobs, tosas
+
+
+def _tosa_inputs(tosa: bytes, rng: np.random.Generator) -> list[np.ndarray]:
+    import tosa.TosaGraph as TG  # type: ignore[import-not-found]
+
+    blk = TG.TosaGraph.GetRootAs(tosa, 0).Regions(0).Blocks(0)
+    tensors = {blk.Tensors(i).Name(): blk.Tensors(i) for i in range(blk.TensorsLength())}
+    kinds = {3: np.int8, 4: np.int16}
+    out = []
+    for i in range(blk.InputsLength()):
+        t = tensors[blk.Inputs(i)]
+        dt = kinds[t.Type()]
+        info = np.iinfo(dt)
+        out.append(rng.integers(info.min, info.max + 1, tuple(t.ShapeAsNumpy())).astype(dt))
+    return out
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_zoo_bit_exact_vs_tosa(compiled, model: str) -> None:
+    import tosa_reference_model as ref  # type: ignore[import-not-found]
+
+    _, blobs, tosas = _program(compiled, model)
+    rng = np.random.default_rng(1)
+    for blob, tosa in zip(blobs, tosas):
+        for _ in range(2):  # two random full-range inputs per delegate
+            ins = _tosa_inputs(tosa, rng)
+            want, status = ref.run(tosa, ins, verbosity="NONE", initialize_variable_tensor_from_numpy=True)
+            assert status == ref.GraphStatus.TOSA_VALID
+            got, _ = run_blob(blob, ins)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                w = np.asarray(w)
+                assert np.array_equal(g.reshape(w.shape).astype(np.int64), w.astype(np.int64)), model
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_zoo_whole_program_matches_bundled(compiled, model: str) -> None:
+    from aot.npu.program import run_bundled
+
+    res, _, _ = _program(compiled, model)
+    result = run_bundled(res.bpte.read_bytes())
+    assert result["status"] == "pass", result["outputs"]
+    assert all(o["max_abs"] == 0.0 for o in result["outputs"])
+    assert "functional model" in result["executor"]
+
+
+_DIS = re.compile(r"^0x([0-9a-f]{6}): (?:([0-9a-f]{8})|\s{8}) ([0-9a-f]{4}) ([0-9a-f]{4}) - (\w+)")
+
+
+@pytest.mark.parametrize("model", ["lut_activations", "softmax"])
+def test_decoder_matches_vela_disassembly(compiled, model: str, tmp_path: Path) -> None:
+    """Re-running Vela on the kept TOSA graph reproduces the blob; its verbose disassembly is the oracle."""
+    res, blobs, tosas = _program(compiled, model)
+    (tmp_path / "g.tosa").write_bytes(tosas[0])
+    spec = res.report.get("target", TARGET)
+    assert spec == TARGET
+    cmd = [sys.executable, "-m", "ethosu.vela", f"--accelerator-config={TARGET}", "--config=Arm/vela.ini",
+           "--output-format=raw", "--system-config=Ethos_U55_High_End_Embedded", "--memory-mode=Shared_Sram",
+           "--verbose-register-command-stream", f"--output-dir={tmp_path / 'out'}", str(tmp_path / "g.tosa")]
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in text.splitlines():
+        m = _DIS.match(line)
+        if m:
+            rows.append((int(m[1], 16), int(m[2], 16) if m[2] else None, int(m[3], 16), int(m[4], 16), m[5]))
+    assert rows, "no disassembly lines found in Vela's output"
+    ours = disassemble(decode(parse_blob(blobs[0]).commands))
+    assert ours == rows
+
+
+def test_register_map_covers_u55() -> None:
+    assert len(CMD0_NAMES) + len(CMD1_NAMES) >= 95
+    assert CMD0_NAMES[0x006] == "NPU_OP_ELEMENTWISE" and CMD1_NAMES[0x024] == "NPU_SET_OFM_SCALE"
+
+
+# ---- weights and scales ------------------------------------------------------------------------------
+
+@settings(max_examples=30, deadline=None)
+@given(o=st.integers(1, 24), kh=st.integers(1, 5), kw=st.integers(1, 5), i=st.integers(1, 40),
+       obd=st.sampled_from([8, 16, 32]), mode=st.sampled_from(["depth", "part", "dw"]), bits=st.sampled_from([8, 16]),
+       dil=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
+def test_weight_stream_round_trip(o, kh, kw, i, obd, mode, bits, dil, seed) -> None:
+    from ethosu import mlw_codec
+
+    from aot.npu.weights import decode_weights
+
+    dw = mode == "dw"
+    i = 1 if dw else i
+    w = np.random.default_rng(seed).integers(-255, 256, (o, kh, kw, i)).astype(np.int16)
+    enc, _ = mlw_codec.reorder_encode(8, 8, w, obd, dw, mode == "part", bits, 8 // dil, 8 // dil)
+    got = decode_weights(bytes(enc), o, kh, kw, i, obd, dw, mode == "part", bits, (dil, dil))
+    assert np.array_equal(got, w)
+
+
+def test_scale_stream_fields() -> None:
+    from aot.npu.weights import decode_scales
+
+    raw = b""
+    want = [(-(1 << 39), 0xFFFFFFFF, 63), ((1 << 39) - 1, 1, 0), (-5, 1 << 31, 31)]
+    for bias, scale, shift in want:
+        raw += (bias & ((1 << 40) - 1)).to_bytes(5, "little") + scale.to_bytes(4, "little") + bytes([shift])
+    b, s, sh = decode_scales(raw, 3)
+    assert list(zip(b.tolist(), s.tolist(), sh.tolist())) == want
+    with pytest.raises(NpuError, match="scale stream"):
+        decode_scales(raw[:25], 3)
+
+
+# ---- numerics ------------------------------------------------------------------------------------------
+
+def _ref_rescale(v: int, m: int, s: int, mode: int) -> int:
+    prod = v * m
+    if mode == ROUND_TRUNCATE:
+        return -((-prod) >> s) if prod < 0 else prod >> s
+    rnd = (1 << (s - 1)) if s > 0 else 0
+    if mode == ROUND_TFL and s > 31:
+        rnd += (1 << 30) if v >= 0 else -(1 << 30)
+    return (prod + rnd) >> s
+
+
+@settings(max_examples=60, deadline=None)
+@given(v=st.integers(-(1 << 39), (1 << 39) - 1), m=st.integers(0, (1 << 32) - 1), s=st.integers(0, 63),
+       mode=st.sampled_from([ROUND_TFL, ROUND_TRUNCATE, ROUND_NATURAL]))
+def test_rescale_exact_for_40_bit_accumulators(v, m, s, mode) -> None:
+    assert int(rescale(np.array([v]), m, s, mode)[0]) == _ref_rescale(v, m, s, mode)
+
+
+def test_rounding_modes_differ_on_halves() -> None:
+    acc = np.array([5, -5, 3, -3])
+    assert rescale(acc, 1, 1, ROUND_NATURAL).tolist() == [3, -2, 2, -1]       # half up
+    assert rescale(acc, 1, 1, ROUND_TRUNCATE).tolist() == [2, -2, 1, -1]      # toward zero
+    v = np.array([(1 << 32) - 1])  # v * 2^29 = 2^61 - 2^29: just under half of 2^62
+    assert rescale(v, 1 << 29, 62, ROUND_NATURAL).tolist() == [0]
+    assert rescale(v, 1 << 29, 62, ROUND_TFL).tolist() == [1]  # double rounding adds 2^30 for shifts > 31
+
+
+# Hand-built command streams: a tiny assembler over the register map.
+_CMD0 = {v: k for k, v in CMD0_NAMES.items()}
+_CMD1 = {v: k for k, v in CMD1_NAMES.items()}
+
+
+def _asm(*cmds: tuple) -> np.ndarray:
+    words: list[int] = []
+    for c in cmds:
+        name, param = c[0], c[1] if len(c) > 1 else 0
+        if len(c) > 2 or name in _CMD1:
+            payload = c[2] if len(c) > 2 else 0
+            words += [_CMD1[name] | 0x4000 | ((param & 0xFFFF) << 16), payload & 0xFFFFFFFF]
+        else:
+            words.append(_CMD0[name] | ((param & 0xFFFF) << 16))
+    return np.array(words, dtype=np.uint32)
+
+
+def _fm(prefix: str, h: int, w: int, c: int, base: int, prec: int, zp: int = 0) -> list[tuple]:
+    p = f"NPU_SET_{prefix}_"
+    out = [(p + "REGION", 1), (p + "BASE0", 0, base), (p + "BASE1", 0, 0), (p + "BASE2", 0, 0), (p + "BASE3", 0, 0),
+           (p + "HEIGHT0_M1", h - 1), (p + "HEIGHT1_M1", h - 1), (p + "WIDTH0_M1", w - 1),
+           (p + "STRIDE_Y", 0, w * c), (p + "STRIDE_X", 0, c), (p + "STRIDE_C", 0, 1),
+           (p + "ZERO_POINT", zp & 0xFFFF), (p + "PRECISION", prec)]
+    if prefix == "OFM":
+        out += [("NPU_SET_OFM_HEIGHT_M1", h - 1), ("NPU_SET_OFM_WIDTH_M1", w - 1), ("NPU_SET_OFM_DEPTH_M1", c - 1)]
+    if prefix == "IFM":
+        out += [("NPU_SET_IFM_DEPTH_M1", c - 1)]
+    return out
+
+
+def _machine(scratch: int = 4096) -> Machine:
+    from aot.npu.blob import VelaBlob
+
+    return Machine(VelaBlob(np.zeros(0, np.uint32), 0, b"", scratch, [], [], None))
+
+
+def _run(m: Machine, cmds: list[tuple]) -> None:
+    m.run(decode(_asm(*cmds, ("NPU_OP_STOP", 0xFFFF))))
+
+
+def test_max_pool_padding_stride_and_saturating_scale() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (5, 6, 4)).astype(np.int8)
+    m = _machine()
+    m.regions[1][: x.size] = x.view(np.uint8).ravel()
+    oh, ow = 3, 3  # 3x3 kernel, stride 2, pad 1 all round
+    cmds = _fm("IFM", 5, 6, 4, 0, 1, zp=0) + _fm("OFM", oh, ow, 4, 1024, 1, zp=0) + [
+        ("NPU_SET_IFM_PAD_TOP", 1), ("NPU_SET_IFM_PAD_LEFT", 1), ("NPU_SET_IFM_PAD_BOTTOM", 1),
+        ("NPU_SET_IFM_PAD_RIGHT", 0), ("NPU_SET_KERNEL_HEIGHT_M1", 2), ("NPU_SET_KERNEL_WIDTH_M1", 2),
+        ("NPU_SET_KERNEL_STRIDE", 0b11), ("NPU_SET_ACTIVATION", 0), ("NPU_SET_ACTIVATION_MIN", -128 & 0xFFFF),
+        ("NPU_SET_ACTIVATION_MAX", 127), ("NPU_SET_OFM_SCALE", 1, 3), ("NPU_OP_POOL", 0)]
+    _run(m, cmds)
+    got = m.regions[1][1024:1024 + oh * ow * 4].view(np.int8).reshape(oh, ow, 4).astype(np.int64)
+    pad = np.full((7, 7, 4), -(1 << 40), dtype=np.int64)
+    pad[1:6, 1:7] = x
+    want = np.stack([[pad[2 * y:2 * y + 3, 2 * xx:2 * xx + 3].max(axis=(0, 1)) for xx in range(ow)] for y in range(oh)])
+    want = np.clip(((want * 3) + 0) >> 0, -128, 127)  # scale 3, shift 1 with half-up rounding:
+    want = np.clip(np.floor(np.stack([[pad[2 * y:2 * y + 3, 2 * xx:2 * xx + 3].max(axis=(0, 1)) for xx in range(ow)]
+                                      for y in range(oh)]) * 3 / 2 + 0.5), -128, 127)
+    assert np.array_equal(got, want)
+
+
+def test_int8_lut_after_clamp() -> None:
+    m = _machine()
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, 16, 16)
+    m.regions[1][:256] = x.view(np.uint8).ravel()
+    table = (np.arange(256) * 7 % 251 - 125).astype(np.int8)
+    lut_base = len(m.shram) - 2048 + 256  # slot 1
+    m.shram[lut_base:lut_base + 256] = table.view(np.uint8)
+    cmds = _fm("IFM", 1, 16, 16, 0, 1) + _fm("OFM", 1, 16, 16, 512, 1) + [
+        ("NPU_SET_IFM_PAD_TOP", 0), ("NPU_SET_IFM_PAD_LEFT", 0), ("NPU_SET_IFM_PAD_BOTTOM", 0),
+        ("NPU_SET_IFM_PAD_RIGHT", 0), ("NPU_SET_KERNEL_HEIGHT_M1", 0), ("NPU_SET_KERNEL_WIDTH_M1", 0),
+        ("NPU_SET_KERNEL_STRIDE", 0), ("NPU_SET_ACTIVATION", 17), ("NPU_SET_ACTIVATION_MIN", -100 & 0xFFFF),
+        ("NPU_SET_ACTIVATION_MAX", 90), ("NPU_SET_OFM_SCALE", 0, 1), ("NPU_OP_POOL", 1)]
+    _run(m, cmds)
+    got = m.regions[1][512:768].view(np.int8).astype(np.int64)
+    want = table[np.clip(np.arange(-128, 128), -100, 90) + 128].astype(np.int64)
+    assert np.array_equal(got, want)
+
+
+def test_elementwise_add_scalar_saturates() -> None:
+    m = _machine()
+    x = np.array([-128, -1, 0, 1, 50, 100, 120, 127], dtype=np.int8)
+    m.regions[1][:8] = x.view(np.uint8)
+    # OPA scaling of the scalar operand (scale mode OPB_32): 2^30 >> 11 = << 19, as the unscaled IFM.
+    cmds = _fm("IFM", 1, 1, 8, 0, 1 | (2 << 8) | (ROUND_NATURAL << 14)) + _fm("OFM", 1, 1, 8, 64, 1) + [
+        ("NPU_SET_IFM2_PRECISION", 1), ("NPU_SET_IFM2_ZERO_POINT", 0), ("NPU_SET_IFM2_SCALAR", 20),
+        ("NPU_SET_IFM2_BROADCAST", 1 << 7), ("NPU_SET_OPA_SCALE", 11, 1 << 30), ("NPU_SET_OPB_SCALE", 0, 0),
+        ("NPU_SET_OFM_SCALE", 19, 1), ("NPU_SET_ACTIVATION", 0), ("NPU_SET_ACTIVATION_MIN", -128 & 0xFFFF),
+        ("NPU_SET_ACTIVATION_MAX", 127), ("NPU_SET_OFM_PRECISION", 1 | (ROUND_NATURAL << 14) | (1 << 8)),
+        ("NPU_OP_ELEMENTWISE", 1)]
+    _run(m, cmds)
+    got = m.regions[1][64:72].view(np.int8).astype(np.int64)
+    assert got.tolist() == np.clip(x.astype(np.int64) + 20, -128, 127).tolist()
+
+
+# ---- bad input ---------------------------------------------------------------------------------------------
+
+def _blob_bytes(compiled) -> bytes:
+    return _program(compiled, "add")[1][0]
+
+
+def test_truncated_blob_is_a_clear_error(compiled) -> None:
+    blob = _blob_bytes(compiled)
+    for cut in (10, len(blob) // 2, len(blob) - 20):
+        with pytest.raises(NpuError, match="truncated"):
+            parse_blob(blob[:cut])
+
+
+def test_corrupt_blob_is_a_clear_error(compiled) -> None:
+    blob = _blob_bytes(compiled)
+    with pytest.raises(NpuError, match="not a Vela blob"):
+        parse_blob(b"x" * 16 + blob[16:])
+    vb = parse_blob(blob)
+    words = vb.commands.copy()
+    words[0] = 0x0000_03F7  # opcode 0x3f7 is not in the U55 map
+    with pytest.raises(NpuError, match=r"unknown Ethos-U55 command 0x3f7 .* offset 0x000000"):
+        decode(words)
+    with pytest.raises(NpuError, match="NPU_OP_STOP"):
+        decode(vb.commands[:-1])
+    with pytest.raises(NpuError, match="inputs"):
+        run_blob(blob, [])
+
+
+def test_wrong_input_size_is_a_clear_error(compiled) -> None:
+    blob = _blob_bytes(compiled)
+    vb = parse_blob(blob)
+    good = [np.zeros(int(np.prod(io.shape)), np.int8) for io in vb.inputs]
+    bad = [good[0][:-1]] + good[1:]
+    with pytest.raises(NpuError, match="delegate input 0"):
+        run_blob(blob, bad)
+
+
+def test_u85_stream_is_rejected_by_name() -> None:
+    from aot.npu.blob import DriverConfig, VelaBlob
+
+    vb = VelaBlob(np.zeros(0, np.uint32), 0, b"", 16, [], [], DriverConfig(2, 8, 0, 0))
+    with pytest.raises(NpuError, match="Ethos-U85"):
+        Machine(vb)
