@@ -106,7 +106,7 @@ def compile_model(
         except json.JSONDecodeError:
             old = {}
         if old.get("cache_key") == key:
-            log.info("reusing cached program %s", bpte)
+            log.debug("reusing cached program %s", bpte)
             return CompileResult(model.name, target, pte, bpte, rep, old)
 
     t0 = time.monotonic()
@@ -172,5 +172,5 @@ def compile_model(
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
     emit.write_report(report, rep)
-    log.info("wrote %s, %s, %s", pte, bpte, rep)
+    log.debug("wrote %s, %s, %s", pte, bpte, rep)
     return CompileResult(model.name, target, pte, bpte, rep, report)

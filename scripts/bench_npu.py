@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from aot.lower import LowerOptions
     from aot.npu.blob import parse_blob
     from aot.npu.commands import decode
+    from aot.npu.errors import NpuError
     from aot.npu.execute import run_blob
     from aot.npu.program import run_bundled
 
@@ -49,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         blobs = [bytes(d.data) for d in prog.backend_delegate_data]
         n_cmds = sum(sum(1 for c in decode(parse_blob(b).commands) if c.is_operation) for b in blobs)
         best_delegate = best_program = float("inf")
+        try:
+            _check(blobs, run_blob, parse_blob, np)
+        except NpuError as err:
+            rows.append({"model": name, "npu_commands": n_cmds, "status": f"error: {err}"})
+            log.info("%-16s %5d NPU commands  not runnable: %s", name, n_cmds, err)
+            continue
         for _ in range(args.repeat):
             t0 = time.perf_counter()
             for b in blobs:
@@ -64,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
                  best_delegate, best_program, result["status"])
     print(json.dumps(rows))
     return 0
+
+
+def _check(blobs, run_blob, parse_blob, np) -> None:  # type: ignore[no-untyped-def]
+    for b in blobs:
+        vb = parse_blob(b)
+        run_blob(vb, [np.zeros(int(np.prod(io.shape)), np.int8) for io in vb.inputs])
 
 
 if __name__ == "__main__":

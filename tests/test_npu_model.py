@@ -20,8 +20,10 @@ from aot.npu.errors import NpuError
 from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, rescale, run_blob
 
 TARGET = "ethos-u55-128"
-FAST = ["add", "mul", "conv_relu", "dw_separable", "mlp", "pool", "softmax", "lut_activations"]
-ZOO = FAST + [pytest.param("mobilenet_v2", marks=pytest.mark.slow)]
+from aot import models as _zoo
+
+# Every zoo model; the big one is slow.
+ZOO = [pytest.param(m, marks=pytest.mark.slow) if m == "mobilenet_v2" else m for m in _zoo.ZOO]
 
 
 @pytest.fixture(scope="session")

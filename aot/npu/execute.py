@@ -335,12 +335,16 @@ class Machine:
         name = _POOL_MODES.get(mode)
         if name is None:
             raise NpuError(f"NPU_OP_POOL with unknown pooling mode {mode}")
-        if name == "reduce_sum":
-            raise NpuError("NPU_OP_POOL mode REDUCE_SUM is not modelled yet")
         op = f"POOL {name.upper()}"
         oh, ow, oc = self.ofm_shape()
-        ifm, valid, (kh, kw, sy, sx, dy, dx) = self.ifm_window(op, oh, ow, oc)
-        if name == "avg" and not valid.all():
+        # REDUCE_SUM sums the IFM's channels (IFM_DEPTH) into each output channel position.
+        ic = self.r("NPU_SET_IFM_DEPTH_M1") + 1 if name == "reduce_sum" else oc
+        ifm, valid, (kh, kw, sy, sx, dy, dx) = self.ifm_window(op, oh, ow, ic)
+        if name == "reduce_sum":
+            if oc != 1:
+                raise NpuError(f"{op} with OFM depth {oc} (expected 1) is not modelled")
+            ifm = ifm.sum(axis=2, keepdims=True)
+        if name != "max" and not valid.all():
             raise NpuError(f"{op} with padding (hardware divisor) is not modelled yet")
         acc = None
         for ky in range(kh):

@@ -1,0 +1,104 @@
+"""`python -m aot run`: compile + build + execute + check, on the host and on corstone-300 under QEMU."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aot import models
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _aot(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "aot", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _run_outcome(compiled, model: str, board: str, kernels: str = "mve", timeout: float = 600):
+    from aot.run import execute
+
+    return execute(compiled(model, "cortex-m55"), board, "qemu", timeout, kernels, None)
+
+
+def test_run_host_cli_pass_and_save_outputs(tmp_path: Path) -> None:
+    proc = _aot(["run", "conv_relu", "--target", "cortex-m55", "--board", "host", "-o", str(tmp_path / "o"),
+                 "--save-outputs", str(tmp_path / "npy")], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "PASS" in proc.stdout and "0 steps" in proc.stdout
+    out = np.load(tmp_path / "npy" / "output_0.npy")
+    assert out.dtype == np.float32 and out.shape == (1, 32, 8, 8)
+
+
+def test_run_qemu_cli_pass(tmp_path: Path) -> None:
+    proc = _aot(["run", "add", "--target", "cortex-m55", "--board", "corstone-300", "-o", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "PASS" in proc.stdout and "instructions" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", list(models.ZOO))
+def test_zoo_passes_on_corstone300_qemu(compiled, model: str) -> None:
+    o = _run_outcome(compiled, model, "corstone-300")
+    assert o.status == "PASS", o.reason
+    r = o.result
+    assert r.unit == "instructions" and r.total > 0
+    assert all(x.max_steps in (0, None) and (x.max_abs or 0) == 0 for x in r.outputs)
+    assert r.stack_bytes and r.stack_bytes > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["conv_relu", "dw_separable", "mlp", "lut_activations", "softmax", "pool"])
+def test_portable_kernels_match_mve_on_device(compiled, model: str) -> None:
+    """Both images reproduce the bundled outputs exactly, so MVE == portable bit for bit."""
+    mve = _run_outcome(compiled, model, "corstone-300", "mve")
+    port = _run_outcome(compiled, model, "corstone-300", "portable")
+    assert mve.status == "PASS" and port.status == "PASS", (mve.reason, port.reason)
+
+
+def _wrong_expected(bpte: Path, out: Path) -> None:
+    from executorch.devtools.bundled_program.serialize import (
+        _bundled_program_schema_to_flatbuffer,
+        deserialize_from_flatbuffer_to_bundled_program,
+    )
+
+    bp = deserialize_from_flatbuffer_to_bundled_program(bpte.read_bytes())
+    t = bp.method_test_suites[0].test_cases[0].expected_outputs[0].val
+    data = bytearray(t.data)
+    (v,) = struct.unpack_from("<f", data, 0)
+    struct.pack_into("<f", data, 0, v + 1.0)
+    t.data = bytes(data)
+    out.write_bytes(_bundled_program_schema_to_flatbuffer(bp))
+
+
+@pytest.mark.parametrize("board", ["host", "corstone-300"])
+def test_wrong_expected_output_fails_with_exit_1(compiled, tmp_path: Path, board: str) -> None:
+    from aot.run import execute
+
+    cres = compiled("add", "cortex-m55")
+    bad = tmp_path / "bad.bpte"
+    _wrong_expected(cres.bpte, bad)
+    cres.bpte = bad
+    o = execute(cres, board, "qemu", 120, "mve", None)
+    assert o.status == "FAIL" and o.exit_code == 1, o.reason
+    assert o.result.outputs[0].max_abs == pytest.approx(1.0, abs=0.02)
+
+
+def test_simulator_timeout_exits_3(tmp_path: Path) -> None:
+    proc = _aot(["run", "conv_relu", "--target", "cortex-m55", "--board", "corstone-300", "--timeout", "0.2",
+                 "-o", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "timeout" in proc.stderr
+
+
+def test_ethos_u_on_qemu_never_fakes_a_pass(compiled) -> None:
+    from aot.run import execute
+
+    o = execute(compiled("add", "ethos-u55-128"), "corstone-300", "qemu", 120, "mve", None)
+    assert o.status != "PASS" or "functional model" in o.label
