@@ -10,7 +10,7 @@ carries the table in the graph.
   ExecuTorch's `build_activation_lut` computes them (double precision, round
   half away from zero, NaN entries continue the nearest defined entry).
   int16 is not supported by that kernel, so int16 regions are left alone.
-- Ethos-U: see `EthosULut` (TOSA TABLE; int8 256 entries, int16 513 entries).
+- Ethos-U: not implemented yet (regions are reported as skipped).
 """
 
 from __future__ import annotations
@@ -106,8 +106,20 @@ class CortexMLut:
         return node
 
 
+class Unsupported:
+    """A flow with no table lowering yet: every region is left as it is and listed as skipped."""
+
+    op_name = "-"
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def cannot_fuse(self, region: Region) -> str | None:
+        return self.why
+
+
 def backend_for(target: Any, options: Any) -> Any:
     if target.flow == "cortex_m":
         return CortexMLut()
-    from aot.passes.lut_ethos_u import EthosULut
-    return EthosULut(target)
+    # NOT DONE: the Ethos-U lowering (TOSA TABLE via a pass registered before InsertTableOpsPass).
+    return Unsupported(f"LUT fusion has no table lowering for {target.flow} yet; region left to the backend")

@@ -1,0 +1,53 @@
+"""Program verifier (aot/verify.py): broken programs are errors, float islands listed with source lines."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aot import models, verify
+from aot.compile import make_options
+from aot.errors import AotError
+from aot.lower import cortex_m
+from aot.targets import get_target
+
+M55 = get_target("cortex-m55")
+
+
+def _lower(name: str, fusion: bool, allow_float: bool) -> object:
+    zm = models.build(name)
+    with torch.no_grad():
+        return cortex_m.lower(zm.module, zm.inputs, [zm.inputs], M55, make_options(fusion, False, allow_float))
+
+
+def test_aten_conv_on_int8_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Reproduce the reported failure: activation fusion gives up (as it does with "qmin is out of range"),
+    # which leaves aten.convolution / aten.hardsigmoid running on raw int8 data.
+    from executorch.backends.cortex_m.passes.activation_fusion_pass import ActivationFusionPass
+
+    monkeypatch.setattr(ActivationFusionPass, "_get_validated_qparams", lambda self, node, inp: None)
+    with pytest.raises(AotError, match=r"is broken: node aten_\w+ at .*conv_hardsigmoid.py:\d+.*reads integer tensor"):
+        _lower("conv_hardsigmoid", fusion=False, allow_float=True)   # --allow-float never excuses this
+
+
+def test_float_islands_error_names_ops_and_lines() -> None:
+    with pytest.raises(AotError, match=r"3 float op\(s\).*aten::mul at .*lut_activations.py:15.*--allow-float"):
+        _lower("lut_activations", fusion=False, allow_float=False)
+
+
+def test_allow_float_reports_islands() -> None:
+    low = _lower("lut_activations", fusion=False, allow_float=True)
+    rep = low.extra["verify"]
+    assert not rep["ok"] and len(rep["float_islands"]) == 3 and rep["warnings"]
+    assert all("lut_activations.py" in f["source"] for f in rep["float_islands"])
+    assert "float islands 3" in rep["summary"]
+
+
+def test_clean_program_passes() -> None:
+    low = _lower("lut_activations", fusion=True, allow_float=False)
+    rep = low.extra["verify"]
+    assert rep["ok"] and rep["quantized_op_coverage"] == 1.0 and rep["partitions"] == 0
+
+
+def test_check_supported_still_reads_firmware_registry() -> None:
+    assert ("aten::view_copy", "out") in verify.firmware_ops()
