@@ -84,6 +84,23 @@ def _vela_summary(lowered: Lowered) -> dict[str, Any] | None:
     }
 
 
+def _tosa_agreement(lowered: Lowered, tosa_out: list[torch.Tensor], qparams: list[Any]) -> dict[str, Any]:
+    """How far the program run with delegates on tosa_reference_model is from the fake-quantized torch model.
+
+    The two differ only where TOSA's integer arithmetic rounds differently from
+    PyTorch's float simulation of quantization, so the difference should be a
+    step or so; more points at a lowering bug.
+    """
+    with torch.no_grad():
+        fq = numerics.flatten_outputs(lowered.quantized(*lowered.inputs))
+    rows = []
+    for i, (a, b) in enumerate(zip(fq, tosa_out)):
+        diff = float((a.float() - b.float()).abs().max()) if a.numel() else 0.0
+        q = qparams[i] if i < len(qparams) else None
+        rows.append({"max_abs": diff, "max_steps": round(diff / q["scale"], 2) if q else None})
+    return {"reference": "tosa_reference_model vs fake-quantized torch model", "outputs": rows}
+
+
 def compile_model(
     model_spec: str,
     target_name: str,
@@ -168,6 +185,8 @@ def compile_model(
         "notes": lowered.notes,
         "files": {"pte": pte.name, "bpte": bpte.name},
     }
+    if tosa_graphs and lowered.quantized is not None:
+        report["tosa_check"] = _tosa_agreement(lowered, device_out, report["output_qparams"])
     for extra in ("lut_fusion", "verify"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]

@@ -32,6 +32,9 @@ def print_compile(report: dict[str, Any]) -> None:
     if report.get("vela"):
         v = report["vela"]
         t.add_row("Vela estimate", f"{v['npu_cycles']} NPU cycles, SRAM {v['sram_kib']} KiB, flash {v['flash_kib']} KiB")
+    if report.get("tosa_check"):
+        steps = [r["max_steps"] for r in report["tosa_check"]["outputs"] if r["max_steps"] is not None]
+        t.add_row("TOSA ref vs fake-quant", f"max {max(steps) if steps else '?'} steps")
     if report.get("lut_fusion"):
         lf = report["lut_fusion"]
         t.add_row("LUT fusion", f"{lf.get('regions_fused', 0)} regions, ops {lf.get('ops_before')} -> {lf.get('ops_after')}")

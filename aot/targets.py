@@ -15,6 +15,7 @@ class Target:
     default_board: str
     npu: str | None = None         # Ethos-U accelerator config given to Vela
     vela_flags: tuple[str, ...] = field(default_factory=tuple)
+    activation_bits: int = 8       # 16: int16 activations, int8 weights (Arm's A16W8 quantization config)
 
 
 TARGETS: dict[str, Target] = {
@@ -23,6 +24,8 @@ TARGETS: dict[str, Target] = {
         Target("cortex-m55", "cortex_m", "cortex-m55", "corstone-300"),
         Target("cortex-m85", "cortex_m", "cortex-m85", "corstone-320"),
         Target("ethos-u55-128", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-128"),
+        Target("ethos-u55-128-a16w8", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-128",
+               activation_bits=16),
         Target("ethos-u55-256", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-256"),
         Target("ethos-u65-256", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u65-256"),
         Target("ethos-u85-256", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-256"),

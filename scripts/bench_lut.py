@@ -1,9 +1,9 @@
-"""LUT fusion benchmark: op count, program size (and Vela cycles on Ethos-U) with and without the pass.
+"""LUT fusion benchmark: op count, program size (and NPU ops, Vela cycles on Ethos-U) with and without the pass.
 
-Printed, not asserted. Instructions per inference need the firmware runner (aot.run); until the
-lead wires it in, that column says "not measured".
+Printed, not asserted. NPU cycles are Vela's estimate for the delegates. Instructions per inference on
+Cortex-M come from the firmware runner: `python -m aot run MODEL --target cortex-m55 --board corstone-300`.
 
-    .venv/bin/python scripts/bench_lut.py [--models lut_activations mobilenet_v2] [--targets cortex-m55 ethos-u55-128]
+    .venv/bin/python scripts/bench_lut.py [--models lut_activations mobilenet_v2] [--targets cortex-m55 ethos-u55-128 ethos-u55-128-a16w8]
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ def compile_one(model: str, target: str, fusion: bool, out: Path) -> dict[str, A
                         options=make_options(lut_fusion=fusion, allow_float=True))
     rep = res.report
     return {"ops": sum(rep["ops"].values()), "bytes": res.pte.stat().st_size,
-            "vela": (rep.get("vela") or {}).get("total_cycles"), "regions": rep.get("lut_fusion", {}).get("regions_fused", 0),
-            "snr": rep["numerics"]["snr_db"]}
+            "npu_ops": sum(rep.get("delegated_ops", {}).values()) if rep.get("vela") else None,
+            "vela": (rep.get("vela") or {}).get("npu_cycles"), "regions": rep.get("lut_fusion", {}).get("regions_fused", 0),
+            "skipped": len(rep.get("lut_fusion", {}).get("skipped", [])), "snr": rep["numerics"]["snr_db"]}
 
 
 def ratio(a: Any, b: Any) -> str:
@@ -38,16 +39,11 @@ def ratio(a: Any, b: Any) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["lut_activations", "mobilenet_v2"])
-    ap.add_argument("--targets", nargs="+", default=["cortex-m55", "ethos-u55-128"])
-    ap.add_argument("--skip-firmware-check", action="store_true",
-                    help="bypass the firmware-registry check (while firmware/ops/*.def is incomplete)")
+    ap.add_argument("--targets", nargs="+", default=["cortex-m55", "ethos-u55-128", "ethos-u55-128-a16w8"])
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for name in ("torch", "executorch", "torchao"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    if args.skip_firmware_check:
-        from aot import verify
-        verify.check_supported = lambda *a, **k: None  # type: ignore[assignment]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models:
@@ -59,14 +55,17 @@ def main() -> int:
                     log.error("%s on %s: %s", model, target, str(exc).splitlines()[0])
                     continue
                 rows.append((model, target, on, off))
-    head = f"{'model':<16} {'target':<14} {'regions':>7} {'ops on/off':>11} {'ratio':>6} {'bytes on/off':>15} {'ratio':>6} " \
-           f"{'instr/inference':>16} {'vela cycles on/off':>21} {'ratio':>6} {'SNR on/off dB':>14}"
+    head = f"{'model':<16} {'target':<19} {'regions':>7} {'skip':>4} {'ops on/off':>11} {'ratio':>6} " \
+           f"{'bytes on/off':>15} {'ratio':>6} {'NPU ops on/off':>14} {'NPU cycles on/off':>19} {'ratio':>6} " \
+           f"{'SNR on/off dB':>15}"
     log.info(head)
     for model, target, on, off in rows:
+        # NPU ops: ops inside the Ethos-U delegates; NPU cycles: Vela's estimate (not a measurement).
+        npu = f"{on['npu_ops']}/{off['npu_ops']}" if on["npu_ops"] is not None else "-"
         vela = f"{on['vela']}/{off['vela']}" if on["vela"] is not None else "-"
-        log.info(f"{model:<16} {target:<14} {on['regions']:>7} {on['ops']:>5}/{off['ops']:<5} {ratio(on['ops'], off['ops']):>6} "
-                 f"{on['bytes']:>7}/{off['bytes']:<7} {ratio(on['bytes'], off['bytes']):>6} {'not measured':>16} "
-                 f"{vela:>21} {ratio(on['vela'], off['vela']):>6} {on['snr']:>6.1f}/{off['snr']:<6.1f}")
+        log.info(f"{model:<16} {target:<19} {on['regions']:>7} {on['skipped']:>4} {on['ops']:>5}/{off['ops']:<5} "
+                 f"{ratio(on['ops'], off['ops']):>6} {on['bytes']:>7}/{off['bytes']:<7} {ratio(on['bytes'], off['bytes']):>6} "
+                 f"{npu:>14} {vela:>19} {ratio(on['vela'], off['vela']):>6} {on['snr']:>7.2f}/{off['snr']:<7.2f}")
     return 0
 
 

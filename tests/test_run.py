@@ -91,7 +91,7 @@ def test_wrong_expected_output_fails_with_exit_1(compiled, tmp_path: Path, board
 
 
 def test_simulator_timeout_exits_3(tmp_path: Path) -> None:
-    proc = _aot(["run", "conv_relu", "--target", "cortex-m55", "--board", "corstone-300", "--timeout", "0.2",
+    proc = _aot(["run", "conv_relu", "--target", "cortex-m55", "--board", "corstone-300", "--timeout", "0.01",
                  "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "timeout" in proc.stderr

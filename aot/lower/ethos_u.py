@@ -7,6 +7,7 @@ import csv
 import glob
 import logging
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -14,7 +15,10 @@ from typing import Any, Iterator
 import torch
 from executorch.backends.arm.ethosu import EthosUCompileSpec
 from executorch.backends.arm.ethosu.backend import EthosUBackend
-from executorch.backends.arm.quantizer import get_symmetric_quantization_config
+from executorch.backends.arm.quantizer import (
+    get_symmetric_a16w8_quantization_config,
+    get_symmetric_quantization_config,
+)
 from executorch.backends.arm.util._factory import create_partitioner, create_quantizer
 from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
@@ -26,7 +30,8 @@ from aot.targets import Target
 
 log = logging.getLogger(__name__)
 
-VELA_FLAGS = ["--verbose-cycle-estimate"]
+# Vela writes its summary CSV (cycles, SRAM, flash) without verbose flags; they only add stdout noise.
+VELA_FLAGS: list[str] = []
 
 
 @dataclass
@@ -35,6 +40,25 @@ class VelaPartition:
 
     tosa: bytes
     summary: dict[str, str]
+
+
+@contextlib.contextmanager
+def _stdout_to_log() -> Iterator[None]:
+    """Vela prints its network summary on fd 1; keep it in the debug log, not the user's terminal."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 1)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace").strip()
+            if text:
+                log.debug("Vela output:\n%s", text)
 
 
 @contextlib.contextmanager
@@ -73,9 +97,12 @@ def compile_spec(target: Target, workdir: str) -> EthosUCompileSpec:
     return spec
 
 
-def make_quantizer(spec: EthosUCompileSpec) -> Any:
+def make_quantizer(spec: EthosUCompileSpec, activation_bits: int = 8) -> Any:
     quantizer = create_quantizer(spec)
-    quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+    if activation_bits == 16:
+        quantizer.set_global(get_symmetric_a16w8_quantization_config(is_per_channel=True))
+    else:
+        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
     return quantizer
 
 
@@ -93,13 +120,13 @@ def lower(
     graph = export_graph(module, inputs)
     for p in options.pre_quant_passes:
         graph = p(graph)
-    prepared = prepare_pt2e(graph, apply_quantizer_hooks(make_quantizer(spec), target, options))
+    prepared = prepare_pt2e(graph, apply_quantizer_hooks(make_quantizer(spec, target.activation_bits), target, options))
     for sample in calibration:
         prepared(*sample)
     quantized = convert_pt2e(prepared)
     for p in options.pre_edge_passes:
         quantized = p(quantized)
-    with _capture_vela(workdir) as partitions:
+    with _capture_vela(workdir) as partitions, _stdout_to_log():
         edge = to_edge_transform_and_lower(
             export_module(quantized, inputs),
             partitioner=[create_partitioner(spec)],

@@ -3,6 +3,8 @@
 One pass per file, each file's docstring says what it matches and what it emits:
 - lut_fusion.py (+ lut_backends.py, lut_ethos_u.py): pointwise chains -> one lookup table.
 - relu6_to_hardtanh.py: F.relu6 -> hardtanh(0, 6) so quantizers fuse it as activation bounds.
+- linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
+- avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 """
 
@@ -14,9 +16,13 @@ from aot.lower import LowerOptions
 def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     """Add our passes to `opts` (called by the CLI for every compile)."""
     from aot.passes.lut_fusion import LutFusion
+    from aot.passes.avgpool_for_npu import AvgPoolForNpu
+    from aot.passes.linear_to_conv import LinearToConv
     from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
     from aot.passes.verify_program import VerifyProgram
 
     opts.pre_quant_passes.append(Relu6ToHardtanh())
+    opts.pre_quant_passes.append(LinearToConv())
+    opts.pre_quant_passes.append(AvgPoolForNpu())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
     opts.program_checks.append(VerifyProgram(allow_float=allow_float))

@@ -10,7 +10,9 @@ carries the table in the graph.
   ExecuTorch's `build_activation_lut` computes them (double precision, round
   half away from zero, NaN entries continue the nearest defined entry).
   int16 is not supported by that kernel, so int16 regions are left alone.
-- Ethos-U: not implemented yet (regions are reported as skipped).
+- Ethos-U: `aot::table` before partitioning, TOSA TABLE in the delegate
+  (`aot.passes.lut_ethos_u`); int8 256 entries, int16 513 interpolated entries
+  plus a RESCALE (int16 regions appear with the A16W8 targets, e.g. ethos-u55-128-a16w8).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 
 import torch
 
-import executorch.backends.cortex_m.ops.operators  # noqa: F401  (registers torch.ops.cortex_m)
+# Registers torch.ops.cortex_m; the passes package must load first (ops.operators alone is a circular import).
+import executorch.backends.cortex_m.passes  # noqa: F401
 from aot.passes.lut_fusion import Region, evaluate_chain, remove_region
 
 
@@ -121,5 +124,7 @@ class Unsupported:
 def backend_for(target: Any, options: Any) -> Any:
     if target.flow == "cortex_m":
         return CortexMLut()
-    # NOT DONE: the Ethos-U lowering (TOSA TABLE via a pass registered before InsertTableOpsPass).
+    if target.flow == "ethos_u":
+        from aot.passes.lut_ethos_u import EthosULut
+        return EthosULut()
     return Unsupported(f"LUT fusion has no table lowering for {target.flow} yet; region left to the backend")

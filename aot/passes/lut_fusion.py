@@ -129,6 +129,16 @@ def _const_value(node: Any, gm: torch.fx.GraphModule) -> Any:
         if isinstance(obj, torch.Tensor) and obj.numel() == 1 and obj.is_floating_point():
             return obj.detach().clone()
         return None
+    if (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in DQ_TARGETS
+            and _per_tensor_qparams(node) and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "get_attr"):
+        # Arm's quantizer turns a scalar operand into a quantized constant: its value is dequantize(code).
+        obj = gm
+        for part in str(node.args[0].target).split("."):
+            obj = getattr(obj, part, None)
+        if isinstance(obj, torch.Tensor) and obj.numel() == 1 and not obj.is_floating_point():
+            scale, zp = node.args[1], node.args[2]
+            return (obj.detach().to(torch.float32) - zp) * scale
+        return None
     if isinstance(node, (list, tuple)) and all(isinstance(v, (int, float)) for v in node):
         return node
     return None

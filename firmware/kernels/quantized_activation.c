@@ -9,9 +9,31 @@ void qlut_s8_ref(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256])
 }
 
 #if FW_HAVE_MVE
-/* 16 lookups per gather load: the byte offsets are the inputs with the sign
- * bit flipped (x + 128 as an unsigned byte). */
+/* 16 lookups per gather load. Short inputs use the offsets x ^ 0x80
+ * (x + 128 as an unsigned byte). Longer ones first copy the table rotated by
+ * 128 bytes onto the stack, so that the raw input byte is the offset, and
+ * run a tail-predicated loop of load, gather, store (in asm: GCC 12 adds
+ * index arithmetic around the intrinsics and does not use DLSTP). */
 void qlut_s8_mve(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]) {
+  if (n >= 128 && n <= 0x7fffffffu) {
+    int8_t rot[256] __attribute__((aligned(16)));
+    for (int i = 0; i < 128; i += 16) {
+      vstrbq_s8(rot + i, vldrbq_s8(lut + 128 + i));
+      vstrbq_s8(rot + 128 + i, vldrbq_s8(lut + i));
+    }
+    const int8_t *tab = rot;
+    __asm volatile(
+        "dlstp.8 lr, %[n]\n"
+        "1:\n"
+        "vldrb.u8 q0, [%[x]], #16\n"
+        "vldrb.u8 q1, [%[t], q0]\n"
+        "vstrb.8 q1, [%[y]], #16\n"
+        "letp lr, 1b\n"
+        : [x] "+r"(in), [y] "+r"(out)
+        : [n] "r"((uint32_t)n), [t] "r"(tab)
+        : "q0", "q1", "lr", "memory");
+    return;
+  }
   const uint8x16_t bias = vdupq_n_u8(0x80);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {

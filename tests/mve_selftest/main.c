@@ -103,6 +103,44 @@ static void random_conv(qconv_params *p, int depthwise) {
   }
 }
 
+/* Wider shapes with vector-friendly requantization (shift <= 0 on every
+ * channel), so the Helium fast paths run rather than their scalar fallbacks:
+ * conv with up to 80 output channels (several per-channel chunks), K up to
+ * 5*5*48 (beyond the stack im2col limit), input offsets now and then outside
+ * the int8 pad range; depthwise with up to 300 channels (16-channel steps,
+ * predicated tails, several channel ranges). */
+static void random_conv_wide(qconv_params *p, int depthwise, int t) {
+  for (;;) {
+    memset(p, 0, sizeof *p);
+    p->batch = rr(1, 2);
+    p->in_h = rr(1, 9), p->in_w = rr(1, 9);
+    p->k_h = rr(1, 3), p->k_w = rr(1, 3);
+    if (!depthwise && t % 6 == 0) p->k_h = 5, p->k_w = 5;
+    p->stride_h = rr(1, 2), p->stride_w = rr(1, 2);
+    p->pad_h = rr(0, 2), p->pad_w = rr(0, 2);
+    p->dil_h = rr(1, 2), p->dil_w = rr(1, 2);
+    if (t % 4 == 1) p->k_h = p->k_w = 1, p->pad_h = p->pad_w = 0; /* pointwise */
+    if (depthwise) {
+      p->in_c = t % 5 == 0 ? rr(250, 300) : rr(1, 80);
+      p->out_c = p->in_c;
+      p->groups = p->in_c;
+    } else {
+      p->groups = 1;
+      p->in_c = rr(1, 48);
+      p->out_c = rr(1, 80);
+    }
+    p->input_offset = (t % 8 == 3) ? rr(129, 255) : rr(-127, 128);
+    p->output_offset = rr(-128, 127);
+    p->act_min = rr(-128, 0), p->act_max = rr(0, 127);
+    p->out_h = conv_out(p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h);
+    p->out_w = conv_out(p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w);
+    if (p->out_h >= 1 && p->out_w >= 1) return;
+  }
+}
+static void rq_vec_n(int n) {
+  for (int i = 0; i < n; i++) g_mult[i] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[i] = rr(-14, 0);
+}
+
 static void selftest(void) {
   int bad;
   size_t bad_at;
@@ -120,7 +158,19 @@ static void selftest(void) {
     CHECK("conv", n, qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
           qconv2d_s8_mve(&p, g_in, g_w, bias, g_mult, g_shift, g_b));
   }
-  report("qconv2d_s8", TRIALS, bad, bad_at);
+  for (int t = TRIALS; t < 2 * TRIALS; t++) {
+    qconv_params p;
+    random_conv_wide(&p, 0, t);
+    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.in_c);
+    fill(g_w, (size_t)p.out_c * p.k_h * p.k_w * p.in_c);
+    fill_bias(p.out_c);
+    rq_vec_n(p.out_c);
+    const int32_t *bias = (t & 1) ? g_bias : NULL;
+    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
+    CHECK("conv", n, qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
+          qconv2d_s8_mve(&p, g_in, g_w, bias, g_mult, g_shift, g_b));
+  }
+  report("qconv2d_s8", 2 * TRIALS, bad, bad_at);
 
   bad = -1, bad_at = 0;
   for (int t = 0; t < TRIALS; t++) {
@@ -135,7 +185,19 @@ static void selftest(void) {
     CHECK("dw", n, qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
           qdwconv2d_s8_mve(&p, g_in, g_w, bias, g_mult, g_shift, g_b));
   }
-  report("qdwconv2d_s8", TRIALS, bad, bad_at);
+  for (int t = TRIALS; t < 2 * TRIALS; t++) {
+    qconv_params p;
+    random_conv_wide(&p, 1, t);
+    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.in_c);
+    fill(g_w, (size_t)p.k_h * p.k_w * p.out_c);
+    fill_bias(p.out_c);
+    rq_vec_n(p.out_c);
+    const int32_t *bias = (t & 1) ? g_bias : NULL;
+    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
+    CHECK("dw", n, qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
+          qdwconv2d_s8_mve(&p, g_in, g_w, bias, g_mult, g_shift, g_b));
+  }
+  report("qdwconv2d_s8", 2 * TRIALS, bad, bad_at);
 
   bad = -1, bad_at = 0;
   for (int t = 0; t < TRIALS; t++) {

@@ -1,0 +1,153 @@
+"""Linear layers as 1x1 convolutions, so their weights are quantized per output channel.
+
+Matches, in the exported float graph before quantization annotation,
+`aten.linear(x, W, b)` with a constant weight W [N, C] (and constant bias b or
+none) and an input x [..., C].
+
+Produces `view(conv2d(view(x, [M, C, 1, 1]), W.view(N, C, 1, 1), b), [..., N])`
+with M the product of x's leading dimensions: the same arithmetic (each of the
+M rows is one 1x1 "pixel" batch entry), but the Cortex-M quantizer gives conv
+weights one scale per output channel and `cortex_m::quantized_conv2d` applies
+per-channel requantization, whereas `cortex_m::quantized_linear` takes one
+multiplier for the whole layer. Layers whose output channels have uneven
+ranges keep more weight bits this way (see tests/test_robustness.py for SNR).
+
+It also sidesteps an ExecuTorch retrace problem: between FoldAndAnnotateQParams
+and AtenToCortexM a quantized `aten.linear` still runs on int8 inputs with an
+int32 bias, so fake-tensor type promotion makes its output int32; a consumer
+that checks dtypes (`aten.bmm` against an int8 operand, `quantized_activation`)
+then fails. `aten.convolution`'s output keeps the input dtype, so it does not.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+aten = torch.ops.aten
+
+# Activations the Cortex-M quantizer folds into a conv's output range (ActivationFusionPass).
+FUSABLE_ACTIVATIONS = {aten.relu.default, aten.relu_.default, aten.hardtanh.default, aten.hardtanh_.default,
+                       aten.clamp.default, aten.relu6.default}
+
+# Meta keys that tell later passes and error messages where an op came from.
+_KEEP_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "seq_nr")
+
+
+def _attr(gm: torch.fx.GraphModule, node: Any) -> torch.Tensor | None:
+    """The constant tensor a get_attr node reads (None for anything else)."""
+    if not isinstance(node, torch.fx.Node) or node.op != "get_attr":
+        return None
+    obj: Any = gm
+    for part in str(node.target).split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj if isinstance(obj, torch.Tensor) else None
+
+
+def _unique(gm: torch.fx.GraphModule, stem: str) -> str:
+    i = 0
+    while hasattr(gm, f"{stem}_{i}"):
+        i += 1
+    return f"{stem}_{i}"
+
+
+@dataclass
+class LinearToConv:
+    enabled: bool = True
+    report_key: str = "linear_to_conv"
+    rewritten: list[str] = field(default_factory=list)
+
+    flow: str = "cortex_m"
+
+    def set_target(self, target: Any, options: Any) -> None:
+        # Only the Cortex-M quantizer is per-tensor for linear; the Arm (Ethos-U) one is per-channel already.
+        self.flow = target.flow
+
+    def report(self) -> dict[str, Any]:
+        return {"enabled": self.enabled and self.flow == "cortex_m", "rewritten": list(self.rewritten)}
+
+    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        self.rewritten = []
+        if not self.enabled or self.flow != "cortex_m":
+            return gm
+        for n in list(gm.graph.nodes):
+            if n.op == "call_function" and n.target is aten.linear.default:
+                if self._rewrite(gm, n):
+                    self.rewritten.append(n.name)
+        if self.rewritten:
+            gm.graph.eliminate_dead_code()
+            gm.graph.lint()
+            gm.recompile()
+            log.debug("linear -> 1x1 conv: %s", ", ".join(self.rewritten))
+        return gm
+
+    def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        x, w_node = n.args[0], n.args[1]
+        b_node = n.args[2] if len(n.args) > 2 else n.kwargs.get("bias")
+        w = _attr(gm, w_node)
+        xval = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if w is None or w.dim() != 2 or not isinstance(xval, torch.Tensor) or xval.dim() < 1:
+            return False
+        if b_node is not None and _attr(gm, b_node) is None:
+            return False          # a computed bias is not a conv bias
+        lead = list(xval.shape[:-1])
+        if not all(isinstance(d, int) for d in lead):
+            return False          # dynamic shapes: leave it to the linear lowering
+        cout, cin = w.shape
+        rows = math.prod(lead) if lead else 1
+        fake_mode = getattr(xval, "fake_mode", None)
+
+        w4_name = _unique(gm, "_aot_conv_weight")
+        # A parameter (not a buffer) so the quantizer treats it as a weight like the original.
+        gm.register_parameter(w4_name, torch.nn.Parameter(w.detach().reshape(cout, cin, 1, 1).clone(),
+                                                          requires_grad=False))
+        g = gm.graph
+        with g.inserting_before(n):
+            w4 = g.get_attr(w4_name)
+            x4 = g.call_function(aten.view.default, (x, [rows, cin, 1, 1]))
+            conv = g.call_function(aten.conv2d.default, (x4, w4, b_node))
+            y = g.call_function(aten.view.default, (conv, [*lead, cout]))
+        for new in (w4, x4, conv, y):
+            for k in _KEEP_META:
+                if k in n.meta:
+                    new.meta[k] = n.meta[k]
+        if fake_mode is not None:
+            with fake_mode:
+                w4.meta["val"] = fake_mode.from_tensor(getattr(gm, w4_name))
+                x4.meta["val"] = xval.reshape(rows, cin, 1, 1)
+                bval = b_node.meta.get("val") if isinstance(b_node, torch.fx.Node) else None
+                conv.meta["val"] = torch.nn.functional.conv2d(x4.meta["val"], w4.meta["val"], bval)
+                y.meta["val"] = conv.meta["val"].reshape(*lead, cout)
+        n.replace_all_uses_with(y)
+        g.erase_node(n)
+        self._hoist_activation(y, conv)
+        return True
+
+    @staticmethod
+    def _hoist_activation(view: torch.fx.Node, conv: torch.fx.Node) -> None:
+        """conv -> view -> relu  becomes  conv -> relu -> view.
+
+        The quantizer fuses an activation into the conv's output bounds only when
+        it reads the conv directly; behind the view it would stay a separate op
+        (a lookup table on Cortex-M). Pointwise, so the order does not matter.
+        """
+        users = list(view.users)
+        if len(users) != 1 or len(conv.users) != 1:
+            return
+        act = users[0]
+        if act.op != "call_function" or act.target not in FUSABLE_ACTIVATIONS or act.args[0] is not view:
+            return
+        act.args = (conv, *act.args[1:])
+        act.replace_all_uses_with(view, delete_user_cb=lambda u: u is not view)
+        view.args = (act, *view.args[1:])
+        # Node order must follow data flow: the view now comes after the activation.
+        act.append(view)
+        if "val" in conv.meta:
+            act.meta["val"] = conv.meta["val"]
