@@ -8,7 +8,7 @@ import sys
 import traceback
 import warnings
 
-from aot.errors import EXIT_USAGE, AotError
+from aot.errors import AotError
 
 log = logging.getLogger("aot")
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from aot.compile import CompileResult, compile_model

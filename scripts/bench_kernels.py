@@ -36,7 +36,7 @@ CMSIS_MVE = {
 }
 CMSIS_C = {"conv3x3_16x16x16_32": 3_288_172, "lut_8192": 5 * 8192}
 NOTES = {
-    "avgpool_8x8x64": "global 8x8 window; float32 like the reference",
+    "avgpool_8x8x64": "global 8x8 window; float32 sums in the reference's order (bit-exact), so no integer shortcut",
     "softmax_1x1000": "float32 like the reference; no MVE variant",
     "fc_640_128": "kernel_sum form; CMSIS adds 36,906 once for kernel sums",
 }

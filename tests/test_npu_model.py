@@ -5,7 +5,6 @@ cases on hand-built command streams, and clear errors for corrupt blobs."""
 from __future__ import annotations
 
 import re
-import struct
 import subprocess
 import sys
 from pathlib import Path

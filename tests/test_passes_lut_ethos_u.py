@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import pytest
@@ -307,8 +306,53 @@ def test_lut_activations_u55_runs_on_npu_model(zoo_u55: Any) -> None:
     assert all(o["max_steps"] == 0 for o in res["outputs"])
 
 
+def snr_on_fresh_inputs(module: nn.Module, example: tuple[torch.Tensor, ...], target: Any, fusion: bool,
+                        n: int = 4) -> float:
+    """SNR vs the float model of the lowered program (delegates on tosa_reference_model) over n unseen inputs.
+
+    One figure over all n outputs: a single input's SNR moves by a few hundredths of a dB either way
+    with where its values fall between codes, which is noise, not accuracy.
+    """
+    from aot import numerics, reference
+
+    with torch.no_grad():
+        low = ethos_u.lower(module.eval(), example, [example], target, make_options(lut_fusion=fusion, allow_float=True))
+    names = reference.delegate_names(low.edge.exported_program().graph_module)
+    graphs = {name: p.tosa for name, p in zip(names, low.extra["vela_partitions"])}
+    refs, gots = [], []
+    for i in range(n):
+        torch.manual_seed(100 + i)
+        x = tuple(torch.randn_like(t) for t in example)
+        with torch.no_grad():
+            refs.append(numerics.flatten_outputs(module(*x))[0].flatten())
+            gots.append(reference.run_lowered(low.edge, x, graphs)[0].flatten())
+    return numerics.compare([torch.cat(refs)], [torch.cat(gots)])[0]["snr_db"]
+
+
+class ConvChain(nn.Module):
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(self.conv(x))
+
+
+def test_chain_not_further_from_float_u55() -> None:
+    m = ConvChain(lambda t: torch.clamp(torch.tanh(t) - 0.25, -0.5, 0.5))
+    torch.manual_seed(0)
+    example = (torch.randn(1, 3, 16, 16),)
+    on = snr_on_fresh_inputs(m, example, U55, True)
+    off = snr_on_fresh_inputs(m, example, U55, False)
+    assert on >= off, (on, off)
+
+
 @pytest.mark.slow
 def test_lut_activations_a16w8_int16_chains_fused(compiled: Any) -> None:
+    from aot import models
+
     on = compiled("lut_activations", "ethos-u55-128-a16w8", True).report
     off = compiled("lut_activations", "ethos-u55-128-a16w8", False).report
     regions = on["lut_fusion"]["regions"]
@@ -316,5 +360,7 @@ def test_lut_activations_a16w8_int16_chains_fused(compiled: Any) -> None:
     assert [r["table_entries"] for r in regions] == [INT16_ENTRIES] * 2
     assert _delegated(off) - _delegated(on) >= 2 * 2
     assert on["vela"]["npu_cycles"] < off["vela"]["npu_cycles"]
-    # Both agree with the float model to within interpolation noise; see the report for the figures.
-    assert math.isfinite(on["numerics"]["snr_db"]) and on["numerics"]["snr_db"] >= off["numerics"]["snr_db"] - 0.1
+    zm = models.build("lut_activations")
+    f = snr_on_fresh_inputs(zm.module, zm.inputs, U55_A16, True)
+    u = snr_on_fresh_inputs(zm.module, zm.inputs, U55_A16, False)
+    assert f >= u, (f, u)

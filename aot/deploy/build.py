@@ -96,12 +96,16 @@ def build_dir_for(board: str, opts: BuildOptions) -> Path:
     return BUILD_ROOT / f"{board}-{opts.build_type}{opts.variant_suffix()}"
 
 
-def _cmake() -> str:
-    # The venv's cmake (pinned in requirements.txt) first, then PATH.
+def cmake_binary() -> str | None:
+    """The venv's cmake (pinned in requirements.txt) first, then PATH; None if there is none."""
     venv = Path(sys.executable).parent / "cmake"
     if venv.exists():
         return str(venv)
-    found = shutil.which("cmake")
+    return shutil.which("cmake")
+
+
+def _cmake() -> str:
+    found = cmake_binary()
     if not found:
         raise BuildError("cmake not found: install it (pip install cmake, or apt-get install cmake)")
     return found

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,10 +35,9 @@ class HostBuildError(RuntimeError):
 
 
 def _cmake() -> str:
-    venv = Path(sys.executable).parent / "cmake"
-    if venv.exists():
-        return str(venv)
-    found = shutil.which("cmake")
+    from aot.deploy.build import cmake_binary
+
+    found = cmake_binary()
     if not found:
         raise HostBuildError("cmake not found: pip install cmake (requirements.txt pins it)")
     return found

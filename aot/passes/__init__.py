@@ -5,6 +5,7 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - relu6_to_hardtanh.py: F.relu6 -> hardtanh(0, 6) so quantizers fuse it as activation bounds.
 - linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
 - avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.
+- cancel_transposes.py: cortex_m::transpose pairs that undo each other (q @ k^T) removed.
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 """
 
@@ -17,6 +18,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     """Add our passes to `opts` (called by the CLI for every compile)."""
     from aot.passes.lut_fusion import LutFusion
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
+    from aot.passes.cancel_transposes import CancelTransposes
     from aot.passes.linear_to_conv import LinearToConv
     from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
     from aot.passes.verify_program import VerifyProgram
@@ -25,4 +27,5 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     opts.pre_quant_passes.append(LinearToConv())
     opts.pre_quant_passes.append(AvgPoolForNpu())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
+    opts.post_passes.append(CancelTransposes())
     opts.program_checks.append(VerifyProgram(allow_float=allow_float))

@@ -17,6 +17,15 @@ and AtenToCortexM a quantized `aten.linear` still runs on int8 inputs with an
 int32 bias, so fake-tensor type promotion makes its output int32; a consumer
 that checks dtypes (`aten.bmm` against an int8 operand, `quantized_activation`)
 then fails. `aten.convolution`'s output keeps the input dtype, so it does not.
+
+Which layers (`mode`):
+- "auto" (default): layers with at least MIN_ROWS rows (there the conv kernel
+  costs about what the FC kernel does: fc_autoencoder, 4 rows, +5% instructions
+  under QEMU) and layers whose output reaches a matmul or a pointwise op that
+  LUT fusion takes (needed for correctness, see above). A batch-1 layer feeding
+  another layer keeps the FC kernel: the 1x1 conv costs ~3.3x its instructions.
+- "all": every layer (best accuracy: mlp 33.2 -> 36.5 dB, at 2.8x instructions).
+- "off": none (then linear -> bmm / linear -> LUT fail to lower, as before).
 """
 
 from __future__ import annotations
@@ -58,9 +67,37 @@ def _unique(gm: torch.fx.GraphModule, stem: str) -> str:
     return f"{stem}_{i}"
 
 
+# Rows (product of the leading dims) from which the 1x1 conv is as cheap as the FC kernel.
+MIN_ROWS = 4
+# Ops that only move data: a consumer behind them still reads the linear's int8 output.
+_PASS_THROUGH = {aten.view.default, aten.reshape.default, aten.transpose.int, aten.permute.default,
+                 aten.flatten.using_ints, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default,
+                 aten.contiguous.default, aten.clone.default, aten.t.default, aten._unsafe_view.default}
+_MATMULS = {aten.matmul.default, aten.bmm.default, aten.mm.default}
+
+
+def _needs_int8_output(n: torch.fx.Node) -> bool:
+    """Does the linear's quantized output reach a consumer that rejects the retraced int32 (see above)?"""
+    from aot.passes.lut_fusion import BINARY_OPS, UNARY_OPS
+
+    todo, seen = list(n.users), set()
+    while todo:
+        u = todo.pop()
+        if u in seen or u.op != "call_function":
+            continue
+        seen.add(u)
+        if u.target in _PASS_THROUGH or u.target in FUSABLE_ACTIVATIONS:
+            todo.extend(u.users)      # fused activations vanish into the layer, their users read it
+        elif u.target in _MATMULS or u.target in UNARY_OPS:
+            return True
+        elif u.target in BINARY_OPS and sum(isinstance(a, torch.fx.Node) for a in u.args) == 1:
+            return True               # scalar arithmetic: a LUT candidate
+    return False
+
+
 @dataclass
 class LinearToConv:
-    enabled: bool = True
+    mode: str = "auto"                 # "auto", "all" or "off" (see the module docstring)
     report_key: str = "linear_to_conv"
     rewritten: list[str] = field(default_factory=list)
 
@@ -71,11 +108,13 @@ class LinearToConv:
         self.flow = target.flow
 
     def report(self) -> dict[str, Any]:
-        return {"enabled": self.enabled and self.flow == "cortex_m", "rewritten": list(self.rewritten)}
+        return {"mode": self.mode if self.flow == "cortex_m" else "off", "rewritten": list(self.rewritten)}
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         self.rewritten = []
-        if not self.enabled or self.flow != "cortex_m":
+        if self.mode not in ("auto", "all", "off"):
+            raise ValueError(f"LinearToConv mode {self.mode!r}: use 'auto', 'all' or 'off'")
+        if self.mode == "off" or self.flow != "cortex_m":
             return gm
         for n in list(gm.graph.nodes):
             if n.op == "call_function" and n.target is aten.linear.default:
@@ -102,6 +141,8 @@ class LinearToConv:
             return False          # dynamic shapes: leave it to the linear lowering
         cout, cin = w.shape
         rows = math.prod(lead) if lead else 1
+        if self.mode == "auto" and rows < MIN_ROWS and not _needs_int8_output(n):
+            return False
         fake_mode = getattr(xval, "fake_mode", None)
 
         w4_name = _unique(gm, "_aot_conv_weight")

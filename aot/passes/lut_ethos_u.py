@@ -9,9 +9,12 @@ Emits, in two steps:
    table). The op is registered as TOSA-supported, so the Arm partitioner
    puts it in the delegate like any quantized op.
 2. Inside the Arm TOSA pipeline, a pass registered for every Arm pipeline with
-   `register_pass_insertions_before(InsertTableOpsPass, ...)` turns each
+   `register_pass_insertions_after(InsertTableOpsPass, ...)` turns each
    `aot::table` into `tosa.TABLE(x, T)`; for int16 also the RESCALE by 2**-7
    that takes TABLE's 23-bit output (16 integer + 7 fraction bits) back to int16.
+   After, not before, InsertTableOpsPass: a region may read the output of an
+   unfused sigmoid/tanh, whose traced dtype is float until that pass makes it a
+   TABLE, and tosa.TABLE rejects a float input.
 
 Table entries use the Arm backend's own arithmetic (quantized_decomposed
 dequantize/quantize in float32: `(q - zp) * s`, `round_half_even(y * (1/s)) + zp`,
@@ -164,7 +167,7 @@ def install_arm_hooks() -> None:
     if _installed:
         return
     from executorch.backends.arm._passes.arm_pass import ArmPass
-    from executorch.backends.arm._passes.arm_pass_manager import register_pass_insertions_before
+    from executorch.backends.arm._passes.arm_pass_manager import register_pass_insertions_after
     from executorch.backends.arm._passes.arm_pass_utils import create_node
     from executorch.backends.arm._passes.insert_table_ops import InsertTableOpsPass
     from executorch.backends.arm.operator_support.tosa_supported_operators import (
@@ -208,7 +211,7 @@ def install_arm_hooks() -> None:
                 with graph_module.graph.inserting_before(node):
                     out = create_node(graph_module.graph, exir_ops.backend.tosa.TABLE.default, args=(x, table),
                                       from_node=node)
-                    if x.meta["val"].dtype == torch.int16:
+                    if table.meta["val"].dtype == torch.int16:   # the table's type says which TABLE it is
                         out = create_node(graph_module.graph, exir_ops.backend.tosa.RESCALE.default,
                                           args=(out, torch.int16, [2.0 ** -INT16_FRAC_BITS], 0, 0), from_node=node)
                 node.replace_all_uses_with(out)
@@ -220,5 +223,5 @@ def install_arm_hooks() -> None:
                 graph_module.recompile()
             return PassResult(graph_module, modified)
 
-    register_pass_insertions_before(InsertTableOpsPass, [AotTableToTosaPass()])
+    register_pass_insertions_after(InsertTableOpsPass, [AotTableToTosaPass()])
     _installed = True

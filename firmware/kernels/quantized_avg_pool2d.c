@@ -56,13 +56,28 @@ void qavgpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out, int32
 }
 
 #if FW_HAVE_MVE_FP
-/* Four channels per float32 vector: per lane the same convert, subtract,
- * multiply and add as the scalar code, in the same tap order. MVE has no
- * vector divide, so the two divisions per output stay scalar. */
+/* Four channels per float32 vector, in the same tap order as the scalar
+ * code. Each tap's term ((float)q - zp) * scale depends only on the byte q,
+ * so for larger windows the 256 possible terms are computed once per call
+ * with exactly those float operations, and each tap becomes a byte load, a
+ * gather from that table and an add: the same values summed in the same
+ * order, hence bit-identical. MVE has no vector divide, so the two divisions
+ * per output stay scalar. */
+#define POOL_TABLE_MIN_TAPS 256 /* taps x channels from which the table pays off */
+
 void qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
                      int32_t mult, int32_t shift) {
   const float scale = pool_scale(mult, shift), fzp = (float)zp;
   const float32x4_t vzp = vdupq_n_f32(fzp), vsc = vdupq_n_f32(scale);
+  /* tab[u] is the term of the byte u read as int8 (u is the unsigned byte) */
+  float tab[256] __attribute__((aligned(16)));
+  const int use_tab = (int64_t)p->k_h * p->k_w * p->c >= POOL_TABLE_MIN_TAPS;
+  if (use_tab)
+    for (int32_t u = 0; u < 256; u += 4) {
+      const int32x4_t ub = vreinterpretq_s32_u32(vidupq_n_u32((uint32_t)u, 1));
+      const int32x4_t q = vsubq_n_s32(veorq_s32(ub, vdupq_n_s32(0x80)), 0x80); /* sign-extend the byte */
+      vstrwq_f32(tab + u, vmulq_f32(vsubq_f32(vcvtq_f32_s32(q), vzp), vsc));
+    }
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
       int32_t y0, y1;
@@ -73,13 +88,23 @@ void qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32
         const int32_t count = (y1 - y0) * (x1 - x0);
         int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * p->c;
         for (int32_t c0 = 0; c0 < p->c; c0 += 4) {
-          const mve_pred16_t pr = vctp32q((uint32_t)(p->c - c0));
           float32x4_t sum = vdupq_n_f32(0.0f);
-          for (int32_t y = y0; y < y1; y++) {
-            const int8_t *ip = in + (((size_t)b * p->in_h + y) * p->in_w + x0) * p->c + c0;
-            for (int32_t x = x0; x < x1; x++, ip += p->c) {
-              const float32x4_t v = vcvtq_f32_s32(vldrbq_z_s32(ip, pr));
-              sum = vaddq_f32(sum, vmulq_f32(vsubq_f32(v, vzp), vsc));
+          const int8_t *row = in + (((size_t)b * p->in_h + y0) * p->in_w + x0) * p->c + c0;
+          const size_t ystep = (size_t)p->in_w * p->c;
+          if (use_tab && p->c - c0 >= 4) {
+            for (int32_t y = y0; y < y1; y++, row += ystep) {
+              const int8_t *ip = row;
+              for (int32_t x = x0; x < x1; x++, ip += p->c)
+                sum = vaddq_f32(sum, vldrwq_gather_shifted_offset_f32(tab, vldrbq_u32((const uint8_t *)ip)));
+            }
+          } else {
+            const mve_pred16_t pr = vctp32q((uint32_t)(p->c - c0));
+            for (int32_t y = y0; y < y1; y++, row += ystep) {
+              const int8_t *ip = row;
+              for (int32_t x = x0; x < x1; x++, ip += p->c) {
+                const float32x4_t v = vcvtq_f32_s32(vldrbq_z_s32(ip, pr));
+                sum = vaddq_f32(sum, vmulq_f32(vsubq_f32(v, vzp), vsc));
+              }
             }
           }
           float lanes[4];

@@ -2,8 +2,6 @@
  * OHWI weights, per-output-channel requantization (operators.py
  * quantized_conv2d_impl, CMSIS-NN arm_convolve_s8). Padding contributes zero
  * after the input offset is added, as in F.conv2d on the offset input. */
-#include <string.h>
-
 #include "kernels.h"
 #include "kernels_mve.h"
 
@@ -148,7 +146,8 @@ static void conv_mve_general(const qconv_params *p, const int8_t *in, const int8
 #define CONV_BIAS_CAP 64  /* stack: per-channel bias + input_offset*sum(w) */
 
 /* Dot products of the four interleaved rows at xi against nch consecutive
- * weight rows (K bytes each) starting at w; d[4*c + j] = channel c, pixel j.
+ * weight rows (K bytes each) starting at w, accumulated onto
+ * d[4*j + c] (pixel j, channel c).
  * A tail-predicated low-overhead loop (DLSTP/LETP): lanes past K are
  * inactive, so nothing beyond the rows is read or accumulated. In asm
  * because GCC 12 spills the pointers of the intrinsic version and doubles
@@ -167,10 +166,10 @@ static inline void dot_tile(const int8_t *xi, const int8_t *w, int32_t k, int32_
       "2:\n"
       "ldr %[x], %[xi]\n"
       "ldr %[t], %[k]\n"
-      "movs %[a0], #0\n"
-      "movs %[a1], #0\n"
-      "movs %[a2], #0\n"
-      "movs %[a3], #0\n"
+      "ldr %[a0], [%[d]]\n"
+      "ldr %[a1], [%[d], #16]\n"
+      "ldr %[a2], [%[d], #32]\n"
+      "ldr %[a3], [%[d], #48]\n"
       "dlstp.8 lr, %[t]\n"
       "1:\n"
       "vldrb.8 q0, [%[w]], #16\n"
@@ -184,7 +183,11 @@ static inline void dot_tile(const int8_t *xi, const int8_t *w, int32_t k, int32_
       "vmlava.s8 %[a0], q1, q0\n"
       "letp lr, 1b\n"
       "ldr %[t], %[kfix]\n"
-      "stm %[d]!, {%[a0], %[a1], %[a2], %[a3]}\n"
+      "str %[a0], [%[d]]\n"
+      "str %[a1], [%[d], #16]\n"
+      "str %[a2], [%[d], #32]\n"
+      "str %[a3], [%[d], #48]\n"
+      "adds %[d], #4\n"
       "add %[w], %[t]\n"
       "subs %[n], #1\n"
       "bne 2b\n"
@@ -247,6 +250,29 @@ static inline void interleave_row(int8_t *tile, int32_t j, const int8_t *src, in
   if (k > 0) vstrbq_s8(dst, vldrbq_z_s8(src, vctp8q((uint32_t)k)));
 }
 
+/* Interior pixel whose kernel rows are whole 16-byte chunks of the K-row
+ * (dil_w == 1, k_w*C a multiple of 16): gathered straight into slot j of the
+ * interleaved tile. Returns 0 (nothing written) for any other pixel. */
+static inline int im2col_interleaved(const qconv_params *p, const int8_t *in, int32_t b, int32_t oy,
+                                     int32_t ox, int8_t *tile, int32_t j) {
+  const int32_t C = p->in_c, kwc = p->k_w * C;
+  const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
+  if ((kwc & 15) || p->dil_w != 1 || iy0 < 0 || ix0 < 0 || iy0 + (p->k_h - 1) * p->dil_h >= p->in_h ||
+      ix0 + p->k_w - 1 >= p->in_w)
+    return 0;
+  const int8_t *src = in + (((size_t)b * p->in_h + iy0) * p->in_w + ix0) * C;
+  const size_t ystep = (size_t)p->dil_h * p->in_w * C;
+  int8_t *dst = tile + 16 * j;
+  for (int32_t ky = 0; ky < p->k_h; ky++, src += ystep)
+    for (int32_t q = 0; q < kwc; q += 16, dst += 64) vstrbq_s8(dst, vldrbq_s8(src + q));
+  return 1;
+}
+
+/* Slot `from` of the interleaved tile into slot `to`. */
+static inline void copy_slot(int8_t *tile, int32_t from, int32_t to, int32_t k) {
+  for (int32_t q = 0; q < k; q += 16) vstrbq_s8(tile + 4 * q + 16 * to, vldrbq_s8(tile + 4 * q + 16 * from));
+}
+
 /* Output channels [c_lo, c_hi) for all pixels; beff[o - c_lo] = bias +
  * input_offset * sum(weights of o). */
 static void conv_tiles(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
@@ -259,37 +285,35 @@ static void conv_tiles(const qconv_params *p, const int8_t *in, const int8_t *w,
   int32_t b = 0, oy = 0, ox = 0; /* coordinates of the next pixel to gather */
   for (int32_t t0 = 0; t0 < npix; t0 += CONV_TILE) {
     const int32_t n = npix - t0 < CONV_TILE ? npix - t0 : CONV_TILE;
-    const int8_t *src = row;
-    for (int32_t j = 0; j < CONV_TILE; j++) {
-      if (j < n) { /* spare slots repeat the last pixel; their results are not stored */
-        if (direct) {
-          src = in + (((size_t)b * p->in_h + (size_t)oy * p->stride_h) * p->in_w +
-                      (size_t)ox * p->stride_w) * p->in_c;
-        } else {
-          im2col_row(p, in, b, oy, ox, vpad, row);
-        }
-        if (++ox == p->out_w) {
-          ox = 0;
-          if (++oy == p->out_h) oy = 0, b++;
-        }
+    for (int32_t j = 0; j < n; j++) {
+      if (direct) {
+        interleave_row(tile, j, in + (((size_t)b * p->in_h + (size_t)oy * p->stride_h) * p->in_w +
+                                      (size_t)ox * p->stride_w) * p->in_c, K);
+      } else if (!im2col_interleaved(p, in, b, oy, ox, tile, j)) {
+        im2col_row(p, in, b, oy, ox, vpad, row);
+        interleave_row(tile, j, row, K);
       }
-      interleave_row(tile, j, src, K);
+      if (++ox == p->out_w) {
+        ox = 0;
+        if (++oy == p->out_h) oy = 0, b++;
+      }
     }
+    /* spare slots repeat the last pixel; their results are not stored */
+    for (int32_t j = n; j < CONV_TILE; j++) copy_slot(tile, n - 1, j, K);
     int8_t *ob = out + (size_t)t0 * OC;
     for (int32_t o0 = c_lo; o0 < c_hi; o0 += 4) {
       const int32_t nch = c_hi - o0 < 4 ? c_hi - o0 : 4;
-      int32_t acc[CONV_TILE * 4] __attribute__((aligned(16))); /* [channel][pixel] */
-      if (nch < 4) memset(acc, 0, sizeof acc);
-      dot_tile(tile, w + (size_t)o0 * K, K, nch, acc);
       const mve_pred16_t pch = vctp32q((uint32_t)nch);
+      /* [pixel][channel], starting from the per-channel terms */
+      int32_t acc[CONV_TILE * 4] __attribute__((aligned(16)));
       const int32x4_t vb = vldrwq_z_s32(beff + (o0 - c_lo), pch);
+      vstrwq_s32(acc, vb), vstrwq_s32(acc + 4, vb), vstrwq_s32(acc + 8, vb), vstrwq_s32(acc + 12, vb);
+      dot_tile(tile, w + (size_t)o0 * K, K, nch, acc);
       const int32x4_t vm = vldrwq_z_s32(mult + o0, pch), vs = vldrwq_z_s32(shift + o0, pch);
-      /* VLD4 transposes: val[j] holds pixel j's four channels */
-      const int32x4x4_t a = vld4q_s32(acc);
       int8_t *oc = ob + o0;
 #define CONV_STORE(J)                                                          \
   do {                                                                         \
-    int32x4_t r_ = k_requantize_mve(vaddq_s32(a.val[J], vb), vm, vs);          \
+    int32x4_t r_ = k_requantize_mve(vldrwq_s32(acc + 4 * (J)), vm, vs);        \
     r_ = vminq_s32(vmaxq_s32(vaddq_n_s32(r_, p->output_offset), vlo), vhi);    \
     vstrbq_p_s32(oc + (size_t)(J) * OC, r_, pch);                              \
   } while (0)

@@ -50,11 +50,13 @@ typedef struct {
   int32_t off;
 } dw_window;
 
-/* 16 channels of one output pixel; xp / wp point at the first valid tap,
- * init at 16 per-channel start values (or NULL for zeros). */
-static inline __attribute__((always_inline)) int32x4x4_t dw_taps16(const dw_window *g, const int8_t *xp,
-                                                                  const int8_t *wp, const int32_t *init,
-                                                                  const int full) {
+/* 16 channels of one output pixel, requantized and stored; xp / wp point at
+ * the first valid tap, init at 16 per-channel start values (or NULL for zeros). */
+static inline __attribute__((always_inline)) void dw_pixel16(const qconv_params *p, const dw_window *g,
+                                                            const int8_t *xp, const int8_t *wp,
+                                                            const int32_t *init, const int32_t *mult,
+                                                            const int32_t *shift, int8_t *op,
+                                                            const int full) {
   int32x4_t a0, a1, a2, a3, t0, t1;
   int32_t t;
   if (init) {
@@ -143,7 +145,20 @@ static inline __attribute__((always_inline)) int32x4x4_t dw_taps16(const dw_wind
         : "lr", "memory", "cc");
     }
   }
-  return (int32x4x4_t){{a0, a1, a2, a3}};
+  /* straight-line requantization keeps the accumulators in registers */
+  const int32x4_t vlo = vdupq_n_s32(p->act_min), vhi = vdupq_n_s32(p->act_max);
+#define DW_OUT(A, OFS)                                                                        \
+  vstrbq_s32(op + (OFS),                                                                      \
+             vminq_s32(vmaxq_s32(vaddq_n_s32(k_requantize_mve(A, vldrwq_s32(mult + (OFS)),    \
+                                                              vldrwq_s32(shift + (OFS))),     \
+                                             p->output_offset),                               \
+                                 vlo),                                                        \
+                       vhi))
+  DW_OUT(a0, 0);
+  DW_OUT(a1, 4);
+  DW_OUT(a2, 8);
+  DW_OUT(a3, 12);
+#undef DW_OUT
 }
 
 /* The last rem < 16 channels, predicated. */
@@ -165,18 +180,10 @@ static int32x4x4_t dw_taps_tail(const dw_window *g, const int8_t *xp, const int8
   return (int32x4x4_t){{a[0], a[1], a[2], a[3]}};
 }
 
-/* Requantize, clamp and store up to 16 channels. */
-static inline __attribute__((always_inline)) void dw_store16(const qconv_params *p, int32x4x4_t a,
-                                                            const int32_t *mult, const int32_t *shift,
-                                                            int8_t *op, int32_t rem) {
+/* Requantize, clamp and store the last rem < 16 channels. */
+static void dw_store_tail(const qconv_params *p, int32x4x4_t a, const int32_t *mult, const int32_t *shift,
+                          int8_t *op, int32_t rem) {
   const int32x4_t vlo = vdupq_n_s32(p->act_min), vhi = vdupq_n_s32(p->act_max);
-  if (rem >= 16) {
-    for (int v = 0; v < 4; v++) {
-      int32x4_t r = k_requantize_mve(a.val[v], vldrwq_s32(mult + 4 * v), vldrwq_s32(shift + 4 * v));
-      vstrbq_s32(op + 4 * v, vminq_s32(vmaxq_s32(vaddq_n_s32(r, p->output_offset), vlo), vhi));
-    }
-    return;
-  }
   for (int v = 0; v < 4; v++) {
     const mve_pred16_t pr = vctp32q((uint32_t)(rem > 4 * v ? rem - 4 * v : 0));
     int32x4_t r = k_requantize_mve(a.val[v], vldrwq_z_s32(mult + 4 * v, pr), vldrwq_z_s32(shift + 4 * v, pr));
@@ -230,14 +237,13 @@ void qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
           int32_t c0 = c_lo;
           if (full) {
             for (; c0 + 16 <= c_hi; c0 += 16)
-              dw_store16(p, dw_taps16(&g, x0 + c0, w0 + c0, init + c0, 1), mult + c0, shift + c0, op + c0, 16);
+              dw_pixel16(p, &g, x0 + c0, w0 + c0, init + c0, mult + c0, shift + c0, op + c0, 1);
           } else {
             for (; c0 + 16 <= c_hi; c0 += 16)
-              dw_store16(p, dw_taps16(&g, x0 + c0, w0 + c0, init ? init + c0 : NULL, 0), mult + c0, shift + c0,
-                         op + c0, 16);
+              dw_pixel16(p, &g, x0 + c0, w0 + c0, init ? init + c0 : NULL, mult + c0, shift + c0, op + c0, 0);
           }
           if (c0 < c_hi)
-            dw_store16(p, dw_taps_tail(&g, x0 + c0, w0 + c0, init ? init + c0 : NULL, c_hi - c0, full),
+            dw_store_tail(p, dw_taps_tail(&g, x0 + c0, w0 + c0, init ? init + c0 : NULL, c_hi - c0, full),
                        mult + c0, shift + c0, op + c0, c_hi - c0);
         }
       }
