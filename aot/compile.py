@@ -187,7 +187,7 @@ def compile_model(
     }
     if tosa_graphs and lowered.quantized is not None:
         report["tosa_check"] = _tosa_agreement(lowered, device_out, report["output_qparams"])
-    for extra in ("lut_fusion", "verify"):
+    for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
     emit.write_report(report, rep)

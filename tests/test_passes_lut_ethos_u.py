@@ -122,7 +122,8 @@ def compose(fns: list[Any], quantized: bool) -> Callable[[torch.Tensor], torch.T
 
 
 def fuse(gm: torch.fx.GraphModule, backend: Any = None) -> LutFusion:
-    p = LutFusion(backend=backend or EthosULut())
+    # Default: a table for every region, so the tables themselves are what is tested.
+    p = LutFusion(backend=backend or EthosULut(skip_native_alone=False, int16_max_steps=None))
     p(gm)
     return p
 
@@ -199,6 +200,28 @@ def test_int16_left_alone_when_backend_cannot_take_it() -> None:
     p = fuse(gm, EthosULut(int16=False))
     assert p.last.regions == [] and "int16" in p.last.skipped[0]["reason"]
     assert any(n.target is aten.sigmoid.default for n in gm.graph.nodes)
+
+
+def test_lone_scalar_op_or_clamp_left_to_the_backend() -> None:
+    for ops in ([(aten.mul.Tensor, (0, 0.5))], [(aten.clamp.default, None)]):
+        gm = synthetic(ops, 0.05, 0, 0.01, 0)
+        if ops[0][0] is aten.clamp.default:
+            node = next(n for n in gm.graph.nodes if n.target is aten.clamp.default)
+            node.args = (node.args[0], -1.0, 1.0)
+            gm.recompile()
+        p = fuse(gm, EthosULut())
+        assert p.last.regions == [] and "would not remove an op" in p.last.skipped[0]["reason"]
+    gm = synthetic([(aten.mul.Tensor, (0, 0.5)), (aten.add.Tensor, (0, 0.25))], 0.05, 0, 0.01, 0)
+    assert len(fuse(gm, EthosULut()).last.regions) == 1          # two ops: one table removes one op
+
+
+def test_int16_kink_left_alone_smooth_chain_fused() -> None:
+    # relu's kink at code 50 falls between two table entries (-32768 + 128 i): interpolation cuts the corner.
+    kinked = synthetic([(aten.relu.default, None), (aten.mul.Tensor, (0, 2.0))], 1e-4, 50, 5e-5, 0, torch.int16)
+    p = fuse(kinked, EthosULut())
+    assert p.last.regions == [] and "steps off" in p.last.skipped[0]["reason"]
+    smooth = synthetic([(aten.sigmoid.default, None), (aten.mul.Tensor, (0, 2.0))], 1e-4, 0, 7e-5, 0, torch.int16)
+    assert len(fuse(smooth, EthosULut()).last.regions) == 1
 
 
 def test_mixed_dtypes_left_alone() -> None:

@@ -57,6 +57,8 @@ def _edge_ops(low) -> list[str]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_cortex_m_int8_no_float_islands(name: str) -> None:
     low, snr = _lower_m55(name)
+    # The channels-last conversion works on a copy: the zoo's module object is shared with later compiles.
+    assert all(p.is_contiguous() for p in models.build(name).module.parameters())
     assert low.extra["verify"]["float_islands"] == []
     assert low.extra["verify"]["quantized_op_coverage"] == 1.0
     assert snr >= CASES[name], f"{name}: SNR {snr:.1f} dB below the floor {CASES[name]} dB"
@@ -196,8 +198,10 @@ POOL_STRIDE4 = textwrap.dedent('''
     ModelInputs = (torch.randn(1, 3, 16, 16),)
 ''')
 
-# SNR floors on the NPU (dB): measured relu6_net 43.6, global_avgpool 46.2, pool_stride4 43.4.
-U55_CASES = {"relu6_net": 37.0, "global_avgpool": 40.0, "pool_stride4": 37.0}
+# SNR floors on the NPU (dB), ~6 dB under the measured figures: relu6_net 43.6, global_avgpool 46.2,
+# pool_stride4 43.4, conv_hardsigmoid 57.3, scalar_arith 38.2, attention 38.5, fc_autoencoder 38.5.
+U55_CASES = {"relu6_net": 37.0, "global_avgpool": 40.0, "pool_stride4": 37.0, "conv_hardsigmoid": 50.0,
+             "scalar_arith": 32.0, "attention": 32.0, "fc_autoencoder": 32.0}
 
 
 @pytest.mark.parametrize("name", list(U55_CASES))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 
 import torch
@@ -40,7 +41,9 @@ def lower(
 ) -> Lowered:
     if not options.explicit_layout:
         # The dim-order flow runs CMSIS-NN's NHWC kernels on channels-last tensors.
-        module = module.to(memory_format=torch.channels_last)
+        # On a copy: nn.Module.to() works in place, and channels-last weights left in the caller's module
+        # make a later Ethos-U compile of the same module wrong (241 steps off on relu6_net).
+        module = copy.deepcopy(module).to(memory_format=torch.channels_last)
         inputs = tuple(_channels_last(t) for t in inputs)
         calibration = [tuple(_channels_last(t) for t in s) for s in calibration]
     bind_passes(options, target)

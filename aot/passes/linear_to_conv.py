@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 
+from aot.errors import AotError
+
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
@@ -113,7 +115,7 @@ class LinearToConv:
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         self.rewritten = []
         if self.mode not in ("auto", "all", "off"):
-            raise ValueError(f"LinearToConv mode {self.mode!r}: use 'auto', 'all' or 'off'")
+            raise AotError(f"LinearToConv mode {self.mode!r} is not known: use 'auto', 'all' or 'off'")
         if self.mode == "off" or self.flow != "cortex_m":
             return gm
         for n in list(gm.graph.nodes):

@@ -26,8 +26,15 @@ interpolates towards for codes 32640..32767).
 int16: Vela 5.1's TOSA constraint list says TABLE is int8 only, but its
 TOSA front end does compile int16 TABLE + RESCALE into one 16-bit LUT
 (interpolating) activation, for Arm's own int16 tables and for ours alike, so
-int16 regions are fused by default. `EthosULut(int16=False)` leaves them alone
-and lists them as skipped with the reason (for a backend that cannot take them).
+int16 regions are fused by default (target ethos-u55-128-a16w8). `EthosULut(int16=False)`
+leaves them alone and lists them as skipped with the reason (for a backend that cannot take them).
+tosa_reference_model runs our int16 TABLE + RESCALE exactly as `int16_table_lookup` says
+(tests/test_passes_lut_ethos_u.py, all 65536 codes).
+
+Not fused on Ethos-U (listed as skipped, with the reason): a lone scalar
+add/sub/mul/div, neg or clamp/relu (one elementwise NPU op or a fused activation
+already, so a table removes nothing), and int16 regions whose interpolated table
+is more than one step off the exact chain on some code (kinks: clamp, relu...).
 """
 
 from __future__ import annotations
@@ -109,6 +116,27 @@ def table_codes(dtype: torch.dtype, qmin: int, qmax: int) -> torch.Tensor:
     return torch.arange(INT16_ENTRIES, dtype=torch.int64) * (1 << INT16_FRAC_BITS) - 32768
 
 
+# Single ops the Arm backend lowers without a table, at least as cheaply: fusing them alone gains nothing.
+_aten = torch.ops.aten
+NATIVE_ALONE = {
+    _aten.add.Tensor, _aten.add.Scalar, _aten.sub.Tensor, _aten.sub.Scalar, _aten.rsub.Scalar, _aten.mul.Tensor,
+    _aten.mul.Scalar, _aten.div.Tensor, _aten.div.Scalar, _aten.neg.default, _aten.relu.default, _aten.relu6.default,
+    _aten.hardtanh.default, _aten.clamp.default, _aten.clamp_min.default, _aten.clamp_max.default,
+}
+# An int16 table is accepted when interpolation keeps every code within this many steps of the exact chain.
+INT16_MAX_STEPS = 1
+
+
+def int16_interpolation_error(region: Region) -> int:
+    """Largest |interpolated table - quantize(chain(dequantize(code)))| over every valid int16 input code, in steps."""
+    s_in, zp_in, qmin_in, qmax_in, _ = region.in_qparams
+    s_out, zp_out, qmin, qmax, _ = region.out_qparams
+    codes = torch.arange(qmin_in, qmax_in + 1, dtype=torch.int64)
+    exact = quantize(evaluate_chain(region.ops, dequantize(codes, s_in, zp_in)), s_out, zp_out, qmin, qmax)
+    got = int16_table_lookup(codes, build_table(region)).to(torch.int64)
+    return int((got - exact).abs().max())
+
+
 def build_table(region: Region) -> torch.Tensor:
     s_in, zp_in, qmin_in, qmax_in, dtype = region.in_qparams
     s_out, zp_out, qmin, qmax, _ = region.out_qparams
@@ -123,8 +151,11 @@ class EthosULut:
     name = "ethos_u"
     op_name = "tosa::TABLE"
 
-    def __init__(self, int16: bool = True, int16_why_not: str = "") -> None:
+    def __init__(self, int16: bool = True, int16_why_not: str = "", skip_native_alone: bool = True,
+                 int16_max_steps: int | None = INT16_MAX_STEPS) -> None:
         self.int16 = int16
+        self.skip_native_alone = skip_native_alone      # False/None below: tables for every region (tests)
+        self.int16_max_steps = int16_max_steps
         self.int16_why_not = int16_why_not or "this Ethos-U flow takes int8 tables only; int16 region left to the Arm backend"
         install_arm_hooks()
 
@@ -136,6 +167,15 @@ class EthosULut:
             return self.int16_why_not
         if din not in (torch.int8, torch.int16):
             return f"TOSA TABLE takes int8 or int16 codes (region is {din}); region left as it is"
+        if self.skip_native_alone and len(region.ops) == 1 and region.ops[0].target in NATIVE_ALONE:
+            # Measured (scripts/bench_lut.py): a lone scalar mul or clamp as a LUT pass is no cheaper on Vela.
+            return (f"a lone {region.chain_names()[0]} is one elementwise NPU op (or a fused activation) already; "
+                    "a table would not remove an op")
+        if din == torch.int16 and self.int16_max_steps is not None:
+            err = int16_interpolation_error(region)
+            if err > self.int16_max_steps:
+                return (f"the 513-entry int16 table interpolates linearly over 128 codes and is up to {err} steps "
+                        f"off the exact chain here (kinks such as clamp/relu); region left to the Arm backend")
         return None
 
     def table_entries(self, region: Region) -> int:

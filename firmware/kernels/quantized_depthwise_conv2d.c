@@ -233,18 +233,19 @@ void qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
           const int8_t *x0 = in + ((size_t)b * p->in_h * p->in_w) * C +
                              (((ptrdiff_t)(iy0 + ky_lo * p->dil_h) * p->in_w + ix0 + kx_lo * p->dil_w) * C);
           const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
-          const int32_t *init = full ? bfull - c_lo : bias; /* indexed by channel */
           int32_t c0 = c_lo;
           if (full) {
             for (; c0 + 16 <= c_hi; c0 += 16)
-              dw_pixel16(p, &g, x0 + c0, w0 + c0, init + c0, mult + c0, shift + c0, op + c0, 1);
+              dw_pixel16(p, &g, x0 + c0, w0 + c0, bfull + (c0 - c_lo), mult + c0, shift + c0, op + c0, 1);
           } else {
             for (; c0 + 16 <= c_hi; c0 += 16)
-              dw_pixel16(p, &g, x0 + c0, w0 + c0, init ? init + c0 : NULL, mult + c0, shift + c0, op + c0, 0);
+              dw_pixel16(p, &g, x0 + c0, w0 + c0, bias ? bias + c0 : NULL, mult + c0, shift + c0, op + c0, 0);
           }
-          if (c0 < c_hi)
-            dw_store_tail(p, dw_taps_tail(&g, x0 + c0, w0 + c0, init ? init + c0 : NULL, c_hi - c0, full),
-                       mult + c0, shift + c0, op + c0, c_hi - c0);
+          if (c0 < c_hi) {
+            const int32_t *ib = full ? bfull + (c0 - c_lo) : (bias ? bias + c0 : NULL);
+            dw_store_tail(p, dw_taps_tail(&g, x0 + c0, w0 + c0, ib, c_hi - c0, full), mult + c0, shift + c0,
+                          op + c0, c_hi - c0);
+          }
         }
       }
   }
