@@ -23,12 +23,15 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-lut-fusion", action="store_true", help="keep pointwise chains as separate ops")
     p.add_argument("--explicit-layout", action="store_true", help="Cortex-M explicit-layout lowering (NHWC variants)")
     p.add_argument("--allow-float", action="store_true", help="warn instead of failing on float islands")
+    p.add_argument("--per-channel-linear", choices=["auto", "all", "off"], default="auto",
+                   help="Cortex-M: quantize Linear weights per output channel as 1x1 convs "
+                        "(auto: where it is cheap or needed, i.e. >= 4 rows or feeding a matmul/table)")
 
 
 def _options(args: argparse.Namespace):  # -> LowerOptions
     from aot.compile import make_options
 
-    return make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float)
+    return make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float, args.per_channel_linear)
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

@@ -33,9 +33,10 @@ class CompileResult:
     report: dict[str, Any]
 
 
-def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_float: bool = False) -> LowerOptions:
+def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_float: bool = False,
+                 linear_mode: str = "auto") -> LowerOptions:
     """LowerOptions with our passes configured (aot.passes.configure, when that package is present)."""
-    opts = LowerOptions(lut_fusion=lut_fusion, explicit_layout=explicit_layout)
+    opts = LowerOptions(lut_fusion=lut_fusion, explicit_layout=explicit_layout, linear_mode=linear_mode)
     try:
         from aot.passes import configure
     except ImportError:
@@ -57,7 +58,7 @@ def cache_key(model: LoadedModel, target: Target, options: LowerOptions, calibra
     src = Path(aot.__file__).parent
     # The toolkit version here is the content of the AOT sources, so a change to a pass invalidates caches.
     tool = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(src.rglob("*.py")))).hexdigest()[:16]
-    text = f"{model.fingerprint}|{target.name}|{options.lut_fusion}|{options.explicit_layout}|{calib}|{tool}|{aot.__version__}"
+    text = f"{model.fingerprint}|{target.name}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{calib}|{tool}|{aot.__version__}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 

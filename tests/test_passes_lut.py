@@ -158,7 +158,9 @@ def test_chain_not_further_from_float(chain_case: Any) -> None:
     name, fused, unfused = chain_case
     if isinstance(unfused, AotError):
         pytest.skip(f"unfused lowering of {name} is rejected as broken, nothing to compare with")
-    x = torch.randn(1, 3, 16, 16)
+    # Seeded: per element, the unfused lowering's double rounding can land nearer the float model by
+    # chance, so an unseeded input made this flaky; the seed keeps it a fixed, failable check.
+    x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1234))
     m = Chain(CHAINS[name][0])
     ref = [m(x.to(memory_format=torch.channels_last))]
     xin = (x.to(memory_format=torch.channels_last),)

@@ -15,6 +15,8 @@ GraphPass = Callable[[torch.fx.GraphModule], torch.fx.GraphModule]
 class LowerOptions:
     lut_fusion: bool = True
     explicit_layout: bool = False
+    # Cortex-M Linear layers as per-channel 1x1 convs: "auto", "all" or "off" (aot/passes/linear_to_conv.py).
+    linear_mode: str = "auto"
     # Passes run on the exported float graph before quantization annotation (op rewrites).
     pre_quant_passes: list[GraphPass] = field(default_factory=list)
     # Called with (quantizer, target, options); returns the quantizer to use (configuration tweaks).

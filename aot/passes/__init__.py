@@ -24,7 +24,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.verify_program import VerifyProgram
 
     opts.pre_quant_passes.append(Relu6ToHardtanh())
-    opts.pre_quant_passes.append(LinearToConv())
+    opts.pre_quant_passes.append(LinearToConv(mode=opts.linear_mode))
     opts.pre_quant_passes.append(AvgPoolForNpu())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
     opts.post_passes.append(CancelTransposes())
