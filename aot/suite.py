@@ -92,6 +92,10 @@ def run_case(case: Case, outdir: str, timeout: float) -> Row:
                 row.arena_bytes = int(sum(r.arena_bytes))
     except AotError as err:
         row.status, row.reason = "ERROR", str(err)
+        if case.variant == "no-lut" and row.snr_db is None:
+            # The comparison baseline itself does not compile (ExecuTorch's unfused lowering of
+            # some chains is broken and our verifier rejects it): nothing to compare, not a failure.
+            row.status, row.reason = "SKIP", f"no baseline without LUT fusion: {err}"
     except Exception as exc:  # a broken case must not take the whole suite down
         row.status, row.reason = "ERROR", f"{type(exc).__name__}: {exc}"
     row.seconds = round(time.monotonic() - t0, 1)

@@ -167,7 +167,10 @@ def test_chain_not_further_from_float(chain_case: Any) -> None:
     f = numerics.compare(ref, reference.run_lowered(fused.edge, xin))[0]
     u = numerics.compare(ref, reference.run_lowered(unfused.edge, xin))[0]
     assert f["snr_db"] >= u["snr_db"] - 0.05, (f, u)
-    assert f["max_abs"] <= u["max_abs"] + 1e-6, (f, u)
+    # The table is exact per input code, but on one element the unfused chain's extra roundings can
+    # land nearer the float value by chance: allow that, up to half an output step, and no more.
+    s_out = region_qparams(fused)[2]
+    assert f["max_abs"] <= u["max_abs"] + 0.5 * s_out + 1e-6, (f, u, s_out)
 
 
 def test_single_op_chain_matches_backend_table() -> None:
