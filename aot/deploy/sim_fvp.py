@@ -19,15 +19,14 @@ import json
 import logging
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from aot.deploy.boards import Board, BoardError, load_board  # noqa: E402
-from aot.deploy.build import BuildError, BuildOptions, build_image, check_model_fits, emdl_image  # noqa: E402
-from aot.deploy.sim_qemu import FAULT_MARKER, SimError, SimResult, _collect_outputs, classify, run_command  # noqa: E402
+from aot.deploy.build import BuildError, BuildOptions  # noqa: E402
+from aot.deploy.sim_qemu import FAULT_MARKER, SimError, SimResult, _collect_outputs, classify, prepare_run, run_command  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -84,19 +83,7 @@ def run_fvp(
     name = fvp_variant(b, fvp)
     if shutil.which(name) is None:
         raise SimError(f"{name} not found on PATH: install the Arm FVP (developer.arm.com, Arm Ecosystem FVPs) or run under QEMU")
-    data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
-    try:
-        check_model_fits(b, len(data), "model" if isinstance(bpte, bytes) else str(bpte))
-    except ValueError as e:
-        raise SimError(str(e)) from None
-    if elf is None:
-        elf = build_image(b.name, build_options).elf
-    workdir = workdir or Path(tempfile.mkdtemp(prefix=f"fvp-{b.name}-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    for old in _collect_outputs(workdir):
-        old.unlink()
-    model_bin = workdir / "model.bin"
-    model_bin.write_bytes(emdl_image(data, save_outputs))
+    elf, workdir, model_bin = prepare_run(bpte, b, elf, workdir, save_outputs, build_options, "fvp")
     cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), workdir.resolve(), timeout, name, cycle_limit)
     console, code, timed_out, secs = run_command(cmd, workdir, timeout + KILL_GRACE_S)
     # The FVP ends itself at --timelimit; a run that stopped there printed no result.

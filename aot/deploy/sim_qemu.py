@@ -138,6 +138,28 @@ def _collect_outputs(workdir: Path) -> list[Path]:
     return sorted(outs, key=lambda p: int(p.stem.split("_")[1]))
 
 
+def prepare_run(bpte: Path | bytes, b: Board, elf: Path | None, workdir: Path | None, save_outputs: bool,
+                build_options: BuildOptions | None, sim: str) -> tuple[Path, Path, Path]:
+    """What every simulator needs before it starts: a model that fits, the image, a clean work
+    folder and model.bin (EMDL header + .bpte) in it. Returns (elf, workdir, model_bin)."""
+    data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
+    try:
+        check_model_fits(b, len(data), "model" if isinstance(bpte, bytes) else str(bpte))
+    except ValueError as e:
+        raise SimError(str(e)) from None
+    if elf is None:
+        elf = build_image(b.name, build_options).elf
+    if not Path(elf).is_file():
+        raise SimError(f"{elf}: firmware image not found (build it: python -m aot.deploy.build --board {b.name})")
+    workdir = workdir or Path(tempfile.mkdtemp(prefix=f"{sim}-{b.name}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    for old in _collect_outputs(workdir):
+        old.unlink()  # stale outputs from an earlier run must not pass for new ones
+    model_bin = workdir / "model.bin"
+    model_bin.write_bytes(emdl_image(data, save_outputs))
+    return Path(elf), workdir, model_bin
+
+
 def run_qemu(
     bpte: Path | bytes,
     board: str | Board = "corstone-300",
@@ -149,24 +171,7 @@ def run_qemu(
 ) -> SimResult:
     """Run one .bpte; builds the board image first when `elf` is not given."""
     b = board if isinstance(board, Board) else load_board(board)
-    data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
-    try:
-        check_model_fits(b, len(data), "model" if isinstance(bpte, bytes) else str(bpte))
-    except ValueError as e:
-        raise SimError(str(e)) from None
-    if elf is None:
-        elf = build_image(b.name, build_options).elf
-    if not Path(elf).is_file():
-        raise SimError(f"{elf}: firmware image not found (build it: python -m aot.deploy.build --board {b.name})")
-    tmp = None
-    if workdir is None:
-        tmp = tempfile.mkdtemp(prefix=f"qemu-{b.name}-")
-        workdir = Path(tmp)
-    workdir.mkdir(parents=True, exist_ok=True)
-    for old in _collect_outputs(workdir):
-        old.unlink()  # stale outputs from an earlier run must not pass for new ones
-    model_bin = workdir / "model.bin"
-    model_bin.write_bytes(emdl_image(data, save_outputs))
+    elf, workdir, model_bin = prepare_run(bpte, b, elf, workdir, save_outputs, build_options, "qemu")
     cmd = qemu_command(b, Path(elf).resolve(), model_bin.resolve())
     console, code, timed_out, secs = run_command(cmd, workdir, timeout)
     status, parsed = classify(console, code, timed_out)
