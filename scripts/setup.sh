@@ -29,8 +29,10 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   log "installing Python packages (torch first, so the CPU wheel is used)"
-  "$VENV/bin/pip" install -q --disable-pip-version-check "$(grep '^torch==' "$ROOT/requirements.txt")"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/requirements.txt"
+  # This machine's pip config names local indexes that may be absent; pip warns about each one.
+  pip_q() { "$VENV/bin/pip" install -q --disable-pip-version-check "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
+  pip_q "$(grep '^torch==' "$ROOT/requirements.txt")"
+  pip_q -r "$ROOT/requirements.txt"
   echo "$want" > "$STAMP"
 fi
 log "ready: $("$VENV/bin/python" -c 'import torch, executorch; print("torch", torch.__version__)' 2>/dev/null | tail -n1), $(arm-none-eabi-gcc -dumpversion) arm-none-eabi-gcc, $(qemu-system-arm --version | head -n1)"
