@@ -387,3 +387,13 @@ def test_lut_activations_a16w8_int16_chains_fused(compiled: Any) -> None:
     f = snr_on_fresh_inputs(zm.module, zm.inputs, U55_A16, True)
     u = snr_on_fresh_inputs(zm.module, zm.inputs, U55_A16, False)
     assert f >= u, (f, u)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fusion", [True, False])
+def test_lut_activations_a16w8_runs_on_npu_model(compiled: Any, fusion: bool) -> None:
+    """int16 tables (fused TABLE+RESCALE and the backend's own) execute bit-exactly on the NPU model."""
+    from aot.npu.program import run_bundled
+
+    res = run_bundled(compiled("lut_activations", "ethos-u55-128-a16w8", fusion).bpte.read_bytes())
+    assert res["status"] == "pass", res["outputs"]
