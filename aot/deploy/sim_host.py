@@ -89,7 +89,7 @@ def run_host(bpte: Path | str, *, save_outputs_dir: Path | str | None = None, re
     """
     bpte = Path(bpte)
     if not bpte.is_file():
-        raise FileNotFoundError(f"{bpte}: no such bundled program (compile the model with --bundleio first)")
+        raise FileNotFoundError(f"{bpte}: no such bundled program (python -m aot compile MODEL --target T writes OUT/MODEL_T.bpte)")
     runner = build_host_runner(build_type, sanitize)
     cmd = [str(runner), str(bpte)]
     if save_outputs_dir is not None:

@@ -17,7 +17,6 @@ carries the table in the graph.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -98,15 +97,20 @@ class CortexMLut:
         return self.quantize(y, s_out, zp_out, qmin, qmax).to(torch.int8)
 
     def emit(self, gm: torch.fx.GraphModule, region: Region, table: torch.Tensor) -> torch.fx.Node:
-        name = _unique_attr(gm, "_aot_lut")
-        gm.register_buffer(name, table)
-        with gm.graph.inserting_before(region.output_q):
-            lut = gm.graph.get_attr(name)
-            node = gm.graph.call_function(torch.ops.cortex_m.quantized_activation.default, (region.input_node, lut))
-        _copy_meta(region.output_q, node)
-        node.meta["stack_trace"] = region.ops[0].meta.get("stack_trace", "")
-        remove_region(gm, region, node)
-        return node
+        return emit_table_op(gm, region, table, torch.ops.cortex_m.quantized_activation.default)
+
+
+def emit_table_op(gm: torch.fx.GraphModule, region: Region, table: torch.Tensor, op: Any) -> torch.fx.Node:
+    """Replace `region` by `op(region input, table)`, the table a new buffer; every backend's emit uses this."""
+    name = _unique_attr(gm, "_aot_lut")
+    gm.register_buffer(name, table)
+    with gm.graph.inserting_before(region.output_q):
+        lut = gm.graph.get_attr(name)
+        node = gm.graph.call_function(op, (region.input_node, lut))
+    _copy_meta(region.output_q, node)
+    node.meta["stack_trace"] = region.ops[0].meta.get("stack_trace", "")
+    remove_region(gm, region, node)
+    return node
 
 
 class Unsupported:

@@ -45,8 +45,8 @@ from typing import Any
 import torch
 from torch.library import Library, impl, register_fake
 
-from aot.passes.lut_backends import _copy_meta, _unique_attr
-from aot.passes.lut_fusion import Region, evaluate_chain, remove_region
+from aot.passes.lut_backends import emit_table_op
+from aot.passes.lut_fusion import Region, evaluate_chain
 
 log = logging.getLogger(__name__)
 
@@ -185,15 +185,7 @@ class EthosULut:
         return build_table(region)
 
     def emit(self, gm: torch.fx.GraphModule, region: Region, table: torch.Tensor) -> torch.fx.Node:
-        name = _unique_attr(gm, "_aot_lut")
-        gm.register_buffer(name, table)
-        with gm.graph.inserting_before(region.output_q):
-            lut = gm.graph.get_attr(name)
-            node = gm.graph.call_function(torch.ops.aot.table.default, (region.input_node, lut))
-        _copy_meta(region.output_q, node)
-        node.meta["stack_trace"] = region.ops[0].meta.get("stack_trace", "")
-        remove_region(gm, region, node)
-        return node
+        return emit_table_op(gm, region, table, torch.ops.aot.table.default)
 
 
 # ---------------------------------------------------------------- Arm backend hooks
