@@ -1,4 +1,4 @@
-"""Host execution time of the Ethos-U55 functional model per zoo model (delegate only and whole program).
+"""Host execution time of the Ethos-U functional model (U55 or U85) per zoo model (delegate only and whole program).
 
 Usage: python scripts/bench_npu.py [--models add,conv_relu,...] [--repeat 3] [--target ethos-u55-128] [--out DIR]
 """
@@ -25,9 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(models.ZOO), help="comma-separated zoo models (default: all)")
     ap.add_argument("--target", default="ethos-u55-128")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per model; the best is reported")
-    ap.add_argument("--out", default=str(ROOT / "build" / "test-programs" / "ethos-u55-128" / "npu-plain"),
-                    help="folder for compiled programs (reused when up to date)")
+    ap.add_argument("--out", default=None, help="folder for compiled programs, reused when up to date "
+                    "(default: the test cache, build/test-programs/TARGET/npu-plain)")
     args = ap.parse_args(argv)
+    out = args.out or str(ROOT / "build" / "test-programs" / args.target / "npu-plain")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("torchao", "executorch", "torch"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
@@ -40,15 +41,16 @@ def main(argv: list[str] | None = None) -> int:
     from aot.npu.blob import parse_blob
     from aot.npu.commands import decode
     from aot.npu.errors import NpuError
-    from aot.npu.execute import run_blob
+    from aot.npu.execute import machine_for, run_blob
     from aot.npu.program import run_bundled
 
     rows = []
     for name in [m for m in args.models.split(",") if m]:
-        res = compile_model(name, args.target, args.out, options=LowerOptions(), reuse_cache=True)
+        res = compile_model(name, args.target, out, options=LowerOptions(), reuse_cache=True)
         prog = deserialize_pte_binary(res.pte.read_bytes()).program
         blobs = [bytes(d.data) for d in prog.backend_delegate_data]
-        n_cmds = sum(sum(1 for c in decode(parse_blob(b).commands) if c.is_operation) for b in blobs)
+        n_cmds = sum(sum(1 for c in decode(parse_blob(b).commands, 0, machine_for(parse_blob(b)).arch) if c.is_operation)
+                     for b in blobs)
         best_delegate = best_program = float("inf")
         try:
             _check(blobs, run_blob, parse_blob, np)
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             for b in blobs:
                 vb = parse_blob(b)
-                run_blob(vb, [np.zeros(int(np.prod(io.shape)), np.int8) for io in vb.inputs])
+                run_blob(vb, _zeros(vb, np))
             best_delegate = min(best_delegate, time.perf_counter() - t0)
             t0 = time.perf_counter()
             result = run_bundled(res.bpte.read_bytes())
@@ -73,10 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _zeros(vb, np) -> list:  # type: ignore[no-untyped-def]
+    kinds = {1: np.int8, 2: np.int16, 4: np.int32}
+    return [np.zeros(int(np.prod(io.shape)), kinds[io.elem_size]) for io in vb.inputs]
+
+
 def _check(blobs, run_blob, parse_blob, np) -> None:  # type: ignore[no-untyped-def]
     for b in blobs:
         vb = parse_blob(b)
-        run_blob(vb, [np.zeros(int(np.prod(io.shape)), np.int8) for io in vb.inputs])
+        run_blob(vb, _zeros(vb, np))
 
 
 if __name__ == "__main__":

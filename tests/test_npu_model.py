@@ -40,13 +40,13 @@ def compiled():
     return build
 
 
-def _program(compiled, model: str):
+def _program(compiled, model: str, target: str = TARGET):
     from aot.errors import AotError
 
     try:
-        res = compiled(model, TARGET)
+        res = compiled(model, target)
     except AotError as err:  # the model does not lower for this NPU: nothing for the functional model to run
-        pytest.skip(f"{model} does not compile for {TARGET}: {err}")
+        pytest.skip(f"{model} does not compile for {target}: {err}")
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     prog = deserialize_pte_binary(res.pte.read_bytes()).program
@@ -71,14 +71,12 @@ def _tosa_inputs(tosa: bytes, rng: np.random.Generator) -> list[np.ndarray]:
     return out
 
 
-@pytest.mark.parametrize("model", ZOO)
-def test_zoo_bit_exact_vs_tosa(compiled, model: str) -> None:
+def _bit_exact_vs_tosa(blobs: list[bytes], tosas: list[bytes], model: str, trials: int = 2) -> None:
     import tosa_reference_model as ref  # type: ignore[import-not-found]
 
-    _, blobs, tosas = _program(compiled, model)
     rng = np.random.default_rng(1)
     for blob, tosa in zip(blobs, tosas):
-        for _ in range(2):  # two random full-range inputs per delegate
+        for _ in range(trials):  # random full-range inputs per delegate
             ins = _tosa_inputs(tosa, rng)
             want, status = ref.run(tosa, ins, verbosity="NONE", initialize_variable_tensor_from_numpy=True)
             assert status == ref.GraphStatus.TOSA_VALID
@@ -87,6 +85,20 @@ def test_zoo_bit_exact_vs_tosa(compiled, model: str) -> None:
             for g, w in zip(got, want):
                 w = np.asarray(w)
                 assert np.array_equal(g.reshape(w.shape).astype(np.int64), w.astype(np.int64)), model
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_zoo_bit_exact_vs_tosa(compiled, model: str) -> None:
+    _, blobs, tosas = _program(compiled, model)
+    _bit_exact_vs_tosa(blobs, tosas, model)
+
+
+@pytest.mark.parametrize("model", ["add", "mul", "scalar_arith"])
+def test_int16_elementwise_bit_exact_vs_tosa(compiled, model: str) -> None:
+    """A16W8 programs: int16 ADD/SUB/MUL, whose unscaled operand gets 14 bits of headroom (19 for int8)."""
+    _, blobs, tosas = _program(compiled, model, "ethos-u55-128-a16w8")
+    assert any(c.name == "NPU_OP_ELEMENTWISE" for c in decode(parse_blob(blobs[0]).commands))
+    _bit_exact_vs_tosa(blobs, tosas, model, trials=5)
 
 
 @pytest.mark.parametrize("model", ZOO)
@@ -325,9 +337,14 @@ def test_wrong_input_size_is_a_clear_error(compiled) -> None:
         run_blob(blob, bad)
 
 
-def test_u85_stream_is_rejected_by_name() -> None:
+def test_machine_follows_the_driver_header() -> None:
     from aot.npu.blob import DriverConfig, VelaBlob
+    from aot.npu.execute import machine_for
 
-    vb = VelaBlob(np.zeros(0, np.uint32), 0, b"", 16, [], [], DriverConfig(2, 8, 0, 0))
-    with pytest.raises(NpuError, match="Ethos-U85"):
-        Machine(vb)
+    def blob(product: int) -> VelaBlob:
+        return VelaBlob(np.zeros(0, np.uint32), 0, b"", 16, [], [], DriverConfig(product, 8, 0, 0))
+
+    assert machine_for(blob(0)).arch == "u55" and machine_for(blob(1)).arch == "u55"
+    assert machine_for(blob(2)).arch == "u85"
+    with pytest.raises(NpuError, match="unknown product 5"):
+        machine_for(blob(5))

@@ -169,7 +169,7 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, save_outputs: 
 
 
 def _run_npu_model(cres: Any, save_outputs: str | None, npu_trace: bool) -> DeployResult:
-    """The delegate on our Ethos-U55 functional model, the CPU remainder on the cortex_m references."""
+    """The delegate on our Ethos-U functional model, the CPU remainder on the cortex_m references."""
     import json
 
     import numpy as np
@@ -185,7 +185,7 @@ def _run_npu_model(cres: Any, save_outputs: str | None, npu_trace: bool) -> Depl
         return DeployResult("npu-model", RunResult(status="error", error=str(err)))
     runs = d.pop("runs", [])
     d["status"] = {"mismatch": "fail"}.get(d["status"], d["status"])
-    label = d.pop("executor", "Ethos-U55 functional model")
+    label = d.pop("executor", "Ethos-U functional model")
     res = parse_result(json.dumps(d))
     if save_outputs and runs:
         out = Path(save_outputs)

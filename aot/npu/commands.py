@@ -1,9 +1,9 @@
-"""Decode an Ethos-U55/U65 register command stream into a list of commands.
+"""Decode an Ethos-U register command stream into a list of commands.
 
 Each command is one 32-bit word: bits 0-9 the opcode, bits 14-15 the payload
 size (0: none, 1: one 32-bit word follows), bits 16-31 a 16-bit parameter.
-Opcode names and values come from Vela's ethos_u55_regs (the register map the
-command stream was written against).
+U55/U65 opcode names and values come from Vela's ethos_u55_regs; the U85 map is
+aot/npu/regs_u85.py (Vela has no Python one for it).
 """
 
 from __future__ import annotations
@@ -13,11 +13,15 @@ from dataclasses import dataclass
 import numpy as np
 from ethosu.vela.ethos_u55_regs.ethos_u55_regs import cmd0, cmd1
 
+from aot.npu import regs_u85
 from aot.npu.errors import NpuError
 
 CMD0_NAMES: dict[int, str] = {c.value: c.name for c in cmd0}
 CMD1_NAMES: dict[int, str] = {c.value: c.name for c in cmd1}
-OPERATIONS = {n for n in CMD0_NAMES.values() if n.startswith("NPU_OP_")}
+OPERATIONS = {n for n in CMD0_NAMES.values() if n.startswith("NPU_OP_")} | {
+    n for n in regs_u85.CMD0.values() if n.startswith("NPU_OP_")}
+# arch -> (display name, cmd0 map, cmd1 map)
+MAPS = {"u55": ("Ethos-U55", CMD0_NAMES, CMD1_NAMES), "u85": ("Ethos-U85", regs_u85.CMD0, regs_u85.CMD1)}
 
 
 @dataclass(frozen=True)
@@ -37,8 +41,10 @@ class Command:
         return 1 if self.payload is None else 2
 
 
-def decode(words: np.ndarray | bytes, base_offset: int = 0) -> list[Command]:
-    """Words -> commands; NpuError naming the opcode and offset for anything not in the U55 register map."""
+def decode(words: np.ndarray | bytes, base_offset: int = 0, arch: str = "u55") -> list[Command]:
+    """Words -> commands; NpuError naming the opcode and offset for anything not in the arch's register map
+    (arch "u55" covers the U65 too; "u85")."""
+    product, names0, names1 = MAPS[arch]
     if isinstance(words, (bytes, bytearray)):
         if len(words) % 4:
             raise NpuError(f"command stream is {len(words)} bytes, not a whole number of 32-bit words")
@@ -56,15 +62,15 @@ def decode(words: np.ndarray | bytes, base_offset: int = 0) -> list[Command]:
         if reserved:
             raise NpuError(f"malformed command word 0x{word:08x} at offset 0x{off:06x}: reserved bits 10-13 set")
         if size == 0:
-            name = CMD0_NAMES.get(code)
+            name = names0.get(code)
             if name is None:
-                raise NpuError(f"unknown Ethos-U55 command 0x{code:03x} (word 0x{word:08x}) at offset 0x{off:06x}")
+                raise NpuError(f"unknown {product} command 0x{code:03x} (word 0x{word:08x}) at offset 0x{off:06x}")
             out.append(Command(off, code, name, param, None))
             i += 1
         elif size == 1:
-            name = CMD1_NAMES.get(code)
+            name = names1.get(code)
             if name is None:
-                raise NpuError(f"unknown Ethos-U55 register 0x{code:03x} with payload (word 0x{word:08x}) "
+                raise NpuError(f"unknown {product} register 0x{code:03x} with payload (word 0x{word:08x}) "
                                f"at offset 0x{off:06x}")
             if i + 1 >= len(w):
                 raise NpuError(f"command stream truncated: {name} at offset 0x{off:06x} lacks its payload word")
@@ -72,7 +78,7 @@ def decode(words: np.ndarray | bytes, base_offset: int = 0) -> list[Command]:
             i += 2
         else:
             raise NpuError(f"command word 0x{word:08x} at offset 0x{off:06x} has payload size {size}, "
-                           "which Ethos-U55 does not use (an Ethos-U85 stream or corrupt data)")
+                           f"which {product} does not use (corrupt data or a stream for another NPU)")
     if not out or out[-1].name != "NPU_OP_STOP":
         raise NpuError("command stream does not end with NPU_OP_STOP: it is truncated")
     return out

@@ -102,12 +102,14 @@ class NpuState:
 
 
 class Machine:
-    """One Ethos-U55 running one blob."""
+    """One Ethos-U55 (or U65) running one blob. aot.npu.execute_u85.MachineU85 derives the U85 from it."""
+
+    arch = "u55"
+    product = "Ethos-U55"
+    pool_modes = _POOL_MODES
+    elementwise_modes = _ELEMENTWISE
 
     def __init__(self, blob: VelaBlob, ifm_ublock: int = 8, ofm_ublock: int = 8) -> None:
-        if blob.config is not None and blob.config.product not in (0, 1):
-            raise NpuError(f"command stream targets {blob.config.product_name}: this functional model runs "
-                           "Ethos-U55/U65 streams only (Ethos-U85 commands and weight formats are not modelled)")
         self.blob = blob
         scratch = np.zeros(max(blob.scratch_size, 16), dtype=np.uint8)
         self.regions: dict[int, np.ndarray] = {0: np.frombuffer(blob.weights, dtype=np.uint8).copy(), 1: scratch, 2: scratch}
@@ -118,6 +120,7 @@ class Machine:
         self.ifm_ublock, self.ofm_ublock = ifm_ublock, ofm_ublock
         self.trace: list[TraceEntry] = []
         self.keep_outputs = False
+        self.op_param = 0          # the parameter of the NPU_OP_* command being executed
 
     # ---- register access -------------------------------------------------------------
     def r(self, name: str, default: int | None = 0) -> int:
@@ -187,6 +190,14 @@ class Machine:
         raw = mem[addr[..., None] + np.arange(esize)]
         return np.ascontiguousarray(raw).view(np.dtype(fm.dtype).newbyteorder("<"))[..., 0].astype(np.int64)
 
+    def read_operand(self, prefix: str, h: int, w: int, c: int, what: str) -> np.ndarray:
+        """An input feature map (IFM or IFM2) as values minus its zero point."""
+        fm = self.fmap(prefix)
+        return self.read(fm, h, w, c, what) - fm.zero_point
+
+    def store_ofm(self, values: np.ndarray, op: str) -> None:
+        self.write(self.fmap("OFM"), values, f"{op} OFM")
+
     def write(self, fm: FeatureMap, values: np.ndarray, what: str) -> None:
         h, w, c = values.shape
         mem = self.mem(fm.region, what)
@@ -230,8 +241,7 @@ class Machine:
         iw = (ofm_w - 1) * sx + kw - left - right
         if ih <= 0 or iw <= 0:
             raise NpuError(f"{op}: kernel, stride and padding give an empty IFM ({ih}x{iw})")
-        fm = self.fmap("IFM")
-        vals = self.read(fm, ih, iw, depth, f"{op} IFM") - fm.zero_point
+        vals = self.read_operand("IFM", ih, iw, depth, f"{op} IFM")
         padded = np.zeros((ih + top + bottom, iw + left + right, depth), dtype=np.int64)
         valid = np.zeros((ih + top + bottom, iw + left + right), dtype=bool)
         padded[top:top + ih, left:left + iw] = vals
@@ -300,16 +310,7 @@ class Machine:
         ic = oc if depthwise else self.r("NPU_SET_IFM_DEPTH_M1") + 1
         ifm, _, (kh, kw, sy, sx, dy, dx) = self.ifm_window(op, oh, ow, ic)
         kh_n, kw_n = (kh - 1) // dy + 1, (kw - 1) // dx + 1
-        ifm_code = self.r("NPU_SET_IFM_PRECISION") & 0xF
-        ifm_bits = 8 * np.dtype(_IFM_TYPES[ifm_code]).itemsize
-        part_kernel = bool((self.r("NPU_SET_KERNEL_STRIDE") >> 2) & 1)
-        wreg = self.r("NPU_SET_WEIGHT_REGION")
-        wmem = self.mem(wreg, f"{op} weights")
-        wb, wl = self.p("NPU_SET_WEIGHT_BASE"), self.p("NPU_SET_WEIGHT_LENGTH")
-        if wb + wl > len(wmem):
-            raise NpuError(f"{op} weight stream {wb}..{wb + wl} lies outside region {wreg} ({len(wmem)} bytes)")
-        weights = decode_weights(wmem[wb:wb + wl].tobytes(), oc, kh_n, kw_n, ic, self.r("NPU_SET_OFM_BLK_DEPTH_M1") + 1,
-                                 depthwise, part_kernel, ifm_bits, (dx, dy), self.ifm_ublock, self.ofm_ublock)
+        weights = self.conv_weights(op, oc, kh_n, kw_n, ic, depthwise, (dx, dy))
         acc = np.zeros((oh, ow, oc), dtype=np.int64)
         for ky in range(kh_n):
             for kx in range(kw_n):
@@ -323,8 +324,25 @@ class Machine:
         if (self.r("NPU_SET_OFM_PRECISION") >> 8) & 1:
             scale, shift = self.global_scale()
         out = self.output_stage(acc, scale, shift, op)
-        self.write(self.fmap("OFM"), out, f"{op} OFM")
+        self.store_ofm(out, op)
         return out, (ifm.shape[0], ifm.shape[1], ic), (kh_n, kw_n, sy, sx)
+
+    def weight_stream(self, op: str, base: str = "NPU_SET_WEIGHT_BASE", length: str = "NPU_SET_WEIGHT_LENGTH") -> bytes:
+        wreg = self.r("NPU_SET_WEIGHT_REGION")
+        wmem = self.mem(wreg, f"{op} weights")
+        wb, wl = self.p(base), self.p(length)
+        if wb + wl > len(wmem):
+            raise NpuError(f"{op} weight stream {wb}..{wb + wl} lies outside region {wreg} ({len(wmem)} bytes)")
+        return wmem[wb:wb + wl].tobytes()
+
+    def ifm_bits(self) -> int:
+        return 8 * np.dtype(self.fmap("IFM").dtype).itemsize
+
+    def conv_weights(self, op: str, oc: int, kh: int, kw: int, ic: int, depthwise: bool,
+                     dilation: tuple[int, int]) -> np.ndarray:
+        part_kernel = bool((self.r("NPU_SET_KERNEL_STRIDE") >> 2) & 1)
+        return decode_weights(self.weight_stream(op), oc, kh, kw, ic, self.r("NPU_SET_OFM_BLK_DEPTH_M1") + 1,
+                              depthwise, part_kernel, self.ifm_bits(), dilation, self.ifm_ublock, self.ofm_ublock)
 
     def scales(self, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         sreg = self.r("NPU_SET_SCALE_REGION")
@@ -362,7 +380,7 @@ class Machine:
         assert acc is not None
         scale, shift = self.global_scale()
         out = self.output_stage(acc, scale, shift, op)
-        self.write(self.fmap("OFM"), out, f"{op} OFM")
+        self.store_ofm(out, op)
         return out, (ifm.shape[0], ifm.shape[1], oc), (kh, kw, sy, sx)
 
     def op_elementwise(self, mode: int) -> tuple[np.ndarray, tuple, tuple]:
@@ -410,7 +428,7 @@ class Machine:
         else:
             raise NpuError(f"{op} is not modelled yet")
         out = self.output_stage(acc, scale, shift, op)
-        self.write(self.fmap("OFM"), out, f"{op} OFM")
+        self.store_ofm(out, op)
         return out, (oh, ow, oc), ()
 
     def input_scaling(self, a: np.ndarray, b: np.ndarray, ifm_prec: int, op: str) -> tuple[np.ndarray, np.ndarray]:
@@ -464,6 +482,7 @@ class Machine:
                 break
             if name in ("NPU_OP_DMA_WAIT", "NPU_OP_KERNEL_WAIT", "NPU_OP_PMU_MASK", "NPU_OP_IRQ"):
                 continue  # synchronisation only: this model runs commands in order
+            self.op_param = c.param
             try:
                 if name == "NPU_OP_DMA_START":
                     self.op_dma()
@@ -473,11 +492,11 @@ class Machine:
                     entry = TraceEntry(index, c.offset, name[7:], ishape, out.shape, out if self.keep_outputs else None)
                 elif name == "NPU_OP_POOL":
                     out, ishape, _ = self.op_pool(c.param)
-                    entry = TraceEntry(index, c.offset, f"POOL_{_POOL_MODES[c.param].upper()}", ishape, out.shape,
+                    entry = TraceEntry(index, c.offset, f"POOL_{self.pool_modes[c.param].upper()}", ishape, out.shape,
                                        out if self.keep_outputs else None)
                 elif name == "NPU_OP_ELEMENTWISE":
                     out, ishape, _ = self.op_elementwise(c.param)
-                    entry = TraceEntry(index, c.offset, _ELEMENTWISE[c.param].upper(), ishape, out.shape,
+                    entry = TraceEntry(index, c.offset, self.elementwise_modes[c.param].upper(), ishape, out.shape,
                                        out if self.keep_outputs else None)
                 else:
                     raise NpuError(f"{name} is not modelled")
@@ -487,6 +506,19 @@ class Machine:
             if on_op is not None:
                 on_op(entry)
             index += 1
+
+
+def machine_for(blob: VelaBlob) -> Machine:
+    """The machine model for the NPU the blob was compiled for (from its COP1 driver header; U55 without one)."""
+    product = blob.config.product if blob.config is not None else 0
+    if product in (0, 1):
+        return Machine(blob)
+    if product == 2:
+        from aot.npu.execute_u85 import MachineU85
+
+        return MachineU85(blob)
+    raise NpuError(f"command stream targets {blob.config.product_name if blob.config else product}: "
+                   "the functional model runs Ethos-U55, U65 and U85 streams")
 
 
 def _s16_raw(v: int) -> int:
@@ -515,7 +547,7 @@ def run_blob(blob: bytes | VelaBlob, inputs: list[np.ndarray], keep: bool = Fals
     vb = blob if isinstance(blob, VelaBlob) else parse_blob(blob)
     if len(inputs) != len(vb.inputs):
         raise NpuError(f"the delegate takes {len(vb.inputs)} inputs, {len(inputs)} were given")
-    m = Machine(vb)
+    m = machine_for(vb)
     m.keep_outputs = keep
     for i, (arr, io) in enumerate(zip(inputs, vb.inputs)):
         a = np.ascontiguousarray(np.asarray(arr))
@@ -526,7 +558,7 @@ def run_blob(blob: bytes | VelaBlob, inputs: list[np.ndarray], keep: bool = Fals
         if io.offset + io.nbytes > len(mem):
             raise NpuError(f"delegate input {i} at offset {io.offset} does not fit region {io.region}")
         mem[io.offset:io.offset + io.nbytes] = a.view(np.uint8).ravel()
-    cmds = decode(vb.commands, 0)
+    cmds = decode(vb.commands, 0, m.arch)
     m.run(cmds, on_op)
     outs = []
     for i, io in enumerate(vb.outputs):

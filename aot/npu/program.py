@@ -23,13 +23,14 @@ log = logging.getLogger(__name__)
 # ExecuTorch ScalarType codes -> torch dtypes (executorch/exir/scalar_type.py).
 _SCALAR = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 6: torch.float32,
            7: torch.float64, 11: torch.bool}
-LABEL = "host (Ethos-U55 functional model)"
+LABEL = "host ({npu} functional model)"
 
 
 @dataclass
 class ProgramRun:
     outputs: list[torch.Tensor]
     traces: list[list[TraceEntry]] = field(default_factory=list)   # one per delegate call
+    npus: list[str] = field(default_factory=list)                  # the NPU each delegate call ran on
     delegate_inputs: list[list[np.ndarray]] = field(default_factory=list)  # what each delegate call was given
 
 
@@ -109,6 +110,7 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
         return v
 
     traces: list[list[TraceEntry]] = []
+    npus: list[str] = []
     delegate_inputs: list[list[np.ndarray]] = []
     for chain in plan.chains:
         for ins in chain.instructions:
@@ -145,6 +147,7 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
                 outs, tr = run_blob(vb, [t.contiguous().numpy() for t in ins_t], keep=trace,
                                     on_op=(lambda e, di=di: on_op(di, e)) if on_op else None)
                 traces.append(tr)
+                npus.append(vb.config.product_name if vb.config is not None else "Ethos-U55")
                 delegate_inputs.append([t.contiguous().numpy() for t in ins_t])
                 if len(outs) != len(out_ids):
                     raise NpuError(f"delegate {a.delegate_index} produced {len(outs)} outputs, the program expects {len(out_ids)}")
@@ -153,7 +156,7 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
                     values[oid] = torch.from_numpy(np.ascontiguousarray(o)).reshape(like.shape).to(like.dtype)
             else:
                 raise NpuError(f"instruction {kind} is not handled by the host executor")
-    return ProgramRun([values[i] for i in plan.outputs], traces, delegate_inputs)
+    return ProgramRun([values[i] for i in plan.outputs], traces, npus, delegate_inputs)
 
 
 def _bp_tensor(t: Any) -> torch.Tensor:
@@ -189,8 +192,9 @@ def run_bundled(bpte: bytes, trace: bool = False) -> dict[str, Any]:
             else:
                 per_out.append(entry)
             ok = ok and max_abs == 0.0
+    npus = sorted({n for r in traces for n in r.npus}) or ["Ethos-U"]
     return {"status": "pass" if ok else "mismatch", "cases": len(cases), "outputs": per_out,
-            "executor": LABEL, "runs": traces}
+            "executor": LABEL.format(npu="/".join(npus)), "runs": traces}
 
 
 def _step(got: torch.Tensor, want: torch.Tensor) -> int:
