@@ -197,11 +197,29 @@ class MachineU85(Machine):
                 raise NpuError(f"{op} splits its weights over several weight decoders (WEIGHT{i}_LENGTH), "
                                "as U85 configurations above 256 MACs do; not modelled")
         wf = self.r("NPU_SET_WEIGHT_FORMAT")
+        ub = (self.r("NPU_SET_ACC_FORMAT") >> 8) & 0x7
+        if ub not in R.MICROBLOCKS:
+            raise NpuError(f"{op}: ACC_FORMAT micro-block {ub} is not defined")
+        _, _, sy, sx, _, _ = self.kernel()
+        macs = 1 << self.blob.config.macs_per_cc if self.blob.config is not None else 256
         return decode_weights_u85(
             self.weight_stream(op), ofm_depth=oc, kh=kh, kw=kw, ifm_depth=ic, depthwise=depthwise,
             part_kernel=bool((self.r("NPU_SET_KERNEL_STRIDE") >> 2) & 1), ifm_bits=self.ifm_bits(),
-            dilation=dilation, ofm_block_depth=self.r("NPU_SET_OFM_BLK_DEPTH_M1") + 1,
-            weight_format=wf & 0x1, sparsity=wf >> 1)
+            dilation=(dilation[1], dilation[0]), stride=(sy, sx),
+            ofm_block_depth=self.r("NPU_SET_OFM_BLK_DEPTH_M1") + 1, microblock_hw=R.MICROBLOCKS[ub][0] * R.MICROBLOCKS[ub][1],
+            macs=macs, weight_format=wf & 0x1, sparsity=wf >> 1)
+
+    def scales(self, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        from aot.npu.weights_u85 import decode_scales_u85
+
+        if self.r("NPU_SET_ACC_FORMAT") & 0x3:
+            raise NpuError(f"{op}: 48-bit accumulators (ACC_FORMAT I48) are not modelled")
+        sreg = self.r("NPU_SET_SCALE_REGION")
+        smem = self.mem(sreg, f"{op} scales")
+        sb, sl = self.p("NPU_SET_SCALE_BASE"), self.p("NPU_SET_SCALE_LENGTH")
+        if sb + sl > len(smem):
+            raise NpuError(f"{op} scale stream {sb}..{sb + sl} lies outside region {sreg} ({len(smem)} bytes)")
+        return decode_scales_u85(smem[sb:sb + sl].tobytes(), channels)
 
     def op_pool(self, mode: int) -> tuple[np.ndarray, tuple, tuple]:
         name = R.POOL_MODES.get(mode)

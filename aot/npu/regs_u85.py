@@ -64,6 +64,7 @@ ROUND_DOUBLE_SYMMETRIC, ROUND_TRUNCATE_TO_ZERO, ROUND_NATURAL = 0, 1, 2   # OFM/
 POOL_MODES = {0: "max", 1: "avg", 2: "reduce_sum", 3: "sum", 4: "none"}
 ELEMENTWISE = {0: "mul", 1: "add", 2: "sub", 3: "min", 4: "max", 5: "lrelu", 6: "abs"}
 ACC_INPUT_RESET, ACC_INPUT_KEEP, ACC_INPUT_IFM2 = 0, 1, 2
+MICROBLOCKS = {0: (1, 1), 1: (1, 2), 2: (1, 4), 3: (2, 2), 4: (2, 4), 5: (4, 4)}   # ACC_FORMAT bits 8-10: (h, w)
 LUT_SLOT_BYTES = 256
 LUT_RAM_BYTES = 2048
 ACT_LUT_NONE, ACT_LUT_S8_S8 = 0, 4
@@ -108,7 +109,12 @@ def fields(name: str, param: int, payload: int | None = None) -> dict[str, str]:
     if name == "NPU_SET_ACC_FORMAT":
         src = {ACC_INPUT_RESET: "RESET", ACC_INPUT_KEEP: "KEEP", ACC_INPUT_IFM2: "IFM2"}[(param >> 4) & 3] \
             if (param >> 4) & 3 != 3 else None
-        return {"acc_input": f"ACC_INPUT_{src}"} if src else {}
+        f = {"acc_input": f"ACC_INPUT_{src}"} if src else {}
+        mb = MICROBLOCKS.get((param >> 8) & 7)
+        if mb:
+            f["microblock"] = f"MICROBLOCK_U{mb[0]}X{mb[1]}"
+        f["acc_format"] = "ACC_FORMAT_" + {0: "I32", 1: "I48"}.get(param & 3, "?")
+        return f
     if name == "NPU_SET_ACTIVATION":
         f = {"table": str((param >> 5) & 7)}
         func = {ACT_LUT_NONE: "LUT_NONE", ACT_LUT_S8_S8: "LUT_S8_S8"}.get(param & 0x1F)
