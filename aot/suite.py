@@ -22,7 +22,7 @@ from aot.targets import TARGETS, get_target
 log = logging.getLogger("aot.suite")
 
 QUICK_MODELS = ["add", "conv_relu", "lut_activations", "softmax"]
-DEFAULT_TARGETS = ["cortex-m55", "ethos-u55-128"]
+DEFAULT_TARGETS = ["cortex-m55", "ethos-u55-128", "ethos-u85-256"]
 
 
 @dataclass

@@ -21,8 +21,8 @@ def main() -> int:
     by = {(r["model"], r["target"], r["variant"]): r for r in rows}
     models = list(dict.fromkeys(r["model"] for r in rows))
     f = lambda v: "-" if v is None else (f"{v:,}" if isinstance(v, int) else str(v))  # noqa: E731
-    print("| model | MACs | instructions (MVE) | MACs/instr. | portable/MVE | no-LUT/LUT | arena B | image B | NPU cycles (Vela, U55-128) | U55 row |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | MACs | instructions (MVE) | MACs/instr. | portable/MVE | no-LUT/LUT | arena B | image B | NPU cycles (Vela, U55-128) | U55 row | NPU cycles (Vela, U85-256) | U85 row |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for m in models:
         main_ = by.get((m, "cortex-m55", "main"))
         if main_ is None:
@@ -30,13 +30,15 @@ def main() -> int:
         port = by.get((m, "cortex-m55", "portable"))
         nolut = by.get((m, "cortex-m55", "no-lut"))
         npu = by.get((m, "ethos-u55-128", "main"))
+        u85 = by.get((m, "ethos-u85-256", "main"))
         n = main_.get("count")
         ratio = lambda o: f"{o['count'] / n:.2f}" if o and o.get("count") and n else "-"  # noqa: E731
         mpi = f"{main_['macs'] / n:.2f}" if n and main_.get("macs") else "-"
         status = main_["status"] if main_["status"] != "PASS" else ""
         print(f"| {m}{(' (' + status + ')') if status else ''} | {f(main_.get('macs'))} | {f(n)} | {mpi} | {ratio(port)} | {ratio(nolut)} | "
               f"{f(main_.get('arena_bytes'))} | {f(main_.get('image_bytes'))} | {f(npu.get('npu_cycles') if npu else None)} | "
-              f"{npu['status'] if npu else '-'} |")
+              f"{npu['status'] if npu else '-'} | {f(u85.get('npu_cycles') if u85 else None)} | "
+              f"{u85['status'] if u85 else '-'} |")
     return 0
 
 

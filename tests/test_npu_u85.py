@@ -20,6 +20,9 @@ from aot.npu.errors import NpuError
 from aot.npu.execute import machine_for, run_blob
 from aot.npu.execute_u85 import MachineU85, reciprocal_scale
 
+from npu_helpers import bit_exact_vs_tosa, program_parts
+from npu_helpers import feature_map as _fm
+
 TARGET = "ethos-u85-256"
 from aot import models as _zoo
 
@@ -41,48 +44,16 @@ def compiled():
 
 
 def _program(compiled, model: str):
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
     res = compiled(model)
-    prog = deserialize_pte_binary(res.pte.read_bytes()).program
-    blobs = [bytes(d.data) for d in prog.backend_delegate_data]
-    tdir = res.pte.parent / f"{res.pte.stem}.tosa"
-    tosas = [(tdir / f"lowered_module_{i}.tosa").read_bytes() for i in range(len(blobs))]
+    blobs, tosas = program_parts(res)
     return res, blobs, tosas
-
-
-def _tosa_inputs(tosa: bytes, rng: np.random.Generator) -> list[np.ndarray]:
-    import tosa.TosaGraph as TG  # type: ignore[import-not-found]
-
-    blk = TG.TosaGraph.GetRootAs(tosa, 0).Regions(0).Blocks(0)
-    tensors = {blk.Tensors(i).Name(): blk.Tensors(i) for i in range(blk.TensorsLength())}
-    kinds = {3: np.int8, 4: np.int16}
-    out = []
-    for i in range(blk.InputsLength()):
-        t = tensors[blk.Inputs(i)]
-        dt = kinds[t.Type()]
-        info = np.iinfo(dt)
-        out.append(rng.integers(info.min, info.max + 1, tuple(t.ShapeAsNumpy())).astype(dt))
-    return out
 
 
 @pytest.mark.parametrize("model", ZOO)
 def test_zoo_bit_exact_vs_tosa(compiled, model: str) -> None:
-    import tosa_reference_model as ref  # type: ignore[import-not-found]
-
     _, blobs, tosas = _program(compiled, model)
     assert parse_blob(blobs[0]).config.product_name == "Ethos-U85"
-    rng = np.random.default_rng(1)
-    for blob, tosa in zip(blobs, tosas):
-        for _ in range(2):  # two random full-range inputs per delegate
-            ins = _tosa_inputs(tosa, rng)
-            want, status = ref.run(tosa, ins, verbosity="NONE", initialize_variable_tensor_from_numpy=True)
-            assert status == ref.GraphStatus.TOSA_VALID
-            got, _ = run_blob(blob, ins)
-            assert len(got) == len(want)
-            for g, w in zip(got, want):
-                w = np.asarray(w)
-                assert np.array_equal(g.reshape(w.shape).astype(np.int64), w.astype(np.int64)), model
+    bit_exact_vs_tosa(blobs, tosas, model)
 
 
 @pytest.mark.parametrize("model", ZOO)
@@ -119,12 +90,15 @@ def test_decoder_and_fields_match_regor_disassembly(compiled, model: str, tmp_pa
     assert rows, "no disassembly lines found in Vela's output"
     cmds = decode(parse_blob(blobs[0]).commands, 0, "u85")
     assert disassemble(cmds) == rows
-    checked = 0
+    checked: dict[str, int] = {}
     for c, fields in zip(cmds, theirs):
         for k, v in R.fields(c.name, c.param, c.payload).items():
             assert fields.get(k) == v, f"{c.name} at 0x{c.offset:06x}: field {k} is {fields.get(k)}, we read {v}"
-            checked += 1
-    assert checked > 100
+            checked[c.name] = checked.get(c.name, 0) + 1
+    # Every program has at least one NPU operation, so these fields must have been compared (a regex or
+    # field-name drift that silently compares nothing fails here).
+    for name in ("NPU_SET_OFM_PRECISION", "NPU_SET_OFM_SCALE", "NPU_SET_ACTIVATION"):
+        assert checked.get(name), f"no {name} field was compared; compared: {checked}"
 
 
 # ---- hand-built command streams -------------------------------------------------------------------------
@@ -149,20 +123,6 @@ OFM_S8, OFM_S32 = 0x1, 0x5            # OFM precision: signed 8 / 32 bit, per-ch
 GLOBAL = 1 << 8
 CHAINED = R.STORAGE_CHAINED << 14
 NATURAL = R.ROUND_NATURAL << 12
-
-
-def _fm(prefix: str, h: int, w: int, c: int, base: int, prec: int, zp: int = 0, esize: int = 1,
-        region: int = 1) -> list[tuple]:
-    p = f"NPU_SET_{prefix}_"
-    out = [(p + "REGION", region), (p + "BASE0", 0, base), (p + "BASE1", 0, 0), (p + "BASE2", 0, 0), (p + "BASE3", 0, 0),
-           (p + "HEIGHT0_M1", h - 1), (p + "HEIGHT1_M1", h - 1), (p + "WIDTH0_M1", w - 1),
-           (p + "STRIDE_Y", 0, w * c * esize), (p + "STRIDE_X", 0, c * esize), (p + "STRIDE_C", 0, esize),
-           (p + "ZERO_POINT", zp & 0xFFFF), (p + "PRECISION", prec)]
-    if prefix == "OFM":
-        out += [("NPU_SET_OFM_HEIGHT_M1", h - 1), ("NPU_SET_OFM_WIDTH_M1", w - 1), ("NPU_SET_OFM_DEPTH_M1", c - 1)]
-    if prefix == "IFM":
-        out += [("NPU_SET_IFM_DEPTH_M1", c - 1)]
-    return out
 
 
 _NO_PAD = [("NPU_SET_IFM_PAD_TOP", 0), ("NPU_SET_IFM_PAD_LEFT", 0), ("NPU_SET_IFM_PAD_BOTTOM", 0),
@@ -313,3 +273,75 @@ def test_unmodelled_u85_features_are_clear_errors(extra: list[tuple], message: s
 def test_resize_is_reported_as_not_modelled() -> None:
     with pytest.raises(NpuError, match="NPU_OP_RESIZE is not modelled"):
         _run(_machine(), [("NPU_OP_RESIZE", 0)])
+
+
+# ---- weight and scale streams ------------------------------------------------------------------------------
+
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from aot.npu.weights_u85 import _order, decode_scales_u85, decode_weights_u85  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(o=st.integers(1, 40), kh=st.integers(1, 9), kw=st.integers(1, 9), i=st.integers(1, 80),
+       obd=st.sampled_from([8, 16, 32, 48]), trav=st.sampled_from(["part_kernel", "depth_first", "depthwise"]),
+       stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]), dil=st.sampled_from([(1, 1), (2, 2)]),
+       ub=st.sampled_from([8, 16]))
+def test_weight_order_visits_every_weight_once(o, kh, kw, i, obd, trav, stride, dil, ub) -> None:
+    assume(obd % ub == 0)  # the hardware's OFM blocks are whole micro-blocks deep
+    depth = 1 if trav == "depthwise" else i
+    order = _order(o, kh, kw, depth, obd, trav, stride, dil, 16 if trav == "part_kernel" else 64, ub)
+    real = order[order >= 0]
+    assert np.array_equal(np.sort(real), np.arange(o * kh * kw * depth))
+
+
+def test_scale_stream_fields() -> None:
+    raw = bytearray(20)
+    raw[0:4] = (-123456).to_bytes(4, "little", signed=True)
+    raw[4:8] = (0x80000000 | 1234567).to_bytes(4, "little")   # bit 31 is not part of the 31-bit scale
+    raw[8] = 0xC0 | 37
+    raw[10:14] = (7).to_bytes(4, "little")
+    bias, scale, shift = decode_scales_u85(bytes(raw), 2)
+    assert bias.tolist() == [-123456, 7] and scale.tolist() == [1234567, 0] and shift.tolist() == [37, 0]
+    with pytest.raises(NpuError, match="3 output channels need 30"):
+        decode_scales_u85(bytes(raw), 3)
+
+
+def _kernel_args(**kw):
+    args = dict(ofm_depth=8, kh=1, kw=1, ifm_depth=16, depthwise=False, part_kernel=False, ifm_bits=8,
+                dilation=(1, 1), stride=(1, 1), ofm_block_depth=8, microblock_hw=4, macs=256, weight_format=1,
+                sparsity=0)
+    args.update(kw)
+    return args
+
+
+def test_fast_weight_stream_is_header_then_one_byte_per_weight() -> None:
+    w = np.arange(-64, 64, dtype=np.int8).reshape(8, 1, 1, 16)
+    order = _order(8, 1, 1, 16, 8, "depth_first", (1, 1), (1, 1), 64, 8)
+    body = np.zeros(len(order), np.int8)
+    body[order >= 0] = w.ravel()[order[order >= 0]]
+    raw = bytes([1] + [0] * 31) + body.tobytes()
+    assert np.array_equal(decode_weights_u85(raw, **_kernel_args()), w.astype(np.int64))
+    with pytest.raises(NpuError, match="too short"):
+        decode_weights_u85(raw[:-1], **_kernel_args())
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(sparsity=1), "2:4 sparse"),
+    (dict(macs=512), "512 MACs"),
+    (dict(ifm_bits=16), "16-bit IFMs"),
+    (dict(weight_format=0), "not MLW-compressed"),
+])
+def test_unmodelled_weight_streams_are_clear_errors(change: dict, message: str) -> None:
+    raw = bytes([1] + [0] * 31) + bytes(1024)
+    with pytest.raises(NpuError, match=message):
+        decode_weights_u85(raw, **_kernel_args(**change))
+
+
+def test_truncated_mlw_stream_is_a_clear_error_not_an_exit() -> None:
+    from ethosu import mlw_codec
+
+    raw = bytes(mlw_codec.encode([int(v) for v in np.arange(-128, 128)] * 4))
+    with pytest.raises(NpuError, match="does not decode as MLW .*corrupt"):
+        decode_weights_u85(raw[: len(raw) // 2], **_kernel_args(weight_format=0, ofm_depth=64, ifm_depth=16))

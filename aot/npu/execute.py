@@ -141,8 +141,9 @@ class Machine:
         return self.regions[region]
 
     # ---- feature maps ---------------------------------------------------------------
-    def fmap(self, prefix: str) -> FeatureMap:
-        prec_reg = "NPU_SET_OFM_PRECISION" if prefix == "OFM" else f"NPU_SET_{prefix}_PRECISION"
+    def fm_format(self, prefix: str) -> tuple[Any, int]:
+        """-> (element dtype, layout: 0 NHWC, 1 NHCWB16) from the PRECISION register, in the U55's encoding."""
+        prec_reg = f"NPU_SET_{prefix}_PRECISION"
         prec = self.r(prec_reg)
         if prefix == "OFM":
             code = prec & 0x7
@@ -155,13 +156,17 @@ class Machine:
         fmt = (prec >> 6) & 0x3
         if fmt > 1:
             raise NpuError(f"{prec_reg} selects layout {fmt}; only NHWC (0) and NHCWB16 (1) exist")
+        return types[code], fmt
+
+    def fmap(self, prefix: str) -> FeatureMap:
+        dtype, fmt = self.fm_format(prefix)
         p = f"NPU_SET_{prefix}_"
         return FeatureMap(
             region=self.r(p + "REGION"),
             bases=tuple(self.p(f"{p}BASE{i}") for i in range(4)),  # type: ignore[arg-type]
             height0=self.r(p + "HEIGHT0_M1") + 1, height1=self.r(p + "HEIGHT1_M1") + 1, width0=self.r(p + "WIDTH0_M1") + 1,
             strides=(self.p(p + "STRIDE_Y"), self.p(p + "STRIDE_X"), self.p(p + "STRIDE_C")),
-            dtype=types[code], brick=fmt == 1, zero_point=_s16(self.r(p + "ZERO_POINT")))
+            dtype=dtype, brick=fmt == 1, zero_point=_s16(self.r(p + "ZERO_POINT")))
 
     def _addresses(self, fm: FeatureMap, h: int, w: int, c: int) -> np.ndarray:
         esize = np.dtype(fm.dtype).itemsize
@@ -350,7 +355,10 @@ class Machine:
         sb, sl = self.p("NPU_SET_SCALE_BASE"), self.p("NPU_SET_SCALE_LENGTH")
         if sb + sl > len(smem):
             raise NpuError(f"{op} scale stream {sb}..{sb + sl} lies outside region {sreg} ({len(smem)} bytes)")
-        return decode_scales(smem[sb:sb + sl].tobytes(), channels)
+        return self.decode_scales(smem[sb:sb + sl].tobytes(), channels, op)
+
+    def decode_scales(self, raw: bytes, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return decode_scales(raw, channels)
 
     def op_pool(self, mode: int) -> tuple[np.ndarray, tuple, tuple]:
         name = _POOL_MODES.get(mode)

@@ -28,7 +28,7 @@ import numpy as np
 from aot.npu import regs_u85 as R
 from aot.npu.blob import VelaBlob
 from aot.npu.errors import NpuError
-from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, FeatureMap, Machine, _s16, rescale
+from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, _s16, rescale
 
 _ROUNDING = {R.ROUND_DOUBLE_SYMMETRIC: ROUND_TFL, R.ROUND_TRUNCATE_TO_ZERO: ROUND_TRUNCATE, R.ROUND_NATURAL: ROUND_NATURAL}
 _DTYPES = {(8, 1): np.int8, (8, 0): np.uint8, (16, 1): np.int16, (16, 0): np.uint16, (32, 1): np.int32}
@@ -59,6 +59,7 @@ class MachineU85(Machine):
         super().__init__(blob)
         self.lutram = np.zeros(R.LUT_RAM_BYTES, dtype=np.uint8)
         self.chain: dict[int, np.ndarray] = {}
+        self.stored = np.zeros((0, 0, 0), dtype=np.int64)   # the last OFM as laid out (after any transpose)
 
     # ---- feature maps ---------------------------------------------------------------
     def _precision(self, prefix: str) -> tuple[int, Any, int, int]:
@@ -78,15 +79,9 @@ class MachineU85(Machine):
             raise NpuError(f"{reg} selects storage mode {storage}, which is not modelled")
         return prec, dtype, fmt, storage
 
-    def fmap(self, prefix: str) -> FeatureMap:
+    def fm_format(self, prefix: str) -> tuple[Any, int]:
         _, dtype, fmt, _ = self._precision(prefix)
-        p = f"NPU_SET_{prefix}_"
-        return FeatureMap(
-            region=self.r(p + "REGION"),
-            bases=tuple(self.p(f"{p}BASE{i}") for i in range(4)),  # type: ignore[arg-type]
-            height0=self.r(p + "HEIGHT0_M1") + 1, height1=self.r(p + "HEIGHT1_M1") + 1, width0=self.r(p + "WIDTH0_M1") + 1,
-            strides=(self.p(p + "STRIDE_Y"), self.p(p + "STRIDE_X"), self.p(p + "STRIDE_C")),
-            dtype=dtype, brick=fmt == 1, zero_point=_s16(self.r(p + "ZERO_POINT")))
+        return dtype, fmt
 
     def read_operand(self, prefix: str, h: int, w: int, c: int, what: str) -> np.ndarray:
         _, _, _, storage = self._precision(prefix)
@@ -108,6 +103,7 @@ class MachineU85(Machine):
         fm = self.fmap("OFM")
         if (prec >> 9) & 0x3:
             raise NpuError(f"{op}: OFM_PRECISION selects reverse mode {(prec >> 9) & 3}, which is not modelled")
+        self.stored = values
         if storage == R.STORAGE_CHAINED:
             self.chain[fm.region] = values.copy()
             return
@@ -116,7 +112,8 @@ class MachineU85(Machine):
         code = (prec >> 11) & 0x7
         if code not in R.TRANSPOSES:
             raise NpuError(f"{op}: OFM_PRECISION selects transpose {code}, which the U85 does not define")
-        self.write(fm, np.ascontiguousarray(values.transpose(R.TRANSPOSES[code][1])), f"{op} OFM")
+        self.stored = np.ascontiguousarray(values.transpose(R.TRANSPOSES[code][1]))
+        self.write(fm, self.stored, f"{op} OFM")
 
     # ---- scaling and activation ----------------------------------------------------------
     def rounding(self, reg: str, op: str) -> int:
@@ -170,7 +167,8 @@ class MachineU85(Machine):
             raise NpuError(f"{op} with its accumulators loaded from IFM2 is not modelled")
         if not depthwise and self.op_param & 1:
             return self.op_matmul()
-        return super().op_conv(depthwise)
+        _, ishape, kernel = super().op_conv(depthwise)
+        return self.stored, ishape, kernel
 
     def op_matmul(self) -> tuple[np.ndarray, tuple, tuple]:
         """CONV with weights_ifm2: OFM[y, x, n] = sum_k IFM[y, x, k] * IFM2[y, n, k] (both minus their zero
@@ -184,9 +182,8 @@ class MachineU85(Machine):
         a = self.read_operand("IFM", oh, ow, ic, f"{op} IFM")
         b = self.read_operand("IFM2", oh, oc, ic, f"{op} IFM2")
         acc = np.einsum("yxk,ynk->yxn", a, b)
-        out = self.output_stage(acc, *self.global_scale(), op)
-        self.store_ofm(out, op)
-        return out, (oh, ow, ic), ()
+        self.store_ofm(self.output_stage(acc, *self.global_scale(), op), op)
+        return self.stored, (oh, ow, ic), ()
 
     def conv_weights(self, op: str, oc: int, kh: int, kw: int, ic: int, depthwise: bool,
                      dilation: tuple[int, int]) -> np.ndarray:
@@ -209,17 +206,12 @@ class MachineU85(Machine):
             ofm_block_depth=self.r("NPU_SET_OFM_BLK_DEPTH_M1") + 1, microblock_hw=R.MICROBLOCKS[ub][0] * R.MICROBLOCKS[ub][1],
             macs=macs, weight_format=wf & 0x1, sparsity=wf >> 1)
 
-    def scales(self, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def decode_scales(self, raw: bytes, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         from aot.npu.weights_u85 import decode_scales_u85
 
         if self.r("NPU_SET_ACC_FORMAT") & 0x3:
             raise NpuError(f"{op}: 48-bit accumulators (ACC_FORMAT I48) are not modelled")
-        sreg = self.r("NPU_SET_SCALE_REGION")
-        smem = self.mem(sreg, f"{op} scales")
-        sb, sl = self.p("NPU_SET_SCALE_BASE"), self.p("NPU_SET_SCALE_LENGTH")
-        if sb + sl > len(smem):
-            raise NpuError(f"{op} scale stream {sb}..{sb + sl} lies outside region {sreg} ({len(smem)} bytes)")
-        return decode_scales_u85(smem[sb:sb + sl].tobytes(), channels)
+        return decode_scales_u85(raw, channels)
 
     def op_pool(self, mode: int) -> tuple[np.ndarray, tuple, tuple]:
         name = R.POOL_MODES.get(mode)
@@ -233,9 +225,8 @@ class MachineU85(Machine):
             if source != R.ACC_INPUT_IFM2:
                 raise NpuError(f"{op} without its accumulators loaded from IFM2")
             acc = self.read_operand("IFM2", oh, ow, oc, f"{op} IFM2")
-            out = self.output_stage(acc, scale, shift, op)
-            self.store_ofm(out, op)
-            return out, (oh, ow, oc), ()
+            self.store_ofm(self.output_stage(acc, scale, shift, op), op)
+            return self.stored, (oh, ow, oc), ()
         if source != R.ACC_INPUT_RESET:
             raise NpuError(f"{op} with its accumulators loaded from IFM2 is not modelled")
         ic = self.r("NPU_SET_IFM_DEPTH_M1") + 1 if name == "reduce_sum" else oc
@@ -262,9 +253,8 @@ class MachineU85(Machine):
                 raise NpuError(f"{op}: a window covers only padding")
             mult, rshift = reciprocal_scale(count)
             acc = rescale(acc, mult[..., None], rshift[..., None], ROUND_NATURAL)
-        out = self.output_stage(acc, scale, shift, op)
-        self.store_ofm(out, op)
-        return out, (ifm.shape[0], ifm.shape[1], ic), (kh, kw, sy, sx)
+        self.store_ofm(self.output_stage(acc, scale, shift, op), op)
+        return self.stored, (ifm.shape[0], ifm.shape[1], ic), (kh, kw, sy, sx)
 
     def elementwise_operand(self, prefix: str, oh: int, ow: int, oc: int, op: str) -> np.ndarray:
         bc = self.r(f"NPU_SET_{prefix}_BROADCAST")
@@ -291,9 +281,8 @@ class MachineU85(Machine):
         a = rescale(a, *self.scale_reg("NPU_SET_IFM_SCALE"), self.rounding("NPU_SET_IFM_SCALE", op))
         b = rescale(b, *self.scale_reg("NPU_SET_IFM2_SCALE"), self.rounding("NPU_SET_IFM2_SCALE", op))
         acc = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b}[name]()
-        out = self.output_stage(acc, *self.global_scale(), op)
-        self.store_ofm(out, op)
-        return out, (oh, ow, oc), ()
+        self.store_ofm(self.output_stage(acc, *self.global_scale(), op), op)
+        return self.stored, (oh, ow, oc), ()
 
     def op_dma(self) -> None:
         src_reg, dst_reg = self.r("NPU_SET_DMA0_SRC_REGION"), self.r("NPU_SET_DMA0_DST_REGION")

@@ -91,20 +91,66 @@ def decode_weights(raw: bytes, ofm_depth: int, kh: int, kw: int, ifm_depth: int,
                    depthwise: bool, part_kernel: bool, ifm_bits: int, dilation: tuple[int, int],
                    ifm_ublock: int = 8, ofm_ublock: int = 8) -> np.ndarray:
     """Compressed U55 weight stream -> int64 weights, OHWI (I = 1 for depthwise)."""
-    from ethosu import mlw_codec
-
-    if not raw:
-        raise NpuError("convolution has an empty weight stream (WEIGHT_LENGTH 0)")
-    try:
-        values = np.asarray(mlw_codec.decode(bytearray(raw)), dtype=np.int64)
-    except Exception as exc:  # the codec raises on corrupt streams
-        raise NpuError(f"weight stream of {len(raw)} bytes does not decode as MLW: {exc}") from exc
+    values = mlw_values(raw)
     order = _order(ofm_depth, kh, kw, 1 if depthwise else ifm_depth, max(1, min(ofm_block_depth, ofm_depth)),
                    depthwise, part_kernel, ifm_bits, 8 // dilation[1], 8 // dilation[0], ifm_ublock, ofm_ublock)
+    return scatter_ohwi(values, order, (ofm_depth, kh, kw, 1 if depthwise else ifm_depth))
+
+
+def mlw_values(raw: bytes) -> np.ndarray:
+    """An MLW-compressed weight stream -> its int64 values, in stream order."""
+    if not raw:
+        raise NpuError("convolution has an empty weight stream (WEIGHT_LENGTH 0)")
+    return _mlw_decode(bytes(raw)).astype(np.int64)
+
+
+@lru_cache(maxsize=512)
+def _mlw_decode(raw: bytes) -> np.ndarray:
+    """ethosu.mlw_codec.decode, in a forked child: on a truncated or corrupt stream the codec calls
+    exit(), which would end the whole process instead of giving an error."""
+    import os
+
+    from ethosu import mlw_codec
+
+    if not hasattr(os, "fork"):
+        return np.asarray(mlw_codec.decode(bytearray(raw)), dtype=np.int16)
+    rd, wr = os.pipe()
+    err_rd, err_wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: decode, send int16 values, never return into the parent's code
+        status = 1
+        try:
+            os.close(rd)
+            os.close(err_rd)
+            os.dup2(err_wr, 1)  # the codec reports on stdout
+            os.dup2(err_wr, 2)
+            data = np.asarray(mlw_codec.decode(bytearray(raw)), dtype=np.int16).tobytes()
+            with os.fdopen(wr, "wb") as f:
+                f.write(data)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(wr)
+    os.close(err_wr)
+    with os.fdopen(rd, "rb") as f:
+        data = f.read()
+    with os.fdopen(err_rd, "rb") as f:
+        message = f.read().decode(errors="replace").strip().splitlines()
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        why = message[-1] if message else f"decoder exit status {status}"
+        raise NpuError(f"weight stream of {len(raw)} bytes does not decode as MLW ({why}): the blob is corrupt")
+    values = np.frombuffer(data, dtype=np.int16)
+    values.flags.writeable = False
+    return values
+
+
+def scatter_ohwi(values: np.ndarray, order: np.ndarray, shape: tuple[int, int, int, int]) -> np.ndarray:
+    """Stream-order values -> the OHWI tensor, through the order's flat index per position (-1: padding)."""
     if len(values) < len(order):
         raise NpuError(f"weight stream decodes to {len(values)} weights, the command's kernel "
-                       f"{ofm_depth}x{kh}x{kw}x{ifm_depth} needs {len(order)}: wrong stream or block depth")
-    w = np.zeros(ofm_depth * kh * kw * (1 if depthwise else ifm_depth), dtype=np.int64)
+                       f"{'x'.join(map(str, shape))} needs {len(order)}: wrong stream or block depth")
+    w = np.zeros(int(np.prod(shape)), dtype=np.int64)
     keep = order >= 0
     w[order[keep]] = values[: len(order)][keep]
-    return w.reshape(ofm_depth, kh, kw, 1 if depthwise else ifm_depth)
+    return w.reshape(shape)

@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from aot.npu.errors import NpuError
+from aot.npu.weights import mlw_values, scatter_ohwi
 
 FWD_HEADER_BYTES = 32
 _INTERLEAVE = 4
@@ -118,14 +119,14 @@ def decode_weights_u85(raw: bytes, *, ofm_depth: int, kh: int, kw: int, ifm_dept
                        ofm_block_depth: int, microblock_hw: int, macs: int, weight_format: int,
                        sparsity: int) -> np.ndarray:
     """U85 weight stream -> int64 weights, OHWI (I = 1 for depthwise). dilation and stride are (y, x)."""
-    from ethosu import mlw_codec
-
     if sparsity:
         raise NpuError("2:4 sparse weights (WEIGHT_FORMAT sparsity) are not modelled")
     if not raw:
         raise NpuError("convolution has an empty weight stream (WEIGHT_LENGTH 0)")
     traversal = "depthwise" if depthwise else ("part_kernel" if part_kernel else "depth_first")
     ifm_block, ofm_ublock = block_sizes(traversal, ifm_bits, macs, microblock_hw)
+    if ofm_block_depth < ofm_depth and ofm_block_depth % ofm_ublock:
+        raise NpuError(f"OFM block depth {ofm_block_depth} is not a whole number of {ofm_ublock}-deep micro-blocks")
     order = _order(ofm_depth, kh, kw, 1 if depthwise else ifm_depth, max(1, min(ofm_block_depth, ofm_depth)),
                    traversal, stride, dilation, ifm_block, ofm_ublock)
     if weight_format == 1:
@@ -136,16 +137,7 @@ def decode_weights_u85(raw: bytes, *, ofm_depth: int, kh: int, kw: int, ifm_dept
                            f"{len(order)} weights")
         values = np.frombuffer(raw, dtype=np.int8, count=len(order), offset=FWD_HEADER_BYTES).astype(np.int64)
     else:
-        if len(raw) < 16 or raw[:1] == b"\x01" and not any(raw[1:13]):
+        if len(raw) >= 16 and raw[:1] == b"\x01" and not any(raw[1:13]):
             raise NpuError("weight stream is not MLW-compressed (a fast-weight header under WEIGHT_FORMAT SWD)")
-        try:
-            values = np.asarray(mlw_codec.decode(bytearray(raw)), dtype=np.int64)
-        except Exception as exc:  # the codec raises on corrupt streams
-            raise NpuError(f"weight stream of {len(raw)} bytes does not decode as MLW: {exc}") from exc
-    if len(values) < len(order):
-        raise NpuError(f"weight stream decodes to {len(values)} weights, the command's kernel "
-                       f"{ofm_depth}x{kh}x{kw}x{ifm_depth} needs {len(order)}: wrong stream or block depth")
-    w = np.zeros(ofm_depth * kh * kw * (1 if depthwise else ifm_depth), dtype=np.int64)
-    keep = order >= 0
-    w[order[keep]] = values[: len(order)][keep]
-    return w.reshape(ofm_depth, kh, kw, 1 if depthwise else ifm_depth)
+        values = mlw_values(raw)
+    return scatter_ohwi(values, order, (ofm_depth, kh, kw, 1 if depthwise else ifm_depth))
