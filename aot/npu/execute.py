@@ -360,19 +360,24 @@ class Machine:
     def decode_scales(self, raw: bytes, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return decode_scales(raw, channels)
 
+    def pool_input(self, op: str, name: str, oh: int, ow: int, oc: int) -> tuple[np.ndarray, np.ndarray, tuple, int]:
+        """A pool's padded IFM window source, its validity mask, the kernel geometry and the IFM depth read.
+        REDUCE_SUM sums the IFM's channels (IFM_DEPTH) into its single output channel first."""
+        ic = self.r("NPU_SET_IFM_DEPTH_M1") + 1 if name == "reduce_sum" else oc
+        ifm, valid, window = self.ifm_window(op, oh, ow, ic)
+        if name == "reduce_sum":
+            if oc != 1:
+                raise NpuError(f"{op} with OFM depth {oc} (expected 1) is not modelled")
+            ifm = ifm.sum(axis=2, keepdims=True)
+        return ifm, valid, window, ic
+
     def op_pool(self, mode: int) -> tuple[np.ndarray, tuple, tuple]:
         name = _POOL_MODES.get(mode)
         if name is None:
             raise NpuError(f"NPU_OP_POOL with unknown pooling mode {mode}")
         op = f"POOL {name.upper()}"
         oh, ow, oc = self.ofm_shape()
-        # REDUCE_SUM sums the IFM's channels (IFM_DEPTH) into each output channel position.
-        ic = self.r("NPU_SET_IFM_DEPTH_M1") + 1 if name == "reduce_sum" else oc
-        ifm, valid, (kh, kw, sy, sx, dy, dx) = self.ifm_window(op, oh, ow, ic)
-        if name == "reduce_sum":
-            if oc != 1:
-                raise NpuError(f"{op} with OFM depth {oc} (expected 1) is not modelled")
-            ifm = ifm.sum(axis=2, keepdims=True)
+        ifm, valid, (kh, kw, sy, sx, dy, dx), ic = self.pool_input(op, name, oh, ow, oc)
         if name != "max" and not valid.all():
             raise NpuError(f"{op} with padding (hardware divisor) is not modelled yet")
         acc = None

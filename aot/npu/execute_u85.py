@@ -229,12 +229,7 @@ class MachineU85(Machine):
             return self.stored, (oh, ow, oc), ()
         if source != R.ACC_INPUT_RESET:
             raise NpuError(f"{op} with its accumulators loaded from IFM2 is not modelled")
-        ic = self.r("NPU_SET_IFM_DEPTH_M1") + 1 if name == "reduce_sum" else oc
-        ifm, valid, (kh, kw, sy, sx, dy, dx) = self.ifm_window(op, oh, ow, ic)
-        if name == "reduce_sum":
-            if oc != 1:
-                raise NpuError(f"{op} with OFM depth {oc} (expected 1) is not modelled")
-            ifm = ifm.sum(axis=2, keepdims=True)
+        ifm, valid, (kh, kw, sy, sx, dy, dx), ic = self.pool_input(op, name, oh, ow, oc)
         acc: np.ndarray | None = None
         count = np.zeros((oh, ow), dtype=np.int64)
         for ky in range(kh):
