@@ -87,6 +87,22 @@ def test_zoo_whole_program_matches_bundled(compiled, model: str) -> None:
     assert "functional model" in result["executor"]
 
 
+@pytest.mark.parametrize("model", ["conv_relu", "dw_separable", "lut_activations", "attention"])
+def test_u65_dedicated_sram_programs(compiled, model: str) -> None:
+    """Ethos-U65 programs (Vela's Dedicated_Sram_384KB mode, ExecuTorch's U65 default) keep feature maps in
+    the separate fast scratch, region 2: bit-exact with TOSA and the bundled outputs."""
+    from aot.npu.program import run_bundled
+
+    res, blobs, tosas = _program(compiled, model, "ethos-u65-256")
+    regions = {c.param & 7 for b in blobs for c in decode(parse_blob(b).commands)
+               if c.name in ("NPU_SET_IFM_REGION", "NPU_SET_OFM_REGION")}
+    assert 2 in regions, f"{model}: no feature map in the fast scratch ({regions}); the test covers nothing"
+    bit_exact_vs_tosa(blobs, tosas, model)
+    result = run_bundled(res.bpte.read_bytes())
+    assert result["status"] == "pass", result["outputs"]
+    assert result["executor"] == "host (Ethos-U65 functional model)"
+
+
 _DIS = re.compile(r"^0x([0-9a-f]{6}): (?:([0-9a-f]{8})|\s{8}) ([0-9a-f]{4}) ([0-9a-f]{4}) - (\w+)")
 
 
@@ -244,6 +260,34 @@ def test_int8_lut_after_clamp() -> None:
     got = m.regions[1][512:768].view(np.int8).astype(np.int64)
     want = table[np.clip(np.arange(-128, 128), -100, 90) + 128].astype(np.int64)
     assert np.array_equal(got, want)
+
+
+def test_int16_lut_interpolates_and_saturates() -> None:
+    """The 16-bit table: 512 words of (slope << 16 | base), indexed by the top 9 bits of the biased input and
+    interpolated over the low 7 bits with round-half-up; the result saturates to int16."""
+    m = _machine()
+    base = (np.arange(512) * 128 - 32768) // 2                    # a gentle ramp: half the input
+    slope = np.full(512, 64)
+    base[0], slope[0] = -30000, -300                              # a negative slope
+    base[511], slope[511] = 32000, 5000                           # steep: interpolation overshoots int16
+    words = ((slope & 0xFFFF) << 16) | (base & 0xFFFF)
+    m.shram[len(m.shram) - 2048:] = words.astype("<u4").view(np.uint8)
+    x = np.array([-32768, -32767, -32705, -32704, -32641, -32640, -1, 0, 1, 63, 64, 127, 21000, 32640, 32700, 32767],
+                 dtype=np.int16)
+    n = len(x)
+    m.regions[1][:2 * n] = x.view(np.uint8)
+    cmds = _fm("IFM", 1, 1, n, 0, 5, esize=2) + _fm("OFM", 1, 1, n, 256, 3, esize=2) + [
+        ("NPU_SET_IFM_PAD_TOP", 0), ("NPU_SET_IFM_PAD_LEFT", 0), ("NPU_SET_IFM_PAD_BOTTOM", 0),
+        ("NPU_SET_IFM_PAD_RIGHT", 0), ("NPU_SET_KERNEL_HEIGHT_M1", 0), ("NPU_SET_KERNEL_WIDTH_M1", 0),
+        ("NPU_SET_KERNEL_STRIDE", 0), ("NPU_SET_ACTIVATION", 16), ("NPU_SET_ACTIVATION_MIN", -32768 & 0xFFFF),
+        ("NPU_SET_ACTIVATION_MAX", 32767), ("NPU_SET_OFM_SCALE", 0, 1), ("NPU_OP_POOL", 1)]
+    _run(m, cmds)
+    got = m.regions[1][256:256 + 2 * n].view(np.int16).astype(np.int64)
+    u = x.astype(np.int64) + 32768
+    i, frac = u // 128, u % 128
+    want = np.clip(base[i] + np.floor(slope[i] * frac / 128 + 0.5).astype(np.int64), -32768, 32767)
+    assert np.array_equal(got, want), (got, want)
+    assert got[0] == -30000 and got[2] == -30000 - 148 and got[-3] == 32000 and got[-1] == 32767
 
 
 def test_elementwise_add_scalar_saturates() -> None:

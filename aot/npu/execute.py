@@ -5,9 +5,11 @@ model keeps a register file and runs each NPU_OP_* on the values in force.
 Every operation works on whole tensors: feature maps are gathered from and
 scattered to byte-addressed regions through the tile/stride address map.
 
-Memory: region 0 = the blob's weight_data (read only), regions 1 and 2 =
-scratch (inputs and outputs live there at the offsets the blob gives), and the
-internal SHRAM whose last 2 KiB hold the activation lookup tables.
+Memory: region 0 = the blob's weight_data (read only), region 1 = scratch
+(inputs and outputs live there at the offsets the blob gives), region 2 = the
+fast scratch, a separate SRAM that Vela addresses only in its Dedicated_Sram
+memory modes (the Ethos-U65 default; other modes keep everything in region 1),
+and the internal SHRAM whose last 2 KiB hold the activation lookup tables.
 
 Output stage for every block operation: accumulator (+ bias) -> scale and shift
 with the selected rounding -> + OFM zero point -> clamp to ACTIVATION_MIN/MAX and
@@ -36,6 +38,9 @@ ROUND_TFL, ROUND_TRUNCATE, ROUND_NATURAL = 0, 1, 2
 _POOL_MODES = {0: "max", 1: "avg", 2: "reduce_sum"}
 _ELEMENTWISE = {0: "mul", 1: "add", 2: "sub", 3: "min", 4: "max", 5: "lrelu", 6: "abs", 7: "clz", 8: "shr", 9: "shl"}
 LUT_BYTES = 2048
+# The fast scratch a board gives the NPU for Dedicated_Sram programs: ExecuTorch's Ethos-U65 default
+# memory mode is Dedicated_Sram_384KB, a 384 KiB cache that Vela plans region 2 within.
+FAST_SCRATCH_BYTES = 384 * 1024
 
 
 def _s16(v: int) -> int:
@@ -109,10 +114,12 @@ class Machine:
     pool_modes = _POOL_MODES
     elementwise_modes = _ELEMENTWISE
 
-    def __init__(self, blob: VelaBlob, ifm_ublock: int = 8, ofm_ublock: int = 8) -> None:
+    def __init__(self, blob: VelaBlob, ifm_ublock: int = 8, ofm_ublock: int = 8,
+                 fast_scratch_bytes: int = FAST_SCRATCH_BYTES) -> None:
         self.blob = blob
-        scratch = np.zeros(max(blob.scratch_size, 16), dtype=np.uint8)
-        self.regions: dict[int, np.ndarray] = {0: np.frombuffer(blob.weights, dtype=np.uint8).copy(), 1: scratch, 2: scratch}
+        self.regions: dict[int, np.ndarray] = {0: np.frombuffer(blob.weights, dtype=np.uint8).copy(),
+                                               1: np.zeros(max(blob.scratch_size, 16), dtype=np.uint8),
+                                               2: np.zeros(fast_scratch_bytes, dtype=np.uint8)}
         shram_kib = blob.config.shram_kib if blob.config and blob.config.shram_kib else 24
         self.shram = np.zeros(shram_kib * 1024, dtype=np.uint8)
         self.regs: dict[str, int] = {}
@@ -137,7 +144,8 @@ class Machine:
 
     def mem(self, region: int, what: str) -> np.ndarray:
         if region not in self.regions:
-            raise NpuError(f"{what} uses memory region {region}; the blob defines regions 0 (weights), 1 and 2 (scratch)")
+            raise NpuError(f"{what} uses memory region {region}; the NPU has regions 0 (weights), 1 (scratch) "
+                           "and 2 (fast scratch)")
         return self.regions[region]
 
     # ---- feature maps ---------------------------------------------------------------
