@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from aot.errors import AotError
+from aot.native_output import stdout_to_log
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,9 @@ def numpy_to_tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
 def run_tosa(tosa: bytes, inputs: Sequence[torch.Tensor], like_outputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     import tosa_reference_model as ref  # type: ignore[import-not-found]
 
-    outs, status = ref.run(tosa, [tensor_to_numpy(t) for t in inputs], verbosity="NONE",
-                           initialize_variable_tensor_from_numpy=True)
+    with stdout_to_log(log, "tosa_reference_model"):
+        outs, status = ref.run(tosa, [tensor_to_numpy(t) for t in inputs], verbosity="NONE",
+                               initialize_variable_tensor_from_numpy=True)
     if status != ref.GraphStatus.TOSA_VALID:
         raise AotError(f"tosa_reference_model rejected a delegated TOSA graph (status {status})")
     return [numpy_to_tensor(o, l) for o, l in zip(outs, like_outputs)]

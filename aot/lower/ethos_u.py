@@ -8,7 +8,6 @@ import csv
 import glob
 import logging
 import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -27,6 +26,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from aot.lower import Lowered, LowerOptions, apply_quantizer_hooks, bind_passes, pass_reports, run_program_checks
 from aot.lower.export import export_graph, export_module
+from aot.native_output import stdout_to_log
 from aot.targets import Target
 
 log = logging.getLogger(__name__)
@@ -41,25 +41,6 @@ class VelaPartition:
 
     tosa: bytes
     summary: dict[str, str]
-
-
-@contextlib.contextmanager
-def _stdout_to_log() -> Iterator[None]:
-    """Vela prints its network summary on fd 1; keep it in the debug log, not the user's terminal."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), 1)
-        try:
-            yield
-        finally:
-            sys.stdout.flush()
-            os.dup2(saved, 1)
-            os.close(saved)
-            tmp.seek(0)
-            text = tmp.read().decode(errors="replace").strip()
-            if text:
-                log.debug("Vela output:\n%s", text)
 
 
 @contextlib.contextmanager
@@ -130,7 +111,7 @@ def lower(
     quantized = convert_pt2e(prepared)
     for p in options.pre_edge_passes:
         quantized = p(quantized)
-    with _capture_vela(workdir) as partitions, _stdout_to_log():
+    with _capture_vela(workdir) as partitions, stdout_to_log(log, "Vela"):
         edge = to_edge_transform_and_lower(
             export_module(quantized, inputs),
             partitioner=[create_partitioner(spec)],

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from aot.native_output import stdout_to_log
 from aot.npu.errors import NpuError
 from aot.npu.execute import TraceEntry, run_blob
 
@@ -52,7 +53,9 @@ def tosa_intermediates(tosa: bytes, inputs: Sequence[np.ndarray]) -> dict[str, n
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "graph.tosa")
         Path(path).write_bytes(tosa)
-        if not ser.loadTosaFlatbuffer(path):
+        with stdout_to_log(log, "tosa_serializer"):
+            loaded = ser.loadTosaFlatbuffer(path)
+        if not loaded:
             raise NpuError("the delegate's TOSA graph does not load in tosa_serializer")
     blk = ser.regions[0].basicBlocks[0]
     names = list(blk.outputs)
@@ -63,8 +66,9 @@ def tosa_intermediates(tosa: bytes, inputs: Sequence[np.ndarray]) -> dict[str, n
             if o not in names:
                 blk.addOutput(o)
                 names.append(o)
-    outs, status = ref.run(bytes(ser.serialize()), [np.ascontiguousarray(a) for a in inputs], verbosity="NONE",
-                           initialize_variable_tensor_from_numpy=True)
+    with stdout_to_log(log, "tosa_reference_model"):
+        outs, status = ref.run(bytes(ser.serialize()), [np.ascontiguousarray(a) for a in inputs], verbosity="NONE",
+                               initialize_variable_tensor_from_numpy=True)
     if status != ref.GraphStatus.TOSA_VALID:
         raise NpuError(f"tosa_reference_model rejected the traced TOSA graph (status {status})")
     return {n: np.asarray(o) for n, o in zip(names, outs)}
