@@ -103,6 +103,28 @@ def test_u65_dedicated_sram_programs(compiled, model: str) -> None:
     assert result["executor"] == "host (Ethos-U65 functional model)"
 
 
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_channels_last_module_runs_in_program_dim_order(target: str, tmp_path: Path) -> None:
+    """A channels-last module gives a program whose delegate writes NHWC memory (output dim order 0,2,3,1):
+    the host executor must hand the delegate and read back bytes in each value's dim order."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    from aot.compile import compile_model, make_options
+    from aot.npu.program import run_bundled
+
+    src = (Path(__file__).resolve().parent.parent / "aot" / "models" / "relu6_net.py").read_text()
+    src = src.replace("ModelUnderTest = Relu6Net().eval()",
+                      "ModelUnderTest = Relu6Net().eval().to(memory_format=torch.channels_last)")
+    assert "channels_last" in src
+    (tmp_path / "relu6_cl.py").write_text(src)
+    res = compile_model(str(tmp_path / "relu6_cl.py"), target, tmp_path / "out", options=make_options())
+    plan = deserialize_pte_binary(res.pte.read_bytes()).program.execution_plan[0]
+    assert [list(plan.values[i].val.dim_order) for i in plan.outputs] == [[0, 2, 3, 1]]
+    result = run_bundled(res.bpte.read_bytes())
+    assert result["status"] == "pass", result["outputs"]
+    assert all(o["max_steps"] == 0 for o in result["outputs"])
+
+
 _DIS = re.compile(r"^0x([0-9a-f]{6}): (?:([0-9a-f]{8})|\s{8}) ([0-9a-f]{4}) ([0-9a-f]{4}) - (\w+)")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import csv
 import glob
 import logging
@@ -99,9 +98,6 @@ def lower(
     os.makedirs(workdir, exist_ok=True)
     spec = compile_spec(target, workdir)
     bind_passes(options, target)
-    # Contiguous weights on a copy: a module with channels-last conv weights gave a program the NPU
-    # functional model disagreed with by up to 241 steps (relu6_net), though TOSA reference and compile agreed.
-    module = copy.deepcopy(module).to(memory_format=torch.contiguous_format)
     graph = export_graph(module, inputs)
     for p in options.pre_quant_passes:
         graph = p(graph)

@@ -34,6 +34,23 @@ class ProgramRun:
     delegate_inputs: list[list[np.ndarray]] = field(default_factory=list)  # what each delegate call was given
 
 
+def _order(t: Any) -> list[int]:
+    """A serialized tensor's dim order (the order its bytes are laid out in); absent means contiguous."""
+    order = [int(d) for d in (t.dim_order or [])]
+    return order if len(order) == len(t.sizes) else list(range(len(t.sizes)))
+
+
+def to_memory(t: torch.Tensor, order: Sequence[int]) -> np.ndarray:
+    """A logical tensor -> its bytes as the device holds them: dims permuted into dim order, contiguous."""
+    return t.permute(list(order)).contiguous().numpy()
+
+
+def from_memory(raw: torch.Tensor, sizes: Sequence[int], order: Sequence[int]) -> torch.Tensor:
+    """Bytes laid out in dim order -> the logical tensor of the given sizes."""
+    laid = raw.reshape([int(sizes[d]) for d in order])
+    return laid.permute([list(order).index(i) for i in range(len(order))]).contiguous()
+
+
 def _load_program(pte: bytes) -> Any:
     from executorch.exir._serialize._program import deserialize_pte_binary
 
@@ -141,19 +158,21 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
 
                 vb = parse_blob(blob)
                 n_in = len(vb.inputs)
-                ins_t = [values[i] for i in a.args[:n_in]]
+                # The delegate reads and writes memory: each tensor in its program dim order (NHWC for a
+                # channels-last value), not in the logical NCHW order the host keeps values in.
+                ins_np = [to_memory(values[i], _order(plan.values[i].val)) for i in a.args[:n_in]]
                 out_ids = a.args[n_in:]
                 di = len(traces)
-                outs, tr = run_blob(vb, [t.contiguous().numpy() for t in ins_t], keep=trace,
-                                    on_op=(lambda e, di=di: on_op(di, e)) if on_op else None)
+                outs, tr = run_blob(vb, ins_np, keep=trace, on_op=(lambda e, di=di: on_op(di, e)) if on_op else None)
                 traces.append(tr)
                 npus.append(vb.config.product_name if vb.config is not None else "Ethos-U55")
-                delegate_inputs.append([t.contiguous().numpy() for t in ins_t])
+                delegate_inputs.append(ins_np)
                 if len(outs) != len(out_ids):
                     raise NpuError(f"delegate {a.delegate_index} produced {len(outs)} outputs, the program expects {len(out_ids)}")
                 for oid, o in zip(out_ids, outs):
                     like = values[oid]
-                    values[oid] = torch.from_numpy(np.ascontiguousarray(o)).reshape(like.shape).to(like.dtype)
+                    raw = torch.from_numpy(np.ascontiguousarray(o)).to(like.dtype)
+                    values[oid] = from_memory(raw, like.shape, _order(plan.values[oid].val))
             else:
                 raise NpuError(f"instruction {kind} is not handled by the host executor")
     return ProgramRun([values[i] for i in plan.outputs], traces, npus, delegate_inputs)
@@ -161,7 +180,7 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
 
 def _bp_tensor(t: Any) -> torch.Tensor:
     dt = _SCALAR[int(t.scalar_type)]
-    return torch.frombuffer(bytearray(bytes(t.data)), dtype=dt).reshape(list(t.sizes)).clone()
+    return from_memory(torch.frombuffer(bytearray(bytes(t.data)), dtype=dt), list(t.sizes), _order(t))
 
 
 def run_bundled(bpte: bytes, trace: bool = False) -> dict[str, Any]:
