@@ -125,6 +125,38 @@ def test_channels_last_module_runs_in_program_dim_order(target: str, tmp_path: P
     assert all(o["max_steps"] == 0 for o in result["outputs"])
 
 
+_AVG_PAD_MODEL = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+class AvgPad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+        self.pool2 = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)
+    def forward(self, x):
+        return self.pool2(self.pool(torch.relu(self.conv(x))))
+ModelUnderTest = AvgPad().eval()
+ModelInputs = (torch.randn(1, 3, 12, 12),)
+"""
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_padded_avg_pool_program(target: str, tmp_path: Path) -> None:
+    """AvgPool2d with padding (count_include_pad=False) stays one padded NPU pool whose divisor is each
+    window's valid-element count: bit-exact with TOSA over random full-range inputs and with the bundle."""
+    from aot.compile import compile_model, make_options
+    from aot.npu.program import run_bundled
+
+    (tmp_path / "avg_pad.py").write_text(_AVG_PAD_MODEL)
+    res = compile_model(str(tmp_path / "avg_pad.py"), target, tmp_path / "out", options=make_options())
+    blobs, tosas = program_parts(res)
+    bit_exact_vs_tosa(blobs, tosas, "avg_pad", trials=10)
+    result = run_bundled(res.bpte.read_bytes())
+    assert result["status"] == "pass", result["outputs"]
+
+
 _DIS = re.compile(r"^0x([0-9a-f]{6}): (?:([0-9a-f]{8})|\s{8}) ([0-9a-f]{4}) ([0-9a-f]{4}) - (\w+)")
 
 
@@ -263,6 +295,43 @@ def test_max_pool_padding_stride_and_saturating_scale() -> None:
     want = np.clip(((want * 3) + 0) >> 0, -128, 127)  # scale 3, shift 1 with half-up rounding:
     want = np.clip(np.floor(np.stack([[pad[2 * y:2 * y + 3, 2 * xx:2 * xx + 3].max(axis=(0, 1)) for xx in range(ow)]
                                       for y in range(oh)]) * 3 / 2 + 0.5), -128, 127)
+    assert np.array_equal(got, want)
+
+
+def test_avg_pool_with_padding_divides_by_valid_elements() -> None:
+    """With padding the U55 divides each window by its non-padding element count (TOSA's AVG_POOL2D
+    reciprocal: 30 bits, natural rounding, so negative halves round down); OFM_SCALE then only rescales."""
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (6, 5, 8)).astype(np.int8)
+    m = _machine()
+    m.regions[1][: x.size] = x.view(np.uint8).ravel()
+    # 3x3 kernel, stride 2 over a 6x5 map: padding top, left and right 1 (the last window row ends on the
+    # map's last row, so bottom 0); the U55 derives the IFM extent from the OFM size, stride and padding.
+    oh, ow = 3, 3
+    cmds = _fm("IFM", 6, 5, 8, 0, 1) + _fm("OFM", oh, ow, 8, 512, 1 | (ROUND_NATURAL << 14)) + [
+        ("NPU_SET_IFM_PAD_TOP", 1), ("NPU_SET_IFM_PAD_LEFT", 1), ("NPU_SET_IFM_PAD_BOTTOM", 0),
+        ("NPU_SET_IFM_PAD_RIGHT", 1), ("NPU_SET_KERNEL_HEIGHT_M1", 2), ("NPU_SET_KERNEL_WIDTH_M1", 2),
+        ("NPU_SET_KERNEL_STRIDE", 0x3), ("NPU_SET_OFM_SCALE", 0, 1), ("NPU_OP_POOL", 1)]
+    _run(m, cmds)
+    got = m.regions[1][512:512 + oh * ow * 8].view(np.int8).reshape(oh, ow, 8).astype(np.int64)
+    pad = np.zeros((8, 7, 8), dtype=np.int64)
+    cnt = np.zeros((8, 7, 1), dtype=np.int64)
+    pad[1:7, 1:6], cnt[1:7, 1:6] = x, 1
+
+    def tosa_avg(total: int, count: int) -> int:
+        k = int(count - 1).bit_length()
+        mult, shift = (((1 << 30) + 1) << k) // count, 30 + k
+        return (int(total) * mult + (1 << (shift - 1))) >> shift
+
+    want = np.zeros((oh, ow, 8), dtype=np.int64)
+    counts = set()
+    for y in range(oh):
+        for xx in range(ow):
+            n = int(cnt[2 * y:2 * y + 3, 2 * xx:2 * xx + 3].sum())
+            counts.add(n)
+            for c in range(8):
+                want[y, xx, c] = tosa_avg(int(pad[2 * y:2 * y + 3, 2 * xx:2 * xx + 3, c].sum()), n)
+    assert counts == {4, 6, 9}
     assert np.array_equal(got, want)
 
 

@@ -18,7 +18,8 @@ from aot.npu.blob import DriverConfig, VelaBlob, parse_blob
 from aot.npu.commands import decode, disassemble
 from aot.npu.errors import NpuError
 from aot.npu.execute import machine_for
-from aot.npu.execute_u85 import MachineU85, reciprocal_scale
+from aot.npu.execute import reciprocal_scale
+from aot.npu.execute_u85 import MachineU85
 
 from npu_helpers import bit_exact_vs_tosa, program_parts
 from npu_helpers import feature_map as _fm

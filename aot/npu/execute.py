@@ -97,6 +97,15 @@ class TraceEntry:
     detail: str = ""
 
 
+def reciprocal_scale(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Multiplier and shift of 1/count as TOSA's AVG_POOL2D defines them (30-bit reciprocal, natural rounding)."""
+    values, inverse = np.unique(np.asarray(count, dtype=np.int64), return_inverse=True)
+    k = np.array([int(v - 1).bit_length() for v in values], dtype=np.int64)   # (1 << k) / 2 < v <= (1 << k)
+    multiplier = (((1 << 30) + 1) << k) // values
+    shape = np.shape(count)
+    return multiplier[inverse].reshape(shape), (30 + k)[inverse].reshape(shape)
+
+
 @dataclass
 class NpuState:
     blob: VelaBlob
@@ -386,19 +395,30 @@ class Machine:
         op = f"POOL {name.upper()}"
         oh, ow, oc = self.ofm_shape()
         ifm, valid, (kh, kw, sy, sx, dy, dx), ic = self.pool_input(op, name, oh, ow, oc)
-        if name != "max" and not valid.all():
-            raise NpuError(f"{op} with padding (hardware divisor) is not modelled yet")
+        padded = not valid.all()
+        if name == "reduce_sum" and padded:
+            raise NpuError(f"{op} with padding is not modelled")
         acc = None
+        count = np.zeros((oh, ow), dtype=np.int64)
         for ky in range(kh):
             for kx in range(kw):
-                patch = ifm[ky: ky + (oh - 1) * sy + 1: sy, kx: kx + (ow - 1) * sx + 1: sx]
+                win = (slice(ky, ky + (oh - 1) * sy + 1, sy), slice(kx, kx + (ow - 1) * sx + 1, sx))
+                patch, ok = ifm[win], valid[win]
+                count += ok
                 if name == "max":
-                    ok = valid[ky: ky + (oh - 1) * sy + 1: sy, kx: kx + (ow - 1) * sx + 1: sx][..., None]
-                    patch = np.where(ok, patch, np.iinfo(np.int64).min)
+                    patch = np.where(ok[..., None], patch, np.iinfo(np.int64).min)
                     acc = patch if acc is None else np.maximum(acc, patch)
                 else:
                     acc = patch if acc is None else acc + patch
         assert acc is not None
+        if name == "avg" and padded:
+            # With padding the hardware divides by each window's count of valid (non-padding) elements; Vela
+            # then sets OFM_SCALE to the remaining rescale only. Modelled as TOSA's AVG_POOL2D divisor (30-bit
+            # reciprocal, natural rounding), which every such Vela program we have matches bit for bit.
+            if (count == 0).any():
+                raise NpuError(f"{op}: a window covers only padding")
+            mult, rshift = reciprocal_scale(count)
+            acc = rescale(acc, mult[..., None], rshift[..., None], ROUND_NATURAL)
         scale, shift = self.global_scale()
         out = self.output_stage(acc, scale, shift, op)
         self.store_ofm(out, op)

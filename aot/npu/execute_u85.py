@@ -28,7 +28,7 @@ import numpy as np
 from aot.npu import regs_u85 as R
 from aot.npu.blob import VelaBlob
 from aot.npu.errors import NpuError
-from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, _s16, rescale
+from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, _s16, reciprocal_scale, rescale
 
 _ROUNDING = {R.ROUND_DOUBLE_SYMMETRIC: ROUND_TFL, R.ROUND_TRUNCATE_TO_ZERO: ROUND_TRUNCATE, R.ROUND_NATURAL: ROUND_NATURAL}
 _DTYPES = {(8, 1): np.int8, (8, 0): np.uint8, (16, 1): np.int16, (16, 0): np.uint16, (32, 1): np.int32}
@@ -36,15 +36,6 @@ _DTYPES = {(8, 1): np.int8, (8, 0): np.uint8, (16, 1): np.int16, (16, 0): np.uin
 
 def _s32(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
-
-
-def reciprocal_scale(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Multiplier and shift of 1/count as TOSA's AVG_POOL2D defines them (30-bit reciprocal, natural rounding)."""
-    values, inverse = np.unique(np.asarray(count, dtype=np.int64), return_inverse=True)
-    k = np.array([int(v - 1).bit_length() for v in values], dtype=np.int64)   # (1 << k) / 2 < v <= (1 << k)
-    multiplier = (((1 << 30) + 1) << k) // values
-    shape = np.shape(count)
-    return multiplier[inverse].reshape(shape), (30 + k)[inverse].reshape(shape)
 
 
 class MachineU85(Machine):
