@@ -142,19 +142,70 @@ ModelInputs = (torch.randn(1, 3, 12, 12),)
 """
 
 
+_UPSAMPLE_MODEL = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.up1 = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1)
+        self.up2 = nn.ConvTranspose2d(8, 8, 4, stride=2, padding=1)
+        self.near = nn.Upsample(scale_factor=2, mode="nearest")
+        self.head = nn.Conv2d(8, 4, 3, padding=1)
+    def forward(self, x):
+        y = torch.relu(self.up1(torch.relu(self.conv(x))))
+        y = torch.relu(self.up2(y))
+        return self.head(self.near(y) if NEAREST else y)
+ModelUnderTest = Decoder().eval()
+ModelInputs = (torch.randn(1, 3, 10, 10),)
+"""
+
+
+def _compile_source(src: str, name: str, target: str, tmp_path: Path):
+    from aot.compile import compile_model, make_options
+
+    (tmp_path / f"{name}.py").write_text(src)
+    return compile_model(str(tmp_path / f"{name}.py"), target, tmp_path / "out", options=make_options())
+
+
+def _check_program(res, trials: int = 10) -> None:
+    from aot.npu.program import run_bundled
+
+    blobs, tosas = program_parts(res)
+    bit_exact_vs_tosa(blobs, tosas, res.pte.stem, trials=trials)
+    result = run_bundled(res.bpte.read_bytes())
+    assert result["status"] == "pass", result["outputs"]
+
+
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
 def test_padded_avg_pool_program(target: str, tmp_path: Path) -> None:
     """AvgPool2d with padding (count_include_pad=False) stays one padded NPU pool whose divisor is each
     window's valid-element count: bit-exact with TOSA over random full-range inputs and with the bundle."""
-    from aot.compile import compile_model, make_options
+    _check_program(_compile_source(_AVG_PAD_MODEL, "avg_pad", target, tmp_path))
+
+
+@pytest.mark.parametrize("target, nearest", [("ethos-u55-128", True), ("ethos-u85-256", False)])
+def test_transpose_conv_and_nearest_upsample_programs(target: str, nearest: bool, tmp_path: Path) -> None:
+    """ConvTranspose2d (3x3 with output_padding, 4x4) and a nearest x2 upsample. The U55 runs them with IFM
+    upscaling (ZEROS for the transpose convs, NEAREST for the resize); the U85 splits a transpose conv into
+    one 1x1..kxk conv per output phase writing an interleaved int32 map, rescaled by a per-channel POOL NONE.
+    (The U85 runs the resize as NPU_OP_RESIZE, which is not modelled: see the next test.)"""
+    res = _compile_source(_UPSAMPLE_MODEL.replace("NEAREST", str(nearest)), "decoder", target, tmp_path)
+    if target == "ethos-u55-128":
+        modes = {c.param & 3 for b in program_parts(res)[0] for c in decode(parse_blob(b).commands)
+                 if c.name == "NPU_SET_IFM_UPSCALE"}
+        assert {1, 2} <= modes, f"the program does not use both upscale modes: {modes}"
+    _check_program(res)
+
+
+def test_u85_resize_is_a_clear_skip(tmp_path: Path) -> None:
     from aot.npu.program import run_bundled
 
-    (tmp_path / "avg_pad.py").write_text(_AVG_PAD_MODEL)
-    res = compile_model(str(tmp_path / "avg_pad.py"), target, tmp_path / "out", options=make_options())
-    blobs, tosas = program_parts(res)
-    bit_exact_vs_tosa(blobs, tosas, "avg_pad", trials=10)
-    result = run_bundled(res.bpte.read_bytes())
-    assert result["status"] == "pass", result["outputs"]
+    res = _compile_source(_UPSAMPLE_MODEL.replace("NEAREST", "True"), "decoder", "ethos-u85-256", tmp_path)
+    with pytest.raises(NpuError, match="NPU_OP_RESIZE is not modelled"):
+        run_bundled(res.bpte.read_bytes())
 
 
 _DIS = re.compile(r"^0x([0-9a-f]{6}): (?:([0-9a-f]{8})|\s{8}) ([0-9a-f]{4}) ([0-9a-f]{4}) - (\w+)")

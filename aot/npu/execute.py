@@ -255,15 +255,30 @@ class Machine:
             raise NpuError(f"{op} uses IFM upscale mode {mode} (nearest/transpose), not modelled yet")
 
     def ifm_window(self, op: str, ofm_h: int, ofm_w: int, depth: int) -> tuple[np.ndarray, np.ndarray, tuple]:
-        """IFM values padded by the command's padding, plus a validity mask for padded positions."""
-        self.check_upscale(op)
+        """IFM values padded by the command's padding, plus a validity mask for padded positions.
+
+        IFM upscaling (U55: how Vela runs nearest-neighbour x2 resizes and transpose convolutions) doubles the
+        IFM in H and W before padding and the kernel see it: NEAREST repeats each element 2x2, ZEROS keeps it
+        at the top-left of its 2x2 cell and fills the rest with the zero point."""
+        upscale = self.r("NPU_SET_IFM_UPSCALE") & 0x3
+        if self.arch != "u55" or upscale == 3:
+            self.check_upscale(op)
         kh, kw, sy, sx, dy, dx = self.kernel()
         top, left, bottom, right = self.padding()
         ih = (ofm_h - 1) * sy + kh - top - bottom
         iw = (ofm_w - 1) * sx + kw - left - right
         if ih <= 0 or iw <= 0:
             raise NpuError(f"{op}: kernel, stride and padding give an empty IFM ({ih}x{iw})")
-        vals = self.read_operand("IFM", ih, iw, depth, f"{op} IFM")
+        if upscale:
+            src = self.read_operand("IFM", (ih + 1) // 2, (iw + 1) // 2, depth, f"{op} IFM")
+            if upscale == 1:
+                up = src.repeat(2, axis=0).repeat(2, axis=1)
+            else:
+                up = np.zeros((2 * src.shape[0], 2 * src.shape[1], depth), dtype=np.int64)
+                up[0::2, 0::2] = src
+            vals = up[:ih, :iw]
+        else:
+            vals = self.read_operand("IFM", ih, iw, depth, f"{op} IFM")
         padded = np.zeros((ih + top + bottom, iw + left + right, depth), dtype=np.int64)
         valid = np.zeros((ih + top + bottom, iw + left + right), dtype=bool)
         padded[top:top + ih, left:left + iw] = vals

@@ -173,7 +173,8 @@ class MachineU85(Machine):
         a = self.read_operand("IFM", oh, ow, ic, f"{op} IFM")
         b = self.read_operand("IFM2", oh, oc, ic, f"{op} IFM2")
         acc = np.einsum("yxk,ynk->yxn", a, b)
-        self.store_ofm(self.output_stage(acc, *self.global_scale(), op), op)
+        bias, scale, shift = self.block_scale(oc, op)
+        self.store_ofm(self.output_stage(acc + bias, scale, shift, op), op)
         return self.stored, (oh, ow, ic), ()
 
     def conv_weights(self, op: str, oc: int, kh: int, kw: int, ic: int, depthwise: bool,
@@ -204,6 +205,14 @@ class MachineU85(Machine):
             raise NpuError(f"{op}: 48-bit accumulators (ACC_FORMAT I48) are not modelled")
         return decode_scales_u85(raw, channels)
 
+    def block_scale(self, oc: int, op: str) -> tuple[Any, Any, Any]:
+        """(bias, scale, shift) for a pool, elementwise or matmul: OFM_SCALE when OFM_PRECISION selects the
+        global scale, else the per-channel scale stream (regor's POOL NONE rescale after a transpose conv)."""
+        if (self.r("NPU_SET_OFM_PRECISION") >> 8) & 1:
+            return (0, *self.global_scale())
+        bias, scale, shift = self.scales(oc, op)
+        return bias, scale, shift
+
     def op_pool(self, mode: int) -> tuple[np.ndarray, tuple, tuple]:
         name = R.POOL_MODES.get(mode)
         if name is None:
@@ -211,11 +220,11 @@ class MachineU85(Machine):
         op = f"POOL {name.upper()}"
         oh, ow, oc = self.ofm_shape()
         source = self.accumulator_input(op)
-        scale, shift = self.global_scale()
+        bias, scale, shift = self.block_scale(oc, op)
         if name == "none":
             if source != R.ACC_INPUT_IFM2:
                 raise NpuError(f"{op} without its accumulators loaded from IFM2")
-            acc = self.read_operand("IFM2", oh, ow, oc, f"{op} IFM2")
+            acc = self.read_operand("IFM2", oh, ow, oc, f"{op} IFM2") + bias
             self.store_ofm(self.output_stage(acc, scale, shift, op), op)
             return self.stored, (oh, ow, oc), ()
         if source != R.ACC_INPUT_RESET:
@@ -239,7 +248,7 @@ class MachineU85(Machine):
                 raise NpuError(f"{op}: a window covers only padding")
             mult, rshift = reciprocal_scale(count)
             acc = rescale(acc, mult[..., None], rshift[..., None], ROUND_NATURAL)
-        self.store_ofm(self.output_stage(acc, scale, shift, op), op)
+        self.store_ofm(self.output_stage(acc + bias, scale, shift, op), op)
         return self.stored, (ifm.shape[0], ifm.shape[1], ic), (kh, kw, sy, sx)
 
     def elementwise_operand(self, prefix: str, oh: int, ow: int, oc: int, op: str) -> np.ndarray:
@@ -267,7 +276,8 @@ class MachineU85(Machine):
         a = rescale(a, *self.scale_reg("NPU_SET_IFM_SCALE"), self.rounding("NPU_SET_IFM_SCALE", op))
         b = rescale(b, *self.scale_reg("NPU_SET_IFM2_SCALE"), self.rounding("NPU_SET_IFM2_SCALE", op))
         acc = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b}[name]()
-        self.store_ofm(self.output_stage(acc, *self.global_scale(), op), op)
+        bias, scale, shift = self.block_scale(oc, op)
+        self.store_ofm(self.output_stage(acc + bias, scale, shift, op), op)
         return self.stored, (oh, ow, oc), ()
 
     def op_dma(self) -> None:
