@@ -88,3 +88,35 @@ def test_bad_calibration_shapes(tmp_path: Path) -> None:
     torch.save([(torch.randn(1, 3),)], cal)
     line = _error_line(_run(["compile", "mlp", "--target", "cortex-m55", "--calibration", str(cal), "-o", str(tmp_path)], tmp_path))
     assert "calibration sample 0" in line and "(1, 64)" in line
+
+
+_VELA_REJECTS = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=2, dilation=2)
+        self.dw = nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=8)
+        self.mp = nn.MaxPool2d(3, stride=2, padding=1)
+        self.pw = nn.Conv2d(24, 16, 1)
+        self.bias = nn.Parameter(torch.randn(1, 16, 1, 1))
+    def forward(self, x):
+        a = F.hardswish(self.c1(x))
+        y = torch.cat([self.dw(a), self.mp(a)[:, :8]], dim=1)
+        z = self.pw(y) + self.bias
+        z = z * torch.sigmoid(z)
+        return torch.tanh(z[:, :, 1:, :]) + z.mean(dim=1, keepdim=True)[:, :, 1:, :]
+ModelUnderTest = M().eval()
+ModelInputs = (torch.randn(1, 3, 16, 16),)
+'''
+
+
+def test_vela_rejecting_a_partition_is_one_line(tmp_path: Path) -> None:
+    """ExecuTorch 1.5.1's partitioner hands Vela a DepthwiseConv2D it cannot place; Vela raises a bare
+    RuntimeError deep inside to_edge_transform_and_lower, which must not reach the user as a traceback."""
+    model = _write(tmp_path, "vela_rejects.py", _VELA_REJECTS)
+    line = _error_line(_run(["compile", str(model), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path))
+    assert "Vela could not compile an NPU partition for ethos-u55-128" in line and "cortex-m" in line

@@ -23,6 +23,7 @@ from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import Replace
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+from aot.errors import AotError
 from aot.lower import Lowered, LowerOptions, apply_quantizer_hooks, bind_passes, pass_reports, run_program_checks
 from aot.lower.export import export_graph, export_module
 from aot.native_output import stdout_to_log
@@ -43,7 +44,7 @@ class VelaPartition:
 
 
 @contextlib.contextmanager
-def _capture_vela(workdir: str) -> Iterator[list[VelaPartition]]:
+def _capture_vela(workdir: str, target_name: str) -> Iterator[list[VelaPartition]]:
     """Record every TOSA graph given to Vela and Vela's summary CSV for it.
 
     Vela writes its summary into one fixed folder, so a later partition would
@@ -53,7 +54,13 @@ def _capture_vela(workdir: str) -> Iterator[list[VelaPartition]]:
     original = EthosUBackend._compile_tosa_flatbuffer
 
     def recording(tosa_flatbuffer: bytes, compile_spec: EthosUCompileSpec) -> Any:
-        result = original(tosa_flatbuffer, compile_spec)
+        try:
+            result = original(tosa_flatbuffer, compile_spec)
+        except Exception as exc:  # Vela (regor) raises plain RuntimeErrors for operators it cannot place
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise AotError(f"Vela could not compile an NPU partition for {target_name}: {why}. ExecuTorch's "
+                           "partitioner gave the NPU an operator form Vela rejects: change that layer, or compile "
+                           "the model for a cortex-m target") from exc
         summary: dict[str, str] = {}
         for path in glob.glob(os.path.join(workdir, "output", "*_summary_*.csv")):
             with open(path, newline="") as f:
@@ -107,7 +114,7 @@ def lower(
     quantized = convert_pt2e(prepared)
     for p in options.pre_edge_passes:
         quantized = p(quantized)
-    with _capture_vela(workdir) as partitions, stdout_to_log(log, "Vela"):
+    with _capture_vela(workdir, target.name) as partitions, stdout_to_log(log, "Vela"):
         edge = to_edge_transform_and_lower(
             export_module(quantized, inputs),
             partitioner=[create_partitioner(spec)],
