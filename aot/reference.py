@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from aot.errors import AotError
+from aot.exact_int_conv import exact_int_conv
 from aot.native_output import stdout_to_log
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,11 @@ def delegate_names(gm: torch.fx.GraphModule) -> list[str]:
 
 def run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None = None) -> list[torch.Tensor]:
     """Execute the edge program on the host; returns its outputs as a flat list."""
+    with exact_int_conv():
+        return _run_lowered(edge, inputs, tosa_by_delegate)
+
+
+def _run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None) -> list[torch.Tensor]:
     ep = edge.exported_program()
     module = ep.module()
     gm = module if isinstance(module, torch.fx.GraphModule) else ep.graph_module

@@ -74,6 +74,14 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
     inputs: user inputs in program order. trace: keep each NPU command's OFM in the returned traces.
     on_op(delegate_index, entry) is called after each NPU command.
     """
+    from aot.exact_int_conv import exact_int_conv
+
+    with exact_int_conv():
+        return _run_pte(pte, inputs, trace, on_op)
+
+
+def _run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool,
+             on_op: Callable[[int, TraceEntry], None] | None) -> ProgramRun:
     _cortex_m_ops()
     program = _load_program(pte)
     plan = program.execution_plan[0]
