@@ -33,6 +33,8 @@ class _FunctionalWithIntConv:
 
 @contextlib.contextmanager
 def exact_int_conv() -> Iterator[None]:
+    # The passes package first: importing the ops module on its own hits a circular import in ExecuTorch.
+    from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass  # noqa: F401
     from executorch.backends.cortex_m.ops import operators
 
     saved = operators.F

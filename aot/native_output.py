@@ -13,16 +13,21 @@ from typing import Iterator
 
 @contextlib.contextmanager
 def stdout_to_log(logger: logging.Logger, what: str) -> Iterator[None]:
+    """Descriptors 1 and 2 into one temporary file for the duration; its text goes to logger.debug."""
     sys.stdout.flush()
-    saved = os.dup(1)
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
     with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), 1)
+        for fd in saved:
+            os.dup2(tmp.fileno(), fd)
         try:
             yield
         finally:
             sys.stdout.flush()
-            os.dup2(saved, 1)
-            os.close(saved)
+            sys.stderr.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
             tmp.seek(0)
             text = tmp.read().decode(errors="replace").strip()
             if text:

@@ -127,3 +127,13 @@ def test_dilated_convs_run_on_qemu(tmp_path: Path) -> None:
     proc = _aot(["run", str(tmp_path / "dilated.py"), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "PASS" in proc.stdout and "0 steps" in proc.stdout
+
+
+def test_run_ethos_u_host_cli_in_a_fresh_process(tmp_path: Path) -> None:
+    """A new interpreter must run an NPU program, also when the compile comes from the cache (so the
+    compiler's imports never ran): import order inside ExecuTorch's cortex_m package once broke exactly
+    that second run and nothing else."""
+    for _ in range(2):
+        proc = _aot(["run", "add", "--target", "ethos-u55-128", "--board", "host", "-o", str(tmp_path / "o")], tmp_path)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert "PASS" in proc.stdout and "Ethos-U55 functional model" in proc.stdout
