@@ -19,6 +19,7 @@ from aot.errors import AotError
 from aot.load import LoadedModel, load_calibration, load_model
 from aot.lower import LowerOptions, Lowered
 from aot.targets import TARGETS, Target, get_target
+from aot.npu import compile_check
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +147,13 @@ def compile_model(
         tdir.mkdir(exist_ok=True)
         for n, p in zip(names, parts):
             (tdir / f"{n}.tosa").write_bytes(p.tosa)
+    calls: list[reference.DelegateIO] = []
     with torch.no_grad():
-        device_out = reference.run_lowered(lowered.edge, lowered.inputs, tosa_graphs)
+        device_out = reference.run_lowered(lowered.edge, lowered.inputs, tosa_graphs, calls)
+    npu_check = None
+    if tosa_graphs:
+        npu_check = compile_check.check_delegates({n: p.blob for n, p in zip(names, parts)}, calls)
+        compile_check.warn_on_mismatch(npu_check, target.name)
     try:
         program = lowered.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     except Exception as exc:
@@ -186,6 +192,9 @@ def compile_model(
         "notes": lowered.notes,
         "files": {"pte": pte.name, "bpte": bpte.name},
     }
+    if npu_check is not None:
+        report["npu_check"] = {"reference": "Vela's command streams on the NPU functional model vs "
+                                            "tosa_reference_model, same inputs", "delegates": npu_check}
     if tosa_graphs and lowered.quantized is not None:
         report["tosa_check"] = _tosa_agreement(lowered, device_out, report["output_qparams"])
     for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes"):

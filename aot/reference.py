@@ -3,12 +3,13 @@
 Non-delegated ops run through their registered implementations (for cortex_m::
 ops these are ExecuTorch's Python references, which mirror CMSIS-NN's integer
 arithmetic). Ethos-U delegates run as TOSA graphs on `tosa_reference_model`,
-which Vela-compiled command streams match bit for bit.
+which Vela-compiled command streams should match bit for bit (aot/npu/compile_check.py checks that).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -51,11 +52,20 @@ def run_tosa(tosa: bytes, inputs: Sequence[torch.Tensor], like_outputs: Sequence
     return [numpy_to_tensor(o, l) for o, l in zip(outs, like_outputs)]
 
 
+@dataclass
+class DelegateIO:
+    """One delegate call of a reference run: its name, the tensors it was given and TOSA's outputs."""
+
+    name: str
+    inputs: list[torch.Tensor]
+    outputs: list[torch.Tensor]
+
+
 class _Interpreter(torch.fx.Interpreter):
     def __init__(self, gm: torch.fx.GraphModule, tosa_graphs: dict[str, bytes]) -> None:
         super().__init__(gm)
         self.tosa_graphs = tosa_graphs
-        self.delegate_io: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
+        self.delegate_io: list[DelegateIO] = []
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if target is torch.ops.higher_order.executorch_call_delegate:
@@ -67,7 +77,7 @@ class _Interpreter(torch.fx.Interpreter):
             vals = node.meta.get("val")
             like = list(vals) if isinstance(vals, (tuple, list)) else [vals]
             outs = run_tosa(self.tosa_graphs[name], operands, like)
-            self.delegate_io.append((list(operands), outs))
+            self.delegate_io.append(DelegateIO(name, list(operands), outs))
             return tuple(outs)
         return super().call_function(target, args, kwargs)
 
@@ -80,13 +90,17 @@ def delegate_names(gm: torch.fx.GraphModule) -> list[str]:
     return [n.target for n in gm.graph.nodes if n.op == "get_attr" and str(n.target).startswith("lowered_module")]
 
 
-def run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None = None) -> list[torch.Tensor]:
-    """Execute the edge program on the host; returns its outputs as a flat list."""
+def run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None = None,
+                delegate_io: list[DelegateIO] | None = None) -> list[torch.Tensor]:
+    """Execute the edge program on the host; returns its outputs as a flat list.
+
+    With delegate_io, every delegate call (run on tosa_reference_model) is appended to it."""
     with exact_int_conv():
-        return _run_lowered(edge, inputs, tosa_by_delegate)
+        return _run_lowered(edge, inputs, tosa_by_delegate, delegate_io)
 
 
-def _run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None) -> list[torch.Tensor]:
+def _run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None,
+                 delegate_io: list[DelegateIO] | None) -> list[torch.Tensor]:
     ep = edge.exported_program()
     module = ep.module()
     gm = module if isinstance(module, torch.fx.GraphModule) else ep.graph_module
@@ -99,6 +113,8 @@ def _run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: 
         for spec in ep.graph_signature.input_specs:
             args.append(state[spec.target] if spec.target is not None and spec.kind.name != "USER_INPUT" else next(user))
         out = interp.run(*args)
+        if delegate_io is not None:
+            delegate_io.extend(interp.delegate_io)
     else:
         out = gm(*inputs)
     if isinstance(out, torch.Tensor):

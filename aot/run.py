@@ -13,6 +13,7 @@ from typing import Any
 from aot.compile import CompileResult, compile_model
 from aot.errors import EXIT_MISMATCH, EXIT_OK, EXIT_SIM, EXIT_USAGE, AotError
 from aot.lower import LowerOptions
+from aot.summary import npu_check_text, print_run
 from aot.targets import get_target
 
 log = logging.getLogger(__name__)
@@ -86,14 +87,15 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
     vela = o.compile.get("vela")
     if vela:
         rows.append(("NPU cycles (Vela estimate)", f"{vela['npu_cycles']:,}"))
+    check = o.compile.get("npu_check")
+    if check:  # a MISMATCH here explains a FAIL: Vela's stream disagrees with the graph it was given
+        rows.append(("NPU model vs TOSA (compile)", npu_check_text(check["delegates"])))
     if r is not None and r.status in ("timeout", "crash") and r.console:
         rows.append(("last console lines", " | ".join(r.console[-5:])))
     return rows
 
 
 def run_model(args: argparse.Namespace, options: LowerOptions) -> int:
-    from aot.summary import print_run
-
     target = get_target(args.target)
     board = args.board or target.default_board
     cres = compile_model(args.model, target.name, args.output, args.calibration, options, reuse_cache=True)

@@ -35,6 +35,8 @@ def print_compile(report: dict[str, Any]) -> None:
     if report.get("tosa_check"):
         steps = [r["max_steps"] for r in report["tosa_check"]["outputs"] if r["max_steps"] is not None]
         t.add_row("TOSA ref vs fake-quant", f"max {max(steps) if steps else '?'} steps")
+    if report.get("npu_check"):
+        t.add_row("NPU model vs TOSA", npu_check_text(report["npu_check"]["delegates"]))
     if report.get("lut_fusion"):
         lf = report["lut_fusion"]
         t.add_row("LUT fusion", f"{lf.get('regions_fused', 0)} regions, ops {lf.get('ops_before')} -> {lf.get('ops_after')}")
@@ -46,3 +48,16 @@ def print_run(summary: dict[str, Any]) -> None:
     for k, v in summary["rows"]:
         t.add_row(k, v)
     _console.print(t)
+
+
+def npu_check_text(rows: list[dict[str, Any]]) -> str:
+    """One line for the compile-time check of Vela's command streams (aot/npu/compile_check.py)."""
+    bad = [r for r in rows if r.get("checked") and r["max_diff_steps"]]
+    if bad:
+        return "MISMATCH: " + ", ".join(f"{r['delegate']} up to {r['max_diff_steps']} steps" for r in bad)
+    unchecked = [r for r in rows if not r.get("checked")]
+    done = len(rows) - len(unchecked)
+    text = f"bit-exact ({done} of {len(rows)} delegates)" if done else ""
+    if unchecked:
+        text += ("; " if text else "") + "not checked: " + unchecked[0]["reason"]
+    return text

@@ -37,10 +37,11 @@ VELA_FLAGS: list[str] = []
 
 @dataclass
 class VelaPartition:
-    """One delegate as Vela compiled it: the TOSA graph it was given and its estimates."""
+    """One delegate as Vela compiled it: the TOSA graph it was given, the blob it wrote and its estimates."""
 
     tosa: bytes
     summary: dict[str, str]
+    blob: bytes
 
 
 @contextlib.contextmanager
@@ -68,7 +69,7 @@ def _capture_vela(workdir: str, target_name: str) -> Iterator[list[VelaPartition
             if rows:
                 summary = rows[-1]
             os.remove(path)
-        captured.append(VelaPartition(bytes(tosa_flatbuffer), summary))
+        captured.append(VelaPartition(bytes(tosa_flatbuffer), summary, bytes(result.processed_bytes)))
         return result
 
     EthosUBackend._compile_tosa_flatbuffer = staticmethod(recording)  # type: ignore[method-assign]
