@@ -18,8 +18,8 @@ from aot import emit, macs, numerics, program_info, reference, verify
 from aot.errors import AotError
 from aot.load import LoadedModel, load_calibration, load_model
 from aot.lower import LowerOptions, Lowered
-from aot.targets import TARGETS, Target, get_target
 from aot.npu import compile_check
+from aot.targets import TARGETS, Target, get_target
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def compile_model(
     npu_check = None
     if tosa_graphs:
         npu_check = compile_check.check_delegates({n: p.blob for n, p in zip(names, parts)}, calls)
-        compile_check.warn_on_mismatch(npu_check, target.name)
+        compile_check.warn_on_mismatch(npu_check)
     try:
         program = lowered.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     except Exception as exc:
