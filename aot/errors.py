@@ -7,6 +7,7 @@ EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 EXIT_SIM = 3
+EXIT_SKIP = 5        # the run needs a tool or simulator this machine lacks (e.g. --sim fvp without an FVP)
 
 
 class AotError(Exception):

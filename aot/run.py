@@ -49,6 +49,7 @@ def execute(cres: CompileResult, board: str, sim: str, timeout: float, kernels: 
     dres = execute_bpte(cres, board=board, sim=sim, timeout=timeout, kernels=kernels,
                         save_outputs=save_outputs, npu_trace=npu_trace)
     out.sim = dres.sim
+    out.board = dres.board or board
     out.label = dres.label
     out.image_bytes = dres.image_bytes
     if dres.skip_reason:
@@ -80,6 +81,13 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
             rows.append(("  " + op.op, f"{op.count:,} ({op.calls} calls)"))
     if r is not None and r.arena_bytes:
         rows.append(("arena bytes", " + ".join(str(a) for a in r.arena_bytes)))
+    npu = (r.raw or {}).get("npu") if r is not None else None
+    if npu:
+        rows.append(("NPU (device)", f"{npu.get('config')} ID {npu.get('id')}, {npu.get('invocations')} inferences"))
+        if npu.get("pmu_cycles"):
+            rows.append(("NPU cycles (PMU)", f"{npu['pmu_cycles']:,}"))
+    if r is not None and (r.raw or {}).get("delegate_bytes"):
+        rows.append(("delegate bytes (NPU scratch)", f"{r.raw['delegate_bytes']:,}"))
     if r is not None and r.stack_bytes:
         rows.append(("stack bytes", str(r.stack_bytes)))
     if o.image_bytes:
@@ -100,7 +108,7 @@ def run_model(args: argparse.Namespace, options: LowerOptions) -> int:
     board = args.board or target.default_board
     cres = compile_model(args.model, target.name, args.output, args.calibration, options, reuse_cache=True)
     outcome = execute(cres, board, args.sim, args.timeout, args.kernels, args.save_outputs, args.npu_trace)
-    print_run({"model": outcome.model, "board": board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
+    print_run({"model": outcome.model, "board": outcome.board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
     if outcome.status == "SKIP":
         raise AotError(f"{outcome.reason}; AOT figures above are from the compile step (no device run)", EXIT_USAGE)
     if outcome.status == "ERROR":

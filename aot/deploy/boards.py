@@ -81,6 +81,20 @@ class FvpConfig:
     data_target: str
     variants: dict[str, tuple[str, ...]] = field(default_factory=dict)
     counter_unit: str = "cycles"
+    npu_macs_param: str | None = None  # instance.parameter that sets the Ethos-U's MAC count
+
+
+@dataclass(frozen=True)
+class NpuConfig:
+    """The board's Ethos-U: where the driver finds it and what the NPU can reach."""
+
+    base: int                        # register block
+    irq: int                         # interrupt line, -1: none wired (the driver polls)
+    secure: bool = True
+    privileged: bool = True
+    timeout_ms: int = 2000           # per inference
+    products: tuple[str, ...] = ()   # NPUs the board exists with, e.g. ("ethos-u55", "ethos-u65")
+    dma_regions: tuple[str, ...] = ()  # memories the NPU's AXI masters reach
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,9 @@ class Board:
     qemu: QemuConfig | None
     fvp: FvpConfig | None
     directory: Path
+    npu: NpuConfig | None = None
+    fpgaio: tuple[int, int] | None = None  # (base, prescaler clock Hz) of an MPS2/MPS3 FPGAIO COUNTER
+    stand_in_for: str | None = None  # a board this one imitates where the real one cannot run here
 
     def memory(self, name: str) -> Memory:
         for m in self.memories:
@@ -222,6 +239,11 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
     if cpu_hz <= 0:
         raise b._fail(f"'cpu_hz' must be positive, got {cpu_hz}")
     uart_base = _u32(b, "uart_base", None)
+    stand_in_for = b.get("stand_in_for", str, None)
+    fpgaio_base = _u32(b, "fpgaio_base", None)
+    fpgaio_hz = b.get("fpgaio_hz", int, None)
+    if (fpgaio_base is None) != (fpgaio_hz is None) or (fpgaio_hz is not None and fpgaio_hz <= 0):
+        raise b._fail("give both 'fpgaio_base' and a positive 'fpgaio_hz', or neither")
     b.finish()
 
     # memories
@@ -319,6 +341,31 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
     if len(set(arenas)) != len(arenas):
         raise at._fail(f"'regions' lists a memory twice: {list(arenas)}")
 
+    npu = None
+    nt = root.table("npu", optional=True)
+    if nt is not None:
+        irq = nt.get("irq", int)
+        if not -1 <= irq < 480:
+            raise nt._fail(f"'irq' = {irq} must be an external interrupt number 0..479, or -1 for none (the driver polls)")
+        npu = NpuConfig(base=_u32(nt, "base", minimum=1), irq=irq, secure=nt.get("secure", bool, True),
+                        privileged=nt.get("privileged", bool, True), timeout_ms=nt.get("timeout_ms", int, 2000),
+                        products=nt.str_list("products", []), dma_regions=nt.str_list("dma_regions", []))
+        nt.finish()
+        if npu.timeout_ms <= 0 or npu.timeout_ms > 3_600_000:
+            raise nt._fail(f"'timeout_ms' = {npu.timeout_ms} must be 1..3600000")
+        if npu.base % 4:
+            raise nt._fail(f"'base' = {npu.base:#x} must be 4-byte aligned")
+        for r in npu.dma_regions:
+            if r not in by_name:
+                raise nt._fail(f"dma region '{r}' is not a [[memory]] name (have {', '.join(names)})")
+        unreachable = [r for r in arenas if npu.dma_regions and r not in npu.dma_regions]
+        if unreachable:
+            raise nt._fail(f"arena region(s) {', '.join(unreachable)} are not in dma_regions: the NPU could not reach "
+                           "delegate memory placed there")
+        bad = [p for p in npu.products if p not in ("ethos-u55", "ethos-u65", "ethos-u85")]
+        if bad:
+            raise nt._fail(f"unknown NPU product(s) {', '.join(bad)}: use ethos-u55, ethos-u65 or ethos-u85")
+
     qemu = None
     qt = root.table("qemu", optional=True)
     if qt is not None:
@@ -348,6 +395,7 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
             data_target=ft.get("data_target", str),
             variants=variants,
             counter_unit=ft.get("counter_unit", str, "cycles"),
+            npu_macs_param=ft.get("npu_macs_param", str, None),
         )
         ft.finish()
         for p in fvp.params + tuple(x for v in variants.values() for x in v):
@@ -369,6 +417,9 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
         qemu=qemu,
         fvp=fvp,
         directory=path.parent,
+        npu=npu,
+        fpgaio=(fpgaio_base, fpgaio_hz) if fpgaio_base is not None else None,
+        stand_in_for=stand_in_for,
     )
 
 
@@ -404,6 +455,9 @@ def config_h(board: Board) -> str:
     out.append(f"#define BOARD_CPU_HZ {board.cpu_hz}u")
     if board.uart_base is not None:
         out.append(f"#define BOARD_UART_BASE {board.uart_base:#010x}u")
+    if board.fpgaio is not None:
+        out.append(f"#define BOARD_FPGAIO_BASE {board.fpgaio[0]:#010x}u")
+        out.append(f"#define BOARD_FPGAIO_HZ {board.fpgaio[1]}ull")
     out.append(f"#define BOARD_MODEL_ADDR {board.model.address:#010x}u")
     out.append(f"#define BOARD_MODEL_MAX {board.model.max_size:#x}u")
     out.append(f"#define BOARD_ARENA_COUNT {len(board.arena_regions)}u")
@@ -414,6 +468,12 @@ def config_h(board: Board) -> str:
         m = board.memory(r)
         items.append(f'{{"{m.name}", {m.base:#010x}u, {m.size:#x}u, {1 if r == board.model.region else 0}}}')
     out.append("#define BOARD_ARENA_REGIONS { " + ", ".join(items) + " }")
+    if board.npu is not None:
+        out.append(f"#define BOARD_NPU_BASE {board.npu.base:#010x}u")
+        out.append(f"#define BOARD_NPU_IRQ {board.npu.irq}")
+        out.append(f"#define BOARD_NPU_SECURE {int(board.npu.secure)}")
+        out.append(f"#define BOARD_NPU_PRIVILEGED {int(board.npu.privileged)}")
+        out.append(f"#define BOARD_NPU_TIMEOUT_US {board.npu.timeout_ms * 1000}u")
     out += ["", "#endif", ""]
     return "\n".join(out)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aot.errors import AotError
+from aot.errors import EXIT_SKIP, AotError
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,7 @@ class DeployResult:
     skip_reason: str = ""
     label: str = ""
     image_bytes: int | None = None
+    board: str = ""               # the board that ran it (a stand-in may replace the one asked for)
 
 
 def _build_options(kernels: str) -> Any:
@@ -92,7 +93,7 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
 
     target = cres.target
     if target.flow == "ethos_u":
-        return _execute_npu(cres, board, sim, timeout, save_outputs, npu_trace)
+        return _execute_npu(cres, board, sim, timeout, kernels, save_outputs, npu_trace)
     if board == "host":
         from aot.deploy.result import ResultError
         from aot.deploy.sim_host import run_host
@@ -150,22 +151,105 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
     return DeployResult(sim, res, image_bytes=size)
 
 
-def _execute_npu(cres: Any, board: str, sim: str, timeout: float, save_outputs: str | None, npu_trace: bool) -> DeployResult:
-    """Ethos-U programs: an FVP with the NPU where present, else our NPU functional model on the host."""
-    if board != "host":
-        from aot.deploy.boards import load_board
+def stand_in_for(board: Any) -> Any:
+    """The board that stands in for `board` under QEMU (e.g. an547-u85 for corstone-320), or None."""
+    from aot.deploy.boards import list_boards, load_board
 
+    for name in list_boards():
+        other = load_board(name)
+        if other.stand_in_for == board.name and other.qemu is not None:
+            return other
+    return None
+
+
+def _fvp_for_npu(board: Any, npu: str) -> str | None:
+    """An FVP on PATH that models this board with this NPU product."""
+    if board.fvp is None:
+        return None
+    product = npu.rsplit("-", 1)[0]           # ethos-u55
+    suffix = product.replace("ethos-", "Ethos-").replace("-u", "-U")
+    for name in board.fvp.variants:
+        if (suffix in name or (product == "ethos-u85" and "SSE-320" in name)) and shutil.which(name):
+            return name
+    return None
+
+
+def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, save_outputs: str | None,
+                 npu_trace: bool) -> DeployResult:
+    """Ethos-U programs: the host executor (--board host), or the firmware on a board: an FVP with the NPU where
+    one is on PATH, else QEMU with the NPU co-simulated."""
+    from aot.deploy.boards import BoardError, load_board
+
+    if board == "host":
+        return _run_npu_model(cres, save_outputs, npu_trace)
+    npu = cres.target.npu
+    try:
         b = load_board(board)
-        if sim in ("fvp", "auto") and _fvp_available(b):
-            from aot.deploy.sim_fvp import run_fvp
-            from aot.deploy.sim_qemu import SimError
+    except (BoardError, FileNotFoundError) as err:
+        raise AotError(str(err)) from err
+    if b.npu is None:
+        raise AotError(f"board '{b.name}' has no Ethos-U NPU ([npu] in its board.toml): run {cres.target.name} programs "
+                       f"on corstone-300 or corstone-320, or with --board host")
+    product = npu.rsplit("-", 1)[0]
+    if b.npu.products and product not in b.npu.products:
+        raise AotError(f"board '{b.name}' has an {' or '.join(b.npu.products)}, not an {product}: use --board "
+                       f"{cres.target.default_board}")
+    fvp = _fvp_for_npu(b, npu)
+    if sim == "fvp" and fvp is None:
+        raise AotError(f"no FVP for {b.name} with an {product} on PATH: install Arm's Corstone FVP, or use --sim qemu "
+                       "(the NPU is then co-simulated)", EXIT_SKIP)
+    label = ""
+    if sim in ("qemu", "auto") and not (sim == "auto" and fvp):
+        sim = "qemu"
+        if b.qemu is None:
+            alt = stand_in_for(b)
+            if alt is None:
+                raise AotError(f"QEMU has no machine for {b.name} and no board stands in for it")
+            label = f"stand-in for {b.name}: {alt.name}, Cortex-M55 + co-simulated {npu}"
+            b = alt
+    elif sim == "auto":
+        sim = "fvp"
+    from aot.deploy.build import BuildError, build_image
 
-            try:
-                sres = run_fvp(cres.bpte, b, timeout=timeout, save_outputs=bool(save_outputs))
-            except SimError as err:
-                raise AotError(str(err)) from err
-            return DeployResult("fvp", _from_sim(sres))
-    return _run_npu_model(cres, save_outputs, npu_trace)
+    try:
+        img = build_image(b.name, _build_options(kernels))
+    except (BuildError, ValueError) as err:
+        raise AotError(f"firmware image for {b.name} does not build: {err}") from err
+    size = _image_size(img)
+    from aot.deploy.sim_qemu import SimError
+
+    try:
+        if sim == "fvp":
+            from aot.deploy.sim_fvp import run_fvp
+
+            sres = run_fvp(cres.bpte, b, elf=img.elf, fvp=fvp, timeout=timeout, save_outputs=bool(save_outputs), npu=npu)
+            label = f"{fvp}; cycles from the FVP"
+        else:
+            from aot.deploy.sim_qemu import run_qemu
+
+            sres = run_qemu(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs), npu=npu)
+            label = label or f"QEMU + co-simulated {npu} (functional model)"
+            label += "; NPU cycles: Vela estimate"
+    except SimError as err:
+        raise AotError(str(err)) from err
+    if getattr(sres, "skip_reason", ""):
+        return DeployResult(sim, skip_reason=sres.skip_reason, label=label, image_bytes=size, board=b.name)
+    res = _from_sim(sres)
+    if save_outputs and res is not None and res.status in ("pass", "fail"):
+        _save_npy(sres.outputs, cres.bpte, save_outputs)
+    if npu_trace:
+        _host_trace(cres)
+    return DeployResult(sim, res, label=label, image_bytes=size, board=b.name)
+
+
+def _host_trace(cres: Any) -> None:
+    from aot.npu.trace import log_trace, trace_bundled
+
+    data = Path(cres.bpte).read_bytes()
+    tdir = Path(cres.bpte).with_suffix(".tosa")
+    graphs = [p.read_bytes() for p in sorted(tdir.glob("lowered_module_*.tosa"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))]
+    for i, rows in enumerate(trace_bundled(data, graphs)):
+        log_trace(rows, i)
 
 
 def _run_npu_model(cres: Any, save_outputs: str | None, npu_trace: bool) -> DeployResult:
@@ -196,10 +280,5 @@ def _run_npu_model(cres: Any, save_outputs: str | None, npu_trace: bool) -> Depl
         for i, t in enumerate(runs[0].outputs):
             np.save(out / f"output_{i}.npy", t.contiguous().numpy())
     if npu_trace:
-        from aot.npu.trace import log_trace, trace_bundled
-
-        tdir = Path(cres.bpte).with_suffix(".tosa")
-        graphs = [p.read_bytes() for p in sorted(tdir.glob("lowered_module_*.tosa"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))]
-        for i, rows in enumerate(trace_bundled(data, graphs)):
-            log_trace(rows, i)
+        _host_trace(cres)
     return DeployResult("npu-model", res, label=f"{label}; cycles are Vela estimates")

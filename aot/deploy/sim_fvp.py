@@ -53,12 +53,23 @@ def fvp_command(
     timeout: float = 60.0,
     fvp: str | None = None,
     cycle_limit: int | None = None,
+    npu: str | None = None,
 ) -> list[str]:
-    """The FVP command line for one run (the binary is not looked up here)."""
+    """The FVP command line for one run (the binary is not looked up here). `npu` (e.g. ethos-u55-256)
+    sets the NPU's MAC count through board.toml [fvp].npu_macs_param."""
     name = fvp_variant(board, fvp)
     assert board.fvp is not None
+    params = list(board.fvp.params + board.fvp.variants[name])
+    if npu is not None:
+        key = board.fvp.npu_macs_param
+        if key is None:
+            raise SimError(f"board '{board.name}' does not say how its FVP sets the NPU's MAC count ([fvp].npu_macs_param)")
+        macs = npu.rsplit("-", 1)[-1]
+        if not macs.isdigit():
+            raise SimError(f"NPU '{npu}' names no MAC count (e.g. ethos-u55-128)")
+        params = [p for p in params if not p.startswith(key + "=")] + [f"{key}={macs}"]
     cmd = [name]
-    for p in board.fvp.params + board.fvp.variants[name]:
+    for p in params:
         cmd += ["-C", p.format(cwd=cwd, timeout=int(timeout))]
     cmd += ["-a", str(elf)]
     cmd += ["--data", f"{board.fvp.data_target}={model_bin}@{board.model.address:#x}"]
@@ -78,13 +89,14 @@ def run_fvp(
     save_outputs: bool = False,
     cycle_limit: int | None = None,
     build_options: BuildOptions | None = None,
+    npu: str | None = None,
 ) -> SimResult:
     b = board if isinstance(board, Board) else load_board(board)
     name = fvp_variant(b, fvp)
     if shutil.which(name) is None:
         raise SimError(f"{name} not found on PATH: install the Arm FVP (developer.arm.com, Arm Ecosystem FVPs) or run under QEMU")
     elf, workdir, model_bin = prepare_run(bpte, b, elf, workdir, save_outputs, build_options, "fvp")
-    cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), workdir.resolve(), timeout, name, cycle_limit)
+    cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), workdir.resolve(), timeout, name, cycle_limit, npu)
     console, code, timed_out, secs = run_command(cmd, workdir, timeout + KILL_GRACE_S)
     # The FVP ends itself at --timelimit; a run that stopped there printed no result.
     status, parsed = classify(console, code, timed_out)
@@ -104,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--save-outputs", action="store_true")
     ap.add_argument("--print-command", action="store_true", help="print the command line and exit")
+    ap.add_argument("--npu", help="NPU configuration for Ethos-U programs, e.g. ethos-u55-256 (sets the MAC count)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -111,9 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.print_command:
             wd = (args.workdir or Path(".")).resolve()
             elf = args.elf or Path(f"build/{b.name}-Release/runner.elf")
-            sys.stdout.write(" ".join(fvp_command(b, elf, wd / "model.bin", wd, args.timeout, args.fvp, args.cycle_limit)) + "\n")
+            sys.stdout.write(" ".join(fvp_command(b, elf, wd / "model.bin", wd, args.timeout, args.fvp, args.cycle_limit,
+                                                  args.npu)) + "\n")
             return 0
-        r = run_fvp(args.bpte, b, args.elf, args.fvp, args.timeout, args.workdir, args.save_outputs, args.cycle_limit)
+        r = run_fvp(args.bpte, b, args.elf, args.fvp, args.timeout, args.workdir, args.save_outputs, args.cycle_limit,
+                    npu=args.npu)
     except (SimError, BoardError, BuildError) as e:
         log.error("error: %s", e)
         return 2

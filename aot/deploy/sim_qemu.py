@@ -57,6 +57,9 @@ class SimResult:
     workdir: Path | None = None
     outputs: list[Path] = field(default_factory=list)  # output_<i>.bin, in index order
     command: list[str] = field(default_factory=list)
+    npu: Any = None          # aot.deploy.npu_cosim.CosimResult when an NPU was co-simulated
+    npu_spec: str = ""       # the NPU it played, e.g. ethos-u55-128
+    skip_reason: str = ""    # the run could not be judged (a feature the NPU model lacks)
 
     @property
     def result(self) -> dict[str, Any] | None:
@@ -160,6 +163,28 @@ def prepare_run(bpte: Path | bytes, b: Board, elf: Path | None, workdir: Path | 
     return Path(elf), workdir, model_bin
 
 
+def program_npu(bpte: bytes) -> str | None:
+    """The NPU an Ethos-U program was compiled for (e.g. "ethos-u55-128", from its first delegate's
+    driver header), or None for a program without an Ethos-U delegate."""
+    if b"vela_bin_stream" not in bpte:
+        return None
+    from aot.npu.blob import parse_blob
+
+    start = bpte.index(b"vela_bin_stream")
+    end = bpte.find(b"vela_end_stream", start)
+    if end < 0:
+        raise SimError("the program's Ethos-U delegate data is truncated (no vela_end_stream): recompile it")
+    try:
+        blob = parse_blob(bpte[start:end + 32])
+    except Exception as exc:  # the firmware reports corrupt delegates itself; only the NPU choice is needed here
+        log.debug("delegate header unreadable: %s", exc)
+        return "ethos-u55-128"
+    if blob.config is None:
+        return "ethos-u55-128"
+    product = {0: "ethos-u55", 1: "ethos-u65", 2: "ethos-u85"}.get(blob.config.product, "ethos-u55")
+    return f"{product}-{1 << blob.config.macs_per_cc}"
+
+
 def run_qemu(
     bpte: Path | bytes,
     board: str | Board = "corstone-300",
@@ -168,11 +193,20 @@ def run_qemu(
     workdir: Path | None = None,
     save_outputs: bool = False,
     build_options: BuildOptions | None = None,
+    npu: str | None = None,
+    npu_fault: str | None = None,
 ) -> SimResult:
-    """Run one .bpte; builds the board image first when `elf` is not given."""
+    """Run one .bpte; builds the board image first when `elf` is not given.
+
+    A program with an Ethos-U delegate runs with the NPU co-simulated (aot/deploy/npu_cosim.py): `npu`
+    names the NPU to play (default: the one the program was compiled for), `npu_fault` injects a fault."""
     b = board if isinstance(board, Board) else load_board(board)
+    data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
     elf, workdir, model_bin = prepare_run(bpte, b, elf, workdir, save_outputs, build_options, "qemu")
     cmd = qemu_command(b, Path(elf).resolve(), model_bin.resolve())
+    wanted = npu or program_npu(data)
+    if wanted is not None and b.npu is not None:
+        return _run_cosim(b, Path(elf), workdir, cmd, wanted, npu_fault, timeout)
     console, code, timed_out, secs = run_command(cmd, workdir, timeout)
     status, parsed = classify(console, code, timed_out)
     res = SimResult(status, code, console, parsed, secs, workdir, _collect_outputs(workdir), cmd)
@@ -180,6 +214,33 @@ def run_qemu(
         log.warning("%s: killed after %.0f s; last console lines:\n%s", b.name, timeout, res.tail)
     elif status == "crash":
         log.warning("%s: crashed (exit %s):\n%s", b.name, code, res.fault or res.tail)
+    return res
+
+
+def _run_cosim(b: Board, elf: Path, workdir: Path, cmd: list[str], npu: str, fault: str | None,
+               timeout: float) -> SimResult:
+    from aot.deploy.npu_cosim import CosimError, NpuSpec, run_cosim
+
+    assert b.npu is not None
+    try:
+        spec = NpuSpec.parse(npu)
+    except ValueError as err:
+        raise SimError(str(err)) from None
+    if b.npu.products and spec.product not in b.npu.products:
+        raise SimError(f"board '{b.name}' has an {' or '.join(b.npu.products)}, not an {spec.product}: "
+                       f"pick a board with that NPU (see boards/*/board.toml [npu].products)")
+    reach = [(m.base, m.end, m.name) for m in b.memories if not b.npu.dma_regions or m.name in b.npu.dma_regions]
+    try:
+        r = run_cosim(cmd, elf, workdir, spec, b.npu.base, b.npu.irq, reach, timeout, fault)
+    except CosimError as err:
+        return SimResult("skip", None, "", None, 0.0, workdir, [], cmd, npu_spec=spec.name, skip_reason=str(err))
+    status, parsed = classify(r.console, r.exit_code, r.timed_out)
+    res = SimResult(status, r.exit_code, r.console, parsed, r.seconds, workdir, _collect_outputs(workdir), cmd, r,
+                    spec.name)
+    if status == "timeout":
+        log.warning("%s: killed after %.0f s; last console lines:\n%s", b.name, timeout, res.tail)
+    elif status == "crash":
+        log.warning("%s: crashed (exit %s):\n%s", b.name, r.exit_code, res.fault or res.tail)
     return res
 
 
@@ -192,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds before QEMU is killed")
     ap.add_argument("--workdir", type=Path, help="QEMU's working directory (default: a temp dir)")
     ap.add_argument("--save-outputs", action="store_true", help="write output_<i>.bin into the working directory")
+    ap.add_argument("--npu", help="NPU to co-simulate for Ethos-U programs (default: the program's, e.g. ethos-u55-128)")
+    ap.add_argument("--npu-fault", choices=["hang", "drop-irq", "bus-error"], help="inject an NPU fault (tests)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
@@ -200,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         r = run_qemu(args.bpte, args.board, args.elf, args.timeout, args.workdir, args.save_outputs,
-                     BuildOptions(mve=not args.no_mve))
+                     BuildOptions(mve=not args.no_mve), args.npu, args.npu_fault)
     except (SimError, BoardError, BuildError) as e:
         log.error("error: %s", e)
         return 2

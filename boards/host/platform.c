@@ -141,3 +141,23 @@ void plat_exit(int code) {
   fflush(stdout);
   exit(code);
 }
+
+/* ---- driver services: the host has no NPU ---- */
+
+int plat_npu_info(plat_npu *npu) {
+  (void)npu;
+  return -1;
+}
+
+uint64_t plat_time_us(void) { return plat_counter() / 1000u; }
+uint32_t plat_irq_save(void) { return 0; }
+void plat_irq_restore(uint32_t state) { (void)state; }
+void plat_wait_for_interrupt(uint64_t until_us) { (void)until_us; }
+
+int plat_irq_attach(int irq, void (*handler)(void *), void *arg) {
+  (void)irq, (void)handler, (void)arg;
+  return -1;
+}
+
+void plat_dcache_clean(const void *p, size_t n) { (void)p, (void)n; }
+void plat_dcache_invalidate(void *p, size_t n) { (void)p, (void)n; }

@@ -33,7 +33,7 @@ static void run_program(const uint8_t *data, size_t size, et_bundle *b) {
     if (used > POOL_BYTES) return;
   }
   if (et_method_init(&g_m, &g_p, b ? b->method_name : NULL, g_pool, needs.runtime_bytes, base, sizes, needs.n_arenas,
-                     g_scratch, sizeof g_scratch) != ET_OK)
+                     g_scratch, sizeof g_scratch, NULL, 0) != ET_OK)
     return;
   if (b == NULL || et_bundle_num_cases(b) == 0) return;
   if (et_bundle_set_inputs(b, 0, &g_m) != ET_OK) return;

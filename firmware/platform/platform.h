@@ -28,6 +28,33 @@ size_t plat_stack_used(void);
 void plat_save_output(unsigned index, const void *data, size_t nbytes);
 void plat_exit(int code) __attribute__((noreturn));
 
+/* ---- services for device drivers (the Ethos-U NPU) ---- */
+
+/* The board's NPU, from board.toml [npu]. */
+typedef struct {
+  uintptr_t base;       /* register block */
+  int irq;              /* interrupt line; < 0: none wired (the driver polls) */
+  int secure;           /* security and privilege level the NPU runs at */
+  int privileged;
+  uint32_t timeout_us;  /* per inference */
+} plat_npu;
+
+/* Fills `npu` and returns 0 when the board has an NPU; -1 otherwise. */
+int plat_npu_info(plat_npu *npu);
+/* Microseconds since start (monotonic), for driver timeouts. */
+uint64_t plat_time_us(void);
+/* Mask interrupts and return the previous mask state; restore it. */
+uint32_t plat_irq_save(void);
+void plat_irq_restore(uint32_t state);
+/* Sleep until an interrupt is pending or until_us (plat_time_us) has passed; call with
+ * interrupts masked, so none is missed. */
+void plat_wait_for_interrupt(uint64_t until_us);
+/* Route interrupt `irq` to handler(arg) and enable it; returns 0, or -1 for a line the board cannot route. */
+int plat_irq_attach(int irq, void (*handler)(void *), void *arg);
+/* Data cache maintenance by address range (no-ops when the data cache is off or absent). */
+void plat_dcache_clean(const void *p, size_t n);
+void plat_dcache_invalidate(void *p, size_t n);
+
 #endif
 
 /* Boards whose simulator loads the model into memory (QEMU -device loader,

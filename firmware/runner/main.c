@@ -6,8 +6,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "backend.h"
+#include "ethosu_backend.h"
 #include "platform.h"
 #include "runtime.h"
+#include "schema_ids.h"
 
 #ifndef RUNNER_SCRATCH_BYTES
 #define RUNNER_SCRATCH_BYTES 4096u /* et_kernel_ctx scratch; ops' own scratch is planned */
@@ -52,8 +55,10 @@ static void print_arena_bytes(const et_method_needs *needs) {
   out_fmt("]");
 }
 
+static et_status g_last_status = ET_E_INVALID_PROGRAM; /* status behind the next fail_error */
+
 static void __attribute__((noreturn)) fail_error(const char *msg, const et_method_needs *needs) {
-  out_fmt("{\"status\": \"error\", \"error\": ");
+  out_fmt("{\"status\": \"error\", \"code\": \"%s\", \"error\": ", et_status_name(g_last_status));
   out_json_string(msg);
   if (needs) print_arena_bytes(needs);
   out_fmt(", \"stack_bytes\": %lu}\n", (unsigned long)plat_stack_used());
@@ -86,6 +91,7 @@ static uint8_t *place(size_t size) {
 
 static void __attribute__((noreturn)) fail_placement(const char *what, size_t size, const et_method_needs *needs) {
   char msg[ET_MSG_CAP];
+  g_last_status = ET_E_ARENA_TOO_SMALL;
   size_t n = (size_t)snprintf(msg, sizeof msg, "cannot place %s (%lu bytes): program needs arenas [", what, (unsigned long)size);
   for (uint32_t k = 0; k < needs->n_arenas && n < sizeof msg; k++)
     n += (size_t)snprintf(msg + n, sizeof msg - n, "%s%" PRIu64, k ? ", " : "", needs->arena_bytes[k]);
@@ -107,21 +113,59 @@ static bool outputs_equal(const et_method *m, const uint8_t *copy) {
   return true;
 }
 
+/* Status check: remembers the code for the result line. */
+static bool failed(et_status st) {
+  if (st != ET_OK) g_last_status = st;
+  return st != ET_OK;
+}
+
 static void run_case(uint32_t c, const et_method_needs *needs) {
-  et_status st = et_bundle_set_inputs(&g_bundle, c, &g_method);
-  if (st != ET_OK) fail_error(g_bundle.msg, needs);
-  if (et_method_execute(&g_method) != ET_OK) fail_error(g_method.msg, needs);
+  if (failed(et_bundle_set_inputs(&g_bundle, c, &g_method))) fail_error(g_bundle.msg, needs);
+  if (failed(et_method_execute(&g_method))) fail_error(g_method.msg, needs);
+}
+
+/* ---- Ethos-U: initialised only when the program has a delegate ---- */
+static ethosu_device g_npu;
+static char g_npu_error[ET_MSG_CAP];
+
+static void npu_init(void) {
+  plat_npu info;
+  if (plat_npu_info(&info) != 0) {
+    snprintf(g_npu_error, sizeof g_npu_error,
+             "this board has no Ethos-U NPU ([npu] in its board.toml): run Ethos-U programs on a board with one");
+    return;
+  }
+  ethosu_hal hal = {
+      .base = info.base, .irq = info.irq, .secure = info.secure != 0, .privileged = info.privileged != 0,
+      .timeout_us = info.timeout_us, .time_us = plat_time_us, .irq_save = plat_irq_save, .irq_restore = plat_irq_restore,
+      .wait_for_interrupt = plat_wait_for_interrupt, .irq_attach = plat_irq_attach, .dcache_clean = plat_dcache_clean,
+      .dcache_invalidate = plat_dcache_invalidate};
+  if (ethosu_init(&g_npu, &hal, g_npu_error, sizeof g_npu_error) == ET_OK) g_npu_error[0] = 0;
+}
+
+static void print_npu(void) {
+  if (g_npu.invocations == 0) return;
+  char name[32];
+  ethosu_config_name(g_npu.config, name, sizeof name);
+  out_fmt(", \"npu\": {\"config\": \"%s\", \"id\": \"0x%08" PRIx32 "\", \"invocations\": %" PRIu32
+          ", \"pmu_cycles\": %" PRIu64 ", \"pmu_events\": [%" PRIu32 ", %" PRIu32 ", %" PRIu32 ", %" PRIu32 "]}",
+          name, g_npu.id, g_npu.invocations, g_npu.total.cycles, g_npu.total.events[0], g_npu.total.events[1],
+          g_npu.total.events[2], g_npu.total.events[3]);
 }
 
 int main(int argc, char **argv) {
   plat_init(argc, argv);
   const uint8_t *data;
   size_t size;
-  if (plat_model(&data, &size) != 0) fail_error("platform has no model to run", NULL);
-  if (et_bundle_load(&g_bundle, data, size) != ET_OK) fail_error(g_bundle.msg, NULL);
-  if (et_program_load(&g_prog, g_bundle.program, g_bundle.program_len) != ET_OK) fail_error(g_prog.msg, NULL);
+  if (plat_model(&data, &size) != 0) g_last_status = ET_E_INVALID_ARG, fail_error("platform has no model to run", NULL);
+  if (failed(et_bundle_load(&g_bundle, data, size))) fail_error(g_bundle.msg, NULL);
+  if (failed(et_program_load(&g_prog, g_bundle.program, g_bundle.program_len))) fail_error(g_prog.msg, NULL);
+  /* The device is brought up only if a delegate needs it (below); the backend's
+   * needs() reads the delegate data alone. */
+  if (failed(et_backend_register(ethosu_backend(&g_npu, g_npu_error)))) fail_error("cannot register the Ethos-U backend", NULL);
   et_method_needs needs;
-  if (et_method_needs_get(&g_prog, g_bundle.method_name, &needs) != ET_OK) fail_error(g_prog.msg, NULL);
+  if (failed(et_method_needs_get(&g_prog, g_bundle.method_name, &needs))) fail_error(g_prog.msg, NULL);
+  if (needs.delegate_bytes > 0) npu_init();
 
   const plat_region *regions;
   g_nregions = plat_regions(&regions);
@@ -150,12 +194,16 @@ int main(int argc, char **argv) {
   if (runtime_mem == NULL) fail_placement("runtime memory", needs.runtime_bytes, &needs);
   uint8_t *scratch = place(RUNNER_SCRATCH_BYTES);
   if (scratch == NULL) fail_placement("kernel scratch", RUNNER_SCRATCH_BYTES, &needs);
+  /* The board's arena regions are the ones its NPU can reach (board.toml [arenas]). */
+  uint8_t *delegate_mem = NULL;
+  if (needs.delegate_bytes > 0 && (delegate_mem = place(needs.delegate_bytes)) == NULL)
+    fail_placement("delegate memory", needs.delegate_bytes, &needs);
 
-  if (et_method_init(&g_method, &g_prog, g_bundle.method_name, runtime_mem, needs.runtime_bytes, arena_base, arena_size,
-                     needs.n_arenas, scratch, RUNNER_SCRATCH_BYTES) != ET_OK)
+  if (failed(et_method_init(&g_method, &g_prog, g_bundle.method_name, runtime_mem, needs.runtime_bytes, arena_base, arena_size,
+                            needs.n_arenas, scratch, RUNNER_SCRATCH_BYTES, delegate_mem, needs.delegate_bytes)))
     fail_error(g_method.msg, &needs);
   uint32_t nout = et_method_num_outputs(&g_method);
-  if (nout > MAX_OUTPUTS) fail_error("method has more outputs than the runner reports (32)", &needs);
+  if (nout > MAX_OUTPUTS) g_last_status = ET_E_NOT_SUPPORTED, fail_error("method has more outputs than the runner reports (32)", &needs);
   uint32_t ncases = et_bundle_num_cases(&g_bundle);
   if (ncases == 0) fail_error("bundled program has no test cases: bundle at least one", &needs);
 
@@ -182,21 +230,20 @@ int main(int argc, char **argv) {
   uint64_t total = 0;
   bool pass = true;
   for (uint32_t c = 0; c < ncases; c++) {
-    et_status st = et_bundle_set_inputs(&g_bundle, c, &g_method);
-    if (st != ET_OK) fail_error(g_bundle.msg, &needs);
+    if (failed(et_bundle_set_inputs(&g_bundle, c, &g_method))) fail_error(g_bundle.msg, &needs);
     uint64_t t0 = plat_counter();
-    st = et_method_execute(&g_method);
+    et_status st = et_method_execute(&g_method);
     total += plat_counter() - t0;
-    if (st != ET_OK) fail_error(g_method.msg, &needs);
+    if (failed(st)) fail_error(g_method.msg, &needs);
     if (c == 0) {
       if (!outputs_equal(&g_method, copy))
-        fail_error("outputs of two runs of test case 0 differ: a kernel reads uninitialised or stale memory", &needs);
+        g_last_status = ET_E_INTERNAL, fail_error("outputs of two runs of test case 0 differ: a kernel reads uninitialised or stale memory", &needs);
       for (uint32_t i = 0; i < nout; i++) {
         const et_value *v = et_method_output(&g_method, i);
         if (v->tag == ET_TAG_TENSOR) plat_save_output(i, v->u.t->data, v->u.t->nbytes);
       }
     }
-    if (et_bundle_compare(&g_bundle, c, &g_method, g_case_diff) != ET_OK) fail_error(g_bundle.msg, &needs);
+    if (failed(et_bundle_compare(&g_bundle, c, &g_method, g_case_diff))) fail_error(g_bundle.msg, &needs);
     for (uint32_t i = 0; i < nout; i++) {
       et_output_diff *d = &g_diff[i], *e = &g_case_diff[i];
       if (c == 0) *d = *e;
@@ -237,9 +284,26 @@ int main(int argc, char **argv) {
     out_fmt(", \"calls\": %" PRIu64 ", \"count\": %" PRIu64 "}", calls, count);
     first = false;
   }
+  /* Delegate calls, one entry per backend. */
+  uint32_t ninstr = g_method.chain_start[g_method.nchains];
+  for (uint32_t i = 0; i < ninstr; i++) {
+    const et_instr *ins = &g_method.instrs[i];
+    if (ins->kind != FBPU_InstructionArguments__DelegateCall) continue;
+    bool seen = false;
+    for (uint32_t j = 0; j < i && !seen; j++) seen = g_method.instrs[j].kind == ins->kind && g_method.instrs[j].backend == ins->backend;
+    if (seen) continue;
+    uint64_t calls = 0, count = 0;
+    for (uint32_t j = i; j < ninstr; j++)
+      if (g_method.instrs[j].kind == ins->kind && g_method.instrs[j].backend == ins->backend)
+        calls += g_method.instrs[j].calls, count += g_method.instrs[j].count;
+    out_fmt("%s{\"op\": \"delegate:%s\", \"calls\": %" PRIu64 ", \"count\": %" PRIu64 "}", first ? "" : ", ",
+            ins->backend->id, calls, count);
+    first = false;
+  }
   out_fmt("]");
   print_arena_bytes(&needs);
-  out_fmt(", \"runtime_bytes\": %lu, \"stack_bytes\": %lu}\n", (unsigned long)needs.runtime_bytes,
-          (unsigned long)plat_stack_used());
+  print_npu();
+  out_fmt(", \"runtime_bytes\": %lu, \"delegate_bytes\": %lu, \"stack_bytes\": %lu}\n", (unsigned long)needs.runtime_bytes,
+          (unsigned long)needs.delegate_bytes, (unsigned long)plat_stack_used());
   plat_exit(pass ? 0 : 1);
 }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "backend.h"
 #include "registry.h"
 #include "runtime.h"
 #include "schema_ids.h"
@@ -105,6 +106,64 @@ static size_t runtime_bytes(const plan_shape *s) {
          align_up(sizeof(et_value *) * s->nargs);
 }
 
+/* The backend and processed data of delegate `di` called by instruction `n`. */
+static et_status resolve_delegate(et_program *p, const fb_table *plan, uint32_t di, uint32_t n, char *msg,
+                                  const et_backend **backend, const uint8_t **data, size_t *len) {
+  fb_vec delegates;
+  fb_table d;
+  bool present;
+  const char *id;
+  uint32_t idlen;
+  if (!fb_vector(plan, FBP_ExecutionPlan__delegates, 4, &present, &delegates)) return CORRUPT(msg, "delegates");
+  if (di >= delegates.len)
+    return merr(msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " calls delegate %" PRIu32 " of %" PRIu32, n, di,
+                delegates.len);
+  if (!fb_vec_table(&delegates, di, &d) || !fb_string(&d, FBP_BackendDelegate__id, &present, &id, &idlen) || !present)
+    return CORRUPT(msg, "delegate");
+  *backend = et_backend_find(id, idlen);
+  if (*backend == NULL)
+    return merr(msg, ET_E_NO_BACKEND, "instruction %" PRIu32 " calls delegate backend '%.*s', which this build does not include", n,
+                (int)(idlen > 60 ? 60 : idlen), id);
+  et_status st = et_program_delegate_data(p, &d, data, len);
+  if (st != ET_OK) return merr(msg, st, "instruction %" PRIu32 ": %s", n, p->msg);
+  return ET_OK;
+}
+
+static size_t align_delegate(size_t n) { return (n + (ET_DELEGATE_ALIGN - 1)) & ~(size_t)(ET_DELEGATE_ALIGN - 1); }
+
+/* Planned memory of every delegate call, in instruction order. */
+static et_status delegate_needs(et_program *p, const fb_table *plan, const plan_shape *s, char *msg, size_t *total) {
+  uint32_t n = 0;
+  *total = 0;
+  for (uint32_t c = 0; c < s->chains.len; c++) {
+    fb_table ch, in, a;
+    fb_vec instrs;
+    bool present;
+    if (!fb_vec_table(&s->chains, c, &ch) || !fb_vector(&ch, FBP_Chain__instructions, 4, &present, &instrs))
+      return CORRUPT(msg, "chain");
+    for (uint32_t i = 0; i < instrs.len; i++, n++) {
+      uint8_t type;
+      int32_t di;
+      if (!fb_vec_table(&instrs, i, &in) || !fb_union(&in, FBP_Instruction__instr_args, &type, &present, &a))
+        return CORRUPT(msg, "instruction");
+      if (type != FBPU_InstructionArguments__DelegateCall) continue;
+      if (!fb_i32(&a, FBP_DelegateCall__delegate_index, 0, &di)) return CORRUPT(msg, "delegate call");
+      const et_backend *b;
+      const uint8_t *data;
+      size_t len, bytes = 0;
+      et_status st = resolve_delegate(p, plan, (uint32_t)di, n, msg, &b, &data, &len);
+      if (st != ET_OK) return st;
+      char dmsg[ET_MSG_CAP];
+      dmsg[0] = 0;
+      st = b->needs(data, len, &bytes, dmsg, sizeof dmsg);
+      if (st != ET_OK) return merr(msg, st, "instruction %" PRIu32 " (delegate %s): %s", n, b->id, dmsg);
+      if (bytes > SIZE_MAX / 2 || *total > SIZE_MAX / 2) return merr(msg, ET_E_INVALID_PROGRAM, "corrupt program: delegate too large");
+      *total += align_delegate(bytes);
+    }
+  }
+  return ET_OK;
+}
+
 et_status et_method_needs_get(et_program *p, const char *name, et_method_needs *needs) {
   fb_table plan;
   plan_shape s;
@@ -114,6 +173,7 @@ et_status et_method_needs_get(et_program *p, const char *name, et_method_needs *
   if (st == ET_OK) st = shape_of(&plan, p->msg, &s);
   if (st != ET_OK) return st;
   needs->runtime_bytes = runtime_bytes(&s);
+  if ((st = delegate_needs(p, &plan, &s, p->msg, &needs->delegate_bytes)) != ET_OK) return st;
   needs->n_arenas = s.sizes.len > 1 ? s.sizes.len - 1 : 0;
   for (uint32_t k = 0; k < needs->n_arenas; k++) {
     int64_t v = fb_vec_i64(&s.sizes, k + 1);
@@ -309,11 +369,33 @@ static et_status check_index_vec(et_method *m, const fb_vec *v, const char *what
   return ET_OK;
 }
 
-static et_status parse_instructions(et_method *m, const plan_shape *s, et_value **argbuf) {
+/* Bind delegate call `ins` (instruction n): validate once, carve its planned memory. */
+static et_status init_delegate(et_method *m, et_instr *ins, uint32_t n, uint8_t **dmem, size_t *dleft) {
+  const uint8_t *data;
+  size_t len, bytes = 0;
+  const et_backend *b;
+  et_status st = resolve_delegate(m->prog, &m->plan, ins->a, n, m->msg, &b, &data, &len);
+  if (st != ET_OK) return st;
+  m->kmsg[0] = 0;
+  if ((st = b->needs(data, len, &bytes, m->kmsg, sizeof m->kmsg)) != ET_OK)
+    return merr(m->msg, st, "instruction %" PRIu32 " (delegate %s): %s", n, b->id, m->kmsg);
+  size_t take = align_delegate(bytes);
+  if (take > *dleft)
+    return merr(m->msg, ET_E_ARENA_TOO_SMALL, "delegate memory too small: instruction %" PRIu32 " (delegate %s) needs %lu more bytes",
+                n, b->id, (unsigned long)(take - *dleft));
+  m->kmsg[0] = 0;
+  st = b->init(*dmem, bytes, data, len, (et_value *const *)ins->args, ins->nargs, m->kmsg, sizeof m->kmsg);
+  if (st != ET_OK) return merr(m->msg, st, "instruction %" PRIu32 " (delegate %s): %s", n, b->id, m->kmsg);
+  ins->backend = b;
+  ins->dstate = *dmem;
+  *dmem += take;
+  *dleft -= take;
+  return ET_OK;
+}
+
+static et_status parse_instructions(et_method *m, const plan_shape *s, et_value **argbuf, uint8_t *dmem, size_t dleft) {
   uint32_t n = 0;
-  fb_vec delegates;
   bool present;
-  if (!fb_vector(&m->plan, FBP_ExecutionPlan__delegates, 4, &present, &delegates)) return CORRUPT(m->msg, "delegates");
   m->nchains = s->chains.len;
   for (uint32_t c = 0; c < s->chains.len; c++) {
     fb_table ch, in, a;
@@ -335,17 +417,10 @@ static et_status parse_instructions(et_method *m, const plan_shape *s, et_value 
           if (ok && (x < 0 || (uint32_t)x >= m->nops))
             return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " uses operator %" PRId32, n, x);
           break;
-        case FBPU_InstructionArguments__DelegateCall: {
-          fb_table d;
-          const char *id = "?";
-          uint32_t idlen;
-          ok = fb_i32(&a, FBP_DelegateCall__delegate_index, 0, &x);
-          if (ok && x >= 0 && (uint32_t)x < delegates.len && fb_vec_table(&delegates, (uint32_t)x, &d))
-            fb_string(&d, FBP_BackendDelegate__id, &present, &id, &idlen);
-          if (!ok) break;
-          return merr(m->msg, ET_E_NO_BACKEND,
-                      "instruction %" PRIu32 " calls delegate backend '%s', which this build does not include", n, id);
-        }
+        case FBPU_InstructionArguments__DelegateCall:
+          ok = fb_i32(&a, FBP_DelegateCall__delegate_index, 0, &x) && fb_vector(&a, FBP_DelegateCall__args, 4, &present, &av);
+          if (ok && x < 0) return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " calls delegate %" PRId32, n, x);
+          break;
         case FBPU_InstructionArguments__MoveCall:
           ok = fb_i32(&a, FBP_MoveCall__move_from, 0, &x) && fb_i32(&a, FBP_MoveCall__move_to, 0, &y);
           if (ok && (x < 0 || y < 0 || (uint32_t)x >= m->nvalues || (uint32_t)y >= m->nvalues))
@@ -368,7 +443,7 @@ static et_status parse_instructions(et_method *m, const plan_shape *s, et_value 
       if (!ok) return CORRUPT(m->msg, "instruction");
       ins->a = (uint32_t)x;
       ins->b = (uint32_t)y;
-      if (type == FBPU_InstructionArguments__KernelCall) {
+      if (type == FBPU_InstructionArguments__KernelCall || type == FBPU_InstructionArguments__DelegateCall) {
         ins->args = argbuf;
         ins->nargs = av.len;
         for (uint32_t k = 0; k < av.len; k++) {
@@ -378,6 +453,10 @@ static et_status parse_instructions(et_method *m, const plan_shape *s, et_value 
           argbuf[k] = &m->values[vi];
         }
         argbuf += av.len;
+      }
+      if (type == FBPU_InstructionArguments__DelegateCall) {
+        et_status st = init_delegate(m, ins, n, &dmem, &dleft);
+        if (st != ET_OK) return st;
       }
     }
   }
@@ -406,7 +485,7 @@ static et_status resolve_ops(et_method *m, const plan_shape *s) {
 
 et_status et_method_init(et_method *m, et_program *p, const char *name, void *runtime_mem, size_t runtime_size,
                          const uint8_t *const *arena_base, const size_t *arena_size, uint32_t n_arenas,
-                         void *scratch, size_t scratch_size) {
+                         void *scratch, size_t scratch_size, void *delegate_mem, size_t delegate_size) {
   plan_shape s;
   memset(m, 0, sizeof *m);
   m->prog = p;
@@ -450,9 +529,14 @@ et_status et_method_init(et_method *m, et_program *p, const char *name, void *ru
   et_value **argbuf = (et_value **)mem;
   memset(runtime_mem, 0, need);
 
+  if (delegate_mem == NULL) delegate_size = 0;
+  if (((uintptr_t)delegate_mem & (ET_DELEGATE_ALIGN - 1)) != 0)
+    return merr(m->msg, ET_E_INVALID_ARG, "delegate memory must be %u-byte aligned", ET_DELEGATE_ALIGN);
+  m->ctx.msg = m->kmsg;
+  m->ctx.msg_cap = sizeof m->kmsg;
   st = parse_values(m, &s, bases, plan_sizes);
   if (st == ET_OK) st = resolve_ops(m, &s);
-  if (st == ET_OK) st = parse_instructions(m, &s, argbuf);
+  if (st == ET_OK) st = parse_instructions(m, &s, argbuf, delegate_mem, delegate_size);
   if (st != ET_OK) return st;
   bool present;
   if (!fb_vector(&m->plan, FBP_ExecutionPlan__inputs, 4, &present, &m->inputs) ||
@@ -460,8 +544,6 @@ et_status et_method_init(et_method *m, et_program *p, const char *name, void *ru
     return CORRUPT(m->msg, "method inputs/outputs");
   if ((st = check_index_vec(m, &m->inputs, "input")) != ET_OK) return st;
   if ((st = check_index_vec(m, &m->outputs, "output")) != ET_OK) return st;
-  m->ctx.msg = m->kmsg;
-  m->ctx.msg_cap = sizeof m->kmsg;
   m->ctx.scratch = scratch;
   m->ctx.scratch_size = scratch ? scratch_size : 0;
   return ET_OK;
@@ -497,6 +579,7 @@ et_status et_method_set_input_tensor(et_method *m, uint32_t i, const et_tensor *
 
 void et_method_reset_stats(et_method *m) {
   for (uint32_t i = 0; i < m->nops; i++) m->ops[i].calls = m->ops[i].count = 0;
+  for (uint32_t i = 0; i < m->chain_start[m->nchains]; i++) m->instrs[i].calls = m->instrs[i].count = 0;
   m->other_count = 0;
 }
 
@@ -512,7 +595,7 @@ et_status et_method_execute(et_method *m) {
     while (pc < end) {
       if (++steps > ET_MAX_STEPS)
         return merr(m->msg, ET_E_INVALID_PROGRAM, "program ran more than %u instructions: a jump loops forever", ET_MAX_STEPS);
-      const et_instr *ins = &m->instrs[pc];
+      et_instr *ins = &m->instrs[pc];
       uint64_t t0 = m->clock ? m->clock() : 0;
       uint32_t next = pc + 1;
       et_op_slot *op = NULL;
@@ -525,6 +608,15 @@ et_status et_method_execute(et_method *m) {
             return merr(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - start, op->name, op->overload,
                         m->kmsg[0] ? m->kmsg : et_status_str(st));
           op->calls++;
+          break;
+        }
+        case FBPU_InstructionArguments__DelegateCall: {
+          m->kmsg[0] = 0;
+          et_status st = ins->backend->execute(ins->dstate, (et_value *const *)ins->args, ins->nargs, m->kmsg, sizeof m->kmsg);
+          if (st != ET_OK)
+            return merr(m->msg, st, "instruction %" PRIu32 " (delegate %s): %s", pc - start, ins->backend->id,
+                        m->kmsg[0] ? m->kmsg : et_status_str(st));
+          ins->calls++;
           break;
         }
         case FBPU_InstructionArguments__MoveCall:
@@ -545,6 +637,7 @@ et_status et_method_execute(et_method *m) {
       if (m->clock) {
         uint64_t dt = m->clock() - t0;
         if (op) op->count += dt;
+        else if (ins->kind == FBPU_InstructionArguments__DelegateCall) ins->count += dt;
         else m->other_count += dt;
       }
       pc = next;

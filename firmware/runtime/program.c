@@ -155,3 +155,40 @@ small:
            idx, (unsigned long)nbytes);
   return ET_E_INVALID_PROGRAM;
 }
+
+et_status et_program_delegate_data(et_program *p, const fb_table *delegate, const uint8_t **data, size_t *len) {
+  fb_table ref, inl;
+  bool present;
+  uint8_t loc;
+  uint32_t idx;
+  *data = NULL;
+  *len = 0;
+  if (!fb_sub_table(delegate, FBP_BackendDelegate__processed, &present, &ref) || !present ||
+      !fb_u8(&ref, FBP_BackendDelegateDataReference__location, 0, &loc) ||
+      !fb_u32(&ref, FBP_BackendDelegateDataReference__index, 0, &idx))
+    return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: delegate data reference (%s)", fb_last_error);
+  if (loc == FBPE_DataLocation__INLINE) {
+    fb_vec all, bytes;
+    if (!fb_vector(&p->root, FBP_Program__backend_delegate_data, 4, &present, &all))
+      return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: delegate data table (%s)", fb_last_error);
+    if (idx >= all.len) return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", "delegate data index out of range");
+    if (!fb_vec_table(&all, idx, &inl) || !fb_vector(&inl, FBP_BackendDelegateInlineData__data, 1, &present, &bytes))
+      return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: delegate data (%s)", fb_last_error);
+    *data = fb_vec_ptr(&bytes);
+    *len = bytes.len;
+    return ET_OK;
+  }
+  if (loc == FBPE_DataLocation__SEGMENT) {
+    fb_table s;
+    uint64_t off, size;
+    if (idx >= p->segments.len) return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", "delegate segment index out of range");
+    if (!fb_vec_table(&p->segments, idx, &s) || !fb_u64(&s, FBP_DataSegment__offset, 0, &off) ||
+        !fb_u64(&s, FBP_DataSegment__size, 0, &size))
+      return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: delegate segment (%s)", fb_last_error);
+    /* et_program_load checked every segment against the segment data */
+    *data = p->file + p->seg_base + (size_t)off;
+    *len = (size_t)size;
+    return ET_OK;
+  }
+  return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", "delegate data has an unknown location");
+}

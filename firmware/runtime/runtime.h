@@ -37,10 +37,15 @@ typedef struct {
 et_status et_program_load(et_program *p, const uint8_t *data, size_t len);
 /* Constant `idx` with at least `nbytes` bytes, used in place. */
 et_status et_program_constant(et_program *p, uint32_t idx, size_t nbytes, const uint8_t **out);
+/* The processed data of a BackendDelegate table (inline or in a segment), in place. */
+et_status et_program_delegate_data(et_program *p, const fb_table *delegate, const uint8_t **data, size_t *len);
 
 /* ---- method ---- */
+struct et_backend;
+
 typedef struct {
   size_t runtime_bytes;                 /* for et_method_init's runtime memory */
+  size_t delegate_bytes;                /* for et_method_init's delegate memory (device-visible) */
   uint32_t n_arenas;                    /* memory ids 1..n_arenas are used */
   uint64_t arena_bytes[ET_MAX_ARENAS];  /* arena_bytes[k] is memory id k+1 */
 } et_method_needs;
@@ -55,9 +60,12 @@ typedef struct {
 
 typedef struct {
   uint8_t kind;     /* FBPU_InstructionArguments__* */
-  uint32_t a, b;    /* op index / move from,to / cond,dest / value index */
+  uint32_t a, b;    /* op index / delegate index / move from,to / cond,dest / value index */
   et_value **args;
   uint32_t nargs;
+  const struct et_backend *backend; /* DelegateCall: who runs it, with its state in planned memory */
+  void *dstate;
+  uint64_t calls, count;            /* DelegateCall profile (kernel calls count in their op slot) */
 } et_instr;
 
 typedef struct {
@@ -81,11 +89,14 @@ typedef struct {
 /* Method `name` (NULL: the first) of a loaded program: what memory it needs. */
 et_status et_method_needs_get(et_program *p, const char *name, et_method_needs *needs);
 /* Build the method. arenas[k] backs memory id k+1 and must be at least
- * needs.arena_bytes[k]; runtime_mem at least needs.runtime_bytes. */
+ * needs.arena_bytes[k]; runtime_mem at least needs.runtime_bytes; delegate_mem
+ * (16-byte aligned, in memory the delegates' devices can reach, e.g. the NPU)
+ * at least needs.delegate_bytes. Delegate backends must be registered
+ * (backend.h) before et_method_needs_get. */
 et_status et_method_init(et_method *m, et_program *p, const char *name, void *runtime_mem,
                          size_t runtime_size, const uint8_t *const *arena_base,
                          const size_t *arena_size, uint32_t n_arenas, void *scratch,
-                         size_t scratch_size);
+                         size_t scratch_size, void *delegate_mem, size_t delegate_size);
 uint32_t et_method_num_inputs(const et_method *m);
 uint32_t et_method_num_outputs(const et_method *m);
 et_value *et_method_input(et_method *m, uint32_t i);

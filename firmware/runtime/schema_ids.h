@@ -78,6 +78,11 @@
 #define FBP_Chain__instructions 2
 
 #define FBP_BackendDelegate__id 0
+#define FBP_BackendDelegate__processed 1
+#define FBP_BackendDelegate__compile_specs 2
+#define FBP_BackendDelegateDataReference__location 0
+#define FBP_BackendDelegateDataReference__index 1
+#define FBP_BackendDelegateInlineData__data 0
 
 #define FBP_Buffer__storage 0
 
@@ -109,6 +114,8 @@
 #define FBPE_TensorShapeDynamism__STATIC 0
 /* TensorDataLocation.SEGMENT */
 #define FBPE_TensorDataLocation__SEGMENT 0
+#define FBPE_DataLocation__INLINE 0
+#define FBPE_DataLocation__SEGMENT 1
 
 #define FBB_BundledProgram__version 0
 #define FBB_BundledProgram__method_test_suites 1

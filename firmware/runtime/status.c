@@ -15,8 +15,35 @@ const char *et_status_str(et_status st) {
     case ET_E_NO_BACKEND: return "backend not available";
     case ET_E_MISMATCH: return "output mismatch";
     case ET_E_INTERNAL: return "internal error";
+    case ET_E_DELEGATE_CORRUPT: return "corrupt delegate data";
+    case ET_E_NPU_STREAM: return "NPU command stream out of bounds";
+    case ET_E_NPU_CONFIG: return "NPU configuration mismatch";
+    case ET_E_NPU_TIMEOUT: return "NPU timeout";
+    case ET_E_NPU_BUS_ERROR: return "NPU bus error";
+    case ET_E_NPU_FAULT: return "NPU fault";
   }
   return "unknown status";
+}
+
+const char *et_status_name(et_status st) {
+  switch (st) {
+    case ET_OK: return "ok";
+    case ET_E_INVALID_PROGRAM: return "invalid_program";
+    case ET_E_INVALID_ARG: return "invalid_argument";
+    case ET_E_UNKNOWN_OP: return "unknown_operator";
+    case ET_E_NOT_SUPPORTED: return "not_supported";
+    case ET_E_ARENA_TOO_SMALL: return "arena_too_small";
+    case ET_E_NO_BACKEND: return "no_backend";
+    case ET_E_MISMATCH: return "mismatch";
+    case ET_E_INTERNAL: return "internal";
+    case ET_E_DELEGATE_CORRUPT: return "delegate_corrupt";
+    case ET_E_NPU_STREAM: return "npu_stream";
+    case ET_E_NPU_CONFIG: return "npu_config";
+    case ET_E_NPU_TIMEOUT: return "npu_timeout";
+    case ET_E_NPU_BUS_ERROR: return "npu_bus_error";
+    case ET_E_NPU_FAULT: return "npu_fault";
+  }
+  return "unknown";
 }
 
 et_status et_fail(et_kernel_ctx *ctx, et_status st, const char *fmt, ...) {

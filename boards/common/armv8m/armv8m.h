@@ -25,6 +25,13 @@
 #define ICSR_PENDSTSET (1u << 26)
 #define DEMCR_TRCENA (1u << 24)
 
+#define NVIC_ISER(n) (0xE000E100u + 4u * (n))
+#define NVIC_ICPR(n) (0xE000E280u + 4u * (n))
+#define SCB_DCIMVAC 0xE000EF5Cu /* invalidate data cache line by address */
+#define SCB_DCCMVAC 0xE000EF68u /* clean data cache line by address */
+#define CCR_DC (1u << 16)       /* data cache enabled */
+#define DCACHE_LINE 32u
+
 #define SYST_CSR 0xE000E010u
 #define SYST_RVR 0xE000E014u
 #define SYST_CVR 0xE000E018u

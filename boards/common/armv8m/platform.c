@@ -77,10 +77,21 @@ void plat_write(const char *s, size_t n) {
 
 /* ---------------------------------------------------------------- counter */
 
-static bool g_use_dwt;
+/* Counter sources, chosen at run time in counter_init:
+ *   DWT      the core's cycle counter when it counts (FVP, hardware), extended to
+ *            64 bits with the help of a periodic SysTick interrupt;
+ *   FPGAIO   the MPS2/MPS3 FPGAIO free-running COUNTER (board.toml fpgaio_base,
+ *            fpgaio_hz) where DWT does not count (QEMU). Computed on read, so no
+ *            timer is armed: under QEMU -icount a debugger halt (the NPU
+ *            co-simulation) then cannot move the clock;
+ *   SYSTICK  a periodic 24-bit SysTick from the CPU clock, wraps counted in its
+ *            interrupt, where neither exists. */
+enum { SRC_DWT, SRC_FPGAIO, SRC_SYSTICK };
+static int g_src = SRC_SYSTICK;
+static bool g_use_dwt; /* g_src == SRC_DWT, read by the SysTick handler */
 static volatile uint32_t g_systick_wraps;
-static uint32_t g_dwt_last;
-static uint64_t g_dwt_high;
+static uint32_t g_dwt_last, g_fpga_last;
+static uint64_t g_dwt_high, g_fpga_high;
 
 static uint64_t dwt_read(void) {
   /* Extends the 32-bit CYCCNT; called from thread code and from SysTick
@@ -95,18 +106,38 @@ static uint64_t dwt_read(void) {
   return v;
 }
 
+#if defined(BOARD_FPGAIO_BASE)
+#define FPGAIO_COUNTER (BOARD_FPGAIO_BASE + 0x18u)
+#define FPGAIO_PRESCALE (BOARD_FPGAIO_BASE + 0x1Cu)
+static uint64_t fpgaio_read(void) {
+  /* 32 bits at BOARD_FPGAIO_HZ wrap after minutes; every profiled operation reads it. */
+  uint32_t primask;
+  __asm__ volatile("mrs %0, primask\n cpsid i" : "=r"(primask)::"memory");
+  uint32_t c = REG32(FPGAIO_COUNTER);
+  if (c < g_fpga_last) g_fpga_high += 1ull << 32;
+  g_fpga_last = c;
+  uint64_t v = g_fpga_high | c;
+  __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
+  return v;
+}
+#endif
+
+static void systick_periodic(void) {
+  REG32(SYST_RVR) = 0x00FFFFFFu;
+  REG32(SYST_CVR) = 0;
+  REG32(SYST_CSR) = 7u; /* CLKSOURCE=CPU, TICKINT, ENABLE */
+}
+
 void SysTick_Handler(void) {
+  if (g_src == SRC_FPGAIO) {
+    REG32(SYST_CSR) = 0; /* a one-shot wake-up (plat_wait_for_interrupt) */
+    return;
+  }
   g_systick_wraps++;
   if (g_use_dwt) (void)dwt_read();
 }
 
 static void counter_init(void) {
-  /* SysTick: 24-bit down counter from the CPU clock, wraps counted in the
-   * interrupt. Always on: it also keeps the DWT extension current. */
-  REG32(SYST_RVR) = 0x00FFFFFFu;
-  REG32(SYST_CVR) = 0;
-  REG32(SYST_CSR) = 7u; /* CLKSOURCE=CPU, TICKINT, ENABLE */
-
   REG32(SCB_DEMCR) |= DEMCR_TRCENA;
   __asm__ volatile("dsb\n isb" ::: "memory");
   if (!(REG32(DWT_CTRL) & DWT_CTRL_NOCYCCNT)) {
@@ -114,9 +145,22 @@ static void counter_init(void) {
     REG32(DWT_CTRL) |= DWT_CTRL_CYCCNTENA;
     for (volatile int i = 0; i < 16; i++) {
     }
-    /* QEMU accepts the writes but does not count: fall back to SysTick. */
+    /* QEMU accepts the writes but does not count. */
     g_use_dwt = REG32(DWT_CYCCNT) != 0;
   }
+  if (g_use_dwt) {
+    g_src = SRC_DWT;
+    systick_periodic();
+    return;
+  }
+#if defined(BOARD_FPGAIO_BASE)
+  REG32(FPGAIO_PRESCALE) = 0; /* COUNTER advances every prescaler clock */
+  g_src = SRC_FPGAIO;
+  REG32(SYST_CSR) = 0;
+#else
+  g_src = SRC_SYSTICK;
+  systick_periodic();
+#endif
 }
 
 static uint64_t systick_ticks(void) {
@@ -128,11 +172,15 @@ static uint64_t systick_ticks(void) {
   return ((uint64_t)hi << 24) + (0x00FFFFFFu - v);
 }
 
+static uint64_t ticks_to_ns(uint64_t t, uint64_t hz) { return t / hz * 1000000000ull + (t % hz) * 1000000000ull / hz; }
+
 uint64_t plat_counter(void) {
-  if (g_use_dwt) return dwt_read();
+  if (g_src == SRC_DWT) return dwt_read();
   /* ticks -> ns; under QEMU -icount shift=0 one ns is one instruction */
-  uint64_t t = systick_ticks();
-  return t / BOARD_CPU_HZ * 1000000000ull + (t % BOARD_CPU_HZ) * 1000000000ull / BOARD_CPU_HZ;
+#if defined(BOARD_FPGAIO_BASE)
+  if (g_src == SRC_FPGAIO) return ticks_to_ns(fpgaio_read(), BOARD_FPGAIO_HZ);
+#endif
+  return ticks_to_ns(systick_ticks(), BOARD_CPU_HZ);
 }
 
 const char *plat_counter_unit(void) { return g_use_dwt ? "cycles" : "instructions"; }
@@ -250,6 +298,87 @@ void plat_save_output(unsigned index, const void *data, size_t nbytes) {
   sh_close(h);
 #endif
 }
+
+/* ---------------------------------------------------------------- driver services */
+
+uint64_t plat_time_us(void) {
+  if (g_src == SRC_DWT) {
+    uint64_t c = dwt_read();
+    return c / BOARD_CPU_HZ * 1000000ull + (c % BOARD_CPU_HZ) * 1000000ull / BOARD_CPU_HZ;
+  }
+  return plat_counter() / 1000u; /* ns of the FPGAIO or SysTick clock */
+}
+
+uint32_t plat_irq_save(void) {
+  uint32_t primask;
+  __asm__ volatile("mrs %0, primask\n cpsid i" : "=r"(primask)::"memory");
+  return primask;
+}
+
+void plat_irq_restore(uint32_t state) { __asm__ volatile("msr primask, %0" ::"r"(state) : "memory"); }
+
+void plat_wait_for_interrupt(uint64_t until_us) {
+  if (g_src == SRC_FPGAIO) {
+    /* No periodic tick runs: arm a one-shot SysTick so the sleep ends at the deadline. */
+    uint64_t now = plat_time_us();
+    uint64_t cycles = until_us > now ? (until_us - now) * (BOARD_CPU_HZ / 1000000u) : 1u;
+    if (cycles > 0x00FFFFFFu) cycles = 0x00FFFFFFu;
+    if (cycles == 0) cycles = 1;
+    REG32(SYST_RVR) = (uint32_t)cycles;
+    REG32(SYST_CVR) = 0;
+    REG32(SYST_CSR) = 7u;
+  }
+  __asm__ volatile("dsb\n wfi" ::: "memory");
+}
+
+static void (*g_npu_handler)(void *);
+static void *g_npu_arg;
+
+/* The NPU's vector (startup.c puts it at BOARD_NPU_IRQ). */
+void Npu_IRQHandler(void) {
+  if (g_npu_handler) g_npu_handler(g_npu_arg);
+}
+
+int plat_npu_info(plat_npu *npu) {
+#if defined(BOARD_NPU_BASE)
+  npu->base = BOARD_NPU_BASE;
+  npu->irq = BOARD_NPU_IRQ;
+  npu->secure = BOARD_NPU_SECURE;
+  npu->privileged = BOARD_NPU_PRIVILEGED;
+  npu->timeout_us = BOARD_NPU_TIMEOUT_US;
+  return 0;
+#else
+  (void)npu;
+  return -1;
+#endif
+}
+
+int plat_irq_attach(int irq, void (*handler)(void *), void *arg) {
+#if defined(BOARD_NPU_BASE)
+  if (irq != BOARD_NPU_IRQ || irq < 0) return -1;
+  g_npu_arg = arg;
+  g_npu_handler = handler;
+  REG32(NVIC_ICPR((uint32_t)irq / 32u)) = 1u << ((uint32_t)irq % 32u);
+  REG32(NVIC_ISER((uint32_t)irq / 32u)) = 1u << ((uint32_t)irq % 32u);
+  __asm__ volatile("dsb\n isb" ::: "memory");
+  return 0;
+#else
+  (void)irq, (void)handler, (void)arg;
+  return -1;
+#endif
+}
+
+/* By 32-byte line, only when the data cache is on (the start-up code leaves it off). */
+static void dcache_op(uint32_t reg, const void *p, size_t n) {
+  if (!(REG32(SCB_CCR) & CCR_DC) || n == 0) return;
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)(DCACHE_LINE - 1u), end = (uintptr_t)p + n;
+  __asm__ volatile("dsb" ::: "memory");
+  for (; a < end; a += DCACHE_LINE) REG32(reg) = (uint32_t)a;
+  __asm__ volatile("dsb\n isb" ::: "memory");
+}
+
+void plat_dcache_clean(const void *p, size_t n) { dcache_op(SCB_DCCMVAC, p, n); }
+void plat_dcache_invalidate(void *p, size_t n) { dcache_op(SCB_DCIMVAC, p, n); }
 
 /* ---------------------------------------------------------------- init/exit */
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "armv8m.h"
+#include "board_config.h"
 #include "platform.h"
 
 extern uint32_t __data_start__[], __data_end__[], __data_load__[];
@@ -25,6 +26,7 @@ extern void __libc_init_array(void);
 void Reset_Handler(void);
 void Fault_Handler(void);
 void SysTick_Handler(void);
+void Npu_IRQHandler(void);
 
 /* Bare-metal programs have no crti/crtn (-nostartfiles); newlib's
  * __libc_init_array still calls these. */
@@ -172,18 +174,28 @@ __attribute__((naked)) void Fault_Handler(void) {
 
 /* ---------------------------------------------------------------- vectors */
 
-/* 16 system entries + the SSE-300/SSE-320 external interrupts we never enable
- * (an unexpected one is reported like a fault). */
+/* 16 system entries + the SSE-300/SSE-320 external interrupts: the NPU's
+ * (board.toml [npu].irq) goes to the platform's handler, any other is
+ * unexpected and reported like a fault. */
 #define N_VECTORS (16 + 96)
 typedef void (*vector_fn)(void);
+#if defined(BOARD_NPU_IRQ) && BOARD_NPU_IRQ >= 0
+_Static_assert(16 + BOARD_NPU_IRQ < N_VECTORS, "board.toml [npu].irq is beyond the vector table");
+#endif
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init" /* one entry of the fault range is the NPU's */
 __attribute__((section(".vectors"), used, aligned(512))) const uint32_t __vector_table[N_VECTORS] = {
     [0] = (uint32_t)(uintptr_t)__stack_top__,
     [1] = (uint32_t)(uintptr_t)Reset_Handler,
     [2 ... 14] = (uint32_t)(uintptr_t)Fault_Handler,
     [15] = (uint32_t)(uintptr_t)SysTick_Handler,
     [16 ... N_VECTORS - 1] = (uint32_t)(uintptr_t)Fault_Handler,
+#if defined(BOARD_NPU_IRQ) && BOARD_NPU_IRQ >= 0
+    [16 + BOARD_NPU_IRQ] = (uint32_t)(uintptr_t)Npu_IRQHandler,
+#endif
 };
+#pragma GCC diagnostic pop
 
 /* ---------------------------------------------------------------- libc heap */
 
