@@ -22,7 +22,7 @@ from aot.targets import TARGETS, get_target
 log = logging.getLogger("aot.suite")
 
 QUICK_MODELS = ["add", "conv_relu", "lut_activations", "softmax"]
-DEFAULT_TARGETS = ["cortex-m55", "ethos-u55-128", "ethos-u85-256"]
+DEFAULT_TARGETS = ["cortex-m55", "ethos-u55-128", "ethos-u65-256", "ethos-u85-256"]
 
 
 @dataclass
@@ -50,12 +50,14 @@ class Row:
     snr_db: float | str | None = None
     count: int | None = None
     unit: str = ""
-    npu_cycles: int | None = None
+    npu_cycles: int | None = None      # Vela's estimate for the delegates
+    npu_pmu_cycles: int | None = None  # the NPU's PMU, where a real NPU ran (FVP, board)
     arena_bytes: int | None = None
     image_bytes: int | None = None
     macs: int | None = None
     seconds: float = 0.0
     per_op: list[dict[str, Any]] = field(default_factory=list)
+    asked_board: str = ""        # the board the case named; `board` is the one that ran it (may be a stand-in)
 
 
 def _fvp_on_path() -> bool:
@@ -68,7 +70,7 @@ def run_case(case: Case, outdir: str, timeout: float) -> Row:
     from aot.run import execute
 
     t0 = time.monotonic()
-    row = Row(case.model, case.target, case.board, case.sim, case.variant, "ERROR")
+    row = Row(case.model, case.target, case.board, case.sim, case.variant, "ERROR", asked_board=case.board)
     try:
         # Without LUT fusion, pointwise chains stay partly in float by design: that is the comparison.
         opts = make_options(lut_fusion=case.lut_fusion, allow_float=not case.lut_fusion)
@@ -81,12 +83,14 @@ def run_case(case: Case, outdir: str, timeout: float) -> Row:
         row.macs = rep.get("macs")
         o = execute(cres, case.board, case.sim, timeout, case.kernels, None)
         row.status, row.reason, row.label, row.sim = o.status, o.reason, o.label, o.sim
+        row.board = o.board  # a stand-in board may run what the target's own board cannot run here
         row.image_bytes = o.image_bytes
         r = o.result
         if r is not None:
             steps = [x.max_steps for x in r.outputs if x.max_steps is not None]
             row.max_steps = max(steps) if steps else None
             row.count, row.unit = r.total, r.unit or ""
+            row.npu_pmu_cycles = r.npu_pmu_cycles
             row.per_op = [{"op": p.op, "calls": p.calls, "count": p.count} for p in r.per_op]
             if r.arena_bytes:
                 row.arena_bytes = int(sum(r.arena_bytes))
@@ -131,13 +135,14 @@ def _status_cell(r: Row) -> str:
     return s + (f": {r.reason}" if r.reason and r.status != "PASS" else "")
 
 
-COLUMNS = ["model", "target", "board", "sim", "status", "max steps", "SNR dB", "count", "unit",
-           "NPU cycles (Vela est.)", "arena B", "image B"]
+COLUMNS = ["model", "target", "board", "sim", "status", "max steps", "SNR dB", "CPU count", "unit",
+           "NPU cycles (Vela est.)", "NPU cycles (PMU)", "arena B", "image B"]
 
 
 def _cells(r: Row) -> list[str]:
     return [r.model, r.target, r.board, r.sim, _status_cell(r), _fmt(r.max_steps), _fmt(r.snr_db if r.snr_db != "inf" else math.inf),
-            _fmt(r.count), r.unit or "-", _fmt(r.npu_cycles), _fmt(r.arena_bytes), _fmt(r.image_bytes)]
+            _fmt(r.count), r.unit or "-", _fmt(r.npu_cycles), _fmt(r.npu_pmu_cycles), _fmt(r.arena_bytes),
+            _fmt(r.image_bytes)]
 
 
 def write_markdown(rows: list[Row], path: Path) -> None:
@@ -222,12 +227,20 @@ def main(argv: list[str] | None = None) -> int:
 
     from aot.deploy.execute import prebuild
 
-    for b in sorted({c.board for c in cases}):
-        for k in sorted({c.kernels for c in cases if c.board == b}):
-            try:
-                prebuild(b, k)
-            except AotError as err:
-                log.warning("board %s (%s kernels) does not build: %s", b, k, err)
+    from aot.deploy.boards import load_board
+    from aot.deploy.execute import stand_in_for
+
+    builds = {(c.board, c.kernels) for c in cases}
+    for b, k in list(builds):
+        if b != "host" and sim != "fvp" and load_board(b).qemu is None:
+            alt = stand_in_for(load_board(b))
+            if alt is not None:
+                builds.add((alt.name, k))  # runs go there: build it once, before parallel runs race for it
+    for b, k in sorted(builds):
+        try:
+            prebuild(b, k)
+        except AotError as err:
+            log.warning("board %s (%s kernels) does not build: %s", b, k, err)
 
     # Wide enough for the table when the output is a log file, not a terminal.
     console = Console(width=None if sys.stdout.isatty() else 220)
@@ -250,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                               f"{row.variant} ({row.seconds}s) {detail}", highlight=False)
 
     order = {(c.model, c.target, c.board, c.variant): i for i, c in enumerate(cases)}
-    rows.sort(key=lambda r: order[(r.model, r.target, r.board, r.variant)])
+    rows.sort(key=lambda r: order[(r.model, r.target, r.asked_board, r.variant)])
     main_rows = [r for r in rows if r.variant == "main"]
     table = Table(title=f"baremetal suite ({sim})")
     for c in COLUMNS:

@@ -35,4 +35,9 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   pip_q -r "$ROOT/requirements.txt"
   echo "$want" > "$STAMP"
 fi
+# The toolkit itself, editable, with the `emlkit` command (no dependencies: they are pinned above).
+if [ ! -x "$VENV/bin/emlkit" ] || ! "$VENV/bin/python" -c "import aot, sys; sys.exit(0 if aot.__file__.startswith('$ROOT/') else 1)" 2>/dev/null; then
+  log "installing the emlkit package (editable)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT" 2>&1 | { grep -v '^WARNING: Location' || true; }
+fi
 log "ready: $("$VENV/bin/python" -c 'import torch, executorch; print("torch", torch.__version__)' 2>/dev/null | tail -n1), $(arm-none-eabi-gcc -dumpversion) arm-none-eabi-gcc, $(qemu-system-arm --version | head -n1)"

@@ -46,6 +46,8 @@ class RunResult:
     stack_bytes: int | None = None
     runtime_bytes: int | None = None
     error: str | None = None
+    code: str | None = None               # the firmware's status name with an error ("npu_timeout", ...)
+    npu_pmu_cycles: int | None = None     # the NPU's own PMU cycle counter (FVP, hardware); None when absent or 0
     console: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -71,6 +73,8 @@ def _from_dict(d: dict[str, Any], console: list[str]) -> RunResult:
         stack_bytes=d.get("stack_bytes"),
         runtime_bytes=d.get("runtime_bytes"),
         error=d.get("error"),
+        code=d.get("code"),
+        npu_pmu_cycles=(d.get("npu") or {}).get("pmu_cycles") or None,
         console=console,
         raw=d,
     )

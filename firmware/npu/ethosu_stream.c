@@ -158,9 +158,9 @@ static uint64_t channel_span(uint64_t ch, uint32_t esize, bool brick, uint32_t s
 
 /* Check a feature map of h x w x ch elements. */
 static et_status fmap(ctx *c, const fm_regs *f, bool ofm, uint64_t h, uint64_t w, uint64_t ch, bool write, const char *what) {
-  uint32_t esize;
-  bool brick;
-  int storage;
+  uint32_t esize = 0;
+  bool brick = false;
+  int storage = 0;
   et_status st = fm_format(c, f, ofm, &esize, &brick, &storage, what);
   if (st != ET_OK || storage != 0 || h == 0 || w == 0 || ch == 0) return st;
   uint64_t h0 = (uint64_t)f->height0_m1 + 1, h1 = (uint64_t)f->height1_m1 + 1, w0 = (uint64_t)f->width0_m1 + 1;

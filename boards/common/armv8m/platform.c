@@ -90,8 +90,8 @@ enum { SRC_DWT, SRC_FPGAIO, SRC_SYSTICK };
 static int g_src = SRC_SYSTICK;
 static bool g_use_dwt; /* g_src == SRC_DWT, read by the SysTick handler */
 static volatile uint32_t g_systick_wraps;
-static uint32_t g_dwt_last, g_fpga_last;
-static uint64_t g_dwt_high, g_fpga_high;
+static uint32_t g_dwt_last;
+static uint64_t g_dwt_high;
 
 static uint64_t dwt_read(void) {
   /* Extends the 32-bit CYCCNT; called from thread code and from SysTick
@@ -107,6 +107,8 @@ static uint64_t dwt_read(void) {
 }
 
 #if defined(BOARD_FPGAIO_BASE)
+static uint32_t g_fpga_last;
+static uint64_t g_fpga_high;
 #define FPGAIO_COUNTER (BOARD_FPGAIO_BASE + 0x18u)
 #define FPGAIO_PRESCALE (BOARD_FPGAIO_BASE + 0x1Cu)
 static uint64_t fpgaio_read(void) {
