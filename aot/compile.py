@@ -162,6 +162,8 @@ def compile_model(
     verify.check_supported(program, lowered.edge, target.name, list(TARGETS))
     compile_s = time.monotonic() - t0
 
+    # Each file is written then renamed, the report (which carries the cache key) last: a run stopped earlier
+    # leaves the previous files whole, and a report only ever vouches for files of its own key.
     emit.write_pte(program, pte)
     emit.write_bpte(program, [(lowered.inputs, device_out)], bpte)
     acc = numerics.compare(float_out, device_out)

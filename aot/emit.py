@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -13,9 +15,21 @@ from executorch.devtools.bundled_program.config import MethodTestCase, MethodTes
 from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
 
 
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write then rename: an interrupted run never leaves a half file that a later run would trust."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_pte(program: Any, path: Path) -> int:
     data = program.buffer
-    path.write_bytes(data)
+    atomic_write(path, data)
     return len(data)
 
 
@@ -24,7 +38,7 @@ def write_bpte(program: Any, cases: Sequence[tuple[tuple[torch.Tensor, ...], Seq
     tests = [MethodTestCase(inputs=list(inp), expected_outputs=list(out)) for inp, out in cases]
     bundled = BundledProgram(program, [MethodTestSuite(method_name="forward", test_cases=tests)])
     data = serialize_from_bundled_program_to_flatbuffer(bundled)
-    path.write_bytes(data)
+    atomic_write(path, data)
     return len(data)
 
 
@@ -39,4 +53,4 @@ def _json_safe(obj: Any) -> Any:
 
 
 def write_report(report: dict[str, Any], path: Path) -> None:
-    path.write_text(json.dumps(_json_safe(report), indent=2) + "\n")
+    atomic_write(path, (json.dumps(_json_safe(report), indent=2) + "\n").encode())

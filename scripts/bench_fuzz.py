@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Fuzz the firmware loader for a bounded time and report executions and crashes.
+"""Fuzz the firmware's parsers for a bounded time and report executions and crashes.
 
-    .venv/bin/python scripts/bench_fuzz.py --seconds 60 [--seeds DIR] [--jobs 1]
+    .venv/bin/python scripts/bench_fuzz.py --target loader|ethosu --seconds 60 [--seeds DIR] [--jobs 1]
 
-Builds firmware/fuzz/fuzz_loader.c with clang's libFuzzer + ASan + UBSan into
-build/fuzz/ (installs the Debian `clang` package if missing), seeds the corpus
-with small programs compiled on the fly (or --seeds), runs libFuzzer for
---seconds, and prints one JSON line: {"execs": N, "crashes": K, ...}.
-Exit status 0 when no crash was found, 1 otherwise. Not part of the test suite.
+Targets (firmware/fuzz/): `loader` (bundled-program and program verification, method construction,
+delegate set-up, one execution) and `ethosu` (the Ethos-U delegate-data parser and command-stream
+checker on raw delegate bytes). Builds the target with clang's libFuzzer + ASan + UBSan into build/fuzz/
+(installs the Debian `clang` package if missing), seeds the corpus with programs compiled on the fly
+(or --seeds; tests/fuzz_seeds/ holds the committed seeds), runs libFuzzer for --seconds, and prints one
+JSON line: {"target": ..., "execs": N, "crashes": K, ...}. Exit status 0 when no crash was found, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -41,17 +42,22 @@ def ensure_clang() -> str:
     return clang
 
 
-def build(clang: str) -> Path:
+TARGET_SOURCES = {"loader": ("runtime", "ops", "kernels", "npu"), "ethosu": ("npu",)}
+
+
+def build(clang: str, target: str = "loader") -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
-    exe = OUT / "fuzz_loader"
-    srcs = sorted(str(p) for d in ("runtime", "ops", "kernels") for p in (FW / d).glob("*.c"))
-    srcs.append(str(FW / "fuzz" / "fuzz_loader.c"))
+    exe = OUT / f"fuzz_{target}"
+    srcs = sorted(str(p) for d in TARGET_SOURCES[target] for p in (FW / d).glob("*.c"))
+    if target == "ethosu":
+        srcs.append(str(FW / "runtime" / "status.c"))
+    srcs.append(str(FW / "fuzz" / f"fuzz_{target}.c"))
     newest = max(Path(s).stat().st_mtime for s in srcs + [str(p) for p in FW.rglob("*.[hd]*")])
     if exe.exists() and exe.stat().st_mtime > newest:
         return exe
     cmd = [clang, "-std=c11", "-O1", "-g", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",
            "-fno-omit-frame-pointer", f"-I{FW / 'runtime'}", f"-I{FW / 'ops'}", f"-I{FW / 'kernels'}",
-           f"-I{FW / 'platform'}", *srcs, "-lm", "-o", str(exe)]
+           f"-I{FW / 'platform'}", f"-I{FW / 'npu'}", *srcs, "-lm", "-o", str(exe)]
     log.info("building %s", exe)
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -83,16 +89,36 @@ def make_seeds(dest: Path) -> None:
         bp = BundledProgram(et, [MethodTestSuite("forward", [MethodTestCase(inputs=x, expected_outputs=(m(*x),))])])
     (dest / "seed_float.bpte").write_bytes(serialize_from_bundled_program_to_flatbuffer(bp))
     (dest / "seed_float.pte").write_bytes(et.buffer)
+    # and a quantized program with an Ethos-U delegate (the loader reaches the delegate parser through it)
+    from aot.compile import compile_model, make_options
+
+    res = compile_model("conv_relu", "ethos-u55-128", REPO / "build" / "fuzz-seeds", options=make_options(), reuse_cache=True)
+    (dest / "seed_ethosu.bpte").write_bytes(res.bpte.read_bytes())
+
+
+def make_ethosu_seeds(dest: Path) -> None:
+    """The delegate data of small zoo programs for the Ethos-U55, U65 and U85 (compiled, cached in build/)."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    from aot.compile import compile_model, make_options
+
+    for model, target in (("conv_relu", "ethos-u55-128"), ("lut_activations", "ethos-u65-256"),
+                          ("attention", "ethos-u85-256"), ("pool", "ethos-u85-256")):
+        res = compile_model(model, target, REPO / "build" / "fuzz-seeds", options=make_options(), reuse_cache=True)
+        prog = deserialize_pte_binary(res.pte.read_bytes()).program
+        for i, d in enumerate(prog.backend_delegate_data):
+            (dest / f"{model}_{target}_{i}.bin").write_bytes(bytes(d.data))
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="bounded libFuzzer run of the firmware loader")
+    ap = argparse.ArgumentParser(description="bounded libFuzzer run of the firmware's parsers")
+    ap.add_argument("--target", choices=sorted(TARGET_SOURCES), default="loader")
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--seeds", type=Path, help="directory of .bpte/.pte seed files (default: generate two)")
     ap.add_argument("--jobs", type=int, default=1, help="parallel fuzzing processes (the machine has 2 cores)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[bench_fuzz] %(message)s")
-    exe = build(ensure_clang())
+    exe = build(ensure_clang(), args.target)
     artifacts = OUT / "artifacts"
     artifacts.mkdir(exist_ok=True)
     before = set(artifacts.glob("*"))
@@ -102,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             for f in args.seeds.iterdir():
                 if f.is_file():
                     shutil.copy(f, corpus / f.name)
+        elif args.target == "ethosu":
+            make_ethosu_seeds(corpus)
         else:
             make_seeds(corpus)
         cmd = [str(exe), str(corpus), f"-max_total_time={args.seconds}", "-print_final_stats=1", "-timeout=10",
@@ -117,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     execs = sum(int(x) for x in re.findall(r"stat::number_of_executed_units:\s*(\d+)", text))
     cov = re.findall(r"\bcov: (\d+)", text)
     crashes = sorted(str(f) for f in set(artifacts.glob("*")) - before)
-    report = {"seconds": args.seconds, "execs": execs, "execs_per_s": round(execs / max(args.seconds, 1)),
+    report = {"target": args.target, "seconds": args.seconds, "execs": execs, "execs_per_s": round(execs / max(args.seconds, 1)),
               "coverage_edges": int(cov[-1]) if cov else None, "crashes": len(crashes), "crash_files": crashes,
               "fuzzer_exit": p.returncode}
     print(json.dumps(report))

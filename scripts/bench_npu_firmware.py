@@ -16,7 +16,6 @@ import argparse
 import json
 import logging
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -51,11 +50,10 @@ def bench(model: str, target: str, out: Path) -> dict[str, Any]:
         board = stand_in_for(board)
     data = cres.bpte.read_bytes()
     host_outs, host_s, host_status = _host_outputs(data)
-    with tempfile.TemporaryDirectory() as wd:
-        t0 = time.monotonic()
-        r = run_qemu(cres.bpte, board, timeout=300, workdir=Path(wd), save_outputs=True, npu=tgt.npu)
-        fw_s = time.monotonic() - t0
-        fw_outs = [p.read_bytes() for p in r.outputs]
+    t0 = time.monotonic()
+    r = run_qemu(cres.bpte, board, timeout=300, save_outputs=True, npu=tgt.npu)
+    fw_s = time.monotonic() - t0
+    fw_outs = r.output_data
     row: dict[str, Any] = {"model": model, "target": target, "board": board.name, "host_status": host_status,
                            "host_seconds": round(host_s, 2), "firmware_status": r.status, "firmware_seconds": round(fw_s, 2),
                            "vela_npu_cycles": (cres.report.get("vela") or {}).get("npu_cycles")}

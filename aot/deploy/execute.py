@@ -77,14 +77,16 @@ def _from_sim(sres: Any) -> Any:
     return run
 
 
-def _save_npy(raw_files: list[Path], bpte: Path, save_outputs: str) -> None:
+def _save_npy(raw: list[bytes], bpte: Path, save_outputs: str) -> None:
     from aot.deploy.sim_host import save_outputs_npy
 
-    if not raw_files:
+    if not raw:
         raise AotError("the device wrote no outputs to save")
-    raw_dir = raw_files[0].parent
-    for p in save_outputs_npy(raw_dir, bpte, save_outputs):
-        log.info("saved %s", p)
+    with tempfile.TemporaryDirectory() as d:
+        for i, data in enumerate(raw):
+            (Path(d) / f"output_{i}.bin").write_bytes(data)
+        for p in save_outputs_npy(d, bpte, save_outputs):
+            log.info("saved %s", p)
 
 
 def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.0, kernels: str = "mve",
@@ -103,7 +105,9 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
             if save_outputs:
                 with tempfile.TemporaryDirectory() as raw:
                     run_host(cres.bpte, save_outputs_dir=raw)
-                    _save_npy(sorted(Path(raw).glob("output_*.bin")), cres.bpte, save_outputs)
+                    from aot.deploy.sim_qemu import _collect_outputs
+
+                    _save_npy([p.read_bytes() for p in _collect_outputs(Path(raw))], cres.bpte, save_outputs)
         except ResultError as err:
             from aot.deploy.result import RunResult
 
@@ -147,7 +151,7 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
         raise AotError(f"unknown simulator '{sim}': use qemu, fvp or auto")
     res = _from_sim(sres)
     if save_outputs and res is not None and res.status in ("pass", "fail"):
-        _save_npy(sres.outputs, cres.bpte, save_outputs)
+        _save_npy(sres.output_data, cres.bpte, save_outputs)
     return DeployResult(sim, res, image_bytes=size)
 
 
@@ -236,7 +240,7 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
         return DeployResult(sim, skip_reason=sres.skip_reason, label=label, image_bytes=size, board=b.name)
     res = _from_sim(sres)
     if save_outputs and res is not None and res.status in ("pass", "fail"):
-        _save_npy(sres.outputs, cres.bpte, save_outputs)
+        _save_npy(sres.output_data, cres.bpte, save_outputs)
     if npu_trace:
         _host_trace(cres)
     return DeployResult(sim, res, label=label, image_bytes=size, board=b.name)

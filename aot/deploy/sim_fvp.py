@@ -26,7 +26,8 @@ if __package__ in (None, ""):
 
 from aot.deploy.boards import Board, BoardError, load_board  # noqa: E402
 from aot.deploy.build import BuildError, BuildOptions  # noqa: E402
-from aot.deploy.sim_qemu import FAULT_MARKER, SimError, SimResult, _collect_outputs, classify, prepare_run, run_command  # noqa: E402
+from aot.deploy.sim_qemu import (  # noqa: E402
+    FAULT_MARKER, SimError, SimResult, _collect_outputs, classify, finish, prepare_run, run_command, run_dir)
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +96,15 @@ def run_fvp(
     name = fvp_variant(b, fvp)
     if shutil.which(name) is None:
         raise SimError(f"{name} not found on PATH: install the Arm FVP (developer.arm.com, Arm Ecosystem FVPs) or run under QEMU")
-    elf, workdir, model_bin = prepare_run(bpte, b, elf, workdir, save_outputs, build_options, "fvp")
-    cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), workdir.resolve(), timeout, name, cycle_limit, npu)
-    console, code, timed_out, secs = run_command(cmd, workdir, timeout + KILL_GRACE_S)
-    # The FVP ends itself at --timelimit; a run that stopped there printed no result.
-    status, parsed = classify(console, code, timed_out)
-    if parsed is None and secs >= timeout and FAULT_MARKER not in console:
-        status = "timeout"
-    return SimResult(status, code, console, parsed, secs, workdir, _collect_outputs(workdir), cmd)
+    with run_dir(workdir, "fvp", b.name) as wd:
+        elf, wd, model_bin = prepare_run(bpte, b, elf, wd, save_outputs, build_options, "fvp")
+        cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), wd.resolve(), timeout, name, cycle_limit, npu)
+        console, code, timed_out, secs = run_command(cmd, wd, timeout + KILL_GRACE_S)
+        # The FVP ends itself at --timelimit; a run that stopped there printed no result.
+        status, parsed = classify(console, code, timed_out)
+        if parsed is None and secs >= timeout and FAULT_MARKER not in console:
+            status = "timeout"
+        return finish(SimResult(status, code, console, parsed, secs, wd, _collect_outputs(wd), cmd), workdir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ exit_code is the runner's return value (3 after a fault report).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -28,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -57,6 +58,7 @@ class SimResult:
     workdir: Path | None = None
     outputs: list[Path] = field(default_factory=list)  # output_<i>.bin, in index order
     command: list[str] = field(default_factory=list)
+    output_data: list[bytes] = field(default_factory=list)  # the same outputs' bytes (kept after a temp workdir is gone)
     npu: Any = None          # aot.deploy.npu_cosim.CosimResult when an NPU was co-simulated
     npu_spec: str = ""       # the NPU it played, e.g. ethos-u55-128
     skip_reason: str = ""    # the run could not be judged (a feature the NPU model lacks)
@@ -97,6 +99,10 @@ def run_command(cmd: list[str], cwd: Path, timeout: float) -> tuple[str, int | N
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
+    except BaseException:  # Ctrl-C: the simulator runs in its own session and would outlive us
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     code = None if timed_out else proc.returncode
     return out.decode("utf-8", errors="replace"), code, timed_out, time.monotonic() - t0
 
@@ -141,7 +147,30 @@ def _collect_outputs(workdir: Path) -> list[Path]:
     return sorted(outs, key=lambda p: int(p.stem.split("_")[1]))
 
 
-def prepare_run(bpte: Path | bytes, b: Board, elf: Path | None, workdir: Path | None, save_outputs: bool,
+@contextlib.contextmanager
+def run_dir(workdir: Path | None, sim: str, board: str) -> Iterator[Path]:
+    """The simulator's working folder: the caller's, or a temporary one removed afterwards (also on errors,
+    timeouts and Ctrl-C), so no run leaves files behind in the temp directory."""
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        yield workdir
+        return
+    d = Path(tempfile.mkdtemp(prefix=f"{sim}-{board}-"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def finish(res: SimResult, caller_dir: Path | None) -> SimResult:
+    """Keep the outputs' bytes; paths only when the folder is the caller's (a temporary one is about to go)."""
+    res.output_data = [p.read_bytes() for p in res.outputs]
+    if caller_dir is None:
+        res.workdir, res.outputs = None, []
+    return res
+
+
+def prepare_run(bpte: Path | bytes, b: Board, elf: Path | None, workdir: Path, save_outputs: bool,
                 build_options: BuildOptions | None, sim: str) -> tuple[Path, Path, Path]:
     """What every simulator needs before it starts: a model that fits, the image, a clean work
     folder and model.bin (EMDL header + .bpte) in it. Returns (elf, workdir, model_bin)."""
@@ -154,7 +183,6 @@ def prepare_run(bpte: Path | bytes, b: Board, elf: Path | None, workdir: Path | 
         elf = build_image(b.name, build_options).elf
     if not Path(elf).is_file():
         raise SimError(f"{elf}: firmware image not found (build it: python -m aot.deploy.build --board {b.name})")
-    workdir = workdir or Path(tempfile.mkdtemp(prefix=f"{sim}-{b.name}-"))
     workdir.mkdir(parents=True, exist_ok=True)
     for old in _collect_outputs(workdir):
         old.unlink()  # stale outputs from an earlier run must not pass for new ones
@@ -202,14 +230,15 @@ def run_qemu(
     names the NPU to play (default: the one the program was compiled for), `npu_fault` injects a fault."""
     b = board if isinstance(board, Board) else load_board(board)
     data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
-    elf, workdir, model_bin = prepare_run(bpte, b, elf, workdir, save_outputs, build_options, "qemu")
-    cmd = qemu_command(b, Path(elf).resolve(), model_bin.resolve())
-    wanted = npu or program_npu(data)
-    if wanted is not None and b.npu is not None:
-        return _run_cosim(b, Path(elf), workdir, cmd, wanted, npu_fault, timeout)
-    console, code, timed_out, secs = run_command(cmd, workdir, timeout)
-    status, parsed = classify(console, code, timed_out)
-    res = SimResult(status, code, console, parsed, secs, workdir, _collect_outputs(workdir), cmd)
+    with run_dir(workdir, "qemu", b.name) as wd:
+        elf, wd, model_bin = prepare_run(bpte, b, elf, wd, save_outputs, build_options, "qemu")
+        cmd = qemu_command(b, Path(elf).resolve(), model_bin.resolve())
+        wanted = npu or program_npu(data)
+        if wanted is not None and b.npu is not None:
+            return finish(_run_cosim(b, Path(elf), wd, cmd, wanted, npu_fault, timeout), workdir)
+        console, code, timed_out, secs = run_command(cmd, wd, timeout)
+        status, parsed = classify(console, code, timed_out)
+        res = finish(SimResult(status, code, console, parsed, secs, wd, _collect_outputs(wd), cmd), workdir)
     if status == "timeout":
         log.warning("%s: killed after %.0f s; last console lines:\n%s", b.name, timeout, res.tail)
     elif status == "crash":

@@ -7,6 +7,7 @@ import csv
 import glob
 import logging
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -102,28 +103,33 @@ def lower(
     target: Target,
     options: LowerOptions,
 ) -> Lowered:
+    temporary = options.intermediates is None
     workdir = options.intermediates or tempfile.mkdtemp(prefix="aot_vela_")
-    os.makedirs(workdir, exist_ok=True)
-    spec = compile_spec(target, workdir)
-    bind_passes(options, target)
-    graph = export_graph(module, inputs)
-    for p in options.pre_quant_passes:
-        graph = p(graph)
-    prepared = prepare_pt2e(graph, apply_quantizer_hooks(make_quantizer(spec, target.activation_bits), target, options))
-    for sample in calibration:
-        prepared(*sample)
-    quantized = convert_pt2e(prepared)
-    for p in options.pre_edge_passes:
-        quantized = p(quantized)
-    with _capture_vela(workdir, target.name) as partitions, stdout_to_log(log, "Vela"):
-        edge = to_edge_transform_and_lower(
-            export_module(quantized, inputs),
-            partitioner=[create_partitioner(spec)],
-            compile_config=EdgeCompileConfig(_check_ir_validity=False),
-        )
-    # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.
-    edge = edge.transform([ReplaceQuantNodesPass()] + list(options.post_passes))
-    run_program_checks(options, edge)
+    try:
+        os.makedirs(workdir, exist_ok=True)
+        spec = compile_spec(target, workdir)
+        bind_passes(options, target)
+        graph = export_graph(module, inputs)
+        for p in options.pre_quant_passes:
+            graph = p(graph)
+        prepared = prepare_pt2e(graph, apply_quantizer_hooks(make_quantizer(spec, target.activation_bits), target, options))
+        for sample in calibration:
+            prepared(*sample)
+        quantized = convert_pt2e(prepared)
+        for p in options.pre_edge_passes:
+            quantized = p(quantized)
+        with _capture_vela(workdir, target.name) as partitions, stdout_to_log(log, "Vela"):
+            edge = to_edge_transform_and_lower(
+                export_module(quantized, inputs),
+                partitioner=[create_partitioner(spec)],
+                compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            )
+        # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.
+        edge = edge.transform([ReplaceQuantNodesPass()] + list(options.post_passes))
+        run_program_checks(options, edge)
+    finally:
+        if temporary:  # Vela's intermediates were only needed while it ran
+            shutil.rmtree(workdir, ignore_errors=True)
     return Lowered(edge=edge, inputs=inputs, quantized=quantized,
-                   extra={"vela_partitions": partitions, "workdir": workdir, "compile_spec": spec,
-                          **pass_reports(options)})
+                   extra={"vela_partitions": partitions, "workdir": None if temporary else workdir,
+                          "compile_spec": spec, **pass_reports(options)})

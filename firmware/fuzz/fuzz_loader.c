@@ -5,6 +5,8 @@
  * Built by scripts/bench_fuzz.py (clang -fsanitize=fuzzer,address,undefined). */
 #include <stdlib.h>
 
+#include "backend.h"
+#include "ethosu_backend.h"
 #include "runtime.h"
 
 #define POOL_BYTES (4u << 20)
@@ -17,7 +19,10 @@ static et_bundle g_b;
 static et_program g_p;
 static et_method g_m;
 
+static ethosu_device g_npu; /* never initialised: Ethos-U delegates are parsed and checked, then refused */
+
 static void run_program(const uint8_t *data, size_t size, et_bundle *b) {
+  (void)et_backend_register(ethosu_backend(&g_npu, "no NPU in the fuzzer"));
   if (et_program_load(&g_p, data, size) != ET_OK) return;
   et_method_needs needs;
   if (et_method_needs_get(&g_p, b ? b->method_name : NULL, &needs) != ET_OK) return;
@@ -32,8 +37,10 @@ static void run_program(const uint8_t *data, size_t size, et_bundle *b) {
     used += (sizes[k] + 63) & ~(size_t)63;
     if (used > POOL_BYTES) return;
   }
+  if (needs.delegate_bytes > POOL_BYTES - used) return;
+  uint8_t *dmem = needs.delegate_bytes ? g_pool + used : NULL;
   if (et_method_init(&g_m, &g_p, b ? b->method_name : NULL, g_pool, needs.runtime_bytes, base, sizes, needs.n_arenas,
-                     g_scratch, sizeof g_scratch, NULL, 0) != ET_OK)
+                     g_scratch, sizeof g_scratch, dmem, needs.delegate_bytes) != ET_OK)
     return;
   if (b == NULL || et_bundle_num_cases(b) == 0) return;
   if (et_bundle_set_inputs(b, 0, &g_m) != ET_OK) return;
