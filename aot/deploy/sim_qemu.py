@@ -264,8 +264,8 @@ def _run_cosim(b: Board, elf: Path, workdir: Path, cmd: list[str], npu: str, fau
     except CosimError as err:
         return SimResult("skip", None, "", None, 0.0, workdir, [], cmd, npu_spec=spec.name, skip_reason=str(err))
     status, parsed = classify(r.console, r.exit_code, r.timed_out)
-    res = SimResult(status, r.exit_code, r.console, parsed, r.seconds, workdir, _collect_outputs(workdir), cmd, r,
-                    spec.name)
+    res = SimResult(status, r.exit_code, r.console, parsed, r.seconds, workdir, _collect_outputs(workdir), cmd,
+                    npu=r, npu_spec=spec.name)
     if status == "timeout":
         log.warning("%s: killed after %.0f s; last console lines:\n%s", b.name, timeout, res.tail)
     elif status == "crash":
