@@ -8,7 +8,7 @@ import sys
 import traceback
 import warnings
 
-from aot.errors import AotError
+from aot.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, AotError, exit_table_text
 
 log = logging.getLogger("aot")
 
@@ -68,14 +68,16 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m aot", description="PyTorch -> quantized ExecuTorch programs for Cortex-M and Ethos-U")
+    ap = argparse.ArgumentParser(prog="emlkit", description="PyTorch -> quantized ExecuTorch programs for Cortex-M and Ethos-U",
+                                 epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging and full tracebacks")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compile", help="quantize and lower a model; write .pte, .bpte and a .json report")
     _add_compile_args(c)
     c.add_argument("-o", "--output", default="out", help="output folder (default: out)")
     c.set_defaults(func=cmd_compile)
-    r = sub.add_parser("run", help="compile, build the firmware, run on a board/simulator and check outputs")
+    r = sub.add_parser("run", help="compile, build the firmware, run on a board/simulator and check outputs",
+                       epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_compile_args(r)
     r.add_argument("--board", default=None, help="host, corstone-300, corstone-320 (default: the target's board)")
     r.add_argument("--sim", choices=["qemu", "fvp", "auto"], default="auto", help="simulator for Corstone boards")
@@ -136,4 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # anything else is a bug of ours: say so in one line, never a bare traceback
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: internal error (a bug in emlkit): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+              " (rerun with -v for the traceback and report it)", file=sys.stderr)
+        return EXIT_INTERNAL

@@ -15,7 +15,7 @@ from executorch.exir import ExecutorchBackendConfig
 
 import aot
 from aot import emit, macs, numerics, program_info, reference, verify
-from aot.errors import AotError
+from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
 from aot.load import LoadedModel, load_calibration, load_model
 from aot.lower import LowerOptions, Lowered
 from aot.npu import compile_check
@@ -141,7 +141,7 @@ def compile_model(
         names = reference.delegate_names(lowered.edge.exported_program().graph_module)
         parts = lowered.extra["vela_partitions"]
         if len(names) != len(parts):
-            raise AotError(f"internal: {len(names)} delegates but Vela compiled {len(parts)} graphs")
+            raise AotError(f"internal: {len(names)} delegates but Vela compiled {len(parts)} graphs", EXIT_INTERNAL)
         tosa_graphs = {n: p.tosa for n, p in zip(names, parts)}
         tdir = out / f"{stem}.tosa"
         tdir.mkdir(exist_ok=True)
@@ -158,7 +158,7 @@ def compile_model(
         program = lowered.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     except Exception as exc:
         raise AotError(f"ExecuTorch could not emit the program for {target.name}: {type(exc).__name__}: "
-                       f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+                       f"{str(exc).splitlines()[0] if str(exc) else ''}", EXIT_UNSUPPORTED) from exc
     verify.check_supported(program, lowered.edge, target.name, list(TARGETS))
     compile_s = time.monotonic() - t0
 

@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
-# Exit statuses shared by every command.
+# Exit statuses shared by every command (README "Exit statuses" and `--help` print EXIT_TABLE).
 EXIT_OK = 0
-EXIT_MISMATCH = 1
-EXIT_USAGE = 2
-EXIT_SIM = 3
-EXIT_SKIP = 5        # the run needs a tool or simulator this machine lacks (e.g. --sim fvp without an FVP)
+EXIT_MISMATCH = 1      # the device's outputs differ from the expected ones
+EXIT_USAGE = 2         # bad arguments or input files: unknown model/target/board, missing file, bad model file
+EXIT_TIMEOUT = 3       # the simulator was stopped at --timeout
+EXIT_UNSUPPORTED = 4   # the model uses something the toolkit cannot lower or run (named in the message)
+EXIT_SKIP = 5          # a tool or simulator this machine lacks, or an NPU feature the model cannot judge
+EXIT_INTERNAL = 6      # a bug in the toolkit (the message says so; -v shows the traceback)
+EXIT_DEVICE = 7        # the firmware stopped with an error (e.g. an NPU fault) or crashed
+EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_SIM = EXIT_TIMEOUT  # older name
+
+EXIT_TABLE = (
+    (EXIT_OK, "pass"),
+    (EXIT_MISMATCH, "wrong output: the device's outputs differ from the expected ones"),
+    (EXIT_USAGE, "usage error: bad arguments, unknown model/target/board, missing or invalid input file"),
+    (EXIT_TIMEOUT, "timeout: the simulator was stopped at --timeout"),
+    (EXIT_UNSUPPORTED, "unsupported model: an op or pattern the toolkit cannot lower or run (named)"),
+    (EXIT_SKIP, "skipped: a tool or simulator is missing (e.g. --sim fvp without an FVP), or the NPU model "
+                "lacks a feature the program uses"),
+    (EXIT_INTERNAL, "internal error: a bug in the toolkit"),
+    (EXIT_DEVICE, "device error: the firmware reported an error (its status code is named) or crashed"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+)
+
+
+def exit_table_text() -> str:
+    return "exit statuses:\n" + "\n".join(f"  {code:<4} {text}" for code, text in EXIT_TABLE)
 
 
 class AotError(Exception):

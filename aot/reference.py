@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from aot.errors import AotError
+from aot.errors import EXIT_INTERNAL, AotError
 from aot.exact_int_conv import exact_int_conv
 from aot.native_output import stdout_to_log
 
@@ -48,7 +48,7 @@ def run_tosa(tosa: bytes, inputs: Sequence[torch.Tensor], like_outputs: Sequence
         outs, status = ref.run(tosa, [tensor_to_numpy(t) for t in inputs], verbosity="NONE",
                                initialize_variable_tensor_from_numpy=True)
     if status != ref.GraphStatus.TOSA_VALID:
-        raise AotError(f"tosa_reference_model rejected a delegated TOSA graph (status {status})")
+        raise AotError(f"tosa_reference_model rejected a delegated TOSA graph (status {status})", EXIT_INTERNAL)
     return [numpy_to_tensor(o, l) for o, l in zip(outs, like_outputs)]
 
 
@@ -72,7 +72,7 @@ class _Interpreter(torch.fx.Interpreter):
             lowered, *operands = args
             name = next(k for k, v in self.module.named_children() if v is lowered)
             if name not in self.tosa_graphs:
-                raise AotError(f"no TOSA graph recorded for delegate {name}")
+                raise AotError(f"no TOSA graph recorded for delegate {name}", EXIT_INTERNAL)
             node = self._current
             vals = node.meta.get("val")
             like = list(vals) if isinstance(vals, (tuple, list)) else [vals]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aot.compile import CompileResult, compile_model
-from aot.errors import EXIT_MISMATCH, EXIT_OK, EXIT_SIM, EXIT_USAGE, AotError
+from aot.errors import EXIT_DEVICE, EXIT_MISMATCH, EXIT_OK, EXIT_SKIP, EXIT_TIMEOUT, AotError
 from aot.lower import LowerOptions
 from aot.summary import npu_check_text, print_run
 from aot.targets import get_target
@@ -36,7 +36,8 @@ class RunOutcome:
 
     @property
     def exit_code(self) -> int:
-        return {"PASS": EXIT_OK, "FAIL": EXIT_MISMATCH, "TIMEOUT": EXIT_SIM, "CRASH": EXIT_SIM}.get(self.status, EXIT_USAGE)
+        return {"PASS": EXIT_OK, "FAIL": EXIT_MISMATCH, "TIMEOUT": EXIT_TIMEOUT, "CRASH": EXIT_DEVICE,
+                "SKIP": EXIT_SKIP}.get(self.status, EXIT_DEVICE)
 
 
 def execute(cres: CompileResult, board: str, sim: str, timeout: float, kernels: str,
@@ -110,9 +111,12 @@ def run_model(args: argparse.Namespace, options: LowerOptions) -> int:
     outcome = execute(cres, board, args.sim, args.timeout, args.kernels, args.save_outputs, args.npu_trace)
     print_run({"model": outcome.model, "board": outcome.board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
     if outcome.status == "SKIP":
-        raise AotError(f"{outcome.reason}; AOT figures above are from the compile step (no device run)", EXIT_USAGE)
+        raise AotError(f"{outcome.reason}; AOT figures above are from the compile step (no device run)", EXIT_SKIP)
     if outcome.status == "ERROR":
-        raise AotError(outcome.reason or "device run failed", EXIT_USAGE)
-    if outcome.status in ("TIMEOUT", "CRASH"):
-        raise AotError(f"simulator {outcome.status.lower()}: {outcome.reason}", EXIT_SIM)
+        code = (outcome.result.code if outcome.result is not None else None) or "error"
+        raise AotError(f"the device stopped with {code}: {outcome.reason or 'device run failed'}", EXIT_DEVICE)
+    if outcome.status == "TIMEOUT":
+        raise AotError(f"simulator timeout: {outcome.reason}", EXIT_TIMEOUT)
+    if outcome.status == "CRASH":
+        raise AotError(f"the device crashed: {outcome.reason}", EXIT_DEVICE)
     return outcome.exit_code

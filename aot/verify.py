@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from aot.errors import AotError
+from aot.errors import EXIT_UNSUPPORTED, AotError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def check_supported(program: Any, edge: Any, target: str, other_targets: list[st
             "which may delegate it to the NPU, or replace the op in the model"
             if not target.startswith("ethos") else "Vela did not take it and the Cortex-M firmware has no kernel for it; replace the op in the model")
     raise AotError(f"op {first.op} (node {first.node}, at {first.source}) cannot be lowered for {target}: "
-                   f"no firmware kernel implements it{more}; {hint}")
+                   f"no firmware kernel implements it{more}; {hint}", EXIT_UNSUPPORTED)
 
 
 # ------------------------------------------------------------------ program verifier
@@ -180,13 +180,14 @@ def enforce(check: ProgramCheck, target: str, allow_float: bool) -> list[str]:
         more = f" (and {len(check.broken) - 1} more)" if len(check.broken) > 1 else ""
         raise AotError(f"the lowered program for {target} is broken: node {b.node} at {b.source}: {b.reason}{more}; "
                        "the quantizer did not annotate this op or the pattern around it failed to lower: "
-                       "rewrite the op (see aot/passes) or report the model")
+                       "rewrite the op (see aot/passes) or report the model", EXIT_UNSUPPORTED)
     if check.float_islands:
         listing = "; ".join(f"{f.op} at {f.source}" for f in check.float_islands[:4])
         more = f" and {len(check.float_islands) - 4} more" if len(check.float_islands) > 4 else ""
         msg = f"{len(check.float_islands)} float op(s) left on the CPU for {target}: {listing}{more}"
         if not allow_float:
-            raise AotError(f"{msg}; quantize or replace these ops, or pass --allow-float to accept float islands")
+            raise AotError(f"{msg}; quantize or replace these ops, or pass --allow-float to accept float islands",
+                           EXIT_UNSUPPORTED)
         log.warning("%s (allowed by --allow-float)", msg)
         return [msg]
     return []

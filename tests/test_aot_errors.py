@@ -1,4 +1,5 @@
-"""Bad input to `python -m aot compile`: one clear line on stderr, exit status 2, no traceback."""
+"""Bad input to `python -m aot compile`: one clear line on stderr, the documented exit status (2 usage error,
+4 unsupported model), no traceback."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "aot", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def _error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+def _error_line(proc: subprocess.CompletedProcess[str], status: int = 2) -> str:
+    assert proc.returncode == status, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     lines = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
     assert len(lines) == 1, proc.stderr[-2000:]
@@ -66,7 +67,7 @@ def test_model_that_fails_to_export(tmp_path: Path) -> None:
         "            return x * 2\n"
         "        return x\n"
         "ModelUnderTest = M()\nModelInputs = (torch.randn(1, 4),)\n"))
-    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55"], tmp_path))
+    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55"], tmp_path), 4)
     assert "failed to export" in line
 
 
@@ -77,7 +78,7 @@ def test_unsupported_op_names_op_and_source_line(tmp_path: Path) -> None:
         "    def forward(self, x):\n"
         "        return torch.cumsum(x, dim=1)\n"
         "ModelUnderTest = M()\nModelInputs = (torch.randn(1, 8),)\n"))
-    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path))
+    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path), 4)
     assert "cumsum" in line and "m.py:4" in line and "cortex-m55" in line
 
 
@@ -118,5 +119,5 @@ def test_vela_rejecting_a_partition_is_one_line(tmp_path: Path) -> None:
     """ExecuTorch 1.5.1's partitioner hands Vela a DepthwiseConv2D it cannot place; Vela raises a bare
     RuntimeError deep inside to_edge_transform_and_lower, which must not reach the user as a traceback."""
     model = _write(tmp_path, "vela_rejects.py", _VELA_REJECTS)
-    line = _error_line(_run(["compile", str(model), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path))
+    line = _error_line(_run(["compile", str(model), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path), 4)
     assert "Vela could not compile an NPU partition for ethos-u55-128" in line and "cortex-m" in line

@@ -24,7 +24,7 @@ from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import Replace
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-from aot.errors import AotError
+from aot.errors import EXIT_UNSUPPORTED, AotError
 from aot.lower import Lowered, LowerOptions, apply_quantizer_hooks, bind_passes, pass_reports, run_program_checks
 from aot.lower.export import export_graph, export_module
 from aot.native_output import stdout_to_log
@@ -62,7 +62,7 @@ def _capture_vela(workdir: str, target_name: str) -> Iterator[list[VelaPartition
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise AotError(f"Vela could not compile an NPU partition for {target_name}: {why}. ExecuTorch's "
                            "partitioner gave the NPU an operator form Vela rejects: change that layer, or compile "
-                           "the model for a cortex-m target") from exc
+                           "the model for a cortex-m target", EXIT_UNSUPPORTED) from exc
         summary: dict[str, str] = {}
         for path in glob.glob(os.path.join(workdir, "output", "*_summary_*.csv")):
             with open(path, newline="") as f:

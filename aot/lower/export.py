@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from aot.errors import AotError
+from aot.errors import EXIT_UNSUPPORTED, AotError
 
 
 def export_module(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.export.ExportedProgram:
@@ -14,7 +14,8 @@ def export_module(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> 
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AotError(
             f"model failed to export with torch.export: {type(exc).__name__}: {first} "
-            "(make forward() traceable: no data-dependent Python control flow; run with --verbose for the trace)"
+            "(make forward() traceable: no data-dependent Python control flow; run with --verbose for the trace)",
+            EXIT_UNSUPPORTED,
         ) from exc
 
 
