@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", default="out", help="output folder (default: out)")
     c.set_defaults(func=cmd_compile)
     r = sub.add_parser("run", help="compile, build the firmware, run on a board/simulator and check outputs",
+                       description="MODEL may also be a bundled program (.bpte) compiled earlier for --target.",
                        epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_compile_args(r)
     r.add_argument("--board", default=None, help="host, corstone-300, corstone-320 (default: the target's board)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import logging
 import time
 from dataclasses import dataclass
@@ -115,7 +116,12 @@ def compile_model(
     options = options or LowerOptions()
     model = load_model(model_spec)
     out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AotError(f"cannot create the output folder {out}: {exc.strerror or exc}: pass -o with a writable folder") from None
+    if not os.access(out, os.W_OK):
+        raise AotError(f"the output folder {out} is not writable: pass -o with a writable folder")
     stem = f"{model.name}_{target.name}"
     pte, bpte, rep = out / f"{stem}.pte", out / f"{stem}.bpte", out / f"{stem}.json"
     key = cache_key(model, target, options, calibration)
@@ -131,7 +137,13 @@ def compile_model(
     t0 = time.monotonic()
     calib = load_calibration(calibration, model.inputs)
     with torch.no_grad():
-        float_out = numerics.flatten_outputs(model.module(*model.inputs))
+        try:
+            float_out = numerics.flatten_outputs(model.module(*model.inputs))
+        except Exception as exc:  # the user's inputs do not fit the user's module
+            given = ", ".join(f"{str(t.dtype).replace('torch.', '')} {'x'.join(map(str, t.shape))}" for t in model.inputs)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise AotError(f"ModelInputs ({given}) do not fit ModelUnderTest of {model.source}: PyTorch raised "
+                           f"{type(exc).__name__}: {first}; give inputs of the shape and dtype the model takes") from None
     if options.intermediates is None and target.flow == "ethos_u":
         options.intermediates = str(out / f"{stem}.vela")
     with torch.no_grad():

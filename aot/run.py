@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aot.compile import CompileResult, compile_model
-from aot.errors import EXIT_DEVICE, EXIT_MISMATCH, EXIT_OK, EXIT_SKIP, EXIT_TIMEOUT, AotError
+from aot.errors import EXIT_DEVICE, EXIT_MISMATCH, EXIT_OK, EXIT_SKIP, EXIT_TIMEOUT, EXIT_USAGE, AotError
 from aot.lower import LowerOptions
 from aot.summary import npu_check_text, print_run
 from aot.targets import get_target
@@ -104,16 +104,50 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
     return rows
 
 
+def prebuilt(path: str, target_name: str) -> CompileResult:
+    """A bundled program given on the command line instead of a model (e.g. from an earlier `compile`, or from
+    ExecuTorch's own aot_arm_compiler --bundleio): checked enough to give one clear line when it is not one."""
+    from pathlib import Path
+
+    target = get_target(target_name)
+    p = Path(path)
+    if p.suffix == ".pte":
+        raise AotError(f"{p}: a .pte has no test cases to check on the device: give its .bpte (emlkit compile writes "
+                       "one; ExecuTorch's aot_arm_compiler writes one with --bundleio)")
+    if not p.is_file():
+        raise AotError(f"bundled program not found: {p}")
+    try:
+        head = p.open("rb").read(8)
+    except OSError as exc:
+        raise AotError(f"{p}: cannot be read ({exc.strerror})") from None
+    if len(head) < 8 or head[4:8] != b"BP08":
+        raise AotError(f"{p} is not a bundled program (identifier BP08 missing at byte 4): it is truncated, corrupt "
+                       "or another kind of file")
+    from executorch.devtools.bundled_program.serialize import deserialize_from_flatbuffer_to_bundled_program
+
+    try:
+        deserialize_from_flatbuffer_to_bundled_program(p.read_bytes())
+    except Exception as exc:  # the flatbuffer reader raises whatever it hits first on bad bytes
+        raise AotError(f"{p} is a damaged bundled program ({type(exc).__name__}): recompile it") from None
+    return CompileResult(p.stem, target, p, p, p, {})
+
+
 def run_model(args: argparse.Namespace, options: LowerOptions) -> int:
     target = get_target(args.target)
     board = args.board or target.default_board
-    cres = compile_model(args.model, target.name, args.output, args.calibration, options, reuse_cache=True)
+    given = str(args.model).endswith((".bpte", ".pte"))
+    if given:
+        cres = prebuilt(args.model, target.name)
+    else:
+        cres = compile_model(args.model, target.name, args.output, args.calibration, options, reuse_cache=True)
     outcome = execute(cres, board, args.sim, args.timeout, args.kernels, args.save_outputs, args.npu_trace)
     print_run({"model": outcome.model, "board": outcome.board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
     if outcome.status == "SKIP":
         raise AotError(f"{outcome.reason}; AOT figures above are from the compile step (no device run)", EXIT_SKIP)
     if outcome.status == "ERROR":
         code = (outcome.result.code if outcome.result is not None else None) or "error"
+        if given and code in ("invalid_program", "delegate_corrupt"):  # the firmware's stricter checks found it
+            raise AotError(f"{args.model} is a damaged bundled program ({code}): {outcome.reason}", EXIT_USAGE)
         raise AotError(f"the device stopped with {code}: {outcome.reason or 'device run failed'}", EXIT_DEVICE)
     if outcome.status == "TIMEOUT":
         raise AotError(f"simulator timeout: {outcome.reason}", EXIT_TIMEOUT)

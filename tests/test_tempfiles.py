@@ -87,3 +87,22 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path: Path, monkeypatch: py
         emit.atomic_write(f, b"new")
     assert f.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["p.bpte"]  # the half-written temp file is gone
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_compile_keeps_the_previous_program(tmp_path: Path, empty_tmp: Path) -> None:
+    out = tmp_path / "o"
+    assert _aot(["compile", "dw_separable", "--target", "ethos-u55-128", "-o", str(out)], empty_tmp).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.glob("dw_separable_ethos-u55-128.*") if p.is_file()}
+    assert len(before) == 3
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(empty_tmp)}
+    proc = subprocess.Popen([sys.executable, "-m", "aot", "compile", "dw_separable", "--target", "ethos-u55-128",
+                             "--no-lut-fusion", "-o", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(8)  # inside quantization / Vela
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "error: interrupted" in err and "Traceback" not in err, err[-2000:]
+    after = {p.name: p.read_bytes() for p in out.glob("dw_separable_ethos-u55-128.*") if p.is_file()}
+    assert after == before
+    assert list(empty_tmp.iterdir()) == []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aot.errors import EXIT_SKIP, AotError
+from aot.errors import EXIT_SKIP, EXIT_USAGE, AotError
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,13 @@ def prebuild(board: str, kernels: str = "mve") -> int | None:
 def _image_size(build_result: Any) -> int | None:
     s = build_result.sizes or {}
     return int(s.get("text", 0) + s.get("data", 0)) or None
+
+
+def _sim_error(err: Exception) -> AotError:
+    """A simulator that could not start: missing tools are a skip (exit 5), anything else a usage error."""
+    from aot.deploy.sim_qemu import ToolMissing
+
+    return AotError(str(err), EXIT_SKIP if isinstance(err, ToolMissing) else EXIT_USAGE)
 
 
 def _fvp_available(board: Any) -> bool:
@@ -138,7 +145,7 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
         try:
             sres = run_qemu(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs))
         except SimError as err:
-            raise AotError(str(err)) from err
+            raise _sim_error(err) from err
     elif sim == "fvp":
         from aot.deploy.sim_fvp import run_fvp
         from aot.deploy.sim_qemu import SimError
@@ -146,7 +153,7 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
         try:
             sres = run_fvp(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs))
         except SimError as err:
-            raise AotError(str(err)) from err
+            raise _sim_error(err) from err
     else:
         raise AotError(f"unknown simulator '{sim}': use qemu, fvp or auto")
     res = _from_sim(sres)
@@ -235,7 +242,7 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
             label = label or f"QEMU + co-simulated {npu} (functional model)"
             label += "; NPU cycles: Vela estimate"
     except SimError as err:
-        raise AotError(str(err)) from err
+        raise _sim_error(err) from err
     if getattr(sres, "skip_reason", ""):
         return DeployResult(sim, skip_reason=sres.skip_reason, label=label, image_bytes=size, board=b.name)
     res = _from_sim(sres)

@@ -27,7 +27,7 @@ if __package__ in (None, ""):
 from aot.deploy.boards import Board, BoardError, load_board  # noqa: E402
 from aot.deploy.build import BuildError, BuildOptions  # noqa: E402
 from aot.deploy.sim_qemu import (  # noqa: E402
-    FAULT_MARKER, SimError, SimResult, _collect_outputs, classify, finish, prepare_run, run_command, run_dir)
+    FAULT_MARKER, SimError, SimResult, ToolMissing, _collect_outputs, classify, finish, prepare_run, run_command, run_dir)
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def run_fvp(
     b = board if isinstance(board, Board) else load_board(board)
     name = fvp_variant(b, fvp)
     if shutil.which(name) is None:
-        raise SimError(f"{name} not found on PATH: install the Arm FVP (developer.arm.com, Arm Ecosystem FVPs) or run under QEMU")
+        raise ToolMissing(f"{name} not found on PATH: install the Arm FVP (developer.arm.com, Arm Ecosystem FVPs) or run under QEMU")
     with run_dir(workdir, "fvp", b.name) as wd:
         elf, wd, model_bin = prepare_run(bpte, b, elf, wd, save_outputs, build_options, "fvp")
         cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), wd.resolve(), timeout, name, cycle_limit, npu)

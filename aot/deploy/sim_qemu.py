@@ -48,6 +48,10 @@ class SimError(RuntimeError):
     """The simulation could not be started (missing simulator, model too big, ...)."""
 
 
+class ToolMissing(SimError):
+    """A simulator or tool this machine lacks (QEMU, an FVP): the run is skipped, not failed."""
+
+
 @dataclass
 class SimResult:
     status: str  # runner status, or "timeout" / "crash"
@@ -129,7 +133,7 @@ def qemu_command(board: Board, elf: Path, model_bin: Path) -> list[str]:
         raise SimError(f"board '{board.name}' has no [qemu] section: QEMU cannot run it (try sim_fvp)")
     binary = shutil.which(board.qemu.binary)
     if binary is None:
-        raise SimError(f"{board.qemu.binary} not found: apt-get install qemu-system-arm")
+        raise ToolMissing(f"{board.qemu.binary} not found: apt-get install qemu-system-arm (or run ./scripts/setup.sh)")
     return [
         binary,
         "-M",
