@@ -114,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="bounded libFuzzer run of the firmware's parsers")
     ap.add_argument("--target", choices=sorted(TARGET_SOURCES), default="loader")
     ap.add_argument("--seconds", type=int, default=60)
-    ap.add_argument("--seeds", type=Path, help="directory of .bpte/.pte seed files (default: generate two)")
+    ap.add_argument("--seeds", type=Path, help="directory of seed files (default: tests/fuzz_seeds/TARGET, the committed "
+                                               "corpus, or freshly generated seeds with --fresh-seeds)")
+    ap.add_argument("--fresh-seeds", action="store_true", help="compile new seed programs instead of the committed ones")
     ap.add_argument("--jobs", type=int, default=1, help="parallel fuzzing processes (the machine has 2 cores)")
+    ap.add_argument("--seed", type=int, help="libFuzzer's random seed (repeatable runs, e.g. in CI)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[bench_fuzz] %(message)s")
     exe = build(ensure_clang(), args.target)
@@ -124,8 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     before = set(artifacts.glob("*"))
     with tempfile.TemporaryDirectory() as corpus_dir:
         corpus = Path(corpus_dir)
-        if args.seeds:
-            for f in args.seeds.iterdir():
+        seeds = args.seeds or (None if args.fresh_seeds else REPO / "tests" / "fuzz_seeds" / args.target)
+        if seeds is not None and not seeds.is_dir():
+            raise SystemExit(f"error: seed folder {seeds} not found")
+        if seeds is not None:
+            for f in seeds.iterdir():
                 if f.is_file():
                     shutil.copy(f, corpus / f.name)
         elif args.target == "ethosu":
@@ -136,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                "-rss_limit_mb=2048", f"-artifact_prefix={artifacts}/", "-max_len=1048576"]
         if args.jobs > 1:
             cmd += [f"-jobs={args.jobs}", f"-workers={args.jobs}"]
+        if args.seed is not None:
+            cmd.append(f"-seed={args.seed}")
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds * 3 + 120)
         text = p.stderr + p.stdout
         if args.jobs > 1:

@@ -7,7 +7,7 @@ VENV="$ROOT/.venv"
 STAMP="$VENV/.requirements.sha256"
 
 APT_PACKAGES=(gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
-              qemu-system-arm flatbuffers-compiler libflatbuffers-dev)
+              qemu-system-arm flatbuffers-compiler libflatbuffers-dev clang)
 
 log() { echo "[setup] $*" >&2; }
 
