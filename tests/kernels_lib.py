@@ -9,6 +9,7 @@ with the system C compiler so the kernels can still be tested in isolation.
 from __future__ import annotations
 
 import ctypes as C
+from typing import Any
 import logging
 import shutil
 import subprocess
@@ -129,6 +130,26 @@ class Kernels:
                 f = getattr(self.lib, name)
                 f.argtypes = args
                 f.restype = None
+        # kernels given scratch memory: the dispatcher takes it and returns a k_status
+        for base in ("qconv2d_s8", "qdwconv2d_s8"):
+            f = getattr(self.lib, base)
+            f.argtypes = [*sig[base], P, sz]
+            f.restype = C.c_int
+            g = getattr(self.lib, base + "_get_buffer_size")
+            g.argtypes = [C.POINTER(QConv)]
+            g.restype = sz
+
+    def conv(self, name: str, ref: bool, p: "QConv", *ptrs: Any) -> None:
+        """Call a conv-family kernel; the dispatcher gets exactly its scratch size
+        (followed by guard bytes that must stay untouched)."""
+        if ref:
+            self.fn(name, True)(C.byref(p), *ptrs)
+            return
+        need = getattr(self.lib, name + "_get_buffer_size")(C.byref(p))
+        buf = np.full(need + 64, 0xA5, np.uint8)
+        status = getattr(self.lib, name)(C.byref(p), *ptrs, buf.ctypes.data, need)
+        assert status == 0, f"{name} returned status {status} with {need} bytes of scratch"
+        assert (buf[need:] == 0xA5).all(), f"{name} wrote past its {need} bytes of scratch"
 
     def fn(self, name: str, ref: bool):
         return getattr(self.lib, name + ("_ref" if ref else ""))

@@ -203,9 +203,9 @@ def test_quantized_conv2d(K, seed, g, cin, cout, groups, in_off, out_off, use_bi
     want = torch_to_nhwc(want)
     p = QConv(batch, g["h"], g["w"], cin, oh, ow, cout, g["kh"], g["kw"], g["sh"], g["sw"],
               g["ph"], g["pw"], g["dh"], g["dw"], groups, in_off, out_off, lo, hi)
-    for f in both(K, "qconv2d_s8"):
+    for ref in (True, False):
         out = np.zeros((batch, oh, ow, cout), np.int8)
-        f(C.byref(p), ptr(x), ptr(w), ptr(bias), ptr(mult), ptr(shift), ptr(out))
+        K.conv("qconv2d_s8", ref, p, ptr(x), ptr(w), ptr(bias), ptr(mult), ptr(shift), ptr(out))
         np.testing.assert_array_equal(out, want)
 
 
@@ -232,9 +232,9 @@ def test_quantized_depthwise_conv2d(K, seed, g, cin, dm, in_off, out_off, use_bi
     want = torch_to_nhwc(want)
     p = QConv(1, g["h"], g["w"], cin, oh, ow, cout, g["kh"], g["kw"], g["sh"], g["sw"],
               g["ph"], g["pw"], g["dh"], g["dw"], cin, in_off, out_off, lo, hi)
-    for f in both(K, "qdwconv2d_s8"):
+    for ref in (True, False):
         out = np.zeros((1, oh, ow, cout), np.int8)
-        f(C.byref(p), ptr(x), ptr(w), ptr(bias), ptr(mult), ptr(shift), ptr(out))
+        K.conv("qdwconv2d_s8", ref, p, ptr(x), ptr(w), ptr(bias), ptr(mult), ptr(shift), ptr(out))
         np.testing.assert_array_equal(out, want)
 
 
@@ -523,6 +523,21 @@ def test_kernels_compile_for_mve(tmp_path, flags):
             assert f" T {fn}" in syms, f"{fn} missing from the MVE build"
 
 
+# ---------------------------------------------------------------- scratch sizes
+@settings(max_examples=200, deadline=None)
+@given(cin=st.integers(1, 300), cout=st.integers(1, 600), kh=st.integers(1, 5), kw=st.integers(1, 5),
+       ph=st.integers(0, 2), pw=st.integers(0, 2), groups=st.sampled_from([1, 1, 2]),
+       in_off=st.integers(-300, 300))
+def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, groups, in_off):
+    """aot/passes/kernel_scratch.py plans exactly what <kernel>_get_buffer_size asks for."""
+    from aot.passes.kernel_scratch import conv_buffer_size, dw_buffer_size
+    p = QConv(1, 8, 8, cin * groups, 8, 8, cout * groups, kh, kw, 1, 1, ph, pw, 1, 1, groups, in_off, 0, -128, 127)
+    assert K.lib.qconv2d_s8_get_buffer_size(C.byref(p)) == \
+        conv_buffer_size(cout * groups, kh, kw, cin, (ph, pw), groups, in_off)
+    d = QConv(1, 8, 8, cin, 8, 8, cin, kh, kw, 1, 1, ph, pw, 1, 1, cin, in_off, 0, -128, 127)
+    assert K.lib.qdwconv2d_s8_get_buffer_size(C.byref(d)) == dw_buffer_size(cin)
+
+
 # ---------------------------------------------------------------- MVE vs portable on QEMU
 @pytest.mark.skipif(ARM_GCC is None or shutil.which("qemu-system-arm") is None,
                     reason="needs arm-none-eabi-gcc and qemu-system-arm")
@@ -538,4 +553,4 @@ def test_mve_matches_portable_on_qemu(tmp_path):
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
     assert set(passed) == {"qconv2d_s8", "qdwconv2d_s8", "qlinear_s8", "qbmm_s8", "qadd_s8", "qmul_s8",
-                           "qlut_s8", "qmaxpool_s8", "qavgpool_s8"}, r.stdout
+                           "qlut_s8", "qmaxpool_s8", "qavgpool_s8", "quantize_f32", "dequantize_f32"}, r.stdout

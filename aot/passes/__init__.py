@@ -6,6 +6,7 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
 - avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.
 - cancel_transposes.py: cortex_m::transpose pairs that undo each other (q @ k^T) removed.
+- kernel_scratch.py: conv/depthwise scratch tensors sized for our kernels; kernel variants reported.
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 """
 
@@ -19,6 +20,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.lut_fusion import LutFusion
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
     from aot.passes.cancel_transposes import CancelTransposes
+    from aot.passes.kernel_scratch import KernelScratch
     from aot.passes.linear_to_conv import LinearToConv
     from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
     from aot.passes.verify_program import VerifyProgram
@@ -28,4 +30,5 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     opts.pre_quant_passes.append(AvgPoolForNpu())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
     opts.post_passes.append(CancelTransposes())
+    opts.post_passes.append(KernelScratch())  # after every pass that makes or reshapes conv nodes
     opts.program_checks.append(VerifyProgram(allow_float=allow_float))

@@ -3,8 +3,11 @@
  * Conventions shared by every kernel here:
  *  - No runtime types: pointers, sizes and integers only, so the kernels can be
  *    called from the ctypes tests and from the MVE self-test image directly.
- *  - Inputs are pre-validated by the operator adapters (firmware/ops); kernels
- *    cannot fail and return void.
+ *  - Inputs are pre-validated by the operator adapters (firmware/ops). Kernels
+ *    that need scratch memory have `<name>_get_buffer_size` (bytes, from the
+ *    shape; the same on every build) and take the scratch as arguments; they
+ *    return a k_status (K_ERR_SCRATCH when it is too small). Scratch comes from
+ *    the caller's planned memory, never from the stack.
  *  - 4-D activations are NHWC in memory (the channels-last dim order of the
  *    default flow); conv weights are OHWI, depthwise weights are 1HWO.
  *  - Each op family has `<name>_ref` (portable C, bit-exact with the Python
@@ -40,6 +43,12 @@ typedef enum {
   K_S32 = 3,
   K_F32 = 6,
 } k_dtype;
+
+/* Status of the kernels that can fail (those given scratch memory). */
+typedef enum {
+  K_OK = 0,
+  K_ERR_SCRATCH = 1, /* scratch smaller than <name>_get_buffer_size, or misaligned */
+} k_status;
 
 /* ---- requantization: mirrors passes_utils.requantize_cmsis exactly ----
  * The reference works in int64 (value << left_shift, * multiplier, + 2^30,
@@ -135,16 +144,18 @@ typedef struct {
 void qconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
                     const int32_t *bias, const int32_t *mult, const int32_t *shift,
                     int8_t *out);
-void qconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
-                const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                int8_t *out);
+size_t qconv2d_s8_get_buffer_size(const qconv_params *p);
+k_status qconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
+                    const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                    int8_t *out, void *scratch, size_t scratch_size);
 /* weight 1HWO [k_h][k_w][out_c]; out channel o reads input channel o / (out_c/in_c). */
 void qdwconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
                       const int32_t *bias, const int32_t *mult, const int32_t *shift,
                       int8_t *out);
-void qdwconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
-                  const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                  int8_t *out);
+size_t qdwconv2d_s8_get_buffer_size(const qconv_params *p);
+k_status qdwconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
+                      const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                      int8_t *out, void *scratch, size_t scratch_size);
 /* Transposed conv; weight OHWI [out_c][k_h][k_w][in_c]; out_h/out_w already
  * include output_padding. Accumulates exactly in int32 (the reference does it
  * in float32, which is exact while partial sums stay below 2^24). */
@@ -243,12 +254,12 @@ void qadd_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
 void qmul_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qmul_params *p);
 void qlut_s8_mve(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
-void qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
-                    const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                    int8_t *out);
-void qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
-                      const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                      int8_t *out);
+k_status qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
+                        const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                        int8_t *out, void *scratch, size_t scratch_size);
+k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
+                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                          int8_t *out, void *scratch, size_t scratch_size);
 void qlinear_s8_mve(const qlinear_params *p, const int8_t *in, const int8_t *w,
                     const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
 void qbmm_s8_mve(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
@@ -256,6 +267,9 @@ void qmaxpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t act_min, int32_t act_max);
 #endif
 #if FW_HAVE_MVE_FP
+void quantize_f32_mve(const float *in, size_t n, double scale, int32_t zp, int32_t qmin, int32_t qmax,
+                      k_dtype out_dtype, void *out);
+void dequantize_f32_mve(const void *in, k_dtype in_dtype, size_t n, double scale, int32_t zp, float *out);
 void qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t zp, int32_t mult, int32_t shift);
 #endif

@@ -56,62 +56,114 @@ void qavgpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out, int32
 }
 
 #if FW_HAVE_MVE_FP
-/* Four channels per float32 vector, in the same tap order as the scalar
- * code. Each tap's term ((float)q - zp) * scale depends only on the byte q,
- * so for larger windows the 256 possible terms are computed once per call
- * with exactly those float operations, and each tap becomes a byte load, a
- * gather from that table and an add: the same values summed in the same
- * order, hence bit-identical. MVE has no vector divide, so the two divisions
- * per output stay scalar. */
+/* Float32 vectors of channels, in the same tap order as the scalar code.
+ * Each tap's term ((float)q - zp) * scale depends only on the byte q, so for
+ * larger windows the 256 possible terms are computed once per call with
+ * exactly those float operations, and each tap becomes a byte load, a gather
+ * from that table and an add: the same values summed in the same order,
+ * hence bit-identical. Sixteen channels per pass amortise the window walk. */
 #define POOL_TABLE_MIN_TAPS 256 /* taps x channels from which the table pays off */
+
+/* The two divisions per output (sum / count, then / scale) without a vector
+ * divide: t = sum * (1/count * 1/scale) is within a few ulp of the
+ * reference's doubly rounded quotient, and |t| <= 128 + |zp| (it is the mean
+ * of q - zp), so wherever t is farther than margin = 2^-16 * (129 + |zp|)
+ * (some 64 ulp) from a half-integer, rint() of both is the same integer.
+ * Lanes near a rounding boundary (about one output in 2000) are redone with
+ * the scalar divisions. The int8 clamp is a saturating shift up and back. */
+typedef struct {
+  float k, neg_margin, scale, fzp;
+  int32_t count, zp, vec;
+} pool_finish;
+
+static inline void finish4_mve(const pool_finish *f, float32x4_t sum, int32_t nl, int8_t *dst) {
+  const mve_pred16_t pr = vctp32q((uint32_t)nl);
+  if (f->vec) {
+    const float32x4_t t = vmulq_n_f32(sum, f->k);
+    const float32x4_t r = vrndnq_f32(t);
+    const float32x4_t a = vsubq_n_f32(vabsq_f32(vsubq_f32(t, r)), 0.5f); /* in [-0.5, 0] */
+    if (vcmpgtq_m_n_f32(a, f->neg_margin, pr) == 0) {
+      const int32x4_t q = vaddq_n_s32(vcvtq_s32_f32(r), f->zp);
+      vstrbq_p_s32(dst, vshrq_n_s32(vqshlq_n_s32(q, 24), 24), pr);
+      return;
+    }
+  }
+  float lanes[4];
+  vstrwq_f32(lanes, sum);
+  for (int32_t l = 0; l < nl; l++) dst[l] = finish(lanes[l], f->count, f->scale, f->fzp);
+}
 
 void qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
                      int32_t mult, int32_t shift) {
+  /* locals: stores through `out` may alias *p as far as the compiler knows */
+  const int32_t C = p->c, IH = p->in_h, IW = p->in_w, OH = p->out_h, OW = p->out_w;
+  const int32_t KH = p->k_h, KW = p->k_w, SH = p->stride_h, SW = p->stride_w;
+  const int32_t PH = p->pad_h, PW = p->pad_w;
   const float scale = pool_scale(mult, shift), fzp = (float)zp;
+  const float rs = 1.0f / scale;
+  pool_finish f = {0.0f, -0x1p-16f * (float)(129 + (zp < 0 ? -zp : zp)), scale, fzp, 0, zp, 0};
+  /* else (tiny or odd scales, zero points far outside int8) every output
+     takes the scalar divisions */
+  f.vec = isfinite(rs) && rs > 0.0f && zp >= -32768 && zp <= 32767;
   const float32x4_t vzp = vdupq_n_f32(fzp), vsc = vdupq_n_f32(scale);
+  const size_t ystep = (size_t)IW * C;
   /* tab[u] is the term of the byte u read as int8 (u is the unsigned byte) */
   float tab[256] __attribute__((aligned(16)));
-  const int use_tab = (int64_t)p->k_h * p->k_w * p->c >= POOL_TABLE_MIN_TAPS;
+  const int use_tab = (int64_t)KH * KW * C >= POOL_TABLE_MIN_TAPS;
   if (use_tab)
     for (int32_t u = 0; u < 256; u += 4) {
       const int32x4_t ub = vreinterpretq_s32_u32(vidupq_n_u32((uint32_t)u, 1));
       const int32x4_t q = vsubq_n_s32(veorq_s32(ub, vdupq_n_s32(0x80)), 0x80); /* sign-extend the byte */
       vstrwq_f32(tab + u, vmulq_f32(vsubq_f32(vcvtq_f32_s32(q), vzp), vsc));
     }
+  int8_t *op = out;
   for (int32_t b = 0; b < p->batch; b++)
-    for (int32_t oy = 0; oy < p->out_h; oy++) {
+    for (int32_t oy = 0; oy < OH; oy++) {
       int32_t y0, y1;
-      window(oy, p->stride_h, p->pad_h, p->k_h, p->in_h, &y0, &y1);
-      for (int32_t ox = 0; ox < p->out_w; ox++) {
+      window(oy, SH, PH, KH, IH, &y0, &y1);
+      for (int32_t ox = 0; ox < OW; ox++, op += C) {
         int32_t x0, x1;
-        window(ox, p->stride_w, p->pad_w, p->k_w, p->in_w, &x0, &x1);
-        const int32_t count = (y1 - y0) * (x1 - x0);
-        int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * p->c;
-        for (int32_t c0 = 0; c0 < p->c; c0 += 4) {
-          float32x4_t sum = vdupq_n_f32(0.0f);
-          const int8_t *row = in + (((size_t)b * p->in_h + y0) * p->in_w + x0) * p->c + c0;
-          const size_t ystep = (size_t)p->in_w * p->c;
-          if (use_tab && p->c - c0 >= 4) {
-            for (int32_t y = y0; y < y1; y++, row += ystep) {
-              const int8_t *ip = row;
-              for (int32_t x = x0; x < x1; x++, ip += p->c)
-                sum = vaddq_f32(sum, vldrwq_gather_shifted_offset_f32(tab, vldrbq_u32((const uint8_t *)ip)));
-            }
-          } else {
-            const mve_pred16_t pr = vctp32q((uint32_t)(p->c - c0));
-            for (int32_t y = y0; y < y1; y++, row += ystep) {
-              const int8_t *ip = row;
-              for (int32_t x = x0; x < x1; x++, ip += p->c) {
-                const float32x4_t v = vcvtq_f32_s32(vldrbq_z_s32(ip, pr));
-                sum = vaddq_f32(sum, vmulq_f32(vsubq_f32(v, vzp), vsc));
-              }
+        window(ox, SW, PW, KW, IW, &x0, &x1);
+        const int32_t wy = y1 - y0, wx = x1 - x0;
+        f.count = wy * wx;
+        if (f.count <= 0) { /* empty window (padding only): the zero point */
+          for (int32_t c = 0; c < C; c++) op[c] = (int8_t)k_clamp(zp, -128, 127);
+          continue;
+        }
+        f.k = rs / (float)f.count;
+        if (!isfinite(f.k)) f.vec = 0;
+        const int8_t *base = in + (((size_t)b * IH + y0) * IW + x0) * C;
+        int32_t c0 = 0;
+        for (; use_tab && c0 + 16 <= C; c0 += 16) {
+          float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+          const int8_t *row = base + c0;
+          for (int32_t y = 0; y < wy; y++, row += ystep) {
+            const int8_t *ip = row;
+            for (int32_t x = 0; x < wx; x++, ip += C) {
+              s0 = vaddq_f32(s0, vldrwq_gather_shifted_offset_f32(tab, vldrbq_u32((const uint8_t *)ip)));
+              s1 = vaddq_f32(s1, vldrwq_gather_shifted_offset_f32(tab, vldrbq_u32((const uint8_t *)ip + 4)));
+              s2 = vaddq_f32(s2, vldrwq_gather_shifted_offset_f32(tab, vldrbq_u32((const uint8_t *)ip + 8)));
+              s3 = vaddq_f32(s3, vldrwq_gather_shifted_offset_f32(tab, vldrbq_u32((const uint8_t *)ip + 12)));
             }
           }
-          float lanes[4];
-          vstrwq_f32(lanes, sum);
-          const int32_t nl = p->c - c0 < 4 ? p->c - c0 : 4;
-          for (int32_t l = 0; l < nl; l++)
-            op[c0 + l] = count > 0 ? finish(lanes[l], count, scale, fzp) : (int8_t)k_clamp(zp, -128, 127);
+          finish4_mve(&f, s0, 4, op + c0);
+          finish4_mve(&f, s1, 4, op + c0 + 4);
+          finish4_mve(&f, s2, 4, op + c0 + 8);
+          finish4_mve(&f, s3, 4, op + c0 + 12);
+        }
+        for (; c0 < C; c0 += 4) {
+          const int32_t nl = C - c0 < 4 ? C - c0 : 4;
+          const mve_pred16_t pr = vctp32q((uint32_t)nl);
+          float32x4_t sum = vdupq_n_f32(0.0f);
+          const int8_t *row = base + c0;
+          for (int32_t y = 0; y < wy; y++, row += ystep) {
+            const int8_t *ip = row;
+            for (int32_t x = 0; x < wx; x++, ip += C) {
+              const float32x4_t v = vcvtq_f32_s32(vldrbq_z_s32(ip, pr));
+              sum = vaddq_f32(sum, vmulq_f32(vsubq_f32(v, vzp), vsc));
+            }
+          }
+          finish4_mve(&f, sum, nl, op + c0);
         }
       }
     }

@@ -33,6 +33,24 @@ void qconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
         }
 }
 
+static int conv_fast_ok(const qconv_params *p) {
+  return p->groups == 1 && p->input_offset >= -127 && p->input_offset <= 128; /* pad byte representable */
+}
+static int conv_direct(const qconv_params *p) {
+  return p->k_h == 1 && p->k_w == 1 && p->pad_h == 0 && p->pad_w == 0;
+}
+
+/* Scratch of the MVE fast path: the per-channel bias with the input-offset
+ * term (out_c int32, rounded up to whole vectors), then one im2col row unless
+ * the convolution reads its rows straight from the input. The same size on
+ * every build, so that a program plans the same memory for any core. */
+size_t qconv2d_s8_get_buffer_size(const qconv_params *p) {
+  if (!conv_fast_ok(p)) return 0;
+  const size_t beff = ((size_t)p->out_c + 3) / 4 * 16;
+  const size_t row = conv_direct(p) ? 0 : ((size_t)p->k_h * p->k_w * p->in_c + 15) / 16 * 16;
+  return beff + row;
+}
+
 #if FW_HAVE_MVE
 /* General path (grouped convs, K beyond the fast path's stack buffers,
  * input offsets outside the int8 pad range). Four output channels at a time
@@ -132,71 +150,15 @@ static void conv_mve_general(const qconv_params *p, const int8_t *in, const int8
   }
 }
 
-/* Fast path for groups == 1: a GEMM of output pixels x output channels.
- * Four output pixels form a tile; each pixel's receptive field is a row of
- * K = k_h*k_w*C bytes (OHWI order, like a weight row), gathered (im2col)
- * and stored interleaved in 16-byte chunks, so one pointer walks all four
- * rows. For each output channel, one 16-byte weight load feeds four VMLADAVA
- * (one per pixel); each pixel's four channels are then requantized as one
- * vector. Padding taps are filled with -input_offset so that
- * (x + input_offset) is 0 there, which lets the input offset be applied once
- * per channel as input_offset * sum(all its weights), folded into the bias. */
-#define CONV_TILE 4
-#define CONV_MAX_K 768    /* stack: 4*768 interleaved + 768 bytes im2col row */
-#define CONV_BIAS_CAP 64  /* stack: per-channel bias + input_offset*sum(w) */
-
-/* Dot products of the four interleaved rows at xi against nch consecutive
- * weight rows (K bytes each) starting at w, accumulated onto
- * d[4*j + c] (pixel j, channel c).
- * A tail-predicated low-overhead loop (DLSTP/LETP): lanes past K are
- * inactive, so nothing beyond the rows is read or accumulated. In asm
- * because GCC 12 spills the pointers of the intrinsic version and doubles
- * the instruction count; VMLAVA needs even accumulator registers. */
-static inline void dot_tile(const int8_t *xi, const int8_t *w, int32_t k, int32_t nch, int32_t *d) {
-  register int32_t a0 __asm("r0");
-  register int32_t a1 __asm("r2");
-  register int32_t a2 __asm("r4");
-  register int32_t a3 __asm("r6");
-  /* the loop leaves w at the next 16-byte step; kfix brings it to w + K.
-   * xi and k live in memory operands to keep enough registers free. */
-  const int32_t kfix = k - ((k + 15) & ~15);
-  const int8_t *x;
-  int32_t t;
-  __asm volatile(
-      "2:\n"
-      "ldr %[x], %[xi]\n"
-      "ldr %[t], %[k]\n"
-      "ldr %[a0], [%[d]]\n"
-      "ldr %[a1], [%[d], #16]\n"
-      "ldr %[a2], [%[d], #32]\n"
-      "ldr %[a3], [%[d], #48]\n"
-      "dlstp.8 lr, %[t]\n"
-      "1:\n"
-      "vldrb.8 q0, [%[w]], #16\n"
-      "vldrb.8 q1, [%[x], #16]\n"
-      "vldrb.8 q2, [%[x], #32]\n"
-      "vmlava.s8 %[a1], q1, q0\n"
-      "vldrb.8 q3, [%[x], #48]\n"
-      "vmlava.s8 %[a2], q2, q0\n"
-      "vldrb.8 q1, [%[x]], #64\n"
-      "vmlava.s8 %[a3], q3, q0\n"
-      "vmlava.s8 %[a0], q1, q0\n"
-      "letp lr, 1b\n"
-      "ldr %[t], %[kfix]\n"
-      "str %[a0], [%[d]]\n"
-      "str %[a1], [%[d], #16]\n"
-      "str %[a2], [%[d], #32]\n"
-      "str %[a3], [%[d], #48]\n"
-      "adds %[d], #4\n"
-      "add %[w], %[t]\n"
-      "subs %[n], #1\n"
-      "bne 2b\n"
-      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [x] "=&r"(x),
-        [t] "=&r"(t), [w] "+r"(w), [d] "+r"(d), [n] "+r"(nch)
-      : [xi] "m"(xi), [k] "m"(k), [kfix] "m"(kfix)
-      : "q0", "q1", "q2", "q3", "lr", "memory", "cc");
-}
-
+/* Fast path for groups == 1, pixel by pixel: each output pixel's receptive
+ * field is one row of K = k_h*k_w*C bytes (OHWI order, like a weight row):
+ * the input itself for 1x1 convolutions without padding, else gathered into
+ * scratch (im2col). Four output channels at a time share each 16-byte input
+ * load (one VLDRB of input, four of weights, four VMLAVA per 64 MACs), and
+ * their four sums are requantized as one vector. Padding taps are filled with
+ * -input_offset so that (x + input_offset) is 0 there, which lets the input
+ * offset be applied once per channel as input_offset * sum(all its weights),
+ * folded into the bias (computed once per call into scratch). */
 /* Byte copy / fill with whole vectors and one predicated tail. */
 static inline void copy_s8(int8_t *dst, const int8_t *src, int32_t n) {
   for (; n >= 16; n -= 16, dst += 16, src += 16) vstrbq_s8(dst, vldrbq_s8(src));
@@ -243,123 +205,312 @@ static void im2col_row(const qconv_params *p, const int8_t *in, int32_t b, int32
   }
 }
 
-/* Row `src` (K bytes) into slot j of the interleaved tile buffer. */
-static inline void interleave_row(int8_t *tile, int32_t j, const int8_t *src, int32_t k) {
-  int8_t *dst = tile + 16 * j;
-  for (; k >= 16; k -= 16, dst += 64, src += 16) vstrbq_s8(dst, vldrbq_s8(src));
-  if (k > 0) vstrbq_s8(dst, vldrbq_z_s8(src, vctp8q((uint32_t)k)));
+/* Four accumulators in one vector (lanes 0..3 = a0..a3). One lane per move:
+ * QEMU 7.2 and the assemblers disagree on which lane the first register of
+ * the two-lane VMOV goes to, so that form is not used. */
+static inline int32x4_t pack4(int32_t a0, int32_t a1, int32_t a2, int32_t a3) {
+  int32x4_t v;
+  __asm("vmov.32 %q0[0], %1\n\tvmov.32 %q0[1], %2\n\tvmov.32 %q0[2], %3\n\tvmov.32 %q0[3], %4"
+        : "=&w"(v) : "r"(a0), "r"(a1), "r"(a2), "r"(a3));
+  return v;
 }
 
-/* Interior pixel whose kernel rows are whole 16-byte chunks of the K-row
- * (dil_w == 1, k_w*C a multiple of 16): gathered straight into slot j of the
- * interleaved tile. Returns 0 (nothing written) for any other pixel. */
-static inline int im2col_interleaved(const qconv_params *p, const int8_t *in, int32_t b, int32_t oy,
-                                     int32_t ox, int8_t *tile, int32_t j) {
-  const int32_t C = p->in_c, kwc = p->k_w * C;
-  const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
-  if ((kwc & 15) || p->dil_w != 1 || iy0 < 0 || ix0 < 0 || iy0 + (p->k_h - 1) * p->dil_h >= p->in_h ||
-      ix0 + p->k_w - 1 >= p->in_w)
-    return 0;
-  const int8_t *src = in + (((size_t)b * p->in_h + iy0) * p->in_w + ix0) * C;
-  const size_t ystep = (size_t)p->dil_h * p->in_w * C;
-  int8_t *dst = tile + 16 * j;
-  for (int32_t ky = 0; ky < p->k_h; ky++, src += ystep)
-    for (int32_t q = 0; q < kwc; q += 16, dst += 64) vstrbq_s8(dst, vldrbq_s8(src + q));
-  return 1;
+/* init[0..3] + the dot products of the K-byte row x with the four weight
+ * rows w0..w3. A tail-predicated low-overhead loop (DLSTP/LETP): lanes past
+ * K are inactive, so nothing beyond the rows is accumulated. In asm because
+ * GCC 12 spills the pointers of the intrinsic version; VMLAVA needs even
+ * accumulator registers. */
+static inline int32x4_t dot4_rows(const int8_t *x, const int8_t *w0, const int8_t *w1, const int8_t *w2,
+                                  const int8_t *w3, int32_t k, const int32_t *init) {
+  register int32_t a0 __asm("r0");
+  register int32_t a1 __asm("r2");
+  register int32_t a2 __asm("r4");
+  register int32_t a3 __asm("r6");
+  /* k and init go through memory to leave enough registers for the loop */
+  __asm volatile(
+      "ldr %[a0], %[init]\n"
+      "ldr %[a1], %[k]\n"
+      "dlstp.8 lr, %[a1]\n"
+      "ldrd %[a2], %[a3], [%[a0], #8]\n"
+      "ldrd %[a0], %[a1], [%[a0]]\n"
+      "1:\n"
+      "vldrb.8 q0, [%[x]], #16\n"
+      "vldrb.8 q1, [%[w0]], #16\n"
+      "vldrb.8 q2, [%[w1]], #16\n"
+      "vmlava.s8 %[a0], q0, q1\n"
+      "vldrb.8 q3, [%[w2]], #16\n"
+      "vmlava.s8 %[a1], q0, q2\n"
+      "vldrb.8 q1, [%[w3]], #16\n"
+      "vmlava.s8 %[a2], q0, q3\n"
+      "vmlava.s8 %[a3], q0, q1\n"
+      "letp lr, 1b\n"
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [x] "+r"(x), [w0] "+r"(w0),
+        [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3)
+      : [k] "m"(k), [init] "m"(init)
+      : "q0", "q1", "q2", "q3", "lr", "memory");
+  return pack4(a0, a1, a2, a3);
 }
 
-/* Slot `from` of the interleaved tile into slot `to`. */
-static inline void copy_slot(int8_t *tile, int32_t from, int32_t to, int32_t k) {
-  for (int32_t q = 0; q < k; q += 16) vstrbq_s8(tile + 4 * q + 16 * to, vldrbq_s8(tile + 4 * q + 16 * from));
+/* 1x1 stride-1 convolutions with K = C <= 16 (MobileNet's expand and
+ * project layers on few channels): the four weight rows of one group of
+ * output channels stay in q0-q3, and one loop walks every pixel: a
+ * predicated K-byte load, four VMLAVA, requantize, clamp, store; about 26
+ * instructions per four outputs. Full groups only (stores are not
+ * predicated); the caller does the last partial group. */
+typedef struct {
+  const int8_t *x;      /* 0: first pixel */
+  int8_t *out;          /* 4: first pixel's output for this group */
+  int32_t npix;         /* 8 */
+  int32_t k;            /* 12: bytes per pixel (= C = K) */
+  int32_t oc;           /* 16: output bytes per pixel */
+  int32_t off, lo, hi;  /* 20, 24, 28 */
+  const int8_t *w[4];   /* 32: the group's weight rows */
+  int32_t beff[4];      /* 48 */
+  int32_t mult[4];      /* 64 */
+  int32_t shift[4];     /* 80 */
+} conv_k16_args;
+
+__attribute__((naked, noinline)) static void conv_k16_group(const conv_k16_args *a) {
+  (void)a;
+  __asm volatile(
+      "push {r4-r11, lr}\n"
+      "vpush {d8-d15}\n"
+      "mov r12, r0\n"
+      "ldr r3, [r12, #12]\n"
+      "vctp.8 r3\n" /* p0: the K bytes of a row, for the whole loop */
+      "ldr r1, [r12, #32]\n"
+      "ldr r5, [r12, #36]\n"
+      "ldr r7, [r12, #40]\n"
+      "ldr r8, [r12, #44]\n"
+      "vpstttt\n"
+      "vldrbt.8 q0, [r1]\n"
+      "vldrbt.8 q1, [r5]\n"
+      "vldrbt.8 q2, [r7]\n"
+      "vldrbt.8 q3, [r8]\n"
+      "vldrw.32 q5, [r12, #64]\n"
+      "vldrw.32 q6, [r12, #80]\n"
+      "ldr r1, [r12, #0]\n"
+      "ldr r5, [r12, #4]\n"
+      "ldr r7, [r12, #16]\n"
+      "ldr r8, [r12, #20]\n"
+      "ldr r9, [r12, #24]\n"
+      "ldr r10, [r12, #28]\n"
+      "ldr r11, [r12, #8]\n"
+      "add r12, r12, #48\n"
+      "dls lr, r11\n"
+      "1:\n"
+      "ldrd r0, r2, [r12]\n"
+      "ldrd r4, r6, [r12, #8]\n"
+      "vpst\n"
+      "vldrbt.8 q4, [r1]\n"
+      "add r1, r3\n"
+      "vmlava.s8 r0, q4, q0\n"
+      "vmlava.s8 r2, q4, q1\n"
+      "vmlava.s8 r4, q4, q2\n"
+      "vmlava.s8 r6, q4, q3\n"
+      "vmov.32 q4[0], r0\n"
+      "vmov.32 q4[1], r2\n"
+      "vmov.32 q4[2], r4\n"
+      "vmov.32 q4[3], r6\n"
+      /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */
+      "vqrdmulh.s32 q4, q4, q5\n"
+      "vand q7, q4, q6\n"
+      "vshr.s32 q7, q7, #31\n"
+      "vqadd.s32 q4, q4, q7\n"
+      "vrshl.s32 q4, q4, q6\n"
+      "vadd.i32 q4, q4, r8\n"
+      "vdup.32 q7, r9\n"
+      "vmax.s32 q4, q4, q7\n"
+      "vdup.32 q7, r10\n"
+      "vmin.s32 q4, q4, q7\n"
+      "vstrb.32 q4, [r5]\n"
+      "add r5, r7\n"
+      "le lr, 1b\n"
+      "vpop {d8-d15}\n"
+      "pop {r4-r11, pc}\n");
 }
 
-/* Output channels [c_lo, c_hi) for all pixels; beff[o - c_lo] = bias +
- * input_offset * sum(weights of o). */
-static void conv_tiles(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
-                       const int32_t *shift, int8_t *out, int32_t c_lo, int32_t c_hi,
-                       const int32_t *beff, int8_t *tile, int8_t *row, int direct) {
-  const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c;
-  const int32_t npix = p->batch * p->out_h * p->out_w;
-  const int8x16_t vpad = vdupq_n_s8((int8_t)-p->input_offset);
-  const int32x4_t vlo = vdupq_n_s32(p->act_min), vhi = vdupq_n_s32(p->act_max);
-  int32_t b = 0, oy = 0, ox = 0; /* coordinates of the next pixel to gather */
-  for (int32_t t0 = 0; t0 < npix; t0 += CONV_TILE) {
-    const int32_t n = npix - t0 < CONV_TILE ? npix - t0 : CONV_TILE;
-    for (int32_t j = 0; j < n; j++) {
-      if (direct) {
-        interleave_row(tile, j, in + (((size_t)b * p->in_h + (size_t)oy * p->stride_h) * p->in_w +
-                                      (size_t)ox * p->stride_w) * p->in_c, K);
-      } else if (!im2col_interleaved(p, in, b, oy, ox, tile, j)) {
-        im2col_row(p, in, b, oy, ox, vpad, row);
-        interleave_row(tile, j, row, K);
-      }
-      if (++ox == p->out_w) {
-        ox = 0;
-        if (++oy == p->out_h) oy = 0, b++;
-      }
+static void conv_k16(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                     const int32_t *shift, int8_t *out, const int32_t *beff) {
+  const int32_t K = p->in_c, OC = p->out_c, OC4 = OC & ~3;
+  conv_k16_args a __attribute__((aligned(16)));
+  a.x = in, a.npix = p->batch * p->out_h * p->out_w, a.k = K, a.oc = OC;
+  a.off = p->output_offset, a.lo = p->act_min, a.hi = p->act_max;
+  for (int32_t o0 = 0; o0 < OC4; o0 += 4) {
+    a.out = out + o0;
+    for (int j = 0; j < 4; j++) {
+      a.w[j] = w + (size_t)(o0 + j) * K;
+      a.beff[j] = beff[o0 + j], a.mult[j] = mult[o0 + j], a.shift[j] = shift[o0 + j];
     }
-    /* spare slots repeat the last pixel; their results are not stored */
-    for (int32_t j = n; j < CONV_TILE; j++) copy_slot(tile, n - 1, j, K);
-    int8_t *ob = out + (size_t)t0 * OC;
-    for (int32_t o0 = c_lo; o0 < c_hi; o0 += 4) {
-      const int32_t nch = c_hi - o0 < 4 ? c_hi - o0 : 4;
-      const mve_pred16_t pch = vctp32q((uint32_t)nch);
-      /* [pixel][channel], starting from the per-channel terms */
-      int32_t acc[CONV_TILE * 4] __attribute__((aligned(16)));
-      const int32x4_t vb = vldrwq_z_s32(beff + (o0 - c_lo), pch);
-      vstrwq_s32(acc, vb), vstrwq_s32(acc + 4, vb), vstrwq_s32(acc + 8, vb), vstrwq_s32(acc + 12, vb);
-      dot_tile(tile, w + (size_t)o0 * K, K, nch, acc);
-      const int32x4_t vm = vldrwq_z_s32(mult + o0, pch), vs = vldrwq_z_s32(shift + o0, pch);
-      int8_t *oc = ob + o0;
-#define CONV_STORE(J)                                                          \
-  do {                                                                         \
-    int32x4_t r_ = k_requantize_mve(vldrwq_s32(acc + 4 * (J)), vm, vs);        \
-    r_ = vminq_s32(vmaxq_s32(vaddq_n_s32(r_, p->output_offset), vlo), vhi);    \
-    vstrbq_p_s32(oc + (size_t)(J) * OC, r_, pch);                              \
-  } while (0)
-      CONV_STORE(0);
-      if (n > 1) CONV_STORE(1);
-      if (n > 2) CONV_STORE(2);
-      if (n > 3) CONV_STORE(3);
-#undef CONV_STORE
-    }
+    conv_k16_group(&a);
+  }
+  if (OC4 == OC) return;
+  /* the last 1-3 channels: predicated stores */
+  const int32_t rem = OC - OC4;
+  const mve_pred16_t ptail = vctp32q((uint32_t)rem);
+  const int8_t *wt = w + (size_t)OC4 * K;
+  const int8_t *wt1 = rem > 1 ? wt + K : wt, *wt2 = rem > 2 ? wt + 2 * (size_t)K : wt;
+  const int32x4_t vm = vldrwq_z_s32(mult + OC4, ptail), vs = vldrwq_z_s32(shift + OC4, ptail);
+  const int8_t *x = in;
+  int8_t *op = out + OC4;
+  for (int32_t i = 0; i < a.npix; i++, x += K, op += OC) {
+    int32x4_t r = k_requantize_mve(dot4_rows(x, wt, wt1, wt2, wt, K, beff + OC4), vm, vs);
+    vstrbq_p_s32(op, vminq_s32(vmaxq_s32(vaddq_n_s32(r, a.off), vdupq_n_s32(a.lo)), vdupq_n_s32(a.hi)), ptail);
   }
 }
 
-void qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
-                    const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                    int8_t *out) {
+/* All full groups of four output channels of one pixel, in one asm loop:
+ * per group the four weight rows are consecutive K-byte rows, the sums start
+ * from the folded bias, and the result is requantized, clamped and stored.
+ * About 35 + 9 * ceil(K / 16) instructions per group. The pointers in the
+ * argument block advance as the loop runs. */
+typedef struct {
+  const int8_t *x;      /* 0: the pixel's K-byte row */
+  const int8_t *w;      /* 4: the group's first weight row */
+  const int32_t *beff;  /* 8 */
+  const int32_t *mult;  /* 12 */
+  const int32_t *shift; /* 16 */
+  int8_t *out;          /* 20 */
+  int32_t groups;       /* 24: >= 1 */
+  int32_t k;            /* 28 */
+  int32_t off;          /* 32 */
+  int32_t pad_[3];
+  int32_t lo[4];        /* 48 */
+  int32_t hi[4];        /* 64 */
+} conv_pix_args;
+
+__attribute__((naked, noinline)) static void conv_pixel_groups(conv_pix_args *a) {
+  (void)a;
+  __asm volatile(
+      "push {r4-r11, lr}\n"
+      "vpush {d8-d15}\n"
+      "mov r10, r0\n"
+      "ldr r9, [r10, #28]\n"
+      "ldr r12, [r10, #8]\n"
+      "ldr r11, [r10, #12]\n"
+      "ldr r3, [r10, #4]\n"
+      "vldrw.32 q7, [r10, #48]\n"
+      "1:\n"
+      "add r5, r3, r9\n"
+      "add r7, r5, r9\n"
+      "add r8, r7, r9\n"
+      "add r1, r8, r9\n"
+      "str r1, [r10, #4]\n"
+      "ldr r1, [r10, #0]\n"
+      "ldrd r0, r2, [r12], #8\n"
+      "ldrd r4, r6, [r12], #8\n"
+      "dlstp.8 lr, r9\n"
+      "2:\n"
+      "vldrb.8 q0, [r1], #16\n"
+      "vldrb.8 q1, [r3], #16\n"
+      "vldrb.8 q2, [r5], #16\n"
+      "vmlava.s8 r0, q0, q1\n"
+      "vldrb.8 q3, [r7], #16\n"
+      "vmlava.s8 r2, q0, q2\n"
+      "vldrb.8 q1, [r8], #16\n"
+      "vmlava.s8 r4, q0, q3\n"
+      "vmlava.s8 r6, q0, q1\n"
+      "letp lr, 2b\n"
+      "vmov.32 q4[0], r0\n"
+      "vmov.32 q4[1], r2\n"
+      "vmov.32 q4[2], r4\n"
+      "vmov.32 q4[3], r6\n"
+      "vldrw.32 q5, [r11], #16\n"
+      "ldr r0, [r10, #16]\n"
+      "vldrw.32 q6, [r0], #16\n"
+      "str r0, [r10, #16]\n"
+      /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */
+      "vqrdmulh.s32 q4, q4, q5\n"
+      "vand q5, q4, q6\n"
+      "vshr.s32 q5, q5, #31\n"
+      "vqadd.s32 q4, q4, q5\n"
+      "vrshl.s32 q4, q4, q6\n"
+      "ldr r0, [r10, #32]\n"
+      "vadd.i32 q4, q4, r0\n"
+      "vmax.s32 q4, q4, q7\n"
+      "vldrw.32 q5, [r10, #64]\n"
+      "vmin.s32 q4, q4, q5\n"
+      "ldr r0, [r10, #20]\n"
+      "vstrb.32 q4, [r0], #4\n"
+      "str r0, [r10, #20]\n"
+      "ldr r3, [r10, #4]\n"
+      "ldr r0, [r10, #24]\n"
+      "subs r0, #1\n"
+      "str r0, [r10, #24]\n"
+      "bne 1b\n"
+      "vpop {d8-d15}\n"
+      "pop {r4-r11, pc}\n");
+}
+
+static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                      const int32_t *shift, int8_t *out, const int32_t *beff, int8_t *row) {
+  const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c, C = p->in_c;
+  const int32_t IH = p->in_h, IW = p->in_w, OH = p->out_h, OW = p->out_w, SH = p->stride_h, SW = p->stride_w;
+  const int direct = conv_direct(p);
+  const int8x16_t vpad = vdupq_n_s8((int8_t)-p->input_offset);
+  const int32_t OC4 = OC & ~3, rem = OC - OC4;
+  const mve_pred16_t ptail = vctp32q((uint32_t)rem);
+  /* weight rows of the last partial group: spare lanes repeat its first row */
+  const int8_t *wt = w + (size_t)OC4 * K;
+  const int8_t *wt1 = rem > 1 ? wt + K : wt, *wt2 = rem > 2 ? wt + 2 * (size_t)K : wt;
+  conv_pix_args a __attribute__((aligned(16)));
+  a.k = K, a.off = p->output_offset;
+  for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
+  int8_t *op = out;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < OH; oy++)
+      for (int32_t ox = 0; ox < OW; ox++, op += OC) {
+        const int8_t *x = row;
+        if (direct) x = in + (((size_t)b * IH + (size_t)oy * SH) * IW + (size_t)ox * SW) * C;
+        else im2col_row(p, in, b, oy, ox, vpad, row);
+        if (OC4) {
+          a.x = x, a.w = w, a.beff = beff, a.mult = mult, a.shift = shift, a.out = op, a.groups = OC4 / 4;
+          conv_pixel_groups(&a);
+        }
+        if (rem) {
+          int32x4_t r = dot4_rows(x, wt, wt1, wt2, wt, K, beff + OC4);
+          r = k_requantize_mve(r, vldrwq_z_s32(mult + OC4, ptail), vldrwq_z_s32(shift + OC4, ptail));
+          r = vminq_s32(vmaxq_s32(vaddq_n_s32(r, a.off), vldrwq_s32(a.lo)), vldrwq_s32(a.hi));
+          vstrbq_p_s32(op + OC4, r, ptail);
+        }
+      }
+}
+
+k_status qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
+                        const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                        int8_t *out, void *scratch, size_t scratch_size) {
   for (int32_t o = 0; o < p->out_c; o++)
     if (!k_requant_vec_ok(mult[o], shift[o])) {
       qconv2d_s8_ref(p, in, w, bias, mult, shift, out);
-      return;
+      return K_OK;
     }
-  const int32_t K = p->k_h * p->k_w * p->in_c;
-  const int direct = p->k_h == 1 && p->k_w == 1 && p->pad_h == 0 && p->pad_w == 0;
-  /* the pad byte must be representable; the rows must fit the stack buffers */
-  if (p->groups != 1 || p->input_offset < -127 || p->input_offset > 128 || K > CONV_MAX_K) {
+  if (!conv_fast_ok(p)) {
     conv_mve_general(p, in, w, bias, mult, shift, out);
-    return;
+    return K_OK;
   }
-  int8_t tile[CONV_TILE * CONV_MAX_K] __attribute__((aligned(16)));
-  int8_t row[CONV_MAX_K] __attribute__((aligned(16)));
-  int32_t beff[CONV_BIAS_CAP] __attribute__((aligned(16)));
-  /* channel chunks bound the stack used for the per-channel terms */
-  for (int32_t c_lo = 0; c_lo < p->out_c; c_lo += CONV_BIAS_CAP) {
-    const int32_t c_hi = p->out_c - c_lo < CONV_BIAS_CAP ? p->out_c : c_lo + CONV_BIAS_CAP;
-    for (int32_t o = c_lo; o < c_hi; o++)
-      beff[o - c_lo] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
-                                 (uint32_t)p->input_offset * (uint32_t)k_sum_s8_mve(w + (size_t)o * K, K));
-    conv_tiles(p, in, w, mult, shift, out, c_lo, c_hi, beff, tile, row, direct);
-  }
+  if (scratch_size < qconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c;
+  int32_t *beff = (int32_t *)scratch;
+  int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
+  for (int32_t o = 0; o < OC; o++)
+    beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
+                        (uint32_t)p->input_offset * (uint32_t)k_sum_s8_mve(w + (size_t)o * K, K));
+  for (int32_t o = OC; o < (OC + 3) / 4 * 4; o++) beff[o] = 0;
+  if (conv_direct(p) && p->stride_h == 1 && p->stride_w == 1 && p->in_c <= 16)
+    conv_k16(p, in, w, mult, shift, out, beff);
+  else
+    conv_fast(p, in, w, mult, shift, out, beff, row);
+  return K_OK;
 }
 #endif
 
-void qconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                const int32_t *mult, const int32_t *shift, int8_t *out) {
+k_status qconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                    const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch, size_t scratch_size) {
 #if FW_HAVE_MVE
-  qconv2d_s8_mve(p, in, w, bias, mult, shift, out);
+  return qconv2d_s8_mve(p, in, w, bias, mult, shift, out, scratch, scratch_size);
 #else
+  (void)scratch, (void)scratch_size;
   qconv2d_s8_ref(p, in, w, bias, mult, shift, out);
+  return K_OK;
 #endif
 }

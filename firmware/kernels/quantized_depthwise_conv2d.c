@@ -30,6 +30,13 @@ void qdwconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
         }
 }
 
+/* Scratch of the MVE path, per 16 channels: the per-channel bias with the
+ * input-offset term for windows inside the input, the multipliers, the shifts.
+ * The same size on every build. */
+size_t qdwconv2d_s8_get_buffer_size(const qconv_params *p) {
+  return ((size_t)p->out_c + 15) / 16 * 192; /* DW_BLOCK int32 per 16 channels */
+}
+
 #if FW_HAVE_MVE
 /* depth_multiplier 1 (the common case): 16 channels per step in four int32
  * vectors; per 4 lanes one widening load of input and of weights, a multiply
@@ -39,7 +46,6 @@ void qdwconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
  * precomputed per call; windows cut by the border add the offset per tap.
  * The last partial group of channels uses predicated loads and stores.
  * Other multipliers and scalar-only requant parameters use the portable code. */
-#define DW_CAP 256 /* stack: per-channel bias + input_offset * sum(w) */
 
 /* The valid taps of one output pixel's window: nky rows of nkx taps; after a
  * row the pointers move on by xadj / wadj. The asm below reads nkx, xadj and
@@ -191,72 +197,253 @@ static void dw_store_tail(const qconv_params *p, int32x4x4_t a, const int32_t *m
   }
 }
 
-void qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
-                      const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                      int8_t *out) {
+/* Per 16-channel group, in scratch: the folded bias for full windows, then
+ * the group's multipliers and shifts (zero past the last channel), so that
+ * one pointer reaches all three with immediate offsets. */
+#define DW_BLOCK 48 /* int32 per group */
+
+/* A run of output pixels of one row whose windows lie inside the input, one
+ * 16-channel group, in one asm loop: the accumulators start from the folded
+ * bias, each tap is four widening loads of input and weights with a multiply
+ * and an add per four channels, and the sixteen sums are requantized,
+ * clamped and stored. About 60 + kh * (4 + 19 * kw) instructions per pixel. */
+typedef struct {
+  const int8_t *x;   /* 0: first tap of the first pixel (group's first channel) */
+  const int8_t *w;   /* 4: first tap's weights (group's first channel) */
+  int8_t *out;       /* 8 */
+  int32_t npix;      /* 12: >= 1 */
+  int32_t xpix;      /* 16: input bytes between output pixels */
+  int32_t opix;      /* 20: output bytes between pixels (C) */
+  int32_t kw, kh;    /* 24, 28: >= 1 */
+  int32_t xstep;     /* 32: dil_w * C */
+  int32_t wstep;     /* 36: C */
+  int32_t xadj;      /* 40: next tap row: dil_h * in_w * C - kw * xstep */
+  const int32_t *g;  /* 44: the group's scratch block */
+  int32_t off;       /* 48 */
+  int32_t pad_[3];
+  int32_t lo[4];     /* 64 */
+  int32_t hi[4];     /* 80 */
+} dw_run_args;
+
+__attribute__((naked, noinline)) static void dw_run16(const dw_run_args *a) {
+  (void)a;
+  __asm volatile(
+      "push {r4-r11, lr}\n"
+      "vpush {d8-d15}\n"
+      "ldr r1, [r0, #0]\n"
+      "ldr r3, [r0, #8]\n"
+      "ldr r4, [r0, #12]\n"
+      "ldr r8, [r0, #32]\n"
+      "ldr r9, [r0, #36]\n"
+      "ldr r10, [r0, #40]\n"
+      "ldr r11, [r0, #44]\n"
+      "ldr r12, [r0, #48]\n"
+      "vldrw.32 q6, [r0, #64]\n"
+      "vldrw.32 q7, [r0, #80]\n"
+      "1:\n" /* pixel */
+      "vldrw.32 q0, [r11]\n"
+      "vldrw.32 q1, [r11, #16]\n"
+      "vldrw.32 q2, [r11, #32]\n"
+      "vldrw.32 q3, [r11, #48]\n"
+      "mov r5, r1\n"
+      "ldr r6, [r0, #4]\n"
+      "ldr r7, [r0, #28]\n"
+      "2:\n" /* tap row */
+      "ldr r2, [r0, #24]\n"
+      "dls lr, r2\n"
+      "3:\n" /* tap */
+      "vldrb.s32 q4, [r5]\n"
+      "vldrb.s32 q5, [r6]\n"
+      "vmul.i32 q4, q4, q5\n"
+      "vadd.i32 q0, q0, q4\n"
+      "vldrb.s32 q4, [r5, #4]\n"
+      "vldrb.s32 q5, [r6, #4]\n"
+      "vmul.i32 q4, q4, q5\n"
+      "vadd.i32 q1, q1, q4\n"
+      "vldrb.s32 q4, [r5, #8]\n"
+      "vldrb.s32 q5, [r6, #8]\n"
+      "vmul.i32 q4, q4, q5\n"
+      "vadd.i32 q2, q2, q4\n"
+      "vldrb.s32 q4, [r5, #12]\n"
+      "vldrb.s32 q5, [r6, #12]\n"
+      "vmul.i32 q4, q4, q5\n"
+      "vadd.i32 q3, q3, q4\n"
+      "add r5, r8\n"
+      "add r6, r9\n"
+      "le lr, 3b\n"
+      "add r5, r10\n"
+      "subs r7, #1\n"
+      "bne 2b\n"
+      /* k_requantize_mve per four channels: multipliers at +64, shifts at +128 */
+      "vldrw.32 q4, [r11, #64]\n"
+      "vldrw.32 q5, [r11, #128]\n"
+      "vqrdmulh.s32 q0, q0, q4\n"
+      "vand q4, q0, q5\n"
+      "vshr.s32 q4, q4, #31\n"
+      "vqadd.s32 q0, q0, q4\n"
+      "vrshl.s32 q0, q0, q5\n"
+      "vadd.i32 q0, q0, r12\n"
+      "vmax.s32 q0, q0, q6\n"
+      "vmin.s32 q0, q0, q7\n"
+      "vstrb.32 q0, [r3]\n"
+      "vldrw.32 q4, [r11, #80]\n"
+      "vldrw.32 q5, [r11, #144]\n"
+      "vqrdmulh.s32 q1, q1, q4\n"
+      "vand q4, q1, q5\n"
+      "vshr.s32 q4, q4, #31\n"
+      "vqadd.s32 q1, q1, q4\n"
+      "vrshl.s32 q1, q1, q5\n"
+      "vadd.i32 q1, q1, r12\n"
+      "vmax.s32 q1, q1, q6\n"
+      "vmin.s32 q1, q1, q7\n"
+      "vstrb.32 q1, [r3, #4]\n"
+      "vldrw.32 q4, [r11, #96]\n"
+      "vldrw.32 q5, [r11, #160]\n"
+      "vqrdmulh.s32 q2, q2, q4\n"
+      "vand q4, q2, q5\n"
+      "vshr.s32 q4, q4, #31\n"
+      "vqadd.s32 q2, q2, q4\n"
+      "vrshl.s32 q2, q2, q5\n"
+      "vadd.i32 q2, q2, r12\n"
+      "vmax.s32 q2, q2, q6\n"
+      "vmin.s32 q2, q2, q7\n"
+      "vstrb.32 q2, [r3, #8]\n"
+      "vldrw.32 q4, [r11, #112]\n"
+      "vldrw.32 q5, [r11, #176]\n"
+      "vqrdmulh.s32 q3, q3, q4\n"
+      "vand q4, q3, q5\n"
+      "vshr.s32 q4, q4, #31\n"
+      "vqadd.s32 q3, q3, q4\n"
+      "vrshl.s32 q3, q3, q5\n"
+      "vadd.i32 q3, q3, r12\n"
+      "vmax.s32 q3, q3, q6\n"
+      "vmin.s32 q3, q3, q7\n"
+      "vstrb.32 q3, [r3, #12]\n"
+      "ldr r2, [r0, #16]\n"
+      "add r1, r2\n"
+      "ldr r2, [r0, #20]\n"
+      "add r3, r2\n"
+      "subs r4, #1\n"
+      "bne 1b\n"
+      "vpop {d8-d15}\n"
+      "pop {r4-r11, pc}\n");
+}
+
+/* Valid kernel rows [lo, hi) of output row/column o. */
+static inline void dw_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n,
+                            int32_t *lo, int32_t *hi) {
+  const int32_t i0 = o * stride - pad;
+  int32_t l = 0, h = k;
+  while (l < h && i0 + l * dil < 0) l++;
+  while (h > l && i0 + (h - 1) * dil >= n) h--;
+  *lo = l, *hi = h;
+}
+
+k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
+                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                          int8_t *out, void *scratch, size_t scratch_size) {
   int ok = p->out_c == p->in_c;
   for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]);
   if (!ok) {
     qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
-    return;
+    return K_OK;
   }
-  const int32_t C = p->in_c, taps = p->k_h * p->k_w;
+  if (scratch_size < qdwconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  const int32_t C = p->in_c, taps = p->k_h * p->k_w, C16 = C & ~15;
   const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
-  int32_t bfull[DW_CAP] __attribute__((aligned(16)));
-  /* channel ranges bound the stack used for the per-channel terms */
-  for (int32_t c_lo = 0; c_lo < C; c_lo += DW_CAP) {
-    const int32_t c_hi = C - c_lo < DW_CAP ? C : c_lo + DW_CAP;
-    for (int32_t c = c_lo; c < c_hi; c++) {
-      uint32_t ws = 0;
-      for (int32_t t = 0; t < taps; t++) ws += (uint32_t)w[(size_t)t * C + c];
-      bfull[c - c_lo] = (int32_t)((bias ? (uint32_t)bias[c] : 0u) + (uint32_t)p->input_offset * ws);
+  int32_t *blocks = (int32_t *)scratch;
+  for (int32_t c0 = 0; c0 < C; c0 += 16) {
+    int32_t *g = blocks + (c0 / 16) * DW_BLOCK;
+    for (int v = 0; v < 4; v++) {
+      const int32_t c = c0 + 4 * v;
+      const mve_pred16_t pr = vctp32q((uint32_t)(C - c > 0 ? C - c : 0));
+      int32x4_t ws = vdupq_n_s32(0);
+      for (int32_t t = 0; t < taps; t++) ws = vaddq_s32(ws, vldrbq_z_s32(w + (size_t)t * C + c, pr));
+      const int32x4_t vb = bias ? vldrwq_z_s32(bias + c, pr) : vdupq_n_s32(0);
+      vstrwq_s32(g + 4 * v, vpselq_s32(vmlaq_n_s32(vb, ws, p->input_offset), vdupq_n_s32(0), pr));
+      vstrwq_s32(g + 16 + 4 * v, vldrwq_z_s32(mult + c, pr));
+      vstrwq_s32(g + 32 + 4 * v, vldrwq_z_s32(shift + c, pr));
     }
-    for (int32_t b = 0; b < p->batch; b++)
-      for (int32_t oy = 0; oy < p->out_h; oy++) {
-        const int32_t iy0 = oy * p->stride_h - p->pad_h;
-        int32_t ky_lo = 0, ky_hi = p->k_h;
-        while (ky_lo < ky_hi && iy0 + ky_lo * p->dil_h < 0) ky_lo++;
-        while (ky_hi > ky_lo && iy0 + (ky_hi - 1) * p->dil_h >= p->in_h) ky_hi--;
-        for (int32_t ox = 0; ox < p->out_w; ox++) {
-          const int32_t ix0 = ox * p->stride_w - p->pad_w;
-          int32_t kx_lo = 0, kx_hi = p->k_w;
-          while (kx_lo < kx_hi && ix0 + kx_lo * p->dil_w < 0) kx_lo++;
-          while (kx_hi > kx_lo && ix0 + (kx_hi - 1) * p->dil_w >= p->in_w) kx_hi--;
-          const int full = ky_lo == 0 && ky_hi == p->k_h && kx_lo == 0 && kx_hi == p->k_w;
-          dw_window g;
-          g.nky = ky_hi - ky_lo, g.nkx = kx_hi - kx_lo;
-          g.xstep = xstep, g.wstep = C, g.off = p->input_offset;
-          g.xadj = ystep - g.nkx * xstep, g.wadj = (p->k_w - g.nkx) * C;
-          int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * C;
-          /* first valid tap, as an integer offset so that no pointer outside
-           * the input is ever formed */
-          const int8_t *x0 = in + ((size_t)b * p->in_h * p->in_w) * C +
-                             (((ptrdiff_t)(iy0 + ky_lo * p->dil_h) * p->in_w + ix0 + kx_lo * p->dil_w) * C);
-          const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
-          int32_t c0 = c_lo;
-          if (full) {
-            for (; c0 + 16 <= c_hi; c0 += 16)
-              dw_pixel16(p, &g, x0 + c0, w0 + c0, bfull + (c0 - c_lo), mult + c0, shift + c0, op + c0, 1);
-          } else {
-            for (; c0 + 16 <= c_hi; c0 += 16)
-              dw_pixel16(p, &g, x0 + c0, w0 + c0, bias ? bias + c0 : NULL, mult + c0, shift + c0, op + c0, 0);
+  }
+  dw_run_args ra __attribute__((aligned(16)));
+  ra.opix = C, ra.kw = p->k_w, ra.kh = p->k_h, ra.xstep = xstep, ra.wstep = C;
+  ra.xadj = ystep - p->k_w * xstep, ra.xpix = p->stride_w * C, ra.off = p->output_offset;
+  for (int j = 0; j < 4; j++) ra.lo[j] = p->act_min, ra.hi[j] = p->act_max;
+  /* output columns whose windows lie inside the input horizontally: [ox_a, ox_b) */
+  int32_t ox_a = 0, ox_b = p->out_w;
+  while (ox_a < ox_b && ox_a * p->stride_w - p->pad_w < 0) ox_a++;
+  while (ox_b > ox_a && (ox_b - 1) * p->stride_w - p->pad_w + (p->k_w - 1) * p->dil_w >= p->in_w) ox_b--;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+      const int32_t iy0 = oy * p->stride_h - p->pad_h;
+      int32_t ky_lo, ky_hi;
+      dw_valid(oy, p->stride_h, p->pad_h, p->dil_h, p->k_h, p->in_h, &ky_lo, &ky_hi);
+      const int row_full = ky_lo == 0 && ky_hi == p->k_h;
+      for (int32_t ox = 0; ox < p->out_w; ox++) {
+        int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * C;
+        if (row_full && ox == ox_a && ox_b > ox_a && C16) {
+          /* the interior run of this row, all whole 16-channel groups */
+          ra.npix = ox_b - ox_a;
+          for (int32_t c0 = 0; c0 < C16; c0 += 16) {
+            ra.x = in + (((size_t)b * p->in_h + iy0) * p->in_w + (size_t)(ox_a * p->stride_w - p->pad_w)) * C + c0;
+            ra.w = w + c0, ra.out = op + c0, ra.g = blocks + (c0 / 16) * DW_BLOCK;
+            dw_run16(&ra);
           }
-          if (c0 < c_hi) {
-            const int32_t *ib = full ? bfull + (c0 - c_lo) : (bias ? bias + c0 : NULL);
-            dw_store_tail(p, dw_taps_tail(&g, x0 + c0, w0 + c0, ib, c_hi - c0, full), mult + c0, shift + c0,
-                          op + c0, c_hi - c0);
+          if (C16 == C) {
+            ox = ox_b - 1;
+            continue;
           }
+          /* the channels past the last whole group, pixel by pixel below */
+          for (int32_t ox2 = ox_a; ox2 < ox_b; ox2++) {
+            int8_t *op2 = out + (((size_t)b * p->out_h + oy) * p->out_w + ox2) * C;
+            dw_window g;
+            g.nky = p->k_h, g.nkx = p->k_w, g.xstep = xstep, g.wstep = C, g.off = p->input_offset;
+            g.xadj = ystep - g.nkx * xstep, g.wadj = 0;
+            const int8_t *x0 = in + (((size_t)b * p->in_h + iy0) * p->in_w + (size_t)(ox2 * p->stride_w - p->pad_w)) * C;
+            dw_store_tail(p, dw_taps_tail(&g, x0 + C16, w + C16, blocks + (C16 / 16) * DW_BLOCK, C - C16, 1),
+                          mult + C16, shift + C16, op2 + C16, C - C16);
+          }
+          ox = ox_b - 1;
+          continue;
+        }
+        const int32_t ix0 = ox * p->stride_w - p->pad_w;
+        int32_t kx_lo, kx_hi;
+        dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
+        const int full = row_full && kx_lo == 0 && kx_hi == p->k_w;
+        dw_window g;
+        g.nky = ky_hi - ky_lo, g.nkx = kx_hi - kx_lo;
+        g.xstep = xstep, g.wstep = C, g.off = p->input_offset;
+        g.xadj = ystep - g.nkx * xstep, g.wadj = (p->k_w - g.nkx) * C;
+        /* first valid tap, as an integer offset so that no pointer outside
+         * the input is ever formed */
+        const int8_t *x0 = in + ((size_t)b * p->in_h * p->in_w) * C +
+                           (((ptrdiff_t)(iy0 + ky_lo * p->dil_h) * p->in_w + ix0 + kx_lo * p->dil_w) * C);
+        const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
+        int32_t c0 = 0;
+        for (; c0 + 16 <= C; c0 += 16) {
+          const int32_t *gb = blocks + (c0 / 16) * DW_BLOCK;
+          dw_pixel16(p, &g, x0 + c0, w0 + c0, full ? gb : (bias ? bias + c0 : NULL), mult + c0, shift + c0,
+                     op + c0, full);
+        }
+        if (c0 < C) {
+          const int32_t *ib = full ? blocks + (c0 / 16) * DW_BLOCK : (bias ? bias + c0 : NULL);
+          dw_store_tail(p, dw_taps_tail(&g, x0 + c0, w0 + c0, ib, C - c0, full), mult + c0, shift + c0, op + c0,
+                        C - c0);
         }
       }
-  }
+    }
+  return K_OK;
 }
 #endif
 
-void qdwconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                  const int32_t *mult, const int32_t *shift, int8_t *out) {
+k_status qdwconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                      const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch,
+                      size_t scratch_size) {
 #if FW_HAVE_MVE
-  qdwconv2d_s8_mve(p, in, w, bias, mult, shift, out);
+  return qdwconv2d_s8_mve(p, in, w, bias, mult, shift, out, scratch, scratch_size);
 #else
+  (void)scratch, (void)scratch_size;
   qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
+  return K_OK;
 #endif
 }

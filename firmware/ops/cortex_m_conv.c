@@ -2,8 +2,9 @@
  * quantized_transpose_conv2d and their _nhwc (explicit-layout) variants.
  * Activations: NHWC bytes (dim order 0,2,3,1 on NCHW sizes, or NHWC sizes for
  * _nhwc). Weights as the AoT pass stores them: conv/transpose OHWI
- * [O][KH][KW][I], depthwise 1HWO [1][KH][KW][O], both contiguous. The scratch
- * tensors are accepted and unused: these kernels need no scratch memory. */
+ * [O][KH][KW][I], depthwise 1HWO [1][KH][KW][O], both contiguous. The
+ * program's scratch tensor (planned memory, sized at compile time by
+ * aot/passes/kernel_scratch.py) must hold <kernel>_get_buffer_size bytes. */
 #include "cortex_m_util.h"
 
 typedef enum { CONV, DEPTHWISE, TRANSPOSE } conv_kind;
@@ -86,15 +87,33 @@ static et_status conv_common(et_kernel_ctx *ctx, const char *op, et_value **args
   }
   CM_TRY(cm_requant_tensors(ctx, op, mt, st, p.out_c));
   if (et_tensor_numel(out) == 0) return ET_OK;
+  size_t need = 0;
+  if (kind == CONV) need = qconv2d_s8_get_buffer_size(&p);
+  if (kind == DEPTHWISE) need = qdwconv2d_s8_get_buffer_size(&p);
+  et_tensor *scr = NULL;
+  size_t have = 0;
+  if (need) {
+    CM_TRY(cm_tensor(ctx, op, args, kind == CONV ? 12 : 13, "scratch", false, &scr));
+    have = scr->nbytes;
+    if (have < need)
+      return et_fail(ctx, ET_E_INVALID_ARG,
+                     "%s: scratch tensor has %u bytes, the kernel needs %u (compile the program again with this "
+                     "version of emlkit)", op, (unsigned)have, (unsigned)need);
+  }
+  void *sp = scr ? scr->data : NULL;
   const int32_t *b = bias ? (const int32_t *)bias->data : NULL;
   const int32_t *m = (const int32_t *)mt->data, *s = (const int32_t *)st->data;
   const int8_t *x = (const int8_t *)in->data, *wt = (const int8_t *)w->data;
   int8_t *y = (int8_t *)out->data;
+  k_status ks = K_OK;
   switch (kind) {
-    case CONV: qconv2d_s8(&p, x, wt, b, m, s, y); break;
-    case DEPTHWISE: qdwconv2d_s8(&p, x, wt, b, m, s, y); break;
+    case CONV: ks = qconv2d_s8(&p, x, wt, b, m, s, y, sp, have); break;
+    case DEPTHWISE: ks = qdwconv2d_s8(&p, x, wt, b, m, s, y, sp, have); break;
     case TRANSPOSE: qtconv2d_s8(&p, x, wt, b, m, s, y); break;
   }
+  if (ks != K_OK)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: the kernel refused its scratch memory (%u bytes at %p: too small or "
+                   "not 4-byte aligned)", op, (unsigned)have, sp);
   return ET_OK;
 }
 

@@ -17,8 +17,8 @@
 
 /* ---------------------------------------------------------------- memory */
 #define BUF 96000
-static int8_t g_in[BUF], g_in2[BUF], g_w[BUF], g_a[BUF], g_lut[256];
-static int8_t g_b[BUF] __attribute__((unused)); /* MVE output; unused in a no-MVE bench */
+static int8_t g_in[BUF] __attribute__((aligned(16))), g_in2[BUF] __attribute__((aligned(16))), g_w[BUF], g_a[BUF] __attribute__((aligned(16))), g_lut[256];
+static int8_t g_b[BUF] __attribute__((unused, aligned(16))); /* MVE output; unused in a no-MVE bench */
 static int32_t g_bias[1024], g_mult[1024], g_shift[1024], g_ksum[1024];
 
 static uint32_t g_rng = 0x12345678u;
@@ -65,6 +65,41 @@ static inline long first_diff(const int8_t *a, const int8_t *b, size_t n) {
   return -1;
 }
 
+#if FW_HAVE_MVE
+/* Scratch for the kernels that take it: exactly <name>_get_buffer_size bytes,
+ * followed by canary bytes that must survive the call. */
+#define SCRATCH_CAP 8192
+static uint8_t g_scratch[SCRATCH_CAP + 64] __attribute__((aligned(16)));
+static size_t g_scratch_n;
+static __attribute__((unused)) void *scratch_for(size_t n) {
+  if (n > SCRATCH_CAP) {
+    printf("FAIL scratch: %u bytes asked, the self-test has %u\n", (unsigned)n, (unsigned)SCRATCH_CAP);
+    g_failed_kernels++;
+    n = SCRATCH_CAP;
+  }
+  g_scratch_n = n;
+  memset(g_scratch, 0xA5, sizeof g_scratch);
+  return g_scratch;
+}
+static __attribute__((unused)) int scratch_intact(void) {
+  for (size_t i = g_scratch_n; i < sizeof g_scratch; i++)
+    if (g_scratch[i] != 0xA5) return 0;
+  return 1;
+}
+/* the bench passes the whole scratch: no canary work inside the timing */
+#define CONV_BENCH(fn, p, bias, out) \
+  (void)fn##_mve((p), g_in, g_w, (bias), g_mult, g_shift, (out), g_scratch, SCRATCH_CAP)
+
+#define CONV_MVE(fn, p, bias, out)                                                                     \
+  do {                                                                                                 \
+    void *s_ = scratch_for(fn##_get_buffer_size(p));                                                   \
+    if (fn##_mve((p), g_in, g_w, (bias), g_mult, g_shift, (out), s_, g_scratch_n) != K_OK ||           \
+        !scratch_intact())                                                                             \
+      memset((out), 0x77, 16); /* reported as a difference */                                          \
+  } while (0)
+
+#endif
+
 #if FW_HAVE_MVE && !defined(BENCH)
 #define TRIALS 60
 #define CHECK(name, n, call_ref, call_mve)                  \
@@ -76,6 +111,14 @@ static inline long first_diff(const int8_t *a, const int8_t *b, size_t n) {
     const long d_ = first_diff(g_a, g_b, (n));              \
     if (d_ >= 0 && bad < 0) bad = t, bad_at = (size_t)d_;   \
   } while (0)
+
+/* the shape of the first failing case, to reproduce it */
+static void print_conv(const qconv_params *p) {
+  printf("  shape: n%ld %ldx%ldx%ld -> %ldx%ldx%ld k%ldx%ld s%ld,%ld p%ld,%ld d%ld,%ld g%ld in_off %ld\n",
+         (long)p->batch, (long)p->in_h, (long)p->in_w, (long)p->in_c, (long)p->out_h, (long)p->out_w,
+         (long)p->out_c, (long)p->k_h, (long)p->k_w, (long)p->stride_h, (long)p->stride_w, (long)p->pad_h,
+         (long)p->pad_w, (long)p->dil_h, (long)p->dil_w, (long)p->groups, (long)p->input_offset);
+}
 
 static void random_conv(qconv_params *p, int depthwise) {
   for (;;) {
@@ -156,7 +199,8 @@ static void selftest(void) {
     const int32_t *bias = (t & 1) ? g_bias : NULL;
     const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
     CHECK("conv", n, qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
-          qconv2d_s8_mve(&p, g_in, g_w, bias, g_mult, g_shift, g_b));
+          CONV_MVE(qconv2d_s8, &p, bias, g_b));
+    if (bad == t) print_conv(&p);
   }
   for (int t = TRIALS; t < 2 * TRIALS; t++) {
     qconv_params p;
@@ -168,7 +212,8 @@ static void selftest(void) {
     const int32_t *bias = (t & 1) ? g_bias : NULL;
     const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
     CHECK("conv", n, qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
-          qconv2d_s8_mve(&p, g_in, g_w, bias, g_mult, g_shift, g_b));
+          CONV_MVE(qconv2d_s8, &p, bias, g_b));
+    if (bad == t) print_conv(&p);
   }
   report("qconv2d_s8", 2 * TRIALS, bad, bad_at);
 
@@ -183,7 +228,7 @@ static void selftest(void) {
     const int32_t *bias = (t & 1) ? g_bias : NULL;
     const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
     CHECK("dw", n, qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
-          qdwconv2d_s8_mve(&p, g_in, g_w, bias, g_mult, g_shift, g_b));
+          CONV_MVE(qdwconv2d_s8, &p, bias, g_b));
   }
   for (int t = TRIALS; t < 2 * TRIALS; t++) {
     qconv_params p;
@@ -195,7 +240,7 @@ static void selftest(void) {
     const int32_t *bias = (t & 1) ? g_bias : NULL;
     const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
     CHECK("dw", n, qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
-          qdwconv2d_s8_mve(&p, g_in, g_w, bias, g_mult, g_shift, g_b));
+          CONV_MVE(qdwconv2d_s8, &p, bias, g_b));
   }
   report("qdwconv2d_s8", 2 * TRIALS, bad, bad_at);
 
@@ -261,11 +306,62 @@ static void selftest(void) {
   }
   report("qlut_s8", TRIALS, bad, bad_at);
 
+#if FW_HAVE_MVE_FP
+  {
+    /* float32 edges: random values with NaN, infinities, denormals, halfway cases and out-of-range ones */
+    /* in the existing buffers: .bss is nearly as large as the data memory */
+    float *f = (float *)(void *)g_in, *fa = (float *)(void *)g_a, *fb = (float *)(void *)g_b;
+    int32_t *qa = (int32_t *)(void *)g_a, *qb = (int32_t *)(void *)g_b;
+    bad = -1, bad_at = 0;
+    for (int t = 0; t < TRIALS; t++) {
+      const size_t n = (size_t)rr(1, 1200);
+      const double scale = (double)rr(1, 100000) / (double)rr(1, 3000000);
+      const k_dtype dts[4] = {K_U8, K_S8, K_S16, K_S32};
+      const k_dtype dt = dts[t % 4];
+      const int32_t qmin = dt == K_U8 ? 0 : dt == K_S8 ? -128 : dt == K_S16 ? -32768 : -1000000;
+      const int32_t qmax = dt == K_U8 ? 255 : dt == K_S8 ? 127 : dt == K_S16 ? 32767 : 1000000;
+      const int32_t zp = rr(qmin / 2, qmax / 2);
+      for (size_t i = 0; i < n; i++) {
+        const uint32_t k = rnd() % 16;
+        uint32_t bits = rnd();
+        float v;
+        memcpy(&v, &bits, 4);
+        if (k == 0) v = (float)(rr(-300, 300)) * (float)scale + 0.5f * (float)scale; /* ties after scaling */
+        else if (k == 1) bits &= 0x807FFFFFu, memcpy(&v, &bits, 4);                   /* denormals */
+        else if (k < 10) v = (float)rr(-2000000, 2000000) * (float)scale / 1000.0f;
+        f[i] = v;
+      }
+      memset(qa, 0x55, 4800), memset(qb, 0x55, 4800);
+      quantize_f32_ref(f, n, scale, zp, qmin, qmax, dt, qa);
+      quantize_f32_mve(f, n, scale, zp, qmin, qmax, dt, qb);
+      const long d = first_diff((const int8_t *)qa, (const int8_t *)qb, 4800);
+      if (d >= 0 && bad < 0) bad = t, bad_at = (size_t)d;
+    }
+    report("quantize_f32", TRIALS, bad, bad_at);
+    bad = -1, bad_at = 0;
+    for (int t = 0; t < TRIALS; t++) {
+      const size_t n = (size_t)rr(1, 1200);
+      const k_dtype dts[4] = {K_U8, K_S8, K_S16, K_S32};
+      const k_dtype dt = dts[t % 4];
+      for (size_t i = 0; i < n; i++) ((int32_t *)(void *)g_in2)[i] = (int32_t)rnd();
+      const double scale = (double)rr(1, 100000) / (double)rr(1, 3000000);
+      const int32_t zp = rr(-100, 100);
+      memset(fa, 0x55, 4800), memset(fb, 0x55, 4800);
+      dequantize_f32_ref(g_in2, dt, n, scale, zp, fa);
+      dequantize_f32_mve(g_in2, dt, n, scale, zp, fb);
+      const long d = first_diff((const int8_t *)fa, (const int8_t *)fb, 4800);
+      if (d >= 0 && bad < 0) bad = t, bad_at = (size_t)d;
+    }
+    report("dequantize_f32", TRIALS, bad, bad_at);
+  }
+#endif
+
   for (int avg = 0; avg < 2; avg++) {
     bad = -1, bad_at = 0;
     for (int t = 0; t < TRIALS; t++) {
       qpool_params p;
-      p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = rr(1, 40);
+      /* every third case wide enough for the table path (taps x channels >= 256) */
+      p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = t % 3 == 2 ? rr(40, 300) : rr(1, 40);
       p.k_h = rr(1, 4), p.k_w = rr(1, 4), p.stride_h = rr(1, 3), p.stride_w = rr(1, 3);
       p.pad_h = rr(0, p.k_h / 2), p.pad_w = rr(0, p.k_w / 2);
       p.out_h = (p.in_h + 2 * p.pad_h - p.k_h) / p.stride_h + 1;
@@ -279,6 +375,9 @@ static void selftest(void) {
       if (avg) {
         int32_t m, s, zp = rr(-128, 127);
         rq(&m, &s);
+        /* power-of-two scales make averages land exactly on .5: the ties the
+           vector finish must hand to the scalar divisions */
+        if (t % 2) m = 1 << 30, s = rr(-12, 0);
         CHECK("avg", n, qavgpool_s8_ref(&p, g_in, g_a, zp, m, s), qavgpool_s8_mve(&p, g_in, g_b, zp, m, s));
       } else {
         const int32_t lo = rr(-128, 0), hi = rr(0, 127);
@@ -352,18 +451,18 @@ static void bench(void) {
   fill(g_in, 16 * 16 * 16), fill(g_w, 32 * 9 * 16), fill_bias(32);
   for (int i = 0; i < 32; i++) g_mult[i] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[i] = -8;
   BENCH2("conv3x3_16x16x16_32", 1, qconv2d_s8_ref(&c, g_in, g_w, g_bias, g_mult, g_shift, g_a),
-         qconv2d_s8_mve(&c, g_in, g_w, g_bias, g_mult, g_shift, g_b));
+         CONV_BENCH(qconv2d_s8, &c, g_bias, g_b));
   /* depthwise 3x3 on 25x5x64, pad 1 */
   c = (qconv_params){1, 25, 5, 64, 25, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, 128, -5, -128, 127};
   fill(g_in, 25 * 5 * 64), fill(g_w, 9 * 64), fill_bias(64);
   for (int i = 0; i < 64; i++) g_mult[i] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[i] = -8;
   BENCH2("dwconv3x3_25x5x64", 1, qdwconv2d_s8_ref(&c, g_in, g_w, g_bias, g_mult, g_shift, g_a),
-         qdwconv2d_s8_mve(&c, g_in, g_w, g_bias, g_mult, g_shift, g_b));
+         CONV_BENCH(qdwconv2d_s8, &c, g_bias, g_b));
   /* 1x1 conv 25x5x64 -> 64 */
   c = (qconv_params){1, 25, 5, 64, 25, 5, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127};
   fill(g_w, 64 * 64);
   BENCH2("conv1x1_25x5x64_64", 1, qconv2d_s8_ref(&c, g_in, g_w, g_bias, g_mult, g_shift, g_a),
-         qconv2d_s8_mve(&c, g_in, g_w, g_bias, g_mult, g_shift, g_b));
+         CONV_BENCH(qconv2d_s8, &c, g_bias, g_b));
   /* fully connected 640 -> 128 (kernel_sum form, as the M55 flow emits) */
   qlinear_params l = {1, 640, 128, 128, 0, -5, 1 << 30, -9, -128, 127};
   fill(g_in, 640), fill(g_w, 640 * 128);
@@ -391,6 +490,42 @@ static void bench(void) {
     TIME(1, softmax_s8_ref(g_in, g_a, 1, 1000, 1, -55, -128, 1272620416, 19), t);
     printf("BENCH softmax_1x1000 %lu -\n", (unsigned long)t);
   }
+#if FW_HAVE_MVE
+  /* MobileNetV2 (96x96) layer shapes where tiles, weight sums and per-call
+     set-up dominate: MVE variant only (scripts/bench_cmsis_nn.py compares
+     the whole model against CMSIS-NN) */
+  {
+    static const struct { const char *name; qconv_params c; int dw; } mv2[] = {
+        {"mv2_conv1x1_48x48x16_8", {1, 48, 48, 16, 48, 48, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
+        {"mv2_conv1x1_3x3x56_336", {1, 3, 3, 56, 3, 3, 336, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
+        {"mv2_conv1x1_3x3x336_56", {1, 3, 3, 336, 3, 3, 56, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
+        {"mv2_conv1x1_12x12x96_16", {1, 12, 12, 96, 12, 12, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
+        {"mv2_dw3x3_3x3x336", {1, 3, 3, 336, 3, 3, 336, 3, 3, 1, 1, 1, 1, 1, 1, 336, 128, -5, -128, 127}, 1},
+        {"mv2_dw3x3s2_6x6x192", {1, 6, 6, 192, 3, 3, 192, 3, 3, 2, 2, 1, 1, 1, 1, 192, 128, -5, -128, 127}, 1},
+        {"mv2_dw3x3s2_12x12x96", {1, 12, 12, 96, 6, 6, 96, 3, 3, 2, 2, 1, 1, 1, 1, 96, 128, -5, -128, 127}, 1},
+    };
+    for (size_t i = 0; i < sizeof mv2 / sizeof mv2[0]; i++) {
+      const qconv_params *q = &mv2[i].c;
+      fill(g_in, (size_t)q->in_h * q->in_w * q->in_c);
+      fill(g_w, (size_t)q->out_c * q->k_h * q->k_w * (q->in_c / q->groups));
+      fill_bias(q->out_c);
+      for (int j = 0; j < q->out_c; j++) g_mult[j] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[j] = -8;
+      uint32_t t;
+      if (mv2[i].dw) TIME(1, CONV_BENCH(qdwconv2d_s8, q, g_bias, g_b), t);
+      else TIME(1, CONV_BENCH(qconv2d_s8, q, g_bias, g_b), t);
+      printf("BENCH %s - %lu\n", mv2[i].name, (unsigned long)t);
+    }
+  }
+#endif
+#if FW_HAVE_MVE_FP
+  {
+    qpool_params gp = {1, 3, 3, 1280, 1, 1, 3, 3, 3, 3, 0, 0};
+    uint32_t t;
+    fill(g_in, 3 * 3 * 1280);
+    TIME(1, qavgpool_s8_mve(&gp, g_in, g_b, -3, 1319009920, -6), t);
+    printf("BENCH mv2_avgpool_3x3x1280 - %lu\n", (unsigned long)t);
+  }
+#endif
   /* table lookup, 8192 int8 */
   fill(g_in, 8192), fill(g_lut, 256);
   BENCH2("lut_8192", 4, qlut_s8_ref(g_in, g_a, 8192, g_lut), qlut_s8_mve(g_in, g_b, 8192, g_lut));

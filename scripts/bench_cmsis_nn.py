@@ -1,0 +1,333 @@
+"""Our kernels against Arm's CMSIS-NN, side by side, on every kernel layer of compiled models.
+
+    .venv/bin/python scripts/bench_cmsis_nn.py --cmsis-nn /path/to/CMSIS-NN [MODEL ...] [--out DIR]
+
+For each model (default: mobilenet_v2) the script compiles it for cortex-m55, takes every
+conv / depthwise / fully connected / add / average and max pool layer from the program (shapes,
+strides, pads, offsets, multipliers and shifts, activation ranges, weights, biases, kernel sums),
+builds one Corstone-300 image with our kernels and CMSIS-NN compiled from the checkout you pass (the
+flags of ../shared/NOTES.md: -mcpu=cortex-m55 -Ofast, ARM_MATH_MVEI and ARM_MATH_DSP), runs both on the
+same random inputs under QEMU (-icount: instructions) in one run, checks the outputs byte for byte,
+and prints per-layer, per-class and whole-model ratios (table, JSON, plot).
+
+Without --cmsis-nn it prints the CMSIS-NN figures recorded in ../shared/NOTES.md, labelled as stored
+figures from 2026-12-03, next to nothing measured: fetch CMSIS-NN (outside this repository) to measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import shutil
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("bench_cmsis_nn")
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_SRC = ROOT / "scripts" / "cmsis_bench"
+LAYER_WORDS = 48
+KINDS = {"quantized_conv2d": 1, "quantized_depthwise_conv2d": 2, "quantized_linear": 3, "quantized_add": 4,
+         "quantized_avg_pool2d": 5, "quantized_max_pool2d": 6}
+CLASS = {1: "conv", 2: "depthwise", 3: "fully connected", 4: "add", 5: "average pool", 6: "max pool"}
+F = {n: i for i, n in enumerate(
+    "KIND N IH IW IC OH OW OC KH KW SH SW PH PW DH DW MULT IOFF OOFF AMIN AMAX W B M S KS FOFF QM QS AZP AM AS BZP BM BS "
+    "ELEMS INLEN OUTLEN".split())}
+# Stored figures (../shared/NOTES.md, measured 2026-12-03 on the 64 kernel layers of mobilenet_v2): a fallback only.
+STORED = {"ours": 11_543_280, "cmsis": 12_458_466, "date": "2026-12-03"}
+
+
+@dataclass
+class Layer:
+    index: int          # instruction index in the program
+    kind: int
+    desc: str
+    rec: list[int] = field(default_factory=lambda: [0] * LAYER_WORDS)
+
+
+class Blob:
+    """Layer records and the data they point into (offsets from the start of the table)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.layers: list[Layer] = []
+
+    def add(self, raw: bytes) -> int:
+        while len(self.data) % 16:
+            self.data.append(0)
+        off = len(self.data)
+        self.data += raw
+        return off
+
+    def table(self) -> bytes:
+        head = 16 + LAYER_WORDS * 4 * len(self.layers)
+        recs = bytearray()
+        for lay in self.layers:
+            r = list(lay.rec)
+            for k in ("W", "B", "M", "S", "KS"):
+                r[F[k]] = r[F[k]] + head if r[F[k]] >= 0 else -1
+            recs += struct.pack(f"<{LAYER_WORDS}i", *r)
+        total = head + len(self.data)
+        return b"LAYR" + struct.pack("<iii", len(self.layers), total, 0) + bytes(recs) + bytes(self.data)
+
+
+def _program(pte: bytes) -> Any:
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    return deserialize_pte_binary(pte).program
+
+
+def _nhwc(sizes: list[int], order: list[int]) -> list[int]:
+    """NHWC dims of a 4-D activation whatever its dim order (sizes are NCHW logical)."""
+    if len(sizes) != 4:
+        raise ValueError(f"not a 4-D activation: {sizes}")
+    n, c, h, w = sizes
+    return [n, h, w, c]
+
+
+def extract(pte: bytes) -> Blob:
+    """Every kernel layer of the program's forward method."""
+    prog = _program(pte)
+    plan = prog.execution_plan[0]
+    vals = plan.values
+    blob = Blob()
+
+    def v(i: int) -> Any:
+        return vals[i].val
+
+    def ival(i: int) -> int:
+        return int(v(i).int_val)
+
+    def ints(i: int) -> list[int]:
+        return [int(vals[j].val.int_val) for j in v(i).items]
+
+    def tensor(i: int) -> Any:
+        t = v(i)
+        return t if type(t).__name__ == "Tensor" else None
+
+    def const(i: int) -> bytes | None:
+        t = tensor(i)
+        if t is None or t.data_buffer_idx <= 0:
+            return None
+        return bytes(prog.constant_buffer[t.data_buffer_idx].storage)
+
+    def put(i: int) -> int:
+        raw = const(i)
+        return blob.add(raw) if raw is not None else -1
+
+    for n, ins in enumerate(plan.chains[0].instructions):
+        a = ins.instr_args
+        if type(a).__name__ != "KernelCall":
+            continue
+        name = plan.operators[a.op_index].name.split("::")[-1]
+        if name not in KINDS:
+            continue
+        kind = KINDS[name]
+        args = list(a.args)
+        lay = Layer(n, kind, name)
+        r = lay.rec
+        for k in ("W", "B", "M", "S", "KS"):
+            r[F[k]] = -1
+        r[F["KIND"]] = kind
+        if kind in (1, 2):
+            x, w = tensor(args[0]), tensor(args[1])
+            out = tensor(args[-1])
+            n_, ih, iw, ic = _nhwc(list(x.sizes), list(x.dim_order))
+            _, oh, ow, oc = _nhwc(list(out.sizes), list(out.dim_order))
+            i = 3
+            stride, pad = ints(args[i]), ints(args[i + 1])
+            dil = ints(args[i + 2])
+            i += 3
+            mult = 1
+            if kind == 2:
+                mult = ival(args[i])
+                i += 1
+            r[F["IOFF"]], r[F["OOFF"]] = ival(args[i]), ival(args[i + 1])
+            r[F["M"]], r[F["S"]] = put(args[i + 2]), put(args[i + 3])
+            r[F["AMIN"]], r[F["AMAX"]] = ival(args[i + 4]), ival(args[i + 5])
+            r[F["W"]], r[F["B"]] = put(args[1]), put(args[2]) if tensor(args[2]) is not None else -1
+            kh, kw = (int(w.sizes[1]), int(w.sizes[2]))
+            for k, val in zip("N IH IW IC OH OW OC KH KW SH SW PH PW DH DW MULT".split(),
+                              (n_, ih, iw, ic, oh, ow, oc, kh, kw, stride[0], stride[1], pad[0], pad[1], dil[0], dil[1], mult)):
+                r[F[k]] = val
+            r[F["INLEN"]], r[F["OUTLEN"]] = n_ * ih * iw * ic, n_ * oh * ow * oc
+            lay.desc = (f"{'conv' if kind == 1 else 'dw'} {kh}x{kw}/{stride[0]} {ih}x{iw}x{ic}->{oh}x{ow}x{oc}"
+                        + (f" x{mult}" if mult > 1 else ""))
+        elif kind == 3:
+            x, w, out = tensor(args[0]), tensor(args[1]), tensor(args[-1])
+            k_ = int(x.sizes[-1])
+            rows = 1
+            for d in list(x.sizes)[:-1]:
+                rows *= int(d)
+            oc = int(w.sizes[0])
+            r[F["N"]], r[F["IC"]], r[F["OC"]] = rows, k_, oc
+            r[F["W"]] = put(args[1])
+            r[F["B"]] = put(args[2]) if tensor(args[2]) is not None else -1
+            r[F["KS"]] = put(args[3]) if tensor(args[3]) is not None else -1
+            r[F["IOFF"]], r[F["FOFF"]], r[F["OOFF"]] = ival(args[4]), ival(args[5]), ival(args[6])
+            r[F["QM"]], r[F["QS"]] = ints(args[7])[0], ints(args[8])[0]
+            r[F["AMAX"]], r[F["AMIN"]] = ival(args[9]), ival(args[10])
+            r[F["INLEN"]], r[F["OUTLEN"]] = rows * k_, rows * oc
+            lay.desc = f"fc {rows}x{k_}->{oc}"
+        elif kind == 4:
+            x, y, out = tensor(args[0]), tensor(args[4]), tensor(args[-1])
+            if list(x.sizes) != list(y.sizes):
+                continue  # channel broadcast: CMSIS-NN's add has no such form
+            n_el = 1
+            for d in x.sizes:
+                n_el *= int(d)
+            (r[F["AZP"]], r[F["AM"]], r[F["AS"]]) = (ival(args[1]), ival(args[2]), ival(args[3]))
+            (r[F["BZP"]], r[F["BM"]], r[F["BS"]]) = (ival(args[5]), ival(args[6]), ival(args[7]))
+            r[F["OOFF"]], r[F["QM"]], r[F["QS"]] = ival(args[8]), ival(args[9]), ival(args[10])
+            r[F["AMIN"]], r[F["AMAX"]] = ival(args[11]), ival(args[12])
+            r[F["ELEMS"]] = r[F["INLEN"]] = r[F["OUTLEN"]] = n_el
+            lay.desc = f"add {n_el}"
+        else:
+            x, out = tensor(args[0]), tensor(args[-1])
+            n_, ih, iw, ic = _nhwc(list(x.sizes), list(x.dim_order))
+            _, oh, ow, _ = _nhwc(list(out.sizes), list(out.dim_order))
+            ks, st, pd = ints(args[1]), ints(args[2]), ints(args[3])
+            st = st or ks
+            for k, val in zip("N IH IW IC OH OW OC KH KW SH SW PH PW".split(),
+                              (n_, ih, iw, ic, oh, ow, ic, ks[0], ks[1], st[0], st[-1], pd[0], pd[-1])):
+                r[F[k]] = val
+            if kind == 5:
+                r[F["AZP"]], r[F["QM"]], r[F["QS"]] = ival(args[5]), ival(args[6]), ival(args[7])
+                r[F["AMIN"]], r[F["AMAX"]] = -128, 127
+            else:
+                r[F["AMIN"]], r[F["AMAX"]] = -128, 127
+            r[F["INLEN"]], r[F["OUTLEN"]] = n_ * ih * iw * ic, n_ * oh * ow * ic
+            lay.desc = f"{'avgpool' if kind == 5 else 'maxpool'} {ks[0]}x{ks[1]} {ih}x{iw}x{ic}"
+        blob.layers.append(lay)
+    return blob
+
+
+def build(cmsis: Path, out: Path) -> Path:
+    from aot.deploy.build import cmake_binary
+
+    cmake = cmake_binary()
+    if cmake is None:
+        raise SystemExit("error: cmake not found: run ./scripts/setup.sh")
+    key = hashlib.sha256(str(cmsis.resolve()).encode()).hexdigest()[:8]
+    bdir = out / f"build-{key}"
+    cfg = [cmake, "-S", str(BENCH_SRC), "-B", str(bdir), "-DBOARD=corstone-300", f"-DCMSIS_NN_ROOT={cmsis.resolve()}",
+           f"-DCMAKE_TOOLCHAIN_FILE={ROOT / 'firmware' / 'cmake' / 'arm-none-eabi.cmake'}", "-DCMAKE_BUILD_TYPE=Release",
+           f"-DFW_PYTHON={sys.executable}"]
+    for cmd in (cfg, [cmake, "--build", str(bdir), "-j", "2"]):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"error: building the benchmark image failed:\n{(p.stdout + p.stderr)[-3000:]}")
+    return bdir / "runner.elf"
+
+
+def run(elf: Path, table: bytes, workdir: Path, timeout: float) -> list[dict[str, Any]]:
+    from aot.deploy.boards import load_board
+
+    b = load_board("corstone-300")
+    qemu = shutil.which("qemu-system-arm")
+    if qemu is None:
+        raise SystemExit("error: qemu-system-arm not found: run ./scripts/setup.sh")
+    path = workdir / "layers.bin"
+    path.write_bytes(table)
+    cmd = [qemu, "-M", "mps3-an547", *b.qemu.args, "-kernel", str(elf), "-device",
+           f"loader,file={path},addr={b.model.address:#x},force-raw=on"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+    rows = []
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            rows.append(json.loads(line))
+    if not rows or "done" not in rows[-1]:
+        raise SystemExit(f"error: the benchmark image did not finish (exit {p.returncode}):\n{p.stdout[-2000:]}")
+    return rows[:-1]
+
+
+def report(model: str, blob: Blob, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    layers = []
+    for lay, row in zip(blob.layers, rows):
+        layers.append({"instruction": lay.index, "class": CLASS[lay.kind], "shape": lay.desc, "ours": row["ours"],
+                       "cmsis_nn": row["cmsis"], "ratio": round(row["ours"] / row["cmsis"], 3) if row["cmsis"] else None,
+                       "bit_identical": row["equal"], "cmsis_status": row["cmsis_status"]})
+    classes: dict[str, dict[str, int]] = {}
+    for lay in layers:
+        c = classes.setdefault(lay["class"], {"ours": 0, "cmsis_nn": 0, "layers": 0, "bit_identical": 0})
+        c["ours"] += lay["ours"]
+        c["cmsis_nn"] += lay["cmsis_nn"]
+        c["layers"] += 1
+        c["bit_identical"] += int(lay["bit_identical"])
+    ours, theirs = sum(x["ours"] for x in layers), sum(x["cmsis_nn"] for x in layers)
+    return {"model": model, "unit": "instructions (QEMU -icount shift=0)", "layers": layers,
+            "classes": {k: {**v, "ratio": round(v["ours"] / v["cmsis_nn"], 3)} for k, v in classes.items()},
+            "total": {"ours": ours, "cmsis_nn": theirs, "ratio": round(ours / theirs, 3) if theirs else None,
+                      "layers": len(layers), "bit_identical": sum(int(x["bit_identical"]) for x in layers)}}
+
+
+def plot(rep: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lay = rep["layers"]
+    fig, ax = plt.subplots(figsize=(max(8, len(lay) * 0.18), 4))
+    ax.bar(range(len(lay)), [x["ratio"] for x in lay], color=["tab:green" if x["ratio"] <= 1 else "tab:red" for x in lay])
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xlabel("kernel layer (program order)")
+    ax.set_ylabel("ours / CMSIS-NN (instructions)")
+    ax.set_title(f"{rep['model']}: ours/CMSIS-NN = {rep['total']['ratio']} over {len(lay)} layers")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", default=["mobilenet_v2"], help="zoo models or .py model files")
+    ap.add_argument("--cmsis-nn", type=Path, help="a CMSIS-NN checkout (kept outside this repository)")
+    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-cmsis-nn")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--verbose-layers", action="store_true", help="print every layer, not only the ones above 1.0")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    if args.cmsis_nn is None:
+        print("no --cmsis-nn checkout given: nothing measured. Stored figures (../shared/NOTES.md, measured "
+              f"{STORED['date']}, not this run): mobilenet_v2 64 layers, ours {STORED['ours']:,}, CMSIS-NN "
+              f"{STORED['cmsis']:,} instructions ({STORED['ours'] / STORED['cmsis']:.3f}x).")
+        return 0
+    if not (args.cmsis_nn / "Include" / "arm_nnfunctions.h").is_file():
+        print(f"error: {args.cmsis_nn} is not a CMSIS-NN checkout (no Include/arm_nnfunctions.h)", file=sys.stderr)
+        return 2
+    from aot.compile import compile_model, make_options
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    elf = build(args.cmsis_nn, args.out)
+    reports = []
+    for model in args.models:
+        cres = compile_model(model, "cortex-m55", args.out / "programs", options=make_options(), reuse_cache=True)
+        blob = extract(cres.pte.read_bytes())
+        rows = run(elf, blob.table(), args.out, args.timeout)
+        rep = report(cres.name, blob, rows)
+        reports.append(rep)
+        t = rep["total"]
+        print(f"\n{cres.name}: {t['layers']} kernel layers, ours {t['ours']:,} vs CMSIS-NN {t['cmsis_nn']:,} instructions "
+              f"= {t['ratio']}x; bit-identical {t['bit_identical']}/{t['layers']}")
+        print(f"  {'class':16s} {'layers':>6s} {'ours':>12s} {'CMSIS-NN':>12s} {'ratio':>6s} {'identical':>9s}")
+        for k, c in sorted(rep["classes"].items()):
+            print(f"  {k:16s} {c['layers']:6d} {c['ours']:12,} {c['cmsis_nn']:12,} {c['ratio']:6.3f} "
+                  f"{c['bit_identical']:>4d}/{c['layers']}")
+        for lay in rep["layers"]:
+            if args.verbose_layers or lay["ratio"] is None or lay["ratio"] > 1.0 or not lay["bit_identical"]:
+                print(f"  #{lay['instruction']:<4d} {lay['shape']:40s} {lay['ours']:10,} {lay['cmsis_nn']:10,} "
+                      f"{lay['ratio']}  {'identical' if lay['bit_identical'] else 'DIFFERENT'}")
+        plot(rep, args.out / f"{cres.name}_ratios.png")
+    (args.out / "results.json").write_text(json.dumps(reports, indent=2) + "\n")
+    print(f"\nwrote {args.out / 'results.json'} and the plots in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
