@@ -7,6 +7,7 @@ EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 EXIT_SIM = 3
+EXIT_FIT = 4         # the program does not fit the board's memories (one line: needs and sizes per memory)
 EXIT_SKIP = 5        # the run needs a tool or simulator this machine lacks (e.g. --sim fvp without an FVP)
 
 
