@@ -52,9 +52,12 @@ def cores_table(rows: list[dict]) -> None:
             arena = arena if arena is not None else r.get("arena_bytes")
             model_b = model_b if model_b is not None else r.get("model_bytes")
             if r["status"] == "PASS":
-                cells.append(f(r["count"]) + ("" if r.get("max_steps") in (0, None) else f" ({r['max_steps']} steps)"))
+                cell = f(r["count"]) + ("" if r.get("max_steps") in (0, None) else f" ({r['max_steps']} steps)")
             else:
-                cells.append(_short_fit(r) if r["status"] == "SKIP" else r["status"])
+                cell = _short_fit(r) if r["status"] == "SKIP" else r["status"]
+            if (r.get("arena_bytes"), r.get("model_bytes")) != (arena, model_b):  # e.g. MVE kernel sums
+                cell += f" (arena {f(r.get('arena_bytes'))}, .bpte {f(r.get('model_bytes'))})"
+            cells.append(cell)
         print(f"| {m} | {f(arena)} | {f(model_b)} | " + " | ".join(cells) + " |")
     images = []
     for t, b, _ in cols:

@@ -18,7 +18,6 @@ what the board has.
 
 from __future__ import annotations
 
-import logging
 import re
 import struct
 from dataclasses import asdict, dataclass, field
@@ -26,8 +25,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from aot.deploy.boards import EMDL_HEADER_SIZE, Board
-
-log = logging.getLogger(__name__)
 
 RUNTIME_ALIGN = 8      # firmware/runtime/method.c ALIGN: each runtime table is rounded up to it
 RUNNER_ALIGN = 16      # firmware/runner/main.c ALIGNMENT: every block the runner places
