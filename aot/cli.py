@@ -26,6 +26,9 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-channel-linear", choices=["auto", "all", "off"], default="auto",
                    help="Cortex-M: quantize Linear weights per output channel as 1x1 convs "
                         "(auto: where it is cheap or needed, i.e. >= 4 rows or feeding a matmul/table)")
+    p.add_argument("--board", default=None,
+                   help="board to check the program's memory fit against / run on (default: the target's board; "
+                        "host runs natively)")
 
 
 def _options(args: argparse.Namespace):  # -> LowerOptions
@@ -38,9 +41,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from aot.compile import compile_model
     from aot.summary import print_compile
 
-    res = compile_model(args.model, args.target, args.output, args.calibration, _options(args))
+    from aot.errors import EXIT_FIT
+    from aot.targets import get_target
+
+    board = args.board or get_target(args.target).default_board
+    res = compile_model(args.model, args.target, args.output, args.calibration, _options(args), board=board)
     print_compile(res.report)
     log.info("program: %s  bundled: %s  report: %s", res.pte, res.bpte, res.report_path)
+    fit = res.report.get("fit") or {}
+    if fit.get("checked") and not fit.get("fits"):
+        raise AotError(fit["line"], EXIT_FIT)
     return 0
 
 
@@ -80,7 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
                        description="MODEL may also be a bundled program (.bpte) compiled earlier for --target.",
                        epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_compile_args(r)
-    r.add_argument("--board", default=None, help="host, corstone-300, corstone-320 (default: the target's board)")
     r.add_argument("--sim", choices=["qemu", "fvp", "auto"], default="auto", help="simulator for Corstone boards")
     r.add_argument("--save-outputs", metavar="DIR", help="write each output as the device produced it to DIR/output_<i>.npy")
     r.add_argument("--timeout", type=float, default=120.0, help="simulator timeout in seconds (default 120)")

@@ -16,6 +16,7 @@ from executorch.exir import ExecutorchBackendConfig
 
 import aot
 from aot import emit, macs, numerics, program_info, reference, verify
+from aot.deploy.fit import ProgramNeeds
 from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
 from aot.load import LoadedModel, load_calibration, load_model
 from aot.lower import LowerOptions, Lowered
@@ -111,7 +112,10 @@ def compile_model(
     calibration: str | None = None,
     options: LowerOptions | None = None,
     reuse_cache: bool = False,
+    board: str | None = None,
 ) -> CompileResult:
+    """Compile MODEL for TARGET into OUTDIR. With `board` (a Cortex-M target), the report's "fit" says
+    whether the program fits that board's memories (aot/deploy/fit.py; builds its image, cached)."""
     target = get_target(target_name)
     options = options or LowerOptions()
     model = load_model(model_spec)
@@ -172,6 +176,7 @@ def compile_model(
         raise AotError(f"ExecuTorch could not emit the program for {target.name}: {type(exc).__name__}: "
                        f"{str(exc).splitlines()[0] if str(exc) else ''}", EXIT_UNSUPPORTED) from exc
     verify.check_supported(program, lowered.edge, target.name, list(TARGETS))
+    needs = ProgramNeeds.from_program(program.executorch_program) if target.flow == "cortex_m" else None
     compile_s = time.monotonic() - t0
 
     # Each file is written then renamed, the report (which carries the cache key) last: a run stopped earlier
@@ -195,6 +200,7 @@ def compile_model(
         "delegated_ops": program_info.delegated_ops(lowered.edge),
         "partitions": program_info.partition_count(lowered.edge),
         "memory": program_info.memory_plan(program),
+        "program_needs": needs.to_dict() if needs is not None else None,
         "numerics": {
             "outputs": acc,
             "snr_db": min(r["snr_db"] for r in acc),
@@ -214,6 +220,27 @@ def compile_model(
     for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
+    if board is not None and needs is not None and board != "host":
+        report["fit"] = fit_report(board, needs, bpte.stat().st_size, f"{model.name} ({target.name})")
     emit.write_report(report, rep)
     log.debug("wrote %s, %s, %s", pte, bpte, rep)
     return CompileResult(model.name, target, pte, bpte, rep, report)
+
+
+def fit_report(board: str, needs: ProgramNeeds, bpte_bytes: int, what: str) -> dict[str, Any]:
+    """The report's "fit" entry: per memory, what the program needs on BOARD and what it has."""
+    from aot.deploy.boards import BoardError
+    from aot.deploy.build import BuildError
+    from aot.deploy.fit import FitError, check_board
+
+    try:
+        res = check_board(board, needs, bpte_bytes)
+    except (BoardError, FitError) as err:
+        raise AotError(str(err)) from err
+    except BuildError as err:
+        log.warning("warning: no fit check for %s: its firmware image does not build (%s)", board,
+                    str(err).splitlines()[0])
+        return {"board": board, "checked": False, "reason": "firmware image does not build"}
+    if res is None:
+        return {"board": board, "checked": False, "reason": "arm-none-eabi-gcc not installed"}
+    return {"checked": True, **res.to_dict(), "line": res.line(what)}

@@ -13,13 +13,15 @@ EXIT_INTERNAL = 6      # a bug in the toolkit (the message says so; -v shows the
 EXIT_DEVICE = 7        # the firmware stopped with an error (e.g. an NPU fault) or crashed
 EXIT_INTERRUPTED = 130  # Ctrl-C
 EXIT_SIM = EXIT_TIMEOUT  # older name
+EXIT_FIT = EXIT_UNSUPPORTED  # the program does not fit the board's memories (one line: needs and sizes)
 
 EXIT_TABLE = (
     (EXIT_OK, "pass"),
     (EXIT_MISMATCH, "wrong output: the device's outputs differ from the expected ones"),
     (EXIT_USAGE, "usage error: bad arguments, unknown model/target/board, missing or invalid input file"),
     (EXIT_TIMEOUT, "timeout: the simulator was stopped at --timeout"),
-    (EXIT_UNSUPPORTED, "unsupported model: an op or pattern the toolkit cannot lower or run (named)"),
+    (EXIT_UNSUPPORTED, "unsupported model: an op or pattern the toolkit cannot lower or run (named), or a program "
+                       "that does not fit the board's memories (needs and sizes per memory)"),
     (EXIT_SKIP, "skipped: a tool or simulator is missing (e.g. --sim fvp without an FVP), or the NPU model "
                 "lacks a feature the program uses"),
     (EXIT_INTERNAL, "internal error: a bug in the toolkit"),

@@ -1,6 +1,7 @@
 """`run`: compile (cached), build the firmware (cached), execute on a board, check, summarise.
 
-Exit statuses: 0 pass, 1 output mismatch, 2 usage/set-up error, 3 simulator timeout or crash.
+Exit statuses: 0 pass, 1 output mismatch, 2 usage/set-up error, 3 simulator timeout or crash,
+4 the program does not fit the board's memories (aot/deploy/fit.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aot.compile import CompileResult, compile_model
-from aot.errors import EXIT_DEVICE, EXIT_MISMATCH, EXIT_OK, EXIT_SKIP, EXIT_TIMEOUT, EXIT_USAGE, AotError
+from aot.errors import EXIT_DEVICE, EXIT_FIT, EXIT_MISMATCH, EXIT_OK, EXIT_SKIP, EXIT_TIMEOUT, EXIT_USAGE, AotError
 from aot.lower import LowerOptions
 from aot.summary import npu_check_text, print_run
 from aot.targets import get_target
@@ -33,9 +34,12 @@ class RunOutcome:
     compile: dict[str, Any] = field(default_factory=dict)   # the compile report
     result: Any = None             # aot.deploy.result.RunResult when the device ran
     image_bytes: int | None = None
+    fit: Any = None                # aot.deploy.fit.FitResult (Cortex-M programs on a board)
 
     @property
     def exit_code(self) -> int:
+        if self.status == "SKIP" and self.fit is not None and not self.fit.fits:
+            return EXIT_FIT
         return {"PASS": EXIT_OK, "FAIL": EXIT_MISMATCH, "TIMEOUT": EXIT_TIMEOUT, "CRASH": EXIT_DEVICE,
                 "SKIP": EXIT_SKIP}.get(self.status, EXIT_DEVICE)
 
@@ -53,6 +57,7 @@ def execute(cres: CompileResult, board: str, sim: str, timeout: float, kernels: 
     out.board = dres.board or board
     out.label = dres.label
     out.image_bytes = dres.image_bytes
+    out.fit = dres.fit
     if dres.skip_reason:
         out.status, out.reason = "SKIP", dres.skip_reason
         return out
@@ -93,6 +98,10 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
         rows.append(("stack bytes", str(r.stack_bytes)))
     if o.image_bytes:
         rows.append(("image bytes", f"{o.image_bytes:,}"))
+    if o.fit is not None:
+        from aot.summary import fit_text
+
+        rows.append((f"memory on {o.fit.board}", fit_text({"checked": True, **o.fit.to_dict()})))
     vela = o.compile.get("vela")
     if vela:
         rows.append(("NPU cycles (Vela estimate)", f"{vela['npu_cycles']:,}"))
@@ -143,6 +152,8 @@ def run_model(args: argparse.Namespace, options: LowerOptions) -> int:
     outcome = execute(cres, board, args.sim, args.timeout, args.kernels, args.save_outputs, args.npu_trace)
     print_run({"model": outcome.model, "board": outcome.board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
     if outcome.status == "SKIP":
+        if outcome.exit_code == EXIT_FIT:
+            raise AotError(outcome.reason, EXIT_FIT)
         raise AotError(f"{outcome.reason}; AOT figures above are from the compile step (no device run)", EXIT_SKIP)
     if outcome.status == "ERROR":
         code = (outcome.result.code if outcome.result is not None else None) or "error"

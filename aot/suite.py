@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import logging
 import math
@@ -22,7 +23,8 @@ from aot.targets import TARGETS, get_target
 log = logging.getLogger("aot.suite")
 
 QUICK_MODELS = ["add", "conv_relu", "lut_activations", "softmax"]
-DEFAULT_TARGETS = ["cortex-m55", "ethos-u55-128", "ethos-u65-256", "ethos-u85-256"]
+DEFAULT_TARGETS = ["cortex-m55", "ethos-u55-128", "ethos-u65-256", "ethos-u85-256",
+                   "cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33"]
 
 
 @dataclass
@@ -54,6 +56,8 @@ class Row:
     npu_pmu_cycles: int | None = None  # the NPU's PMU, where a real NPU ran (FVP, board)
     arena_bytes: int | None = None
     image_bytes: int | None = None
+    model_bytes: int | None = None     # the .bpte (program, constants, bundled inputs and outputs)
+    fit: dict[str, Any] | None = None  # per memory need / size on the board (aot/deploy/fit.py)
     macs: int | None = None
     seconds: float = 0.0
     per_op: list[dict[str, Any]] = field(default_factory=list)
@@ -75,16 +79,23 @@ def run_case(case: Case, outdir: str, timeout: float) -> Row:
         # Without LUT fusion, pointwise chains stay partly in float by design: that is the comparison.
         opts = make_options(lut_fusion=case.lut_fusion, allow_float=not case.lut_fusion)
         progdir = Path(outdir) / "programs" / ("lut" if case.lut_fusion else "nolut")
-        cres = compile_model(case.model, case.target, progdir, options=opts, reuse_cache=True)
+        # One compile per model and target: rows on several boards (a core and its stand-in) wait
+        # for it and reuse the cached program instead of writing the same files twice at once.
+        progdir.mkdir(parents=True, exist_ok=True)
+        with open(progdir / f".{case.model}_{case.target}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            cres = compile_model(case.model, case.target, progdir, options=opts, reuse_cache=True)
         rep = cres.report
         row.snr_db = rep["numerics"]["snr_db"]
         row.npu_cycles = (rep.get("vela") or {}).get("npu_cycles")
         row.arena_bytes = rep["memory"]["arena_total"]
+        row.model_bytes = cres.bpte.stat().st_size
         row.macs = rep.get("macs")
         o = execute(cres, case.board, case.sim, timeout, case.kernels, None)
         row.status, row.reason, row.label, row.sim = o.status, o.reason, o.label, o.sim
         row.board = o.board  # a stand-in board may run what the target's own board cannot run here
         row.image_bytes = o.image_bytes
+        row.fit = o.fit.to_dict() if o.fit is not None else None
         r = o.result
         if r is not None:
             steps = [x.max_steps for x in r.outputs if x.max_steps is not None]
@@ -111,10 +122,11 @@ def plan(models_: list[str], targets: list[str], boards: list[str] | None, sim: 
     for m in models_:
         for t in targets:
             tgt = get_target(t)
-            for b in boards or [tgt.default_board]:
+            for b in boards or list(tgt.boards):
                 cases.append(Case(m, t, b, sim))
-                if tgt.flow == "cortex_m" and b != "host":
-                    # Variants for the plots: portable kernels, and no LUT fusion.
+                if tgt.flow == "cortex_m" and b != "host" and tgt.isa == "MVE":
+                    # Variants for the plots: portable kernels, and no LUT fusion. Cores without MVE
+                    # have one (portable) image: their main row is the portable figure.
                     cases.append(Case(m, t, b, sim, kernels="portable", variant="portable"))
                     cases.append(Case(m, t, b, sim, lut_fusion=False, variant="no-lut"))
     return cases
@@ -227,10 +239,18 @@ def main(argv: list[str] | None = None) -> int:
 
     from aot.deploy.execute import prebuild
 
-    from aot.deploy.boards import load_board
+    from aot.deploy.boards import BoardError, load_board
     from aot.deploy.execute import stand_in_for
 
-    builds = {(c.board, c.kernels) for c in cases}
+    try:
+        for b in sorted({c.board for c in cases} - {"host"}):
+            load_board(b)
+    except BoardError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+    builds = {(c.board, "mve" if c.board == "host" or not load_board(c.board).has_mve_variant else c.kernels)
+              for c in cases}
     for b, k in list(builds):
         if b != "host" and sim != "fvp" and load_board(b).qemu is None:
             alt = stand_in_for(load_board(b))

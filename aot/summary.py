@@ -37,6 +37,9 @@ def print_compile(report: dict[str, Any]) -> None:
         t.add_row("TOSA ref vs fake-quant", f"max {max(steps) if steps else '?'} steps")
     if report.get("npu_check"):
         t.add_row("NPU model vs TOSA", npu_check_text(report["npu_check"]["delegates"]))
+    fit = report.get("fit")
+    if fit:
+        t.add_row(f"memory on {fit['board']}", fit_text(fit))
     if report.get("lut_fusion"):
         lf = report["lut_fusion"]
         t.add_row("LUT fusion", f"{lf.get('regions_fused', 0)} regions, ops {lf.get('ops_before')} -> {lf.get('ops_after')}")
@@ -61,3 +64,12 @@ def npu_check_text(rows: list[dict[str, Any]]) -> str:
     if unchecked:
         text += ("; " if text else "") + "not checked: " + unchecked[0]["reason"]
     return text
+
+
+def fit_text(fit: dict[str, Any]) -> str:
+    """The compile report's fit entry (aot/deploy/fit.py) in one cell: each memory's need / size."""
+    if not fit.get("checked"):
+        return f"not checked: {fit.get('reason', '?')}"
+    cells = [f"{m['memory']} {m['need']:,} / {m['size']:,} B{'' if m['fits'] else ' (does not fit)'}"
+             for m in fit["memories"] if m["need"]]
+    return ("fits: " if fit["fits"] else "DOES NOT FIT: ") + ", ".join(cells)

@@ -2,8 +2,10 @@
 """README figures from a suite run: per model, instructions with MVE and portable kernels, MACs per
 instruction, effect of LUT fusion, arena and image bytes, and Vela's NPU cycles.
 
-Usage: ./test_cortex_m.sh --out out/suite && .venv/bin/python scripts/figures.py out/suite/results.json
-Prints a markdown table (QEMU -icount shift=0: instruction counts, not cycles).
+Usage: ./test_cortex_m.sh --out out/suite && .venv/bin/python scripts/figures.py out/suite/results.json [--cores]
+Prints a markdown table (QEMU -icount shift=0: instruction counts, not cycles). --cores prints the
+cores x models table instead: instructions per inference on each core's board, memory per model and
+per image, and for a program that does not fit, the memory that is short.
 """
 
 from __future__ import annotations
@@ -13,11 +15,67 @@ import json
 from pathlib import Path
 
 
+# (target, board, column title) of the cores table, in order; missing ones are left out.
+CORE_COLUMNS = [
+    ("cortex-m0plus", "microbit", "M0+ micro:bit (16 KiB RAM)"),
+    ("cortex-m0plus", "an385-m0plus", "M0+ (stand-in: AN385's M3)"),
+    ("cortex-m3", "mps2-an385", "M3 AN385"),
+    ("cortex-m4", "mps2-an386", "M4 AN386"),
+    ("cortex-m7", "mps2-an500", "M7 AN500"),
+    ("cortex-m33", "mps2-an505", "M33 AN505"),
+    ("cortex-m55", "corstone-300", "M55 + MVE AN547"),
+]
+
+
+def _short_fit(r: dict) -> str:
+    """'SKIP: ram 33,720 / 16,384 B' for a program that does not fit."""
+    bad = [m for m in (r.get("fit") or {}).get("memories", []) if not m["fits"]]
+    if not bad:
+        return r["status"]
+    return "SKIP: " + ", ".join(f"{m['memory']} {m['need']:,} / {m['size']:,} B" for m in bad)
+
+
+def cores_table(rows: list[dict]) -> None:
+    by = {(r["model"], r["target"], r["asked_board"] or r["board"]): r for r in rows if r["variant"] == "main"}
+    cols = [c for c in CORE_COLUMNS if any((m, c[0], c[1]) in by for m in {r["model"] for r in rows})]
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    f = lambda v: "-" if v is None else f"{v:,}"  # noqa: E731
+    print("| model | arena B | .bpte B | " + " | ".join(c[2] for c in cols) + " |")
+    print("|---|---|---|" + "---|" * len(cols))
+    for m in models:
+        cells, arena, model_b = [], None, None
+        for t, b, _ in cols:
+            r = by.get((m, t, b))
+            if r is None:
+                cells.append("-")
+                continue
+            arena = arena if arena is not None else r.get("arena_bytes")
+            model_b = model_b if model_b is not None else r.get("model_bytes")
+            if r["status"] == "PASS":
+                cell = f(r["count"]) + ("" if r.get("max_steps") in (0, None) else f" ({r['max_steps']} steps)")
+            else:
+                cell = _short_fit(r) if r["status"] == "SKIP" else r["status"]
+            if (r.get("arena_bytes"), r.get("model_bytes")) != (arena, model_b):  # e.g. MVE kernel sums
+                cell += f" (arena {f(r.get('arena_bytes'))}, .bpte {f(r.get('model_bytes'))})"
+            cells.append(cell)
+        print(f"| {m} | {f(arena)} | {f(model_b)} | " + " | ".join(cells) + " |")
+    images = []
+    for t, b, _ in cols:
+        sizes = {r["image_bytes"] for r in rows if r["target"] == t and (r["asked_board"] or r["board"]) == b
+                 and r["variant"] == "main" and r.get("image_bytes")}
+        images.append(f(max(sizes)) if sizes else "-")
+    print("| image B (.text + .data) | | | " + " | ".join(images) + " |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", type=Path)
+    ap.add_argument("--cores", action="store_true", help="the cores x models table")
     args = ap.parse_args()
     rows = json.loads(args.results.read_text())
+    if args.cores:
+        cores_table(rows)
+        return 0
     by = {(r["model"], r["target"], r["variant"]): r for r in rows}
     models = list(dict.fromkeys(r["model"] for r in rows))
     f = lambda v: "-" if v is None else (f"{v:,}" if isinstance(v, int) else str(v))  # noqa: E731

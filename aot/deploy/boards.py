@@ -116,12 +116,19 @@ class Board:
     npu: NpuConfig | None = None
     fpgaio: tuple[int, int] | None = None  # (base, prescaler clock Hz) of an MPS2/MPS3 FPGAIO COUNTER
     stand_in_for: str | None = None  # a board this one imitates where the real one cannot run here
+    kernel_scratch: int = 4096       # bytes of per-call kernel scratch the runner places beside the arenas
+    label: str = ""                  # said on every result from this board (e.g. what a stand-in really is)
 
     def memory(self, name: str) -> Memory:
         for m in self.memories:
             if m.name == name:
                 return m
         raise KeyError(name)
+
+    @property
+    def has_mve_variant(self) -> bool:
+        """True when the board builds a separate portable-kernel image (nomve_cflags differ)."""
+        return self.nomve_cflags != self.cflags
 
     @property
     def max_model_bytes(self) -> int:
@@ -240,6 +247,7 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
         raise b._fail(f"'cpu_hz' must be positive, got {cpu_hz}")
     uart_base = _u32(b, "uart_base", None)
     stand_in_for = b.get("stand_in_for", str, None)
+    label = b.get("label", str, "")
     fpgaio_base = _u32(b, "fpgaio_base", None)
     fpgaio_hz = b.get("fpgaio_hz", int, None)
     if (fpgaio_base is None) != (fpgaio_hz is None) or (fpgaio_hz is not None and fpgaio_hz <= 0):
@@ -325,16 +333,20 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
     at = root.table("arenas")
     assert at is not None
     arenas = at.str_list("regions")
+    kernel_scratch = at.get("kernel_scratch", int, 4096)
     at.finish()
+    if not 0 <= kernel_scratch <= 1 << 24 or kernel_scratch % 16:
+        raise at._fail(f"'kernel_scratch' = {kernel_scratch} must be a multiple of 16 in 0..16 MiB")
     if not arenas:
         raise at._fail("'regions' is empty: list the memories the runner may place arenas in")
     for r in arenas:
         if r not in by_name:
             raise at._fail(f"arena region '{r}' is not a [[memory]] name (have {', '.join(names)})")
-        if r in placed:
+        if r in placed and r != link.data:
             raise at._fail(
-                f"arena region '{r}' also holds code/data/stack ([link]): remove it from arenas.regions "
-                "or move the [link] placement"
+                f"arena region '{r}' also holds code/stack ([link]): remove it from arenas.regions "
+                "or move the [link] placement (only the data memory may be shared: arenas get what "
+                ".data, .bss, the libc heap and the stack leave free)"
             )
         if "w" not in by_name[r].access:
             raise at._fail(f"arena region '{r}' is not writable (access '{by_name[r].access}')")
@@ -420,6 +432,8 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
         npu=npu,
         fpgaio=(fpgaio_base, fpgaio_hz) if fpgaio_base is not None else None,
         stand_in_for=stand_in_for,
+        kernel_scratch=kernel_scratch,
+        label=label,
     )
 
 
@@ -427,7 +441,7 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
 
 
 def memory_ld(board: Board, code_in_fallback: bool = False) -> str:
-    """MEMORY block, region aliases and sizes for boards/common/armv8m/link.ld."""
+    """MEMORY block, region aliases and sizes for boards/common/cortexm/link.ld."""
     if code_in_fallback and not board.link.code_fallback:
         raise BoardError(f"board '{board.name}' has no [link].code_fallback: cannot move code out of '{board.link.code}'")
     code = board.link.code_fallback if code_in_fallback else board.link.code
@@ -461,12 +475,13 @@ def config_h(board: Board) -> str:
     out.append(f"#define BOARD_MODEL_ADDR {board.model.address:#010x}u")
     out.append(f"#define BOARD_MODEL_MAX {board.model.max_size:#x}u")
     out.append(f"#define BOARD_ARENA_COUNT {len(board.arena_regions)}u")
-    # {name, base, size, holds_model}: the model's region is shared, the runner
-    # gets the part after the loaded model.
+    # {name, base, size, shared}: 1 the model's region (the runner gets the part after the
+    # loaded model), 2 the data region (the part between the libc heap and the stack).
     items = []
     for r in board.arena_regions:
         m = board.memory(r)
-        items.append(f'{{"{m.name}", {m.base:#010x}u, {m.size:#x}u, {1 if r == board.model.region else 0}}}')
+        shared = 1 if r == board.model.region else 2 if r == board.link.data else 0
+        items.append(f'{{"{m.name}", {m.base:#010x}u, {m.size:#x}u, {shared}}}')
     out.append("#define BOARD_ARENA_REGIONS { " + ", ".join(items) + " }")
     if board.npu is not None:
         out.append(f"#define BOARD_NPU_BASE {board.npu.base:#010x}u")
@@ -491,6 +506,7 @@ def flags_cmake(board: Board) -> str:
             f"set(BOARD_MODEL_ADDR {board.model.address:#x})",
             f"set(BOARD_MODEL_MAX {board.model.max_size})",
             f'set(BOARD_HAS_UART {"ON" if board.uart_base is not None else "OFF"})',
+            f"set(BOARD_KERNEL_SCRATCH {board.kernel_scratch})",
             "",
         ]
     )

@@ -29,14 +29,16 @@ class DeployResult:
     label: str = ""
     image_bytes: int | None = None
     board: str = ""               # the board that ran it (a stand-in may replace the one asked for)
+    fit: Any = None               # aot.deploy.fit.FitResult for Cortex-M programs on a board
 
 
-def _build_options(kernels: str) -> Any:
+def _build_options(kernels: str, board: Any = None) -> Any:
+    """Build options for a kernel variant; a board without MVE has one image, used for both."""
     from aot.deploy.build import BuildOptions
 
     if kernels not in ("mve", "portable"):
         raise AotError(f"unknown kernel variant '{kernels}': use mve or portable")
-    return BuildOptions(mve=(kernels == "mve"))
+    return BuildOptions(mve=(kernels == "mve" or (board is not None and not board.has_mve_variant)))
 
 
 def prebuild(board: str, kernels: str = "mve") -> int | None:
@@ -46,10 +48,11 @@ def prebuild(board: str, kernels: str = "mve") -> int | None:
 
         build_host_runner()
         return None
+    from aot.deploy.boards import load_board
     from aot.deploy.build import BuildError, build_image
 
     try:
-        res = build_image(board, _build_options(kernels))
+        res = build_image(board, _build_options(kernels, load_board(board)))
     except (BuildError, ValueError) as err:
         raise AotError(f"firmware image for {board} does not build: {err}") from err
     return _image_size(res)
@@ -131,10 +134,19 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
     from aot.deploy.build import BuildError, build_image
 
     try:
-        img = build_image(b.name, _build_options(kernels))
+        img = build_image(b.name, _build_options(kernels, b))
     except (BuildError, ValueError) as err:
+        from aot.deploy.fit import overflow_result
+
+        over = overflow_result(b, str(err))
+        if over is not None:  # the image itself does not fit the board's memories
+            return DeployResult(sim, skip_reason=over.line(f"{cres.name} ({target.name})"), fit=over, board=b.name)
         raise AotError(f"firmware image for {b.name} does not build: {err}") from err
     size = _image_size(img)
+    fit = _check_fit(cres, b, img.elf)
+    if not fit.fits:
+        return DeployResult(sim, skip_reason=fit.line(f"{cres.name} ({target.name})"), image_bytes=size, fit=fit,
+                            board=b.name, label=b.label)
     if sim == "qemu":
         if b.qemu is None:
             return DeployResult("qemu", skip_reason=f"QEMU has no machine for {b.name} ({b.cpu}); run it with --sim fvp "
@@ -159,7 +171,25 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
     res = _from_sim(sres)
     if save_outputs and res is not None and res.status in ("pass", "fail"):
         _save_npy(sres.output_data, cres.bpte, save_outputs)
-    return DeployResult(sim, res, image_bytes=size)
+    return DeployResult(sim, res, image_bytes=size, fit=fit, board=b.name, label=b.label)
+
+
+def _check_fit(cres: Any, board: Any, elf: Path) -> Any:
+    """Whether the compiled program fits the board with this image (aot/deploy/fit.py)."""
+    from aot.deploy.fit import FitError, ProgramNeeds, check, read_image
+
+    raw = cres.report.get("program_needs")
+    if raw:
+        needs = ProgramNeeds.from_dict(raw)
+    else:  # a report from before the fit check: read the counts off the program
+        from executorch.exir._serialize._program import deserialize_pte_binary
+
+        pte = deserialize_pte_binary(Path(cres.pte).read_bytes())
+        needs = ProgramNeeds.from_program(getattr(pte, "program", pte))
+    try:
+        return check(board, read_image(elf), needs, Path(cres.bpte).stat().st_size)
+    except FitError as err:
+        raise AotError(str(err), EXIT_USAGE) from err
 
 
 def stand_in_for(board: Any) -> Any:
@@ -223,7 +253,7 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
     from aot.deploy.build import BuildError, build_image
 
     try:
-        img = build_image(b.name, _build_options(kernels))
+        img = build_image(b.name, _build_options(kernels, b))
     except (BuildError, ValueError) as err:
         raise AotError(f"firmware image for {b.name} does not build: {err}") from err
     size = _image_size(img)

@@ -41,6 +41,7 @@ from aot.deploy.result import ResultError, RunResult, parse_result  # noqa: E402
 log = logging.getLogger(__name__)
 
 FAULT_MARKER = "FAULT:"
+QEMU_FATAL = "qemu: fatal:"
 TAIL_LINES = 20
 
 
@@ -78,7 +79,15 @@ class SimResult:
 
     @property
     def fault(self) -> str | None:
+        """The firmware's fault report, or QEMU's own fatal error (e.g. a locked-up core)."""
         lines = [ln for ln in self.console.splitlines() if ln.startswith(FAULT_MARKER)]
+        for ln in self.console.splitlines():
+            if QEMU_FATAL in ln:
+                text = ln[ln.index(QEMU_FATAL):]
+                if "Lockup" in text:
+                    text += (" (the core faulted while taking a fault: on Armv6-M a stack overflow into the MPU "
+                             "guard, or a corrupt stack pointer)")
+                lines.append(text)
         return "\n".join(lines) or None
 
 
@@ -121,7 +130,7 @@ def classify(console: str, exit_code: int | None, timed_out: bool) -> tuple[str,
     parsed = _parse_result_line(console)
     if timed_out:
         return "timeout", parsed
-    if FAULT_MARKER in console or parsed is None:
+    if FAULT_MARKER in console or QEMU_FATAL in console or parsed is None:
         return "crash", parsed
     if exit_code is not None and exit_code != EXIT_FOR_STATUS.get(parsed.status, exit_code):
         return "crash", parsed

@@ -1,2 +1,2 @@
 # Corstone-300 (Cortex-M55 + MVE): everything board-specific is in board.toml.
-include(${BOARD_DIR}/../common/armv8m/armv8m.cmake)
+include(${BOARD_DIR}/../common/cortexm/cortexm.cmake)

@@ -6,6 +6,10 @@
  *   udf     execute an undefined instruction (UsageFault report)
  *   deep    recurse until the stack limit trips (STKOF report)
  *   save    write output_0.bin / output_1.bin through plat_save_output
+ *   unal    load a word from an odd address (faults on Armv6-M, and on the
+ *           Armv6-M image's stand-in, where start-up sets CCR.UNALIGN_TRP)
+ *   div0    divide by zero through a volatile (DIVBYZERO, or libgcc's
+ *           helper on cores without a hardware divide)
  *   exitN   exit with status N (one digit)
  *   long    hello with a 100x longer loop (crosses a SysTick wrap)
  *   (a MVE smoke test runs in hello when built with MVE)                      */
@@ -59,6 +63,15 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "fault")) return (int)*(volatile uint32_t *)0xE0100000u; /* reserved: BusFault */
   if (!strcmp(cmd, "udf")) __asm__ volatile("udf #7");
   if (!strcmp(cmd, "deep")) sink = recurse(1);
+  if (!strcmp(cmd, "unal")) {
+    static uint32_t words[2] = {0x11223344u, 0x55667788u};
+    volatile uintptr_t addr = (uintptr_t)words + 1u; /* opaque: the compiler must emit one LDR */
+    sink = *(volatile uint32_t *)addr;
+  }
+  if (!strcmp(cmd, "div0")) {
+    volatile int num = 7, den = 0;
+    sink = (unsigned)(num / den);
+  }
   if (!strncmp(cmd, "exit", 4)) return cmd[4] - '0';
   if (!strcmp(cmd, "save")) {
     static const uint8_t a[5] = {1, 2, 3, 4, 5};

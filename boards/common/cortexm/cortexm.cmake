@@ -1,4 +1,4 @@
-# Shared build logic for the Armv8-M boards, included by boards/<name>/board.cmake
+# Shared build logic for the Cortex-M boards, included by boards/<name>/board.cmake
 # after the firmware's targets exist (firmware/CMakeLists.txt). Needs BOARD_DIR
 # and FW_ROOT; adds the CPU flags to every target, the start-up and platform
 # sources and the link script to `runner`.
@@ -10,8 +10,8 @@
 #   FW_CODE_IN_SRAM  OFF (default) | ON             code in [link].code_fallback instead of [link].code
 #   EMBED_MODEL      path to a .bpte linked into the image at the model address
 #   FW_PYTHON        Python 3.11+ used to read board.toml
-set(_armv8m_dir ${CMAKE_CURRENT_LIST_DIR})
-set(_fw_repo ${_armv8m_dir}/../../..)
+set(_cortexm_dir ${CMAKE_CURRENT_LIST_DIR})
+set(_fw_repo ${_cortexm_dir}/../../..)
 
 set(FW_CONSOLE "semihosting" CACHE STRING "console: semihosting or uart")
 set_property(CACHE FW_CONSOLE PROPERTY STRINGS semihosting uart)
@@ -80,7 +80,7 @@ foreach(_t IN LISTS _fw_targets)
   endif()
 endforeach()
 
-set(_plat_sources ${_armv8m_dir}/startup.c ${_armv8m_dir}/platform.c ${_armv8m_dir}/semihost.c)
+set(_plat_sources ${_cortexm_dir}/startup.c ${_cortexm_dir}/platform.c ${_cortexm_dir}/semihost.c)
 if(EMBED_MODEL)
   get_filename_component(_embed ${EMBED_MODEL} ABSOLUTE)
   if(NOT EXISTS ${_embed})
@@ -104,9 +104,10 @@ if(EMBED_MODEL)
 endif()
 
 target_sources(runner PRIVATE ${_plat_sources})
-target_include_directories(runner PRIVATE ${_armv8m_dir} ${_gen_dir} ${FW_ROOT}/platform)
+target_compile_definitions(runner PRIVATE RUNNER_SCRATCH_BYTES=${BOARD_KERNEL_SCRATCH}u)
+target_include_directories(runner PRIVATE ${_cortexm_dir} ${_gen_dir} ${FW_ROOT}/platform)
 
-set(_link_script ${_armv8m_dir}/link.ld)
+set(_link_script ${_cortexm_dir}/link.ld)
 if(EXISTS ${BOARD_DIR}/link.ld)
   set(_link_script ${BOARD_DIR}/link.ld) # a board may bring its own placement
 endif()

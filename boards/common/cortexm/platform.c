@@ -1,10 +1,11 @@
-/* platform.h for the Armv8-M boards (Corstone-300/320 under QEMU or an FVP).
+/* platform.h for the Cortex-M boards (Corstone-300/320, MPS2 AN385/AN386/
+ * AN500/AN505, micro:bit; under QEMU, an FVP or on hardware).
  *
  * Console: semihosting SYS_WRITE (default) or the CMSDK UART (FW_CONSOLE=uart).
  * Counter: DWT CYCCNT when the core counts cycles (FVP, hardware: "cycles");
- *   otherwise SysTick from the CPU clock converted to nanoseconds, which under
- *   QEMU -icount shift=0 is one per instruction ("instructions"; resolution
- *   1e9 / BOARD_CPU_HZ). Chosen at run time in plat_init.
+ *   otherwise the MPS2/MPS3 FPGAIO counter, or SysTick from the CPU clock,
+ *   converted to nanoseconds, which under QEMU -icount shift=0 is one per
+ *   instruction ("instructions"). Chosen at run time in plat_init.
  * Model: EMDL header + .bpte at BOARD_MODEL_ADDR, put there by the simulator
  *   (QEMU -device loader, FVP --data) or linked in (EMBED_MODEL).
  * Exit: semihosting SYS_EXIT_EXTENDED, so the status reaches the simulator. */
@@ -12,8 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "armv8m.h"
 #include "board_config.h"
+#include "cortexm.h"
 #include "platform.h"
 #include "semihost.h"
 
@@ -22,6 +23,7 @@
 #endif
 
 extern uint32_t __stack_limit__[], __stack_top__[];
+extern uint8_t __heap_end__[];
 
 /* ---------------------------------------------------------------- console */
 
@@ -90,38 +92,33 @@ enum { SRC_DWT, SRC_FPGAIO, SRC_SYSTICK };
 static int g_src = SRC_SYSTICK;
 static bool g_use_dwt; /* g_src == SRC_DWT, read by the SysTick handler */
 static volatile uint32_t g_systick_wraps;
-static uint32_t g_dwt_last;
-static uint64_t g_dwt_high;
 
-static uint64_t dwt_read(void) {
-  /* Extends the 32-bit CYCCNT; called from thread code and from SysTick
-   * (every 2^24 cycles), so no wrap is missed. */
-  uint32_t primask;
-  __asm__ volatile("mrs %0, primask\n cpsid i" : "=r"(primask)::"memory");
-  uint32_t c = REG32(DWT_CYCCNT);
-  if (c < g_dwt_last) g_dwt_high += 1ull << 32;
-  g_dwt_last = c;
-  uint64_t v = g_dwt_high | c;
-  __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
+/* A free-running 32-bit counter extended to 64 bits: read often enough
+ * (every profiled operation; DWT also from SysTick every 2^24 cycles) that
+ * no wrap is missed. */
+typedef struct {
+  uint32_t last;
+  uint64_t high;
+} wide_counter;
+
+static uint64_t wide_read(wide_counter *w, uintptr_t reg) {
+  uint32_t irq = plat_irq_save();
+  uint32_t c = REG32(reg);
+  if (c < w->last) w->high += 1ull << 32;
+  w->last = c;
+  uint64_t v = w->high | c;
+  plat_irq_restore(irq);
   return v;
 }
+
+static wide_counter g_dwt;
+static uint64_t dwt_read(void) { return wide_read(&g_dwt, DWT_CYCCNT); }
 
 #if defined(BOARD_FPGAIO_BASE)
-static uint32_t g_fpga_last;
-static uint64_t g_fpga_high;
 #define FPGAIO_COUNTER (BOARD_FPGAIO_BASE + 0x18u)
 #define FPGAIO_PRESCALE (BOARD_FPGAIO_BASE + 0x1Cu)
-static uint64_t fpgaio_read(void) {
-  /* 32 bits at BOARD_FPGAIO_HZ wrap after minutes; every profiled operation reads it. */
-  uint32_t primask;
-  __asm__ volatile("mrs %0, primask\n cpsid i" : "=r"(primask)::"memory");
-  uint32_t c = REG32(FPGAIO_COUNTER);
-  if (c < g_fpga_last) g_fpga_high += 1ull << 32;
-  g_fpga_last = c;
-  uint64_t v = g_fpga_high | c;
-  __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
-  return v;
-}
+static wide_counter g_fpga;
+static uint64_t fpgaio_read(void) { return wide_read(&g_fpga, FPGAIO_COUNTER); }
 #endif
 
 static void systick_periodic(void) {
@@ -140,6 +137,7 @@ void SysTick_Handler(void) {
 }
 
 static void counter_init(void) {
+#if !CM_BASELINE /* Armv6-M's DWT has no cycle counter */
   REG32(SCB_DEMCR) |= DEMCR_TRCENA;
   __asm__ volatile("dsb\n isb" ::: "memory");
   if (!(REG32(DWT_CTRL) & DWT_CTRL_NOCYCCNT)) {
@@ -150,6 +148,7 @@ static void counter_init(void) {
     /* QEMU accepts the writes but does not count. */
     g_use_dwt = REG32(DWT_CYCCNT) != 0;
   }
+#endif
   if (g_use_dwt) {
     g_src = SRC_DWT;
     systick_periodic();
@@ -241,7 +240,7 @@ typedef struct {
   const char *name;
   uint32_t base;
   uint32_t size;
-  int holds_model;
+  int shared; /* 1: holds the model slot, 2: holds .data/.bss/heap (and maybe the stack) */
 } board_region;
 
 static const board_region k_regions[BOARD_ARENA_COUNT] = BOARD_ARENA_REGIONS;
@@ -252,10 +251,14 @@ size_t plat_regions(const plat_region **regions) {
   model_probe();
   for (size_t i = 0; i < BOARD_ARENA_COUNT; i++) {
     uintptr_t base = k_regions[i].base, end = (uintptr_t)k_regions[i].base + k_regions[i].size;
-    if (k_regions[i].holds_model) {
+    if (k_regions[i].shared == 1) {
       /* Everything after the model; without a model, after its header slot. */
       uintptr_t used = BOARD_MODEL_ADDR + 16u + (g_model_state == 1 ? g_model_size : 0);
       base = (used + 63u) & ~(uintptr_t)63u;
+    } else if (k_regions[i].shared == 2) {
+      /* What the image leaves free: after the libc heap, below the stack when it is here too. */
+      base = ((uintptr_t)__heap_end__ + 63u) & ~(uintptr_t)63u;
+      if ((uintptr_t)__stack_limit__ >= base && (uintptr_t)__stack_limit__ <= end) end = (uintptr_t)__stack_limit__;
     }
     if (base >= end) continue;
     g_regions[n].name = k_regions[i].name;
@@ -271,7 +274,7 @@ size_t plat_regions(const plat_region **regions) {
 
 size_t plat_stack_used(void) {
   const uint32_t *p = __stack_limit__;
-  while (p < __stack_top__ && *p == ARMV8M_STACK_PAINT) p++;
+  while (p < __stack_top__ && *p == CORTEXM_STACK_PAINT) p++;
   return (size_t)((uintptr_t)__stack_top__ - (uintptr_t)p);
 }
 
