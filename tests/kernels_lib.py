@@ -131,16 +131,16 @@ class Kernels:
                 f.argtypes = args
                 f.restype = None
         # kernels given scratch memory: the dispatcher takes it and returns a k_status
-        for base in ("qconv2d_s8", "qdwconv2d_s8"):
+        for base, params in (("qconv2d_s8", QConv), ("qdwconv2d_s8", QConv), ("qavgpool_s8", QPool)):
             f = getattr(self.lib, base)
             f.argtypes = [*sig[base], P, sz]
             f.restype = C.c_int
             g = getattr(self.lib, base + "_get_buffer_size")
-            g.argtypes = [C.POINTER(QConv)]
+            g.argtypes = [C.POINTER(params)]
             g.restype = sz
 
-    def conv(self, name: str, ref: bool, p: "QConv", *ptrs: Any) -> None:
-        """Call a conv-family kernel; the dispatcher gets exactly its scratch size
+    def conv(self, name: str, ref: bool, p: Any, *ptrs: Any) -> None:
+        """Call a kernel that takes scratch (conv family, average pool); the dispatcher gets exactly its scratch size
         (followed by guard bytes that must stay untouched)."""
         if ref:
             self.fn(name, True)(C.byref(p), *ptrs)

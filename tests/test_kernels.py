@@ -337,9 +337,9 @@ def test_quantized_avg_pool2d(K, seed, g, ceil, zp, m, s):
                                     [ph, pw], ceil, zp, m, s, torch.empty(0, dtype=torch.uint8))
     want = torch_to_nhwc(want)
     p = QPool(1, g["h"], g["w"], g["c"], oh, ow, g["kh"], g["kw"], g["sh"], g["sw"], ph, pw)
-    for f in both(K, "qavgpool_s8"):
+    for ref in (True, False):
         out = np.zeros((1, oh, ow, g["c"]), np.int8)
-        f(C.byref(p), ptr(x), ptr(out), zp, m, s)
+        K.conv("qavgpool_s8", ref, p, ptr(x), ptr(out), zp, m, s)
         np.testing.assert_array_equal(out, want)
 
 
@@ -530,12 +530,16 @@ def test_kernels_compile_for_mve(tmp_path, flags):
        in_off=st.integers(-300, 300))
 def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, groups, in_off):
     """aot/passes/kernel_scratch.py plans exactly what <kernel>_get_buffer_size asks for."""
-    from aot.passes.kernel_scratch import conv_buffer_size, dw_buffer_size
+    from aot.passes.kernel_scratch import avgpool_buffer_size, conv_buffer_size, dw_buffer_size
     p = QConv(1, 8, 8, cin * groups, 8, 8, cout * groups, kh, kw, 1, 1, ph, pw, 1, 1, groups, in_off, 0, -128, 127)
     assert K.lib.qconv2d_s8_get_buffer_size(C.byref(p)) == \
         conv_buffer_size(cout * groups, kh, kw, cin, (ph, pw), groups, in_off)
-    d = QConv(1, 8, 8, cin, 8, 8, cin, kh, kw, 1, 1, ph, pw, 1, 1, cin, in_off, 0, -128, 127)
-    assert K.lib.qdwconv2d_s8_get_buffer_size(C.byref(d)) == dw_buffer_size(cin)
+    q = QPool(1, 8, 8, cin, 8, 8, kh, kw, 1, 1, 0, 0)
+    assert K.lib.qavgpool_s8_get_buffer_size(C.byref(q)) == avgpool_buffer_size(kh, kw, cin)
+    for c_in, dm in ((cin, 1), (cin, 4), (cin, 3), (1, 64), (1, 1)):
+        d = QConv(1, 8, 8, c_in, 8, 8, c_in * dm, kh, kw, 1, 1, ph, pw, 1, 1, c_in, in_off, 0, -128, 127)
+        assert K.lib.qdwconv2d_s8_get_buffer_size(C.byref(d)) == \
+            dw_buffer_size(c_in, c_in * dm, kh, kw, (ph, pw), in_off), (c_in, dm)
 
 
 # ---------------------------------------------------------------- MVE vs portable on QEMU

@@ -181,11 +181,22 @@ def _check_fit(cres: Any, board: Any, elf: Path) -> Any:
     raw = cres.report.get("program_needs")
     if raw:
         needs = ProgramNeeds.from_dict(raw)
-    else:  # a report from before the fit check: read the counts off the program
+    else:  # a prebuilt .bpte, or a report from before the fit check: read the counts off the program
         from executorch.exir._serialize._program import deserialize_pte_binary
 
-        pte = deserialize_pte_binary(Path(cres.pte).read_bytes())
-        needs = ProgramNeeds.from_program(getattr(pte, "program", pte))
+        path = Path(cres.pte)
+        try:
+            data = path.read_bytes()
+            if data[4:8] == b"BP08":  # a bundled program: the program is one of its fields
+                from executorch.devtools.bundled_program.serialize import \
+                    deserialize_from_flatbuffer_to_bundled_program
+
+                data = bytes(deserialize_from_flatbuffer_to_bundled_program(data).program)
+            pte = deserialize_pte_binary(data)
+            needs = ProgramNeeds.from_program(getattr(pte, "program", pte))
+        except Exception as exc:  # the flatbuffer readers raise whatever they hit first on bad bytes
+            raise AotError(f"{path} is a damaged {'bundled program' if path.suffix == '.bpte' else 'program'} "
+                           f"({type(exc).__name__}): recompile it", EXIT_USAGE) from None
     try:
         return check(board, read_image(elf), needs, Path(cres.bpte).stat().st_size)
     except FitError as err:

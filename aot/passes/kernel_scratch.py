@@ -1,7 +1,7 @@
 """Scratch sizes and kernel choices for our Cortex-M kernels, recorded in the program.
 
-Matches the `cortex_m::quantized_conv2d` and `quantized_depthwise_conv2d` nodes
-(and their `_nhwc` forms) of the final Cortex-M program, whose last argument
+Matches the `cortex_m::quantized_conv2d`, `quantized_depthwise_conv2d` and
+`quantized_avg_pool2d` nodes (and their `_nhwc` forms) of the final Cortex-M program, whose last argument
 is a scratch tensor (an `alloc` node, planned memory) that ExecuTorch sizes
 for CMSIS-NN.
 
@@ -28,6 +28,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 # Runs after: CortexMPassManager (creates the nodes), CancelTransposes. Precedes: VerifyProgram.
 CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
 DW_OPS = ("quantized_depthwise_conv2d", "quantized_depthwise_conv2d_nhwc")
+AVG_OPS = ("quantized_avg_pool2d", "quantized_avg_pool2d_nhwc")
 
 
 def _ceil(n: int, m: int) -> int:
@@ -47,9 +48,19 @@ def conv_buffer_size(out_c: int, k_h: int, k_w: int, in_c: int, pad: tuple[int, 
     return _ceil(out_c, 4) * 4 + (0 if direct else _ceil(k_h * k_w * in_c, 16))
 
 
-def dw_buffer_size(out_c: int) -> int:
-    """qdwconv2d_s8_get_buffer_size: per 16 channels the folded bias, multipliers and shifts."""
-    return _ceil(out_c, 16) // 16 * 192
+def dw_buffer_size(in_c: int, out_c: int, k_h: int, k_w: int, pad: tuple[int, int] = (0, 0),
+                   input_offset: int = 0) -> int:
+    """qdwconv2d_s8_get_buffer_size: a one-channel input runs as a convolution (weights transposed into
+    scratch, then the convolution's scratch); else per 16 channels the folded bias, multipliers and
+    shifts, and with a depth multiplier one window of input values."""
+    if in_c == 1 and out_c > 1 and -127 <= input_offset <= 128:
+        return _ceil(out_c * k_h * k_w, 16) + conv_buffer_size(out_c, k_h, k_w, 1, pad, 1, input_offset)
+    return _ceil(out_c, 16) // 16 * 192 + (k_h * k_w * 4 if 0 < in_c < out_c else 0)
+
+
+def avgpool_buffer_size(k_h: int, k_w: int, c: int) -> int:
+    """qavgpool_s8_get_buffer_size: the 256-entry float term table where it pays off."""
+    return 256 * 4 if k_h * k_w * c >= 256 else 0
 
 
 def conv_variant(out_c: int, k_h: int, k_w: int, in_c: int, stride: tuple[int, int], pad: tuple[int, int],
@@ -64,8 +75,13 @@ def conv_variant(out_c: int, k_h: int, k_w: int, in_c: int, stride: tuple[int, i
     return "conv_rows (im2col)"
 
 
-def dw_variant(in_c: int, out_c: int) -> str:
-    return "dw_16ch" if in_c == out_c else "dw_reference (depth multiplier > 1)"
+def dw_variant(in_c: int, out_c: int, input_offset: int = 0) -> str:
+    if in_c == 1 and out_c > 1 and -127 <= input_offset <= 128:
+        return "dw_as_conv (one input channel)"
+    if in_c == out_c:
+        return "dw_16ch"
+    dm = out_c // in_c if in_c else 0
+    return "dw_mult4 (depth multiplier)" if dm % 4 == 0 else "dw_reference (depth multiplier not a multiple of 4)"
 
 
 def _shape(n: Any) -> list[int]:
@@ -92,7 +108,7 @@ class KernelScratch(PassBase):
         self.variants.clear()
         self.added = 0
         cm = exir_ops.edge.cortex_m
-        targets = {getattr(cm, n).default: n for n in (*CONV_OPS, *DW_OPS) if hasattr(cm, n)}
+        targets = {getattr(cm, n).default: n for n in (*CONV_OPS, *DW_OPS, *AVG_OPS) if hasattr(cm, n)}
         changed = False
         for n in graph_module.graph.nodes:
             name = targets.get(n.target) if n.op == "call_function" else None
@@ -102,6 +118,13 @@ class KernelScratch(PassBase):
             nhwc = name.endswith("_nhwc")
             xs = _shape(x)
             in_c = xs[3] if nhwc else xs[1]
+            if name in AVG_OPS:
+                k = list(w) if isinstance(w, (list, tuple)) else [int(w), int(w)]
+                k = k * 2 if len(k) == 1 else k
+                need = avgpool_buffer_size(int(k[0]), int(k[1]), in_c)
+                self.variants["avgpool_table" if need else "avgpool_direct"] += 1
+                changed |= self._fit(n.args[-1], need)
+                continue
             ws = _shape(w)  # conv OHWI, depthwise 1HWO (as the cortex_m pass stores them)
             stride, pad = tuple(n.args[3]), tuple(n.args[4])
             if name in CONV_OPS:
@@ -109,14 +132,18 @@ class KernelScratch(PassBase):
                 need = conv_buffer_size(ws[0], ws[1], ws[2], ws[3], pad, groups, int(n.args[6]))
                 self.variants[conv_variant(ws[0], ws[1], ws[2], ws[3], stride, pad, groups, int(n.args[6]))] += 1
             else:
-                need = dw_buffer_size(ws[3])
-                self.variants[dw_variant(in_c, ws[3])] += 1
-            alloc = n.args[-1]
-            if not isinstance(alloc, torch.fx.Node) or alloc.target is not memory.alloc:
-                continue
-            have = int(_shape(alloc)[0]) if _shape(alloc) else 0
-            if need > have:
-                _resize(alloc, need)
-                self.added += need - have
-                changed = True
+                need = dw_buffer_size(in_c, ws[3], ws[1], ws[2], pad, int(n.args[7]))
+                self.variants[dw_variant(in_c, ws[3], int(n.args[7]))] += 1
+            changed |= self._fit(n.args[-1], need)
         return PassResult(graph_module, changed)
+
+    def _fit(self, alloc: Any, need: int) -> bool:
+        """Grow the scratch alloc node to `need` bytes; whether it changed."""
+        if not isinstance(alloc, torch.fx.Node) or alloc.target is not memory.alloc:
+            return False
+        have = int(_shape(alloc)[0]) if _shape(alloc) else 0
+        if need <= have:
+            return False
+        _resize(alloc, need)
+        self.added += need - have
+        return True

@@ -203,8 +203,9 @@ typedef struct {
  * quantize with rint); out_h/out_w already reflect ceil_mode. */
 void qavgpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t zp, int32_t mult, int32_t shift);
-void qavgpool_s8(const qpool_params *p, const int8_t *in, int8_t *out,
-                 int32_t zp, int32_t mult, int32_t shift);
+size_t qavgpool_s8_get_buffer_size(const qpool_params *p);
+k_status qavgpool_s8(const qpool_params *p, const int8_t *in, int8_t *out,
+                     int32_t zp, int32_t mult, int32_t shift, void *scratch, size_t scratch_size);
 /* max over valid taps (padding never wins), then clamp to [act_min, act_max]. */
 void qmaxpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t act_min, int32_t act_max);
@@ -270,8 +271,8 @@ void qmaxpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
 void quantize_f32_mve(const float *in, size_t n, double scale, int32_t zp, int32_t qmin, int32_t qmax,
                       k_dtype out_dtype, void *out);
 void dequantize_f32_mve(const void *in, k_dtype in_dtype, size_t n, double scale, int32_t zp, float *out);
-void qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
-                     int32_t zp, int32_t mult, int32_t shift);
+k_status qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
+                         int32_t zp, int32_t mult, int32_t shift, void *scratch, size_t scratch_size);
 #endif
 
 #endif

@@ -10,6 +10,12 @@
 #include "kernels.h"
 #include "kernels_mve.h"
 
+/* Scratch of the MVE path: the 256-entry float term table, for windows where
+ * it pays off (taps x channels >= 256). The same size on every build. */
+size_t qavgpool_s8_get_buffer_size(const qpool_params *p) {
+  return (int64_t)p->k_h * p->k_w * p->c >= 256 ? 256 * sizeof(float) : 0;
+}
+
 static float pool_scale(int32_t mult, int32_t shift) {
   return (float)((double)mult * ldexp(1.0, shift) / 2147483648.0);
 }
@@ -62,7 +68,6 @@ void qavgpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out, int32
  * exactly those float operations, and each tap becomes a byte load, a gather
  * from that table and an add: the same values summed in the same order,
  * hence bit-identical. Sixteen channels per pass amortise the window walk. */
-#define POOL_TABLE_MIN_TAPS 256 /* taps x channels from which the table pays off */
 
 /* The two divisions per output (sum / count, then / scale) without a vector
  * divide: t = sum * (1/count * 1/scale) is within a few ulp of the
@@ -93,8 +98,42 @@ static inline void finish4_mve(const pool_finish *f, float32x4_t sum, int32_t nl
   for (int32_t l = 0; l < nl; l++) dst[l] = finish(lanes[l], f->count, f->scale, f->fzp);
 }
 
-void qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
-                     int32_t mult, int32_t shift) {
+/* Sixteen channels over n taps step bytes apart: per tap four byte loads,
+ * four gathers from the term table and four adds, in that order per lane. In
+ * asm because GCC 12 adds address copies that make the loop a third longer. */
+static inline void pool_taps16(const int8_t *ip, int32_t n, int32_t step, const float *tab, float32x4_t *a0,
+                               float32x4_t *a1, float32x4_t *a2, float32x4_t *a3) {
+  float32x4_t s0 = *a0, s1 = *a1, s2 = *a2, s3 = *a3;
+  uint32x4_t t0;
+  float32x4_t t1;
+  if (n <= 0) return;
+  __asm volatile(
+      "dls lr, %[n]\n"
+      "1:\n"
+      "vldrb.u32 %q[t0], [%[ip]]\n"
+      "vldrw.u32 %q[t1], [%[tab], %q[t0], uxtw #2]\n"
+      "vadd.f32 %q[s0], %q[s0], %q[t1]\n"
+      "vldrb.u32 %q[t0], [%[ip], #4]\n"
+      "vldrw.u32 %q[t1], [%[tab], %q[t0], uxtw #2]\n"
+      "vadd.f32 %q[s1], %q[s1], %q[t1]\n"
+      "vldrb.u32 %q[t0], [%[ip], #8]\n"
+      "vldrw.u32 %q[t1], [%[tab], %q[t0], uxtw #2]\n"
+      "vadd.f32 %q[s2], %q[s2], %q[t1]\n"
+      "vldrb.u32 %q[t0], [%[ip], #12]\n"
+      "vldrw.u32 %q[t1], [%[tab], %q[t0], uxtw #2]\n"
+      "vadd.f32 %q[s3], %q[s3], %q[t1]\n"
+      "add %[ip], %[step]\n"
+      "le lr, 1b\n"
+      : [s0] "+w"(s0), [s1] "+w"(s1), [s2] "+w"(s2), [s3] "+w"(s3), [t0] "=&w"(t0), [t1] "=&w"(t1),
+        [ip] "+r"(ip)
+      : [n] "r"(n), [step] "r"(step), [tab] "r"(tab)
+      : "lr", "memory");
+  *a0 = s0, *a1 = s1, *a2 = s2, *a3 = s3;
+}
+
+k_status qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
+                         int32_t mult, int32_t shift, void *scratch, size_t scratch_size) {
+  if (scratch_size < qavgpool_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
   /* locals: stores through `out` may alias *p as far as the compiler knows */
   const int32_t C = p->c, IH = p->in_h, IW = p->in_w, OH = p->out_h, OW = p->out_w;
   const int32_t KH = p->k_h, KW = p->k_w, SH = p->stride_h, SW = p->stride_w;
@@ -107,9 +146,9 @@ void qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32
   f.vec = isfinite(rs) && rs > 0.0f && zp >= -32768 && zp <= 32767;
   const float32x4_t vzp = vdupq_n_f32(fzp), vsc = vdupq_n_f32(scale);
   const size_t ystep = (size_t)IW * C;
-  /* tab[u] is the term of the byte u read as int8 (u is the unsigned byte) */
-  float tab[256] __attribute__((aligned(16)));
-  const int use_tab = (int64_t)KH * KW * C >= POOL_TABLE_MIN_TAPS;
+  /* tab[u] is the term of the byte u read as int8 (u is the unsigned byte), in scratch */
+  float *tab = (float *)scratch;
+  const int use_tab = qavgpool_s8_get_buffer_size(p) > 0;
   if (use_tab)
     for (int32_t u = 0; u < 256; u += 4) {
       const int32x4_t ub = vreinterpretq_s32_u32(vidupq_n_u32((uint32_t)u, 1));
@@ -134,18 +173,12 @@ void qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32
         if (!isfinite(f.k)) f.vec = 0;
         const int8_t *base = in + (((size_t)b * IH + y0) * IW + x0) * C;
         int32_t c0 = 0;
+        /* rows that span the input's width follow each other in memory: one run */
+        const int32_t runs = (size_t)wx * C == ystep ? 1 : wy, run_len = (size_t)wx * C == ystep ? wy * wx : wx;
         for (; use_tab && c0 + 16 <= C; c0 += 16) {
           float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
           const int8_t *row = base + c0;
-          for (int32_t y = 0; y < wy; y++, row += ystep) {
-            const int8_t *ip = row;
-            for (int32_t x = 0; x < wx; x++, ip += C) {
-              s0 = vaddq_f32(s0, vldrwq_gather_shifted_offset_f32(tab, vldrbq_u32((const uint8_t *)ip)));
-              s1 = vaddq_f32(s1, vldrwq_gather_shifted_offset_f32(tab, vldrbq_u32((const uint8_t *)ip + 4)));
-              s2 = vaddq_f32(s2, vldrwq_gather_shifted_offset_f32(tab, vldrbq_u32((const uint8_t *)ip + 8)));
-              s3 = vaddq_f32(s3, vldrwq_gather_shifted_offset_f32(tab, vldrbq_u32((const uint8_t *)ip + 12)));
-            }
-          }
+          for (int32_t y = 0; y < runs; y++, row += ystep) pool_taps16(row, run_len, C, tab, &s0, &s1, &s2, &s3);
           finish4_mve(&f, s0, 4, op + c0);
           finish4_mve(&f, s1, 4, op + c0 + 4);
           finish4_mve(&f, s2, 4, op + c0 + 8);
@@ -167,14 +200,17 @@ void qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32
         }
       }
     }
+  return K_OK;
 }
 #endif
 
-void qavgpool_s8(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp, int32_t mult,
-                 int32_t shift) {
+k_status qavgpool_s8(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp, int32_t mult,
+                     int32_t shift, void *scratch, size_t scratch_size) {
 #if FW_HAVE_MVE_FP
-  qavgpool_s8_mve(p, in, out, zp, mult, shift);
+  return qavgpool_s8_mve(p, in, out, zp, mult, shift, scratch, scratch_size);
 #else
+  (void)scratch, (void)scratch_size;
   qavgpool_s8_ref(p, in, out, zp, mult, shift);
+  return K_OK;
 #endif
 }

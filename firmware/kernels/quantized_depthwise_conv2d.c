@@ -31,10 +31,29 @@ void qdwconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
 }
 
 /* Scratch of the MVE path, per 16 channels: the per-channel bias with the
- * input-offset term for windows inside the input, the multipliers, the shifts.
+ * input-offset term for windows inside the input, the multipliers, the shifts;
+ * with a depth multiplier, one window of input values (int32 per tap).
  * The same size on every build. */
+/* A convolution of a one-channel input (depthwise with in_c 1 and a depth
+ * multiplier) is run as an ordinary convolution: its weights transposed to
+ * OHWI rows in scratch, then qconv2d_s8's pixel-by-pixel path. */
+static int dw_as_conv(const qconv_params *p) {
+  return p->in_c == 1 && p->out_c > 1 && p->input_offset >= -127 && p->input_offset <= 128;
+}
+static qconv_params dw_conv_params(const qconv_params *p) {
+  qconv_params c = *p;
+  c.groups = 1;
+  return c;
+}
+
 size_t qdwconv2d_s8_get_buffer_size(const qconv_params *p) {
-  return ((size_t)p->out_c + 15) / 16 * 192; /* DW_BLOCK int32 per 16 channels */
+  if (dw_as_conv(p)) {
+    const qconv_params c = dw_conv_params(p);
+    return ((size_t)p->out_c * p->k_h * p->k_w + 15) / 16 * 16 + qconv2d_s8_get_buffer_size(&c);
+  }
+  const size_t blocks = ((size_t)p->out_c + 15) / 16 * 192; /* DW_BLOCK int32 per 16 channels */
+  const int mult = p->in_c > 0 && p->out_c > p->in_c;    /* depth multiplier > 1: one window of values */
+  return blocks + (mult ? (size_t)p->k_h * p->k_w * 4 : 0);
 }
 
 #if FW_HAVE_MVE
@@ -339,16 +358,107 @@ static inline void dw_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil,
   *lo = l, *hi = h;
 }
 
+/* Depth multiplier a multiple of 4 (a convolution of a one-channel input is
+ * lowered this way, e.g. DS-CNN's first layer): each vector of four output
+ * channels reads one input channel, so a tap is the broadcast value
+ * (x + input_offset) times a weight vector, one VMLA by scalar per four
+ * outputs. Per pixel and input channel the window's values are gathered once
+ * into scratch (0 for taps in the padding, which contribute nothing), then
+ * every 16 outputs walk the taps with their weights in order. */
+static void dw_mult4(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                     const int32_t *mult, const int32_t *shift, int8_t *out, int32_t *xv) {
+  const int32_t C = p->in_c, OC = p->out_c, dm = OC / C, off = p->input_offset;
+  const int32_t KH = p->k_h, KW = p->k_w, taps = KH * KW;
+  const int32x4_t vlo = vdupq_n_s32(p->act_min), vhi = vdupq_n_s32(p->act_max);
+  int8_t *op = out;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+      const int32_t iy0 = oy * p->stride_h - p->pad_h;
+      for (int32_t ox = 0; ox < p->out_w; ox++, op += OC) {
+        const int32_t ix0 = ox * p->stride_w - p->pad_w;
+        int32_t kx_lo, kx_hi;
+        dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, KW, p->in_w, &kx_lo, &kx_hi);
+        const size_t xs = (size_t)p->dil_w * C;
+        for (int32_t c = 0; c < C; c++) {
+          int32_t *t = xv;
+          for (int32_t ky = 0; ky < KH; ky++, t += KW) {
+            const int32_t iy = iy0 + ky * p->dil_h;
+            int32_t kx = 0;
+            if (iy >= 0 && iy < p->in_h) {
+              for (; kx < kx_lo; kx++) t[kx] = 0;
+              const int8_t *xp = in + (((size_t)b * p->in_h + iy) * p->in_w + (size_t)(ix0 + kx_lo * p->dil_w)) * C + c;
+              for (; kx < kx_hi; kx++, xp += xs) t[kx] = *xp + off;
+            }
+            for (; kx < KW; kx++) t[kx] = 0;
+          }
+          for (int32_t j0 = 0; j0 < dm; j0 += 16) {
+            const int32_t o0 = c * dm + j0, nv = dm - j0 >= 16 ? 4 : (dm - j0) / 4;
+            int32x4_t a0 = vdupq_n_s32(0), a1 = a0, a2 = a0, a3 = a0;
+            if (bias) {
+              a0 = vldrwq_s32(bias + o0);
+              if (nv > 1) a1 = vldrwq_s32(bias + o0 + 4);
+              if (nv > 2) a2 = vldrwq_s32(bias + o0 + 8);
+              if (nv > 3) a3 = vldrwq_s32(bias + o0 + 12);
+            }
+            const int8_t *wp = w + o0;
+            if (nv == 4) {
+              for (int32_t k = 0; k < taps; k++, wp += OC) {
+                const int32_t x = xv[k];
+                a0 = vmlaq_n_s32(a0, vldrbq_s32(wp), x);
+                a1 = vmlaq_n_s32(a1, vldrbq_s32(wp + 4), x);
+                a2 = vmlaq_n_s32(a2, vldrbq_s32(wp + 8), x);
+                a3 = vmlaq_n_s32(a3, vldrbq_s32(wp + 12), x);
+              }
+            } else {
+              for (int32_t k = 0; k < taps; k++, wp += OC) {
+                const int32_t x = xv[k];
+                a0 = vmlaq_n_s32(a0, vldrbq_s32(wp), x);
+                if (nv > 1) a1 = vmlaq_n_s32(a1, vldrbq_s32(wp + 4), x);
+                if (nv > 2) a2 = vmlaq_n_s32(a2, vldrbq_s32(wp + 8), x);
+              }
+            }
+#define DWM_OUT(A, V)                                                                                    \
+  vstrbq_s32(op + o0 + 4 * (V),                                                                          \
+             vminq_s32(vmaxq_s32(vaddq_n_s32(k_requantize_mve(A, vldrwq_s32(mult + o0 + 4 * (V)),         \
+                                                              vldrwq_s32(shift + o0 + 4 * (V))),          \
+                                             p->output_offset),                                          \
+                                 vlo),                                                                   \
+                       vhi))
+            DWM_OUT(a0, 0);
+            if (nv > 1) DWM_OUT(a1, 1);
+            if (nv > 2) DWM_OUT(a2, 2);
+            if (nv > 3) DWM_OUT(a3, 3);
+#undef DWM_OUT
+          }
+        }
+      }
+    }
+}
+
 k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
                           const int32_t *bias, const int32_t *mult, const int32_t *shift,
                           int8_t *out, void *scratch, size_t scratch_size) {
-  int ok = p->out_c == p->in_c;
+  const int32_t dm = p->out_c / p->in_c;
+  int ok = p->out_c == p->in_c * dm && (dm == 1 || dm % 4 == 0);
   for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]);
   if (!ok) {
     qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
     return K_OK;
   }
   if (scratch_size < qdwconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  if (dw_as_conv(p)) {
+    const qconv_params c = dw_conv_params(p);
+    const int32_t K = p->k_h * p->k_w, OC = p->out_c;
+    int8_t *wt = (int8_t *)scratch;
+    for (int32_t o = 0; o < OC; o++) /* 1HWO [K][OC] -> OHWI [OC][K] */
+      for (int32_t k = 0; k < K; k++) wt[(size_t)o * K + k] = w[(size_t)k * OC + o];
+    const size_t used = ((size_t)OC * K + 15) / 16 * 16;
+    return qconv2d_s8_mve(&c, in, wt, bias, mult, shift, out, (int8_t *)scratch + used, scratch_size - used);
+  }
+  if (dm > 1) {
+    dw_mult4(p, in, w, bias, mult, shift, out, (int32_t *)scratch + ((size_t)p->out_c + 15) / 16 * DW_BLOCK);
+    return K_OK;
+  }
   const int32_t C = p->in_c, taps = p->k_h * p->k_w, C16 = C & ~15;
   const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
   int32_t *blocks = (int32_t *)scratch;

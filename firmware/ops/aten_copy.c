@@ -30,12 +30,53 @@ static et_status copy_logical(et_kernel_ctx *ctx, const char *op, et_tensor *dst
   return ET_OK;
 }
 
-/* Copy through explicit iterators (sizes of `si` == sizes walked). */
+/* Copy through explicit iterators (both walk the same logical sizes). The
+ * dims are taken in the destination's memory order, and the innermost ones
+ * that are contiguous on both sides are merged into one run, so cat, slice
+ * and layout copies move whole rows with memcpy; only layouts with no common
+ * contiguous run go element by element. */
 static void copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, size_t n, size_t es) {
-  for (size_t k = 0; k < n; k++) {
-    memcpy(o + di->off * es, in + si->off * es, es);
-    et_iter_next(di);
-    et_iter_next(si);
+  if (n == 0) return;
+  const uint8_t nd = di->dim;
+  uint8_t ord[ET_MAX_DIM];
+  uint8_t m = 0;
+  for (uint8_t d = 0; d < nd; d++)
+    if (di->sizes[d] != 1) ord[m++] = d; /* size-1 dims move nothing */
+  /* destination memory order: largest stride first (insertion sort, at most ET_MAX_DIM) */
+  for (uint8_t i = 1; i < m; i++)
+    for (uint8_t j = i; j > 0 && di->stride[ord[j]] > di->stride[ord[j - 1]]; j--) {
+      const uint8_t t = ord[j];
+      ord[j] = ord[j - 1], ord[j - 1] = t;
+    }
+  size_t run = 1;
+  while (m > 0) {
+    const uint8_t d = ord[m - 1];
+    if (di->stride[d] != run || si->stride[d] != run) break;
+    run *= (size_t)di->sizes[d];
+    m--;
+  }
+  if (run == 1 && m > 0) { /* no common contiguous run */
+    for (size_t k = 0; k < n; k++) {
+      memcpy(o + di->off * es, in + si->off * es, es);
+      et_iter_next(di);
+      et_iter_next(si);
+    }
+    return;
+  }
+  /* odometer over the outer dims ord[0..m) */
+  int32_t idx[ET_MAX_DIM] = {0};
+  size_t doff = di->off, soff = si->off;
+  for (;;) {
+    memcpy(o + doff * es, in + soff * es, run * es);
+    int k = (int)m - 1;
+    for (; k >= 0; k--) {
+      const uint8_t d = ord[k];
+      doff += di->stride[d], soff += si->stride[d];
+      if (++idx[k] < di->sizes[d]) break;
+      doff -= di->stride[d] * (size_t)di->sizes[d], soff -= si->stride[d] * (size_t)di->sizes[d];
+      idx[k] = 0;
+    }
+    if (k < 0) return;
   }
 }
 

@@ -54,7 +54,18 @@ static et_status avg(et_kernel_ctx *ctx, const char *op, et_value **args, uint32
   CM_TRY(cm_int(ctx, op, args, i++, "multiplier", 1, INT32_MAX, &mult));
   CM_TRY(cm_int(ctx, op, args, i++, "shift", -31, 31, &shift));
   if (et_tensor_numel(out) == 0) return ET_OK;
-  qavgpool_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, zp, mult, shift);
+  const size_t need = qavgpool_s8_get_buffer_size(&p);
+  et_tensor *scr = NULL;
+  if (need) {
+    CM_TRY(cm_tensor(ctx, op, args, 8, "scratch", false, &scr));
+    if (scr->nbytes < need)
+      return et_fail(ctx, ET_E_INVALID_ARG,
+                     "%s: scratch tensor has %u bytes, the kernel needs %u (compile the program again with this "
+                     "version of emlkit)", op, (unsigned)scr->nbytes, (unsigned)need);
+  }
+  if (qavgpool_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, zp, mult, shift, scr ? scr->data : NULL,
+                  scr ? scr->nbytes : 0) != K_OK)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: the kernel refused its scratch memory (not 4-byte aligned)", op);
   return ET_OK;
 }
 

@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
         cmsis_nn_dims fdim = {1, r[F_KH], r[F_KW], 1};
         if (r[F_KIND] == K_AVGPOOL) {
           t0 = plat_counter();
-          qavgpool_s8(&p, in, o_ours, r[F_AZP], r[F_QM], r[F_QS]);
+          ks = qavgpool_s8(&p, in, o_ours, r[F_AZP], r[F_QM], r[F_QS], scratch, qavgpool_s8_get_buffer_size(&p));
           t_ours = plat_counter() - t0;
           cctx.size = arm_avgpool_s8_get_buffer_size(r[F_OW], r[F_IC]);
           t0 = plat_counter();

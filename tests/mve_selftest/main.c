@@ -90,6 +90,12 @@ static __attribute__((unused)) int scratch_intact(void) {
 #define CONV_BENCH(fn, p, bias, out) \
   (void)fn##_mve((p), g_in, g_w, (bias), g_mult, g_shift, (out), g_scratch, SCRATCH_CAP)
 
+#define POOL_MVE(p, zp, m, s)                                                                          \
+  do {                                                                                                 \
+    void *s_ = scratch_for(qavgpool_s8_get_buffer_size(p));                                            \
+    if (qavgpool_s8_mve((p), g_in, g_b, (zp), (m), (s), s_, g_scratch_n) != K_OK || !scratch_intact()) \
+      memset(g_b, 0x77, 16);                                                                           \
+  } while (0)
 #define CONV_MVE(fn, p, bias, out)                                                                     \
   do {                                                                                                 \
     void *s_ = scratch_for(fn##_get_buffer_size(p));                                                   \
@@ -166,6 +172,7 @@ static void random_conv_wide(qconv_params *p, int depthwise, int t) {
     if (depthwise) {
       p->in_c = t % 5 == 0 ? rr(250, 300) : rr(1, 80);
       p->out_c = p->in_c;
+      if (t % 5 == 3) p->in_c = rr(1, 3), p->out_c = p->in_c * 4 * rr(1, 17); /* depth multiplier 4..68 */
       p->groups = p->in_c;
     } else {
       p->groups = 1;
@@ -378,7 +385,7 @@ static void selftest(void) {
         /* power-of-two scales make averages land exactly on .5: the ties the
            vector finish must hand to the scalar divisions */
         if (t % 2) m = 1 << 30, s = rr(-12, 0);
-        CHECK("avg", n, qavgpool_s8_ref(&p, g_in, g_a, zp, m, s), qavgpool_s8_mve(&p, g_in, g_b, zp, m, s));
+        CHECK("avg", n, qavgpool_s8_ref(&p, g_in, g_a, zp, m, s), POOL_MVE(&p, zp, m, s));
       } else {
         const int32_t lo = rr(-128, 0), hi = rr(0, 127);
         CHECK("max", n, qmaxpool_s8_ref(&p, g_in, g_a, lo, hi), qmaxpool_s8_mve(&p, g_in, g_b, lo, hi));
@@ -478,10 +485,10 @@ static void bench(void) {
   fill(g_in, 8 * 8 * 64);
 #if FW_HAVE_MVE_FP
   BENCH2("avgpool_8x8x64", 10, qavgpool_s8_ref(&p, g_in, g_a, -3, 1319009920, -6),
-         qavgpool_s8_mve(&p, g_in, g_b, -3, 1319009920, -6));
+         (void)qavgpool_s8_mve(&p, g_in, g_b, -3, 1319009920, -6, g_scratch, SCRATCH_CAP));
 #else
   BENCH2("avgpool_8x8x64", 10, qavgpool_s8_ref(&p, g_in, g_a, -3, 1319009920, -6),
-         qavgpool_s8(&p, g_in, g_b, -3, 1319009920, -6));
+         (void)qavgpool_s8(&p, g_in, g_b, -3, 1319009920, -6, NULL, 0));
 #endif
   /* softmax 1x1000 (portable only: no MVE variant) */
   fill(g_in, 1000);
@@ -491,8 +498,8 @@ static void bench(void) {
     printf("BENCH softmax_1x1000 %lu -\n", (unsigned long)t);
   }
 #if FW_HAVE_MVE
-  /* MobileNetV2 (96x96) layer shapes where tiles, weight sums and per-call
-     set-up dominate: MVE variant only (scripts/bench_cmsis_nn.py compares
+  /* MobileNetV2 (96x96) and DS-CNN layer shapes where tiles, weight sums and
+     per-call set-up dominate: MVE variant only (scripts/bench_cmsis_nn.py compares
      the whole model against CMSIS-NN) */
   {
     static const struct { const char *name; qconv_params c; int dw; } mv2[] = {
@@ -503,6 +510,8 @@ static void bench(void) {
         {"mv2_dw3x3_3x3x336", {1, 3, 3, 336, 3, 3, 336, 3, 3, 1, 1, 1, 1, 1, 1, 336, 128, -5, -128, 127}, 1},
         {"mv2_dw3x3s2_6x6x192", {1, 6, 6, 192, 3, 3, 192, 3, 3, 2, 2, 1, 1, 1, 1, 192, 128, -5, -128, 127}, 1},
         {"mv2_dw3x3s2_12x12x96", {1, 12, 12, 96, 6, 6, 96, 3, 3, 2, 2, 1, 1, 1, 1, 96, 128, -5, -128, 127}, 1},
+        /* DS-CNN's first layer: a one-channel 10x4 convolution, lowered as depthwise x64 */
+        {"dscnn_dw10x4s2_49x10x1_x64", {1, 49, 10, 1, 25, 5, 64, 10, 4, 2, 2, 5, 1, 1, 1, 1, 128, -5, -128, 127}, 1},
     };
     for (size_t i = 0; i < sizeof mv2 / sizeof mv2[0]; i++) {
       const qconv_params *q = &mv2[i].c;
@@ -522,8 +531,12 @@ static void bench(void) {
     qpool_params gp = {1, 3, 3, 1280, 1, 1, 3, 3, 3, 3, 0, 0};
     uint32_t t;
     fill(g_in, 3 * 3 * 1280);
-    TIME(1, qavgpool_s8_mve(&gp, g_in, g_b, -3, 1319009920, -6), t);
+    TIME(1, (void)qavgpool_s8_mve(&gp, g_in, g_b, -3, 1319009920, -6, g_scratch, SCRATCH_CAP), t);
     printf("BENCH mv2_avgpool_3x3x1280 - %lu\n", (unsigned long)t);
+    qpool_params dp = {1, 25, 5, 64, 1, 1, 25, 5, 25, 5, 0, 0}; /* DS-CNN's global pool */
+    fill(g_in, 25 * 5 * 64);
+    TIME(1, (void)qavgpool_s8_mve(&dp, g_in, g_b, -3, 1319009920, -6, g_scratch, SCRATCH_CAP), t);
+    printf("BENCH dscnn_avgpool_25x5x64 - %lu\n", (unsigned long)t);
   }
 #endif
   /* table lookup, 8192 int8 */
