@@ -52,6 +52,8 @@ static NO_ASAN __attribute__((noinline)) void paint_stack(void) {
   g_stack_low = (uintptr_t)buf;
 }
 
+void plat_stack_repaint(void) { paint_stack(); }
+
 void plat_init(int argc, char **argv) {
   volatile int top;
   g_stack_top = (uintptr_t)&top;

@@ -24,6 +24,9 @@ int plat_model(const uint8_t **data, size_t *size);
 size_t plat_regions(const plat_region **regions);
 /* Lowest stack address touched so far, in bytes used (0 if unknown). */
 size_t plat_stack_used(void);
+/* Paint the stack again below the caller's frame, so that the next
+ * plat_stack_used() measures only what runs after this call. */
+void plat_stack_repaint(void);
 /* Hand an output buffer to the host (host board: write .npy; devices: no-op). */
 void plat_save_output(unsigned index, const void *data, size_t nbytes);
 void plat_exit(int code) __attribute__((noreturn));

@@ -81,5 +81,6 @@
 /* Armv7-M stack guard: a read-only MPU region of this many bytes at the
  * bottom of the stack (cores without MSPLIM). */
 #define CORTEXM_STACK_GUARD 1024u
+uintptr_t cortexm_stack_floor(void); /* startup.c: above the stack guard */
 
 #endif

@@ -272,6 +272,12 @@ size_t plat_regions(const plat_region **regions) {
 
 /* ---------------------------------------------------------------- stack */
 
+__attribute__((noinline)) void plat_stack_repaint(void) {
+  uintptr_t sp;
+  __asm__ volatile("mov %0, sp" : "=r"(sp));
+  for (volatile uint32_t *p = (uint32_t *)cortexm_stack_floor(); (uintptr_t)p < sp - 16u; p++) *p = CORTEXM_STACK_PAINT;
+}
+
 size_t plat_stack_used(void) {
   const uint32_t *p = __stack_limit__;
   while (p < __stack_top__ && *p == CORTEXM_STACK_PAINT) p++;

@@ -41,6 +41,9 @@ void _fini(void) {}
  * or the core has no MPU. */
 static uintptr_t g_guard_lo, g_guard_hi;
 
+/* Lowest stack address that may be written (above the MPU guard, if any). */
+uintptr_t cortexm_stack_floor(void) { return g_guard_hi ? g_guard_hi : (uintptr_t)__stack_limit__; }
+
 /* ---------------------------------------------------------------- reset */
 
 #if !CM_V8M_MAIN
