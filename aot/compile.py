@@ -35,7 +35,7 @@ class CompileResult:
 
 
 def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_float: bool = False,
-                 linear_mode: str = "auto") -> LowerOptions:
+                 linear_mode: str = "all") -> LowerOptions:
     """LowerOptions with our passes configured (aot.passes.configure, when that package is present)."""
     opts = LowerOptions(lut_fusion=lut_fusion, explicit_layout=explicit_layout, linear_mode=linear_mode)
     try:
@@ -197,7 +197,9 @@ def compile_model(
                                             "tosa_reference_model, same inputs", "delegates": npu_check}
     if tosa_graphs and lowered.quantized is not None:
         report["tosa_check"] = _tosa_agreement(lowered, device_out, report["output_qparams"])
-    for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes"):
+    for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes",
+                  "activation_into_concat", "fold_linear_batchnorm",
+                  "symmetric_weight_range"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
     emit.write_report(report, rep)

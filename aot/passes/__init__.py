@@ -3,9 +3,14 @@
 One pass per file, each file's docstring says what it matches and what it emits:
 - lut_fusion.py (+ lut_backends.py, lut_ethos_u.py): pointwise chains -> one lookup table.
 - relu6_to_hardtanh.py: F.relu6 -> hardtanh(0, 6) so quantizers fuse it as activation bounds.
+- fold_linear_batchnorm.py: Linear + BatchNorm1d -> one Linear (Cortex-M; prepare_pt2e folds only convs).
 - linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
 - avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.
 - cancel_transposes.py: cortex_m::transpose pairs that undo each other (q @ k^T) removed.
+- activation_into_concat.py (quantizer annotation): conv/linear/add + activation feeding a concat
+  quantized on its own, so the producer keeps output qparams (Cortex-M).
+- symmetric_weight_range.py (quantizer annotation): int8 weights over [-127, 127] like the Arm
+  quantizer, not [-128, 127] which clips each channel's largest weight (Cortex-M).
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 """
 
@@ -16,7 +21,10 @@ from aot.lower import LowerOptions
 
 def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     """Add our passes to `opts` (called by the CLI for every compile)."""
+    from aot.passes.activation_into_concat import ActivationIntoConcat
+    from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
     from aot.passes.lut_fusion import LutFusion
+    from aot.passes.symmetric_weight_range import SymmetricWeightRange
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
     from aot.passes.cancel_transposes import CancelTransposes
     from aot.passes.linear_to_conv import LinearToConv
@@ -24,8 +32,11 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.verify_program import VerifyProgram
 
     opts.pre_quant_passes.append(Relu6ToHardtanh())
+    opts.pre_quant_passes.append(FoldLinearBatchNorm())
     opts.pre_quant_passes.append(LinearToConv(mode=opts.linear_mode))
     opts.pre_quant_passes.append(AvgPoolForNpu())
+    opts.quantizer_hooks.append(ActivationIntoConcat())
+    opts.quantizer_hooks.append(SymmetricWeightRange())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
     opts.post_passes.append(CancelTransposes())
     opts.program_checks.append(VerifyProgram(allow_float=allow_float))
