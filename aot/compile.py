@@ -199,7 +199,8 @@ def compile_model(
         report["tosa_check"] = _tosa_agreement(lowered, device_out, report["output_qparams"])
     for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes",
                   "activation_into_concat", "fold_linear_batchnorm",
-                  "symmetric_weight_range"):
+                  "symmetric_weight_range", "int8_matmul_on_u55",
+                  "fc_rows_as_pixels"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
     emit.write_report(report, rep)

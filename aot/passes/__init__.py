@@ -11,6 +11,10 @@ One pass per file, each file's docstring says what it matches and what it emits:
   quantized on its own, so the producer keeps output qparams (Cortex-M).
 - symmetric_weight_range.py (quantizer annotation): int8 weights over [-127, 127] like the Arm
   quantizer, not [-128, 127] which clips each channel's largest weight (Cortex-M).
+- int8_matmul_on_u55.py (quantizer config): bmm/mm in int8 on a16w8 U55/U65 targets, which
+  delegate matmuls only with int8 inputs.
+- fc_rows_as_pixels.py: Linear over M > 1 rows -> 1x1 conv over M pixels on int16 Ethos-U targets
+  (Vela 5.1.0 miscompiles int16 FC stacks at batch > 1).
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 """
 
@@ -22,7 +26,9 @@ from aot.lower import LowerOptions
 def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     """Add our passes to `opts` (called by the CLI for every compile)."""
     from aot.passes.activation_into_concat import ActivationIntoConcat
+    from aot.passes.fc_rows_as_pixels import FcRowsAsPixels
     from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
+    from aot.passes.int8_matmul_on_u55 import Int8MatmulOnU55
     from aot.passes.lut_fusion import LutFusion
     from aot.passes.symmetric_weight_range import SymmetricWeightRange
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
@@ -34,9 +40,11 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     opts.pre_quant_passes.append(Relu6ToHardtanh())
     opts.pre_quant_passes.append(FoldLinearBatchNorm())
     opts.pre_quant_passes.append(LinearToConv(mode=opts.linear_mode))
+    opts.pre_quant_passes.append(FcRowsAsPixels())
     opts.pre_quant_passes.append(AvgPoolForNpu())
     opts.quantizer_hooks.append(ActivationIntoConcat())
     opts.quantizer_hooks.append(SymmetricWeightRange())
+    opts.quantizer_hooks.append(Int8MatmulOnU55())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
     opts.post_passes.append(CancelTransposes())
     opts.program_checks.append(VerifyProgram(allow_float=allow_float))
