@@ -103,6 +103,23 @@ def _tosa_agreement(lowered: Lowered, tosa_out: list[torch.Tensor], qparams: lis
     return {"reference": "tosa_reference_model vs fake-quantized torch model", "outputs": rows}
 
 
+# tosa_reference_model against the fake-quantized torch model, in int8-sized steps: the zoo's programs
+# agree within 1 (rounding); a lowering that drops an op is off by tens of steps or more.
+TOSA_AGREEMENT_STEPS = 4
+
+
+def _refuse_wrong_lowering(check: dict[str, Any], target: Target) -> None:
+    per_step = 2 ** (target.activation_bits - 8)
+    for i, row in enumerate(check["outputs"]):
+        steps = row.get("max_steps")
+        if steps is not None and steps / per_step > TOSA_AGREEMENT_STEPS:
+            raise AotError(
+                f"ExecuTorch's TOSA lowering for {target.name} computes output {i} {steps:g} steps away from the "
+                "quantized model it was given (tosa_reference_model vs the fake-quantized graph), so the NPU would "
+                "give wrong answers; seen with ReLU/ReLU6 outputs that meet in torch.cat (ExecuTorch 1.5.1): move the "
+                "activation after the cat, or compile for a cortex-m target")
+
+
 def compile_model(
     model_spec: str,
     target_name: str,
@@ -197,10 +214,11 @@ def compile_model(
                                             "tosa_reference_model, same inputs", "delegates": npu_check}
     if tosa_graphs and lowered.quantized is not None:
         report["tosa_check"] = _tosa_agreement(lowered, device_out, report["output_qparams"])
+        _refuse_wrong_lowering(report["tosa_check"], target)
     for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes",
-                  "activation_into_concat", "fold_linear_batchnorm",
+                  "activation_alone", "fold_linear_batchnorm",
                   "symmetric_weight_range", "int8_matmul_on_u55",
-                  "fc_rows_as_pixels"):
+                  "fc_rows_as_pixels", "conv1d_as_conv2d"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
     emit.write_report(report, rep)
