@@ -3,6 +3,7 @@
 One pass per file, each file's docstring says what it matches and what it emits:
 - lut_fusion.py (+ lut_backends.py, lut_ethos_u.py): pointwise chains -> one lookup table.
 - relu6_to_hardtanh.py: F.relu6 -> hardtanh(0, 6) so quantizers fuse it as activation bounds.
+- channels_last_everywhere.py: a channels-last copy after any op whose 4-D output is not (Cortex-M).
 - conv1d_as_conv2d.py: Conv1d (+ BatchNorm1d) and 1-D pools as 2-D ops over [N, C, 1, L] (every flow).
 - fold_linear_batchnorm.py: Linear + BatchNorm1d -> one Linear (Cortex-M; prepare_pt2e folds only convs).
 - linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
@@ -27,6 +28,7 @@ from aot.lower import LowerOptions
 def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     """Add our passes to `opts` (called by the CLI for every compile)."""
     from aot.passes.activation_alone import ActivationAlone
+    from aot.passes.channels_last_everywhere import ChannelsLastEverywhere
     from aot.passes.conv1d_as_conv2d import Conv1dAsConv2d
     from aot.passes.fc_rows_as_pixels import FcRowsAsPixels
     from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
@@ -45,6 +47,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     opts.pre_quant_passes.append(LinearToConv(mode=opts.linear_mode))
     opts.pre_quant_passes.append(FcRowsAsPixels())
     opts.pre_quant_passes.append(AvgPoolForNpu())
+    opts.pre_quant_passes.append(ChannelsLastEverywhere())    # last: after every rewrite
     opts.quantizer_hooks.append(Int8MatmulOnU55())    # first: it configures the Arm quantizer itself
     opts.quantizer_hooks.append(ActivationAlone())
     opts.quantizer_hooks.append(SymmetricWeightRange())
