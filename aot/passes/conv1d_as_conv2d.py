@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from aot.passes.fold_linear_batchnorm import fold_into
 from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class Conv1dAsConv2d:
         replaced = n
         users = list(n.users)
         if len(users) == 1 and users[0].op == "call_function" and users[0].target is aten.batch_norm.default:
-            folded = self._fold_bn(gm, users[0], w2, b2)
+            folded = fold_into(gm, users[0], w2, b2)
             if folded is not None:
                 w2, b2 = folded
                 replaced = users[0]
@@ -156,25 +157,6 @@ class Conv1dAsConv2d:
         if replaced is not n:
             gm.graph.erase_node(replaced)
         return y
-
-    @staticmethod
-    def _fold_bn(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
-                 b: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor] | None:
-        if _arg(bn, 5, "training", False):
-            return None
-        mean, var = _attr(gm, bn.args[3]), _attr(gm, bn.args[4])
-        cout = w.shape[0]
-        gamma = _attr(gm, bn.args[1]) if bn.args[1] is not None else torch.ones(cout)
-        beta = _attr(gm, bn.args[2]) if bn.args[2] is not None else torch.zeros(cout)
-        if mean is None or var is None or gamma is None or beta is None:
-            return None
-        eps = float(_arg(bn, 7, "eps", 1e-5))
-        with torch.no_grad():
-            k = gamma.double() / torch.sqrt(var.double() + eps)
-            w2 = (w.double() * k.view(-1, 1, 1)).to(w.dtype)
-            b0 = b.double() if b is not None else torch.zeros(cout, dtype=torch.float64)
-            b2 = ((b0 - mean.double()) * k + beta.double()).to(w.dtype)
-        return w2, b2
 
     def _pool(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> torch.fx.Node | None:
         if n.target is aten.adaptive_avg_pool1d.default:

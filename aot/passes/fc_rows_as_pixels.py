@@ -21,16 +21,14 @@ TOSA reference. Same arithmetic per row, same per-channel weight scales.
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from aot.passes.linear_to_conv import _KEEP_META, FUSABLE_ACTIVATIONS, _attr, _unique
+from aot.passes.linear_to_conv import _KEEP_META, FUSABLE_ACTIVATIONS, _unique, finish, linear_operands
 
-log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
 
@@ -53,25 +51,14 @@ class FcRowsAsPixels:
         for n in list(gm.graph.nodes):
             if n.op == "call_function" and n.target is aten.linear.default and self._rewrite(gm, n):
                 self.rewritten.append(n.name)
-        if self.rewritten:
-            gm.graph.eliminate_dead_code()
-            gm.graph.lint()
-            gm.recompile()
-            log.debug("linear rows as conv pixels: %s", ", ".join(self.rewritten))
+        finish(gm, "linear rows as conv pixels", self.rewritten)
         return gm
 
     def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        x, w_node = n.args[0], n.args[1]
-        b_node = n.args[2] if len(n.args) > 2 else n.kwargs.get("bias")
-        w = _attr(gm, w_node)
-        xval = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-        if w is None or w.dim() != 2 or not isinstance(xval, torch.Tensor) or xval.dim() < 2:
+        ops = linear_operands(gm, n)
+        if ops is None:
             return False
-        if b_node is not None and _attr(gm, b_node) is None:
-            return False
-        lead = list(xval.shape[:-1])
-        if not all(isinstance(d, int) for d in lead):
-            return False
+        x, w, b_node, xval, lead = ops.x, ops.w, ops.b_node, ops.xval, ops.lead
         rows = math.prod(lead)
         if rows < 2:
             return False

@@ -21,16 +21,33 @@ rescales it, 21.6 dB on an autoencoder the NPU flow, which folds it, runs at
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique
+from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique, finish
 
-log = logging.getLogger(__name__)
 aten = torch.ops.aten
+
+
+def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
+              b: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(W', b') of a layer with weight W [N, ...] and bias b followed by the eval BatchNorm `bn`."""
+    training = bn.args[5] if len(bn.args) > 5 else bn.kwargs.get("training", False)
+    eps = bn.args[7] if len(bn.args) > 7 else bn.kwargs.get("eps", 1e-5)
+    mean, var = _attr(gm, bn.args[3]), _attr(gm, bn.args[4])
+    cout = w.shape[0]
+    gamma = _attr(gm, bn.args[1]) if bn.args[1] is not None else torch.ones(cout)
+    beta = _attr(gm, bn.args[2]) if bn.args[2] is not None else torch.zeros(cout)
+    if training or mean is None or var is None or gamma is None or beta is None:
+        return None
+    with torch.no_grad():
+        k = gamma.double() / torch.sqrt(var.double() + float(eps))
+        w2 = (w.double() * k.view(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
+        b0 = b.double() if b is not None else torch.zeros(cout, dtype=torch.float64)
+        b2 = ((b0 - mean.double()) * k + beta.double()).to(w.dtype)
+    return w2, b2
 
 
 @dataclass
@@ -53,18 +70,12 @@ class FoldLinearBatchNorm:
         for n in list(gm.graph.nodes):
             if n.op == "call_function" and n.target is aten.batch_norm.default and self._fold(gm, n):
                 self.folded.append(n.name)
-        if self.folded:
-            gm.graph.eliminate_dead_code()
-            gm.graph.lint()
-            gm.recompile()
-            log.debug("batch norm folded into linear: %s", ", ".join(self.folded))
+        finish(gm, "batch norm folded into linear", self.folded)
         return gm
 
     def _fold(self, gm: torch.fx.GraphModule, bn: torch.fx.Node) -> bool:
-        y, gamma_n, beta_n, mean_n, var_n = bn.args[:5]
-        training = bn.args[5] if len(bn.args) > 5 else bn.kwargs.get("training", False)
-        eps = bn.args[7] if len(bn.args) > 7 else bn.kwargs.get("eps", 1e-5)
-        if training or not isinstance(y, torch.fx.Node) or y.op != "call_function" or y.target is not aten.linear.default:
+        y = bn.args[0]
+        if not isinstance(y, torch.fx.Node) or y.op != "call_function" or y.target is not aten.linear.default:
             return False
         if len(y.users) != 1:
             return False
@@ -76,19 +87,10 @@ class FoldLinearBatchNorm:
         b = _attr(gm, b_node) if b_node is not None else None
         if w is None or (b_node is not None and b is None):
             return False
-        mean, var = _attr(gm, mean_n), _attr(gm, var_n)
-        if mean is None or var is None:
+        folded = fold_into(gm, bn, w, b)
+        if folded is None:
             return False
-        cout = w.shape[0]
-        gamma = _attr(gm, gamma_n) if gamma_n is not None else torch.ones(cout)
-        beta = _attr(gm, beta_n) if beta_n is not None else torch.zeros(cout)
-        if gamma is None or beta is None:
-            return False
-        with torch.no_grad():
-            k = gamma.double() / torch.sqrt(var.double() + float(eps))
-            w2 = (w.double() * k[:, None]).to(w.dtype)
-            b0 = b.double() if b is not None else torch.zeros(cout, dtype=torch.float64)
-            b2 = ((b0 - mean.double()) * k + beta.double()).to(w.dtype)
+        w2, b2 = folded
         wn, bname = _unique(gm, "_aot_bn_folded_weight"), _unique(gm, "_aot_bn_folded_bias")
         gm.register_parameter(wn, torch.nn.Parameter(w2.contiguous(), requires_grad=False))
         gm.register_parameter(bname, torch.nn.Parameter(b2.contiguous(), requires_grad=False))
