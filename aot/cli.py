@@ -23,9 +23,10 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-lut-fusion", action="store_true", help="keep pointwise chains as separate ops")
     p.add_argument("--explicit-layout", action="store_true", help="Cortex-M explicit-layout lowering (NHWC variants)")
     p.add_argument("--allow-float", action="store_true", help="warn instead of failing on float islands")
-    p.add_argument("--per-channel-linear", choices=["auto", "all", "off"], default="auto",
+    p.add_argument("--per-channel-linear", choices=["auto", "all", "off"], default="all",
                    help="Cortex-M: quantize Linear weights per output channel as 1x1 convs "
-                        "(auto: where it is cheap or needed, i.e. >= 4 rows or feeding a matmul/table)")
+                        "(all, the default: every layer, the NPU flow's accuracy; auto: only where it is cheap or "
+                        "needed, i.e. >= 4 rows or feeding a matmul/table; off: none)")
     p.add_argument("--board", default=None,
                    help="board to check the program's memory fit against / run on (default: the target's board; "
                         "host runs natively)")

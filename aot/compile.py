@@ -37,7 +37,7 @@ class CompileResult:
 
 
 def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_float: bool = False,
-                 linear_mode: str = "auto") -> LowerOptions:
+                 linear_mode: str = "all") -> LowerOptions:
     """LowerOptions with our passes configured (aot.passes.configure, when that package is present)."""
     opts = LowerOptions(lut_fusion=lut_fusion, explicit_layout=explicit_layout, linear_mode=linear_mode)
     try:
@@ -103,6 +103,23 @@ def _tosa_agreement(lowered: Lowered, tosa_out: list[torch.Tensor], qparams: lis
         q = qparams[i] if i < len(qparams) else None
         rows.append({"max_abs": diff, "max_steps": round(diff / q["scale"], 2) if q else None})
     return {"reference": "tosa_reference_model vs fake-quantized torch model", "outputs": rows}
+
+
+# tosa_reference_model against the fake-quantized torch model, in int8-sized steps: the zoo's programs
+# agree within 1 (rounding); a lowering that drops an op is off by tens of steps or more.
+TOSA_AGREEMENT_STEPS = 4
+
+
+def _refuse_wrong_lowering(check: dict[str, Any], target: Target) -> None:
+    per_step = 2 ** (target.activation_bits - 8)
+    for i, row in enumerate(check["outputs"]):
+        steps = row.get("max_steps")
+        if steps is not None and steps / per_step > TOSA_AGREEMENT_STEPS:
+            raise AotError(
+                f"ExecuTorch's TOSA lowering for {target.name} computes output {i} {steps:g} steps away from the "
+                "quantized model it was given (tosa_reference_model vs the fake-quantized graph), so the NPU would "
+                "give wrong answers; seen with ReLU/ReLU6 outputs that meet in torch.cat (ExecuTorch 1.5.1): move the "
+                "activation after the cat, or compile for a cortex-m target")
 
 
 def compile_model(
@@ -217,7 +234,11 @@ def compile_model(
                                             "tosa_reference_model, same inputs", "delegates": npu_check}
     if tosa_graphs and lowered.quantized is not None:
         report["tosa_check"] = _tosa_agreement(lowered, device_out, report["output_qparams"])
-    for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes"):
+        _refuse_wrong_lowering(report["tosa_check"], target)
+    for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes",
+                  "activation_alone", "fold_linear_batchnorm",
+                  "symmetric_weight_range", "int8_matmul_on_u55",
+                  "fc_rows_as_pixels", "conv1d_as_conv2d", "channels_last_everywhere"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
     if board is not None and needs is not None and board != "host":

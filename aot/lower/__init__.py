@@ -15,8 +15,8 @@ GraphPass = Callable[[torch.fx.GraphModule], torch.fx.GraphModule]
 class LowerOptions:
     lut_fusion: bool = True
     explicit_layout: bool = False
-    # Cortex-M Linear layers as per-channel 1x1 convs: "auto", "all" or "off" (aot/passes/linear_to_conv.py).
-    linear_mode: str = "auto"
+    # Cortex-M Linear layers as per-channel 1x1 convs: "all", "auto" or "off" (aot/passes/linear_to_conv.py).
+    linear_mode: str = "all"
     # Passes run on the exported float graph before quantization annotation (op rewrites).
     pre_quant_passes: list[GraphPass] = field(default_factory=list)
     # Called with (quantizer, target, options); returns the quantizer to use (configuration tweaks).
@@ -41,9 +41,14 @@ class Lowered:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _all_passes(options: LowerOptions) -> list[Any]:
+    return [*options.pre_quant_passes, *options.quantizer_hooks, *options.pre_edge_passes, *options.post_passes,
+            *options.program_checks]
+
+
 def bind_passes(options: LowerOptions, target: Any) -> None:
     """Let passes that depend on the target (e.g. how a LUT is lowered) see it before they run."""
-    for p in [*options.pre_quant_passes, *options.pre_edge_passes, *options.post_passes, *options.program_checks]:
+    for p in _all_passes(options):
         bind = getattr(p, "set_target", None)
         if bind is not None:
             bind(target, options)
@@ -52,7 +57,7 @@ def bind_passes(options: LowerOptions, target: Any) -> None:
 def pass_reports(options: LowerOptions) -> dict[str, Any]:
     """Report entries of passes that keep one (`report_key` + `report()`), for Lowered.extra."""
     out: dict[str, Any] = {}
-    for p in [*options.pre_quant_passes, *options.pre_edge_passes, *options.post_passes, *options.program_checks]:
+    for p in _all_passes(options):
         key = getattr(p, "report_key", None)
         if key:
             out[key] = p.report()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 
 import torch
 from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
@@ -13,6 +14,7 @@ from executorch.backends.cortex_m.target_config import CortexMTargetConfig
 from executorch.exir import to_edge_transform_and_lower
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+from aot.errors import AotError
 from aot.lower import Lowered, LowerOptions, apply_quantizer_hooks, bind_passes, pass_reports, run_program_checks
 from aot.lower.export import export_graph, export_module
 from aot.targets import Target
@@ -22,6 +24,17 @@ log = logging.getLogger(__name__)
 
 def _channels_last(t: torch.Tensor) -> torch.Tensor:
     return t.to(memory_format=torch.channels_last) if t.dim() == 4 else t
+
+
+def _pass_failure(exc: BaseException) -> str:
+    """'<pass>: <innermost error>' from ExecuTorch's pass-manager exception chain."""
+    outer = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    m = re.search(r"running the '(\w+)' pass", outer)
+    inner: BaseException = exc
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    why = str(inner).strip().splitlines()[0] if str(inner).strip() else type(inner).__name__
+    return f"{m.group(1) if m else 'a pass'}: {type(inner).__name__}: {why}"
 
 
 def target_config(target: Target) -> CortexMTargetConfig:
@@ -59,7 +72,12 @@ def lower(
     edge = to_edge_transform_and_lower(export_module(quantized, inputs), compile_config=cortex_m_edge_compile_config())
     pm = CortexMPassManager(edge.exported_program(), target_config=target_config(target),
                             use_explicit_layout=options.explicit_layout)
-    edge._edge_programs["forward"] = pm.transform()
+    try:
+        edge._edge_programs["forward"] = pm.transform()
+    except Exception as exc:  # ExecuTorch wraps a failing pass in a bare Exception: name the pass and its error
+        raise AotError(f"ExecuTorch's Cortex-M lowering failed for {target.name}: {_pass_failure(exc)}; the model "
+                       "has an op pattern ExecuTorch 1.5.1 cannot lower for Cortex-M (run with -v for the trace): "
+                       "try an ethos-u target or rewrite that layer") from exc
     if options.post_passes:
         edge = edge.transform(list(options.post_passes))
     run_program_checks(options, edge)

@@ -30,7 +30,19 @@ ZOO: dict[str, str] = {
     "attention": "single-head self-attention with attn @ v",
     "fc_autoencoder": "fully connected autoencoder (128-64-64-8-64-64-128)",
     "global_avgpool": "conv, ReLU6, AvgPool2d over the whole 8x8 map, linear",
+    "branch_concat": "ReLU6, hardsigmoid and hardswish conv branches meeting in a concat",
+    "mobilenet_v3_small": "MobileNetV3-Small, width 0.5, 64x64 (hardswish, squeeze-excite)",
+    "unet_small": "U-Net, 2 levels, 32x32 (max pool, nearest upsample, skip concat)",
+    "conv1d_timeseries": "Conv1d + BatchNorm1d time-series classifier, 8x64 -> 6",
+    "transformer_block": "pre-norm transformer encoder block (LayerNorm, 2-head attention, GELU MLP)",
+    "gru_kws": "GRU cell unrolled over 8 frames, keyword classes",
+    "mlperf_kws_dscnn": "MLPerf Tiny KWS: DS-CNN small, 49x10 MFCC -> 12",
+    "mlperf_vww_mobilenet_v1": "MLPerf Tiny VWW: MobileNetV1 0.25, 96x96 -> 2",
+    "mlperf_ic_resnet8": "MLPerf Tiny IC: ResNet-8, 32x32 CIFAR-10 -> 10",
+    "mlperf_ad_autoencoder": "MLPerf Tiny AD: FC autoencoder 640-128x4-8-128x4-640, BatchNorm1d, batch 4",
 }
+# Models added with issue 18 (README: "Model zoo"); the default suite keeps the original list.
+NEW_MODELS = list(ZOO)[list(ZOO).index("branch_concat"):]
 
 
 @dataclass

@@ -3,10 +3,21 @@
 One pass per file, each file's docstring says what it matches and what it emits:
 - lut_fusion.py (+ lut_backends.py, lut_ethos_u.py): pointwise chains -> one lookup table.
 - relu6_to_hardtanh.py: F.relu6 -> hardtanh(0, 6) so quantizers fuse it as activation bounds.
+- channels_last_everywhere.py: a channels-last copy after any op whose 4-D output is not (Cortex-M).
+- conv1d_as_conv2d.py: Conv1d (+ BatchNorm1d) and 1-D pools as 2-D ops over [N, C, 1, L] (every flow).
+- fold_linear_batchnorm.py: Linear + BatchNorm1d -> one Linear (Cortex-M; prepare_pt2e folds only convs).
 - linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
 - avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.
 - cancel_transposes.py: cortex_m::transpose pairs that undo each other (q @ k^T) removed.
 - kernel_scratch.py: conv/depthwise scratch tensors sized for our kernels; kernel variants reported.
+- activation_alone.py (quantizer annotation): conv/linear/add + activation feeding a concat, and
+  every hardsigmoid on Cortex-M, quantized on their own, not folded into the producer.
+- symmetric_weight_range.py (quantizer annotation): int8 weights over [-127, 127] like the Arm
+  quantizer, not [-128, 127] which clips each channel's largest weight (Cortex-M).
+- int8_matmul_on_u55.py (quantizer config): bmm/mm in int8 on a16w8 U55/U65 targets, which
+  delegate matmuls only with int8 inputs.
+- fc_rows_as_pixels.py: Linear over M > 1 rows -> 1x1 conv over M pixels on int16 Ethos-U targets
+  (Vela 5.1.0 miscompiles int16 FC stacks at batch > 1).
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 """
 
@@ -17,7 +28,14 @@ from aot.lower import LowerOptions
 
 def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     """Add our passes to `opts` (called by the CLI for every compile)."""
+    from aot.passes.activation_alone import ActivationAlone
+    from aot.passes.channels_last_everywhere import ChannelsLastEverywhere
+    from aot.passes.conv1d_as_conv2d import Conv1dAsConv2d
+    from aot.passes.fc_rows_as_pixels import FcRowsAsPixels
+    from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
+    from aot.passes.int8_matmul_on_u55 import Int8MatmulOnU55
     from aot.passes.lut_fusion import LutFusion
+    from aot.passes.symmetric_weight_range import SymmetricWeightRange
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
     from aot.passes.cancel_transposes import CancelTransposes
     from aot.passes.kernel_scratch import KernelScratch
@@ -26,8 +44,15 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.verify_program import VerifyProgram
 
     opts.pre_quant_passes.append(Relu6ToHardtanh())
+    opts.pre_quant_passes.append(Conv1dAsConv2d())
+    opts.pre_quant_passes.append(FoldLinearBatchNorm())
     opts.pre_quant_passes.append(LinearToConv(mode=opts.linear_mode))
+    opts.pre_quant_passes.append(FcRowsAsPixels())
     opts.pre_quant_passes.append(AvgPoolForNpu())
+    opts.pre_quant_passes.append(ChannelsLastEverywhere())    # last: after every rewrite
+    opts.quantizer_hooks.append(Int8MatmulOnU55())    # first: it configures the Arm quantizer itself
+    opts.quantizer_hooks.append(ActivationAlone())
+    opts.quantizer_hooks.append(SymmetricWeightRange())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
     opts.post_passes.append(CancelTransposes())
     opts.post_passes.append(KernelScratch())  # after every pass that makes or reshapes conv nodes

@@ -19,12 +19,15 @@ that checks dtypes (`aten.bmm` against an int8 operand, `quantized_activation`)
 then fails. `aten.convolution`'s output keeps the input dtype, so it does not.
 
 Which layers (`mode`):
-- "auto" (default): layers with at least MIN_ROWS rows (there the conv kernel
+- "all" (default): every layer. The Arm (Ethos-U) quantizer is per-channel for
+  Linear too, so this is what keeps CPU accuracy at the NPU's: mlp 36.8 dB with
+  "auto" against 39.6 dB with "all" and on ethos-u55-128 (both with
+  symmetric_weight_range.py), at 2.8x the instructions of the FC kernel.
+- "auto": layers with at least MIN_ROWS rows (there the conv kernel
   costs about what the FC kernel does: fc_autoencoder, 4 rows, +5% instructions
   under QEMU) and layers whose output reaches a matmul or a pointwise op that
   LUT fusion takes (needed for correctness, see above). A batch-1 layer feeding
   another layer keeps the FC kernel: the 1x1 conv costs ~3.3x its instructions.
-- "all": every layer (best accuracy: mlp 33.2 -> 36.5 dB, at 2.8x instructions).
 - "off": none (then linear -> bmm / linear -> LUT fail to lower, as before).
 """
 
@@ -69,6 +72,43 @@ def _unique(gm: torch.fx.GraphModule, stem: str) -> str:
     return f"{stem}_{i}"
 
 
+def finish(gm: torch.fx.GraphModule, what: str, names: list[str]) -> None:
+    """After a rewrite pass changed NAMES: drop dead nodes, check and recompile the graph, log."""
+    if not names:
+        return
+    gm.graph.eliminate_dead_code()
+    gm.graph.lint()
+    gm.recompile()
+    log.debug("%s: %s", what, ", ".join(names))
+
+
+@dataclass
+class LinearOperands:
+    """A linear node's input, constant weight [N, C], bias node (constant or None) and leading dims."""
+
+    x: torch.fx.Node
+    w: torch.Tensor
+    b_node: torch.fx.Node | None
+    xval: torch.Tensor
+    lead: list[int]
+
+
+def linear_operands(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LinearOperands | None:
+    """The operands of `aten.linear` when a 1x1 conv can replace it (constant weights, static shape)."""
+    x, w_node = n.args[0], n.args[1]
+    b_node = n.args[2] if len(n.args) > 2 else n.kwargs.get("bias")
+    w = _attr(gm, w_node)
+    xval = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    if w is None or w.dim() != 2 or not isinstance(xval, torch.Tensor) or xval.dim() < 1:
+        return None
+    if b_node is not None and _attr(gm, b_node) is None:
+        return None          # a computed bias is not a conv bias
+    lead = list(xval.shape[:-1])
+    if not all(isinstance(d, int) for d in lead):
+        return None          # dynamic shapes: leave it to the linear lowering
+    return LinearOperands(x, w, b_node, xval, lead)
+
+
 # Rows (product of the leading dims) from which the 1x1 conv is as cheap as the FC kernel.
 MIN_ROWS = 4
 # Ops that only move data: a consumer behind them still reads the linear's int8 output.
@@ -99,7 +139,7 @@ def _needs_int8_output(n: torch.fx.Node) -> bool:
 
 @dataclass
 class LinearToConv:
-    mode: str = "auto"                 # "auto", "all" or "off" (see the module docstring)
+    mode: str = "all"                  # "all", "auto" or "off" (see the module docstring)
     report_key: str = "linear_to_conv"
     rewritten: list[str] = field(default_factory=list)
 
@@ -122,25 +162,14 @@ class LinearToConv:
             if n.op == "call_function" and n.target is aten.linear.default:
                 if self._rewrite(gm, n):
                     self.rewritten.append(n.name)
-        if self.rewritten:
-            gm.graph.eliminate_dead_code()
-            gm.graph.lint()
-            gm.recompile()
-            log.debug("linear -> 1x1 conv: %s", ", ".join(self.rewritten))
+        finish(gm, "linear -> 1x1 conv", self.rewritten)
         return gm
 
     def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        x, w_node = n.args[0], n.args[1]
-        b_node = n.args[2] if len(n.args) > 2 else n.kwargs.get("bias")
-        w = _attr(gm, w_node)
-        xval = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-        if w is None or w.dim() != 2 or not isinstance(xval, torch.Tensor) or xval.dim() < 1:
+        ops = linear_operands(gm, n)
+        if ops is None:
             return False
-        if b_node is not None and _attr(gm, b_node) is None:
-            return False          # a computed bias is not a conv bias
-        lead = list(xval.shape[:-1])
-        if not all(isinstance(d, int) for d in lead):
-            return False          # dynamic shapes: leave it to the linear lowering
+        x, w, b_node, xval, lead = ops.x, ops.w, ops.b_node, ops.xval, ops.lead
         cout, cin = w.shape
         rows = math.prod(lead) if lead else 1
         if self.mode == "auto" and rows < MIN_ROWS and not _needs_int8_output(n):

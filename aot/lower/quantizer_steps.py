@@ -1,0 +1,38 @@
+"""A target's quantizer with our own annotation steps run before and/or after its own.
+
+Quantizer hooks (LowerOptions.quantizer_hooks) wrap the target's quantizer in
+`WithSteps`: its graph transforms and validation are the inner quantizer's,
+unchanged; `annotate` runs `before(model)`, the inner quantizer, then
+`after(model)`. A step that runs before can claim nodes (annotate them and
+mark them matched) so the inner quantizer's pattern matcher leaves them
+alone; a step that runs after can adjust the annotations the inner one wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torchao.quantization.pt2e.quantizer import Quantizer
+
+Step = Callable[[torch.fx.GraphModule], None]
+
+
+class WithSteps(Quantizer):
+    def __init__(self, inner: Any, before: Step | None = None, after: Step | None = None) -> None:
+        super().__init__()
+        self.inner, self.before, self.after = inner, before, after
+
+    def transform_for_annotation(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        return self.inner.transform_for_annotation(model)
+
+    def annotate(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        if self.before is not None:
+            self.before(model)
+        model = self.inner.annotate(model) or model
+        if self.after is not None:
+            self.after(model)
+        return model
+
+    def validate(self, model: torch.fx.GraphModule) -> None:
+        return self.inner.validate(model)

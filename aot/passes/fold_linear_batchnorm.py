@@ -1,0 +1,114 @@
+"""BatchNorm folded into the Linear layer before it (Cortex-M flow, before quantization).
+
+Matches, in the exported float graph, `aten.batch_norm(y, gamma, beta, mean,
+var, training=False, momentum, eps)` whose input `y = aten.linear(x, W, b)` is
+used by nothing else, with W, b, gamma, beta, mean and var constants and the
+normalized channel axis being the linear's feature axis (a 2-D [N, C] input,
+the shape `nn.BatchNorm1d` after `nn.Linear` sees).
+
+Produces `aten.linear(x, W', b')` with
+    k = gamma / sqrt(var + eps),  W' = W * k[:, None],  b' = (b - mean) * k + beta.
+Same function in float.
+
+Why: torchao's prepare_pt2e folds BatchNorm into a preceding convolution but
+not into a Linear layer; the Cortex-M quantizer has no BatchNorm pattern, so
+each `nn.BatchNorm1d` stayed a float op on the CPU between a dequantize and a
+quantize (a float island our verifier refuses; accepted with --allow-float it
+costs accuracy: the Linear's output is quantized before the normalization
+rescales it, 21.6 dB on an autoencoder the NPU flow, which folds it, runs at
+34 dB). Folded, the layer quantizes its final weights and output range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique, finish
+
+aten = torch.ops.aten
+
+
+def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
+              b: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(W', b') of a layer with weight W [N, ...] and bias b followed by the eval BatchNorm `bn`."""
+    training = bn.args[5] if len(bn.args) > 5 else bn.kwargs.get("training", False)
+    eps = bn.args[7] if len(bn.args) > 7 else bn.kwargs.get("eps", 1e-5)
+    mean, var = _attr(gm, bn.args[3]), _attr(gm, bn.args[4])
+    cout = w.shape[0]
+    gamma = _attr(gm, bn.args[1]) if bn.args[1] is not None else torch.ones(cout)
+    beta = _attr(gm, bn.args[2]) if bn.args[2] is not None else torch.zeros(cout)
+    if training or mean is None or var is None or gamma is None or beta is None:
+        return None
+    with torch.no_grad():
+        k = gamma.double() / torch.sqrt(var.double() + float(eps))
+        w2 = (w.double() * k.view(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
+        b0 = b.double() if b is not None else torch.zeros(cout, dtype=torch.float64)
+        b2 = ((b0 - mean.double()) * k + beta.double()).to(w.dtype)
+    return w2, b2
+
+
+@dataclass
+class FoldLinearBatchNorm:
+    report_key: str = "fold_linear_batchnorm"
+    folded: list[str] = field(default_factory=list)
+    flow: str = "cortex_m"
+
+    def set_target(self, target: Any, options: Any) -> None:
+        # The Arm (Ethos-U) flow folds BatchNorm itself; its programs stay as they were.
+        self.flow = target.flow
+
+    def report(self) -> dict[str, Any]:
+        return {"folded": list(self.folded)}
+
+    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        self.folded = []
+        if self.flow != "cortex_m":
+            return gm
+        for n in list(gm.graph.nodes):
+            if n.op == "call_function" and n.target is aten.batch_norm.default and self._fold(gm, n):
+                self.folded.append(n.name)
+        finish(gm, "batch norm folded into linear", self.folded)
+        return gm
+
+    def _fold(self, gm: torch.fx.GraphModule, bn: torch.fx.Node) -> bool:
+        y = bn.args[0]
+        if not isinstance(y, torch.fx.Node) or y.op != "call_function" or y.target is not aten.linear.default:
+            return False
+        if len(y.users) != 1:
+            return False
+        yval = y.meta.get("val")
+        if not isinstance(yval, torch.Tensor) or yval.dim() != 2:
+            return False      # BatchNorm1d on [N, C, L] normalizes C, not the linear's feature axis
+        w = _attr(gm, y.args[1])
+        b_node = y.args[2] if len(y.args) > 2 else y.kwargs.get("bias")
+        b = _attr(gm, b_node) if b_node is not None else None
+        if w is None or (b_node is not None and b is None):
+            return False
+        folded = fold_into(gm, bn, w, b)
+        if folded is None:
+            return False
+        w2, b2 = folded
+        wn, bname = _unique(gm, "_aot_bn_folded_weight"), _unique(gm, "_aot_bn_folded_bias")
+        gm.register_parameter(wn, torch.nn.Parameter(w2.contiguous(), requires_grad=False))
+        gm.register_parameter(bname, torch.nn.Parameter(b2.contiguous(), requires_grad=False))
+        g = gm.graph
+        with g.inserting_before(y):
+            w_get, b_get = g.get_attr(wn), g.get_attr(bname)
+        with g.inserting_after(y):
+            lin = g.call_function(aten.linear.default, (y.args[0], w_get, b_get))
+        for k_ in _KEEP_META:
+            if k_ in y.meta:
+                lin.meta[k_] = y.meta[k_]
+        fake_mode = getattr(yval, "fake_mode", None)
+        if fake_mode is not None:
+            with fake_mode:
+                w_get.meta["val"] = fake_mode.from_tensor(getattr(gm, wn))
+                b_get.meta["val"] = fake_mode.from_tensor(getattr(gm, bname))
+        lin.meta["val"] = yval
+        bn.replace_all_uses_with(lin)
+        g.erase_node(bn)
+        g.erase_node(y)
+        return True

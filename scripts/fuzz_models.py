@@ -1,0 +1,368 @@
+"""Random-model generator: build random valid models, compile, run, check; save every failure as a repro.
+
+Usage:
+    .venv/bin/python scripts/fuzz_models.py --target T --count N --seed S
+        [--executor auto|qemu|host] [--out DIR] [--timeout S] [--min-snr DB] [--no-shrink]
+
+Model i of a run is drawn from random.Random(f"{seed}:{i}") alone, so any case
+can be regenerated from (seed, i). Each model is a chain of blocks over an
+[1, C, H, W] feature map drawn from the supported op set: conv, depthwise conv,
+pools (avg, max), residual add, gating mul, concat of two branches, channel
+slice, reshape/permute round trips, activations, nearest upsample; and a head
+that is either the feature map or flatten + Linear (+ softmax).
+
+Per model, a defect is any of:
+- crash: an exception other than aot's one-line AotError (a traceback);
+- refusal that does not name the op: an AotError whose line names no op;
+- hang: the compile or the run exceeds --timeout;
+- wrong answer: the device output differs from the host reference (the bundled
+  expected outputs) by any step, or the program's SNR against the PyTorch float
+  model is under --min-snr;
+- a run that ends in FAIL, CRASH, TIMEOUT or ERROR.
+A refusal that names the op (the verifier's "op X ... no firmware kernel", a
+float island naming its op, a Vela rejection quoting Vela) and an NPU-model SKIP
+that names the command are counted, not defects.
+
+The executor is a parameter: `qemu` runs Cortex-M programs on the Corstone-300
+image under QEMU (`python -m aot run` machinery, aot.run.execute); `host` runs
+the same runtime natively, and Ethos-U programs on the NPU functional model.
+`auto` is qemu for Cortex-M targets and host for Ethos-U targets (until the
+Ethos-U firmware path runs under QEMU, then pass --executor qemu).
+
+Every defect is saved in DIR/defects/ as a standalone model file (ModelUnderTest
++ ModelInputs, no import of this script) after shrinking: blocks are removed one
+at a time while the same kind of defect remains. DIR/summary.json has the counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import re
+import signal
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# ------------------------------------------------------------------ model specs
+
+ACTS = ["relu", "relu6", "hardtanh", "sigmoid", "tanh", "hardswish", "hardsigmoid", "gelu", "silu", "leaky_relu"]
+ACT_CODE = {
+    "relu": "F.relu({})", "relu6": "F.relu6({})", "hardtanh": "F.hardtanh({}, -1.0, 1.0)",
+    "sigmoid": "torch.sigmoid({})", "tanh": "torch.tanh({})", "hardswish": "F.hardswish({})",
+    "hardsigmoid": "F.hardsigmoid({})", "gelu": "F.gelu({})", "silu": "F.silu({})",
+    "leaky_relu": "F.leaky_relu({}, 0.1)",
+}
+BLOCKS = ["conv", "dwconv", "avgpool", "maxpool", "add", "mul", "cat", "slice", "permute", "reshape", "act",
+          "upsample"]
+
+
+@dataclass
+class Spec:
+    seed: str
+    c: int
+    h: int
+    w: int
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    head: dict[str, Any] = field(default_factory=dict)
+
+
+def _shape_after(c: int, h: int, w: int, b: dict[str, Any]) -> tuple[int, int, int]:
+    k = b["kind"]
+    if k == "conv":
+        s, kk = b["stride"], b["k"]
+        return b["cout"], (h + 2 * (kk // 2) - kk) // s + 1, (w + 2 * (kk // 2) - kk) // s + 1
+    if k == "dwconv":
+        s = b["stride"]
+        return c, (h - 1) // s + 1, (w - 1) // s + 1
+    if k in ("avgpool", "maxpool"):
+        return c, h // 2, w // 2
+    if k == "cat":
+        return b["c1"] + b["c2"], h, w
+    if k == "slice":
+        return b["keep"], h, w
+    if k == "upsample":
+        return c, 2 * h, 2 * w
+    if k == "permute":
+        return c, w, h
+    return c, h, w
+
+
+def generate(seed: str) -> Spec:
+    rng = random.Random(seed)
+    spec = Spec(seed, rng.choice([1, 3, 4, 8]), rng.choice([4, 6, 8, 12, 16]), rng.choice([4, 6, 8, 12, 16]))
+    c, h, w = spec.c, spec.h, spec.w
+    for _ in range(rng.randint(1, 6)):
+        kind = rng.choice(BLOCKS)
+        b: dict[str, Any] = {"kind": kind}
+        if kind == "conv":
+            b.update(cout=rng.choice([4, 8, 12, 16]), k=rng.choice([1, 3, 5]),
+                     stride=2 if h >= 8 and w >= 8 and rng.random() < 0.3 else 1,
+                     act=rng.choice([None, *ACTS]))
+        elif kind == "dwconv":
+            b.update(stride=2 if h >= 8 and w >= 8 and rng.random() < 0.3 else 1, act=rng.choice([None, "relu", "relu6"]))
+        elif kind in ("avgpool", "maxpool"):
+            if h < 4 or w < 4:
+                continue
+        elif kind == "cat":
+            b.update(c1=rng.choice([4, 8]), c2=rng.choice([4, 8]), act1=rng.choice([None, *ACTS]),
+                     act2=rng.choice([None, *ACTS]))
+        elif kind == "slice":
+            if c < 2:
+                continue
+            b.update(keep=rng.randint(1, c - 1))
+        elif kind in ("act",):
+            b.update(act=rng.choice(ACTS))
+        elif kind == "add":
+            b.update(act=rng.choice([None, "relu"]))
+        elif kind == "upsample":
+            if h * w * c > 2048:
+                continue
+        spec.blocks.append(b)
+        c, h, w = _shape_after(c, h, w, b)
+    spec.head = {"kind": rng.choice(["map", "linear", "softmax"]), "out": rng.choice([2, 4, 10])}
+    return spec
+
+
+def source(spec: Spec) -> str:
+    """A standalone model file for SPEC (ModelUnderTest + ModelInputs)."""
+    init: list[str] = []
+    fwd: list[str] = []
+    c, h, w = spec.c, spec.h, spec.w
+    for i, b in enumerate(spec.blocks):
+        k = b["kind"]
+        if k == "conv":
+            init.append(f"self.b{i} = nn.Conv2d({c}, {b['cout']}, {b['k']}, {b['stride']}, {b['k'] // 2})")
+            y = f"self.b{i}(x)"
+            fwd.append(f"x = {ACT_CODE[b['act']].format(y) if b['act'] else y}")
+        elif k == "dwconv":
+            init.append(f"self.b{i} = nn.Conv2d({c}, {c}, 3, {b['stride']}, 1, groups={c})")
+            y = f"self.b{i}(x)"
+            fwd.append(f"x = {ACT_CODE[b['act']].format(y) if b['act'] else y}")
+        elif k == "avgpool":
+            fwd.append("x = F.avg_pool2d(x, 2)")
+        elif k == "maxpool":
+            fwd.append("x = F.max_pool2d(x, 2)")
+        elif k == "add":
+            init.append(f"self.b{i} = nn.Conv2d({c}, {c}, 3, 1, 1)")
+            fwd.append(f"x = {ACT_CODE[b['act']].format(f'x + self.b{i}(x)') if b['act'] else f'x + self.b{i}(x)'}")
+        elif k == "mul":
+            init.append(f"self.b{i} = nn.Conv2d({c}, {c}, 1)")
+            fwd.append(f"x = x * torch.sigmoid(self.b{i}(x))")
+        elif k == "cat":
+            init.append(f"self.b{i}a = nn.Conv2d({c}, {b['c1']}, 1)")
+            init.append(f"self.b{i}b = nn.Conv2d({c}, {b['c2']}, 3, 1, 1)")
+            ya, yb = f"self.b{i}a(x)", f"self.b{i}b(x)"
+            ya = ACT_CODE[b["act1"]].format(ya) if b["act1"] else ya
+            yb = ACT_CODE[b["act2"]].format(yb) if b["act2"] else yb
+            fwd.append(f"x = torch.cat([{ya}, {yb}], dim=1)")
+        elif k == "slice":
+            fwd.append(f"x = x[:, :{b['keep']}]")
+        elif k == "permute":
+            fwd.append("x = x.permute(0, 1, 3, 2)")
+        elif k == "reshape":
+            fwd.append(f"x = x.reshape(1, {c}, {h * w}, 1).reshape(1, {c}, {h}, {w})")
+        elif k == "act":
+            fwd.append(f"x = {ACT_CODE[b['act']].format('x')}")
+        elif k == "upsample":
+            fwd.append("x = F.interpolate(x, scale_factor=2, mode=\"nearest\")")
+        c, h, w = _shape_after(c, h, w, b)
+    head = spec.head["kind"]
+    if head in ("linear", "softmax"):
+        init.append(f"self.fc = nn.Linear({c * h * w}, {spec.head['out']})")
+        fwd.append("x = self.fc(torch.flatten(x, 1))")
+        if head == "softmax":
+            fwd.append("x = torch.softmax(x, dim=-1)")
+    body_init = "\n".join(f"        {line}" for line in init) or "        pass"
+    body_fwd = "\n".join(f"        {line}" for line in fwd)
+    return f'''"""Random model {spec.seed!r} from scripts/fuzz_models.py (blocks: {", ".join(b["kind"] for b in spec.blocks) or "none"}; head: {head})."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+
+
+class Fuzz(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+{body_init}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+{body_fwd}
+        return x
+
+
+ModelUnderTest = Fuzz().eval()
+ModelInputs = (torch.randn(1, {spec.c}, {spec.h}, {spec.w}),)
+'''
+
+
+# ------------------------------------------------------------------ checking
+
+# An AotError line names the op when it quotes an aten/cortex_m/TOSA op, a node, or Vela's own reason.
+NAMES_OP = re.compile(r"(aten::\w+|cortex_m::\w+|\bop \S+|node \S+|Vela could not compile|NPU command|"
+                      r"float op\(s\) left|lowering failed for [\w-]+: \w+|TOSA lowering)")
+
+
+@dataclass
+class Outcome:
+    index: int
+    seed: str
+    kind: str                 # pass, refused, skip, defect
+    defect: str = ""          # crash, unnamed-refusal, hang, wrong-answer, mismatch, run-error
+    detail: str = ""
+    snr_db: float | None = None
+    seconds: float = 0.0
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(_sig: int, _frame: Any) -> None:
+    raise _Timeout()
+
+
+def check(path: Path, target: str, executor: str, outdir: Path, timeout: float, min_snr: float) -> tuple[str, str, str, float | None]:
+    """(kind, defect, detail, snr) for one model file."""
+    from aot.compile import compile_model, make_options
+    from aot.errors import AotError
+    from aot.run import execute
+    from aot.targets import get_target
+
+    tgt = get_target(target)
+    board, sim = ("host", "auto") if executor == "host" or (executor == "auto" and tgt.flow == "ethos_u") \
+        else (tgt.default_board, "qemu")
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(int(timeout))
+    try:
+        try:
+            res = compile_model(str(path), target, outdir, options=make_options())
+        except AotError as err:
+            line = str(err)
+            if NAMES_OP.search(line):
+                return "refused", "", line, None
+            return "defect", "unnamed-refusal", line, None
+        snr = res.report["numerics"]["snr_db"]
+        snr = math.inf if snr == "inf" else float(snr)
+        o = execute(res, board, sim, timeout, "mve", None)
+    except _Timeout:
+        return "defect", "hang", f"no result within {timeout:g} s", None
+    except Exception as exc:  # a traceback is a defect by definition
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        return "defect", "crash", f"{type(exc).__name__}: {exc}".splitlines()[0] + " | " + tb[-2].strip()[:300], None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    if o.status == "SKIP":
+        return "skip", "", o.reason, snr
+    if o.status != "PASS":
+        return "defect", "mismatch" if o.status == "FAIL" else "run-error", f"{o.status}: {o.reason}", snr
+    if not snr >= min_snr:
+        return "defect", "wrong-answer", f"SNR {snr:.1f} dB against the float model, floor {min_snr:g} dB", snr
+    return "pass", "", "", snr
+
+
+def shrink(spec: Spec, defect: str, target: str, executor: str, work: Path, timeout: float, min_snr: float) -> Spec:
+    """Drop blocks (and the head) one at a time while the same defect remains."""
+    cur = spec
+    changed = True
+    while changed:
+        changed = False
+        candidates = [Spec(cur.seed, cur.c, cur.h, cur.w, cur.blocks[:i] + cur.blocks[i + 1:], cur.head)
+                      for i in range(len(cur.blocks))]
+        if cur.head.get("kind") != "map":
+            candidates.append(Spec(cur.seed, cur.c, cur.h, cur.w, cur.blocks, {"kind": "map", "out": 0}))
+        for cand in candidates:
+            if not _valid(cand):
+                continue
+            p = work / "shrink.py"
+            p.write_text(source(cand))
+            kind, d, _, _ = check(p, target, executor, work / "shrink-out", timeout, min_snr)
+            if kind == "defect" and d == defect:
+                cur, changed = cand, True
+                break
+    return cur
+
+
+def _valid(spec: Spec) -> bool:
+    c, h, w = spec.c, spec.h, spec.w
+    for b in spec.blocks:
+        if b["kind"] == "slice" and b["keep"] >= c:
+            return False
+        if b["kind"] in ("avgpool", "maxpool") and (h < 2 or w < 2):
+            return False
+        if b["kind"] in ("conv", "dwconv") and b.get("stride", 1) == 2 and (h < 2 or w < 2):
+            return False
+        c, h, w = _shape_after(c, h, w, b)
+        if h < 1 or w < 1:
+            return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--count", type=int, default=10)
+    ap.add_argument("--seed", default="0")
+    ap.add_argument("--start", type=int, default=0, help="first model index (to resume or split a run)")
+    ap.add_argument("--executor", choices=["auto", "qemu", "host"], default="auto")
+    ap.add_argument("--out", default="out/fuzz")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per compile and per run")
+    ap.add_argument("--min-snr", type=float, default=15.0, help="SNR floor against the float model (dB)")
+    ap.add_argument("--no-shrink", action="store_true")
+    args = ap.parse_args(argv)
+
+    from aot.cli import setup_logging
+    from aot.targets import get_target
+
+    setup_logging(False)
+    warnings.filterwarnings("ignore")
+    logging.getLogger("aot").setLevel(logging.WARNING)
+    get_target(args.target)
+    out = Path(args.out) / args.target
+    (out / "defects").mkdir(parents=True, exist_ok=True)
+    work = out / "work"
+    work.mkdir(exist_ok=True)
+    results: list[Outcome] = []
+    for i in range(args.start, args.start + args.count):
+        seed = f"{args.seed}:{i}"
+        spec = generate(seed)
+        path = work / f"model_{i:05d}.py"
+        path.write_text(source(spec))
+        t0 = time.monotonic()
+        kind, defect, detail, snr = check(path, args.target, args.executor, work / "programs", args.timeout, args.min_snr)
+        oc = Outcome(i, seed, kind, defect, detail, snr, round(time.monotonic() - t0, 1))
+        if kind == "defect":
+            small = spec if args.no_shrink else shrink(spec, defect, args.target, args.executor, work,
+                                                       args.timeout, args.min_snr)
+            repro = out / "defects" / f"{defect}_{args.seed}_{i:05d}.py"
+            repro.write_text(source(small) + f"# {args.target}: {defect}: {detail}\n")
+            oc.detail += f" (repro: {repro})"
+        else:
+            path.unlink()
+        results.append(oc)
+        print(json.dumps(asdict(oc)), flush=True)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.kind] = counts.get(r.kind, 0) + 1
+    summary = {"target": args.target, "seed": args.seed, "start": args.start, "count": len(results),
+               "executor": args.executor, "counts": counts,
+               "defects": [asdict(r) for r in results if r.kind == "defect"],
+               "refusals": sorted({r.detail.split(";")[0][:160] for r in results if r.kind == "refused"})}
+    (out / f"summary_{args.seed}_{args.start}.json").write_text(json.dumps(summary, indent=1))
+    print(f"{args.target}: {len(results)} models, " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+          + f"; {counts.get('defect', 0)} defects", file=sys.stderr)
+    return 1 if counts.get("defect", 0) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""CPU/NPU accuracy parity: int8 SNR of every zoo model on cortex-m55 against ethos-u55-128.
+
+Usage: .venv/bin/python scripts/parity.py [--models a,b] [--samples K] [--markdown]
+
+Both targets quantize the same model with the same calibration: ModelInputs
+plus K-1 inputs drawn from the same distribution (per-tensor mean and std of
+ModelInputs, seeded). The SNR of each lowered program (its host reference:
+cortex_m:: Python references, tosa_reference_model for the NPU delegate) is
+taken against the float model over all K inputs' outputs together. One input
+is not enough: a 2-logit classifier's SNR moves by several dB when one logit
+is one int8 step off, and the CPU's CMSIS-NN fixed-point requantization and
+the NPU's TOSA rescale round differently on about 1% of elements. A gap above
+1 dB (NPU better) means the CPU lowering loses accuracy the NPU keeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import warnings
+
+import torch
+
+from aot import models, numerics, reference
+from aot.cli import setup_logging
+from aot.compile import make_options
+from aot.errors import AotError
+from aot.targets import get_target
+
+CPU, NPU = "cortex-m55", "ethos-u55-128"
+LIMIT_DB = 1.0
+
+
+def samples(inputs: tuple[torch.Tensor, ...], k: int, seed: int = 0) -> list[tuple[torch.Tensor, ...]]:
+    g = torch.Generator().manual_seed(seed)
+    out = [inputs]
+    for _ in range(k - 1):
+        out.append(tuple((torch.randn(t.shape, generator=g) * t.float().std() + t.float().mean()).to(t.dtype)
+                         for t in inputs))
+    return out
+
+
+def snr(model: str, target_name: str, k: int) -> float | str:
+    """Pooled SNR over k inputs of MODEL lowered for TARGET (an error line if it does not compile)."""
+    target = get_target(target_name)
+    zm = models.build(model)
+    data = samples(zm.inputs, k)
+    opts = make_options()
+    try:
+        if target.flow == "cortex_m":
+            from aot.lower import cortex_m as flow
+        else:
+            from aot.lower import ethos_u as flow
+        with torch.no_grad():
+            low = flow.lower(zm.module, zm.inputs, data, target, opts)
+            tosa = None
+            if target.flow == "ethos_u":
+                names = reference.delegate_names(low.edge.exported_program().graph_module)
+                tosa = {n: p.tosa for n, p in zip(names, low.extra["vela_partitions"])}
+            ref, got = [], []
+            for sample in data:
+                # In the layout the program takes (the Cortex-M flow runs channels-last).
+                lay = tuple(a.contiguous(memory_format=torch.channels_last)
+                            if b.dim() == 4 and b.is_contiguous(memory_format=torch.channels_last)
+                            and not b.is_contiguous() else a for a, b in zip(sample, low.inputs))
+                ref += [t.flatten() for t in numerics.flatten_outputs(zm.module(*sample))]
+                got += [t.float().flatten() for t in reference.run_lowered(low.edge, lay, tosa, [])]
+    except AotError as err:
+        return f"error: {err}"
+    return numerics.snr_db(torch.cat(ref), torch.cat(got))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="all")
+    ap.add_argument("--samples", type=int, default=8, help="inputs to calibrate on and score (default 8)")
+    ap.add_argument("--markdown", action="store_true", help="print a markdown table")
+    args = ap.parse_args(argv)
+    setup_logging(False)
+    warnings.filterwarnings("ignore")
+    names = list(models.ZOO) if args.models == "all" else args.models.split(",")
+    rows, bad = [], 0
+    for m in names:
+        cpu, npu = snr(m, CPU, args.samples), snr(m, NPU, args.samples)
+        gap = npu - cpu if isinstance(cpu, float) and isinstance(npu, float) else None
+        ok = gap is not None and gap <= LIMIT_DB
+        bad += not ok
+        rows.append({"model": m, CPU: cpu, NPU: npu, "gap_db": gap, "ok": ok})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if args.markdown:
+        print(f"| model | {CPU} SNR dB | {NPU} SNR dB | gap dB (NPU - CPU) |")
+        print("|---|---|---|---|")
+        for r in rows:
+            def f(v: float | str) -> str:
+                return "refused" if isinstance(v, str) else ("inf" if math.isinf(v) else f"{v:.1f}")
+            gap = "-" if r["gap_db"] is None else f"{r['gap_db']:+.1f}"
+            print(f"| {r['model']} | {f(r[CPU])} | {f(r[NPU])} | {gap} |")
+    print(f"{len(rows) - bad} of {len(rows)} models within {LIMIT_DB} dB", file=sys.stderr)
+    return 0 if bad == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
