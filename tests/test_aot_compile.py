@@ -70,3 +70,24 @@ def test_zoo_compiles(compiled, model: str, target: str) -> None:
     assert snr >= SNR_FLOOR[model], f"SNR {snr:.1f} dB below the floor {SNR_FLOOR[model]} dB"
     mem = report["memory"]
     assert mem["program_bytes"] == len(pte) and mem["arena_total"] > 0
+
+
+def test_input_offsets_folded_and_kernels_reported(compiled) -> None:
+    """dw_separable's pointwise convolution reads no padding: its input offset is folded into the bias at
+    compile time (input_offset 0 in the program), and the report names the kernel variant of every
+    conv-family node and the scratch added for our kernels."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    res = compiled("dw_separable", "cortex-m55")
+    report = json.loads(res.report_path.read_text())
+    assert report["fold_input_offset"]["folded_convolutions"] >= 1
+    kernels = report["kernel_scratch"]["kernels"]
+    assert sum(kernels.values()) >= 2 and any(k.startswith("dw_") for k in kernels)
+    prog = deserialize_pte_binary(res.pte.read_bytes())
+    prog = getattr(prog, "program", prog)
+    plan = prog.execution_plan[0]
+    convs = [i for i in plan.chains[0].instructions
+             if hasattr(i.instr_args, "op_index")
+             and plan.operators[i.instr_args.op_index].name == "cortex_m::quantized_conv2d"]
+    offsets = [plan.values[i.instr_args.args[6]].val.int_val for i in convs]
+    assert 0 in offsets, offsets

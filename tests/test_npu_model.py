@@ -166,11 +166,13 @@ ModelInputs = (torch.randn(1, 3, 10, 10),)
 """
 
 
-def _compile_source(src: str, name: str, target: str, tmp_path: Path):
+def _compile_source(src: str, name: str, target: str, tmp_path: Path, plain: bool = False):
     from aot.compile import compile_model, make_options
+    from aot.lower import LowerOptions
 
     (tmp_path / f"{name}.py").write_text(src)
-    return compile_model(str(tmp_path / f"{name}.py"), target, tmp_path / "out", options=make_options())
+    return compile_model(str(tmp_path / f"{name}.py"), target, tmp_path / ("plain" if plain else "out"),
+                         options=LowerOptions() if plain else make_options())
 
 
 def _check_program(res, trials: int = 10) -> None:
@@ -226,12 +228,13 @@ def test_vela_int16_fc_batch_miscompile_is_caught_at_compile_time(tmp_path: Path
     """Vela 5.1.0 miscompiles int16 fully connected stacks at batch > 1: the first layer's IFM keeps the delegate
     input's 1xN layout while its OFM is Nx1, and Vela pads the missing rows instead of reading them, so no command
     reads batch row 1. The compile-time check runs the command stream on the functional model and flags it; at
-    batch 1 the same layers are bit-exact. (If a newer Vela fixes this, the first half fails: drop the README
-    note 'Known Vela miscompiles'.)"""
+    batch 1 the same layers are bit-exact, and so is batch 2 with our default passes (fc_rows_as_pixels runs the
+    rows as pixels). (If a newer Vela fixes this, the first half fails: drop the README note 'Known Vela
+    miscompiles'.)"""
     import tosa_reference_model as ref  # type: ignore[import-not-found]
 
     with caplog.at_level(logging.WARNING, logger="aot"):
-        res = _compile_source(_FC_STACK.replace("BATCH", "2"), "fc_b2", "ethos-u55-128-a16w8", tmp_path)
+        res = _compile_source(_FC_STACK.replace("BATCH", "2"), "fc_b2", "ethos-u55-128-a16w8", tmp_path, plain=True)
     (check,) = res.report["npu_check"]["delegates"]
     assert check["checked"] and check["max_diff_steps"] > 100, check
     assert "disagrees with its TOSA graph" in caplog.text
@@ -245,8 +248,11 @@ def test_vela_int16_fc_batch_miscompile_is_caught_at_compile_time(tmp_path: Path
     ty = ref.run(tosa, [y], verbosity="NONE", initialize_variable_tensor_from_numpy=True)[0][0]
     assert not np.array_equal(np.asarray(tx), np.asarray(ty))
 
-    one = _compile_source(_FC_STACK.replace("BATCH", "1"), "fc_b1", "ethos-u55-128-a16w8", tmp_path)
+    one = _compile_source(_FC_STACK.replace("BATCH", "1"), "fc_b1", "ethos-u55-128-a16w8", tmp_path, plain=True)
     assert one.report["npu_check"]["delegates"][0]["max_diff_steps"] == 0
+    fixed = _compile_source(_FC_STACK.replace("BATCH", "2"), "fc_b2", "ethos-u55-128-a16w8", tmp_path)
+    assert fixed.report["fc_rows_as_pixels"] and fixed.report["npu_check"]["delegates"]
+    assert all(d["checked"] and d["max_diff_steps"] == 0 for d in fixed.report["npu_check"]["delegates"])
 
 
 _DIS = re.compile(r"^0x([0-9a-f]{6}): (?:([0-9a-f]{8})|\s{8}) ([0-9a-f]{4}) ([0-9a-f]{4}) - (\w+)")

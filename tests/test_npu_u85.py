@@ -35,13 +35,24 @@ def compiled():
     """Zoo programs for the U85, compiled once and cached (plain lowering, as in test_npu_model.py)."""
     from conftest import CACHE
 
-    from aot.compile import compile_model
+    from aot.compile import compile_model, make_options
+    from aot.errors import AotError
     from aot.lower import LowerOptions
 
     def build(model: str):
-        return compile_model(model, TARGET, CACHE / TARGET / "npu-plain", options=LowerOptions(), reuse_cache=True)
+        try:
+            return compile_model(model, TARGET, CACHE / TARGET / "npu-plain", options=LowerOptions(), reuse_cache=True)
+        except AotError:
+            # Some models (conv1d_timeseries' 1-D max pool) reach the NPU only through our rewrites.
+            return compile_model(model, TARGET, CACHE / TARGET / "lut1-el0-af0", options=make_options(True, False, False),
+                                 reuse_cache=True)
 
     return build
+
+
+# Zoo programs whose streams use a U85 feature the functional model does not model: it refuses them with one
+# error naming the feature (README, "what is not supported yet"), never a wrong answer.
+NOT_MODELLED = {"mlperf_kws_dscnn": "2:4 sparse weights", "unet_small": "NPU_OP_RESIZE is not modelled"}
 
 
 def _program(compiled, model: str):
@@ -50,10 +61,18 @@ def _program(compiled, model: str):
     return res, blobs, tosas
 
 
+def _refused(model: str):
+    return pytest.raises(NpuError, match=re.escape(NOT_MODELLED[model]))
+
+
 @pytest.mark.parametrize("model", ZOO)
 def test_zoo_bit_exact_vs_tosa(compiled, model: str) -> None:
     _, blobs, tosas = _program(compiled, model)
     assert parse_blob(blobs[0]).config.product_name == "Ethos-U85"
+    if model in NOT_MODELLED:
+        with _refused(model):
+            bit_exact_vs_tosa(blobs, tosas, model)
+        return
     bit_exact_vs_tosa(blobs, tosas, model)
 
 
@@ -62,6 +81,10 @@ def test_zoo_whole_program_matches_bundled(compiled, model: str) -> None:
     from aot.npu.program import run_bundled
 
     res, _, _ = _program(compiled, model)
+    if model in NOT_MODELLED:
+        with _refused(model):
+            run_bundled(res.bpte.read_bytes())
+        return
     result = run_bundled(res.bpte.read_bytes())
     assert result["status"] == "pass", result["outputs"]
     assert result["executor"] == "host (Ethos-U85 functional model)"

@@ -25,9 +25,17 @@ def test_aten_conv_on_int8_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     # which leaves aten.convolution / aten.hardsigmoid running on raw int8 data.
     from executorch.backends.cortex_m.passes.activation_fusion_pass import ActivationFusionPass
 
+    # ActivationAlone (issue 18) quantizes every hardsigmoid on its own, so nothing is fused any more: without
+    # it the conv + hardsigmoid pattern is fused and the broken fold leaves the conv reading int8.
+    from aot.passes.activation_alone import ActivationAlone
+
     monkeypatch.setattr(ActivationFusionPass, "_get_validated_qparams", lambda self, node, inp: None)
+    opts = make_options(False, False, True)   # --allow-float never excuses this
+    opts.quantizer_hooks = [h for h in opts.quantizer_hooks if not isinstance(h, ActivationAlone)]
+    zm = models.build("conv_hardsigmoid")
     with pytest.raises(AotError, match=r"is broken: node aten_\w+ at .*conv_hardsigmoid.py:\d+.*reads integer tensor"):
-        _lower("conv_hardsigmoid", fusion=False, allow_float=True)   # --allow-float never excuses this
+        with torch.no_grad():
+            cortex_m.lower(zm.module, zm.inputs, [zm.inputs], M55, opts)
 
 
 def test_float_islands_error_names_ops_and_lines() -> None:

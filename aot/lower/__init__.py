@@ -23,6 +23,8 @@ class LowerOptions:
     quantizer_hooks: list[Callable[[Any, Any, Any], Any]] = field(default_factory=list)
     # Extra passes run on the quantized graph before to_edge (LUT fusion etc.).
     pre_edge_passes: list[GraphPass] = field(default_factory=list)
+    # Cortex-M: passes over the lowered ExportedProgram that rewrite constants (they own them), before post_passes.
+    program_passes: list[Callable[[Any], Any]] = field(default_factory=list)
     # Extra passes (ExportPass instances) run on the final edge program.
     post_passes: list[Any] = field(default_factory=list)
     # Checks run on the final edge graph (after post_passes); they raise AotError to stop the compile.
@@ -42,8 +44,8 @@ class Lowered:
 
 
 def _all_passes(options: LowerOptions) -> list[Any]:
-    return [*options.pre_quant_passes, *options.quantizer_hooks, *options.pre_edge_passes, *options.post_passes,
-            *options.program_checks]
+    return [*options.pre_quant_passes, *options.quantizer_hooks, *options.pre_edge_passes, *options.program_passes,
+            *options.post_passes, *options.program_checks]
 
 
 def bind_passes(options: LowerOptions, target: Any) -> None:

@@ -73,11 +73,14 @@ def lower(
     pm = CortexMPassManager(edge.exported_program(), target_config=target_config(target),
                             use_explicit_layout=options.explicit_layout)
     try:
-        edge._edge_programs["forward"] = pm.transform()
+        ep = pm.transform()
     except Exception as exc:  # ExecuTorch wraps a failing pass in a bare Exception: name the pass and its error
         raise AotError(f"ExecuTorch's Cortex-M lowering failed for {target.name}: {_pass_failure(exc)}; the model "
                        "has an op pattern ExecuTorch 1.5.1 cannot lower for Cortex-M (run with -v for the trace): "
                        "try an ethos-u target or rewrite that layer") from exc
+    for p in options.program_passes:
+        ep = p(ep)
+    edge._edge_programs["forward"] = ep
     if options.post_passes:
         edge = edge.transform(list(options.post_passes))
     run_program_checks(options, edge)

@@ -9,7 +9,10 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
 - avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.
 - cancel_transposes.py: cortex_m::transpose pairs that undo each other (q @ k^T) removed.
-- kernel_scratch.py: conv/depthwise scratch tensors sized for our kernels; kernel variants reported.
+- fold_input_offset.py: Cortex-M convolutions without padding get input_offset * sum(w) folded into
+  their bias at compile time (offset 0), so the kernels skip that per-call pass over the weights.
+- kernel_scratch.py: conv/depthwise/avg-pool scratch tensors sized for our kernels; kernel variants
+  reported.
 - activation_alone.py (quantizer annotation): conv/linear/add + activation feeding a concat, and
   every hardsigmoid on Cortex-M, quantized on their own, not folded into the producer.
 - symmetric_weight_range.py (quantizer annotation): int8 weights over [-127, 127] like the Arm
@@ -38,6 +41,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.symmetric_weight_range import SymmetricWeightRange
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
     from aot.passes.cancel_transposes import CancelTransposes
+    from aot.passes.fold_input_offset import FoldInputOffset
     from aot.passes.kernel_scratch import KernelScratch
     from aot.passes.linear_to_conv import LinearToConv
     from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
@@ -54,6 +58,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     opts.quantizer_hooks.append(ActivationAlone())
     opts.quantizer_hooks.append(SymmetricWeightRange())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
+    opts.program_passes.append(FoldInputOffset())
     opts.post_passes.append(CancelTransposes())
     opts.post_passes.append(KernelScratch())  # after every pass that makes or reshapes conv nodes
     opts.program_checks.append(VerifyProgram(allow_float=allow_float))

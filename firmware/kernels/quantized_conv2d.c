@@ -492,9 +492,14 @@ k_status qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w
   const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c;
   int32_t *beff = (int32_t *)scratch;
   int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
-  for (int32_t o = 0; o < OC; o++)
-    beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
-                        (uint32_t)p->input_offset * (uint32_t)k_sum_s8_mve(w + (size_t)o * K, K));
+  /* a zero offset (folded into the bias at compile time where there is no
+   * padding: aot/passes/fold_input_offset.py) needs no pass over the weights */
+  if (p->input_offset == 0)
+    for (int32_t o = 0; o < OC; o++) beff[o] = bias ? bias[o] : 0;
+  else
+    for (int32_t o = 0; o < OC; o++)
+      beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
+                          (uint32_t)p->input_offset * (uint32_t)k_sum_s8_mve(w + (size_t)o * K, K));
   for (int32_t o = OC; o < (OC + 3) / 4 * 4; o++) beff[o] = 0;
   if (conv_direct(p) && p->stride_h == 1 && p->stride_w == 1 && p->in_c <= 16)
     conv_k16(p, in, w, mult, shift, out, beff);

@@ -16,7 +16,13 @@
 #define RUNNER_SCRATCH_BYTES 4096u /* et_kernel_ctx scratch; ops' own scratch is planned */
 #endif
 #define MAX_REGIONS 8
-#define MAX_OUTPUTS 32
+/* per-output diff records (2 x 24 B each): boards with little RAM set fewer in their cflags */
+#ifndef RUNNER_MAX_OUTPUTS
+#define RUNNER_MAX_OUTPUTS 32
+#endif
+#define MAX_OUTPUTS RUNNER_MAX_OUTPUTS
+#define STR_(x) #x
+#define STR(x) STR_(x)
 #define ALIGNMENT 16u
 
 static et_program g_prog;
@@ -203,7 +209,7 @@ int main(int argc, char **argv) {
                             needs.n_arenas, scratch, RUNNER_SCRATCH_BYTES, delegate_mem, needs.delegate_bytes)))
     fail_error(g_method.msg, &needs);
   uint32_t nout = et_method_num_outputs(&g_method);
-  if (nout > MAX_OUTPUTS) g_last_status = ET_E_NOT_SUPPORTED, fail_error("method has more outputs than the runner reports (32)", &needs);
+  if (nout > MAX_OUTPUTS) g_last_status = ET_E_NOT_SUPPORTED, fail_error("method has more outputs than this runner build reports (" STR(MAX_OUTPUTS) ", RUNNER_MAX_OUTPUTS)", &needs);
   uint32_t ncases = et_bundle_num_cases(&g_bundle);
   if (ncases == 0) fail_error("bundled program has no test cases: bundle at least one", &needs);
 

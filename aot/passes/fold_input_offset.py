@@ -1,0 +1,65 @@
+"""Input offsets of convolutions that never read padding, folded into their bias at compile time.
+
+Matches, in the final Cortex-M ExportedProgram, `cortex_m::quantized_conv2d` (and `_nhwc`) nodes
+with padding (0, 0), a non-zero input_offset and a constant int32 bias that no other node uses.
+Without padding every tap of every window reads the input, so
+conv(x + off, w) + b == conv(x, w) + (b + off * sum(w)) exactly in int32 (ExecuTorch's reference
+computes the same integer convolution either way).
+
+Produces the same node with bias b + off * sum(w) per output channel (wrapped to int32 like the
+kernels' arithmetic) and input_offset 0: the kernels, which fold off * sum(w) themselves on every
+call when the offset is not zero, then skip that pass over the weights. 1x1 convolutions (MobileNet's
+expand and project layers) are the common case. Outputs are bit-identical (the suite checks them).
+
+Runs on the ExportedProgram (it owns the constants) right after CortexMPassManager, which creates
+these nodes; KernelScratch and VerifyProgram run after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from executorch.backends.transforms.utils import get_param_tensor, is_param_node, set_param_tensor
+from executorch.exir.dialects._ops import ops as exir_ops
+
+CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
+OFFSET_ARG, BIAS_ARG, PAD_ARG = 6, 2, 4
+
+
+def _wrap_int32(v: torch.Tensor) -> torch.Tensor:
+    return ((v + (1 << 31)) % (1 << 32) - (1 << 31)).to(torch.int32)
+
+
+class FoldInputOffset:
+    report_key = "fold_input_offset"
+
+    def __init__(self) -> None:
+        self.folded = 0
+
+    def report(self) -> dict[str, Any]:
+        return {"folded_convolutions": self.folded}
+
+    def __call__(self, ep: Any) -> Any:
+        cm = exir_ops.edge.cortex_m
+        targets = {getattr(cm, n).default for n in CONV_OPS if hasattr(cm, n)}
+        self.folded = 0
+        for n in ep.graph_module.graph.nodes:
+            if n.op != "call_function" or n.target not in targets:
+                continue
+            off, bias, pad = int(n.args[OFFSET_ARG]), n.args[BIAS_ARG], tuple(n.args[PAD_ARG])
+            if off == 0 or pad != (0, 0) or not isinstance(bias, torch.fx.Node) or len(bias.users) != 1 \
+                    or not is_param_node(ep, bias) or not is_param_node(ep, n.args[1]):
+                continue
+            b, w = get_param_tensor(ep, bias), get_param_tensor(ep, n.args[1])
+            if b is None or w is None or b.dtype != torch.int32 or w.dim() != 4 or b.numel() != w.shape[0]:
+                continue
+            wsum = w.to(torch.int64).reshape(w.shape[0], -1).sum(dim=1)
+            set_param_tensor(ep, bias, _wrap_int32(b.to(torch.int64) + off * wsum))
+            args = list(n.args)
+            args[OFFSET_ARG] = 0
+            n.args = tuple(args)
+            self.folded += 1
+        if self.folded:
+            ep.graph_module.recompile()
+        return ep
