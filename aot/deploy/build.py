@@ -24,10 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a file: make `aot` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from aot.deploy.boards import BOARDS_DIR, REPO_ROOT, Board, BoardError, load_board  # noqa: E402
+from aot.deploy.boards import BOARDS_DIR, REPO_ROOT, Board, BoardError, load_board
 
 log = logging.getLogger(__name__)
 

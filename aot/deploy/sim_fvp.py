@@ -21,12 +21,9 @@ import shutil
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from aot.deploy.boards import Board, BoardError, load_board  # noqa: E402
-from aot.deploy.build import BuildError, BuildOptions  # noqa: E402
-from aot.deploy.sim_qemu import FAULT_MARKER, SimError, SimResult, _collect_outputs, classify, prepare_run, run_command  # noqa: E402
+from aot.deploy.boards import Board, BoardError, load_board
+from aot.deploy.build import BuildError, BuildOptions
+from aot.deploy.sim_qemu import FAULT_MARKER, SimError, SimResult, _collect_outputs, classify, prepare_run, run_command
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from aot.deploy.result import ResultError, RunResult, parse_result  # noqa: E402
+from aot.deploy.result import ResultError, RunResult, parse_result
 
 log = logging.getLogger(__name__)
 

@@ -30,16 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from aot.deploy.boards import Board, BoardError, load_board  # noqa: E402
-from aot.deploy.build import BuildError, BuildOptions, build_image, check_model_fits, emdl_image  # noqa: E402
-from aot.deploy.result import ResultError, RunResult, parse_result  # noqa: E402
+from aot.deploy.boards import Board, BoardError, load_board
+from aot.deploy.build import BuildError, BuildOptions, build_image, check_model_fits, emdl_image
+from aot.deploy.result import ResultError, RunResult, parse_result
 
 log = logging.getLogger(__name__)
 
 FAULT_MARKER = "FAULT:"
+ETDUMP_FILE = "etdump.etdp"  # what the runner writes through semihosting when asked (PLAT_FLAG_ETDUMP)
 TAIL_LINES = 20
 
 
