@@ -13,6 +13,7 @@ from typing import Any
 from aot.compile import CompileResult, compile_model
 from aot.errors import EXIT_MISMATCH, EXIT_OK, EXIT_SIM, EXIT_USAGE, AotError
 from aot.lower import LowerOptions
+from aot.measures import VELA_NPU_ONLY, VELA_NPU_ONLY_KEY, VELA_TOTAL, VELA_TOTAL_KEY, cpu_count_label, npu_pmu_label
 from aot.summary import npu_check_text, print_run
 from aot.targets import get_target
 
@@ -76,7 +77,7 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
         snr = num.get("snr_db")
         rows.append(("SNR vs float model", f"{snr if isinstance(snr, str) else round(float(snr), 1)} dB"))
     if r is not None and r.total is not None:
-        rows.append((r.unit or "count", f"{r.total:,}"))
+        rows.append((cpu_count_label(r.unit, o.sim), f"{r.total:,}"))
         for op in sorted(r.per_op, key=lambda p: -p.count)[:5]:
             rows.append(("  " + op.op, f"{op.count:,} ({op.calls} calls)"))
     if r is not None and r.arena_bytes:
@@ -84,8 +85,8 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
     npu = (r.raw or {}).get("npu") if r is not None else None
     if npu:
         rows.append(("NPU (device)", f"{npu.get('config')} ID {npu.get('id')}, {npu.get('invocations')} inferences"))
-        if npu.get("pmu_cycles"):
-            rows.append(("NPU cycles (PMU)", f"{npu['pmu_cycles']:,}"))
+        if npu.get("pmu_cycles"):  # 0 where nothing times the NPU (QEMU's co-simulation)
+            rows.append((npu_pmu_label(o.sim), f"{npu['pmu_cycles']:,}"))
     if r is not None and (r.raw or {}).get("delegate_bytes"):
         rows.append(("delegate bytes (NPU scratch)", f"{r.raw['delegate_bytes']:,}"))
     if r is not None and r.stack_bytes:
@@ -94,7 +95,8 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
         rows.append(("image bytes", f"{o.image_bytes:,}"))
     vela = o.compile.get("vela")
     if vela:
-        rows.append(("NPU cycles (Vela estimate)", f"{vela['npu_cycles']:,}"))
+        rows.append((VELA_NPU_ONLY, f"{vela[VELA_NPU_ONLY_KEY]:,}"))
+        rows.append((VELA_TOTAL, f"{vela[VELA_TOTAL_KEY]:,}"))
     check = o.compile.get("npu_check")
     if check:  # a MISMATCH here explains a FAIL: Vela's stream disagrees with the graph it was given
         rows.append(("NPU model vs TOSA (compile)", npu_check_text(check["delegates"])))
