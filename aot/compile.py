@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -120,13 +121,14 @@ def compile_model(
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{model.name}_{target.name}"
     pte, bpte, rep = out / f"{stem}.pte", out / f"{stem}.bpte", out / f"{stem}.json"
+    etrecord = out / f"{stem}.etrecord"
     key = cache_key(model, target, options, calibration)
     if reuse_cache and pte.is_file() and bpte.is_file() and rep.is_file():
         try:
             old = json.loads(rep.read_text())
         except json.JSONDecodeError:
             old = {}
-        if old.get("cache_key") == key:
+        if old.get("cache_key") == key and (not (old.get("files") or {}).get("etrecord") or etrecord.is_file()):
             log.debug("reusing cached program %s", bpte)
             return CompileResult(model.name, target, pte, bpte, rep, old)
 
@@ -156,6 +158,7 @@ def compile_model(
     if tosa_graphs:
         npu_check = compile_check.check_delegates({n: p.blob for n, p in zip(names, parts)}, calls)
         compile_check.warn_on_mismatch(npu_check)
+    edge_before_emit = copy.deepcopy(lowered.edge)  # for the ETRecord: to_executorch changes the graph
     try:
         program = lowered.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     except Exception as exc:
@@ -165,7 +168,12 @@ def compile_model(
     compile_s = time.monotonic() - t0
 
     emit.write_pte(program, pte)
-    emit.write_bpte(program, [(lowered.inputs, device_out)], bpte)
+    bundled = emit.bundle(program, [(lowered.inputs, device_out)])
+    emit.write_bpte(bundled, bpte)
+    etrecord_error = emit.write_etrecord(edge_before_emit, bundled, etrecord)
+    if etrecord_error:
+        log.warning("warning: no ETRecord for %s (emlkit inspect will show operator names without graph "
+                    "nodes): %s", stem, etrecord_error)
     acc = numerics.compare(float_out, device_out)
     report: dict[str, Any] = {
         "model": model.name,
@@ -192,7 +200,7 @@ def compile_model(
         "output_qparams": program_info.output_qparams(lowered.edge),
         "vela": _vela_summary(lowered),
         "notes": lowered.notes,
-        "files": {"pte": pte.name, "bpte": bpte.name},
+        "files": {"pte": pte.name, "bpte": bpte.name, "etrecord": None if etrecord_error else etrecord.name},
     }
     if npu_check is not None:
         report["npu_check"] = {"reference": "Vela's command streams on the NPU functional model vs "

@@ -34,6 +34,7 @@ class RunOutcome:
     compile: dict[str, Any] = field(default_factory=dict)   # the compile report
     result: Any = None             # aot.deploy.result.RunResult when the device ran
     image_bytes: int | None = None
+    etdump: Any = None             # Path of the ETDump the firmware wrote (--etdump)
 
     @property
     def exit_code(self) -> int:
@@ -41,15 +42,16 @@ class RunOutcome:
 
 
 def execute(cres: CompileResult, board: str, sim: str, timeout: float, kernels: str,
-            save_outputs: str | None, npu_trace: bool = False) -> RunOutcome:
+            save_outputs: str | None, npu_trace: bool = False, etdump: str | None = None) -> RunOutcome:
     """Run a compiled program on BOARD and turn the device's result line into an outcome."""
     from aot.deploy.execute import execute_bpte
 
     target = cres.target
     out = RunOutcome(cres.name, target.name, board, sim, "ERROR", compile=cres.report)
     dres = execute_bpte(cres, board=board, sim=sim, timeout=timeout, kernels=kernels,
-                        save_outputs=save_outputs, npu_trace=npu_trace)
+                        save_outputs=save_outputs, npu_trace=npu_trace, etdump=etdump)
     out.sim = dres.sim
+    out.etdump = dres.etdump
     out.board = dres.board or board
     out.label = dres.label
     out.image_bytes = dres.image_bytes
@@ -109,8 +111,13 @@ def run_model(args: argparse.Namespace, options: LowerOptions) -> int:
     target = get_target(args.target)
     board = args.board or target.default_board
     cres = compile_model(args.model, target.name, args.output, args.calibration, options, reuse_cache=True)
-    outcome = execute(cres, board, args.sim, args.timeout, args.kernels, args.save_outputs, args.npu_trace)
+    outcome = execute(cres, board, args.sim, args.timeout, args.kernels, args.save_outputs, args.npu_trace,
+                      getattr(args, "etdump", None))
     print_run({"model": outcome.model, "board": outcome.board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
+    if outcome.etdump is not None:
+        etrecord = (cres.report.get("files") or {}).get("etrecord")
+        hint = f" --etrecord {cres.pte.parent / etrecord}" if etrecord else ""
+        log.info("ETDump: %s (per-operator table: emlkit inspect --etdump %s%s)", outcome.etdump, outcome.etdump, hint)
     if outcome.status == "SKIP":
         raise AotError(f"{outcome.reason}; AOT figures above are from the compile step (no device run)", EXIT_USAGE)
     if outcome.status == "ERROR":

@@ -87,12 +87,13 @@ def run_fvp(
     cycle_limit: int | None = None,
     build_options: BuildOptions | None = None,
     npu: str | None = None,
+    etdump: bool = False,
 ) -> SimResult:
     b = board if isinstance(board, Board) else load_board(board)
     name = fvp_variant(b, fvp)
     if shutil.which(name) is None:
         raise SimError(f"{name} not found on PATH: install the Arm FVP (developer.arm.com, Arm Ecosystem FVPs) or run under QEMU")
-    elf, workdir, model_bin = prepare_run(bpte, b, elf, workdir, save_outputs, build_options, "fvp")
+    elf, workdir, model_bin = prepare_run(bpte, b, elf, workdir, save_outputs, build_options, "fvp", etdump)
     cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), workdir.resolve(), timeout, name, cycle_limit, npu)
     console, code, timed_out, secs = run_command(cmd, workdir, timeout + KILL_GRACE_S)
     # The FVP ends itself at --timelimit; a run that stopped there printed no result.

@@ -140,7 +140,7 @@ def _collect_outputs(workdir: Path) -> list[Path]:
 
 
 def prepare_run(bpte: Path | bytes, b: Board, elf: Path | None, workdir: Path | None, save_outputs: bool,
-                build_options: BuildOptions | None, sim: str) -> tuple[Path, Path, Path]:
+                build_options: BuildOptions | None, sim: str, etdump: bool = False) -> tuple[Path, Path, Path]:
     """What every simulator needs before it starts: a model that fits, the image, a clean work
     folder and model.bin (EMDL header + .bpte) in it. Returns (elf, workdir, model_bin)."""
     data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
@@ -156,8 +156,9 @@ def prepare_run(bpte: Path | bytes, b: Board, elf: Path | None, workdir: Path | 
     workdir.mkdir(parents=True, exist_ok=True)
     for old in _collect_outputs(workdir):
         old.unlink()  # stale outputs from an earlier run must not pass for new ones
+    (workdir / ETDUMP_FILE).unlink(missing_ok=True)
     model_bin = workdir / "model.bin"
-    model_bin.write_bytes(emdl_image(data, save_outputs))
+    model_bin.write_bytes(emdl_image(data, save_outputs, etdump))
     return Path(elf), workdir, model_bin
 
 
@@ -193,6 +194,7 @@ def run_qemu(
     build_options: BuildOptions | None = None,
     npu: str | None = None,
     npu_fault: str | None = None,
+    etdump: bool = False,
 ) -> SimResult:
     """Run one .bpte; builds the board image first when `elf` is not given.
 
@@ -200,7 +202,7 @@ def run_qemu(
     names the NPU to play (default: the one the program was compiled for), `npu_fault` injects a fault."""
     b = board if isinstance(board, Board) else load_board(board)
     data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
-    elf, workdir, model_bin = prepare_run(bpte, b, elf, workdir, save_outputs, build_options, "qemu")
+    elf, workdir, model_bin = prepare_run(bpte, b, elf, workdir, save_outputs, build_options, "qemu", etdump)
     cmd = qemu_command(b, Path(elf).resolve(), model_bin.resolve())
     wanted = npu or program_npu(data)
     if wanted is not None and b.npu is not None:

@@ -277,28 +277,47 @@ size_t plat_stack_used(void) {
 
 /* ---------------------------------------------------------------- outputs */
 
-void plat_save_output(unsigned index, const void *data, size_t nbytes) {
+/* Only when the host asked for it (EMDL flags): files in the simulator's
+ * working directory, through semihosting. */
+static int host_wants(uint32_t flag) {
 #if defined(FW_NO_SEMIHOSTING)
-  (void)index, (void)data, (void)nbytes;
+  (void)flag;
+  return 0;
 #else
-  /* Only when the host asked for it (EMDL flags): a file per output in the
-   * simulator's working directory. */
   model_probe();
-  if (g_model_state != 1 || !(g_model_flags & PLAT_FLAG_SAVE_OUTPUTS)) return;
-  char name[32];
-  snprintf(name, sizeof name, "output_%u.bin", index);
+  return g_model_state == 1 && (g_model_flags & flag) != 0;
+#endif
+}
+
+static void save_file(const char *name, const void *data, size_t nbytes) {
+#if defined(FW_NO_SEMIHOSTING)
+  (void)name, (void)data, (void)nbytes;
+#else
   int h = sh_open(name, SH_MODE_WB);
   if (h < 0) {
-    static const char err[] = "error: cannot create output file on the host (semihosting open failed)\n";
+    static const char err[] = "error: cannot create a file on the host (semihosting open failed)\n";
     plat_write(err, sizeof err - 1);
     return;
   }
   if (sh_write(h, data, nbytes) != 0) {
-    static const char err[] = "error: short write of an output file on the host\n";
+    static const char err[] = "error: short write of a file on the host\n";
     plat_write(err, sizeof err - 1);
   }
   sh_close(h);
 #endif
+}
+
+void plat_save_output(unsigned index, const void *data, size_t nbytes) {
+  if (!host_wants(PLAT_FLAG_SAVE_OUTPUTS)) return;
+  char name[32];
+  snprintf(name, sizeof name, "output_%u.bin", index);
+  save_file(name, data, nbytes);
+}
+
+int plat_etdump_wanted(void) { return host_wants(PLAT_FLAG_ETDUMP); }
+
+void plat_save_etdump(const void *data, size_t nbytes) {
+  if (host_wants(PLAT_FLAG_ETDUMP)) save_file("etdump.etdp", data, nbytes);
 }
 
 /* ---------------------------------------------------------------- driver services */
