@@ -15,13 +15,16 @@
 #include "armv8m.h"
 #include "board_config.h"
 #include "platform.h"
+#if !defined(FW_NO_SEMIHOSTING)
 #include "semihost.h"
+#endif
 
 #if !defined(FW_CONSOLE_UART) && !defined(FW_NO_SEMIHOSTING)
 #define USE_SH_CONSOLE 1
 #endif
 
 extern uint32_t __stack_limit__[], __stack_top__[];
+extern uint8_t __model_end__[]; /* end of the image's model section (link.ld) */
 
 /* ---------------------------------------------------------------- console */
 
@@ -35,7 +38,7 @@ extern uint32_t __stack_limit__[], __stack_top__[];
 #define UART_BAUDDIV (BOARD_UART_BASE + 0x10u)
 
 static void uart_init(void) {
-  REG32(UART_BAUDDIV) = BOARD_CPU_HZ / 115200u; /* >= 16 as the CMSDK UART requires */
+  REG32(UART_BAUDDIV) = BOARD_UART_HZ / 115200u; /* 115200 baud 8N1; >= 16 as the CMSDK UART requires */
   REG32(UART_CTRL) = 1u;                        /* TX enable */
 }
 
@@ -200,6 +203,12 @@ static uint32_t rd_le32(const uint8_t *p) {
 
 static void model_probe(void) {
   if (g_model_state) return;
+#if defined(BOARD_MODEL_IN_IMAGE)
+  /* The application links its program into the image itself (emlkit export):
+   * there is no EMDL slot to read, and plat_model has nothing to give. */
+  g_model_state = -1;
+  return;
+#endif
   const uint8_t *hdr = (const uint8_t *)(uintptr_t)BOARD_MODEL_ADDR;
   char msg[200];
   if (memcmp(hdr, PLAT_MODEL_MAGIC, 4) != 0) {
@@ -253,8 +262,10 @@ size_t plat_regions(const plat_region **regions) {
   for (size_t i = 0; i < BOARD_ARENA_COUNT; i++) {
     uintptr_t base = k_regions[i].base, end = (uintptr_t)k_regions[i].base + k_regions[i].size;
     if (k_regions[i].holds_model) {
-      /* Everything after the model; without a model, after its header slot. */
+      /* Everything after the model (loaded, or linked into the image's model
+       * section); without a model, after its header slot. */
       uintptr_t used = BOARD_MODEL_ADDR + 16u + (g_model_state == 1 ? g_model_size : 0);
+      if ((uintptr_t)__model_end__ > used) used = (uintptr_t)__model_end__;
       base = (used + 63u) & ~(uintptr_t)63u;
     }
     if (base >= end) continue;
