@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    ap = argparse.ArgumentParser(prog="test_cortex_m.sh", description="Run every model on every target and board; check and report.")
+    ap = argparse.ArgumentParser(prog="emlkit suite", description="Run every model on every target and board; check and report (what ./test_cortex_m.sh runs).")
     ap.add_argument("--models", default="all", help="comma-separated zoo models or 'all'")
     ap.add_argument("--targets", default=",".join(DEFAULT_TARGETS), help=f"comma-separated, from: {', '.join(TARGETS)}")
     ap.add_argument("--boards", default=None, help="comma-separated boards (default: each target's board)")
