@@ -5,6 +5,5 @@
 # Sets itself up on a fresh machine. Options: see --help.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-"$ROOT/scripts/setup.sh"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-exec "$ROOT/.venv/bin/python" -m aot.suite "$@"
+"$ROOT/scripts/setup.sh"   # installs this checkout as the emlkit package
+exec "$ROOT/.venv/bin/emlkit" suite "$@"

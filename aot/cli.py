@@ -1,4 +1,4 @@
-"""`python -m aot compile | run | models`: argument parsing only."""
+"""`emlkit` (or `python -m aot`): compile | run | export | inspect | flash | models | suite. Argument parsing only."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ log = logging.getLogger("aot")
 def _add_compile_args(p: argparse.ArgumentParser) -> None:
     from aot.targets import TARGETS
 
-    p.add_argument("model", help="zoo model name (see `python -m aot models`) or path to a .py file "
+    p.add_argument("model", help="zoo model name (see `emlkit models`) or path to a .py file "
                                  "defining ModelUnderTest and ModelInputs")
     p.add_argument("--target", required=True, help=f"one of: {', '.join(TARGETS)}")
     p.add_argument("--calibration", metavar="PATH", help=".pt file with a list of input tuples (default: ModelInputs)")
@@ -61,6 +61,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_model(args, _options(args))
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from aot.deploy.export import cmd_export as export
+
+    return export(args, _options(args))
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from aot.etdump import cmd_inspect as inspect
+
+    return inspect(args.etdump, args.log, args.etrecord, args.sim, args.json)
+
+
+def cmd_flash(args: argparse.Namespace) -> int:
+    from aot.deploy.flash import cmd_flash as flash
+
+    return flash(args)
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    from aot.suite import main as suite
+
+    return suite(args.suite_args)
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -97,9 +121,44 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--kernels", choices=["mve", "portable"], default="mve", help="kernel variant for MVE-capable boards")
     r.add_argument("-o", "--output", default="out", help="folder for the compiled program (default: out)")
     r.add_argument("--npu-trace", action="store_true", help="per-command trace of the Ethos-U functional model")
+    r.add_argument("--etdump", metavar="FILE", help="write the firmware's ETDump of the measured runs to FILE "
+                                                     "(read it with emlkit inspect)")
     r.set_defaults(func=cmd_run)
+    e = sub.add_parser("export", help="write a self-contained CMake firmware project: runtime, this model's kernels, "
+                                      "board start-up, link script, toolchain file, the program in flash")
+    _add_compile_args(e)
+    e.add_argument("-o", "--output", required=True, help="project folder to write")
+    e.add_argument("--force", action="store_true", help="replace a non-empty output folder (only once the new "
+                                                        "project is complete)")
+    e.add_argument("--kernels", choices=["mve", "portable"], default="mve", help="kernel variant (CPU flags)")
+    e.set_defaults(func=cmd_export)
+    i = sub.add_parser("inspect", help="per-operator profile from an ETDump, read by ExecuTorch's Inspector")
+    i.add_argument("--etdump", metavar="FILE", help="an ETDump file (emlkit run --etdump)")
+    i.add_argument("--log", metavar="FILE", help="a console log with ETDUMP BEGIN/END blocks (exported firmware)")
+    i.add_argument("--etrecord", metavar="FILE", help="the program's ETRecord (emlkit compile writes NAME_TARGET.etrecord)")
+    i.add_argument("--sim", choices=["qemu", "fvp", "board"], default=None,
+                   help="where the counts come from, to name cycle counts (instructions always mean QEMU)")
+    i.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    i.set_defaults(func=cmd_inspect)
+    f = sub.add_parser("flash", help="program a board: pyOCD (CMSIS-DAP, ST-Link, J-Link) or an MPS3 SD card")
+    f.add_argument("elf", help="the image (build/app.elf of an exported project)")
+    how = f.add_mutually_exclusive_group(required=True)
+    how.add_argument("--probe", metavar="UID", help="pyOCD probe unique ID, or 'auto' for the only one connected")
+    how.add_argument("--mps3", metavar="DRIVE", help="the MPS3's mounted USB drive (V2M-MPS3): update its SD card")
+    how.add_argument("--mps3-dir", metavar="DIR", help="write the MPS3 SD-card files into DIR instead")
+    f.add_argument("--pyocd-target", metavar="NAME", help="pyOCD target type, e.g. stm32h743zitx (see pyocd list --targets)")
+    f.add_argument("--board", default="corstone-300", help="board whose memory map the image uses (for --mps3)")
+    f.add_argument("--frequency", type=int, metavar="HZ", help="SWD/JTAG clock for pyOCD")
+    f.add_argument("--erase", choices=["auto", "chip", "sector"], default="auto", help="pyOCD erase mode")
+    f.add_argument("--dry-run", action="store_true", help="print what would be done (pyOCD command, files) and stop")
+    f.set_defaults(func=cmd_flash)
     m = sub.add_parser("models", help="list the model zoo")
     m.set_defaults(func=cmd_models)
+    s = sub.add_parser("suite", help="every zoo model x target on the simulators, checked and tabulated "
+                                     "(what ./test_cortex_m.sh runs; `emlkit suite --help` for its options)",
+                       add_help=False)
+    s.add_argument("suite_args", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_suite)
     return ap
 
 
@@ -135,6 +194,9 @@ def setup_logging(verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["suite"]:  # its own options, --help included, belong to the suite
+        return cmd_suite(argparse.Namespace(suite_args=argv[1:]))
     ap = build_parser()
     args = ap.parse_args(argv)
     setup_logging(args.verbose)

@@ -33,13 +33,30 @@ def write_pte(program: Any, path: Path) -> int:
     return len(data)
 
 
-def write_bpte(program: Any, cases: Sequence[tuple[tuple[torch.Tensor, ...], Sequence[torch.Tensor]]], path: Path) -> int:
-    """Bundle the program with test cases: inputs and the lowered program's own outputs."""
+def bundle(program: Any, cases: Sequence[tuple[tuple[torch.Tensor, ...], Sequence[torch.Tensor]]]) -> BundledProgram:
+    """The program with test cases: inputs and the lowered program's own outputs."""
     tests = [MethodTestCase(inputs=list(inp), expected_outputs=list(out)) for inp, out in cases]
-    bundled = BundledProgram(program, [MethodTestSuite(method_name="forward", test_cases=tests)])
+    return BundledProgram(program, [MethodTestSuite(method_name="forward", test_cases=tests)])
+
+
+def write_bpte(bundled: BundledProgram, path: Path) -> int:
     data = serialize_from_bundled_program_to_flatbuffer(bundled)
     atomic_write(path, data)
     return len(data)
+
+
+def write_etrecord(edge_before_emit: Any, bundled: BundledProgram, path: Path) -> str | None:
+    """ExecuTorch's ETRecord for the Inspector: the edge program (a copy taken before to_executorch),
+    the emitted program's debug-handle and delegate maps, and the bundled reference outputs.
+    Returns None when written, else why not (the compile goes on without it)."""
+    from executorch.devtools import generate_etrecord
+
+    try:
+        generate_etrecord(str(path), edge_before_emit, bundled)
+    except Exception as exc:  # ExecuTorch's serialiser may refuse an unusual graph; the program is still good
+        path.unlink(missing_ok=True)
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
 
 
 def _json_safe(obj: Any) -> Any:

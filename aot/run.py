@@ -14,6 +14,7 @@ from typing import Any
 from aot.compile import CompileResult, compile_model
 from aot.errors import EXIT_DEVICE, EXIT_FIT, EXIT_MISMATCH, EXIT_OK, EXIT_SKIP, EXIT_TIMEOUT, EXIT_USAGE, AotError
 from aot.lower import LowerOptions
+from aot.measures import VELA_NPU_ONLY, VELA_NPU_ONLY_KEY, VELA_TOTAL, VELA_TOTAL_KEY, cpu_count_label, npu_pmu_label
 from aot.summary import npu_check_text, print_run
 from aot.targets import get_target
 
@@ -35,6 +36,7 @@ class RunOutcome:
     result: Any = None             # aot.deploy.result.RunResult when the device ran
     image_bytes: int | None = None
     fit: Any = None                # aot.deploy.fit.FitResult (Cortex-M programs on a board)
+    etdump: Any = None             # Path of the ETDump the firmware wrote (--etdump)
 
     @property
     def exit_code(self) -> int:
@@ -45,15 +47,16 @@ class RunOutcome:
 
 
 def execute(cres: CompileResult, board: str, sim: str, timeout: float, kernels: str,
-            save_outputs: str | None, npu_trace: bool = False) -> RunOutcome:
+            save_outputs: str | None, npu_trace: bool = False, etdump: str | None = None) -> RunOutcome:
     """Run a compiled program on BOARD and turn the device's result line into an outcome."""
     from aot.deploy.execute import execute_bpte
 
     target = cres.target
     out = RunOutcome(cres.name, target.name, board, sim, "ERROR", compile=cres.report)
     dres = execute_bpte(cres, board=board, sim=sim, timeout=timeout, kernels=kernels,
-                        save_outputs=save_outputs, npu_trace=npu_trace)
+                        save_outputs=save_outputs, npu_trace=npu_trace, etdump=etdump)
     out.sim = dres.sim
+    out.etdump = dres.etdump
     out.board = dres.board or board
     out.label = dres.label
     out.image_bytes = dres.image_bytes
@@ -82,7 +85,7 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
         snr = num.get("snr_db")
         rows.append(("SNR vs float model", f"{snr if isinstance(snr, str) else round(float(snr), 1)} dB"))
     if r is not None and r.total is not None:
-        rows.append((r.unit or "count", f"{r.total:,}"))
+        rows.append((cpu_count_label(r.unit, o.sim), f"{r.total:,}"))
         for op in sorted(r.per_op, key=lambda p: -p.count)[:5]:
             rows.append(("  " + op.op, f"{op.count:,} ({op.calls} calls)"))
     if r is not None and r.arena_bytes:
@@ -90,8 +93,8 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
     npu = (r.raw or {}).get("npu") if r is not None else None
     if npu:
         rows.append(("NPU (device)", f"{npu.get('config')} ID {npu.get('id')}, {npu.get('invocations')} inferences"))
-        if npu.get("pmu_cycles"):
-            rows.append(("NPU cycles (PMU)", f"{npu['pmu_cycles']:,}"))
+        if npu.get("pmu_cycles"):  # 0 where nothing times the NPU (QEMU's co-simulation)
+            rows.append((npu_pmu_label(o.sim), f"{npu['pmu_cycles']:,}"))
     if r is not None and (r.raw or {}).get("delegate_bytes"):
         rows.append(("delegate bytes (NPU scratch)", f"{r.raw['delegate_bytes']:,}"))
     if r is not None and r.stack_bytes:
@@ -104,7 +107,8 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
         rows.append((f"memory on {o.fit.board}", fit_text({"checked": True, **o.fit.to_dict()})))
     vela = o.compile.get("vela")
     if vela:
-        rows.append(("NPU cycles (Vela estimate)", f"{vela['npu_cycles']:,}"))
+        rows.append((VELA_NPU_ONLY, f"{vela[VELA_NPU_ONLY_KEY]:,}"))
+        rows.append((VELA_TOTAL, f"{vela[VELA_TOTAL_KEY]:,}"))
     check = o.compile.get("npu_check")
     if check:  # a MISMATCH here explains a FAIL: Vela's stream disagrees with the graph it was given
         rows.append(("NPU model vs TOSA (compile)", npu_check_text(check["delegates"])))
@@ -149,8 +153,13 @@ def run_model(args: argparse.Namespace, options: LowerOptions) -> int:
         cres = prebuilt(args.model, target.name)
     else:
         cres = compile_model(args.model, target.name, args.output, args.calibration, options, reuse_cache=True)
-    outcome = execute(cres, board, args.sim, args.timeout, args.kernels, args.save_outputs, args.npu_trace)
+    outcome = execute(cres, board, args.sim, args.timeout, args.kernels, args.save_outputs, args.npu_trace,
+                      getattr(args, "etdump", None))
     print_run({"model": outcome.model, "board": outcome.board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
+    if outcome.etdump is not None:
+        etrecord = (cres.report.get("files") or {}).get("etrecord")
+        hint = f" --etrecord {cres.pte.parent / etrecord}" if etrecord else ""
+        log.info("ETDump: %s (per-operator table: emlkit inspect --etdump %s%s)", outcome.etdump, outcome.etdump, hint)
     if outcome.status == "SKIP":
         if outcome.exit_code == EXIT_FIT:
             raise AotError(outcome.reason, EXIT_FIT)

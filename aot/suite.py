@@ -18,6 +18,7 @@ from typing import Any
 
 from aot import models
 from aot.errors import AotError
+from aot.measures import NPU_PMU_BOARD, NPU_PMU_FVP, VELA_NPU_ONLY, VELA_NPU_ONLY_KEY, VELA_TOTAL, VELA_TOTAL_KEY, cpu_count_label
 from aot.targets import TARGETS, get_target
 
 log = logging.getLogger("aot.suite")
@@ -52,8 +53,11 @@ class Row:
     snr_db: float | str | None = None
     count: int | None = None
     unit: str = ""
-    npu_cycles: int | None = None      # Vela's estimate for the delegates
-    npu_pmu_cycles: int | None = None  # the NPU's PMU, where a real NPU ran (FVP, board)
+    count_label: str = ""              # what `count` is: "QEMU instructions", "FVP cycles (DWT)", ...
+    vela_npu_only_cycles_estimate: int | None = None  # Vela's estimate of the delegates' NPU cycles alone
+    vela_total_cycles_estimate: int | None = None     # Vela's estimate including memory transfers (up to 6.8x)
+    npu_pmu_cycles: int | None = None  # the NPU's PMU, where something times the NPU (FVP model, board)
+    npu_pmu_label: str = ""
     arena_bytes: int | None = None
     image_bytes: int | None = None
     model_bytes: int | None = None     # the .bpte (program, constants, bundled inputs and outputs)
@@ -87,7 +91,8 @@ def run_case(case: Case, outdir: str, timeout: float) -> Row:
             cres = compile_model(case.model, case.target, progdir, options=opts, reuse_cache=True)
         rep = cres.report
         row.snr_db = rep["numerics"]["snr_db"]
-        row.npu_cycles = (rep.get("vela") or {}).get("npu_cycles")
+        row.vela_npu_only_cycles_estimate = (rep.get("vela") or {}).get(VELA_NPU_ONLY_KEY)
+        row.vela_total_cycles_estimate = (rep.get("vela") or {}).get(VELA_TOTAL_KEY)
         row.arena_bytes = rep["memory"]["arena_total"]
         row.model_bytes = cres.bpte.stat().st_size
         row.macs = rep.get("macs")
@@ -101,7 +106,9 @@ def run_case(case: Case, outdir: str, timeout: float) -> Row:
             steps = [x.max_steps for x in r.outputs if x.max_steps is not None]
             row.max_steps = max(steps) if steps else None
             row.count, row.unit = r.total, r.unit or ""
+            row.count_label = cpu_count_label(r.unit, o.sim) if r.total is not None else ""
             row.npu_pmu_cycles = r.npu_pmu_cycles
+            row.npu_pmu_label = (NPU_PMU_FVP if o.sim == "fvp" else NPU_PMU_BOARD) if r.npu_pmu_cycles else ""
             row.per_op = [{"op": p.op, "calls": p.calls, "count": p.count} for p in r.per_op]
             if r.arena_bytes:
                 row.arena_bytes = int(sum(r.arena_bytes))
@@ -147,13 +154,14 @@ def _status_cell(r: Row) -> str:
     return s + (f": {r.reason}" if r.reason and r.status != "PASS" else "")
 
 
-COLUMNS = ["model", "target", "board", "sim", "status", "max steps", "SNR dB", "CPU count", "unit",
-           "NPU cycles (Vela est.)", "NPU cycles (PMU)", "arena B", "image B"]
+COLUMNS = ["model", "target", "board", "sim", "status", "max steps", "SNR dB", "CPU count", "CPU count is",
+           VELA_NPU_ONLY, VELA_TOTAL, "NPU cycles (PMU of an FVP NPU model or a board)", "arena B", "image B"]
 
 
 def _cells(r: Row) -> list[str]:
     return [r.model, r.target, r.board, r.sim, _status_cell(r), _fmt(r.max_steps), _fmt(r.snr_db if r.snr_db != "inf" else math.inf),
-            _fmt(r.count), r.unit or "-", _fmt(r.npu_cycles), _fmt(r.npu_pmu_cycles), _fmt(r.arena_bytes),
+            _fmt(r.count), r.count_label or "-", _fmt(r.vela_npu_only_cycles_estimate),
+            _fmt(r.vela_total_cycles_estimate), _fmt(r.npu_pmu_cycles), _fmt(r.arena_bytes),
             _fmt(r.image_bytes)]
 
 
@@ -186,7 +194,9 @@ def write_plots(rows: list[Row], outdir: Path) -> list[Path]:
         ax.bar([x + 0.2 for x in xs], [p[2] for p in pairs], 0.4, label=labels[1])
         ax.set_xticks(list(xs), [p[0] for p in pairs], fontsize=7)
         ax.set_yscale("log")
-        ax.set_ylabel("instructions per inference (QEMU -icount)")
+        labels_ = {by[(k[0], k[1], k[2], v)].count_label for k in by if k[3] == "main" for v in ("main", other)
+                   if (k[0], k[1], k[2], v) in by and by[(k[0], k[1], k[2], v)].count_label}
+        ax.set_ylabel(f"{labels_.pop() if len(labels_) == 1 else 'count (mixed: see results.json)'} per inference")
         ax.set_title(title)
         ax.legend()
         fig.tight_layout()
@@ -201,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    ap = argparse.ArgumentParser(prog="test_cortex_m.sh", description="Run every model on every target and board; check and report.")
+    ap = argparse.ArgumentParser(prog="emlkit suite", description="Run every model on every target and board; check and report (what ./test_cortex_m.sh runs).")
     ap.add_argument("--models", default="all", help="comma-separated zoo models or 'all'")
     ap.add_argument("--targets", default=",".join(DEFAULT_TARGETS), help=f"comma-separated, from: {', '.join(TARGETS)}")
     ap.add_argument("--boards", default=None, help="comma-separated boards (default: each target's board)")

@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from aot.measures import VELA_NPU_ONLY, VELA_NPU_ONLY_KEY, VELA_TOTAL, VELA_TOTAL_KEY
+
 _console = Console(stderr=False)
 
 
@@ -31,7 +33,9 @@ def print_compile(report: dict[str, Any]) -> None:
     t.add_row("vs float model", f"SNR {_fmt_db(num['snr_db'])}, max abs {num['max_abs']:.4g}")
     if report.get("vela"):
         v = report["vela"]
-        t.add_row("Vela estimate", f"{v['npu_cycles']} NPU cycles, SRAM {v['sram_kib']} KiB, flash {v['flash_kib']} KiB")
+        t.add_row(VELA_NPU_ONLY, f"{v[VELA_NPU_ONLY_KEY]:,}")
+        t.add_row(VELA_TOTAL, f"{v[VELA_TOTAL_KEY]:,}")
+        t.add_row("Vela memory estimate", f"SRAM {v['sram_kib']} KiB, flash {v['flash_kib']} KiB")
     if report.get("tosa_check"):
         steps = [r["max_steps"] for r in report["tosa_check"]["outputs"] if r["max_steps"] is not None]
         t.add_row("TOSA ref vs fake-quant", f"max {max(steps) if steps else '?'} steps")

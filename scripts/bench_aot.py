@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import subprocess
 import sys
 import tempfile
@@ -23,16 +22,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 log = logging.getLogger("bench_aot")
 
 
 def _ours(name: str, target: str, workdir: Path) -> tuple[float | None, float | None]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "aot", "compile", name, "--target", target, "-o", str(workdir)],
-                          capture_output=True, text=True, env=env)
+                          capture_output=True, text=True)
     dt = time.monotonic() - t0
     if proc.returncode != 0:
         log.warning("ours failed on %s %s: %s", name, target, proc.stderr.strip().splitlines()[-1:])

@@ -15,11 +15,9 @@ import argparse
 import json
 import logging
 import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 log = logging.getLogger("bench_firmware")
 
 

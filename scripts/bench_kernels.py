@@ -18,9 +18,8 @@ import logging
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "mve_selftest"))
-import build as selftest  # noqa: E402  tests/mve_selftest/build.py
+from aot.deploy import kernel_selftest as selftest
+from aot.deploy.boards import REPO_ROOT as ROOT
 
 log = logging.getLogger("bench_kernels")
 

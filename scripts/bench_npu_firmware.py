@@ -56,14 +56,15 @@ def bench(model: str, target: str, out: Path) -> dict[str, Any]:
     fw_outs = r.output_data
     row: dict[str, Any] = {"model": model, "target": target, "board": board.name, "host_status": host_status,
                            "host_seconds": round(host_s, 2), "firmware_status": r.status, "firmware_seconds": round(fw_s, 2),
-                           "vela_npu_cycles": (cres.report.get("vela") or {}).get("npu_cycles")}
+                           "vela_npu_only_cycles_estimate": (cres.report.get("vela") or {}).get("npu_only_cycles_estimate"),
+                           "vela_total_cycles_estimate": (cres.report.get("vela") or {}).get("total_cycles_estimate")}
     if r.skip_reason:
         row["firmware_status"] = "skip: " + r.skip_reason
         return row
     res = r.run
     if res is not None and res.total is not None:
         ops = {p.op: p.count for p in res.per_op}
-        row.update(cpu_instructions=res.total, delegate_instructions=ops.get("delegate:EthosUBackend"),
+        row.update(qemu_instructions=res.total, delegate_qemu_instructions=ops.get("delegate:EthosUBackend"),
                    npu_jobs=len(r.npu.jobs) if r.npu else 0, npu_commands=sum(j.commands for j in r.npu.jobs) if r.npu else 0,
                    delegate_bytes=res.raw.get("delegate_bytes"))
     # The host keeps outputs in logical order, the device in its dim order: compare bytes in the device's layout.
@@ -74,7 +75,7 @@ def bench(model: str, target: str, out: Path) -> dict[str, Any]:
     row["firmware_equals_host"] = fw_outs == host_outs == want if len(fw_outs) == len(want) else False
     cm = compile_model(model, "cortex-m55", out / "programs", options=make_options(), reuse_cache=True)
     rc = run_qemu(cm.bpte, "corstone-300", timeout=300)
-    row["cortex_m55_instructions"] = rc.run.total if rc.run is not None else None
+    row["cortex_m55_qemu_instructions"] = rc.run.total if rc.run is not None else None
     return row
 
 
@@ -102,8 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             row = bench(m, t, args.out)
             rows.append(row)
             print(f"{m:18s} {t:14s} {row.get('board', ''):13s} fw {row['firmware_status']:5s} "
-                  f"cpu {row.get('cpu_instructions', '-'):>10} (delegate {row.get('delegate_instructions', '-')}) "
-                  f"npu Vela {row.get('vela_npu_cycles', '-'):>8} | cortex-m55 {row.get('cortex_m55_instructions', '-'):>10} "
+                  f"QEMU instr. {row.get('qemu_instructions', '-'):>10} (delegate {row.get('delegate_qemu_instructions', '-')}) "
+                  f"Vela NPU-only est. {row.get('vela_npu_only_cycles_estimate', '-'):>8} total est. "
+                  f"{row.get('vela_total_cycles_estimate', '-'):>8} | cortex-m55 {row.get('cortex_m55_qemu_instructions', '-'):>10} "
                   f"| fw == host {row.get('firmware_equals_host')} (host {row['host_seconds']} s, fw {row['firmware_seconds']} s)",
                   flush=True)
     path = args.json or args.out / "results.json"

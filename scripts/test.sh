@@ -4,8 +4,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-./scripts/setup.sh
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+./scripts/setup.sh   # also installs this checkout as the emlkit package: no PYTHONPATH needed
 PY="$ROOT/.venv/bin/python"
 
 run_pytest() {

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 # Compiled programs are cached here by compile_model's cache key (model source,
 # target, options, toolkit sources), so a rerun only recompiles what changed.

@@ -548,9 +548,7 @@ def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, gro
 def test_mve_matches_portable_on_qemu(tmp_path):
     """tests/mve_selftest: every *_mve kernel against its *_ref twin on the
     Cortex-M55 model, 60 random cases each, byte for byte."""
-    import sys
-    sys.path.insert(0, str(KERNELS.parent.parent / "tests" / "mve_selftest"))
-    import build as selftest  # tests/mve_selftest/build.py
+    from aot.deploy import kernel_selftest as selftest
 
     r = selftest.run(selftest.build(tmp_path / "selftest.elf"), timeout=120)
     lines = r.stdout.splitlines()

@@ -16,6 +16,7 @@ ET_DIR = Path(list(executorch.__path__)[0])  # a namespace package: no __file__
 PROGRAM_FBS = ET_DIR / "exir" / "_serialize" / "program.fbs"
 SCALAR_FBS = ET_DIR / "exir" / "_serialize" / "scalar_type.fbs"
 BUNDLED_FBS = ET_DIR / "devtools" / "bundled_program" / "schema" / "bundled_program_schema.fbs"
+ETDUMP_FBS = ET_DIR / "devtools" / "etdump" / "etdump_schema_flatcc.fbs"
 REPO = Path(__file__).resolve().parents[1]
 HEADER = REPO / "firmware" / "runtime" / "schema_ids.h"
 ET_TYPES = REPO / "firmware" / "runtime" / "et_types.h"
@@ -103,6 +104,14 @@ def test_bundled_field_slots(defines: dict[str, str]) -> None:
     schema = parse_fbs(BUNDLED_FBS.read_text())
     assert sum(k.startswith("FBB") and "__" in k for k in defines) > 15
     assert check(defines, "FBB", schema) == []
+
+
+def test_etdump_field_slots(defines: dict[str, str]) -> None:
+    """The slots firmware/runtime/etdump.c writes, against the ETDump schema the Inspector reads."""
+    schema = parse_fbs(ETDUMP_FBS.read_text())
+    assert sum(k.startswith("FBD_") and "__" in k for k in defines) >= 10
+    assert check(defines, "FBD", schema) == []
+    assert defines["FBD_FILE_IDENTIFIER"].strip('"') == schema.identifier
 
 
 def test_identifiers_and_versions(defines: dict[str, str]) -> None:

@@ -85,6 +85,14 @@ class FvpConfig:
 
 
 @dataclass(frozen=True)
+class Mps3Config:
+    """How an MPS3 board's SD card loads images: the images.txt folder and the MCC's address of each memory."""
+
+    images_dir: str                       # e.g. MB/HBI0309C/AN547
+    mcc_address: dict[str, int]           # memory name -> address the MCC writes it at
+
+
+@dataclass(frozen=True)
 class NpuConfig:
     """The board's Ethos-U: where the driver finds it and what the NPU can reach."""
 
@@ -118,6 +126,8 @@ class Board:
     stand_in_for: str | None = None  # a board this one imitates where the real one cannot run here
     kernel_scratch: int = 4096       # bytes of per-call kernel scratch the runner places beside the arenas
     label: str = ""                  # said on every result from this board (e.g. what a stand-in really is)
+    uart_hz: int = 0                 # the UART's clock (its baud divisor), default cpu_hz
+    mps3: Mps3Config | None = None   # SD-card image loading, for MPS3 FPGA boards
 
     def memory(self, name: str) -> Memory:
         for m in self.memories:
@@ -246,6 +256,9 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
     if cpu_hz <= 0:
         raise b._fail(f"'cpu_hz' must be positive, got {cpu_hz}")
     uart_base = _u32(b, "uart_base", None)
+    uart_hz = b.get("uart_hz", int, cpu_hz)
+    if uart_hz <= 0:
+        raise b._fail(f"'uart_hz' must be positive, got {uart_hz}")
     stand_in_for = b.get("stand_in_for", str, None)
     label = b.get("label", str, "")
     fpgaio_base = _u32(b, "fpgaio_base", None)
@@ -378,6 +391,18 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
         if bad:
             raise nt._fail(f"unknown NPU product(s) {', '.join(bad)}: use ethos-u55, ethos-u65 or ethos-u85")
 
+    mps3 = None
+    st = root.table("mps3", optional=True)
+    if st is not None:
+        raw = st.get("mcc_address", dict)
+        bad = sorted(k for k in raw if k not in by_name)
+        if bad:
+            raise st._fail(f"mcc_address names {', '.join(bad)}, not [[memory]] names (have {', '.join(names)})")
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 0xFFFFFFFF for v in raw.values()):
+            raise st._fail("mcc_address values must be 32-bit addresses")
+        mps3 = Mps3Config(images_dir=st.get("images_dir", str), mcc_address=dict(raw))
+        st.finish()
+
     qemu = None
     qt = root.table("qemu", optional=True)
     if qt is not None:
@@ -434,6 +459,8 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
         stand_in_for=stand_in_for,
         kernel_scratch=kernel_scratch,
         label=label,
+        uart_hz=uart_hz,
+        mps3=mps3,
     )
 
 
@@ -461,14 +488,18 @@ def memory_ld(board: Board, code_in_fallback: bool = False) -> str:
     return "\n".join(lines)
 
 
-def config_h(board: Board) -> str:
-    """C view of the board: model slot, arena regions, console and clock."""
+def config_h(board: Board, model_in_image: bool = False) -> str:
+    """C view of the board: model slot, arena regions, console and clock. `model_in_image`: the
+    application links its program in (emlkit export), so the platform reads no EMDL slot."""
     g = "BOARD_CONFIG_H"
     out = [f"/* Generated from {board.directory.name}/board.toml by aot/deploy/boards.py: do not edit. */", f"#ifndef {g}", f"#define {g}", ""]
     out.append(f'#define BOARD_NAME "{board.name}"')
+    if model_in_image:
+        out.append("#define BOARD_MODEL_IN_IMAGE 1")
     out.append(f"#define BOARD_CPU_HZ {board.cpu_hz}u")
     if board.uart_base is not None:
         out.append(f"#define BOARD_UART_BASE {board.uart_base:#010x}u")
+        out.append(f"#define BOARD_UART_HZ {board.uart_hz or board.cpu_hz}u")
     if board.fpgaio is not None:
         out.append(f"#define BOARD_FPGAIO_BASE {board.fpgaio[0]:#010x}u")
         out.append(f"#define BOARD_FPGAIO_HZ {board.fpgaio[1]}ull")

@@ -24,10 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a file: make `aot` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from aot.deploy.boards import BOARDS_DIR, REPO_ROOT, Board, BoardError, load_board  # noqa: E402
+from aot.deploy.boards import BOARDS_DIR, REPO_ROOT, Board, BoardError, load_board
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +33,7 @@ TOOLCHAIN_FILE = FIRMWARE_DIR / "cmake" / "arm-none-eabi.cmake"
 BUILD_ROOT = REPO_ROOT / "build"
 EMDL_MAGIC = b"EMDL"
 FLAG_SAVE_OUTPUTS = 1
+FLAG_ETDUMP = 2  # firmware/platform/platform.h PLAT_FLAG_ETDUMP
 _SOURCE_SUFFIXES = {".c", ".h", ".S", ".s", ".ld", ".cmake", ".txt", ".toml", ".def", ".py", ".in"}
 
 
@@ -195,11 +193,12 @@ def build_image(board: str, opts: BuildOptions | None = None, jobs: int = 2, for
 # ---------------------------------------------------------------- model image
 
 
-def emdl_image(bpte: bytes, save_outputs: bool = False) -> bytes:
-    """The bytes a simulator loads at the model address: EMDL header + .bpte."""
+def emdl_image(bpte: bytes, save_outputs: bool = False, etdump: bool = False) -> bytes:
+    """The bytes a simulator loads at the model address: EMDL header + .bpte. The flags ask the
+    runner to write output_<i>.bin and etdump.etdp into the simulator's working directory."""
     if len(bpte) == 0:
-        raise ValueError("empty .bpte: compile the model first (python -m aot compile ...)")
-    flags = FLAG_SAVE_OUTPUTS if save_outputs else 0
+        raise ValueError("empty .bpte: compile the model first (emlkit compile ...)")
+    flags = (FLAG_SAVE_OUTPUTS if save_outputs else 0) | (FLAG_ETDUMP if etdump else 0)
     return EMDL_MAGIC + struct.pack("<III", len(bpte), flags, 0) + bpte
 
 

@@ -30,6 +30,7 @@ class DeployResult:
     image_bytes: int | None = None
     board: str = ""               # the board that ran it (a stand-in may replace the one asked for)
     fit: Any = None               # aot.deploy.fit.FitResult for Cortex-M programs on a board
+    etdump: Path | None = None    # the ETDump the firmware wrote, where it was asked for
 
 
 def _build_options(kernels: str, board: Any = None) -> Any:
@@ -99,19 +100,37 @@ def _save_npy(raw: list[bytes], bpte: Path, save_outputs: str) -> None:
             log.info("saved %s", p)
 
 
+def _keep_etdump(sres: Any, etdump: str | None) -> Path | None:
+    """Copy the ETDump the firmware wrote in the simulator's folder to where the user asked for it."""
+    if not etdump:
+        return None
+    if sres.etdump_data is None:
+        log.warning("warning: the firmware wrote no ETDump (status %s)", sres.status)
+        return None
+    dst = Path(etdump)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")  # a failed write never leaves a half ETDump under the user's name
+    tmp.write_bytes(sres.etdump_data)
+    tmp.replace(dst)
+    return dst
+
+
 def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.0, kernels: str = "mve",
-                 save_outputs: str | None = None, npu_trace: bool = False) -> DeployResult:
+                 save_outputs: str | None = None, npu_trace: bool = False, etdump: str | None = None) -> DeployResult:
+    """`etdump`: a path for the ETDump of the measured runs (the firmware records every instruction)."""
     from aot.deploy.boards import BoardError, load_board
 
     target = cres.target
     if target.flow == "ethos_u":
-        return _execute_npu(cres, board, sim, timeout, kernels, save_outputs, npu_trace)
+        return _execute_npu(cres, board, sim, timeout, kernels, save_outputs, npu_trace, etdump)
     if board == "host":
         from aot.deploy.result import ResultError
         from aot.deploy.sim_host import run_host
 
         try:
-            res = run_host(cres.bpte, save_outputs_dir=None)
+            if etdump:
+                Path(etdump).parent.mkdir(parents=True, exist_ok=True)
+            res = run_host(cres.bpte, save_outputs_dir=None, etdump=etdump)
             if save_outputs:
                 with tempfile.TemporaryDirectory() as raw:
                     run_host(cres.bpte, save_outputs_dir=raw)
@@ -124,7 +143,7 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
             return DeployResult("host", RunResult(status="crash", error=str(err)))
         except Exception as err:  # build failures
             raise AotError(f"host runner: {err}") from err
-        return DeployResult("host", res)
+        return DeployResult("host", res, etdump=Path(etdump) if etdump and Path(etdump).is_file() else None)
     try:
         b = load_board(board)
     except (BoardError, FileNotFoundError) as err:
@@ -155,7 +174,8 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
         from aot.deploy.sim_qemu import SimError, run_qemu
 
         try:
-            sres = run_qemu(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs))
+            sres = run_qemu(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs),
+                            etdump=bool(etdump))
         except SimError as err:
             raise _sim_error(err) from err
     elif sim == "fvp":
@@ -163,7 +183,8 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
         from aot.deploy.sim_qemu import SimError
 
         try:
-            sres = run_fvp(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs))
+            sres = run_fvp(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs),
+                           etdump=bool(etdump))
         except SimError as err:
             raise _sim_error(err) from err
     else:
@@ -171,7 +192,8 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
     res = _from_sim(sres)
     if save_outputs and res is not None and res.status in ("pass", "fail"):
         _save_npy(sres.output_data, cres.bpte, save_outputs)
-    return DeployResult(sim, res, image_bytes=size, fit=fit, board=b.name, label=b.label)
+    return DeployResult(sim, res, image_bytes=size, fit=fit, board=b.name, label=b.label,
+                        etdump=_keep_etdump(sres, etdump))
 
 
 def _check_fit(cres: Any, board: Any, elf: Path) -> Any:
@@ -227,12 +249,15 @@ def _fvp_for_npu(board: Any, npu: str) -> str | None:
 
 
 def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, save_outputs: str | None,
-                 npu_trace: bool) -> DeployResult:
+                 npu_trace: bool, etdump: str | None = None) -> DeployResult:
     """Ethos-U programs: the host executor (--board host), or the firmware on a board: an FVP with the NPU where
     one is on PATH, else QEMU with the NPU co-simulated."""
     from aot.deploy.boards import BoardError, load_board
 
     if board == "host":
+        if etdump:
+            raise AotError("--etdump records the firmware's runs; --board host runs Ethos-U programs on the Python "
+                           "functional model: run on a board (corstone-300) instead")
         return _run_npu_model(cres, save_outputs, npu_trace)
     npu = cres.target.npu
     try:
@@ -274,12 +299,14 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
         if sim == "fvp":
             from aot.deploy.sim_fvp import run_fvp
 
-            sres = run_fvp(cres.bpte, b, elf=img.elf, fvp=fvp, timeout=timeout, save_outputs=bool(save_outputs), npu=npu)
+            sres = run_fvp(cres.bpte, b, elf=img.elf, fvp=fvp, timeout=timeout, save_outputs=bool(save_outputs), npu=npu,
+                           etdump=bool(etdump))
             label = f"{fvp}; cycles from the FVP"
         else:
             from aot.deploy.sim_qemu import run_qemu
 
-            sres = run_qemu(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs), npu=npu)
+            sres = run_qemu(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs), npu=npu,
+                            etdump=bool(etdump))
             label = label or f"QEMU + co-simulated {npu} (functional model)"
             label += "; NPU cycles: Vela estimate"
     except SimError as err:
@@ -291,7 +318,7 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
         _save_npy(sres.output_data, cres.bpte, save_outputs)
     if npu_trace:
         _host_trace(cres)
-    return DeployResult(sim, res, label=label, image_bytes=size, board=b.name)
+    return DeployResult(sim, res, label=label, image_bytes=size, board=b.name, etdump=_keep_etdump(sres, etdump))
 
 
 def _host_trace(cres: Any) -> None:

@@ -21,12 +21,9 @@ import shutil
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from aot.deploy.boards import Board, BoardError, load_board  # noqa: E402
-from aot.deploy.build import BuildError, BuildOptions  # noqa: E402
-from aot.deploy.sim_qemu import (  # noqa: E402
+from aot.deploy.boards import Board, BoardError, load_board
+from aot.deploy.build import BuildError, BuildOptions
+from aot.deploy.sim_qemu import (
     FAULT_MARKER, SimError, SimResult, ToolMissing, _collect_outputs, classify, finish, prepare_run, run_command, run_dir)
 
 log = logging.getLogger(__name__)
@@ -91,13 +88,14 @@ def run_fvp(
     cycle_limit: int | None = None,
     build_options: BuildOptions | None = None,
     npu: str | None = None,
+    etdump: bool = False,
 ) -> SimResult:
     b = board if isinstance(board, Board) else load_board(board)
     name = fvp_variant(b, fvp)
     if shutil.which(name) is None:
         raise ToolMissing(f"{name} not found on PATH: install the Arm FVP (developer.arm.com, Arm Ecosystem FVPs) or run under QEMU")
     with run_dir(workdir, "fvp", b.name) as wd:
-        elf, wd, model_bin = prepare_run(bpte, b, elf, wd, save_outputs, build_options, "fvp")
+        elf, wd, model_bin = prepare_run(bpte, b, elf, wd, save_outputs, build_options, "fvp", etdump)
         cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), wd.resolve(), timeout, name, cycle_limit, npu)
         console, code, timed_out, secs = run_command(cmd, wd, timeout + KILL_GRACE_S)
         # The FVP ends itself at --timelimit; a run that stopped there printed no result.

@@ -16,10 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from aot.deploy.result import ResultError, RunResult, parse_result  # noqa: E402
+from aot.deploy.result import ResultError, RunResult, parse_result
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +79,8 @@ def build_host_runner(build_type: str = "Release", sanitize: bool = False, jobs:
 
 
 def run_host(bpte: Path | str, *, save_outputs_dir: Path | str | None = None, regions: list[int] | None = None,
-             build_type: str = "Release", sanitize: bool = False, timeout: float = 600) -> RunResult:
+             build_type: str = "Release", sanitize: bool = False, timeout: float = 600,
+             etdump: Path | str | None = None) -> RunResult:
     """Run every bundled test case of `bpte` with the host runner; the parsed result line.
 
     A crash (no result line, or a sanitizer report) raises ResultError with the output's tail.
@@ -97,6 +95,8 @@ def run_host(bpte: Path | str, *, save_outputs_dir: Path | str | None = None, re
         cmd += ["--save-outputs", str(save_outputs_dir)]
     if regions:
         cmd += ["--regions", ",".join(str(int(r)) for r in regions)]
+    if etdump is not None:
+        cmd += ["--etdump", str(etdump)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     lines = (p.stdout + p.stderr).splitlines()
     res = parse_result(p.stdout)

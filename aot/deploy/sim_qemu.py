@@ -31,17 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from aot.deploy.boards import Board, BoardError, load_board  # noqa: E402
-from aot.deploy.build import BuildError, BuildOptions, build_image, check_model_fits, emdl_image  # noqa: E402
-from aot.deploy.result import ResultError, RunResult, parse_result  # noqa: E402
+from aot.deploy.boards import Board, BoardError, load_board
+from aot.deploy.build import BuildError, BuildOptions, build_image, check_model_fits, emdl_image
+from aot.deploy.result import ResultError, RunResult, parse_result
 
 log = logging.getLogger(__name__)
 
 FAULT_MARKER = "FAULT:"
 QEMU_FATAL = "qemu: fatal:"
+ETDUMP_FILE = "etdump.etdp"  # what the runner writes through semihosting when asked (PLAT_FLAG_ETDUMP)
 TAIL_LINES = 20
 
 
@@ -64,6 +62,7 @@ class SimResult:
     outputs: list[Path] = field(default_factory=list)  # output_<i>.bin, in index order
     command: list[str] = field(default_factory=list)
     output_data: list[bytes] = field(default_factory=list)  # the same outputs' bytes (kept after a temp workdir is gone)
+    etdump_data: bytes | None = None  # the ETDump the runner wrote, when asked for one
     npu: Any = None          # aot.deploy.npu_cosim.CosimResult when an NPU was co-simulated
     npu_spec: str = ""       # the NPU it played, e.g. ethos-u55-128
     skip_reason: str = ""    # the run could not be judged (a feature the NPU model lacks)
@@ -178,13 +177,15 @@ def run_dir(workdir: Path | None, sim: str, board: str) -> Iterator[Path]:
 def finish(res: SimResult, caller_dir: Path | None) -> SimResult:
     """Keep the outputs' bytes; paths only when the folder is the caller's (a temporary one is about to go)."""
     res.output_data = [p.read_bytes() for p in res.outputs]
+    if res.workdir is not None and (Path(res.workdir) / ETDUMP_FILE).is_file():
+        res.etdump_data = (Path(res.workdir) / ETDUMP_FILE).read_bytes()
     if caller_dir is None:
         res.workdir, res.outputs = None, []
     return res
 
 
 def prepare_run(bpte: Path | bytes, b: Board, elf: Path | None, workdir: Path, save_outputs: bool,
-                build_options: BuildOptions | None, sim: str) -> tuple[Path, Path, Path]:
+                build_options: BuildOptions | None, sim: str, etdump: bool = False) -> tuple[Path, Path, Path]:
     """What every simulator needs before it starts: a model that fits, the image, a clean work
     folder and model.bin (EMDL header + .bpte) in it. Returns (elf, workdir, model_bin)."""
     data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
@@ -199,8 +200,9 @@ def prepare_run(bpte: Path | bytes, b: Board, elf: Path | None, workdir: Path, s
     workdir.mkdir(parents=True, exist_ok=True)
     for old in _collect_outputs(workdir):
         old.unlink()  # stale outputs from an earlier run must not pass for new ones
+    (workdir / ETDUMP_FILE).unlink(missing_ok=True)
     model_bin = workdir / "model.bin"
-    model_bin.write_bytes(emdl_image(data, save_outputs))
+    model_bin.write_bytes(emdl_image(data, save_outputs, etdump))
     return Path(elf), workdir, model_bin
 
 
@@ -236,6 +238,7 @@ def run_qemu(
     build_options: BuildOptions | None = None,
     npu: str | None = None,
     npu_fault: str | None = None,
+    etdump: bool = False,
 ) -> SimResult:
     """Run one .bpte; builds the board image first when `elf` is not given.
 
@@ -244,7 +247,7 @@ def run_qemu(
     b = board if isinstance(board, Board) else load_board(board)
     data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
     with run_dir(workdir, "qemu", b.name) as wd:
-        elf, wd, model_bin = prepare_run(bpte, b, elf, wd, save_outputs, build_options, "qemu")
+        elf, wd, model_bin = prepare_run(bpte, b, elf, wd, save_outputs, build_options, "qemu", etdump)
         cmd = qemu_command(b, Path(elf).resolve(), model_bin.resolve())
         wanted = npu or program_npu(data)
         if wanted is not None and b.npu is not None:

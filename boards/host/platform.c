@@ -1,5 +1,5 @@
 /* Host platform for the runner:
- *   runner MODEL.bpte [--save-outputs DIR] [--regions BYTES[,BYTES...]]
+ *   runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]]
  * Regions default to one 64 MiB buffer; --regions lets tests shrink them.
  * plat_counter is CLOCK_MONOTONIC in ns (unit "ns"): wall time, so it varies
  * from run to run, unlike the instruction counts of the QEMU boards.
@@ -22,6 +22,7 @@
 static uint8_t *g_model;
 static size_t g_model_size;
 static const char *g_save_dir;
+static const char *g_etdump_path;
 static plat_region g_regions[MAX_REGIONS];
 static size_t g_nregions;
 static char g_region_names[MAX_REGIONS][16];
@@ -61,11 +62,12 @@ void plat_init(int argc, char **argv) {
   const char *model = NULL, *regions = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--save-outputs") == 0 && i + 1 < argc) g_save_dir = argv[++i];
+    else if (strcmp(argv[i], "--etdump") == 0 && i + 1 < argc) g_etdump_path = argv[++i];
     else if (strcmp(argv[i], "--regions") == 0 && i + 1 < argc) regions = argv[++i];
     else if (argv[i][0] != '-' && model == NULL) model = argv[i];
-    else die("usage: runner MODEL.bpte [--save-outputs DIR] [--regions BYTES[,BYTES...]]; bad argument ", argv[i]);
+    else die("usage: runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]]; bad argument ", argv[i]);
   }
-  if (model == NULL) die("usage: runner MODEL.bpte [--save-outputs DIR] [--regions BYTES[,BYTES...]]", NULL);
+  if (model == NULL) die("usage: runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]]", NULL);
 
   FILE *f = fopen(model, "rb");
   if (f == NULL) die("cannot open model file ", model);
@@ -136,6 +138,15 @@ void plat_save_output(unsigned index, const void *data, size_t nbytes) {
   snprintf(path, sizeof path, "%s/output_%u.bin", g_save_dir, index);
   FILE *f = fopen(path, "wb");
   if (f == NULL || fwrite(data, 1, nbytes, f) != nbytes) die("cannot write ", path);
+  fclose(f);
+}
+
+int plat_etdump_wanted(void) { return g_etdump_path != NULL; }
+
+void plat_save_etdump(const void *data, size_t nbytes) {
+  if (g_etdump_path == NULL) return;
+  FILE *f = fopen(g_etdump_path, "wb");
+  if (f == NULL || fwrite(data, 1, nbytes, f) != nbytes) die("cannot write ", g_etdump_path);
   fclose(f);
 }
 

@@ -15,6 +15,8 @@ typedef struct {
 void plat_init(int argc, char **argv);
 /* Console output (semihosting, UART or stdout). */
 void plat_write(const char *s, size_t n);
+/* printf-style over plat_write, at most 255 characters (plat_fmt.c, the same for every board). */
+void plat_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Free-running counter for profiling and its unit ("cycles" or "instructions"). */
 uint64_t plat_counter(void);
 const char *plat_counter_unit(void);
@@ -29,6 +31,11 @@ size_t plat_stack_used(void);
 void plat_stack_repaint(void);
 /* Hand an output buffer to the host (host board: write .npy; devices: no-op). */
 void plat_save_output(unsigned index, const void *data, size_t nbytes);
+/* Whether the host asked for an ETDump of the measured runs (EMDL flag
+ * PLAT_FLAG_ETDUMP, host runner --etdump), and where it goes: etdump.etdp in
+ * the simulator's working directory through semihosting, or the host path. */
+int plat_etdump_wanted(void);
+void plat_save_etdump(const void *data, size_t nbytes);
 void plat_exit(int code) __attribute__((noreturn));
 
 /* ---- services for device drivers (the Ethos-U NPU) ---- */
@@ -69,3 +76,4 @@ void plat_dcache_invalidate(void *p, size_t n);
  *   bytes 12..15 reserved, zero */
 #define PLAT_MODEL_MAGIC "EMDL"
 #define PLAT_FLAG_SAVE_OUTPUTS 1u /* write output_<i>.bin through plat_save_output */
+#define PLAT_FLAG_ETDUMP 2u       /* write etdump.etdp through plat_save_etdump */

@@ -3,10 +3,10 @@
  * and print ONE JSON result line. Exit 0 pass, 1 mismatch, 2 error.
  * Strictly portable: all I/O, clock and memory come through platform.h. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "backend.h"
+#include "etdump.h"
 #include "ethosu_backend.h"
 #include "platform.h"
 #include "runtime.h"
@@ -29,17 +29,9 @@ static et_program g_prog;
 static et_bundle g_bundle;
 static et_method g_method;
 static et_output_diff g_diff[MAX_OUTPUTS], g_case_diff[MAX_OUTPUTS];
+static et_etdump g_etdump;
 
 /* ---- output ---- */
-static void out_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void out_fmt(const char *fmt, ...) {
-  char buf[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (n > 0) plat_write(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
 
 static void out_json_string(const char *s) {
   char buf[2 * ET_MSG_CAP + 8];
@@ -56,18 +48,18 @@ static void out_json_string(const char *s) {
 }
 
 static void print_arena_bytes(const et_method_needs *needs) {
-  out_fmt(", \"arena_bytes\": [0");
-  for (uint32_t k = 0; k < needs->n_arenas; k++) out_fmt(", %" PRIu64, needs->arena_bytes[k]);
-  out_fmt("]");
+  plat_printf(", \"arena_bytes\": [0");
+  for (uint32_t k = 0; k < needs->n_arenas; k++) plat_printf(", %" PRIu64, needs->arena_bytes[k]);
+  plat_printf("]");
 }
 
 static et_status g_last_status = ET_E_INVALID_PROGRAM; /* status behind the next fail_error */
 
 static void __attribute__((noreturn)) fail_error(const char *msg, const et_method_needs *needs) {
-  out_fmt("{\"status\": \"error\", \"code\": \"%s\", \"error\": ", et_status_name(g_last_status));
+  plat_printf("{\"status\": \"error\", \"code\": \"%s\", \"error\": ", et_status_name(g_last_status));
   out_json_string(msg);
   if (needs) print_arena_bytes(needs);
-  out_fmt(", \"stack_bytes\": %lu}\n", (unsigned long)plat_stack_used());
+  plat_printf(", \"stack_bytes\": %lu}\n", (unsigned long)plat_stack_used());
   plat_exit(2);
 }
 
@@ -153,7 +145,7 @@ static void print_npu(void) {
   if (g_npu.invocations == 0) return;
   char name[32];
   ethosu_config_name(g_npu.config, name, sizeof name);
-  out_fmt(", \"npu\": {\"config\": \"%s\", \"id\": \"0x%08" PRIx32 "\", \"invocations\": %" PRIu32
+  plat_printf(", \"npu\": {\"config\": \"%s\", \"id\": \"0x%08" PRIx32 "\", \"invocations\": %" PRIu32
           ", \"pmu_cycles\": %" PRIu64 ", \"pmu_events\": [%" PRIu32 ", %" PRIu32 ", %" PRIu32 ", %" PRIu32 "]}",
           name, g_npu.id, g_npu.invocations, g_npu.total.cycles, g_npu.total.events[0], g_npu.total.events[1],
           g_npu.total.events[2], g_npu.total.events[3]);
@@ -230,9 +222,21 @@ int main(int argc, char **argv) {
     off += v->u.t->nbytes;
   }
 
-  /* Measured runs: one per test case; profile counts add up over them. */
+  /* Measured runs: one per test case; profile counts add up over them. When
+   * the host asks for an ETDump, every instruction of these runs is recorded
+   * (the recording adds to the total, not to the per-operator counts). */
   g_method.clock = plat_counter;
   et_method_reset_stats(&g_method);
+  bool etdump = plat_etdump_wanted() != 0;
+  if (etdump) {
+    uint32_t per_run = g_method.chain_start[g_method.nchains] + 1u;
+    size_t bytes = (size_t)per_run * ncases * sizeof(et_etdump_event);
+    et_etdump_event *rec = (et_etdump_event *)(void *)place(bytes);
+    if (rec == NULL) fail_placement("ETDump records", bytes, &needs);
+    et_etdump_init(&g_etdump, rec, per_run * ncases, plat_counter_unit());
+    g_method.on_instr = et_etdump_on_instr;
+    g_method.on_instr_user = &g_etdump;
+  }
   uint64_t total = 0;
   bool pass = true;
   size_t stack_inference = 0; /* deepest stack of one inference (et_method_execute), over the cases */
@@ -240,8 +244,11 @@ int main(int argc, char **argv) {
     if (failed(et_bundle_set_inputs(&g_bundle, c, &g_method))) fail_error(g_bundle.msg, &needs);
     plat_stack_repaint();
     uint64_t t0 = plat_counter();
+    if (etdump) et_etdump_run_begin(&g_etdump, t0, (int32_t)c);
     et_status st = et_method_execute(&g_method);
-    total += plat_counter() - t0;
+    uint64_t t1 = plat_counter();
+    if (etdump) et_etdump_run_end(&g_etdump, t1, st == ET_OK);
+    total += t1 - t0;
     const size_t s_used = plat_stack_used();
     if (s_used > stack_inference) stack_inference = s_used;
     if (failed(st)) fail_error(g_method.msg, &needs);
@@ -267,18 +274,30 @@ int main(int argc, char **argv) {
     }
   }
 
+  size_t etdump_bytes = 0;
+  if (etdump) {
+    const uint8_t *none, *data;
+    if (failed(et_etdump_serialize(&g_etdump, g_method.name, NULL, 0, &none, &etdump_bytes)))
+      fail_error("cannot size the ETDump", &needs);
+    uint8_t *buf = place(etdump_bytes);
+    if (buf == NULL) fail_placement("the ETDump", etdump_bytes, &needs);
+    if (failed(et_etdump_serialize(&g_etdump, g_method.name, buf, etdump_bytes, &data, &etdump_bytes)))
+      fail_error("cannot write the ETDump", &needs);
+    plat_save_etdump(data, etdump_bytes);
+  }
+
   const char *unit = plat_counter_unit();
-  out_fmt("{\"status\": \"%s\", \"cases\": %" PRIu32 ", \"outputs\": [", pass ? "pass" : "fail", ncases);
+  plat_printf("{\"status\": \"%s\", \"cases\": %" PRIu32 ", \"outputs\": [", pass ? "pass" : "fail", ncases);
   for (uint32_t i = 0; i < nout; i++) {
     const et_output_diff *d = &g_diff[i];
-    out_fmt("%s{", i ? ", " : "");
-    if (d->nan_mismatch) out_fmt("\"max_abs\": null");
-    else out_fmt("\"max_abs\": %.9g", d->max_abs);
-    if (d->max_steps >= 0) out_fmt(", \"max_steps\": %" PRId64, d->max_steps);
-    else out_fmt(", \"max_steps\": null");
-    out_fmt(", \"pass\": %s}", d->pass ? "true" : "false");
+    plat_printf("%s{", i ? ", " : "");
+    if (d->nan_mismatch) plat_printf("\"max_abs\": null");
+    else plat_printf("\"max_abs\": %.9g", d->max_abs);
+    if (d->max_steps >= 0) plat_printf(", \"max_steps\": %" PRId64, d->max_steps);
+    else plat_printf(", \"max_steps\": null");
+    plat_printf(", \"pass\": %s}", d->pass ? "true" : "false");
   }
-  out_fmt("], \"%s\": %" PRIu64 ", \"unit\": \"%s\", \"per_op\": [", unit, total, unit);
+  plat_printf("], \"%s\": %" PRIu64 ", \"unit\": \"%s\", \"per_op\": [", unit, total, unit);
   /* One entry per operator name (overloads merged), in program order. */
   bool first = true;
   for (uint32_t i = 0; i < g_method.nops; i++) {
@@ -289,9 +308,9 @@ int main(int argc, char **argv) {
     uint64_t calls = 0, count = 0;
     for (uint32_t j = i; j < g_method.nops; j++)
       if (strcmp(g_method.ops[j].name, o->name) == 0) calls += g_method.ops[j].calls, count += g_method.ops[j].count;
-    out_fmt("%s{\"op\": ", first ? "" : ", ");
+    plat_printf("%s{\"op\": ", first ? "" : ", ");
     out_json_string(o->name);
-    out_fmt(", \"calls\": %" PRIu64 ", \"count\": %" PRIu64 "}", calls, count);
+    plat_printf(", \"calls\": %" PRIu64 ", \"count\": %" PRIu64 "}", calls, count);
     first = false;
   }
   /* Delegate calls, one entry per backend. */
@@ -306,17 +325,18 @@ int main(int argc, char **argv) {
     for (uint32_t j = i; j < ninstr; j++)
       if (g_method.instrs[j].kind == ins->kind && g_method.instrs[j].backend == ins->backend)
         calls += g_method.instrs[j].calls, count += g_method.instrs[j].count;
-    out_fmt("%s{\"op\": \"delegate:%s\", \"calls\": %" PRIu64 ", \"count\": %" PRIu64 "}", first ? "" : ", ",
+    plat_printf("%s{\"op\": \"delegate:%s\", \"calls\": %" PRIu64 ", \"count\": %" PRIu64 "}", first ? "" : ", ",
             ins->backend->id, calls, count);
     first = false;
   }
-  out_fmt("]");
+  plat_printf("]");
   print_arena_bytes(&needs);
   print_npu();
+  if (etdump) plat_printf(", \"etdump_bytes\": %lu", (unsigned long)etdump_bytes);
   /* stack_bytes: one inference, from the stack top (the runner's frames above it included);
    * stack_bytes_runner: the whole run's high-water mark (start-up, printing) */
-  out_fmt(", \"runtime_bytes\": %lu, \"delegate_bytes\": %lu, \"stack_bytes\": %lu, \"stack_bytes_runner\": %lu}\n",
-          (unsigned long)needs.runtime_bytes, (unsigned long)needs.delegate_bytes, (unsigned long)stack_inference,
-          (unsigned long)plat_stack_used());
+  plat_printf(", \"runtime_bytes\": %lu, \"delegate_bytes\": %lu, \"stack_bytes\": %lu, \"stack_bytes_runner\": %lu}\n",
+              (unsigned long)needs.runtime_bytes, (unsigned long)needs.delegate_bytes, (unsigned long)stack_inference,
+              (unsigned long)plat_stack_used());
   plat_exit(pass ? 0 : 1);
 }

@@ -635,10 +635,11 @@ et_status et_method_execute(et_method *m) {
           return merr(m->msg, ET_E_INTERNAL, "instruction %" PRIu32 " of unknown kind", pc - start);
       }
       if (m->clock) {
-        uint64_t dt = m->clock() - t0;
+        uint64_t t1 = m->clock(), dt = t1 - t0;
         if (op) op->count += dt;
         else if (ins->kind == FBPU_InstructionArguments__DelegateCall) ins->count += dt;
         else m->other_count += dt;
+        if (m->on_instr) m->on_instr(m->on_instr_user, c, pc - start, ins, op, t0, t1);
       }
       pc = next;
     }

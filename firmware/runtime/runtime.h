@@ -81,6 +81,12 @@ typedef struct {
   fb_vec inputs, outputs;  /* value indices (int32), range-checked */
   uint64_t (*clock)(void); /* optional profiling counter */
   uint64_t other_count;    /* clock deltas of non-kernel instructions */
+  /* Optional, with `clock`: called after every instruction with its chain, its
+   * index in the chain, its operator slot (NULL unless a kernel call) and the
+   * clock before and after it (etdump.h records these). */
+  void (*on_instr)(void *user, uint32_t chain, uint32_t index, const et_instr *ins, const et_op_slot *op,
+                   uint64_t t0, uint64_t t1);
+  void *on_instr_user;
   et_kernel_ctx ctx;
   char kmsg[ET_MSG_CAP];   /* kernel's own message, wrapped into msg */
   char msg[ET_MSG_CAP];

@@ -1,6 +1,7 @@
 /* Field slots (vtable indices) and union tags of the ExecuTorch schemas this
  * runtime reads: exir/_serialize/program.fbs (FBP_) and
- * devtools/bundled_program/schema/bundled_program_schema.fbs (FBB_).
+ * devtools/bundled_program/schema/bundled_program_schema.fbs (FBB_), and the
+ * ones it writes: devtools/etdump/etdump_schema_flatcc.fbs (FBD_).
  * Naming: FB?_<Table>__<field> = slot; a union field names its _type slot (the
  * value is the next slot). FB?U_<Union>__<Member> = union tag.
  * tests/test_schema_ids.py checks every number here against the installed
@@ -137,5 +138,19 @@
 #define FBBU_ValueUnion__Int 2
 #define FBBU_ValueUnion__Bool 3
 #define FBBU_ValueUnion__Double 4
+
+/* ETDump (written by etdump.c) */
+#define FBD_FILE_IDENTIFIER "ED00"
+#define FBD_ETDump__version 0
+#define FBD_ETDump__run_data 1
+#define FBD_RunData__name 0
+#define FBD_RunData__bundled_input_index 1
+#define FBD_RunData__events 3
+#define FBD_Event__profile_event 0
+#define FBD_ProfileEvent__name 0
+#define FBD_ProfileEvent__chain_index 1
+#define FBD_ProfileEvent__instruction_id 2
+#define FBD_ProfileEvent__start_time 6
+#define FBD_ProfileEvent__end_time 7
 
 #endif

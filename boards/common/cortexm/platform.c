@@ -16,7 +16,9 @@
 #include "board_config.h"
 #include "cortexm.h"
 #include "platform.h"
+#if !defined(FW_NO_SEMIHOSTING)
 #include "semihost.h"
+#endif
 
 #if !defined(FW_CONSOLE_UART) && !defined(FW_NO_SEMIHOSTING)
 #define USE_SH_CONSOLE 1
@@ -24,6 +26,7 @@
 
 extern uint32_t __stack_limit__[], __stack_top__[];
 extern uint8_t __heap_end__[];
+extern uint8_t __model_end__[]; /* end of the image's model section (link.ld) */
 
 /* ---------------------------------------------------------------- console */
 
@@ -37,7 +40,7 @@ extern uint8_t __heap_end__[];
 #define UART_BAUDDIV (BOARD_UART_BASE + 0x10u)
 
 static void uart_init(void) {
-  REG32(UART_BAUDDIV) = BOARD_CPU_HZ / 115200u; /* >= 16 as the CMSDK UART requires */
+  REG32(UART_BAUDDIV) = BOARD_UART_HZ / 115200u; /* 115200 baud 8N1; >= 16 as the CMSDK UART requires */
   REG32(UART_CTRL) = 1u;                        /* TX enable */
 }
 
@@ -199,6 +202,12 @@ static uint32_t rd_le32(const uint8_t *p) {
 
 static void model_probe(void) {
   if (g_model_state) return;
+#if defined(BOARD_MODEL_IN_IMAGE)
+  /* The application links its program into the image itself (emlkit export):
+   * there is no EMDL slot to read, and plat_model has nothing to give. */
+  g_model_state = -1;
+  return;
+#endif
   const uint8_t *hdr = (const uint8_t *)(uintptr_t)BOARD_MODEL_ADDR;
   char msg[200];
   if (memcmp(hdr, PLAT_MODEL_MAGIC, 4) != 0) {
@@ -254,6 +263,7 @@ size_t plat_regions(const plat_region **regions) {
     if (k_regions[i].shared == 1) {
       /* Everything after the model; without a model, after its header slot. */
       uintptr_t used = BOARD_MODEL_ADDR + 16u + (g_model_state == 1 ? g_model_size : 0);
+      if ((uintptr_t)__model_end__ > used) used = (uintptr_t)__model_end__;
       base = (used + 63u) & ~(uintptr_t)63u;
     } else if (k_regions[i].shared == 2) {
       /* What the image leaves free: after the libc heap, below the stack when it is here too. */
@@ -286,28 +296,47 @@ size_t plat_stack_used(void) {
 
 /* ---------------------------------------------------------------- outputs */
 
-void plat_save_output(unsigned index, const void *data, size_t nbytes) {
+/* Only when the host asked for it (EMDL flags): files in the simulator's
+ * working directory, through semihosting. */
+static int host_wants(uint32_t flag) {
 #if defined(FW_NO_SEMIHOSTING)
-  (void)index, (void)data, (void)nbytes;
+  (void)flag;
+  return 0;
 #else
-  /* Only when the host asked for it (EMDL flags): a file per output in the
-   * simulator's working directory. */
   model_probe();
-  if (g_model_state != 1 || !(g_model_flags & PLAT_FLAG_SAVE_OUTPUTS)) return;
-  char name[32];
-  snprintf(name, sizeof name, "output_%u.bin", index);
+  return g_model_state == 1 && (g_model_flags & flag) != 0;
+#endif
+}
+
+static void save_file(const char *name, const void *data, size_t nbytes) {
+#if defined(FW_NO_SEMIHOSTING)
+  (void)name, (void)data, (void)nbytes;
+#else
   int h = sh_open(name, SH_MODE_WB);
   if (h < 0) {
-    static const char err[] = "error: cannot create output file on the host (semihosting open failed)\n";
+    static const char err[] = "error: cannot create a file on the host (semihosting open failed)\n";
     plat_write(err, sizeof err - 1);
     return;
   }
   if (sh_write(h, data, nbytes) != 0) {
-    static const char err[] = "error: short write of an output file on the host\n";
+    static const char err[] = "error: short write of a file on the host\n";
     plat_write(err, sizeof err - 1);
   }
   sh_close(h);
 #endif
+}
+
+void plat_save_output(unsigned index, const void *data, size_t nbytes) {
+  if (!host_wants(PLAT_FLAG_SAVE_OUTPUTS)) return;
+  char name[32];
+  snprintf(name, sizeof name, "output_%u.bin", index);
+  save_file(name, data, nbytes);
+}
+
+int plat_etdump_wanted(void) { return host_wants(PLAT_FLAG_ETDUMP); }
+
+void plat_save_etdump(const void *data, size_t nbytes) {
+  if (host_wants(PLAT_FLAG_ETDUMP)) save_file("etdump.etdp", data, nbytes);
 }
 
 /* ---------------------------------------------------------------- driver services */

@@ -1,5 +1,5 @@
-"""Build the bare-metal MVE self-test / bench image (tests/mve_selftest) for
-QEMU mps3-an547 and run it. Shared by tests/test_kernels.py and
+"""Build the bare-metal MVE self-test / bench image (sources in tests/mve_selftest)
+for QEMU mps3-an547 and run it. Shared by tests/test_kernels.py and
 scripts/bench_kernels.py."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-KERNELS = ROOT / "firmware" / "kernels"
+from aot.deploy.boards import REPO_ROOT
+
+HERE = REPO_ROOT / "tests" / "mve_selftest"
+KERNELS = REPO_ROOT / "firmware" / "kernels"
 GCC = shutil.which("arm-none-eabi-gcc")
 QEMU = shutil.which("qemu-system-arm")
 

@@ -1,0 +1,515 @@
+/* The emlkit C API (include/emlkit.h) over the runtime (runtime/runtime.h):
+ * memory placement in the caller's blocks, the Ethos-U backend and device,
+ * tensor queries, profiling and the ETDump. Built with EMLKIT_WITH_ETHOSU
+ * when the NPU sources (npu/) are part of the library. */
+#include "emlkit.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "backend.h"
+#include "etdump.h"
+#include "runtime.h"
+#include "schema_ids.h"
+#if defined(EMLKIT_WITH_ETHOSU)
+#include "ethosu_backend.h"
+#endif
+
+#define CTX_MAGIC 0x4b4c4d45u /* "EMLK" */
+#define MAX_MEMORY 8u
+#define DEFAULT_SCRATCH 4096u
+#define ALIGN 16u
+
+typedef struct {
+  uint8_t *base;
+  size_t size, used;
+} block;
+
+typedef struct {
+  uint32_t magic;
+  bool loaded;
+  eml_config cfg; /* cfg.memory and cfg.npu point into this struct */
+  eml_npu_config npu_cfg;
+  block mem[MAX_MEMORY];
+  eml_memory mem_cfg[MAX_MEMORY];
+  et_program prog;
+  et_method method;
+  et_method_needs needs;
+  size_t arena_bytes;
+  et_etdump etd;
+#if defined(EMLKIT_WITH_ETHOSU)
+  ethosu_device npu;
+  bool npu_up;
+  char npu_error[ET_MSG_CAP];
+#endif
+  char msg[ET_MSG_CAP];
+} ctx_t;
+
+_Static_assert(sizeof(ctx_t) <= EML_CONTEXT_BYTES, "eml_context is smaller than the runtime's state: raise EML_CONTEXT_BYTES");
+_Static_assert(_Alignof(ctx_t) <= 16, "eml_context must be 16-byte aligned for the runtime's state");
+/* Statuses pass through with the runtime's numbers. */
+_Static_assert((int)EML_E_INVALID_PROGRAM == (int)ET_E_INVALID_PROGRAM && (int)EML_E_INVALID_ARG == (int)ET_E_INVALID_ARG &&
+                   (int)EML_E_UNKNOWN_OP == (int)ET_E_UNKNOWN_OP && (int)EML_E_NOT_SUPPORTED == (int)ET_E_NOT_SUPPORTED &&
+                   (int)EML_E_MEMORY == (int)ET_E_ARENA_TOO_SMALL && (int)EML_E_NO_BACKEND == (int)ET_E_NO_BACKEND &&
+                   (int)EML_E_INTERNAL == (int)ET_E_INTERNAL && (int)EML_E_DELEGATE_CORRUPT == (int)ET_E_DELEGATE_CORRUPT &&
+                   (int)EML_E_NPU_STREAM == (int)ET_E_NPU_STREAM && (int)EML_E_NPU_CONFIG == (int)ET_E_NPU_CONFIG &&
+                   (int)EML_E_NPU_TIMEOUT == (int)ET_E_NPU_TIMEOUT && (int)EML_E_NPU_BUS_ERROR == (int)ET_E_NPU_BUS_ERROR &&
+                   (int)EML_E_NPU_FAULT == (int)ET_E_NPU_FAULT,
+               "eml_status and et_status disagree");
+
+/* ---------------------------------------------------------------- helpers */
+
+static ctx_t *get(eml_context *ctx) { return ctx ? (ctx_t *)(void *)ctx->opaque : NULL; }
+static const ctx_t *cget(const eml_context *ctx) { return ctx ? (const ctx_t *)(const void *)ctx->opaque : NULL; }
+
+static eml_status fail(ctx_t *c, eml_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static eml_status fail(ctx_t *c, eml_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+static eml_status from_et(ctx_t *c, et_status st, const char *why) {
+  if (st == ET_OK) return EML_OK;
+  snprintf(c->msg, sizeof c->msg, "%s", why && why[0] ? why : et_status_str(st));
+  return st == ET_E_MISMATCH ? EML_E_INTERNAL : (eml_status)st;
+}
+
+/* The context after eml_init (and eml_load when `loaded`), or NULL with the reason in *st. */
+static ctx_t *ready(eml_context *ctx, bool loaded, eml_status *st) {
+  ctx_t *c = get(ctx);
+  if (c == NULL) {
+    *st = EML_E_INVALID_ARG;
+    return NULL;
+  }
+  if (c->magic != CTX_MAGIC) {
+    *st = EML_E_STATE;
+    return NULL;
+  }
+  if (loaded && !c->loaded) {
+    *st = fail(c, EML_E_STATE, "no program loaded: call eml_load first");
+    return NULL;
+  }
+  return c;
+}
+#define READY(ctx, loaded)                     \
+  eml_status rst_;                             \
+  ctx_t *c = ready((eml_context *)(ctx), (loaded), &rst_); \
+  if (c == NULL) return rst_
+
+/* ---------------------------------------------------------------- memory */
+
+static uint8_t *take(ctx_t *c, size_t size) {
+  for (uint32_t i = 0; i < c->cfg.n_memory; i++) {
+    block *b = &c->mem[i];
+    uintptr_t start = ((uintptr_t)b->base + b->used + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
+    size_t pad = (size_t)(start - (uintptr_t)b->base);
+    if (pad <= b->size && size <= b->size - pad) {
+      b->used = pad + size;
+      return (uint8_t *)start;
+    }
+  }
+  return NULL;
+}
+
+static eml_status no_room(ctx_t *c, const char *what, size_t size, size_t total) {
+  size_t n = (size_t)snprintf(c->msg, sizeof c->msg,
+                              "eml_config.memory too small for %s (%lu bytes): the program needs %lu bytes in all "
+                              "(planned tensors %lu, runtime %lu, delegates %lu); free:",
+                              what, (unsigned long)size, (unsigned long)total, (unsigned long)c->arena_bytes,
+                              (unsigned long)c->needs.runtime_bytes, (unsigned long)c->needs.delegate_bytes);
+  for (uint32_t i = 0; i < c->cfg.n_memory && n < sizeof c->msg; i++)
+    n += (size_t)snprintf(c->msg + n, sizeof c->msg - n, " %lu", (unsigned long)(c->mem[i].size - c->mem[i].used));
+  return EML_E_MEMORY;
+}
+
+/* ---------------------------------------------------------------- NPU */
+
+#if defined(EMLKIT_WITH_ETHOSU)
+static const ctx_t *g_npu_owner; /* the context whose device the EthosUBackend drives */
+
+static void bind_npu(ctx_t *c) {
+  if (c->cfg.npu) {
+    snprintf(c->npu_error, sizeof c->npu_error, "the NPU was not brought up");
+  } else {
+    if (g_npu_owner && g_npu_owner->magic == CTX_MAGIC && g_npu_owner->cfg.npu) return; /* another context owns it */
+    snprintf(c->npu_error, sizeof c->npu_error, "the program has an Ethos-U delegate but eml_config.npu is NULL: describe the NPU");
+  }
+  g_npu_owner = c;
+  et_backend_register(ethosu_backend(&c->npu, c->npu_error));
+}
+
+static eml_status npu_up(ctx_t *c) {
+  if (c->npu_up || c->cfg.npu == NULL) return EML_OK; /* without one, delegate init reports it */
+  const eml_npu_config *n = c->cfg.npu;
+  ethosu_hal hal = {.base = n->base, .irq = n->irq, .secure = n->secure, .privileged = n->privileged,
+                    .timeout_us = n->timeout_us, .time_us = n->time_us, .irq_save = n->irq_save,
+                    .irq_restore = n->irq_restore, .wait_for_interrupt = n->wait_for_interrupt,
+                    .irq_attach = n->irq_attach, .dcache_clean = n->dcache_clean, .dcache_invalidate = n->dcache_invalidate};
+  et_status st = ethosu_init(&c->npu, &hal, c->npu_error, sizeof c->npu_error);
+  if (st != ET_OK) return from_et(c, st, c->npu_error);
+  c->npu_error[0] = 0;
+  c->npu_up = true;
+  return EML_OK;
+}
+#endif
+
+/* ---------------------------------------------------------------- init / load */
+
+eml_status eml_init(eml_context *ctx, const eml_config *cfg) {
+  ctx_t *c = get(ctx);
+  if (c == NULL) return EML_E_INVALID_ARG;
+  memset(c, 0, sizeof *c);
+  if (cfg == NULL) return fail(c, EML_E_INVALID_ARG, "eml_init: cfg is NULL");
+  if (cfg->memory == NULL || cfg->n_memory == 0) return fail(c, EML_E_INVALID_ARG, "eml_config.memory is empty: give at least one block of RAM");
+  if (cfg->n_memory > MAX_MEMORY) return fail(c, EML_E_INVALID_ARG, "eml_config.n_memory is %" PRIu32 ": at most %u blocks", cfg->n_memory, MAX_MEMORY);
+  if (cfg->profile_events > 0 && cfg->clock == NULL)
+    return fail(c, EML_E_INVALID_ARG, "eml_config.profile_events needs eml_config.clock");
+  c->cfg = *cfg;
+  for (uint32_t i = 0; i < cfg->n_memory; i++) {
+    if (cfg->memory[i].base == NULL && cfg->memory[i].size > 0)
+      return fail(c, EML_E_INVALID_ARG, "eml_config.memory[%" PRIu32 "] has no base address", i);
+    c->mem_cfg[i] = cfg->memory[i];
+    c->mem[i].base = cfg->memory[i].base;
+    c->mem[i].size = cfg->memory[i].size;
+  }
+  c->cfg.memory = c->mem_cfg;
+  if (c->cfg.scratch_bytes == 0) c->cfg.scratch_bytes = DEFAULT_SCRATCH;
+  if (cfg->npu) {
+    const eml_npu_config *n = cfg->npu;
+    if (!n->time_us || !n->irq_save || !n->irq_restore || !n->wait_for_interrupt || (n->irq >= 0 && !n->irq_attach))
+      return fail(c, EML_E_INVALID_ARG, "eml_config.npu: time_us, irq_save, irq_restore, wait_for_interrupt and (with an irq) irq_attach are required");
+#if !defined(EMLKIT_WITH_ETHOSU)
+    return fail(c, EML_E_NOT_SUPPORTED, "this emlkit library is built without Ethos-U support (EMLKIT_ETHOSU=OFF)");
+#endif
+    c->npu_cfg = *n;
+    c->cfg.npu = &c->npu_cfg;
+  }
+#if defined(EMLKIT_WITH_ETHOSU)
+  bind_npu(c);
+#endif
+  c->magic = CTX_MAGIC;
+  return EML_OK;
+}
+
+eml_status eml_load(eml_context *ctx, const void *program, size_t size) {
+  READY(ctx, false);
+  c->loaded = false;
+  for (uint32_t i = 0; i < c->cfg.n_memory; i++) c->mem[i].used = 0;
+  if (program == NULL) return fail(c, EML_E_INVALID_ARG, "eml_load: program is NULL");
+  et_status st = et_program_load(&c->prog, program, size);
+  if (st == ET_OK) st = et_method_needs_get(&c->prog, NULL, &c->needs);
+  if (st != ET_OK) return from_et(c, st, c->prog.msg);
+  c->arena_bytes = 0;
+  for (uint32_t k = 0; k < c->needs.n_arenas; k++) c->arena_bytes += (size_t)c->needs.arena_bytes[k];
+  size_t profile_bytes = (size_t)c->cfg.profile_events * sizeof(et_etdump_event);
+  size_t total = c->arena_bytes + c->needs.runtime_bytes + c->cfg.scratch_bytes + c->needs.delegate_bytes + profile_bytes;
+#if defined(EMLKIT_WITH_ETHOSU)
+  if (c->needs.delegate_bytes > 0) {
+    eml_status es = npu_up(c);
+    if (es != EML_OK) return es;
+  }
+#endif
+
+  /* Largest arena first, each into the first block with room. */
+  const uint8_t *base[ET_MAX_ARENAS] = {0};
+  size_t asize[ET_MAX_ARENAS] = {0};
+  bool placed[ET_MAX_ARENAS] = {0};
+  for (uint32_t n = 0; n < c->needs.n_arenas; n++) {
+    uint32_t best = 0;
+    bool have = false;
+    for (uint32_t k = 0; k < c->needs.n_arenas; k++)
+      if (!placed[k] && (!have || c->needs.arena_bytes[k] > c->needs.arena_bytes[best])) best = k, have = true;
+    placed[best] = true;
+    asize[best] = (size_t)c->needs.arena_bytes[best];
+    if ((base[best] = take(c, asize[best] ? asize[best] : 1)) == NULL) return no_room(c, "a planned arena", asize[best], total);
+  }
+  uint8_t *runtime = take(c, c->needs.runtime_bytes);
+  if (runtime == NULL) return no_room(c, "the method's tables", c->needs.runtime_bytes, total);
+  uint8_t *scratch = take(c, c->cfg.scratch_bytes);
+  if (scratch == NULL) return no_room(c, "kernel scratch", c->cfg.scratch_bytes, total);
+  uint8_t *delegate = NULL;
+  if (c->needs.delegate_bytes > 0 && (delegate = take(c, c->needs.delegate_bytes)) == NULL)
+    return no_room(c, "delegate (NPU) buffers", c->needs.delegate_bytes, total);
+  et_etdump_event *records = NULL;
+  if (profile_bytes > 0 && (records = (et_etdump_event *)(void *)take(c, profile_bytes)) == NULL)
+    return no_room(c, "profile records", profile_bytes, total);
+
+  st = et_method_init(&c->method, &c->prog, NULL, runtime, c->needs.runtime_bytes, base, asize, c->needs.n_arenas, scratch,
+                      c->cfg.scratch_bytes, delegate, c->needs.delegate_bytes);
+  if (st != ET_OK) return from_et(c, st, c->method.msg);
+  c->method.clock = c->cfg.clock;
+  et_etdump_init(&c->etd, records, c->cfg.profile_events, c->cfg.clock_unit);
+  if (records) {
+    c->method.on_instr = et_etdump_on_instr;
+    c->method.on_instr_user = &c->etd;
+  }
+  c->msg[0] = 0;
+  c->loaded = true;
+  return EML_OK;
+}
+
+/* ---------------------------------------------------------------- inputs and outputs */
+
+eml_status eml_num_inputs(const eml_context *ctx, uint32_t *n) {
+  READY(ctx, true);
+  if (n == NULL) return fail(c, EML_E_INVALID_ARG, "eml_num_inputs: n is NULL");
+  *n = et_method_num_inputs(&c->method);
+  return EML_OK;
+}
+
+eml_status eml_num_outputs(const eml_context *ctx, uint32_t *n) {
+  READY(ctx, true);
+  if (n == NULL) return fail(c, EML_E_INVALID_ARG, "eml_num_outputs: n is NULL");
+  *n = et_method_num_outputs(&c->method);
+  return EML_OK;
+}
+
+static bool ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), t = strlen(tail);
+  return n >= t && memcmp(s + n - t, tail, t) == 0;
+}
+
+/* scale and zero point from a (de)quantize_per_tensor(x, scale, zero_point, qmin, qmax, dtype, out) call. */
+static bool quant_args(const et_instr *ins, double *scale, int32_t *zp) {
+  if (ins->nargs < 7 || ins->args[1]->tag != ET_TAG_DOUBLE || ins->args[2]->tag != ET_TAG_INT) return false;
+  *scale = ins->args[1]->u.d;
+  *zp = (int32_t)ins->args[2]->u.i;
+  return true;
+}
+
+static void quant_of(const et_method *m, const et_value *v, bool is_input, eml_tensor_info *info) {
+  uint32_t n = m->chain_start[m->nchains];
+  for (uint32_t k = 0; k < n; k++) {
+    /* inputs: the first quantize reading v; outputs: the last call writing v */
+    const et_instr *ins = &m->instrs[is_input ? k : n - 1 - k];
+    if (ins->kind != FBPU_InstructionArguments__KernelCall || ins->nargs == 0) continue;
+    const char *name = m->ops[ins->a].name;
+    if (is_input) {
+      if (ins->args[0] == v && ends_with(name, "::quantize_per_tensor")) {
+        info->quantized = quant_args(ins, &info->scale, &info->zero_point);
+        return;
+      }
+    } else if (ins->args[ins->nargs - 1] == v) {
+      if (ends_with(name, "quantize_per_tensor")) info->quantized = quant_args(ins, &info->scale, &info->zero_point);
+      return;
+    }
+  }
+}
+
+static eml_status tensor_info(ctx_t *c, const et_value *v, uint32_t i, bool is_input, eml_tensor_info *info) {
+  const char *what = is_input ? "input" : "output";
+  if (info == NULL) return fail(c, EML_E_INVALID_ARG, "%s info: info is NULL", what);
+  if (v == NULL) return fail(c, EML_E_INVALID_ARG, "%s %" PRIu32 " does not exist", what, i);
+  if (v->tag != ET_TAG_TENSOR) return fail(c, EML_E_NOT_SUPPORTED, "%s %" PRIu32 " is not a tensor", what, i);
+  const et_tensor *t = v->u.t;
+  memset(info, 0, sizeof *info);
+  info->dtype = (eml_dtype)t->dtype;
+  info->ndim = t->dim;
+  for (uint32_t d = 0; d < t->dim && d < EML_MAX_DIMS; d++) info->shape[d] = t->sizes[d], info->dim_order[d] = t->dim_order[d];
+  info->nbytes = t->nbytes;
+  quant_of(&c->method, v, is_input, info);
+  return EML_OK;
+}
+
+eml_status eml_input_info(const eml_context *ctx, uint32_t i, eml_tensor_info *info) {
+  READY(ctx, true);
+  return tensor_info(c, et_method_input(&c->method, i), i, true, info);
+}
+
+eml_status eml_output_info(const eml_context *ctx, uint32_t i, eml_tensor_info *info) {
+  READY(ctx, true);
+  return tensor_info(c, et_method_output(&c->method, i), i, false, info);
+}
+
+eml_status eml_set_input(eml_context *ctx, uint32_t i, const void *data, size_t nbytes) {
+  READY(ctx, true);
+  const et_value *v = et_method_input(&c->method, i);
+  if (v == NULL) return fail(c, EML_E_INVALID_ARG, "input %" PRIu32 " does not exist", i);
+  if (v->tag != ET_TAG_TENSOR) return fail(c, EML_E_NOT_SUPPORTED, "input %" PRIu32 " is not a tensor", i);
+  if (data == NULL) return fail(c, EML_E_INVALID_ARG, "input %" PRIu32 ": data is NULL", i);
+  if (nbytes != v->u.t->nbytes)
+    return fail(c, EML_E_INVALID_ARG, "input %" PRIu32 " takes %lu bytes, got %lu", i, (unsigned long)v->u.t->nbytes,
+                (unsigned long)nbytes);
+  et_tensor src = *v->u.t;
+  src.data = (void *)(uintptr_t)data; /* read only: copied, or used in place when unplanned */
+  return from_et(c, et_method_set_input_tensor(&c->method, i, &src), c->method.msg);
+}
+
+eml_status eml_run(eml_context *ctx) {
+  READY(ctx, true);
+  bool rec = c->etd.cap > 0;
+  if (rec) et_etdump_run_begin(&c->etd, c->cfg.clock(), -1);
+  et_status st = et_method_execute(&c->method);
+  if (rec) et_etdump_run_end(&c->etd, c->cfg.clock(), st == ET_OK);
+  return from_et(c, st, c->method.msg);
+}
+
+eml_status eml_output(const eml_context *ctx, uint32_t i, const void **data, size_t *nbytes) {
+  READY(ctx, true);
+  const et_value *v = et_method_output(&c->method, i);
+  if (data == NULL || nbytes == NULL) return fail(c, EML_E_INVALID_ARG, "eml_output: data or nbytes is NULL");
+  if (v == NULL) return fail(c, EML_E_INVALID_ARG, "output %" PRIu32 " does not exist", i);
+  if (v->tag != ET_TAG_TENSOR) return fail(c, EML_E_NOT_SUPPORTED, "output %" PRIu32 " is not a tensor", i);
+  *data = v->u.t->data;
+  *nbytes = v->u.t->nbytes;
+  return EML_OK;
+}
+
+/* ---------------------------------------------------------------- profiling */
+
+eml_status eml_stats_get(const eml_context *ctx, eml_stats *stats) {
+  READY(ctx, false);
+  if (stats == NULL) return fail(c, EML_E_INVALID_ARG, "eml_stats_get: stats is NULL");
+  memset(stats, 0, sizeof *stats);
+  for (uint32_t i = 0; i < c->cfg.n_memory; i++) stats->memory_used += c->mem[i].used;
+  if (c->loaded) {
+    stats->arena_bytes = c->arena_bytes;
+    stats->delegate_bytes = c->needs.delegate_bytes;
+    stats->profile_runs = c->etd.runs;
+    stats->profile_dropped = c->etd.dropped_runs;
+  }
+  return EML_OK;
+}
+
+/* Profile entries: operators by name (overloads merged) in program order, then
+ * one per delegate backend. visit(i) returns entry i, or false past the end. */
+static bool op_entry(const et_method *m, uint32_t want, eml_op_profile *e) {
+  uint32_t idx = 0;
+  for (uint32_t i = 0; i < m->nops; i++) {
+    bool seen = false;
+    for (uint32_t j = 0; j < i && !seen; j++) seen = strcmp(m->ops[j].name, m->ops[i].name) == 0;
+    if (seen) continue;
+    if (idx++ != want) continue;
+    e->name = m->ops[i].name;
+    e->calls = e->count = 0;
+    for (uint32_t j = i; j < m->nops; j++)
+      if (strcmp(m->ops[j].name, m->ops[i].name) == 0) e->calls += m->ops[j].calls, e->count += m->ops[j].count;
+    return true;
+  }
+  uint32_t n = m->chain_start[m->nchains];
+  for (uint32_t i = 0; i < n; i++) {
+    const et_instr *ins = &m->instrs[i];
+    if (ins->kind != FBPU_InstructionArguments__DelegateCall) continue;
+    bool seen = false;
+    for (uint32_t j = 0; j < i && !seen; j++) seen = m->instrs[j].kind == ins->kind && m->instrs[j].backend == ins->backend;
+    if (seen) continue;
+    if (idx++ != want) continue;
+    e->name = ins->backend->id;
+    e->calls = e->count = 0;
+    for (uint32_t j = i; j < n; j++)
+      if (m->instrs[j].kind == ins->kind && m->instrs[j].backend == ins->backend)
+        e->calls += m->instrs[j].calls, e->count += m->instrs[j].count;
+    return true;
+  }
+  return false;
+}
+
+eml_status eml_profile_count(const eml_context *ctx, uint32_t *n) {
+  READY(ctx, true);
+  if (n == NULL) return fail(c, EML_E_INVALID_ARG, "eml_profile_count: n is NULL");
+  eml_op_profile e;
+  uint32_t k = 0;
+  while (op_entry(&c->method, k, &e)) k++;
+  *n = k;
+  return EML_OK;
+}
+
+eml_status eml_profile_entry(const eml_context *ctx, uint32_t i, eml_op_profile *entry) {
+  READY(ctx, true);
+  if (entry == NULL) return fail(c, EML_E_INVALID_ARG, "eml_profile_entry: entry is NULL");
+  if (!op_entry(&c->method, i, entry)) return fail(c, EML_E_INVALID_ARG, "profile entry %" PRIu32 " does not exist", i);
+  return EML_OK;
+}
+
+eml_status eml_profile_reset(eml_context *ctx) {
+  READY(ctx, true);
+  et_method_reset_stats(&c->method);
+  et_etdump_clear(&c->etd);
+  return EML_OK;
+}
+
+eml_status eml_etdump(eml_context *ctx, const uint8_t **data, size_t *size) {
+  READY(ctx, true);
+  if (data == NULL || size == NULL) return fail(c, EML_E_INVALID_ARG, "eml_etdump: data or size is NULL");
+  if (c->etd.cap == 0) return fail(c, EML_E_STATE, "no profile records: set eml_config.profile_events and clock");
+  size_t need;
+  const uint8_t *none;
+  et_status st = et_etdump_serialize(&c->etd, c->method.name, NULL, 0, &none, &need);
+  if (st != ET_OK) return from_et(c, st, "cannot size the ETDump");
+  /* The largest free tail of the caller's memories holds it; nothing else lives there. */
+  block *best = NULL;
+  size_t best_free = 0;
+  for (uint32_t i = 0; i < c->cfg.n_memory; i++) {
+    uintptr_t end = (uintptr_t)c->mem[i].base + c->mem[i].size;
+    uintptr_t start = ((uintptr_t)c->mem[i].base + c->mem[i].used + 7u) & ~(uintptr_t)7u;
+    size_t fr = start < end ? (size_t)(end - start) & ~(size_t)7u : 0;
+    if (fr > best_free) best = &c->mem[i], best_free = fr;
+  }
+  if (best == NULL || best_free < need)
+    return fail(c, EML_E_MEMORY, "the ETDump needs %lu bytes of free memory, the largest free block has %lu", (unsigned long)need,
+                (unsigned long)best_free);
+  uint8_t *start = (uint8_t *)(((uintptr_t)best->base + best->used + 7u) & ~(uintptr_t)7u);
+  st = et_etdump_serialize(&c->etd, c->method.name, start, best_free, data, size);
+  return from_et(c, st, "cannot write the ETDump");
+}
+
+static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
+  crc = ~crc;
+  for (size_t i = 0; i < n; i++) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+eml_status eml_etdump_text(eml_context *ctx, void (*write)(void *user, const char *s, size_t n), void *user) {
+  READY(ctx, true);
+  if (write == NULL) return fail(c, EML_E_INVALID_ARG, "eml_etdump_text: write is NULL");
+  const uint8_t *data;
+  size_t size;
+  eml_status st = eml_etdump(ctx, &data, &size);
+  if (st != EML_OK) return st;
+  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  char line[80];
+  int n = snprintf(line, sizeof line, "ETDUMP BEGIN bytes=%lu crc32=%08" PRIx32 "\n", (unsigned long)size,
+                   crc32_update(0, data, size));
+  write(user, line, (size_t)n);
+  size_t len = 0;
+  for (size_t i = 0; i < size; i += 3) {
+    uint32_t v = (uint32_t)data[i] << 16;
+    if (i + 1 < size) v |= (uint32_t)data[i + 1] << 8;
+    if (i + 2 < size) v |= data[i + 2];
+    line[len++] = b64[(v >> 18) & 63u];
+    line[len++] = b64[(v >> 12) & 63u];
+    line[len++] = i + 1 < size ? b64[(v >> 6) & 63u] : '=';
+    line[len++] = i + 2 < size ? b64[v & 63u] : '=';
+    if (len == 64 || i + 3 >= size) {
+      line[len++] = '\n';
+      write(user, line, len);
+      len = 0;
+    }
+  }
+  write(user, "ETDUMP END\n", 11);
+  return EML_OK;
+}
+
+/* ---------------------------------------------------------------- errors */
+
+const char *eml_last_error(const eml_context *ctx) {
+  const ctx_t *c = cget(ctx);
+  if (c == NULL) return "the context is NULL";
+  if (c->magic != CTX_MAGIC) return c->msg[0] ? c->msg : "the context is not initialised: call eml_init";
+  return c->msg;
+}
+
+const char *eml_status_name(eml_status st) {
+  switch (st) {
+    case EML_E_MEMORY: return "memory";
+    case EML_E_STATE: return "state";
+    default: return et_status_name((et_status)st);
+  }
+}

@@ -1,0 +1,164 @@
+/* Host check of the emlkit C API (tests/test_api.py drives it):
+ *   api_check MODEL.pte MEMORY_BYTES OUT_DIR INPUT_0.bin [INPUT_1.bin ...]
+ * Loads the program with one block of MEMORY_BYTES, reports every input and
+ * output (dtype, shape, dim order, bytes, scale, zero point), runs twice,
+ * writes OUT_DIR/output_<i>.bin and OUT_DIR/etdump.etdp, and exercises the
+ * error paths. Prints one JSON object; exit 0 when every call behaved. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "emlkit.h"
+
+static uint64_t clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *read_file(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  /* 16-byte aligned, as a program in flash would be */
+  void *p = aligned_alloc(16, ((size_t)len + 15u) & ~(size_t)15u);
+  if (p && fread(p, 1, (size_t)len, f) != (size_t)len) free(p), p = NULL;
+  fclose(f);
+  *n = (size_t)len;
+  return p;
+}
+
+static int write_file(const char *dir, const char *name, const void *p, size_t n) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  size_t w = fwrite(p, 1, n, f);
+  fclose(f);
+  return w == n ? 0 : -1;
+}
+
+static void print_info(const eml_tensor_info *t) {
+  printf("{\"dtype\": %d, \"shape\": [", (int)t->dtype);
+  for (uint32_t d = 0; d < t->ndim; d++) printf("%s%" PRId32, d ? ", " : "", t->shape[d]);
+  printf("], \"dim_order\": [");
+  for (uint32_t d = 0; d < t->ndim; d++) printf("%s%u", d ? ", " : "", t->dim_order[d]);
+  printf("], \"nbytes\": %zu, \"quantized\": %s, \"scale\": %.17g, \"zero_point\": %" PRId32 "}", t->nbytes,
+         t->quantized ? "true" : "false", t->scale, t->zero_point);
+}
+
+static int g_bad;
+#define EXPECT(call, want)                                                                       \
+  do {                                                                                           \
+    eml_status st_ = (call);                                                                     \
+    if (st_ != (want)) {                                                                         \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s: %s\n", __FILE__, __LINE__, #call,   \
+              eml_status_name(st_), eml_status_name(want), eml_last_error(&ctx));                \
+      g_bad = 1;                                                                                 \
+    }                                                                                            \
+  } while (0)
+
+int main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: api_check MODEL.pte MEMORY_BYTES OUT_DIR [INPUT.bin...]\n");
+    return 2;
+  }
+  size_t pte_len;
+  void *pte = read_file(argv[1], &pte_len);
+  size_t mem_bytes = (size_t)strtoull(argv[2], NULL, 0);
+  uint8_t *mem = malloc(mem_bytes);
+  if (!pte || !mem) {
+    fprintf(stderr, "cannot read %s or allocate memory\n", argv[1]);
+    return 2;
+  }
+  static eml_context ctx;
+
+  /* Calls out of order and bad configurations are refused with a status. */
+  eml_status before_init = eml_run(&ctx);
+  eml_config bad = {0};
+  eml_status empty_cfg = eml_init(&ctx, &bad);
+  char empty_cfg_msg[256];
+  snprintf(empty_cfg_msg, sizeof empty_cfg_msg, "%s", eml_last_error(&ctx));
+  eml_memory tiny_mem = {mem, 256};
+  eml_config tiny = {.memory = &tiny_mem, .n_memory = 1};
+  EXPECT(eml_init(&ctx, &tiny), EML_OK);
+  eml_status before_load = eml_run(&ctx);
+  eml_status tiny_load = eml_load(&ctx, pte, pte_len);
+  char tiny_msg[256];
+  snprintf(tiny_msg, sizeof tiny_msg, "%s", eml_last_error(&ctx));
+  eml_status corrupt = eml_load(&ctx, (const uint8_t *)pte + 8, pte_len - 8);
+
+  eml_memory m = {mem, mem_bytes};
+  eml_config cfg = {.memory = &m, .n_memory = 1, .clock = clock_ns, .clock_unit = "ns", .profile_events = 256};
+  EXPECT(eml_init(&ctx, &cfg), EML_OK);
+  EXPECT(eml_load(&ctx, pte, pte_len), EML_OK);
+  uint32_t nin = 0, nout = 0;
+  EXPECT(eml_num_inputs(&ctx, &nin), EML_OK);
+  EXPECT(eml_num_outputs(&ctx, &nout), EML_OK);
+  eml_status wrong_size = eml_set_input(&ctx, 0, mem, 3);
+  eml_status no_such_input = eml_set_input(&ctx, nin, mem, 4);
+  eml_tensor_info info;
+  eml_status no_such_output = eml_output_info(&ctx, nout, &info);
+
+  void *in_data[8] = {0};
+  size_t in_len[8] = {0};
+  printf("{\"inputs\": [");
+  for (uint32_t i = 0; i < nin; i++) {
+    EXPECT(eml_input_info(&ctx, i, &info), EML_OK);
+    printf("%s", i ? ", " : "");
+    print_info(&info);
+    /* kept until exit: an input the program did not plan is used in place */
+    if (i < 8 && (int)i + 4 < argc) in_data[i] = read_file(argv[4 + i], &in_len[i]);
+  }
+  printf("], \"outputs\": [");
+  for (uint32_t i = 0; i < nout; i++) {
+    EXPECT(eml_output_info(&ctx, i, &info), EML_OK);
+    printf("%s", i ? ", " : "");
+    print_info(&info);
+  }
+  printf("]");
+  /* Inputs are set before every run: the program may reuse their memory for
+   * intermediate tensors, so a run consumes them. */
+  for (int run = 0; run < 2; run++) {
+    for (uint32_t i = 0; i < nin && i < 8; i++)
+      EXPECT(in_data[i] ? eml_set_input(&ctx, i, in_data[i], in_len[i]) : EML_E_INVALID_ARG, EML_OK);
+    EXPECT(eml_run(&ctx), EML_OK);
+  }
+  for (uint32_t i = 0; i < nout; i++) {
+    const void *data;
+    size_t n;
+    char name[32];
+    EXPECT(eml_output(&ctx, i, &data, &n), EML_OK);
+    snprintf(name, sizeof name, "output_%u.bin", (unsigned)i);
+    if (write_file(argv[3], name, data, n) != 0) g_bad = 1;
+  }
+  uint32_t nprof = 0;
+  EXPECT(eml_profile_count(&ctx, &nprof), EML_OK);
+  printf(", \"profile\": [");
+  for (uint32_t i = 0; i < nprof; i++) {
+    eml_op_profile e;
+    EXPECT(eml_profile_entry(&ctx, i, &e), EML_OK);
+    printf("%s{\"name\": \"%s\", \"calls\": %" PRIu64 ", \"count\": %" PRIu64 "}", i ? ", " : "", e.name, e.calls, e.count);
+  }
+  const uint8_t *etd;
+  size_t etd_len = 0;
+  EXPECT(eml_etdump(&ctx, &etd, &etd_len), EML_OK);
+  if (etd_len && write_file(argv[3], "etdump.etdp", etd, etd_len) != 0) g_bad = 1;
+  eml_stats stats;
+  EXPECT(eml_stats_get(&ctx, &stats), EML_OK);
+  printf("], \"etdump_bytes\": %zu, \"memory_used\": %zu, \"arena_bytes\": %zu, \"profile_runs\": %" PRIu32, etd_len,
+         stats.memory_used, stats.arena_bytes, stats.profile_runs);
+  printf(", \"checks\": {\"before_init\": \"%s\", \"empty_config\": \"%s\", \"empty_config_msg\": \"%s\", "
+         "\"before_load\": \"%s\", \"tiny_memory\": \"%s\", \"tiny_memory_msg\": \"%s\", \"corrupt\": \"%s\", "
+         "\"wrong_size\": \"%s\", \"no_such_input\": \"%s\", \"no_such_output\": \"%s\"}}\n",
+         eml_status_name(before_init), eml_status_name(empty_cfg), empty_cfg_msg, eml_status_name(before_load),
+         eml_status_name(tiny_load), tiny_msg, eml_status_name(corrupt), eml_status_name(wrong_size),
+         eml_status_name(no_such_input), eml_status_name(no_such_output));
+  free(pte);
+  free(mem);
+  return g_bad;
+}
