@@ -63,9 +63,18 @@ def _program(compiled, model: str, target: str = TARGET):
     return res, blobs, tosas
 
 
+# Zoo programs Vela 5.1.0 miscompiles on plain lowering (README, "Known Vela miscompiles"; the minimal case is
+# test_vela_batched_matmul_of_slices_reads_batch0_for_every_batch): the compile-time check must say so.
+VELA_MISCOMPILES = {"transformer_block"}
+
+
 @pytest.mark.parametrize("model", ZOO)
 def test_zoo_bit_exact_vs_tosa(compiled, model: str) -> None:
     _, blobs, tosas = _program(compiled, model)
+    if model in VELA_MISCOMPILES:  # Vela's stream computes something else than its TOSA graph
+        with pytest.raises(AssertionError):
+            bit_exact_vs_tosa(blobs, tosas, model)
+        return
     bit_exact_vs_tosa(blobs, tosas, model)
 
 
@@ -82,6 +91,10 @@ def test_zoo_whole_program_matches_bundled(compiled, model: str) -> None:
     from aot.npu.program import run_bundled
 
     res, _, _ = _program(compiled, model)
+    if model in VELA_MISCOMPILES:
+        checks = res.report["npu_check"]["delegates"]
+        assert any(c["checked"] and c["max_diff_steps"] > 0 for c in checks), checks
+        return
     result = run_bundled(res.bpte.read_bytes())
     assert result["status"] == "pass", result["outputs"]
     assert all(o["max_abs"] == 0.0 for o in result["outputs"])
@@ -197,7 +210,7 @@ def test_transpose_conv_and_nearest_upsample_programs(target: str, nearest: bool
     """ConvTranspose2d (3x3 with output_padding, 4x4) and a nearest x2 upsample. The U55 runs them with IFM
     upscaling (ZEROS for the transpose convs, NEAREST for the resize); the U85 splits a transpose conv into
     one 1x1..kxk conv per output phase writing an interleaved int32 map, rescaled by a per-channel POOL NONE.
-    (The U85 runs the resize as NPU_OP_RESIZE, which is not modelled: see the next test.)"""
+    (The U85 runs the resize as NPU_OP_RESIZE: see the next test.)"""
     res = _compile_source(_UPSAMPLE_MODEL.replace("NEAREST", str(nearest)), "decoder", target, tmp_path)
     if target == "ethos-u55-128":
         modes = {c.param & 3 for b in program_parts(res)[0] for c in decode(parse_blob(b).commands)
@@ -206,14 +219,17 @@ def test_transpose_conv_and_nearest_upsample_programs(target: str, nearest: bool
     _check_program(res)
 
 
-def test_u85_resize_is_a_clear_skip(tmp_path: Path) -> None:
+def test_u85_resize_program_is_checked(tmp_path: Path) -> None:
+    """The U85 runs a nearest upsample as NPU_OP_RESIZE: modelled, so the compile-time check covers it and the
+    whole program matches its bundled outputs."""
     from aot.npu.program import run_bundled
 
     res = _compile_source(_UPSAMPLE_MODEL.replace("NEAREST", "True"), "decoder", "ethos-u85-256", tmp_path)
-    with pytest.raises(NpuError, match="NPU_OP_RESIZE is not modelled"):
-        run_bundled(res.bpte.read_bytes())
-    (check,) = res.report["npu_check"]["delegates"]  # the compile went through, saying what it could not check
-    assert not check["checked"] and "NPU_OP_RESIZE" in check["reason"]
+    assert any(c.name == "NPU_OP_RESIZE" for b in program_parts(res)[0] for c in decode(parse_blob(b).commands, 0, "u85"))
+    result = run_bundled(res.bpte.read_bytes())
+    assert result["status"] == "pass", result["outputs"]
+    (check,) = res.report["npu_check"]["delegates"]
+    assert check["checked"] and check["max_diff_steps"] == 0, check
 
 
 _FC_STACK = """
@@ -543,3 +559,34 @@ def test_machine_follows_the_driver_header() -> None:
     assert machine_for(blob(2)).arch == "u85"
     with pytest.raises(NpuError, match="unknown product 5"):
         machine_for(blob(5))
+
+
+_BATCHED_MATMUL_OF_SLICES = '''
+import torch
+
+class QK(torch.nn.Module):
+    def forward(self, x):
+        qkv = x.reshape(1, 16, 3, 2, 16).permute(2, 0, 3, 1, 4)   # attention's q, k split into 2 heads
+        return qkv[0] @ qkv[1].transpose(-2, -1)
+
+ModelUnderTest = QK().eval()
+ModelInputs = (torch.randn(1, 16, 96),)
+'''
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "Vela 5.1.0 (regor) miscompile: a batched MATMUL whose A operand is a slice of a permuted tensor is split "
+    "per batch, but every batch's commands read A at batch 0's address (U55: the ELEMENTWISE MULs of head 1 "
+    "keep IFM_BASE0 of head 0; U85: both CONV weights_ifm2 ops have the same IFM_BASE0) while IFM2 and the OFM "
+    "advance. The hardware computes what the functional model does; TOSA differs in every batch but the first. "
+    "transformer_block's q @ k^T is this case. Passes (and this xfail fails) once Vela is fixed."))
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_vela_batched_matmul_of_slices_reads_batch0_for_every_batch(target: str, tmp_path: Path) -> None:
+    from aot.compile import compile_model
+    from aot.lower import LowerOptions
+    from npu_helpers import program_parts
+
+    (tmp_path / "qk.py").write_text(_BATCHED_MATMUL_OF_SLICES)
+    res = compile_model(str(tmp_path / "qk.py"), target, tmp_path / "out", options=LowerOptions())
+    blobs, tosas = program_parts(res)
+    bit_exact_vs_tosa(blobs, tosas, "batched matmul of slices")

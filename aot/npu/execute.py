@@ -511,6 +511,9 @@ class Machine:
             return a << headroom, rescale(b, opa_scale, opa_shift, rounding)
         raise NpuError(f"{op}: IFM scale mode 3 is not defined for the U55")
 
+    def op_resize(self, mode: int) -> tuple[np.ndarray, tuple, str]:
+        raise NpuError(f"NPU_OP_RESIZE is not an {self.product} operation")
+
     def op_dma(self) -> None:
         src_reg, dst_reg = self.r("NPU_SET_DMA0_SRC_REGION"), self.r("NPU_SET_DMA0_DST_REGION")
         if (src_reg >> 9) & 3 or (dst_reg >> 9) & 3:
@@ -554,6 +557,9 @@ class Machine:
                     out, ishape, _ = self.op_elementwise(c.param)
                     entry = TraceEntry(index, c.offset, self.elementwise_modes[c.param].upper(), ishape, out.shape,
                                        out if self.keep_outputs else None)
+                elif name == "NPU_OP_RESIZE":
+                    out, ishape, label = self.op_resize(c.param)
+                    entry = TraceEntry(index, c.offset, label, ishape, out.shape, out if self.keep_outputs else None)
                 else:
                     raise NpuError(f"{name} is not modelled")
             except NpuError as err:

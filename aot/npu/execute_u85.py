@@ -14,7 +14,10 @@ What differs from the U55 (aot/npu/regs_u85.py has the field positions):
 - tables live in a 2 KiB LUT RAM, filled by DMA to internal region 3, in 256-byte slots;
 - weights use the U85 stream formats (aot/npu/weights_u85.py), and CONV with weights_ifm2
   multiplies two feature maps (a matmul).
-Not modelled (each is a clear NpuError naming the command): RESIZE, OFM reverse,
+- RESIZE (nearest and bilinear) computes TOSA's RESIZE from the scale numerator, step (the denominator) and
+  offset registers, its accumulator carrying 16 more fraction bits than TOSA's result (OFM_SCALE shifts by
+  16 plus the fused rescale's shift).
+Not modelled (each is a clear NpuError naming the command): RESIZE REPLICATE, OFM reverse,
 accumulator KEEP / disabled outputs (accumulator chaining), 2:4 sparse weights, strided or indexed DMA, and the
 rounding modes and elementwise functions no zoo program uses.
 """
@@ -279,6 +282,59 @@ class MachineU85(Machine):
         bias, scale, shift = self.block_scale(oc, op)
         self.store_ofm(self.output_stage(acc + bias, scale, shift, op), op)
         return self.stored, (oh, ow, oc), ()
+
+    def resize_axis(self, axis: str, out_len: int, in_len: int, op: str) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """One axis of a RESIZE: (scale numerator n, lower and upper source index, fraction in 1/n) per output
+        position. Output o samples source position (o * d + offset) / n, d = one_step_int * n + one_step_mod
+        (TOSA's scale denominator); both neighbours are clamped to the IFM (the KERNEL size registers)."""
+        n = (self.r(f"NPU_SET_RESIZE_{axis}_SCALE_N_M1", None) & 0x7FF) + 1
+        step = self.r(f"NPU_SET_RESIZE_{axis}_STEP", None)
+        mod = self.p(f"NPU_SET_RESIZE_{axis}_STEP", None) & 0x7FF
+        if mod >= n:
+            raise NpuError(f"{op}: RESIZE_{axis}_STEP one_step_mod {mod} is not below the scale numerator {n}")
+        d = (step & 0xF) * n + mod
+        off = self.r(f"NPU_SET_RESIZE_{axis}_OFFSET", None) & 0xFFF
+        off = off - 0x1000 if off & 0x800 else off
+        pos = np.arange(out_len, dtype=np.int64) * d + off
+        i = pos // n                       # floor division: offsets may be negative
+        frac = pos - i * n
+        return n, np.clip(i, 0, in_len - 1), np.clip(i + 1, 0, in_len - 1), frac
+
+    def op_resize(self, mode: int) -> tuple[np.ndarray, tuple, str]:
+        """NPU_OP_RESIZE: TOSA RESIZE of the IFM (KERNEL_HEIGHT/WIDTH give its size) to the OFM size.
+
+        NEAREST picks the upper neighbour when the fraction is at least one half; BILINEAR weights the four
+        neighbours by (n - f) and f per axis (TOSA's integer weights, summing to ny * nx). The hardware
+        accumulator is TOSA's result times 2^16; OFM_SCALE (Vela: scale 1, shift 16 + the fused rescale's
+        shift) brings it back."""
+        name = R.RESIZE_MODES.get(mode & 0x3)
+        if name is None or mode & 0x3 == R.RESIZE_REPLICATE:
+            raise NpuError(f"NPU_OP_RESIZE mode {mode} ({name or 'undefined'}) is not modelled")
+        op = f"RESIZE {name.upper()}"
+        self.check_upscale(op)
+        if self.accumulator_input(op) != R.ACC_INPUT_RESET:
+            raise NpuError(f"{op} with its accumulators loaded from IFM2 is not modelled")
+        if any(self.padding()):
+            raise NpuError(f"{op} with IFM padding is not modelled")
+        if not (self.r("NPU_SET_OFM_PRECISION") >> 8) & 1:
+            raise NpuError(f"{op} with a per-channel OFM scale is not modelled")
+        oh, ow, oc = self.ofm_shape()
+        ih, iw = self.r("NPU_SET_KERNEL_HEIGHT_M1") + 1, self.r("NPU_SET_KERNEL_WIDTH_M1") + 1
+        ifm = self.read_operand("IFM", ih, iw, oc, f"{op} IFM")
+        ny, y0, y1, fy = self.resize_axis("Y", oh, ih, op)
+        nx, x0, x1, fx = self.resize_axis("X", ow, iw, op)
+        if mode & 0x3 == R.RESIZE_NEAREST:
+            ys = np.where(2 * fy >= ny, y1, y0)
+            xs = np.where(2 * fx >= nx, x1, x0)
+            acc = ifm[ys[:, None], xs[None, :]]
+        else:
+            wy0, wy1 = (ny - fy)[:, None, None], fy[:, None, None]
+            wx0, wx1 = (nx - fx)[None, :, None], fx[None, :, None]
+            acc = (ifm[y0[:, None], x0[None, :]] * wy0 * wx0 + ifm[y0[:, None], x1[None, :]] * wy0 * wx1
+                   + ifm[y1[:, None], x0[None, :]] * wy1 * wx0 + ifm[y1[:, None], x1[None, :]] * wy1 * wx1)
+        scale, shift = self.global_scale()
+        self.store_ofm(self.output_stage(acc << 16, scale, shift, op), op)
+        return self.stored, (ih, iw, oc), op.replace(" ", "_")
 
     def op_dma(self) -> None:
         src_reg, dst_reg = self.r("NPU_SET_DMA0_SRC_REGION"), self.r("NPU_SET_DMA0_DST_REGION")

@@ -67,6 +67,11 @@ POOL_MODES = {0: "max", 1: "avg", 2: "reduce_sum", 3: "sum", 4: "none"}
 ELEMENTWISE = {0: "mul", 1: "add", 2: "sub", 3: "min", 4: "max", 5: "lrelu", 6: "abs"}
 ACC_INPUT_RESET, ACC_INPUT_KEEP, ACC_INPUT_IFM2 = 0, 1, 2
 MICROBLOCKS = {0: (1, 1), 1: (1, 2), 2: (1, 4), 3: (2, 2), 4: (2, 4), 5: (4, 4)}   # ACC_FORMAT bits 8-10: (h, w)
+RESIZE_BILINEAR, RESIZE_REPLICATE, RESIZE_NEAREST = 0, 1, 2          # NPU_OP_RESIZE resize_mode
+RESIZE_MODES = {RESIZE_BILINEAR: "bilinear", RESIZE_REPLICATE: "replicate", RESIZE_NEAREST: "nearest"}
+# RESIZE_{X,Y}_STEP: param bits 0-3 one_step_int, 4-14 blk_step_int; payload bits 0-10 one_step_mod,
+# 16-26 blk_step_mod (one output step advances the source position by one_step_int + one_step_mod / scale_n).
+# RESIZE_{X,Y}_OFFSET: 12-bit signed; RESIZE_{X,Y}_SCALE_N_M1: 11 bits.
 LUT_SLOT_BYTES = 256
 LUT_RAM_BYTES = 2048
 ACT_LUT_NONE, ACT_LUT_S8_S8 = 0, 4
@@ -145,4 +150,14 @@ def fields(name: str, param: int, payload: int | None = None) -> dict[str, str]:
                 "weight_order": "WEIGHT_ORDER_" + ("PART_KERNEL_FIRST" if (param >> 2) & 1 else "DEPTH_FIRST")}
     if name == "NPU_OP_CONV":
         return {"weights_ifm2": str(param & 1)}
+    if name == "NPU_OP_RESIZE" and (param & 3) in RESIZE_MODES:
+        return {"resize_mode": "RESIZE_MODE_" + RESIZE_MODES[param & 3].upper()}
+    if name in ("NPU_SET_RESIZE_X_STEP", "NPU_SET_RESIZE_Y_STEP") and payload is not None:
+        return {"one_step_int": str(param & 0xF), "blk_step_int": str((param >> 4) & 0x7FF),
+                "one_step_mod": str(payload & 0x7FF), "blk_step_mod": str((payload >> 16) & 0x7FF)}
+    if name in ("NPU_SET_RESIZE_X_OFFSET", "NPU_SET_RESIZE_Y_OFFSET"):
+        v = param & 0xFFF
+        return {name[8:].lower(): str(v - 0x1000 if v & 0x800 else v)}
+    if name in ("NPU_SET_RESIZE_X_SCALE_N_M1", "NPU_SET_RESIZE_Y_SCALE_N_M1"):
+        return {name[8:].lower(): str(param & 0x7FF)}
     return {}
