@@ -5,7 +5,7 @@
 
 /* dst[k] = src[k] for the k-th element in logical row-major order of each
  * tensor (shapes may differ, element counts may not). Converts dtype. */
-static et_status copy_logical_check(et_kernel_ctx *ctx, const char *op, const et_tensor *dst, const et_tensor *src) {
+ET_PREPARE static et_status copy_logical_check(et_kernel_ctx *ctx, const char *op, const et_tensor *dst, const et_tensor *src) {
   if (et_tensor_numel(dst) != et_tensor_numel(src))
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: output has %lu elements, input %lu", op, (unsigned long)et_tensor_numel(dst),
                    (unsigned long)et_tensor_numel(src));
@@ -84,13 +84,13 @@ static void copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, 
   }
 }
 
-static et_status same_dtype(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b) {
+ET_PREPARE static et_status same_dtype(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b) {
   if (a->dtype != b->dtype)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(a->dtype), et_dtype_name(b->dtype));
   return ET_OK;
 }
 
-et_status aten_view_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_view_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::view_copy";
   et_tensor *self = NULL, *out = NULL;
   et_status st;
@@ -109,7 +109,7 @@ et_status aten_view_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs
   return copy_logical(ctx, "aten::view_copy", args[2]->u.t, args[0]->u.t);
 }
 
-static et_status squeeze_like_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want) {
+ET_PREPARE static et_status squeeze_like_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want) {
   et_tensor *self = NULL, *out = NULL;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
@@ -120,16 +120,16 @@ static et_status squeeze_like_prepare(et_kernel_ctx *ctx, const char *op, et_val
 static et_status squeeze_like(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs) {
   return copy_logical(ctx, op, args[nargs - 2]->u.t, args[0]->u.t);
 }
-et_status aten_squeeze_copy_dims_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.dims_out", a, n, 4); }
-et_status aten_squeeze_copy_dim_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.dim_out", a, n, 4); }
-et_status aten_squeeze_copy_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.out", a, n, 3); }
-et_status aten_unsqueeze_copy_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::unsqueeze_copy", a, n, 4); }
+ET_PREPARE et_status aten_squeeze_copy_dims_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.dims_out", a, n, 4); }
+ET_PREPARE et_status aten_squeeze_copy_dim_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.dim_out", a, n, 4); }
+ET_PREPARE et_status aten_squeeze_copy_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.out", a, n, 3); }
+ET_PREPARE et_status aten_unsqueeze_copy_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::unsqueeze_copy", a, n, 4); }
 et_status aten_squeeze_copy_dims_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.dims_out", a, n); }
 et_status aten_squeeze_copy_dim_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.dim_out", a, n); }
 et_status aten_squeeze_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.out", a, n); }
 et_status aten_unsqueeze_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::unsqueeze_copy", a, n); }
 
-et_status aten_permute_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_permute_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::permute_copy";
   et_tensor *self = NULL, *out = NULL;
   et_status st;
@@ -162,7 +162,7 @@ et_status aten_permute_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t na
 }
 
 /* dim_order argument (None or int list) must describe the output's layout. */
-static et_status check_dim_order_arg(et_kernel_ctx *ctx, const char *op, const et_value *v, const et_tensor *out) {
+ET_PREPARE static et_status check_dim_order_arg(et_kernel_ctx *ctx, const char *op, const et_value *v, const et_tensor *out) {
   if (v->tag == ET_TAG_NONE) {
     if (!et_dim_order_is_identity(out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: no dim_order given but output is not contiguous", op);
     return ET_OK;
@@ -174,7 +174,7 @@ static et_status check_dim_order_arg(et_kernel_ctx *ctx, const char *op, const e
   return ET_OK;
 }
 
-static et_status dim_order_copy_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool allow_cast) {
+ET_PREPARE static et_status dim_order_copy_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool allow_cast) {
   et_tensor *self = NULL, *out = NULL;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
@@ -190,12 +190,12 @@ static et_status dim_order_copy(et_kernel_ctx *ctx, const char *op, et_value **a
   if (self->dtype == out->dtype) return et_copy_tensor(ctx, out, self);
   return copy_logical(ctx, op, out, self);
 }
-et_status aten_clone_dim_order_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy_prepare(ctx, "dim_order_ops::_clone_dim_order", a, n, false); }
-et_status aten_to_dim_order_copy_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy_prepare(ctx, "dim_order_ops::_to_dim_order_copy", a, n, true); }
+ET_PREPARE et_status aten_clone_dim_order_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy_prepare(ctx, "dim_order_ops::_clone_dim_order", a, n, false); }
+ET_PREPARE et_status aten_to_dim_order_copy_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy_prepare(ctx, "dim_order_ops::_to_dim_order_copy", a, n, true); }
 et_status aten_clone_dim_order_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy(ctx, "dim_order_ops::_clone_dim_order", a); }
 et_status aten_to_dim_order_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy(ctx, "dim_order_ops::_to_dim_order_copy", a); }
 
-et_status aten_clone_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_clone_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::clone";
   et_tensor *self = NULL, *out = NULL;
   et_status st;
@@ -209,7 +209,7 @@ et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return et_copy_tensor(ctx, args[2]->u.t, args[0]->u.t);
 }
 
-et_status aten_cat_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_cat_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::cat";
   et_tensor *out = NULL;
   int64_t dim64 = 0;
@@ -265,7 +265,7 @@ static void slice_range(const et_value *sv, const et_value *ev, int64_t n, int64
   *len = (end - start + step - 1) / step;
 }
 
-et_status aten_slice_copy_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_slice_copy_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::slice_copy";
   et_tensor *self = NULL, *out = NULL;
   int64_t dim64 = 0, step = 0;

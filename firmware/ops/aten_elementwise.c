@@ -6,7 +6,7 @@
 
 /* Strides of `t` seen from `out`'s logical dims: dims aligned right,
  * broadcast dims get stride 0. */
-static et_status bcast_strides(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const et_tensor *out, size_t *st) {
+ET_PREPARE static et_status bcast_strides(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const et_tensor *out, size_t *st) {
   size_t ts[ET_MAX_DIM];
   if (t->dim > out->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input rank %u exceeds output rank %u", op, t->dim, out->dim);
   et_tensor_strides(t, ts);
@@ -52,7 +52,7 @@ static void store_i64(int dt, void *p, size_t i, int64_t v) {
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV } binop;
 
 /* Prepare's checks of out = a (op) alpha*b. */
-static et_status binary_check(et_kernel_ctx *ctx, const char *op, binop k, const et_tensor *a, const et_tensor *b, double bs,
+ET_PREPARE static et_status binary_check(et_kernel_ctx *ctx, const char *op, binop k, const et_tensor *a, const et_tensor *b, double bs,
                               double alpha, const et_tensor *out) {
   et_status st;
   size_t sa[ET_MAX_DIM], sb[ET_MAX_DIM] = {0};
@@ -126,7 +126,7 @@ static et_status binary(et_kernel_ctx *ctx, const char *op, binop k, const et_te
 }
 
 /* Tensor-Tensor: [self, other, (alpha,) out, ret]; Tensor-Scalar: [self, other, (alpha,) out, ret]. */
-static et_status binary_prepare(et_kernel_ctx *ctx, const char *op, binop k, bool has_alpha, bool scalar_other,
+ET_PREPARE static et_status binary_prepare(et_kernel_ctx *ctx, const char *op, binop k, bool has_alpha, bool scalar_other,
                                 et_value **args, uint32_t nargs) {
   et_tensor *a = NULL, *b = NULL, *out = NULL;
   double alpha = 1, bs = 0;
@@ -151,26 +151,26 @@ static et_status binary_adapter(et_kernel_ctx *ctx, const char *op, binop k, boo
 }
 
 et_status aten_add_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::add.out", OP_ADD, true, false, a, n); }
-et_status aten_add_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::add.out", OP_ADD, true, false, a, n); }
+ET_PREPARE et_status aten_add_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::add.out", OP_ADD, true, false, a, n); }
 et_status aten_sub_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::sub.out", OP_SUB, true, false, a, n); }
-et_status aten_sub_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::sub.out", OP_SUB, true, false, a, n); }
+ET_PREPARE et_status aten_sub_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::sub.out", OP_SUB, true, false, a, n); }
 et_status aten_mul_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::mul.out", OP_MUL, false, false, a, n); }
-et_status aten_mul_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::mul.out", OP_MUL, false, false, a, n); }
+ET_PREPARE et_status aten_mul_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::mul.out", OP_MUL, false, false, a, n); }
 et_status aten_div_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::div.out", OP_DIV, false, false, a, n); }
-et_status aten_div_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::div.out", OP_DIV, false, false, a, n); }
+ET_PREPARE et_status aten_div_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::div.out", OP_DIV, false, false, a, n); }
 et_status aten_add_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::add.Scalar_out", OP_ADD, true, true, a, n); }
-et_status aten_add_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::add.Scalar_out", OP_ADD, true, true, a, n); }
+ET_PREPARE et_status aten_add_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::add.Scalar_out", OP_ADD, true, true, a, n); }
 et_status aten_sub_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::sub.Scalar_out", OP_SUB, true, true, a, n); }
-et_status aten_sub_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::sub.Scalar_out", OP_SUB, true, true, a, n); }
+ET_PREPARE et_status aten_sub_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::sub.Scalar_out", OP_SUB, true, true, a, n); }
 et_status aten_mul_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::mul.Scalar_out", OP_MUL, false, true, a, n); }
-et_status aten_mul_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::mul.Scalar_out", OP_MUL, false, true, a, n); }
+ET_PREPARE et_status aten_mul_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::mul.Scalar_out", OP_MUL, false, true, a, n); }
 et_status aten_div_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::div.Scalar_out", OP_DIV, false, true, a, n); }
-et_status aten_div_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::div.Scalar_out", OP_DIV, false, true, a, n); }
+ET_PREPARE et_status aten_div_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::div.Scalar_out", OP_DIV, false, true, a, n); }
 
 typedef enum { U_CLAMP, U_SIGMOID, U_TANH } unop;
 
 /* Prepare's checks of out = f(self). */
-static et_status unary_check(et_kernel_ctx *ctx, const char *op, unop k, const et_tensor *a, const et_tensor *out) {
+ET_PREPARE static et_status unary_check(et_kernel_ctx *ctx, const char *op, unop k, const et_tensor *a, const et_tensor *out) {
   if (!aten_same_shape(a, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
   if (a->dtype != out->dtype) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output dtypes differ", op);
   if (k != U_CLAMP && !is_float_dt(out->dtype))
@@ -216,7 +216,7 @@ static et_status unary(unop k, const et_tensor *a, et_tensor *out, double lo, bo
   return ET_OK;
 }
 
-et_status aten_relu_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_relu_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::relu";
   et_tensor *a = NULL, *out = NULL;
   et_status st;
@@ -228,7 +228,7 @@ et_status aten_relu_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return unary(U_CLAMP, args[0]->u.t, args[1]->u.t, 0, true, 0, false);
 }
 
-et_status aten_hardtanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_hardtanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::hardtanh";
   et_tensor *a = NULL, *out = NULL;
   double lo = 0, hi = 0;
@@ -247,7 +247,7 @@ et_status aten_hardtanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs)
   return unary(U_CLAMP, args[0]->u.t, args[3]->u.t, lo, true, hi, true);
 }
 
-et_status aten_clamp_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_clamp_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::clamp";
   et_tensor *a = NULL, *out = NULL;
   double lo = 0, hi = 0;
@@ -266,7 +266,7 @@ et_status aten_clamp_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return unary(U_CLAMP, args[0]->u.t, args[3]->u.t, lo, has_lo, hi, has_hi);
 }
 
-et_status aten_sigmoid_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_sigmoid_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::sigmoid";
   et_tensor *a = NULL, *out = NULL;
   et_status st;
@@ -278,7 +278,7 @@ et_status aten_sigmoid_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) 
   return unary(U_SIGMOID, args[0]->u.t, args[1]->u.t, 0, false, 0, false);
 }
 
-et_status aten_tanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_tanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::tanh";
   et_tensor *a = NULL, *out = NULL;
   et_status st;

@@ -2,7 +2,7 @@
  * Sums accumulate in double, then round to float once. */
 #include "aten_util.h"
 
-et_status aten_mean_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_mean_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::mean";
   et_tensor *a = NULL, *out = NULL;
   et_status st;
@@ -84,7 +84,7 @@ et_status aten_mean_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return ET_OK;
 }
 
-et_status aten_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::_softmax";
   et_tensor *a = NULL, *out = NULL;
   int64_t dim64 = 0;

@@ -10,7 +10,7 @@
 typedef enum { CONV, DEPTHWISE, TRANSPOSE } conv_kind;
 
 /* Prepare: every argument check, at load. */
-static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
+ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
                              conv_kind kind, bool nhwc) {
   /* schema positions differ: depthwise has depth_multiplier after dilation,
    * transpose has output_padding after padding and an extra scratch */
@@ -154,37 +154,37 @@ static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, 
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_prepare(ctx, "cortex_m::quantized_conv2d", args, nargs, CONV, false);
 }
 et_status op_cortex_m_quantized_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_eval(ctx, "cortex_m::quantized_conv2d", args, CONV, false);
 }
-et_status op_cortex_m_quantized_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_prepare(ctx, "cortex_m::quantized_conv2d_nhwc", args, nargs, CONV, true);
 }
 et_status op_cortex_m_quantized_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_eval(ctx, "cortex_m::quantized_conv2d_nhwc", args, CONV, true);
 }
-et_status op_cortex_m_quantized_depthwise_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_depthwise_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_prepare(ctx, "cortex_m::quantized_depthwise_conv2d", args, nargs, DEPTHWISE, false);
 }
 et_status op_cortex_m_quantized_depthwise_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_eval(ctx, "cortex_m::quantized_depthwise_conv2d", args, DEPTHWISE, false);
 }
-et_status op_cortex_m_quantized_depthwise_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_depthwise_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_prepare(ctx, "cortex_m::quantized_depthwise_conv2d_nhwc", args, nargs, DEPTHWISE, true);
 }
 et_status op_cortex_m_quantized_depthwise_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_eval(ctx, "cortex_m::quantized_depthwise_conv2d_nhwc", args, DEPTHWISE, true);
 }
-et_status op_cortex_m_quantized_transpose_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_transpose_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_prepare(ctx, "cortex_m::quantized_transpose_conv2d", args, nargs, TRANSPOSE, false);
 }
 et_status op_cortex_m_quantized_transpose_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_eval(ctx, "cortex_m::quantized_transpose_conv2d", args, TRANSPOSE, false);
 }
-et_status op_cortex_m_quantized_transpose_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_transpose_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return conv_prepare(ctx, "cortex_m::quantized_transpose_conv2d_nhwc", args, nargs, TRANSPOSE, true);
 }
 et_status op_cortex_m_quantized_transpose_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {

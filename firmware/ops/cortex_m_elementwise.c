@@ -5,7 +5,7 @@
 /* add/mul operands: equal sizes and layout, or one operand holding only the
  * channels of an NHWC (or 1-element) other: the kernels then repeat it with
  * period C along memory. Returns lengths for the kernel. */
-static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b,
+ET_PREPARE static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b,
                        const et_tensor *out, size_t *alen, size_t *blen) {
   CM_TRY(cm_dtype(ctx, op, a, "self", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, b, "other", ET_DT_CHAR));
@@ -31,7 +31,7 @@ static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_tensor *a, c
                  op);
 }
 
-et_status op_cortex_m_quantized_add_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_add_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_add";
   et_tensor *a, *b, *out;
   qadd_params p;
@@ -70,7 +70,7 @@ et_status op_cortex_m_quantized_add_out(et_kernel_ctx *ctx, et_value **args, uin
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_mul_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_mul_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_mul";
   et_tensor *a, *b, *out;
   qmul_params p;
@@ -100,7 +100,7 @@ et_status op_cortex_m_quantized_mul_out(et_kernel_ctx *ctx, et_value **args, uin
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_div_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_div_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_div";
   et_tensor *a, *b, *out;
   int32_t za, zb, zo;
@@ -137,7 +137,7 @@ et_status op_cortex_m_quantized_div_out(et_kernel_ctx *ctx, et_value **args, uin
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_activation_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_activation_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_activation";
   et_tensor *in, *lut, *out;
   CM_TRY(cm_nargs(ctx, op, nargs, 2));
@@ -164,7 +164,7 @@ et_status op_cortex_m_quantized_activation_out(et_kernel_ctx *ctx, et_value **ar
 
 /* torch.minimum/maximum broadcasting, any dim orders: per-input element
  * strides along the output's memory order (0 on broadcast dims). */
-static et_status minmax_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs) {
+ET_PREPARE static et_status minmax_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs) {
   et_tensor *a, *b, *out;
   CM_TRY(cm_nargs(ctx, op, nargs, 2));
   CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, &a));
@@ -211,12 +211,12 @@ static et_status minmax(et_value **args, int is_max) {
   return ET_OK;
 }
 
-et_status op_cortex_m_minimum_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_minimum_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return minmax_prepare(ctx, "cortex_m::minimum", args, nargs);
 }
 et_status op_cortex_m_minimum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return minmax(args, 0); }
 
-et_status op_cortex_m_maximum_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_maximum_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return minmax_prepare(ctx, "cortex_m::maximum", args, nargs);
 }
 et_status op_cortex_m_maximum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return minmax(args, 1); }

@@ -6,7 +6,7 @@
  * is_channels_last also counts C == 1 or H == W == 1 tensors, whose bytes are
  * the same in both layouts), else logical order with rank < 4 tensors
  * right-aligned. */
-et_status op_cortex_m_pad_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_pad_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::pad";
   et_tensor *in, *out;
   int32_t pre[4], post[4], value;
@@ -86,7 +86,7 @@ et_status op_cortex_m_pad_out(et_kernel_ctx *ctx, et_value **args, uint32_t narg
 }
 
 /* transpose.out(input, perm, out): out = input.permute(perm), any dim orders. */
-et_status op_cortex_m_transpose_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_transpose_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::transpose";
   et_tensor *in, *out;
   int32_t perm[ET_MAX_DIM];

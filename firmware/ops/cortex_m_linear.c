@@ -1,7 +1,7 @@
 /* Adapters for cortex_m::quantized_linear and cortex_m::quantized_batch_matmul. */
 #include "cortex_m_util.h"
 
-et_status op_cortex_m_quantized_linear_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_linear_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_linear";
   et_tensor *in, *w, *bias, *ksum, *out;
   qlinear_params p;
@@ -82,7 +82,7 @@ et_status op_cortex_m_quantized_linear_out(et_kernel_ctx *ctx, et_value **args, 
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_batch_matmul_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_batch_matmul_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_batch_matmul";
   et_tensor *l, *r, *out;
   qbmm_params p;

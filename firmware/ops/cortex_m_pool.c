@@ -9,7 +9,7 @@ static int32_t pool_out(int32_t n, int32_t k, int32_t s, int32_t p, int32_t d, b
   return o;
 }
 
-static et_status geometry(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t *i, bool has_dil,
+ET_PREPARE static et_status geometry(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t *i, bool has_dil,
                           bool nhwc, et_tensor *in, et_tensor *out, qpool_params *p, bool *ceil) {
   int32_t k[2], s[2], pad[2], dil[2] = {1, 1};
   uint32_t ns = 0;
@@ -40,7 +40,7 @@ static et_status geometry(et_kernel_ctx *ctx, const char *op, et_value **args, u
   return ET_OK;
 }
 
-static et_status avg_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool nhwc) {
+ET_PREPARE static et_status avg_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool nhwc) {
   et_tensor *in, *out;
   qpool_params p;
   bool ceil;
@@ -94,7 +94,7 @@ static et_status avg(et_kernel_ctx *ctx, const char *op, et_value **args, bool n
   return ET_OK;
 }
 
-static et_status maxp_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool nhwc) {
+ET_PREPARE static et_status maxp_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool nhwc) {
   et_tensor *in, *out;
   qpool_params p;
   bool ceil;
@@ -127,19 +127,19 @@ static et_status maxp(et_value **args, bool nhwc) {
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return avg_prepare(ctx, "cortex_m::quantized_avg_pool2d", args, nargs, false);
 }
 et_status op_cortex_m_quantized_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return avg(ctx, "cortex_m::quantized_avg_pool2d", args, false); }
-et_status op_cortex_m_quantized_avg_pool2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_avg_pool2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return avg_prepare(ctx, "cortex_m::quantized_avg_pool2d_nhwc", args, nargs, true);
 }
 et_status op_cortex_m_quantized_avg_pool2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return avg(ctx, "cortex_m::quantized_avg_pool2d_nhwc", args, true); }
-et_status op_cortex_m_quantized_max_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_max_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return maxp_prepare(ctx, "cortex_m::quantized_max_pool2d", args, nargs, false);
 }
 et_status op_cortex_m_quantized_max_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return maxp(args, false); }
-et_status op_cortex_m_quantized_max_pool2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_max_pool2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return maxp_prepare(ctx, "cortex_m::quantized_max_pool2d_nhwc", args, nargs, true);
 }
 et_status op_cortex_m_quantized_max_pool2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return maxp(args, true); }

@@ -2,7 +2,7 @@
  * (input, scale, zero_point, quant_min, quant_max, dtype, out). */
 #include "cortex_m_util.h"
 
-static et_status qparams(et_kernel_ctx *ctx, const char *op, et_value **args, double *scale, int32_t *zp,
+ET_PREPARE static et_status qparams(et_kernel_ctx *ctx, const char *op, et_value **args, double *scale, int32_t *zp,
                          int32_t *qmin, int32_t *qmax, int32_t *dtype) {
   CM_TRY(cm_double(ctx, op, args, 1, "scale", scale));
   if (!(*scale > 0.0))
@@ -18,7 +18,7 @@ static et_status qparams(et_kernel_ctx *ctx, const char *op, et_value **args, do
   return ET_OK;
 }
 
-static et_status same_layout(et_kernel_ctx *ctx, const char *op, const et_tensor *in, const et_tensor *out) {
+ET_PREPARE static et_status same_layout(et_kernel_ctx *ctx, const char *op, const et_tensor *in, const et_tensor *out) {
   if (!cm_same_sizes(in, out))
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's sizes", op);
   if (!cm_layout_is(out, in->dim_order))
@@ -26,7 +26,7 @@ static et_status same_layout(et_kernel_ctx *ctx, const char *op, const et_tensor
   return ET_OK;
 }
 
-et_status op_cortex_m_quantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantize_per_tensor";
   et_tensor *in, *out;
   double scale;
@@ -49,7 +49,7 @@ et_status op_cortex_m_quantize_per_tensor_out(et_kernel_ctx *ctx, et_value **arg
   return ET_OK;
 }
 
-et_status op_cortex_m_dequantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_dequantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::dequantize_per_tensor";
   et_tensor *in, *out;
   double scale;

@@ -3,7 +3,7 @@
  * is unused, as in the reference (its float path needs no cut-off). */
 #include "cortex_m_util.h"
 
-et_status op_cortex_m_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::softmax";
   et_tensor *in, *out;
   int32_t dim, izp, ozp, mult, shift, diff_min;

@@ -138,6 +138,10 @@ typedef et_status (*et_op_fn)(et_kernel_ctx *ctx, et_value **args, uint32_t narg
  * reads data only of constants. Data-dependent checks stay in eval. */
 typedef et_status (*et_op_prepare_fn)(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);
 
+/* Prepare functions and their helpers run once per load: optimised for size,
+ * kept out of the eval path's code (GCC's `cold`). */
+#define ET_PREPARE __attribute__((cold))
+
 /* Write a formatted message into ctx->msg and return `st` (for `return et_fail(...)`). */
 et_status et_fail(et_kernel_ctx *ctx, et_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
