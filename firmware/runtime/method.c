@@ -483,12 +483,17 @@ static et_status resolve_ops(et_method *m, const plan_shape *s) {
   return ET_OK;
 }
 
-/* Prepare: every kernel call's adapter checks its arguments once, at load. */
+/* Prepare: every kernel call's adapter checks its arguments once, at load.
+ * A plan with move instructions can change values after load (an argument
+ * may only become valid through a move): its calls are prepared right before
+ * each eval instead, as one call used to check and run. */
 static et_status prepare_calls(et_method *m) {
+  for (uint32_t pc = 0; pc < m->chain_start[m->nchains]; pc++)
+    if (m->instrs[pc].kind == FBPU_InstructionArguments__MoveCall) m->prepare_each_call = true;
+  if (m->prepare_each_call) return ET_OK;
   for (uint32_t c = 0; c < m->nchains; c++) {
     for (uint32_t pc = m->chain_start[c]; pc < m->chain_start[c + 1]; pc++) {
       const et_instr *ins = &m->instrs[pc];
-      if (ins->kind == FBPU_InstructionArguments__MoveCall) m->prepare_each_call = true;
       if (ins->kind != FBPU_InstructionArguments__KernelCall) continue;
       const et_op_slot *op = &m->ops[ins->a];
       if (op->prepare == NULL) continue;

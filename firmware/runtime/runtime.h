@@ -89,8 +89,8 @@ typedef struct {
                    uint64_t t0, uint64_t t1);
   void *on_instr_user;
   /* The plan has MoveCall instructions: values may change after load, so the
-   * execute loop runs each adapter's prepare before its eval (as one call did
-   * before the Prepare/Eval split). */
+   * execute loop runs each adapter's prepare right before its eval (as one
+   * call did before the Prepare/Eval split) instead of once at load. */
   bool prepare_each_call;
   et_kernel_ctx ctx;
   char kmsg[ET_MSG_CAP];   /* kernel's own message, wrapped into msg */
