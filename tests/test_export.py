@@ -33,9 +33,11 @@ def test_registry_is_cut_to_the_program_operators() -> None:
     tables, adapters = registration([("cortex_m::quantized_conv2d", "out"), ("aten::view_copy", "out")])
     assert set(tables) == {p.name for p in (REPO / "firmware" / "ops").glob("*.def")}
     entries = [ln for text in tables.values() for ln in text.splitlines() if ln.startswith("ET_OP(")]
-    assert sorted(entries) == ['ET_OP("aten::view_copy", "out", aten_view_copy_out)',
-                               'ET_OP("cortex_m::quantized_conv2d", "out", op_cortex_m_quantized_conv2d_out)']
-    assert adapters == {"aten_view_copy_out", "op_cortex_m_quantized_conv2d_out"}
+    assert sorted(entries) == [
+        'ET_OP("aten::view_copy", "out", aten_view_copy_out, aten_view_copy_out_prepare)',
+        'ET_OP("cortex_m::quantized_conv2d", "out", op_cortex_m_quantized_conv2d_out, op_cortex_m_quantized_conv2d_out_prepare)']
+    assert adapters == {"aten_view_copy_out", "aten_view_copy_out_prepare", "op_cortex_m_quantized_conv2d_out",
+                        "op_cortex_m_quantized_conv2d_out_prepare"}
     with pytest.raises(AotError, match="no firmware kernel is registered for cortex_m::nonexistent.out"):
         registration([("cortex_m::nonexistent", "out")])
 

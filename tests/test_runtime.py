@@ -237,6 +237,51 @@ def test_misaligned_tensor_is_refused(asan_runner: Path) -> None:
     assert rc == 2 and "not 4-byte aligned" in res["error"]
 
 
+def test_invalid_operator_argument_is_refused_at_load(asan_runner: Path, tmp_path: Path) -> None:
+    """Operator arguments are checked once, when the method is built (the adapters' prepare step), not
+    per inference: a program whose aten::_softmax gets dim 5 for a rank-2 tensor is refused at load,
+    before any instruction runs, with the one-line "instruction N (op.overload): reason" message."""
+    import torch
+    import torch.nn as nn
+    from executorch.devtools import BundledProgram
+    from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+    from executorch.devtools.bundled_program.serialize import _bundled_program_schema_to_flatbuffer
+    from executorch.exir import to_edge
+    from executorch.exir._serialize._flatbuffer_program import _program_to_flatbuffer
+    from executorch.exir._serialize._program import deserialize_pte_binary
+    from executorch.exir.schema import Int, KernelCall
+
+    class SM(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(x, dim=-1)
+
+    x = (torch.randn(2, 5),)
+    et = to_edge(torch.export.export(SM(), x, strict=True)).to_executorch()
+    with torch.no_grad():
+        bp = BundledProgram(et, [MethodTestSuite(method_name="forward",
+                                                 test_cases=[MethodTestCase(inputs=x, expected_outputs=(SM()(*x),))])])
+    schema = bp.serialize_to_schema()
+    good = tmp_path / "good.bpte"
+    good.write_bytes(_bundled_program_schema_to_flatbuffer(schema))
+    rc, res, _ = _run_raw(asan_runner, good)
+    assert (rc, res["status"]) == (0, "pass"), res
+
+    program = deserialize_pte_binary(et.buffer).program
+    plan = program.execution_plan[0]
+    calls = [(n, ins.instr_args) for n, ins in enumerate(plan.chains[0].instructions)
+             if isinstance(ins.instr_args, KernelCall) and plan.operators[ins.instr_args.op_index].name == "aten::_softmax"]
+    assert len(calls) == 1
+    n, call = calls[0]
+    plan.values[call.args[1]].val = Int(5)  # dim 5 of a rank-2 input
+    schema.program = _program_to_flatbuffer(program).data
+    bad = tmp_path / "bad.bpte"
+    bad.write_bytes(_bundled_program_schema_to_flatbuffer(schema))
+    rc, res, _ = _run_raw(asan_runner, bad)
+    assert rc == 2 and res["status"] == "error" and res["stage"] == "load", res
+    assert res["error"] == f"instruction {n} (aten::_softmax.out): aten::_softmax: dim 5 out of range for rank 2", res
+    assert res["code"] == "invalid_argument", res
+
+
 def _inner_offset(data: bytes) -> int:
     i = data.find(b"ET12")
     assert i >= 4

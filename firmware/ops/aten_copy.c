@@ -5,11 +5,15 @@
 
 /* dst[k] = src[k] for the k-th element in logical row-major order of each
  * tensor (shapes may differ, element counts may not). Converts dtype. */
+ET_PREPARE static et_status copy_logical_check(et_kernel_ctx *ctx, const char *op, const et_tensor *dst, const et_tensor *src) {
+  if (et_tensor_numel(dst) != et_tensor_numel(src))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: output has %lu elements, input %lu", op, (unsigned long)et_tensor_numel(dst),
+                   (unsigned long)et_tensor_numel(src));
+  return ET_OK;
+}
+/* (element counts checked at prepare; whether the data alias is known only now) */
 static et_status copy_logical(et_kernel_ctx *ctx, const char *op, et_tensor *dst, const et_tensor *src) {
   size_t n = et_tensor_numel(dst);
-  if (n != et_tensor_numel(src))
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: output has %lu elements, input %lu", op, (unsigned long)n,
-                   (unsigned long)et_tensor_numel(src));
   size_t es = et_dtype_size(dst->dtype);
   if (dst->dtype == src->dtype && et_dim_order_is_identity(dst) && et_dim_order_is_identity(src)) {
     if (dst->data != src->data) memmove(dst->data, src->data, n * es);
@@ -80,13 +84,13 @@ static void copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, 
   }
 }
 
-static et_status same_dtype(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b) {
+ET_PREPARE static et_status same_dtype(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b) {
   if (a->dtype != b->dtype)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(a->dtype), et_dtype_name(b->dtype));
   return ET_OK;
 }
 
-et_status aten_view_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_view_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::view_copy";
   et_tensor *self = NULL, *out = NULL;
   et_status st;
@@ -99,23 +103,33 @@ et_status aten_view_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs
     int64_t s = et_list_int(args[1], d);
     if (s != -1 && s != out->sizes[d]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: size list disagrees with the output shape", op);
   }
-  return copy_logical(ctx, op, out, self);
+  return copy_logical_check(ctx, op, out, self);
+}
+et_status aten_view_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return copy_logical(ctx, "aten::view_copy", args[2]->u.t, args[0]->u.t);
 }
 
-static et_status squeeze_like(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want) {
+ET_PREPARE static et_status squeeze_like_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want) {
   et_tensor *self = NULL, *out = NULL;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
       (st = aten_tensor(ctx, op, args, nargs - 2, &out)) || (st = same_dtype(ctx, op, self, out)))
     return st;
-  return copy_logical(ctx, op, out, self);
+  return copy_logical_check(ctx, op, out, self);
 }
-et_status aten_squeeze_copy_dims_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.dims_out", a, n, 4); }
-et_status aten_squeeze_copy_dim_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.dim_out", a, n, 4); }
-et_status aten_squeeze_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.out", a, n, 3); }
-et_status aten_unsqueeze_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::unsqueeze_copy", a, n, 4); }
+static et_status squeeze_like(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs) {
+  return copy_logical(ctx, op, args[nargs - 2]->u.t, args[0]->u.t);
+}
+ET_PREPARE et_status aten_squeeze_copy_dims_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.dims_out", a, n, 4); }
+ET_PREPARE et_status aten_squeeze_copy_dim_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.dim_out", a, n, 4); }
+ET_PREPARE et_status aten_squeeze_copy_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.out", a, n, 3); }
+ET_PREPARE et_status aten_unsqueeze_copy_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::unsqueeze_copy", a, n, 4); }
+et_status aten_squeeze_copy_dims_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.dims_out", a, n); }
+et_status aten_squeeze_copy_dim_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.dim_out", a, n); }
+et_status aten_squeeze_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::squeeze_copy.out", a, n); }
+et_status aten_unsqueeze_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like(ctx, "aten::unsqueeze_copy", a, n); }
 
-et_status aten_permute_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_permute_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::permute_copy";
   et_tensor *self = NULL, *out = NULL;
   et_status st;
@@ -124,17 +138,22 @@ et_status aten_permute_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t na
     return st;
   if (args[1]->tag != ET_TAG_INT_LIST || args[1]->u.list.len != self->dim || out->dim != self->dim)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dims list does not match the rank", op);
-  size_t ss[ET_MAX_DIM], ps[ET_MAX_DIM];
   unsigned seen = 0;
-  et_tensor_strides(self, ss);
   for (uint8_t i = 0; i < self->dim; i++) {
     uint8_t d = 0;
     if ((st = aten_dim(ctx, op, et_list_int(args[1], i), self->dim, &d))) return st;
     if ((seen >> d) & 1u) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dims repeat", op);
     seen |= 1u << d;
     if (out->sizes[i] != self->sizes[d]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match the permutation", op);
-    ps[i] = ss[d];
   }
+  return ET_OK;
+}
+et_status aten_permute_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const self = args[0]->u.t;
+  et_tensor *const out = args[2]->u.t;
+  size_t ss[ET_MAX_DIM], ps[ET_MAX_DIM];
+  et_tensor_strides(self, ss);
+  for (uint8_t i = 0; i < self->dim; i++) ps[i] = ss[aten_dim_get(et_list_int(args[1], i), self->dim)];
   et_iter di, si;
   et_iter_init(&di, out);
   et_iter_custom(&si, out->dim, out->sizes, ps, 0);
@@ -143,7 +162,7 @@ et_status aten_permute_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t na
 }
 
 /* dim_order argument (None or int list) must describe the output's layout. */
-static et_status check_dim_order_arg(et_kernel_ctx *ctx, const char *op, const et_value *v, const et_tensor *out) {
+ET_PREPARE static et_status check_dim_order_arg(et_kernel_ctx *ctx, const char *op, const et_value *v, const et_tensor *out) {
   if (v->tag == ET_TAG_NONE) {
     if (!et_dim_order_is_identity(out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: no dim_order given but output is not contiguous", op);
     return ET_OK;
@@ -155,7 +174,7 @@ static et_status check_dim_order_arg(et_kernel_ctx *ctx, const char *op, const e
   return ET_OK;
 }
 
-static et_status dim_order_copy(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool allow_cast) {
+ET_PREPARE static et_status dim_order_copy_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool allow_cast) {
   et_tensor *self = NULL, *out = NULL;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
@@ -163,16 +182,20 @@ static et_status dim_order_copy(et_kernel_ctx *ctx, const char *op, et_value **a
     return st;
   if (!allow_cast && (st = same_dtype(ctx, op, self, out))) return st;
   if (!aten_same_shape(self, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
-  if (self->dtype == out->dtype) {
-    if ((st = et_copy_tensor(ctx, out, self))) return st;
-    return ET_OK;
-  }
+  return ET_OK;
+}
+static et_status dim_order_copy(et_kernel_ctx *ctx, const char *op, et_value **args) {
+  const et_tensor *const self = args[0]->u.t;
+  et_tensor *const out = args[3]->u.t;
+  if (self->dtype == out->dtype) return et_copy_tensor(ctx, out, self);
   return copy_logical(ctx, op, out, self);
 }
-et_status aten_clone_dim_order_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy(ctx, "dim_order_ops::_clone_dim_order", a, n, false); }
-et_status aten_to_dim_order_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy(ctx, "dim_order_ops::_to_dim_order_copy", a, n, true); }
+ET_PREPARE et_status aten_clone_dim_order_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy_prepare(ctx, "dim_order_ops::_clone_dim_order", a, n, false); }
+ET_PREPARE et_status aten_to_dim_order_copy_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy_prepare(ctx, "dim_order_ops::_to_dim_order_copy", a, n, true); }
+et_status aten_clone_dim_order_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy(ctx, "dim_order_ops::_clone_dim_order", a); }
+et_status aten_to_dim_order_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy(ctx, "dim_order_ops::_to_dim_order_copy", a); }
 
-et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_clone_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::clone";
   et_tensor *self = NULL, *out = NULL;
   et_status st;
@@ -180,10 +203,13 @@ et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
       (st = aten_tensor(ctx, op, args, 2, &out)) || (st = same_dtype(ctx, op, self, out)))
     return st;
   if (!aten_same_shape(self, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
-  return et_copy_tensor(ctx, out, self);
+  return ET_OK;
+}
+et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return et_copy_tensor(ctx, args[2]->u.t, args[0]->u.t);
 }
 
-et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_cat_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::cat";
   et_tensor *out = NULL;
   int64_t dim64 = 0;
@@ -193,8 +219,6 @@ et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
       (st = aten_int(ctx, op, args, 1, &dim64)) || (st = aten_dim(ctx, op, dim64, out->dim, &dim)))
     return st;
   if (args[0]->tag != ET_TAG_TENSOR_LIST) return et_fail(ctx, ET_E_INVALID_ARG, "%s: first argument is not a tensor list", op);
-  size_t os[ET_MAX_DIM], es = et_dtype_size(out->dtype);
-  et_tensor_strides(out, os);
   int64_t at = 0;
   for (uint32_t i = 0; i < args[0]->u.list.len; i++) {
     const et_tensor *t = et_list_tensor(args[0], i);
@@ -205,17 +229,43 @@ et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
     for (uint8_t d = 0; ok && d < out->dim; d++) ok = d == dim || t->sizes[d] == out->sizes[d];
     if (!ok || at + t->sizes[dim] > out->sizes[dim])
       return et_fail(ctx, ET_E_INVALID_ARG, "%s: input %u shape does not fit the output", op, (unsigned)i);
+    at += t->sizes[dim];
+  }
+  if (at != out->sizes[dim]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: inputs do not fill the output", op);
+  return ET_OK;
+}
+et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  et_tensor *const out = args[2]->u.t;
+  const uint8_t dim = aten_dim_get(args[1]->u.i, out->dim);
+  size_t os[ET_MAX_DIM], es = et_dtype_size(out->dtype);
+  et_tensor_strides(out, os);
+  int64_t at = 0;
+  for (uint32_t i = 0; i < args[0]->u.list.len; i++) {
+    const et_tensor *t = et_list_tensor(args[0], i);
+    if (et_tensor_numel(t) == 0) continue;
     et_iter di, si;
     et_iter_custom(&di, t->dim, t->sizes, os, (size_t)at * os[dim]);
     et_iter_init(&si, t);
     copy_iters(out->data, &di, t->data, &si, et_tensor_numel(t), es);
     at += t->sizes[dim];
   }
-  if (at != out->sizes[dim]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: inputs do not fill the output", op);
   return ET_OK;
 }
 
-et_status aten_slice_copy_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+/* The slice's clamped start and length (PyTorch semantics: negative indices
+ * count from the end, then clamp). */
+static void slice_range(const et_value *sv, const et_value *ev, int64_t n, int64_t step, int64_t *start_out, int64_t *len) {
+  int64_t start = sv->tag == ET_TAG_INT ? sv->u.i : 0;
+  int64_t end = ev->tag == ET_TAG_INT ? ev->u.i : n;
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = start < 0 ? 0 : start > n ? n : start;
+  end = end < start ? start : end > n ? n : end;
+  *start_out = start;
+  *len = (end - start + step - 1) / step;
+}
+
+ET_PREPARE et_status aten_slice_copy_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::slice_copy";
   et_tensor *self = NULL, *out = NULL;
   int64_t dim64 = 0, step = 0;
@@ -227,18 +277,20 @@ et_status aten_slice_copy_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32
       (st = aten_int(ctx, op, args, 4, &step)))
     return st;
   if (self->dim == 0 || step <= 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: needs rank >= 1 and step > 0", op);
-  int64_t n = self->sizes[dim];
-  int64_t start = args[2]->tag == ET_TAG_INT ? args[2]->u.i : 0;
-  int64_t end = args[3]->tag == ET_TAG_INT ? args[3]->u.i : n;
-  /* PyTorch semantics: negative indices count from the end, then clamp. */
-  if (start < 0) start += n;
-  if (end < 0) end += n;
-  start = start < 0 ? 0 : start > n ? n : start;
-  end = end < start ? start : end > n ? n : end;
-  int64_t len = (end - start + step - 1) / step;
+  int64_t start, len;
+  slice_range(args[2], args[3], self->sizes[dim], step, &start, &len);
   bool ok = out->dim == self->dim;
   for (uint8_t d = 0; ok && d < self->dim; d++) ok = out->sizes[d] == (d == dim ? len : self->sizes[d]);
   if (!ok) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match the slice", op);
+  return ET_OK;
+}
+et_status aten_slice_copy_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const self = args[0]->u.t;
+  et_tensor *const out = args[5]->u.t;
+  const uint8_t dim = aten_dim_get(args[1]->u.i, self->dim);
+  const int64_t step = args[4]->u.i;
+  int64_t start, len;
+  slice_range(args[2], args[3], self->sizes[dim], step, &start, &len);
   size_t ss[ET_MAX_DIM];
   et_tensor_strides(self, ss);
   size_t base = (size_t)start * ss[dim];

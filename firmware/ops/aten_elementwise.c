@@ -6,7 +6,7 @@
 
 /* Strides of `t` seen from `out`'s logical dims: dims aligned right,
  * broadcast dims get stride 0. */
-static et_status bcast_strides(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const et_tensor *out, size_t *st) {
+ET_PREPARE static et_status bcast_strides(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const et_tensor *out, size_t *st) {
   size_t ts[ET_MAX_DIM];
   if (t->dim > out->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input rank %u exceeds output rank %u", op, t->dim, out->dim);
   et_tensor_strides(t, ts);
@@ -51,9 +51,9 @@ static void store_i64(int dt, void *p, size_t i, int64_t v) {
 
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV } binop;
 
-/* out = a (op) alpha*b, with b either a tensor or the scalar `bs`. */
-static et_status binary(et_kernel_ctx *ctx, const char *op, binop k, const et_tensor *a, const et_tensor *b, double bs,
-                        double alpha, et_tensor *out) {
+/* Prepare's checks of out = a (op) alpha*b. */
+ET_PREPARE static et_status binary_check(et_kernel_ctx *ctx, const char *op, binop k, const et_tensor *a, const et_tensor *b, double bs,
+                              double alpha, const et_tensor *out) {
   et_status st;
   size_t sa[ET_MAX_DIM], sb[ET_MAX_DIM] = {0};
   if ((st = bcast_strides(ctx, op, a, out, sa))) return st;
@@ -65,6 +65,16 @@ static et_status binary(et_kernel_ctx *ctx, const char *op, binop k, const et_te
   if (!flt && k == OP_DIV) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: integer output for true division", op);
   if (!flt && (alpha != (double)(int64_t)alpha || (!b && bs != (double)(int64_t)bs)))
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: float scalar with integer tensors", op);
+  return ET_OK;
+}
+
+/* out = a (op) alpha*b, with b either a tensor or the scalar `bs` (checked). */
+static et_status binary(et_kernel_ctx *ctx, const char *op, binop k, const et_tensor *a, const et_tensor *b, double bs,
+                        double alpha, et_tensor *out) {
+  size_t sa[ET_MAX_DIM], sb[ET_MAX_DIM] = {0};
+  (void)bcast_strides(ctx, op, a, out, sa); /* checked at prepare: computes the strides */
+  if (b) (void)bcast_strides(ctx, op, b, out, sb);
+  const bool flt = is_float_dt(out->dtype);
   size_t os[ET_MAX_DIM];
   et_tensor_strides(out, os);
   et_iter io, ia, ib;
@@ -116,7 +126,7 @@ static et_status binary(et_kernel_ctx *ctx, const char *op, binop k, const et_te
 }
 
 /* Tensor-Tensor: [self, other, (alpha,) out, ret]; Tensor-Scalar: [self, other, (alpha,) out, ret]. */
-static et_status binary_adapter(et_kernel_ctx *ctx, const char *op, binop k, bool has_alpha, bool scalar_other,
+ET_PREPARE static et_status binary_prepare(et_kernel_ctx *ctx, const char *op, binop k, bool has_alpha, bool scalar_other,
                                 et_value **args, uint32_t nargs) {
   et_tensor *a = NULL, *b = NULL, *out = NULL;
   double alpha = 1, bs = 0;
@@ -129,29 +139,49 @@ static et_status binary_adapter(et_kernel_ctx *ctx, const char *op, binop k, boo
   else st = aten_tensor(ctx, op, args, 1, &b);
   if (st) return st;
   if (has_alpha && (st = aten_scalar(ctx, op, args, 2, &alpha, NULL))) return st;
-  return binary(ctx, op, k, a, b, bs, alpha, out);
+  return binary_check(ctx, op, k, a, b, bs, alpha, out);
+}
+
+static et_status binary_adapter(et_kernel_ctx *ctx, const char *op, binop k, bool has_alpha, bool scalar_other,
+                                et_value **args, uint32_t nargs) {
+  const et_tensor *const a = args[0]->u.t, *const b = scalar_other ? NULL : args[1]->u.t;
+  const double bs = scalar_other ? aten_scalar_get(args[1], NULL) : 0;
+  const double alpha = has_alpha ? aten_scalar_get(args[2], NULL) : 1;
+  return binary(ctx, op, k, a, b, bs, alpha, args[nargs - 2]->u.t);
 }
 
 et_status aten_add_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::add.out", OP_ADD, true, false, a, n); }
+ET_PREPARE et_status aten_add_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::add.out", OP_ADD, true, false, a, n); }
 et_status aten_sub_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::sub.out", OP_SUB, true, false, a, n); }
+ET_PREPARE et_status aten_sub_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::sub.out", OP_SUB, true, false, a, n); }
 et_status aten_mul_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::mul.out", OP_MUL, false, false, a, n); }
+ET_PREPARE et_status aten_mul_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::mul.out", OP_MUL, false, false, a, n); }
 et_status aten_div_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::div.out", OP_DIV, false, false, a, n); }
+ET_PREPARE et_status aten_div_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::div.out", OP_DIV, false, false, a, n); }
 et_status aten_add_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::add.Scalar_out", OP_ADD, true, true, a, n); }
+ET_PREPARE et_status aten_add_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::add.Scalar_out", OP_ADD, true, true, a, n); }
 et_status aten_sub_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::sub.Scalar_out", OP_SUB, true, true, a, n); }
+ET_PREPARE et_status aten_sub_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::sub.Scalar_out", OP_SUB, true, true, a, n); }
 et_status aten_mul_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::mul.Scalar_out", OP_MUL, false, true, a, n); }
+ET_PREPARE et_status aten_mul_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::mul.Scalar_out", OP_MUL, false, true, a, n); }
 et_status aten_div_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::div.Scalar_out", OP_DIV, false, true, a, n); }
+ET_PREPARE et_status aten_div_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::div.Scalar_out", OP_DIV, false, true, a, n); }
 
 typedef enum { U_CLAMP, U_SIGMOID, U_TANH } unop;
 
-/* out = f(self) elementwise; same shape, any dim orders. */
-static et_status unary(et_kernel_ctx *ctx, const char *op, unop k, const et_tensor *a, et_tensor *out, double lo, bool has_lo,
-                       double hi, bool has_hi) {
+/* Prepare's checks of out = f(self). */
+ET_PREPARE static et_status unary_check(et_kernel_ctx *ctx, const char *op, unop k, const et_tensor *a, const et_tensor *out) {
   if (!aten_same_shape(a, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
   if (a->dtype != out->dtype) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output dtypes differ", op);
   if (k != U_CLAMP && !is_float_dt(out->dtype))
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported (float only)", op, et_dtype_name(out->dtype));
   if (!is_float_dt(out->dtype) && !is_int_dt(out->dtype))
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported", op, et_dtype_name(out->dtype));
+  return ET_OK;
+}
+
+/* out = f(self) elementwise; same shape, any dim orders (checked). */
+static et_status unary(unop k, const et_tensor *a, et_tensor *out, double lo, bool has_lo, double hi, bool has_hi) {
   et_iter io, ia;
   et_iter_init(&io, out);
   et_iter_init(&ia, a);
@@ -186,28 +216,38 @@ static et_status unary(et_kernel_ctx *ctx, const char *op, unop k, const et_tens
   return ET_OK;
 }
 
-et_status aten_relu_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_relu_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::relu";
   et_tensor *a = NULL, *out = NULL;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 3)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 1, &out)))
     return st;
-  return unary(ctx, op, U_CLAMP, a, out, 0, true, 0, false);
+  return unary_check(ctx, op, U_CLAMP, a, out);
+}
+et_status aten_relu_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return unary(U_CLAMP, args[0]->u.t, args[1]->u.t, 0, true, 0, false);
 }
 
-et_status aten_hardtanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_hardtanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::hardtanh";
   et_tensor *a = NULL, *out = NULL;
   double lo = 0, hi = 0;
+  bool has_lo, has_hi;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &a)) ||
       (st = aten_scalar(ctx, op, args, 1, &lo, NULL)) || (st = aten_scalar(ctx, op, args, 2, &hi, NULL)) ||
       (st = aten_tensor(ctx, op, args, 3, &out)))
     return st;
-  return unary(ctx, op, U_CLAMP, a, out, lo, true, hi, true);
+  (void)has_lo, (void)has_hi;
+  return unary_check(ctx, op, U_CLAMP, a, out);
+}
+et_status aten_hardtanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  bool has_lo, has_hi;
+  const double lo = aten_scalar_get(args[1], &has_lo), hi = aten_scalar_get(args[2], &has_hi);
+  return unary(U_CLAMP, args[0]->u.t, args[3]->u.t, lo, true, hi, true);
 }
 
-et_status aten_clamp_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_clamp_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::clamp";
   et_tensor *a = NULL, *out = NULL;
   double lo = 0, hi = 0;
@@ -217,23 +257,36 @@ et_status aten_clamp_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
       (st = aten_scalar(ctx, op, args, 1, &lo, &has_lo)) || (st = aten_scalar(ctx, op, args, 2, &hi, &has_hi)) ||
       (st = aten_tensor(ctx, op, args, 3, &out)))
     return st;
-  return unary(ctx, op, U_CLAMP, a, out, lo, has_lo, hi, has_hi);
+  (void)has_lo, (void)has_hi;
+  return unary_check(ctx, op, U_CLAMP, a, out);
+}
+et_status aten_clamp_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  bool has_lo, has_hi;
+  const double lo = aten_scalar_get(args[1], &has_lo), hi = aten_scalar_get(args[2], &has_hi);
+  return unary(U_CLAMP, args[0]->u.t, args[3]->u.t, lo, has_lo, hi, has_hi);
 }
 
-et_status aten_sigmoid_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_sigmoid_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::sigmoid";
   et_tensor *a = NULL, *out = NULL;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 3)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 1, &out)))
     return st;
-  return unary(ctx, op, U_SIGMOID, a, out, 0, false, 0, false);
+  return unary_check(ctx, op, U_SIGMOID, a, out);
+}
+et_status aten_sigmoid_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return unary(U_SIGMOID, args[0]->u.t, args[1]->u.t, 0, false, 0, false);
 }
 
-et_status aten_tanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_tanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::tanh";
   et_tensor *a = NULL, *out = NULL;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 3)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 1, &out)))
     return st;
-  return unary(ctx, op, U_TANH, a, out, 0, false, 0, false);
+  return unary_check(ctx, op, U_TANH, a, out);
 }
+et_status aten_tanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return unary(U_TANH, args[0]->u.t, args[1]->u.t, 0, false, 0, false);
+}
+

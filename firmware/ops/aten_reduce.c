@@ -2,7 +2,7 @@
  * Sums accumulate in double, then round to float once. */
 #include "aten_util.h"
 
-et_status aten_mean_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_mean_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::mean";
   et_tensor *a = NULL, *out = NULL;
   et_status st;
@@ -25,21 +25,41 @@ et_status aten_mean_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   } else {
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim is not an int list", op);
   }
-  /* Output shape check, and which output dim each kept input dim maps to. */
+  /* Output shape check. */
+  uint8_t od = 0;
+  uint8_t want_dim = keep ? a->dim : (uint8_t)(a->dim - __builtin_popcount(mask));
+  if (out->dim != want_dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output rank does not match keepdim", op);
+  for (uint8_t d = 0; d < a->dim; d++) {
+    if ((mask >> d) & 1u) {
+      if (keep && out->sizes[od++] != 1) return et_fail(ctx, ET_E_INVALID_ARG, "%s: reduced dim is not 1 in the output", op);
+    } else {
+      if (out->sizes[od++] != a->sizes[d]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape mismatch", op);
+    }
+  }
+  return ET_OK;
+}
+
+et_status aten_mean_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const a = args[0]->u.t;
+  et_tensor *const out = args[4]->u.t;
+  const bool keep = args[2]->u.b;
+  unsigned mask = 0;
+  if (args[1]->tag == ET_TAG_INT_LIST && args[1]->u.list.len > 0) {
+    for (uint32_t i = 0; i < args[1]->u.list.len; i++) mask |= 1u << aten_dim_get(et_list_int(args[1], i), a->dim);
+  } else {
+    mask = (1u << a->dim) - 1u;
+  }
   size_t as[ET_MAX_DIM], os[ET_MAX_DIM];
   et_tensor_strides(a, as);
   et_tensor_strides(out, os);
   int32_t ksz[ET_MAX_DIM], rsz[ET_MAX_DIM];
   size_t kas[ET_MAX_DIM], kos[ET_MAX_DIM], ras[ET_MAX_DIM];
   uint8_t nk = 0, nr = 0, od = 0;
-  uint8_t want_dim = keep ? a->dim : (uint8_t)(a->dim - __builtin_popcount(mask));
-  if (out->dim != want_dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output rank does not match keepdim", op);
   for (uint8_t d = 0; d < a->dim; d++) {
     if ((mask >> d) & 1u) {
-      if (keep && out->sizes[od++] != 1) return et_fail(ctx, ET_E_INVALID_ARG, "%s: reduced dim is not 1 in the output", op);
+      if (keep) od++;
       rsz[nr] = a->sizes[d], ras[nr++] = as[d];
     } else {
-      if (out->sizes[od] != a->sizes[d]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape mismatch", op);
       ksz[nk] = a->sizes[d], kas[nk] = as[d], kos[nk++] = os[od++];
     }
   }
@@ -64,7 +84,7 @@ et_status aten_mean_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return ET_OK;
 }
 
-et_status aten_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status aten_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::_softmax";
   et_tensor *a = NULL, *out = NULL;
   int64_t dim64 = 0;
@@ -76,10 +96,17 @@ et_status aten_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) 
   if (a->dtype != ET_DT_FLOAT || out->dtype != ET_DT_FLOAT)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: only float32 is supported", op);
   if (!aten_same_shape(a, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
+  return ET_OK;
+}
+
+et_status aten_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const a = args[0]->u.t;
+  et_tensor *const out = args[3]->u.t;
   if (a->dim == 0) {
     *(float *)out->data = 1.0f;
     return ET_OK;
   }
+  const uint8_t dim = aten_dim_get(args[1]->u.i, a->dim);
   size_t as[ET_MAX_DIM], os[ET_MAX_DIM];
   et_tensor_strides(a, as);
   et_tensor_strides(out, os);

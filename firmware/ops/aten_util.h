@@ -73,6 +73,20 @@ static inline et_status aten_scalar(et_kernel_ctx *ctx, const char *op, et_value
   }
   return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u is not a scalar", op, (unsigned)i);
 }
+/* Unchecked forms for the eval functions (prepare checked the kinds). */
+static inline double aten_scalar_get(const et_value *a, bool *present) {
+  if (present) *present = a->tag != ET_TAG_NONE;
+  switch (a->tag) {
+    case ET_TAG_INT: return (double)a->u.i;
+    case ET_TAG_DOUBLE: return a->u.d;
+    case ET_TAG_BOOL: return a->u.b;
+    default: return 0;
+  }
+}
+/* A checked dim normalised into [0, rank). */
+static inline uint8_t aten_dim_get(int64_t d, uint8_t rank) {
+  return (uint8_t)(d < 0 ? d + (rank == 0 ? 1 : rank) : d);
+}
 /* A dim argument normalised into [0, rank). */
 static inline et_status aten_dim(et_kernel_ctx *ctx, const char *op, int64_t d, uint8_t rank, uint8_t *out) {
   int64_t r = rank == 0 ? 1 : rank;

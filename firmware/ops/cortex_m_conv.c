@@ -9,7 +9,8 @@
 
 typedef enum { CONV, DEPTHWISE, TRANSPOSE } conv_kind;
 
-static et_status conv_common(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
+/* Prepare: every argument check, at load. */
+ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
                              conv_kind kind, bool nhwc) {
   /* schema positions differ: depthwise has depth_multiplier after dilation,
    * transpose has output_padding after padding and an extra scratch */
@@ -100,6 +101,42 @@ static et_status conv_common(et_kernel_ctx *ctx, const char *op, et_value **args
                      "%s: scratch tensor has %u bytes, the kernel needs %u (compile the program again with this "
                      "version of emlkit)", op, (unsigned)have, (unsigned)need);
   }
+  return ET_OK;
+}
+
+/* Eval: unpack what prepare checked and run the kernel. */
+static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, conv_kind kind, bool nhwc) {
+  const uint32_t nschema = kind == CONV ? 13 : (kind == DEPTHWISE ? 14 : 15);
+  et_tensor *const in = args[0]->u.t, *const w = args[1]->u.t, *const bias = cm_t(args, 2);
+  et_tensor *const out = args[nschema]->u.t;
+  if (et_tensor_numel(out) == 0) return ET_OK;
+  int32_t stride[2], pad[2], dil[2], di[4], dout[4];
+  uint32_t i = 3;
+  cm_pair_get(args, i++, stride);
+  cm_pair_get(args, i++, pad);
+  if (kind == TRANSPOSE) i++; /* output_padding: out's checked sizes include it */
+  cm_pair_get(args, i++, dil);
+  if (kind == DEPTHWISE) i++; /* depth_multiplier: out_c = in_c * dm, checked */
+  qconv_params p;
+  p.input_offset = cm_i(args, i++);
+  p.output_offset = cm_i(args, i++);
+  const et_tensor *const mt = args[i]->u.t, *const st = args[i + 1]->u.t;
+  i += 2;
+  p.act_min = cm_i(args, i++);
+  p.act_max = cm_i(args, i++);
+  cm_nhwc_get(in, nhwc, di);
+  cm_nhwc_get(out, nhwc, dout);
+  p.batch = di[0], p.in_h = di[1], p.in_w = di[2], p.in_c = di[3];
+  p.out_h = dout[1], p.out_w = dout[2], p.out_c = dout[3];
+  p.k_h = w->sizes[1], p.k_w = w->sizes[2];
+  p.stride_h = stride[0], p.stride_w = stride[1], p.pad_h = pad[0], p.pad_w = pad[1];
+  p.dil_h = dil[0], p.dil_w = dil[1];
+  p.groups = kind == DEPTHWISE ? p.in_c : p.in_c / w->sizes[3];
+  size_t need = 0;
+  if (kind == CONV) need = qconv2d_s8_get_buffer_size(&p);
+  if (kind == DEPTHWISE) need = qdwconv2d_s8_get_buffer_size(&p);
+  const et_tensor *const scr = need ? args[kind == CONV ? 12 : 13]->u.t : NULL;
+  const size_t have = scr ? scr->nbytes : 0;
   void *sp = scr ? scr->data : NULL;
   const int32_t *b = bias ? (const int32_t *)bias->data : NULL;
   const int32_t *m = (const int32_t *)mt->data, *s = (const int32_t *)st->data;
@@ -117,21 +154,39 @@ static et_status conv_common(et_kernel_ctx *ctx, const char *op, et_value **args
   return ET_OK;
 }
 
+ET_PREPARE et_status op_cortex_m_quantized_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_prepare(ctx, "cortex_m::quantized_conv2d", args, nargs, CONV, false);
+}
 et_status op_cortex_m_quantized_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_common(ctx, "cortex_m::quantized_conv2d", args, nargs, CONV, false);
+  return conv_eval(ctx, "cortex_m::quantized_conv2d", args, CONV, false);
+}
+ET_PREPARE et_status op_cortex_m_quantized_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_prepare(ctx, "cortex_m::quantized_conv2d_nhwc", args, nargs, CONV, true);
 }
 et_status op_cortex_m_quantized_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_common(ctx, "cortex_m::quantized_conv2d_nhwc", args, nargs, CONV, true);
+  return conv_eval(ctx, "cortex_m::quantized_conv2d_nhwc", args, CONV, true);
+}
+ET_PREPARE et_status op_cortex_m_quantized_depthwise_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_prepare(ctx, "cortex_m::quantized_depthwise_conv2d", args, nargs, DEPTHWISE, false);
 }
 et_status op_cortex_m_quantized_depthwise_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_common(ctx, "cortex_m::quantized_depthwise_conv2d", args, nargs, DEPTHWISE, false);
+  return conv_eval(ctx, "cortex_m::quantized_depthwise_conv2d", args, DEPTHWISE, false);
+}
+ET_PREPARE et_status op_cortex_m_quantized_depthwise_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_prepare(ctx, "cortex_m::quantized_depthwise_conv2d_nhwc", args, nargs, DEPTHWISE, true);
 }
 et_status op_cortex_m_quantized_depthwise_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_common(ctx, "cortex_m::quantized_depthwise_conv2d_nhwc", args, nargs, DEPTHWISE, true);
+  return conv_eval(ctx, "cortex_m::quantized_depthwise_conv2d_nhwc", args, DEPTHWISE, true);
+}
+ET_PREPARE et_status op_cortex_m_quantized_transpose_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_prepare(ctx, "cortex_m::quantized_transpose_conv2d", args, nargs, TRANSPOSE, false);
 }
 et_status op_cortex_m_quantized_transpose_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_common(ctx, "cortex_m::quantized_transpose_conv2d", args, nargs, TRANSPOSE, false);
+  return conv_eval(ctx, "cortex_m::quantized_transpose_conv2d", args, TRANSPOSE, false);
+}
+ET_PREPARE et_status op_cortex_m_quantized_transpose_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return conv_prepare(ctx, "cortex_m::quantized_transpose_conv2d_nhwc", args, nargs, TRANSPOSE, true);
 }
 et_status op_cortex_m_quantized_transpose_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_common(ctx, "cortex_m::quantized_transpose_conv2d_nhwc", args, nargs, TRANSPOSE, true);
+  return conv_eval(ctx, "cortex_m::quantized_transpose_conv2d_nhwc", args, TRANSPOSE, true);
 }

@@ -5,7 +5,7 @@
 /* add/mul operands: equal sizes and layout, or one operand holding only the
  * channels of an NHWC (or 1-element) other: the kernels then repeat it with
  * period C along memory. Returns lengths for the kernel. */
-static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b,
+ET_PREPARE static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b,
                        const et_tensor *out, size_t *alen, size_t *blen) {
   CM_TRY(cm_dtype(ctx, op, a, "self", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, b, "other", ET_DT_CHAR));
@@ -31,7 +31,7 @@ static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_tensor *a, c
                  op);
 }
 
-et_status op_cortex_m_quantized_add_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_add_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_add";
   et_tensor *a, *b, *out;
   qadd_params p;
@@ -53,11 +53,24 @@ et_status op_cortex_m_quantized_add_out(et_kernel_ctx *ctx, et_value **args, uin
   CM_TRY(cm_int(ctx, op, args, 12, "activation_max", -128, 127, &p.act_max));
   CM_TRY(cm_act(ctx, op, p.act_min, p.act_max));
   CM_TRY(bcast(ctx, op, a, b, out, &alen, &blen));
-  if (alen && blen) qadd_s8((const int8_t *)a->data, alen, (const int8_t *)b->data, blen, (int8_t *)out->data, &p);
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_mul_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+et_status op_cortex_m_quantized_add_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const a = args[0]->u.t, *const b = args[4]->u.t;
+  et_tensor *const out = args[13]->u.t;
+  const size_t alen = et_tensor_numel(a), blen = et_tensor_numel(b);
+  if (alen == 0 || blen == 0) return ET_OK;
+  qadd_params p;
+  p.a_zp = cm_i(args, 1), p.a_mult = cm_i(args, 2), p.a_shift = cm_i(args, 3);
+  p.b_zp = cm_i(args, 5), p.b_mult = cm_i(args, 6), p.b_shift = cm_i(args, 7);
+  p.out_zp = cm_i(args, 8), p.out_mult = cm_i(args, 9), p.out_shift = cm_i(args, 10);
+  p.act_min = cm_i(args, 11), p.act_max = cm_i(args, 12);
+  qadd_s8((const int8_t *)a->data, alen, (const int8_t *)b->data, blen, (int8_t *)out->data, &p);
+  return ET_OK;
+}
+
+ET_PREPARE et_status op_cortex_m_quantized_mul_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_mul";
   et_tensor *a, *b, *out;
   qmul_params p;
@@ -72,11 +85,22 @@ et_status op_cortex_m_quantized_mul_out(et_kernel_ctx *ctx, et_value **args, uin
   CM_TRY(cm_int(ctx, op, args, 5, "output_multiplier", 0, INT32_MAX, &p.out_mult));
   CM_TRY(cm_int(ctx, op, args, 6, "output_shift", -31, 31, &p.out_shift));
   CM_TRY(bcast(ctx, op, a, b, out, &alen, &blen));
-  if (alen && blen) qmul_s8((const int8_t *)a->data, alen, (const int8_t *)b->data, blen, (int8_t *)out->data, &p);
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_div_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+et_status op_cortex_m_quantized_mul_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const a = args[0]->u.t, *const b = args[2]->u.t;
+  et_tensor *const out = args[7]->u.t;
+  const size_t alen = et_tensor_numel(a), blen = et_tensor_numel(b);
+  if (alen == 0 || blen == 0) return ET_OK;
+  qmul_params p;
+  p.a_zp = cm_i(args, 1), p.b_zp = cm_i(args, 3), p.out_zp = cm_i(args, 4);
+  p.out_mult = cm_i(args, 5), p.out_shift = cm_i(args, 6);
+  qmul_s8((const int8_t *)a->data, alen, (const int8_t *)b->data, blen, (int8_t *)out->data, &p);
+  return ET_OK;
+}
+
+ET_PREPARE et_status op_cortex_m_quantized_div_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_div";
   et_tensor *a, *b, *out;
   int32_t za, zb, zo;
@@ -97,6 +121,14 @@ et_status op_cortex_m_quantized_div_out(et_kernel_ctx *ctx, et_value **args, uin
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: self, other and out must have equal sizes (no broadcasting)", op);
   if (!cm_layout_is(b, a->dim_order) || !cm_layout_is(out, a->dim_order))
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: self, other and out must share one dim order", op);
+  return ET_OK;
+}
+
+et_status op_cortex_m_quantized_div_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const a = args[0]->u.t, *const b = args[2]->u.t;
+  et_tensor *const out = args[6]->u.t;
+  const int32_t za = cm_i(args, 1), zb = cm_i(args, 3), zo = cm_i(args, 4);
+  const double scale = cm_d(args, 5);
   if (a->dtype == ET_DT_CHAR)
     qdiv_s8((const int8_t *)a->data, (const int8_t *)b->data, (int8_t *)out->data, et_tensor_numel(a), za, zb, zo, scale);
   else
@@ -105,7 +137,7 @@ et_status op_cortex_m_quantized_div_out(et_kernel_ctx *ctx, et_value **args, uin
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_activation_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_activation_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_activation";
   et_tensor *in, *lut, *out;
   CM_TRY(cm_nargs(ctx, op, nargs, 2));
@@ -120,13 +152,19 @@ et_status op_cortex_m_quantized_activation_out(et_kernel_ctx *ctx, et_value **ar
                    (unsigned)et_tensor_numel(lut));
   if (!cm_same_sizes(in, out) || !cm_layout_is(out, in->dim_order))
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's sizes and dim order", op);
+  return ET_OK;
+}
+
+et_status op_cortex_m_quantized_activation_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const in = args[0]->u.t, *const lut = args[1]->u.t;
+  et_tensor *const out = args[2]->u.t;
   qlut_s8((const int8_t *)in->data, (int8_t *)out->data, et_tensor_numel(in), (const int8_t *)lut->data);
   return ET_OK;
 }
 
 /* torch.minimum/maximum broadcasting, any dim orders: per-input element
  * strides along the output's memory order (0 on broadcast dims). */
-static et_status minmax(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, int is_max) {
+ET_PREPARE static et_status minmax_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs) {
   et_tensor *a, *b, *out;
   CM_TRY(cm_nargs(ctx, op, nargs, 2));
   CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, &a));
@@ -140,6 +178,22 @@ static et_status minmax(et_kernel_ctx *ctx, const char *op, et_value **args, uin
   CM_TRY(cm_dtype(ctx, op, out, "out", a->dtype));
   if (a->dim > out->dim || b->dim > out->dim)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out has fewer dims than an input", op);
+  const int nd = out->dim;
+  for (int j = 0; j < nd; j++) {
+    const int d = out->dim_order[j];
+    const int da = d - (nd - a->dim), db = d - (nd - b->dim);
+    const int32_t n = out->sizes[d];
+    const int32_t na = da >= 0 ? a->sizes[da] : 1, nb = db >= 0 ? b->sizes[db] : 1;
+    if ((na != n && na != 1) || (nb != n && nb != 1))
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: input sizes do not broadcast to out's size %d at dim %d", op, (int)n, d);
+  }
+  return ET_OK;
+}
+
+static et_status minmax(et_value **args, int is_max) {
+  const et_tensor *const a = args[0]->u.t, *const b = args[1]->u.t;
+  et_tensor *const out = args[2]->u.t;
+  if (et_tensor_numel(out) == 0) return ET_OK;
   int32_t sa[ET_MAX_DIM], sb[ET_MAX_DIM], shape[K_MAX_DIM], astr[K_MAX_DIM], bstr[K_MAX_DIM];
   cm_logical_strides(a, sa);
   cm_logical_strides(b, sb);
@@ -149,21 +203,20 @@ static et_status minmax(et_kernel_ctx *ctx, const char *op, et_value **args, uin
     const int da = d - (nd - a->dim), db = d - (nd - b->dim);
     const int32_t n = out->sizes[d];
     const int32_t na = da >= 0 ? a->sizes[da] : 1, nb = db >= 0 ? b->sizes[db] : 1;
-    if ((na != n && na != 1) || (nb != n && nb != 1))
-      return et_fail(ctx, ET_E_INVALID_ARG, "%s: input sizes do not broadcast to out's size %d at dim %d", op, (int)n, d);
     shape[j] = n;
     astr[j] = (da >= 0 && na == n) ? sa[da] : 0;
     bstr[j] = (db >= 0 && nb == n) ? sb[db] : 0;
   }
-  if (et_tensor_numel(out) == 0) return ET_OK;
   kminmax((k_dtype)a->dtype, is_max, nd, shape, a->data, astr, b->data, bstr, out->data);
   return ET_OK;
 }
 
-et_status op_cortex_m_minimum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return minmax(ctx, "cortex_m::minimum", args, nargs, 0);
+ET_PREPARE et_status op_cortex_m_minimum_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return minmax_prepare(ctx, "cortex_m::minimum", args, nargs);
 }
+et_status op_cortex_m_minimum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return minmax(args, 0); }
 
-et_status op_cortex_m_maximum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return minmax(ctx, "cortex_m::maximum", args, nargs, 1);
+ET_PREPARE et_status op_cortex_m_maximum_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return minmax_prepare(ctx, "cortex_m::maximum", args, nargs);
 }
+et_status op_cortex_m_maximum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return minmax(args, 1); }

@@ -6,7 +6,7 @@
  * is_channels_last also counts C == 1 or H == W == 1 tensors, whose bytes are
  * the same in both layouts), else logical order with rank < 4 tensors
  * right-aligned. */
-et_status op_cortex_m_pad_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_pad_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::pad";
   et_tensor *in, *out;
   int32_t pre[4], post[4], value;
@@ -23,7 +23,6 @@ et_status op_cortex_m_pad_out(et_kernel_ctx *ctx, et_value **args, uint32_t narg
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: input rank %u not supported (1..4)", op, (unsigned)in->dim);
   if (out->dim != in->dim || out->dtype != in->dtype)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's rank and dtype", op);
-  const size_t es = et_dtype_size(in->dtype);
   int64_t lo, hi;
   switch (in->dtype) {
     case ET_DT_CHAR: lo = -128, hi = 127; break;
@@ -58,7 +57,22 @@ et_status op_cortex_m_pad_out(et_kernel_ctx *ctx, et_value **args, uint32_t narg
   }
   if (!cm_layout_is(out, order))
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: out must keep the input's memory layout", op);
+  return ET_OK;
+}
+
+et_status op_cortex_m_pad_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const in = args[0]->u.t;
+  et_tensor *const out = args[4]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
+  int32_t pre[4], post[4], phys[4] = {1, 1, 1, 1};
+  for (uint32_t k = 0; k < 4; k++) pre[k] = (int32_t)et_list_int(args[1], k), post[k] = (int32_t)et_list_int(args[2], k);
+  const int32_t value = cm_i(args, 3);
+  const size_t es = et_dtype_size(in->dtype);
+  const int off = 4 - in->dim;
+  if (in->dim == 4 && cm_layout_is(in, cm_nhwc_order))
+    phys[0] = in->sizes[0], phys[1] = in->sizes[2], phys[2] = in->sizes[3], phys[3] = in->sizes[1];
+  else
+    for (int d = 0; d < in->dim; d++) phys[off + d] = in->sizes[d];
   if (et_tensor_numel(in) == 0) {
     /* nothing to copy: the output is all padding */
     for (size_t i = 0; i < et_tensor_numel(out); i++) memcpy((uint8_t *)out->data + i * es, &value, es);
@@ -72,7 +86,7 @@ et_status op_cortex_m_pad_out(et_kernel_ctx *ctx, et_value **args, uint32_t narg
 }
 
 /* transpose.out(input, perm, out): out = input.permute(perm), any dim orders. */
-et_status op_cortex_m_transpose_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_transpose_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::transpose";
   et_tensor *in, *out;
   int32_t perm[ET_MAX_DIM];
@@ -95,14 +109,25 @@ et_status op_cortex_m_transpose_out(et_kernel_ctx *ctx, et_value **args, uint32_
       return et_fail(ctx, ET_E_INVALID_ARG, "%s: out size %d at dim %u, expected %d", op, (int)out->sizes[d],
                      (unsigned)d, (int)in->sizes[perm[d]]);
   }
+  return ET_OK;
+}
+
+et_status op_cortex_m_transpose_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const in = args[0]->u.t;
+  et_tensor *const out = args[2]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
-  int32_t istr[ET_MAX_DIM], shape[K_MAX_DIM], str[K_MAX_DIM];
+  const uint32_t np = in->dim;
+  int32_t perm[ET_MAX_DIM], istr[ET_MAX_DIM], shape[K_MAX_DIM], str[K_MAX_DIM];
+  for (uint32_t d = 0; d < np; d++) {
+    perm[d] = (int32_t)et_list_int(args[1], d);
+    if (perm[d] < 0) perm[d] += (int32_t)np;
+  }
   cm_logical_strides(in, istr);
   for (uint32_t j = 0; j < np; j++) {
     const int od = out->dim_order[j];
     shape[j] = out->sizes[od];
     str[j] = istr[perm[od]];
   }
-  kpermute(es, (int)np, shape, str, in->data, out->data);
+  kpermute(et_dtype_size(in->dtype), (int)np, shape, str, in->data, out->data);
   return ET_OK;
 }

@@ -1,7 +1,7 @@
 /* Adapters for cortex_m::quantized_linear and cortex_m::quantized_batch_matmul. */
 #include "cortex_m_util.h"
 
-et_status op_cortex_m_quantized_linear_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_linear_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_linear";
   et_tensor *in, *w, *bias, *ksum, *out;
   qlinear_params p;
@@ -59,13 +59,30 @@ et_status op_cortex_m_quantized_linear_out(et_kernel_ctx *ctx, et_value **args, 
       return et_fail(ctx, ET_E_INVALID_ARG, "%s: kernel_sum has %u entries, expected %d", op,
                      (unsigned)et_tensor_numel(ksum), (int)p.n);
   }
+  return ET_OK;
+}
+
+et_status op_cortex_m_quantized_linear_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  et_tensor *const in = args[0]->u.t, *const w = args[1]->u.t, *const bias = cm_t(args, 2), *const ksum = cm_t(args, 3);
+  et_tensor *const out = args[11]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
+  qlinear_params p;
+  p.input_offset = cm_i(args, 4);
+  p.filter_offset = cm_i(args, 5);
+  p.output_offset = cm_i(args, 6);
+  p.mult = (int32_t)et_list_int(args[7], 0);
+  p.shift = (int32_t)et_list_int(args[8], 0);
+  p.act_max = cm_i(args, 9);
+  p.act_min = cm_i(args, 10);
+  p.k = in->sizes[in->dim - 1];
+  p.n = w->sizes[0];
+  p.rows = p.k ? (int32_t)(et_tensor_numel(in) / (size_t)p.k) : 0;
   qlinear_s8(&p, (const int8_t *)in->data, (const int8_t *)w->data, bias ? (const int32_t *)bias->data : NULL,
              ksum ? (const int32_t *)ksum->data : NULL, (int8_t *)out->data);
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_batch_matmul_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantized_batch_matmul_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_batch_matmul";
   et_tensor *l, *r, *out;
   qbmm_params p;
@@ -91,7 +108,20 @@ et_status op_cortex_m_quantized_batch_matmul_out(et_kernel_ctx *ctx, et_value **
   if (r->sizes[0] != p.batch || r->sizes[2] != p.k || out->sizes[0] != p.batch || out->sizes[1] != p.m ||
       out->sizes[2] != p.n)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: shapes lhs [B,M,K], rhs_transposed [B,N,K], out [B,M,N] do not match", op);
+  return ET_OK;
+}
+
+et_status op_cortex_m_quantized_batch_matmul_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const l = args[0]->u.t, *const r = args[2]->u.t;
+  et_tensor *const out = args[8]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
+  qbmm_params p;
+  p.lhs_offset = cm_i(args, 1);
+  p.rhs_offset = cm_i(args, 3);
+  p.out_zp = cm_i(args, 4);
+  p.mult = cm_i(args, 5);
+  p.shift = cm_i(args, 6);
+  p.batch = l->sizes[0], p.m = l->sizes[1], p.k = l->sizes[2], p.n = r->sizes[1];
   qbmm_s8(&p, (const int8_t *)l->data, (const int8_t *)r->data, (int8_t *)out->data);
   return ET_OK;
 }

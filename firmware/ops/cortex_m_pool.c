@@ -9,7 +9,7 @@ static int32_t pool_out(int32_t n, int32_t k, int32_t s, int32_t p, int32_t d, b
   return o;
 }
 
-static et_status geometry(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t *i, bool has_dil,
+ET_PREPARE static et_status geometry(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t *i, bool has_dil,
                           bool nhwc, et_tensor *in, et_tensor *out, qpool_params *p, bool *ceil) {
   int32_t k[2], s[2], pad[2], dil[2] = {1, 1};
   uint32_t ns = 0;
@@ -40,7 +40,7 @@ static et_status geometry(et_kernel_ctx *ctx, const char *op, et_value **args, u
   return ET_OK;
 }
 
-static et_status avg(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool nhwc) {
+ET_PREPARE static et_status avg_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool nhwc) {
   et_tensor *in, *out;
   qpool_params p;
   bool ceil;
@@ -63,13 +63,38 @@ static et_status avg(et_kernel_ctx *ctx, const char *op, et_value **args, uint32
                      "%s: scratch tensor has %u bytes, the kernel needs %u (compile the program again with this "
                      "version of emlkit)", op, (unsigned)scr->nbytes, (unsigned)need);
   }
+  return ET_OK;
+}
+
+/* Eval's view of the checked geometry (out_h/out_w: out's checked sizes). */
+static void geometry_get(et_value **args, bool nhwc, const et_tensor *in, const et_tensor *out, qpool_params *p) {
+  int32_t k[2], s[2], pad[2], di[4], d_o[4];
+  cm_pair_get(args, 1, k);
+  if (args[2]->u.list.len == 0) s[0] = k[0], s[1] = k[1];
+  else cm_pair_get(args, 2, s);
+  cm_pair_get(args, 3, pad);
+  cm_nhwc_get(in, nhwc, di);
+  cm_nhwc_get(out, nhwc, d_o);
+  p->batch = di[0], p->in_h = di[1], p->in_w = di[2], p->c = di[3];
+  p->k_h = k[0], p->k_w = k[1], p->stride_h = s[0], p->stride_w = s[1], p->pad_h = pad[0], p->pad_w = pad[1];
+  p->out_h = d_o[1], p->out_w = d_o[2];
+}
+
+static et_status avg(et_kernel_ctx *ctx, const char *op, et_value **args, bool nhwc) {
+  const et_tensor *const in = args[0]->u.t;
+  et_tensor *const out = args[9]->u.t;
+  if (et_tensor_numel(out) == 0) return ET_OK;
+  qpool_params p;
+  geometry_get(args, nhwc, in, out, &p);
+  const int32_t zp = cm_i(args, 5), mult = cm_i(args, 6), shift = cm_i(args, 7);
+  const et_tensor *const scr = qavgpool_s8_get_buffer_size(&p) ? args[8]->u.t : NULL;
   if (qavgpool_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, zp, mult, shift, scr ? scr->data : NULL,
                   scr ? scr->nbytes : 0) != K_OK)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: the kernel refused its scratch memory (not 4-byte aligned)", op);
   return ET_OK;
 }
 
-static et_status maxp(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool nhwc) {
+ET_PREPARE static et_status maxp_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool nhwc) {
   et_tensor *in, *out;
   qpool_params p;
   bool ceil;
@@ -88,20 +113,33 @@ static et_status maxp(et_kernel_ctx *ctx, const char *op, et_value **args, uint3
   if (izp != ozp)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: input and output zero points must match (%d vs %d)", op, (int)izp,
                    (int)ozp);
+  return ET_OK;
+}
+
+static et_status maxp(et_value **args, bool nhwc) {
+  const et_tensor *const in = args[0]->u.t;
+  et_tensor *const out = args[10]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
+  qpool_params p;
+  geometry_get(args, nhwc, in, out, &p);
+  const int32_t lo = cm_i(args, 8), hi = cm_i(args, 9);
   qmaxpool_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, lo, hi);
   return ET_OK;
 }
 
-et_status op_cortex_m_quantized_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return avg(ctx, "cortex_m::quantized_avg_pool2d", args, nargs, false);
+ET_PREPARE et_status op_cortex_m_quantized_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return avg_prepare(ctx, "cortex_m::quantized_avg_pool2d", args, nargs, false);
 }
-et_status op_cortex_m_quantized_avg_pool2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return avg(ctx, "cortex_m::quantized_avg_pool2d_nhwc", args, nargs, true);
+et_status op_cortex_m_quantized_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return avg(ctx, "cortex_m::quantized_avg_pool2d", args, false); }
+ET_PREPARE et_status op_cortex_m_quantized_avg_pool2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return avg_prepare(ctx, "cortex_m::quantized_avg_pool2d_nhwc", args, nargs, true);
 }
-et_status op_cortex_m_quantized_max_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return maxp(ctx, "cortex_m::quantized_max_pool2d", args, nargs, false);
+et_status op_cortex_m_quantized_avg_pool2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return avg(ctx, "cortex_m::quantized_avg_pool2d_nhwc", args, true); }
+ET_PREPARE et_status op_cortex_m_quantized_max_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return maxp_prepare(ctx, "cortex_m::quantized_max_pool2d", args, nargs, false);
 }
-et_status op_cortex_m_quantized_max_pool2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return maxp(ctx, "cortex_m::quantized_max_pool2d_nhwc", args, nargs, true);
+et_status op_cortex_m_quantized_max_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return maxp(args, false); }
+ET_PREPARE et_status op_cortex_m_quantized_max_pool2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return maxp_prepare(ctx, "cortex_m::quantized_max_pool2d_nhwc", args, nargs, true);
 }
+et_status op_cortex_m_quantized_max_pool2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return maxp(args, true); }

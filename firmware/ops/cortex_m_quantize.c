@@ -2,7 +2,7 @@
  * (input, scale, zero_point, quant_min, quant_max, dtype, out). */
 #include "cortex_m_util.h"
 
-static et_status qparams(et_kernel_ctx *ctx, const char *op, et_value **args, double *scale, int32_t *zp,
+ET_PREPARE static et_status qparams(et_kernel_ctx *ctx, const char *op, et_value **args, double *scale, int32_t *zp,
                          int32_t *qmin, int32_t *qmax, int32_t *dtype) {
   CM_TRY(cm_double(ctx, op, args, 1, "scale", scale));
   if (!(*scale > 0.0))
@@ -18,7 +18,7 @@ static et_status qparams(et_kernel_ctx *ctx, const char *op, et_value **args, do
   return ET_OK;
 }
 
-static et_status same_layout(et_kernel_ctx *ctx, const char *op, const et_tensor *in, const et_tensor *out) {
+ET_PREPARE static et_status same_layout(et_kernel_ctx *ctx, const char *op, const et_tensor *in, const et_tensor *out) {
   if (!cm_same_sizes(in, out))
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's sizes", op);
   if (!cm_layout_is(out, in->dim_order))
@@ -26,7 +26,7 @@ static et_status same_layout(et_kernel_ctx *ctx, const char *op, const et_tensor
   return ET_OK;
 }
 
-et_status op_cortex_m_quantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_quantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantize_per_tensor";
   et_tensor *in, *out;
   double scale;
@@ -38,11 +38,18 @@ et_status op_cortex_m_quantize_per_tensor_out(et_kernel_ctx *ctx, et_value **arg
   CM_TRY(qparams(ctx, op, args, &scale, &zp, &qmin, &qmax, &dt));
   CM_TRY(cm_dtype(ctx, op, out, "out", dt));
   CM_TRY(same_layout(ctx, op, in, out));
-  quantize_f32((const float *)in->data, et_tensor_numel(in), scale, zp, qmin, qmax, (k_dtype)dt, out->data);
   return ET_OK;
 }
 
-et_status op_cortex_m_dequantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+et_status op_cortex_m_quantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const in = args[0]->u.t;
+  et_tensor *const out = args[6]->u.t;
+  quantize_f32((const float *)in->data, et_tensor_numel(in), cm_d(args, 1), cm_i(args, 2), cm_i(args, 3), cm_i(args, 4),
+               (k_dtype)cm_i(args, 5), out->data);
+  return ET_OK;
+}
+
+ET_PREPARE et_status op_cortex_m_dequantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::dequantize_per_tensor";
   et_tensor *in, *out;
   double scale;
@@ -54,6 +61,13 @@ et_status op_cortex_m_dequantize_per_tensor_out(et_kernel_ctx *ctx, et_value **a
   CM_TRY(cm_dtype(ctx, op, in, "input", dt));
   CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_FLOAT));
   CM_TRY(same_layout(ctx, op, in, out));
-  dequantize_f32(in->data, (k_dtype)dt, et_tensor_numel(in), scale, zp, (float *)out->data);
+  return ET_OK;
+}
+
+et_status op_cortex_m_dequantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const in = args[0]->u.t;
+  et_tensor *const out = args[6]->u.t;
+  dequantize_f32(in->data, (k_dtype)cm_i(args, 5), et_tensor_numel(in), cm_d(args, 1), cm_i(args, 2),
+                 (float *)out->data);
   return ET_OK;
 }

@@ -3,7 +3,7 @@
  * is unused, as in the reference (its float path needs no cut-off). */
 #include "cortex_m_util.h"
 
-et_status op_cortex_m_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+ET_PREPARE et_status op_cortex_m_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::softmax";
   et_tensor *in, *out;
   int32_t dim, izp, ozp, mult, shift, diff_min;
@@ -25,8 +25,16 @@ et_status op_cortex_m_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t 
   const int rank = in->dim ? in->dim : 1;
   if (dim < -rank || dim >= rank)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %d out of range for rank %d", op, (int)dim, rank);
-  if (dim < 0) dim += rank;
+  return ET_OK;
+}
+
+et_status op_cortex_m_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const et_tensor *const in = args[0]->u.t;
+  et_tensor *const out = args[7]->u.t;
   if (et_tensor_numel(in) == 0) return ET_OK;
+  const int rank = in->dim ? in->dim : 1;
+  int32_t dim = cm_i(args, 1);
+  if (dim < 0) dim += rank;
   /* [outer][len][inner] view of memory around the softmax dim */
   int32_t outer = 1, len = in->dim ? in->sizes[dim] : 1, inner = 1, pos = 0;
   for (int j = 0; j < in->dim; j++)
@@ -35,6 +43,7 @@ et_status op_cortex_m_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t 
     if (j < pos) outer *= in->sizes[in->dim_order[j]];
     if (j > pos) inner *= in->sizes[in->dim_order[j]];
   }
-  softmax_s8((const int8_t *)in->data, (int8_t *)out->data, outer, len, inner, izp, ozp, mult, shift);
+  softmax_s8((const int8_t *)in->data, (int8_t *)out->data, outer, len, inner, cm_i(args, 2), cm_i(args, 3), cm_i(args, 4),
+             cm_i(args, 5));
   return ET_OK;
 }

@@ -173,6 +173,9 @@ static inline et_status cm_requant_tensors(et_kernel_ctx *ctx, const char *op, c
   if (et_tensor_numel(m) != (size_t)n || et_tensor_numel(s) != (size_t)n)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: requantize_multipliers/shifts need %d entries (one per output channel), got %u/%u",
                    op, (int)n, (unsigned)et_tensor_numel(m), (unsigned)et_tensor_numel(s));
+  /* the values are read here, at load: they must be constants */
+  if (m->data == NULL || s->data == NULL)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: requantize_multipliers/shifts must be constant tensors", op);
   const int32_t *mv = (const int32_t *)m->data, *sv = (const int32_t *)s->data;
   for (int32_t i = 0; i < n; i++)
     if ((st = cm_requant(ctx, op, "per-channel", mv[i], sv[i])) != ET_OK) return st;
@@ -207,6 +210,27 @@ static inline bool cm_same_sizes(const et_tensor *a, const et_tensor *b) {
   for (uint8_t d = 0; d < a->dim; d++)
     if (a->sizes[d] != b->sizes[d]) return false;
   return true;
+}
+
+/* Unchecked access for the eval functions: prepare has checked each
+ * argument's kind and range at load. */
+static inline et_tensor *cm_t(et_value **args, uint32_t i) {
+  return args[i]->tag == ET_TAG_TENSOR ? args[i]->u.t : NULL;
+}
+static inline int32_t cm_i(et_value **args, uint32_t i) { return (int32_t)args[i]->u.i; }
+static inline double cm_d(et_value **args, uint32_t i) {
+  return args[i]->tag == ET_TAG_DOUBLE ? args[i]->u.d : (double)args[i]->u.i;
+}
+static inline bool cm_b(et_value **args, uint32_t i) { return args[i]->u.b; }
+/* A checked pair argument (1 entry means both). */
+static inline void cm_pair_get(et_value **args, uint32_t i, int32_t out[2]) {
+  out[0] = (int32_t)et_list_int(args[i], 0);
+  out[1] = args[i]->u.list.len > 1 ? (int32_t)et_list_int(args[i], 1) : out[0];
+}
+/* NHWC dims of a checked 4-D activation (see cm_nhwc). */
+static inline void cm_nhwc_get(const et_tensor *t, bool nhwc_variant, int32_t d[4]) {
+  if (nhwc_variant) d[0] = t->sizes[0], d[1] = t->sizes[1], d[2] = t->sizes[2], d[3] = t->sizes[3];
+  else d[0] = t->sizes[0], d[1] = t->sizes[2], d[2] = t->sizes[3], d[3] = t->sizes[1];
 }
 
 #define CM_TRY(x)                       \

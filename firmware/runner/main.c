@@ -54,9 +54,11 @@ static void print_arena_bytes(const et_method_needs *needs) {
 }
 
 static et_status g_last_status = ET_E_INVALID_PROGRAM; /* status behind the next fail_error */
+static const char *g_stage = "load";                     /* "load" until the first test case runs */
 
 static void __attribute__((noreturn)) fail_error(const char *msg, const et_method_needs *needs) {
-  plat_printf("{\"status\": \"error\", \"code\": \"%s\", \"error\": ", et_status_name(g_last_status));
+  plat_printf("{\"status\": \"error\", \"stage\": \"%s\", \"code\": \"%s\", \"error\": ", g_stage,
+              et_status_name(g_last_status));
   out_json_string(msg);
   if (needs) print_arena_bytes(needs);
   plat_printf(", \"stack_bytes\": %lu}\n", (unsigned long)plat_stack_used());
@@ -213,6 +215,7 @@ int main(int argc, char **argv) {
   }
   uint8_t *copy = place(out_bytes ? out_bytes : 1);
   if (copy == NULL) fail_placement("warm-up output copy", out_bytes, &needs);
+  g_stage = "run";
   run_case(0, &needs);
   size_t off = 0;
   for (uint32_t i = 0; i < nout; i++) {

@@ -127,6 +127,21 @@ typedef struct {
  * calls the kernel. Returns ET_OK or a status after writing ctx->msg. */
 typedef et_status (*et_op_fn)(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);
 
+/* An adapter's prepare step (TFLite Micro's Prepare/Eval split): called once
+ * per kernel call at method load, after the values are built and before the
+ * first execute. It checks everything about the arguments that does not
+ * depend on activation data (kinds, dtypes, ranks, shapes, dim orders,
+ * quantization parameters, constant per-channel parameters, the planned
+ * scratch against what the kernel needs) and writes ctx->msg on failure; the
+ * eval function (et_op_fn) then only unpacks and computes. Tensors bound
+ * later (caller-kept inputs) have their metadata but no data yet, so prepare
+ * reads data only of constants. Data-dependent checks stay in eval. */
+typedef et_status (*et_op_prepare_fn)(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);
+
+/* Prepare functions and their helpers run once per load: optimised for size,
+ * kept out of the eval path's code (GCC's `cold`). */
+#define ET_PREPARE __attribute__((cold))
+
 /* Write a formatted message into ctx->msg and return `st` (for `return et_fail(...)`). */
 et_status et_fail(et_kernel_ctx *ctx, et_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

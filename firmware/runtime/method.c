@@ -475,10 +475,34 @@ static et_status resolve_ops(et_method *m, const plan_shape *s) {
     if (!fb_vec_table(&s->ops, i, &op) || !fb_string(&op, FBP_Operator__name, &p1, &slot->name, &nl) ||
         !fb_string(&op, FBP_Operator__overload, &p2, &slot->overload, &ol))
       return CORRUPT(m->msg, "operator table");
-    slot->fn = et_registry_find(slot->name, nl, slot->overload, ol);
+    slot->fn = et_registry_find(slot->name, nl, slot->overload, ol, &slot->prepare);
     if (slot->fn == NULL)
       return merr(m->msg, ET_E_UNKNOWN_OP, "unknown operator %s.%s: no kernel registered for it in firmware/ops/*.def",
                   slot->name, ol ? slot->overload : "default");
+  }
+  return ET_OK;
+}
+
+/* Prepare: every kernel call's adapter checks its arguments once, at load.
+ * A plan with move instructions can change values after load (an argument
+ * may only become valid through a move): its calls are prepared right before
+ * each eval instead, as one call used to check and run. */
+static et_status prepare_calls(et_method *m) {
+  for (uint32_t pc = 0; pc < m->chain_start[m->nchains]; pc++)
+    if (m->instrs[pc].kind == FBPU_InstructionArguments__MoveCall) m->prepare_each_call = true;
+  if (m->prepare_each_call) return ET_OK;
+  for (uint32_t c = 0; c < m->nchains; c++) {
+    for (uint32_t pc = m->chain_start[c]; pc < m->chain_start[c + 1]; pc++) {
+      const et_instr *ins = &m->instrs[pc];
+      if (ins->kind != FBPU_InstructionArguments__KernelCall) continue;
+      const et_op_slot *op = &m->ops[ins->a];
+      if (op->prepare == NULL) continue;
+      m->kmsg[0] = 0;
+      et_status st = op->prepare(&m->ctx, ins->args, ins->nargs);
+      if (st != ET_OK)
+        return merr(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - m->chain_start[c], op->name, op->overload,
+                    m->kmsg[0] ? m->kmsg : et_status_str(st));
+    }
   }
   return ET_OK;
 }
@@ -546,7 +570,7 @@ et_status et_method_init(et_method *m, et_program *p, const char *name, void *ru
   if ((st = check_index_vec(m, &m->outputs, "output")) != ET_OK) return st;
   m->ctx.scratch = scratch;
   m->ctx.scratch_size = scratch ? scratch_size : 0;
-  return ET_OK;
+  return prepare_calls(m);
 }
 
 uint32_t et_method_num_inputs(const et_method *m) { return m->inputs.len; }
@@ -603,7 +627,9 @@ et_status et_method_execute(et_method *m) {
         case FBPU_InstructionArguments__KernelCall: {
           op = &m->ops[ins->a];
           m->kmsg[0] = 0;
-          et_status st = op->fn(&m->ctx, ins->args, ins->nargs);
+          et_status st = ET_OK;
+          if (m->prepare_each_call && op->prepare) st = op->prepare(&m->ctx, ins->args, ins->nargs);
+          if (st == ET_OK) st = op->fn(&m->ctx, ins->args, ins->nargs);
           if (st != ET_OK)
             return merr(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - start, op->name, op->overload,
                         m->kmsg[0] ? m->kmsg : et_status_str(st));

@@ -1,30 +1,50 @@
-/* Compile-time operator table from the X-macro .def files. */
+/* Compile-time operator table from the X-macro .def files. An entry is
+ * ET_OP("namespace::name", "overload", eval_fn) or, with a load-time check,
+ * ET_OP("namespace::name", "overload", eval_fn, prepare_fn). */
 #include "registry.h"
 
-#define ET_OP(name, overload, fn) et_status fn(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);
+/* Stand-in prepare of entries that name none (never called). */
+et_status et_no_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);
+et_status et_no_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)args, (void)nargs;
+  return ET_OK;
+}
+
+/* The optional 4th argument: ET_OP(n, o, fn) -> prepare et_no_prepare. */
+#define ET_OP(name, overload, ...) ET_OP_(name, overload, __VA_ARGS__, et_no_prepare, ~)
+#define ET_OP_(name, overload, fn, prep, ...)                            \
+  et_status fn(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);     \
+  et_status prep(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);
 #include "cortex_m_ops.def"
 #include "aten_ops.def"
-#undef ET_OP
+#undef ET_OP_
 
 typedef struct {
   const char *name;
   const char *overload;
   et_op_fn fn;
+  et_op_prepare_fn prepare;
 } entry;
 
 static const entry k_ops[] = {
-#define ET_OP(name, overload, fn) {name, overload, fn},
+#define ET_OP_(name, overload, fn, prep, ...) {name, overload, fn, prep},
 #include "cortex_m_ops.def"
 #include "aten_ops.def"
+#undef ET_OP_
 #undef ET_OP
-    {NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 static int eq(const char *a, const char *b, uint32_t n) { return strlen(a) == n && memcmp(a, b, n) == 0; }
 
-et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len) {
+et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
+                          et_op_prepare_fn *prepare) {
+  if (prepare) *prepare = NULL;
   for (const entry *e = k_ops; e->name; e++)
-    if (eq(e->name, name, name_len) && eq(e->overload, overload, overload_len)) return e->fn;
+    if (eq(e->name, name, name_len) && eq(e->overload, overload, overload_len)) {
+      if (prepare) *prepare = e->prepare == et_no_prepare ? NULL : e->prepare;
+      return e->fn;
+    }
   return NULL;
 }
 

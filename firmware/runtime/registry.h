@@ -5,8 +5,11 @@
 
 #include "et_types.h"
 
-/* name/overload need not be NUL-terminated; lengths are given. */
-et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len);
+/* name/overload need not be NUL-terminated; lengths are given. Returns the
+ * eval function (NULL if unknown) and, if `prepare` is not NULL, stores the
+ * entry's prepare function there (NULL when the entry has none). */
+et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
+                          et_op_prepare_fn *prepare);
 /* For listings: entry i (NULL name past the end). */
 const char *et_registry_entry(uint32_t i, const char **overload);
 

@@ -54,6 +54,7 @@ typedef struct {
   const char *name; /* points into the program */
   const char *overload;
   et_op_fn fn;
+  et_op_prepare_fn prepare; /* NULL: the adapter checks nothing at load */
   uint64_t calls;
   uint64_t count;   /* sum of clock deltas */
 } et_op_slot;
@@ -87,6 +88,10 @@ typedef struct {
   void (*on_instr)(void *user, uint32_t chain, uint32_t index, const et_instr *ins, const et_op_slot *op,
                    uint64_t t0, uint64_t t1);
   void *on_instr_user;
+  /* The plan has MoveCall instructions: values may change after load, so the
+   * execute loop runs each adapter's prepare right before its eval (as one
+   * call did before the Prepare/Eval split) instead of once at load. */
+  bool prepare_each_call;
   et_kernel_ctx ctx;
   char kmsg[ET_MSG_CAP];   /* kernel's own message, wrapped into msg */
   char msg[ET_MSG_CAP];
@@ -94,7 +99,9 @@ typedef struct {
 
 /* Method `name` (NULL: the first) of a loaded program: what memory it needs. */
 et_status et_method_needs_get(et_program *p, const char *name, et_method_needs *needs);
-/* Build the method. arenas[k] backs memory id k+1 and must be at least
+/* Build the method. Every kernel call's arguments are checked here, once (the
+ * adapters' prepare functions): a program the kernels cannot run is refused
+ * at load with "instruction N (op.overload): reason". arenas[k] backs memory id k+1 and must be at least
  * needs.arena_bytes[k]; runtime_mem at least needs.runtime_bytes; delegate_mem
  * (16-byte aligned, in memory the delegates' devices can reach, e.g. the NPU)
  * at least needs.delegate_bytes. Delegate backends must be registered
