@@ -213,6 +213,20 @@ def test_firmware_runs_zoo_bit_exact(compiled, model: str, target: str) -> None:
     assert r.npu is not None and all(j.result == "ok" for j in r.npu.jobs)
 
 
+def test_firmware_runs_u85_resize(compiled) -> None:
+    """unet_small's nearest upsample is an NPU_OP_RESIZE on the U85: the firmware's stream checker bounds its IFM
+    (KERNEL_HEIGHT x KERNEL_WIDTH) and OFM, and the program runs bit-exact with the NPU co-simulated."""
+    from aot.npu.blob import parse_blob
+    from aot.npu.commands import decode
+    from npu_helpers import program_parts
+
+    res = compiled("unet_small", "ethos-u85-256")
+    assert any(c.name == "NPU_OP_RESIZE" for b in program_parts(res)[0] for c in decode(parse_blob(b).commands, 0, "u85"))
+    r = _run(res.bpte, BOARD["ethos-u85-256"])
+    assert r.status == "pass", (r.status, r.tail)
+    assert all(o.max_steps == 0 for o in r.run.outputs)
+
+
 def test_firmware_counts_repeat_exactly(compiled) -> None:
     """Instruction counts are the firmware's alone: the co-simulation's halts do not move QEMU's clock."""
     res = compiled("conv_relu", "ethos-u55-128")

@@ -308,7 +308,13 @@ static et_status operation(ctx *c, const regs *r, uint32_t code, uint32_t param)
     }
     case OP_RESIZE:
       c->op = "NPU_OP_RESIZE";
-      return fail(c, ET_E_NOT_SUPPORTED, "RESIZE is not supported by this firmware");
+      if (!u85) return fail(c, ET_E_DELEGATE_CORRUPT, "RESIZE is an Ethos-U85 operation");
+      /* the U85 reads an IFM of KERNEL_HEIGHT x KERNEL_WIDTH (the resize's input size) at the OFM's depth */
+      if ((st = fmap(c, &r->ifm, false, (uint64_t)r->kernel_height_m1 + 1, (uint64_t)r->kernel_width_m1 + 1, oc, false,
+                     "IFM")) != ET_OK)
+        return st;
+      if (!global_scale && (st = weights_and_scales(c, r, true)) != ET_OK) return st;
+      return ofm(c, r);
     default:
       c->info->operations--;
       return ET_OK; /* STOP, IRQ, waits, PMU mask: no memory */
