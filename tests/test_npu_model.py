@@ -19,14 +19,14 @@ from aot.npu.commands import CMD0_NAMES, CMD1_NAMES, decode, disassemble
 from aot.npu.errors import NpuError
 from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, rescale, run_blob
 
-from npu_helpers import bit_exact_vs_tosa, program_parts, tosa_inputs
+from npu_helpers import SLOW_ZOO, bit_exact_vs_tosa, program_parts, tosa_inputs
 from npu_helpers import feature_map as _fm
 
 TARGET = "ethos-u55-128"
 from aot import models as _zoo
 
 # Every zoo model; the big one is slow.
-ZOO = [pytest.param(m, marks=pytest.mark.slow) if m == "mobilenet_v2" else m for m in _zoo.ZOO]
+ZOO = [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_ZOO else m for m in _zoo.ZOO]
 
 
 @pytest.fixture(scope="session")

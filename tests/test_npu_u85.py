@@ -21,13 +21,13 @@ from aot.npu.execute import machine_for
 from aot.npu.execute import reciprocal_scale
 from aot.npu.execute_u85 import MachineU85
 
-from npu_helpers import bit_exact_vs_tosa, program_parts
+from npu_helpers import SLOW_ZOO, bit_exact_vs_tosa, program_parts
 from npu_helpers import feature_map as _fm
 
 TARGET = "ethos-u85-256"
 from aot import models as _zoo
 
-ZOO = [pytest.param(m, marks=pytest.mark.slow) if m == "mobilenet_v2" else m for m in _zoo.ZOO]
+ZOO = [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_ZOO else m for m in _zoo.ZOO]
 
 
 @pytest.fixture(scope="session")
@@ -465,3 +465,125 @@ def test_resize_replicate_is_a_clear_error() -> None:
     m = _machine()
     with pytest.raises(NpuError, match="NPU_OP_RESIZE mode 1 \\(replicate\\) is not modelled"):
         _run(m, _resize_cmds(2, 2, 4, 4, 1, n=4, d=2, offset=-1, shift=16, mode=R.RESIZE_REPLICATE))
+
+
+# ---- 2:4 sparse weights ----------------------------------------------------------------------------------------
+
+def _sparse_2_4_weights(rng: np.random.Generator, o: int, kh: int, kw: int, i: int) -> np.ndarray:
+    """Random int8 OHWI weights (-127..127, non-zero) with two of every four consecutive input channels zero."""
+    w = rng.integers(1, 128, (o, kh, kw, i)) * rng.choice([-1, 1], (o, kh, kw, i))
+    for g in range(0, i, 4):
+        n = min(4, i - g)
+        for idx in np.ndindex(o, kh, kw):
+            w[idx][g + rng.permutation(n)[: n - min(n, 2)]] = 0
+    return w.astype(np.int64)
+
+
+@settings(max_examples=30, deadline=None)
+@given(o=st.integers(1, 40), kh=st.integers(1, 9), kw=st.integers(1, 9), i=st.integers(1, 300),
+       obd=st.sampled_from([8, 16, 32, 48]), trav=st.sampled_from(["part_kernel", "depth_first"]),
+       stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]), dil=st.sampled_from([(1, 1), (2, 2)]),
+       ub=st.sampled_from([8, 16]))
+def test_sparse_weight_order_visits_every_weight_once(o, kh, kw, i, obd, trav, stride, dil, ub) -> None:
+    assume(obd % ub == 0)
+    order = _order(o, kh, kw, i, obd, trav, stride, dil, 16 if trav == "part_kernel" else 128, ub, True)
+    real = order[order >= 0]
+    assert np.array_equal(np.sort(real), np.arange(o * kh * kw * i))
+
+
+def test_sparse_weight_stream_order_and_decoding() -> None:
+    """WEIGHT_SPARSITY_SPARSE_2_4: the stream holds every weight (zeros too) but each kernel element feeds 16 IFM
+    channels per OFM instead of 8, part-kernel-first pads elements to 10 and depth-first IFM blocks are 128 deep;
+    MLW and raw FWD streams decode to the dense OHWI weights. Streams that are not 2:4 sparse, -128 weights and
+    sparse depthwise kernels are refused, as are FWD palette modes."""
+    from ethosu import mlw_codec
+
+    dense = _order(8, 1, 1, 32, 8, "depth_first", (1, 1), (1, 1), 64, 8)
+    sparse = _order(8, 1, 1, 32, 8, "depth_first", (1, 1), (1, 1), 128, 8, True)
+    assert dense[:16].tolist() == list(range(8)) + list(range(32, 40))     # [4 OFM][8 IFM]
+    assert sparse[:32].tolist() == list(range(16)) + list(range(32, 48))   # [4 OFM][16 IFM]
+    # A 2x2 kernel, part-kernel-first: 4 elements padded to 10 (sparse) instead of 5.
+    assert len(_order(8, 2, 2, 16, 8, "part_kernel", (1, 1), (1, 1), 16, 8, True)) == 10 * 16 * 8
+    assert len(_order(8, 2, 2, 16, 8, "part_kernel", (1, 1), (1, 1), 16, 8)) == 5 * 16 * 8
+
+    rng = np.random.default_rng(24)
+    for shape, pk in (((24, 3, 3, 20), True), ((40, 1, 1, 200), False)):
+        w = _sparse_2_4_weights(rng, *shape)
+        args = _kernel_args(ofm_depth=shape[0], kh=shape[1], kw=shape[2], ifm_depth=shape[3], part_kernel=pk,
+                            ofm_block_depth=16, microblock_hw=4, sparsity=1)
+        order = _order(shape[0], shape[1], shape[2], shape[3], 16, "part_kernel" if pk else "depth_first",
+                       (1, 1), (1, 1), 16 if pk else 128, 8, True)
+        body = np.where(order >= 0, w.ravel()[np.maximum(order, 0)], 0)
+        assert np.count_nonzero(body.reshape(-1, 4), axis=1).max() <= 2
+        fwd = bytes([1] + [0] * 31) + body.astype(np.int8).tobytes()
+        mlw = bytes(mlw_codec.encode([int(v) for v in body]))
+        assert np.array_equal(decode_weights_u85(fwd, **args), w)
+        assert np.array_equal(decode_weights_u85(mlw, **{**args, "weight_format": 0}), w)
+        # The same bytes read in the dense order give other weights.
+        assert not np.array_equal(decode_weights_u85(fwd, **{**args, "sparsity": 0}), w)
+
+    args = _kernel_args(sparsity=1)   # 8 OFM x 16 IFM, depth-first
+    with pytest.raises(NpuError, match="group of 4 at stream position 4 holds 3"):
+        decode_weights_u85(bytes([1] + [0] * 31) + bytes([1, 1, 0, 0, 1, 1, 1, 0]) + bytes(1024), **args)
+    with pytest.raises(NpuError, match="outside -127..127"):
+        decode_weights_u85(bytes([1] + [0] * 31) + bytes([0x80]) + bytes(1024), **args)
+    with pytest.raises(NpuError, match="depthwise"):
+        decode_weights_u85(bytes(mlw_codec.encode([0] * 1024)), **{**args, "depthwise": True, "weight_format": 0})
+    with pytest.raises(NpuError, match="palette"):
+        decode_weights_u85(bytes([2] + [0] * 31) + bytes(1024), **args)
+
+
+_SPARSE_MODULE = '''
+import torch
+
+class Sparse(torch.nn.Module):
+    """Convolutions whose weights are 2:4 sparse along the input channels: two of every four consecutive input
+    channels are zero for every output channel and kernel element."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(32, 48, 3, padding=1)    # part-kernel-first
+        self.c2 = torch.nn.Conv2d(48, 160, 1)              # depth-first, several OFM blocks
+        self.c3 = torch.nn.Conv2d(160, 24, 1)              # depth-first, two 128-deep IFM blocks
+        self.c4 = torch.nn.Conv2d(24, 40, 3, stride=2, padding=1)   # part-kernel-first, strided
+        g = torch.Generator().manual_seed(1)
+        for c in (self.c1, self.c2, self.c3, self.c4):
+            o, i = c.weight.shape[:2]
+            keep = torch.zeros(o, i, 1, 1)
+            for oc in range(o):
+                for q in range(0, i, 4):
+                    keep[oc, q + torch.randperm(4, generator=g)[:2]] = 1
+            c.weight.data *= keep
+
+    def forward(self, x):
+        x = torch.relu(self.c1(x))
+        x = torch.relu(self.c2(x))
+        return self.c4(self.c3(x))
+
+torch.manual_seed(0)
+ModelUnderTest = Sparse().eval()
+ModelInputs = (torch.randn(1, 32, 12, 10),)
+'''
+
+
+def test_sparse_2_4_conv_bit_exact_vs_tosa(tmp_path: Path) -> None:
+    """Vela encodes 2:4 sparse conv weights in the sparse format (WEIGHT_FORMAT weight_sparsity, both SWD and
+    FWD, part-kernel-first and depth-first): the functional model is bit-exact with tosa_reference_model."""
+    from aot.compile import compile_model
+    from aot.lower import LowerOptions
+
+    (tmp_path / "sparse.py").write_text(_SPARSE_MODULE)
+    res = compile_model(str(tmp_path / "sparse.py"), TARGET, tmp_path / "out", options=LowerOptions())
+    blobs, tosas = program_parts(res)
+    fmt, convs = None, []
+    for c in decode(parse_blob(blobs[0]).commands, 0, "u85"):
+        if c.name == "NPU_SET_WEIGHT_FORMAT":
+            fmt = c.param
+            assert R.fields(c.name, c.param, c.payload)["weight_sparsity"] == "WEIGHT_SPARSITY_SPARSE_2_4"
+        elif c.name == "NPU_SET_KERNEL_STRIDE":
+            part_kernel = (c.param >> 2) & 1
+        elif c.name == "NPU_OP_CONV":
+            convs.append((fmt, part_kernel))
+    assert len(convs) == 4 and all(f is not None and (f >> 4) & 1 for f, _ in convs), convs
+    assert {pk for _, pk in convs} == {0, 1}, "expected both part-kernel-first and depth-first convolutions"
+    bit_exact_vs_tosa(blobs, tosas, "2:4 sparse convs", trials=3)
