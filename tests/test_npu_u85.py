@@ -50,9 +50,6 @@ def compiled():
     return build
 
 
-# Zoo programs whose streams use a U85 feature the functional model does not model: it refuses them with one
-# error naming the feature (README, "what is not supported yet"), never a wrong answer.
-NOT_MODELLED = {"mlperf_kws_dscnn": "2:4 sparse weights"}
 # Zoo programs Vela 5.1.0 miscompiles on plain lowering (README, "Known Vela miscompiles"): the compile-time check
 # (Vela's stream on the functional model against TOSA) must say so.
 VELA_MISCOMPILES = {"transformer_block"}
@@ -64,10 +61,6 @@ def _program(compiled, model: str):
     return res, blobs, tosas
 
 
-def _refused(model: str):
-    return pytest.raises(NpuError, match=re.escape(NOT_MODELLED[model]))
-
-
 def _miscompile_flagged(res) -> None:
     checks = res.report["npu_check"]["delegates"]
     assert any(c["checked"] and c["max_diff_steps"] > 0 for c in checks), checks
@@ -77,10 +70,6 @@ def _miscompile_flagged(res) -> None:
 def test_zoo_bit_exact_vs_tosa(compiled, model: str) -> None:
     _, blobs, tosas = _program(compiled, model)
     assert parse_blob(blobs[0]).config.product_name == "Ethos-U85"
-    if model in NOT_MODELLED:
-        with _refused(model):
-            bit_exact_vs_tosa(blobs, tosas, model)
-        return
     if model in VELA_MISCOMPILES:  # Vela's stream computes something else than its TOSA graph
         with pytest.raises(AssertionError):
             bit_exact_vs_tosa(blobs, tosas, model)
@@ -93,10 +82,6 @@ def test_zoo_whole_program_matches_bundled(compiled, model: str) -> None:
     from aot.npu.program import run_bundled
 
     res, _, _ = _program(compiled, model)
-    if model in NOT_MODELLED:
-        with _refused(model):
-            run_bundled(res.bpte.read_bytes())
-        return
     if model in VELA_MISCOMPILES:
         return _miscompile_flagged(res)
     result = run_bundled(res.bpte.read_bytes())
@@ -361,7 +346,6 @@ def test_fast_weight_stream_is_header_then_one_byte_per_weight() -> None:
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(sparsity=1), "2:4 sparse"),
     (dict(macs=512), "512 MACs"),
     (dict(ifm_bits=16), "16-bit IFMs"),
     (dict(weight_format=0), "not MLW-compressed"),

@@ -12,13 +12,13 @@ What differs from the U55 (aot/npu/regs_u85.py has the field positions):
   and NONE (the accumulator is loaded from IFM2: int32 rescales), and AVERAGE
   divides by the number of non-padding elements in hardware;
 - tables live in a 2 KiB LUT RAM, filled by DMA to internal region 3, in 256-byte slots;
-- weights use the U85 stream formats (aot/npu/weights_u85.py), and CONV with weights_ifm2
+- weights use the U85 stream formats (aot/npu/weights_u85.py, 2:4 sparse included), and CONV with weights_ifm2
   multiplies two feature maps (a matmul).
 - RESIZE (nearest and bilinear) computes TOSA's RESIZE from the scale numerator, step (the denominator) and
   offset registers, its accumulator carrying 16 more fraction bits than TOSA's result (OFM_SCALE shifts by
   16 plus the fused rescale's shift).
 Not modelled (each is a clear NpuError naming the command): RESIZE REPLICATE, OFM reverse,
-accumulator KEEP / disabled outputs (accumulator chaining), 2:4 sparse weights, strided or indexed DMA, and the
+accumulator KEEP / disabled outputs (accumulator chaining), strided or indexed DMA, and the
 rounding modes and elementwise functions no zoo program uses.
 """
 
@@ -189,6 +189,8 @@ class MachineU85(Machine):
                 raise NpuError(f"{op} splits its weights over several weight decoders (WEIGHT{i}_LENGTH), "
                                "as U85 configurations above 256 MACs do; not modelled")
         wf = self.r("NPU_SET_WEIGHT_FORMAT")
+        if wf & ~0x11:
+            raise NpuError(f"{op}: WEIGHT_FORMAT 0x{wf:x} sets reserved bits")
         ub = (self.r("NPU_SET_ACC_FORMAT") >> 8) & 0x7
         if ub not in R.MICROBLOCKS:
             raise NpuError(f"{op}: ACC_FORMAT micro-block {ub} is not defined")
@@ -199,7 +201,7 @@ class MachineU85(Machine):
             part_kernel=bool((self.r("NPU_SET_KERNEL_STRIDE") >> 2) & 1), ifm_bits=self.ifm_bits(),
             dilation=(dilation[1], dilation[0]), stride=(sy, sx),
             ofm_block_depth=self.r("NPU_SET_OFM_BLK_DEPTH_M1") + 1, microblock_hw=R.MICROBLOCKS[ub][0] * R.MICROBLOCKS[ub][1],
-            macs=macs, weight_format=wf & 0x1, sparsity=wf >> 1)
+            macs=macs, weight_format=wf & 0x1, sparsity=(wf >> 4) & 0x1)
 
     def decode_scales(self, raw: bytes, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         from aot.npu.weights_u85 import decode_scales_u85

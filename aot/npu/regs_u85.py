@@ -136,10 +136,8 @@ def fields(name: str, param: int, payload: int | None = None) -> dict[str, str]:
     if name == "NPU_OP_ELEMENTWISE" and param in ELEMENTWISE:
         return {"elementwise_mode": "ELEMENTWISE_MODE_" + ELEMENTWISE[param].upper()}
     if name == "NPU_SET_WEIGHT_FORMAT":
-        f = {"weight_format": "WEIGHT_FORMAT_" + ("FWD" if param & 1 else "SWD")}
-        if not param >> 1:
-            f["weight_sparsity"] = "WEIGHT_SPARSITY_NONE"
-        return f
+        return {"weight_format": "WEIGHT_FORMAT_" + ("FWD" if param & 1 else "SWD"),
+                "weight_sparsity": "WEIGHT_SPARSITY_" + ("SPARSE_2_4" if (param >> 4) & 1 else "NONE")}
     if name in ("NPU_SET_DMA0_SRC_REGION", "NPU_SET_DMA0_DST_REGION"):
         return {"region": str(param & 7),
                 "region_mode": "DMA_REGION_MODE_" + ("INTERNAL" if (param >> 8) & 1 else "EXTERNAL")}

@@ -19,7 +19,18 @@ stream does not carry follow the 256-MAC U85 with 8-bit IFMs: IFM block depth 16
 micro-block's H x W (ACC_FORMAT). Other configurations are rejected.
 
 Fast weight format (FWD): a 32-byte header, then one byte per weight in the same
-order (8-bit weights, one weight decoder). 2:4 sparse streams are not modelled.
+order (8-bit weights, one weight decoder). Header bit 0 is raw mode, bit 1 the
+2-bit palette mode, byte 13 a zero adjust; only raw mode without a zero adjust
+(what Vela writes for 8-bit weights) is modelled, the palette modes are refused.
+
+2:4 sparse streams (WEIGHT_FORMAT weight_sparsity, bit 4 of the parameter): the
+stream still holds every weight, zeros included (MLW, or FWD in raw mode), so the
+convolution is the dense one; only the order changes, to feed the MAC array 16
+IFM channels per element in which every 4 consecutive channels hold at most 2
+non-zero weights (the hardware skips the zeros, halving the MAC cycles). Each
+element holds [IFM 16-group][OFM 4-group][4 OFM][16 IFM]; part-kernel-first pads
+kernel elements to a multiple of 10 (not 5); depth-first uses 128-deep IFM blocks.
+Depthwise convolutions have no sparse form.
 """
 
 from __future__ import annotations
@@ -49,17 +60,21 @@ def decode_scales_u85(raw: bytes, channels: int) -> tuple[np.ndarray, np.ndarray
 
 @lru_cache(maxsize=256)
 def _order(ofm_depth: int, kh: int, kw: int, ifm_depth: int, ofm_block_depth: int, traversal: str,
-           stride: tuple[int, int], dilation: tuple[int, int], ifm_block_depth: int, ofm_ublock_depth: int) -> np.ndarray:
-    """Flat OHWI index of each stream position (-1 for zero padding); OHWI has I = 1 for depthwise."""
+           stride: tuple[int, int], dilation: tuple[int, int], ifm_block_depth: int, ofm_ublock_depth: int,
+           sparse: bool = False) -> np.ndarray:
+    """Flat OHWI index of each stream position (-1 for zero padding); OHWI has I = 1 for depthwise.
+    sparse: the 2:4 sparse order (16 IFM channels per step, part-kernel elements padded to 10)."""
     depthwise = traversal == "depthwise"
+    if depthwise and sparse:
+        raise NpuError("2:4 sparse weights on a depthwise convolution are not defined")
     if traversal == "part_kernel":
-        sy, sx, round_to, ifm_ublock = stride[0], stride[1], 5, ifm_block_depth
+        sy, sx, round_to, ifm_ublock = stride[0], stride[1], 10 if sparse else 5, ifm_block_depth
     elif traversal == "depth_first":
         sy, sx, round_to, ifm_ublock = 1, 1, 1, ifm_block_depth
     else:
         sy, sx, round_to, ifm_ublock = stride[0], stride[1], 10, 1
-    step = 1 if depthwise else 8
-    # Within one element: [ifm ublock inner (step 8)][ofm group of 4][4 ofm][8 ifm].
+    step = 1 if depthwise else (16 if sparse else 8)
+    # Within one element: [ifm ublock inner (step 8, 16 sparse)][ofm group of 4][4 ofm][8 (16) ifm].
     ii, og, oi, iz = np.meshgrid(np.arange(0, ifm_ublock, step), np.arange(0, ofm_ublock_depth, _INTERLEAVE),
                                  np.arange(_INTERLEAVE), np.arange(step), indexing="ij")
     o_off = (og + oi).ravel()
@@ -104,40 +119,64 @@ def _order(ofm_depth: int, kh: int, kw: int, ifm_depth: int, ofm_block_depth: in
     return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
 
 
-def block_sizes(traversal: str, ifm_bits: int, macs: int, microblock_hw: int) -> tuple[int, int]:
+def block_sizes(traversal: str, ifm_bits: int, macs: int, microblock_hw: int, sparse: bool = False) -> tuple[int, int]:
     """(IFM block depth, OFM micro-block depth) the 256-MAC U85 uses; NpuError for other configurations."""
     if macs != 256 or ifm_bits != 8:
         raise NpuError(f"U85 weight order for {macs} MACs with {ifm_bits}-bit IFMs is not modelled "
                        "(only the 256-MAC configuration with 8-bit IFMs)")
     if 256 // 8 % microblock_hw:
         raise NpuError(f"micro-block of {microblock_hw} elements does not divide the MAC array")
-    return (16 if traversal == "part_kernel" else 64), 256 // 8 // microblock_hw
+    ifm_block = 16 if traversal == "part_kernel" else (128 if sparse else 64)
+    return ifm_block, 256 // 8 // microblock_hw
 
 
 def decode_weights_u85(raw: bytes, *, ofm_depth: int, kh: int, kw: int, ifm_depth: int, depthwise: bool,
                        part_kernel: bool, ifm_bits: int, dilation: tuple[int, int], stride: tuple[int, int],
                        ofm_block_depth: int, microblock_hw: int, macs: int, weight_format: int,
                        sparsity: int) -> np.ndarray:
-    """U85 weight stream -> int64 weights, OHWI (I = 1 for depthwise). dilation and stride are (y, x)."""
-    if sparsity:
-        raise NpuError("2:4 sparse weights (WEIGHT_FORMAT sparsity) are not modelled")
+    """U85 weight stream -> int64 weights, OHWI (I = 1 for depthwise). dilation and stride are (y, x).
+    sparsity: WEIGHT_FORMAT's weight_sparsity field (0 none, 1 2:4 sparse)."""
+    if sparsity not in (0, 1):
+        raise NpuError(f"WEIGHT_FORMAT weight_sparsity {sparsity} is not defined")
     if not raw:
         raise NpuError("convolution has an empty weight stream (WEIGHT_LENGTH 0)")
+    sparse = bool(sparsity)
+    if sparse and depthwise:
+        raise NpuError("2:4 sparse weights (WEIGHT_FORMAT sparsity) on a depthwise convolution are not defined")
     traversal = "depthwise" if depthwise else ("part_kernel" if part_kernel else "depth_first")
-    ifm_block, ofm_ublock = block_sizes(traversal, ifm_bits, macs, microblock_hw)
+    ifm_block, ofm_ublock = block_sizes(traversal, ifm_bits, macs, microblock_hw, sparse)
     if ofm_block_depth < ofm_depth and ofm_block_depth % ofm_ublock:
         raise NpuError(f"OFM block depth {ofm_block_depth} is not a whole number of {ofm_ublock}-deep micro-blocks")
     order = _order(ofm_depth, kh, kw, 1 if depthwise else ifm_depth, max(1, min(ofm_block_depth, ofm_depth)),
-                   traversal, stride, dilation, ifm_block, ofm_ublock)
+                   traversal, stride, dilation, ifm_block, ofm_ublock, sparse)
     if weight_format == 1:
         if depthwise:
             raise NpuError("fast weight format (FWD) on a depthwise convolution is not defined")
         if len(raw) < FWD_HEADER_BYTES + len(order):
             raise NpuError(f"fast weight stream of {len(raw)} bytes is too short for the kernel's "
                            f"{len(order)} weights")
+        if raw[0] & 0x3 != 0x1 or raw[13]:
+            raise NpuError(f"fast weight stream header {bytes(raw[:14]).hex()}: only raw mode (one byte per "
+                           "weight, no zero adjust) is modelled, not its palette (LUT) modes")
         values = np.frombuffer(raw, dtype=np.int8, count=len(order), offset=FWD_HEADER_BYTES).astype(np.int64)
     else:
         if len(raw) >= 16 and raw[:1] == b"\x01" and not any(raw[1:13]):
             raise NpuError("weight stream is not MLW-compressed (a fast-weight header under WEIGHT_FORMAT SWD)")
         values = mlw_values(raw)
+    if sparse:
+        check_sparse_2_4(values[: len(order)])
     return scatter_ohwi(values, order, (ofm_depth, kh, kw, 1 if depthwise else ifm_depth))
+
+
+def check_sparse_2_4(values: np.ndarray) -> None:
+    """NpuError unless every aligned group of 4 stream values holds at most 2 non-zero weights: what the
+    hardware computes for a denser group under WEIGHT_SPARSITY_SPARSE_2_4 is not modelled."""
+    v = np.asarray(values)
+    if len(v) and (v.min() < -127 or v.max() > 127):
+        raise NpuError("2:4 sparse weight stream holds a weight outside -127..127")
+    groups = np.concatenate([v, np.zeros((-len(v)) % 4, dtype=v.dtype)]).reshape(-1, 4)
+    nonzero = np.count_nonzero(groups, axis=1)
+    bad = np.flatnonzero(nonzero > 2)
+    if len(bad):
+        raise NpuError(f"2:4 sparse weight stream is not 2:4 sparse: the group of 4 at stream position "
+                       f"{4 * int(bad[0])} holds {int(nonzero[bad[0]])} non-zero weights")
