@@ -30,6 +30,9 @@ REFUSED = {
     ("transformer_block", "cortex-m55"): "aten::native_layer_norm",
 }
 FAST = {"branch_concat", "conv1d_timeseries"}
+# Vela 5.1.0 miscompiles transformer_block's per-head q @ k^T on the U55 (README, "Known Vela miscompiles"; on the
+# U85 split_batched_matmul.py avoids it): no rewrite found that avoids it on the U55.
+VELA_MISCOMPILED = {("transformer_block", "ethos-u55-128")}
 
 
 def _cases():
@@ -58,7 +61,11 @@ def test_new_zoo_model(compiled, model: str, target: str) -> None:
     snr = math.inf if snr == "inf" else float(snr)
     assert snr >= FLOORS[(model, target)], f"SNR {snr:.1f} dB below {FLOORS[(model, target)]} dB"
     if target.startswith("ethos"):
-        assert all(d.get("max_diff_steps", 0) == 0 for d in res.report["npu_check"]["delegates"])
+        steps = [d.get("max_diff_steps", 0) for d in res.report["npu_check"]["delegates"]]
+        if (model, target) in VELA_MISCOMPILED:  # the compile-time check must say so
+            assert max(steps) > 0, steps
+        else:
+            assert all(s == 0 for s in steps), steps
 
 
 # ------------------------------------------------------------------ the passes behind them
@@ -123,3 +130,56 @@ def test_a16w8_attention_and_fc_batch(compiled, model: str) -> None:
     assert res.report["partitions"] == 1
     assert all(d["max_diff_steps"] == 0 for d in res.report["npu_check"]["delegates"])
     assert float(res.report["numerics"]["snr_db"]) > 38.0
+
+
+# ------------------------------------------------------------------ split_batched_matmul (Vela 5.1.0, q @ k^T)
+
+_QK_SOURCE = '''import torch
+
+
+class QK(torch.nn.Module):
+    def forward(self, x):
+        qkv = x.reshape(1, 16, 3, 2, 16).permute(2, 0, 3, 1, 4)
+        return qkv[0] @ qkv[1].transpose(-2, -1)
+
+
+torch.manual_seed(0)
+ModelUnderTest = QK().eval()
+ModelInputs = (torch.randn(1, 16, 96),)
+'''
+
+
+def _compile_qk(tmp_path, target: str, with_pass: bool):
+    from aot.compile import compile_model, make_options
+    from aot.passes.split_batched_matmul import SplitBatchedMatmul
+
+    src = tmp_path / "qk.py"
+    src.write_text(_QK_SOURCE)
+    opts = make_options()
+    if not with_pass:
+        opts.pre_quant_passes = [p for p in opts.pre_quant_passes if not isinstance(p, SplitBatchedMatmul)]
+    return compile_model(str(src), target, tmp_path / ("on" if with_pass else "off"), options=opts)
+
+
+@pytest.mark.parametrize("with_pass", [True, False], ids=["split", "unsplit"])
+def test_split_batched_matmul_fixes_vela_on_u85(tmp_path, with_pass: bool) -> None:
+    # A batched matmul whose A is a slice of a permuted tensor: Vela 5.1.0 reads every head's A at head 0's address.
+    rows = _compile_qk(tmp_path, "ethos-u85-256", with_pass).report["npu_check"]["delegates"]
+    assert rows and all(r["checked"] for r in rows)
+    worst = max(r["max_diff_steps"] for r in rows)
+    assert (worst == 0) if with_pass else (worst > 0), rows
+
+
+def test_split_batched_matmul_keeps_float_function() -> None:
+    from aot.passes.split_batched_matmul import SplitBatchedMatmul
+    from aot.targets import get_target
+
+    zm = models.build("transformer_block")
+    for target, splits in (("ethos-u85-256", 2), ("ethos-u55-128", 0), ("cortex-m55", 0)):
+        p = SplitBatchedMatmul()
+        p.set_target(get_target(target), None)
+        gm = p(_graph(zm.module, zm.inputs))
+        assert len(p.report()["rewritten"]) == splits, target
+        mms = [n for n in gm.graph.nodes if n.target is torch.ops.aten.matmul.default]
+        assert len(mms) == (4 if splits else 2), target
+        torch.testing.assert_close(gm(*zm.inputs), zm.module(*zm.inputs), rtol=1e-5, atol=1e-5)

@@ -21,6 +21,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
   delegate matmuls only with int8 inputs.
 - fc_rows_as_pixels.py: Linear over M > 1 rows -> 1x1 conv over M pixels on int16 Ethos-U targets
   (Vela 5.1.0 miscompiles int16 FC stacks at batch > 1).
+- split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
+  entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 """
 
@@ -45,6 +47,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.kernel_scratch import KernelScratch
     from aot.passes.linear_to_conv import LinearToConv
     from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
+    from aot.passes.split_batched_matmul import SplitBatchedMatmul
     from aot.passes.verify_program import VerifyProgram
 
     opts.pre_quant_passes.append(Relu6ToHardtanh())
@@ -53,6 +56,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     opts.pre_quant_passes.append(LinearToConv(mode=opts.linear_mode))
     opts.pre_quant_passes.append(FcRowsAsPixels())
     opts.pre_quant_passes.append(AvgPoolForNpu())
+    opts.pre_quant_passes.append(SplitBatchedMatmul())
     opts.pre_quant_passes.append(ChannelsLastEverywhere())    # last: after every rewrite
     opts.quantizer_hooks.append(Int8MatmulOnU55())    # first: it configures the Arm quantizer itself
     opts.quantizer_hooks.append(ActivationAlone())
