@@ -228,18 +228,21 @@ et_status aten_relu_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return unary(U_CLAMP, args[0]->u.t, args[1]->u.t, 0, true, 0, false);
 }
 
-ET_PREPARE et_status aten_hardtanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const char *op = "aten::hardtanh";
+/* hardtanh and clamp: (self, lo, hi, out); hardtanh's bounds are required, clamp's may be None */
+ET_PREPARE static et_status bounded_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs, const char *op,
+                                            bool optional_bounds) {
   et_tensor *a = NULL, *out = NULL;
   double lo = 0, hi = 0;
   bool has_lo, has_hi;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &a)) ||
-      (st = aten_scalar(ctx, op, args, 1, &lo, NULL)) || (st = aten_scalar(ctx, op, args, 2, &hi, NULL)) ||
-      (st = aten_tensor(ctx, op, args, 3, &out)))
+      (st = aten_scalar(ctx, op, args, 1, &lo, optional_bounds ? &has_lo : NULL)) ||
+      (st = aten_scalar(ctx, op, args, 2, &hi, optional_bounds ? &has_hi : NULL)) || (st = aten_tensor(ctx, op, args, 3, &out)))
     return st;
-  (void)has_lo, (void)has_hi;
   return unary_check(ctx, op, U_CLAMP, a, out);
+}
+ET_PREPARE et_status aten_hardtanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return bounded_prepare(ctx, args, nargs, "aten::hardtanh", false);
 }
 et_status aten_hardtanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   bool has_lo, has_hi;
@@ -248,17 +251,7 @@ et_status aten_hardtanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs)
 }
 
 ET_PREPARE et_status aten_clamp_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const char *op = "aten::clamp";
-  et_tensor *a = NULL, *out = NULL;
-  double lo = 0, hi = 0;
-  bool has_lo, has_hi;
-  et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &a)) ||
-      (st = aten_scalar(ctx, op, args, 1, &lo, &has_lo)) || (st = aten_scalar(ctx, op, args, 2, &hi, &has_hi)) ||
-      (st = aten_tensor(ctx, op, args, 3, &out)))
-    return st;
-  (void)has_lo, (void)has_hi;
-  return unary_check(ctx, op, U_CLAMP, a, out);
+  return bounded_prepare(ctx, args, nargs, "aten::clamp", true);
 }
 et_status aten_clamp_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   bool has_lo, has_hi;
