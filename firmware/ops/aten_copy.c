@@ -2,6 +2,7 @@
  * cat, slice, squeeze/unsqueeze. All work in logical index order so any dim
  * order on either side is handled. */
 #include "aten_util.h"
+#include "kernels_mve.h"
 
 /* dst[k] = src[k] for the k-th element in logical row-major order of each
  * tensor (shapes may differ, element counts may not). Converts dtype. */
@@ -32,6 +33,20 @@ static et_status copy_logical(et_kernel_ctx *ctx, const char *op, et_tensor *dst
     et_iter_next(&si);
   }
   return ET_OK;
+}
+
+/* One row of a block copy: Helium moves 16 bytes per load/store pair and the
+ * tail under a lane predicate; elsewhere the C library's memcpy. */
+static inline void copy_row(uint8_t *d, const uint8_t *s, size_t n) {
+#if FW_HAVE_MVE
+  for (; n >= 16; n -= 16, d += 16, s += 16) vst1q_u8(d, vld1q_u8(s));
+  if (n) {
+    const mve_pred16_t p = vctp8q((uint32_t)n);
+    vstrbq_p_u8(d, vldrbq_z_u8(s, p), p);
+  }
+#else
+  memcpy(d, s, n);
+#endif
 }
 
 /* Copy through explicit iterators (both walk the same logical sizes). The
@@ -67,17 +82,48 @@ static void copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, 
     }
     return;
   }
-  /* odometer over the outer dims ord[0..m) */
+  /* outer dims that are contiguous over each other on both sides walk as one
+   * (a channel concat in NHWC: H and W become one loop of H*W rows) */
+  uint8_t w = 0;
+  int32_t osize[ET_MAX_DIM];
+  size_t dstr[ET_MAX_DIM], sstr[ET_MAX_DIM];
+  for (uint8_t i = 0; i < m; i++) {
+    const uint8_t d = ord[i];
+    if (w > 0 && dstr[w - 1] == di->stride[d] * (size_t)di->sizes[d] && sstr[w - 1] == si->stride[d] * (size_t)di->sizes[d]) {
+      osize[w - 1] *= di->sizes[d];
+      dstr[w - 1] = di->stride[d], sstr[w - 1] = si->stride[d];
+      continue;
+    }
+    osize[w] = di->sizes[d], dstr[w] = di->stride[d], sstr[w] = si->stride[d];
+    w++;
+  }
+  const size_t bytes = run * es;
+  if (w == 0) {
+    memcpy(o + di->off * es, in + si->off * es, bytes);
+    return;
+  }
+  /* the innermost outer dim is a tight loop of row copies (fixed-size copies
+   * compile to a few loads and stores); an odometer walks the dims above it */
+  const int32_t cnt = osize[w - 1];
+  const size_t dstep = dstr[w - 1] * es, sstep = sstr[w - 1] * es;
   int32_t idx[ET_MAX_DIM] = {0};
   size_t doff = di->off, soff = si->off;
   for (;;) {
-    memcpy(o + doff * es, in + soff * es, run * es);
-    int k = (int)m - 1;
+    uint8_t *dp = o + doff * es;
+    const uint8_t *sp = in + soff * es;
+    switch (bytes) {
+      case 4: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) memcpy(dp, sp, 4); break;
+      case 8: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) memcpy(dp, sp, 8); break;
+      case 16: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) memcpy(dp, sp, 16); break;
+      case 24: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) memcpy(dp, sp, 24); break;
+      case 32: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) memcpy(dp, sp, 32); break;
+      default: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) copy_row(dp, sp, bytes); break;
+    }
+    int k = (int)w - 2;
     for (; k >= 0; k--) {
-      const uint8_t d = ord[k];
-      doff += di->stride[d], soff += si->stride[d];
-      if (++idx[k] < di->sizes[d]) break;
-      doff -= di->stride[d] * (size_t)di->sizes[d], soff -= si->stride[d] * (size_t)di->sizes[d];
+      doff += dstr[k], soff += sstr[k];
+      if (++idx[k] < osize[k]) break;
+      doff -= dstr[k] * (size_t)osize[k], soff -= sstr[k] * (size_t)osize[k];
       idx[k] = 0;
     }
     if (k < 0) return;
