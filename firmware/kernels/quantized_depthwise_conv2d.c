@@ -3,6 +3,7 @@
  * (operators.py: F.conv2d with groups = in_c; CMSIS-NN arm_depthwise_conv_s8). */
 #include "kernels.h"
 #include "kernels_mve.h"
+#include "kernels_dsp.h"
 
 void qdwconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
                       const int32_t *bias, const int32_t *mult, const int32_t *shift,
@@ -546,11 +547,104 @@ k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t 
 }
 #endif
 
+#if FW_HAVE_DSP
+/* DSP extension (Cortex-M4/M7/M33). Depth multiplier 1: four channels per
+ * step; per valid tap one LDR of input and one of weights, SXTB16 splits
+ * each into the even and odd channels' int16 halves, SADD16 adds the input
+ * offset to both input halves (x + offset fits int16), and SMLABB / SMLATT
+ * accumulate the four channels' products. The last 1-3 channels run the
+ * portable arithmetic. A one-channel input with a depth multiplier runs as a
+ * convolution (weights transposed into scratch, then qconv2d_s8_dsp), as on
+ * MVE; other depth multipliers run the portable code. */
+static void dw_dsp_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n,
+                         int32_t *lo, int32_t *hi) {
+  const int32_t i0 = o * stride - pad;
+  int32_t a = 0, b = k;
+  while (a < b && i0 + a * dil < 0) a++;
+  while (b > a && i0 + (b - 1) * dil >= n) b--;
+  *lo = a, *hi = b;
+}
+
+static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                       const int32_t *mult, const int32_t *shift, int8_t *out) {
+  const int32_t C = p->in_c, C4 = C & ~3, off = p->input_offset;
+  const int32_t off2 = (int32_t)(((uint32_t)(uint16_t)off << 16) | (uint16_t)off);
+  const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
+  int8_t *op = out;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+      int32_t ky_lo, ky_hi;
+      dw_dsp_valid(oy, p->stride_h, p->pad_h, p->dil_h, p->k_h, p->in_h, &ky_lo, &ky_hi);
+      const int32_t iy0 = oy * p->stride_h - p->pad_h + ky_lo * p->dil_h;
+      for (int32_t ox = 0; ox < p->out_w; ox++, op += C) {
+        int32_t kx_lo, kx_hi;
+        dw_dsp_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
+        const int32_t nky = ky_hi - ky_lo, nkx = kx_hi - kx_lo;
+        const int32_t ix0 = ox * p->stride_w - p->pad_w + kx_lo * p->dil_w;
+        /* first valid tap, as an integer offset: no pointer outside the input is formed */
+        const int8_t *x0 = in + ((size_t)b * p->in_h * p->in_w) * C +
+                           (nky > 0 && nkx > 0 ? ((ptrdiff_t)iy0 * p->in_w + ix0) * C : 0);
+        const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
+        const int32_t xadj = ystep - nkx * xstep, wadj = (p->k_w - nkx) * C;
+        for (int32_t c = 0; c < C4; c += 4) {
+          int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+          if (bias) a0 = bias[c], a1 = bias[c + 1], a2 = bias[c + 2], a3 = bias[c + 3];
+          const int8_t *xp = x0 + c, *wp = w0 + c;
+          for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
+            for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) {
+              const int32_t vx = k_rd32(xp), vw = k_rd32(wp);
+              const int32_t xl = __sadd16(k_lo16(vx), off2), xh = __sadd16(k_hi16(vx), off2);
+              const int32_t wl = k_lo16(vw), wh = k_hi16(vw);
+              a0 = __smlabb(xl, wl, a0);
+              a2 = __smlatt(xl, wl, a2);
+              a1 = __smlabb(xh, wh, a1);
+              a3 = __smlatt(xh, wh, a3);
+            }
+          op[c] = k_finish_s8(a0, mult[c], shift[c], p->output_offset, p->act_min, p->act_max);
+          op[c + 1] = k_finish_s8(a1, mult[c + 1], shift[c + 1], p->output_offset, p->act_min, p->act_max);
+          op[c + 2] = k_finish_s8(a2, mult[c + 2], shift[c + 2], p->output_offset, p->act_min, p->act_max);
+          op[c + 3] = k_finish_s8(a3, mult[c + 3], shift[c + 3], p->output_offset, p->act_min, p->act_max);
+        }
+        for (int32_t c = C4; c < C; c++) {
+          uint32_t acc = bias ? (uint32_t)bias[c] : 0u;
+          const int8_t *xp = x0 + c, *wp = w0 + c;
+          for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
+            for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) acc += (uint32_t)((*xp + off) * *wp);
+          op[c] = k_finish_s8((int32_t)acc, mult[c], shift[c], p->output_offset, p->act_min, p->act_max);
+        }
+      }
+    }
+}
+
+k_status qdwconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w,
+                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                          int8_t *out, void *scratch, size_t scratch_size) {
+  if (scratch_size < qdwconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  if (dw_as_conv(p)) {
+    const qconv_params c = dw_conv_params(p);
+    const int32_t K = p->k_h * p->k_w, OC = p->out_c;
+    int8_t *wt = (int8_t *)scratch;
+    for (int32_t o = 0; o < OC; o++) /* 1HWO [K][OC] -> OHWI [OC][K] */
+      for (int32_t k = 0; k < K; k++) wt[(size_t)o * K + k] = w[(size_t)k * OC + o];
+    const size_t used = ((size_t)OC * K + 15) / 16 * 16;
+    return qconv2d_s8_dsp(&c, in, wt, bias, mult, shift, out, (int8_t *)scratch + used, scratch_size - used);
+  }
+  if (p->out_c != p->in_c || p->input_offset < -32640 || p->input_offset > 32639) {
+    qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
+    return K_OK;
+  }
+  dw_dsp_dm1(p, in, w, bias, mult, shift, out);
+  return K_OK;
+}
+#endif
+
 k_status qdwconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch,
                       size_t scratch_size) {
 #if FW_HAVE_MVE
   return qdwconv2d_s8_mve(p, in, w, bias, mult, shift, out, scratch, scratch_size);
+#elif FW_HAVE_DSP
+  return qdwconv2d_s8_dsp(p, in, w, bias, mult, shift, out, scratch, scratch_size);
 #else
   (void)scratch, (void)scratch_size;
   qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
