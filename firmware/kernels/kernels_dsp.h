@@ -89,6 +89,44 @@ static inline __attribute__((always_inline)) void k_dot4_s8_dsp(const int8_t *x,
   acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
 }
 
+/* Two pixels by two output channels: acc[0..3] += x0.w0, x0.w1, x1.w0,
+ * x1.w1 over n bytes, where x1 = x0 + s and w1 = w0 + s (consecutive pixels
+ * of a 1x1 stride-1 convolution, whose rows are K = C bytes like the weight
+ * rows): one stride register serves both, and the loop fits the registers.
+ * Per four bytes: four LDR, eight SXTB16, eight SMLAD for 16 MACs. */
+static inline __attribute__((always_inline)) void k_dot2x2_s8_dsp(const int8_t *x, const int8_t *w, int32_t s,
+                                                                  int32_t n, int32_t acc[4]) {
+  int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+  for (int32_t c = n >> 2; c > 0; c--) {
+    int32_t v = k_rd32(w);
+    const int32_t w0l = k_lo16(v), w0h = k_hi16(v);
+    v = k_rd32(w + s);
+    w += 4;
+    const int32_t w1l = k_lo16(v), w1h = k_hi16(v);
+    v = k_rd32(x);
+    int32_t xl = k_lo16(v), xh = k_hi16(v);
+    a00 = __smlad(xl, w0l, a00);
+    a00 = __smlad(xh, w0h, a00);
+    a01 = __smlad(xl, w1l, a01);
+    a01 = __smlad(xh, w1h, a01);
+    v = k_rd32(x + s);
+    x += 4;
+    xl = k_lo16(v), xh = k_hi16(v);
+    a10 = __smlad(xl, w0l, a10);
+    a10 = __smlad(xh, w0h, a10);
+    a11 = __smlad(xl, w1l, a11);
+    a11 = __smlad(xh, w1h, a11);
+  }
+  for (int32_t i = 0; i < (n & 3); i++) {
+    const int32_t x0 = x[i], x1 = x[s + i], w0 = w[i], w1 = w[s + i];
+    a00 = (int32_t)((uint32_t)a00 + (uint32_t)(x0 * w0));
+    a01 = (int32_t)((uint32_t)a01 + (uint32_t)(x0 * w1));
+    a10 = (int32_t)((uint32_t)a10 + (uint32_t)(x1 * w0));
+    a11 = (int32_t)((uint32_t)a11 + (uint32_t)(x1 * w1));
+  }
+  acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
+}
+
 /* The same for one weight row. */
 static inline __attribute__((always_inline)) void k_dot1_s8_dsp(const int8_t *x, const int8_t *w, int32_t n,
                                                                 int32_t *acc, const int use_off, int32_t xoff) {

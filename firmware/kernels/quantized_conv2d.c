@@ -544,6 +544,52 @@ static void im2col_row_dsp(const qconv_params *p, const int8_t *in, int32_t b, i
   }
 }
 
+/* 1x1 stride-1 convolutions without padding (MobileNet's expand and project
+ * layers): the pixels are consecutive K-byte rows, like the weight rows, so
+ * two pixels by two output channels share each load (k_dot2x2_s8_dsp); an
+ * odd last pixel takes four channels at a time, an odd last channel one. */
+static void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                               const int32_t *shift, int8_t *out, const int32_t *beff) {
+  const int32_t K = p->in_c, OC = p->out_c, OC2 = OC & ~1, OC4 = OC & ~3;
+  const int32_t npix = p->batch * p->out_h * p->out_w;
+  const int32_t off = p->output_offset, lo = p->act_min, hi = p->act_max;
+  int32_t i = 0;
+  for (; i + 2 <= npix; i += 2) {
+    const int8_t *x = in + (size_t)i * K;
+    int8_t *op = out + (size_t)i * OC;
+    for (int32_t o = 0; o < OC2; o += 2) {
+      int32_t acc[4] = {beff[o], beff[o + 1], beff[o], beff[o + 1]};
+      k_dot2x2_s8_dsp(x, w + (size_t)o * K, K, K, acc);
+      op[o] = k_finish_s8(acc[0], mult[o], shift[o], off, lo, hi);
+      op[o + 1] = k_finish_s8(acc[1], mult[o + 1], shift[o + 1], off, lo, hi);
+      op[OC + o] = k_finish_s8(acc[2], mult[o], shift[o], off, lo, hi);
+      op[OC + o + 1] = k_finish_s8(acc[3], mult[o + 1], shift[o + 1], off, lo, hi);
+    }
+    if (OC2 < OC) {
+      const int32_t o = OC2;
+      for (int j = 0; j < 2; j++) {
+        int32_t acc = beff[o];
+        k_dot1_s8_dsp(x + (size_t)j * K, w + (size_t)o * K, K, &acc, 0, 0);
+        op[(size_t)j * OC + o] = k_finish_s8(acc, mult[o], shift[o], off, lo, hi);
+      }
+    }
+  }
+  if (i < npix) {
+    const int8_t *x = in + (size_t)i * K;
+    int8_t *op = out + (size_t)i * OC;
+    for (int32_t o0 = 0; o0 < OC4; o0 += 4) {
+      int32_t acc[4] = {beff[o0], beff[o0 + 1], beff[o0 + 2], beff[o0 + 3]};
+      k_dot4_s8_dsp(x, w + (size_t)o0 * K, K, K, acc, 0, 0);
+      for (int j = 0; j < 4; j++) op[o0 + j] = k_finish_s8(acc[j], mult[o0 + j], shift[o0 + j], off, lo, hi);
+    }
+    for (int32_t o = OC4; o < OC; o++) {
+      int32_t acc = beff[o];
+      k_dot1_s8_dsp(x, w + (size_t)o * K, K, &acc, 0, 0);
+      op[o] = k_finish_s8(acc, mult[o], shift[o], off, lo, hi);
+    }
+  }
+}
+
 k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w,
                         const int32_t *bias, const int32_t *mult, const int32_t *shift,
                         int8_t *out, void *scratch, size_t scratch_size) {
@@ -561,6 +607,10 @@ k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w
                         (p->input_offset ? (uint32_t)p->input_offset * (uint32_t)k_sum_s8_dsp(w + (size_t)o * K, K)
                                          : 0u));
   const int direct = conv_direct(p);
+  if (direct && p->stride_h == 1 && p->stride_w == 1) {
+    conv_dsp_pointwise(p, in, w, mult, shift, out, beff);
+    return K_OK;
+  }
   const size_t ystep = (size_t)p->dil_h * p->in_w * C;
   int8_t *op = out;
   for (int32_t b = 0; b < p->batch; b++)

@@ -552,8 +552,10 @@ k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t 
  * step; per valid tap one LDR of input and one of weights, SXTB16 splits
  * each into the even and odd channels' int16 halves, SADD16 adds the input
  * offset to both input halves (x + offset fits int16), and SMLABB / SMLATT
- * accumulate the four channels' products. The last 1-3 channels run the
- * portable arithmetic. A one-channel input with a depth multiplier runs as a
+ * accumulate the four channels' products. Windows inside the input skip the
+ * SADD16: their offset term is folded into a per-channel start value in
+ * scratch (the first in_c int32 of the MVE path's per-16-channel blocks).
+ * The last 1-3 channels run the portable arithmetic. A one-channel input with a depth multiplier runs as a
  * convolution (weights transposed into scratch, then qconv2d_s8_dsp), as on
  * MVE; other depth multipliers run the portable code. */
 static void dw_dsp_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n,
@@ -565,11 +567,80 @@ static void dw_dsp_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, in
   *lo = a, *hi = b;
 }
 
+/* Four channels' sums over the window's valid taps (nky rows of nkx taps;
+ * after each row the pointers move on by xadj / wadj), starting from a[0..3].
+ * With use_off the input offset is added to the input halves (SADD16);
+ * without, the caller folded it into a[] (windows inside the input).
+ * Inlined with a constant use_off into the two functions below, which stay
+ * out of line so that their loops get the registers to themselves. */
+static inline __attribute__((always_inline)) void dw_dsp_taps4(const int8_t *xp, const int8_t *wp, int32_t nky,
+                                                               int32_t nkx, int32_t xstep, int32_t wstep,
+                                                               int32_t xadj, int32_t wadj, int32_t a[4],
+                                                               const int use_off, int32_t off2) {
+  int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+  for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
+    for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += wstep) {
+      const int32_t vx = k_rd32(xp), vw = k_rd32(wp);
+      int32_t xl = k_lo16(vx), xh = k_hi16(vx);
+      if (use_off) xl = __sadd16(xl, off2), xh = __sadd16(xh, off2);
+      const int32_t wl = k_lo16(vw), wh = k_hi16(vw);
+      a0 = __smlabb(xl, wl, a0);
+      a2 = __smlatt(xl, wl, a2);
+      a1 = __smlabb(xh, wh, a1);
+      a3 = __smlatt(xh, wh, a3);
+    }
+  a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
+}
+
+/* Windows inside the input with k_w == 3 (MobileNet's and DS-CNN's 3x3
+ * layers): the three taps of a row unrolled, the offset folded. */
+static __attribute__((noinline)) void dw_dsp_rows3_folded(const int8_t *xp, const int8_t *wp, int32_t nky,
+                                                          int32_t xstep, int32_t wstep, int32_t ystep,
+                                                          int32_t a[4]) {
+  int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+  for (int32_t ky = nky; ky > 0; ky--, xp += ystep, wp += 3 * wstep) {
+#define DW_TAP(XO, WO)                                   \
+  do {                                                   \
+    const int32_t vx = k_rd32(xp + (XO)), vw = k_rd32(wp + (WO)); \
+    const int32_t xl = k_lo16(vx), xh = k_hi16(vx);      \
+    const int32_t wl = k_lo16(vw), wh = k_hi16(vw);      \
+    a0 = __smlabb(xl, wl, a0);                           \
+    a2 = __smlatt(xl, wl, a2);                           \
+    a1 = __smlabb(xh, wh, a1);                           \
+    a3 = __smlatt(xh, wh, a3);                           \
+  } while (0)
+    DW_TAP(0, 0);
+    DW_TAP(xstep, wstep);
+    DW_TAP(2 * xstep, 2 * wstep);
+#undef DW_TAP
+  }
+  a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
+}
+
+static __attribute__((noinline)) void dw_dsp_taps4_folded(const int8_t *xp, const int8_t *wp, int32_t nky,
+                                                          int32_t nkx, int32_t xstep, int32_t wstep, int32_t xadj,
+                                                          int32_t wadj, int32_t a[4]) {
+  dw_dsp_taps4(xp, wp, nky, nkx, xstep, wstep, xadj, wadj, a, 0, 0);
+}
+static __attribute__((noinline)) void dw_dsp_taps4_off(const int8_t *xp, const int8_t *wp, int32_t nky, int32_t nkx,
+                                                       int32_t xstep, int32_t wstep, int32_t xadj, int32_t wadj,
+                                                       int32_t a[4], int32_t off2) {
+  dw_dsp_taps4(xp, wp, nky, nkx, xstep, wstep, xadj, wadj, a, 1, off2);
+}
+
+/* beff: per channel, the bias plus input_offset * sum(all taps' weights), the
+ * start value of windows that lie inside the input (computed per call into
+ * scratch). */
 static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                       const int32_t *mult, const int32_t *shift, int8_t *out) {
-  const int32_t C = p->in_c, C4 = C & ~3, off = p->input_offset;
+                       const int32_t *mult, const int32_t *shift, int8_t *out, int32_t *beff) {
+  const int32_t C = p->in_c, C4 = C & ~3, off = p->input_offset, taps = p->k_h * p->k_w;
   const int32_t off2 = (int32_t)(((uint32_t)(uint16_t)off << 16) | (uint16_t)off);
   const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
+  for (int32_t c = 0; c < C; c++) {
+    uint32_t ws = 0;
+    for (int32_t t = 0; t < taps; t++) ws += (uint32_t)w[(size_t)t * C + c];
+    beff[c] = (int32_t)((bias ? (uint32_t)bias[c] : 0u) + (uint32_t)off * ws);
+  }
   int8_t *op = out;
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
@@ -580,6 +651,7 @@ static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w,
         int32_t kx_lo, kx_hi;
         dw_dsp_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
         const int32_t nky = ky_hi - ky_lo, nkx = kx_hi - kx_lo;
+        const int full = nky == p->k_h && nkx == p->k_w;
         const int32_t ix0 = ox * p->stride_w - p->pad_w + kx_lo * p->dil_w;
         /* first valid tap, as an integer offset: no pointer outside the input is formed */
         const int8_t *x0 = in + ((size_t)b * p->in_h * p->in_w) * C +
@@ -587,23 +659,18 @@ static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w,
         const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
         const int32_t xadj = ystep - nkx * xstep, wadj = (p->k_w - nkx) * C;
         for (int32_t c = 0; c < C4; c += 4) {
-          int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-          if (bias) a0 = bias[c], a1 = bias[c + 1], a2 = bias[c + 2], a3 = bias[c + 3];
-          const int8_t *xp = x0 + c, *wp = w0 + c;
-          for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
-            for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) {
-              const int32_t vx = k_rd32(xp), vw = k_rd32(wp);
-              const int32_t xl = __sadd16(k_lo16(vx), off2), xh = __sadd16(k_hi16(vx), off2);
-              const int32_t wl = k_lo16(vw), wh = k_hi16(vw);
-              a0 = __smlabb(xl, wl, a0);
-              a2 = __smlatt(xl, wl, a2);
-              a1 = __smlabb(xh, wh, a1);
-              a3 = __smlatt(xh, wh, a3);
-            }
-          op[c] = k_finish_s8(a0, mult[c], shift[c], p->output_offset, p->act_min, p->act_max);
-          op[c + 1] = k_finish_s8(a1, mult[c + 1], shift[c + 1], p->output_offset, p->act_min, p->act_max);
-          op[c + 2] = k_finish_s8(a2, mult[c + 2], shift[c + 2], p->output_offset, p->act_min, p->act_max);
-          op[c + 3] = k_finish_s8(a3, mult[c + 3], shift[c + 3], p->output_offset, p->act_min, p->act_max);
+          int32_t a[4];
+          if (full) {
+            a[0] = beff[c], a[1] = beff[c + 1], a[2] = beff[c + 2], a[3] = beff[c + 3];
+            if (nkx == 3) dw_dsp_rows3_folded(x0 + c, w0 + c, nky, xstep, C, ystep, a);
+            else dw_dsp_taps4_folded(x0 + c, w0 + c, nky, nkx, xstep, C, xadj, wadj, a);
+          } else {
+            a[0] = a[1] = a[2] = a[3] = 0;
+            if (bias) a[0] = bias[c], a[1] = bias[c + 1], a[2] = bias[c + 2], a[3] = bias[c + 3];
+            dw_dsp_taps4_off(x0 + c, w0 + c, nky, nkx, xstep, C, xadj, wadj, a, off2);
+          }
+          for (int j = 0; j < 4; j++)
+            op[c + j] = k_finish_s8(a[j], mult[c + j], shift[c + j], p->output_offset, p->act_min, p->act_max);
         }
         for (int32_t c = C4; c < C; c++) {
           uint32_t acc = bias ? (uint32_t)bias[c] : 0u;
@@ -633,7 +700,7 @@ k_status qdwconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t 
     qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
     return K_OK;
   }
-  dw_dsp_dm1(p, in, w, bias, mult, shift, out);
+  dw_dsp_dm1(p, in, w, bias, mult, shift, out, (int32_t *)scratch);
   return K_OK;
 }
 #endif
