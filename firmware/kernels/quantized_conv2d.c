@@ -606,6 +606,7 @@ k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w
     beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
                         (p->input_offset ? (uint32_t)p->input_offset * (uint32_t)k_sum_s8_dsp(w + (size_t)o * K, K)
                                          : 0u));
+  const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max; /* *p may alias the output */
   const int direct = conv_direct(p);
   if (direct && p->stride_h == 1 && p->stride_w == 1) {
     conv_dsp_pointwise(p, in, w, mult, shift, out, beff);
@@ -637,14 +638,13 @@ k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w
           const int8_t *wr = w + (size_t)o0 * K, *xs = x;
           for (int32_t s = 0; s < nseg; s++, xs += xstep) k_dot4_s8_dsp(xs, wr + (size_t)s * seg, K, seg, acc, 0, 0);
           for (int j = 0; j < 4; j++)
-            op[o0 + j] = k_finish_s8(acc[j], mult[o0 + j], shift[o0 + j], p->output_offset, p->act_min,
-                                     p->act_max);
+            op[o0 + j] = k_finish_s8(acc[j], mult[o0 + j], shift[o0 + j], oo, lo, hi);
         }
         for (int32_t o = OC4; o < OC; o++) {
           int32_t acc = beff[o];
           const int8_t *wr = w + (size_t)o * K, *xs = x;
           for (int32_t s = 0; s < nseg; s++, xs += xstep) k_dot1_s8_dsp(xs, wr + (size_t)s * seg, seg, &acc, 0, 0);
-          op[o] = k_finish_s8(acc, mult[o], shift[o], p->output_offset, p->act_min, p->act_max);
+          op[o] = k_finish_s8(acc, mult[o], shift[o], oo, lo, hi);
         }
       }
     }

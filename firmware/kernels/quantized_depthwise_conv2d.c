@@ -593,28 +593,43 @@ static inline __attribute__((always_inline)) void dw_dsp_taps4(const int8_t *xp,
 }
 
 /* Windows inside the input with k_w == 3 (MobileNet's and DS-CNN's 3x3
- * layers): the three taps of a row unrolled, the offset folded. */
-static __attribute__((noinline)) void dw_dsp_rows3_folded(const int8_t *xp, const int8_t *wp, int32_t nky,
-                                                          int32_t xstep, int32_t wstep, int32_t ystep,
-                                                          int32_t a[4]) {
-  int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
-  for (int32_t ky = nky; ky > 0; ky--, xp += ystep, wp += 3 * wstep) {
-#define DW_TAP(XO, WO)                                   \
-  do {                                                   \
+ * layers): every whole group of four channels of one output pixel, the three
+ * taps of a kernel row unrolled, the offset folded into beff; requantized
+ * and stored here, out of line so that the loops get the registers. */
+typedef struct {
+  const int32_t *beff, *mult, *shift;
+  int32_t c4, c, xstep, ystep, k_h;
+  int32_t oo, lo, hi;
+} dw_dsp_row3;
+
+static __attribute__((noinline)) void dw_dsp_pixel3_folded(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,
+                                                           int8_t *op) {
+  const int32_t xstep = g->xstep, wstep = g->c, ystep = g->ystep;
+  for (int32_t c = 0; c < g->c4; c += 4) {
+    int32_t a0 = g->beff[c], a1 = g->beff[c + 1], a2 = g->beff[c + 2], a3 = g->beff[c + 3];
+    const int8_t *xp = x + c, *wp = w + c;
+    for (int32_t ky = g->k_h; ky > 0; ky--, xp += ystep, wp += 3 * wstep) {
+#define DW_TAP(XO, WO)                                            \
+  do {                                                            \
     const int32_t vx = k_rd32(xp + (XO)), vw = k_rd32(wp + (WO)); \
-    const int32_t xl = k_lo16(vx), xh = k_hi16(vx);      \
-    const int32_t wl = k_lo16(vw), wh = k_hi16(vw);      \
-    a0 = __smlabb(xl, wl, a0);                           \
-    a2 = __smlatt(xl, wl, a2);                           \
-    a1 = __smlabb(xh, wh, a1);                           \
-    a3 = __smlatt(xh, wh, a3);                           \
+    const int32_t xl = k_lo16(vx), xh = k_hi16(vx);               \
+    const int32_t wl = k_lo16(vw), wh = k_hi16(vw);               \
+    a0 = __smlabb(xl, wl, a0);                                    \
+    a2 = __smlatt(xl, wl, a2);                                    \
+    a1 = __smlabb(xh, wh, a1);                                    \
+    a3 = __smlatt(xh, wh, a3);                                    \
   } while (0)
-    DW_TAP(0, 0);
-    DW_TAP(xstep, wstep);
-    DW_TAP(2 * xstep, 2 * wstep);
+      DW_TAP(0, 0);
+      DW_TAP(xstep, wstep);
+      DW_TAP(2 * xstep, 2 * wstep);
 #undef DW_TAP
+    }
+    const int32_t *m = g->mult + c, *sh = g->shift + c;
+    op[c] = k_finish_s8(a0, m[0], sh[0], g->oo, g->lo, g->hi);
+    op[c + 1] = k_finish_s8(a1, m[1], sh[1], g->oo, g->lo, g->hi);
+    op[c + 2] = k_finish_s8(a2, m[2], sh[2], g->oo, g->lo, g->hi);
+    op[c + 3] = k_finish_s8(a3, m[3], sh[3], g->oo, g->lo, g->hi);
   }
-  a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
 }
 
 static __attribute__((noinline)) void dw_dsp_taps4_folded(const int8_t *xp, const int8_t *wp, int32_t nky,
@@ -634,6 +649,8 @@ static __attribute__((noinline)) void dw_dsp_taps4_off(const int8_t *xp, const i
 static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                        const int32_t *mult, const int32_t *shift, int8_t *out, int32_t *beff) {
   const int32_t C = p->in_c, C4 = C & ~3, off = p->input_offset, taps = p->k_h * p->k_w;
+  /* locals: stores through int8_t pointers may alias *p */
+  const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max;
   const int32_t off2 = (int32_t)(((uint32_t)(uint16_t)off << 16) | (uint16_t)off);
   const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
   for (int32_t c = 0; c < C; c++) {
@@ -641,6 +658,9 @@ static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w,
     for (int32_t t = 0; t < taps; t++) ws += (uint32_t)w[(size_t)t * C + c];
     beff[c] = (int32_t)((bias ? (uint32_t)bias[c] : 0u) + (uint32_t)off * ws);
   }
+  dw_dsp_row3 g3;
+  g3.beff = beff, g3.mult = mult, g3.shift = shift, g3.c4 = C4, g3.c = C, g3.xstep = xstep, g3.ystep = ystep;
+  g3.k_h = p->k_h, g3.oo = oo, g3.lo = lo, g3.hi = hi;
   int8_t *op = out;
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
@@ -658,26 +678,30 @@ static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w,
                            (nky > 0 && nkx > 0 ? ((ptrdiff_t)iy0 * p->in_w + ix0) * C : 0);
         const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
         const int32_t xadj = ystep - nkx * xstep, wadj = (p->k_w - nkx) * C;
-        for (int32_t c = 0; c < C4; c += 4) {
+        int32_t c = 0;
+        if (full && nkx == 3) {
+          dw_dsp_pixel3_folded(&g3, x0, w0, op);
+          c = C4;
+        }
+        for (; c < C4; c += 4) {
           int32_t a[4];
           if (full) {
             a[0] = beff[c], a[1] = beff[c + 1], a[2] = beff[c + 2], a[3] = beff[c + 3];
-            if (nkx == 3) dw_dsp_rows3_folded(x0 + c, w0 + c, nky, xstep, C, ystep, a);
-            else dw_dsp_taps4_folded(x0 + c, w0 + c, nky, nkx, xstep, C, xadj, wadj, a);
+            dw_dsp_taps4_folded(x0 + c, w0 + c, nky, nkx, xstep, C, xadj, wadj, a);
           } else {
             a[0] = a[1] = a[2] = a[3] = 0;
             if (bias) a[0] = bias[c], a[1] = bias[c + 1], a[2] = bias[c + 2], a[3] = bias[c + 3];
             dw_dsp_taps4_off(x0 + c, w0 + c, nky, nkx, xstep, C, xadj, wadj, a, off2);
           }
           for (int j = 0; j < 4; j++)
-            op[c + j] = k_finish_s8(a[j], mult[c + j], shift[c + j], p->output_offset, p->act_min, p->act_max);
+            op[c + j] = k_finish_s8(a[j], mult[c + j], shift[c + j], oo, lo, hi);
         }
         for (int32_t c = C4; c < C; c++) {
           uint32_t acc = bias ? (uint32_t)bias[c] : 0u;
           const int8_t *xp = x0 + c, *wp = w0 + c;
           for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
             for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) acc += (uint32_t)((*xp + off) * *wp);
-          op[c] = k_finish_s8((int32_t)acc, mult[c], shift[c], p->output_offset, p->act_min, p->act_max);
+          op[c] = k_finish_s8((int32_t)acc, mult[c], shift[c], oo, lo, hi);
         }
       }
     }

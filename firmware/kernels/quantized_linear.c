@@ -84,6 +84,8 @@ void qlinear_s8_mve(const qlinear_params *p, const int8_t *in, const int8_t *w,
 void qlinear_s8_dsp(const qlinear_params *p, const int8_t *in, const int8_t *w,
                     const int32_t *bias, const int32_t *kernel_sum, int8_t *out) {
   const int32_t a = p->input_offset, K = p->k, N = p->n, N4 = N & ~3;
+  /* locals: stores through int8_t pointers may alias *p */
+  const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max, qm = p->mult, qs = p->shift;
   if (!kernel_sum && (a < -32640 || a > 32639)) {
     qlinear_s8_ref(p, in, w, bias, kernel_sum, out);
     return;
@@ -112,7 +114,7 @@ void qlinear_s8_dsp(const qlinear_params *p, const int8_t *in, const int8_t *w,
           else k_dot1_s8_dsp(x, wr + (size_t)j * K, K, &acc[j], 1, a);
         }
       }
-      for (int j = 0; j < nout; j++) op[o0 + j] = finish((uint32_t)acc[j], p);
+      for (int j = 0; j < nout; j++) op[o0 + j] = k_finish_s8(acc[j], qm, qs, oo, lo, hi);
     }
   }
 }
