@@ -547,9 +547,11 @@ static void im2col_row_dsp(const qconv_params *p, const int8_t *in, int32_t b, i
 /* 1x1 stride-1 convolutions without padding (MobileNet's expand and project
  * layers): the pixels are consecutive K-byte rows, like the weight rows, so
  * two pixels by two output channels share each load (k_dot2x2_s8_dsp); an
- * odd last pixel takes four channels at a time, an odd last channel one. */
-static void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
-                               const int32_t *shift, int8_t *out, const int32_t *beff) {
+ * odd last pixel takes four channels at a time, an odd last channel one.
+ * Out of line so that its loops get the registers to themselves. */
+static __attribute__((noinline)) void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w,
+                                                         const int32_t *mult, const int32_t *shift, int8_t *out,
+                                                         const int32_t *beff) {
   const int32_t K = p->in_c, OC = p->out_c, OC2 = OC & ~1, OC4 = OC & ~3;
   const int32_t npix = p->batch * p->out_h * p->out_w;
   const int32_t off = p->output_offset, lo = p->act_min, hi = p->act_max;
