@@ -593,11 +593,12 @@ def test_dsp_matches_portable_on_qemu(tmp_path):
     """tests/dsp_selftest: qconv2d_s8_dsp, qdwconv2d_s8_dsp and qlinear_s8_dsp
     against their *_ref twins on the Cortex-M4 of mps2-an386, 150 random
     cases each (odd channel counts, K tails, borders, groups, depth
-    multipliers), byte for byte, scratch canaries intact."""
+    multipliers), byte for byte, scratch canaries intact; and
+    k_requantize_dsp against k_requantize on 200,000 values (ties included)."""
     from aot.deploy import kernel_selftest as selftest
 
     r = selftest.run(selftest.build_dsp(tmp_path / "dsp_selftest.elf"), timeout=120, machine="mps2-an386")
     lines = r.stdout.splitlines()
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
-    assert set(passed) == {"qconv2d_s8", "qdwconv2d_s8", "qlinear_s8"}, r.stdout
+    assert set(passed) == {"k_requantize_dsp", "qconv2d_s8", "qdwconv2d_s8", "qlinear_s8"}, r.stdout

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kernels_dsp.h"
 
 #if !FW_HAVE_DSP
 int main(void) {
@@ -180,6 +181,27 @@ static __attribute__((unused)) void test_linear(void) {
   report("qlinear_s8", TRIALS, bad, at);
 }
 
+/* k_requantize_dsp against k_requantize: random values, multipliers and
+ * shifts (positive ones included), extreme values, and exact rounding ties
+ * (multiplier 2^30 halves the value, so r1 = (val + 1) >> 1 lands on
+ * q * 2^rs + 2^(rs-1) by construction). */
+static __attribute__((unused)) void test_requantize(void) {
+  const int n = 200000;
+  long bad = -1;
+  for (int t = 0; t < n && bad < 0; t++) {
+    int32_t v = (int32_t)rnd(), m = (int32_t)(rnd() >> 1), s = -rr(0, 31);
+    switch (t % 5) {
+      case 0: v = rr(-100000, 100000); break;
+      case 1: v = (int32_t)(0x7FFFFFF0u + (rnd() & 15)); break;
+      case 2: m = (int32_t)(1u << 30), s = -rr(1, 20), v = 2 * (rr(-500, 500) * (1 << -s) + (1 << (-s - 1))) - (int32_t)(rnd() & 1); break;
+      case 3: s = rr(1, 6), v = rr(-100000, 100000); break;
+      default: break;
+    }
+    if (k_requantize_dsp(v, m, s) != k_requantize(v, m, s)) bad = t;
+  }
+  report("k_requantize_dsp", n, (int)bad, 0);
+}
+
 #ifdef BENCH
 /* AN386 FPGAIO COUNTER (base + 0x18): 25 MHz, one tick = 40 instructions under -icount shift=0 */
 #define COUNTER (*(volatile uint32_t *)0x40028018u)
@@ -227,6 +249,7 @@ int main(void) {
   return 0;
 #else
   printf("DSP self-test: *_dsp vs *_ref\n");
+  test_requantize();
   test_conv(0);
   test_conv(1);
   test_linear();
