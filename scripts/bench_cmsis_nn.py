@@ -1,6 +1,7 @@
 """Our kernels against Arm's CMSIS-NN, side by side, on every kernel layer of compiled models.
 
     .venv/bin/python scripts/bench_cmsis_nn.py --cmsis-nn /path/to/CMSIS-NN [MODEL ...] [--out DIR]
+        [--core cortex-m55|cortex-m4]
 
 For each model (default: mobilenet_v2) the script compiles it for cortex-m55, takes every
 conv / depthwise / fully connected / add / average and max pool layer from the program (shapes,
@@ -9,6 +10,10 @@ builds one Corstone-300 image with our kernels and CMSIS-NN compiled from the ch
 flags of ../shared/NOTES.md: -mcpu=cortex-m55 -Ofast, ARM_MATH_MVEI and ARM_MATH_DSP), runs both on the
 same random inputs under QEMU (-icount: instructions) in one run, checks the outputs byte for byte,
 and prints per-layer, per-class and whole-model ratios (table, JSON, plot).
+
+With --core cortex-m4 the model is compiled for cortex-m4 (ExecuTorch's DSP configuration), and
+the image for mps2-an386 (Cortex-M4, -mcpu=cortex-m4 -mfpu=fpv4-sp-d16 -mfloat-abi=hard) holds our
+DSP-extension kernels and CMSIS-NN's DSP-only variant (ARM_MATH_DSP, no MVE).
 
 Without --cmsis-nn it prints the CMSIS-NN figures recorded in ../shared/NOTES.md, labelled as stored
 figures from 2026-12-03, next to nothing measured: fetch CMSIS-NN (outside this repository) to measure.
@@ -38,6 +43,8 @@ CLASS = {1: "conv", 2: "depthwise", 3: "fully connected", 4: "add", 5: "average 
 F = {n: i for i, n in enumerate(
     "KIND N IH IW IC OH OW OC KH KW SH SW PH PW DH DW MULT IOFF OOFF AMIN AMAX W B M S KS FOFF QM QS AZP AM AS BZP BM BS "
     "ELEMS INLEN OUTLEN".split())}
+# --core: (compile target, board, QEMU machine)
+CORES = {"cortex-m55": ("cortex-m55", "corstone-300", "mps3-an547"), "cortex-m4": ("cortex-m4", "mps2-an386", "mps2-an386")}
 # Stored figures (../shared/NOTES.md, measured 2026-12-03 on the 64 kernel layers of mobilenet_v2): a fallback only.
 STORED = {"ours": 11_543_280, "cmsis": 12_458_466, "date": "2026-12-03"}
 
@@ -207,15 +214,15 @@ def extract(pte: bytes) -> Blob:
     return blob
 
 
-def build(cmsis: Path, out: Path) -> Path:
+def build(cmsis: Path, out: Path, board: str = "corstone-300") -> Path:
     from aot.deploy.build import cmake_binary
 
     cmake = cmake_binary()
     if cmake is None:
         raise SystemExit("error: cmake not found: run ./scripts/setup.sh")
     key = hashlib.sha256(str(cmsis.resolve()).encode()).hexdigest()[:8]
-    bdir = out / f"build-{key}"
-    cfg = [cmake, "-S", str(BENCH_SRC), "-B", str(bdir), "-DBOARD=corstone-300", f"-DCMSIS_NN_ROOT={cmsis.resolve()}",
+    bdir = out / (f"build-{key}" if board == "corstone-300" else f"build-{key}-{board}")
+    cfg = [cmake, "-S", str(BENCH_SRC), "-B", str(bdir), f"-DBOARD={board}", f"-DCMSIS_NN_ROOT={cmsis.resolve()}",
            f"-DCMAKE_TOOLCHAIN_FILE={ROOT / 'firmware' / 'cmake' / 'arm-none-eabi.cmake'}", "-DCMAKE_BUILD_TYPE=Release",
            f"-DFW_PYTHON={sys.executable}"]
     for cmd in (cfg, [cmake, "--build", str(bdir), "-j", "2"]):
@@ -225,16 +232,17 @@ def build(cmsis: Path, out: Path) -> Path:
     return bdir / "runner.elf"
 
 
-def run(elf: Path, table: bytes, workdir: Path, timeout: float) -> list[dict[str, Any]]:
+def run(elf: Path, table: bytes, workdir: Path, timeout: float, board: str = "corstone-300",
+        machine: str = "mps3-an547") -> list[dict[str, Any]]:
     from aot.deploy.boards import load_board
 
-    b = load_board("corstone-300")
+    b = load_board(board)
     qemu = shutil.which("qemu-system-arm")
     if qemu is None:
         raise SystemExit("error: qemu-system-arm not found: run ./scripts/setup.sh")
     path = workdir / "layers.bin"
     path.write_bytes(table)
-    cmd = [qemu, "-M", "mps3-an547", *b.qemu.args, "-kernel", str(elf), "-device",
+    cmd = [qemu, "-M", machine, *b.qemu.args, "-kernel", str(elf), "-device",
            f"loader,file={path},addr={b.model.address:#x},force-raw=on"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
     rows = []
@@ -290,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cmsis-nn", type=Path, help="a CMSIS-NN checkout (kept outside this repository)")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-cmsis-nn")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--core", choices=sorted(CORES), default="cortex-m55",
+                    help="cortex-m55: MVE kernels vs CMSIS-NN's MVE build on corstone-300 (default); cortex-m4: our "
+                         "DSP kernels vs CMSIS-NN's DSP-only build on mps2-an386")
     ap.add_argument("--verbose-layers", action="store_true", help="print every layer, not only the ones above 1.0")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -303,17 +314,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from aot.compile import compile_model, make_options
 
+    target, board, machine = CORES[args.core]
     args.out.mkdir(parents=True, exist_ok=True)
-    elf = build(args.cmsis_nn, args.out)
+    elf = build(args.cmsis_nn, args.out, board)
     reports = []
     for model in args.models:
-        cres = compile_model(model, "cortex-m55", args.out / "programs", options=make_options(), reuse_cache=True)
+        cres = compile_model(model, target, args.out / "programs", options=make_options(), reuse_cache=True)
         blob = extract(cres.pte.read_bytes())
-        rows = run(elf, blob.table(), args.out, args.timeout)
+        rows = run(elf, blob.table(), args.out, args.timeout, board, machine)
         rep = report(cres.name, blob, rows)
+        rep["core"] = args.core
         reports.append(rep)
         t = rep["total"]
-        print(f"\n{cres.name}: {t['layers']} kernel layers, ours {t['ours']:,} vs CMSIS-NN {t['cmsis_nn']:,} instructions "
+        print(f"\n{cres.name} ({args.core} on {board}): {t['layers']} kernel layers, ours {t['ours']:,} vs CMSIS-NN {t['cmsis_nn']:,} instructions "
               f"= {t['ratio']}x; bit-identical {t['bit_identical']}/{t['layers']}")
         print(f"  {'class':16s} {'layers':>6s} {'ours':>12s} {'CMSIS-NN':>12s} {'ratio':>6s} {'identical':>9s}")
         for k, c in sorted(rep["classes"].items()):
@@ -323,9 +336,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.verbose_layers or lay["ratio"] is None or lay["ratio"] > 1.0 or not lay["bit_identical"]:
                 print(f"  #{lay['instruction']:<4d} {lay['shape']:40s} {lay['ours']:10,} {lay['cmsis_nn']:10,} "
                       f"{lay['ratio']}  {'identical' if lay['bit_identical'] else 'DIFFERENT'}")
-        plot(rep, args.out / f"{cres.name}_ratios.png")
-    (args.out / "results.json").write_text(json.dumps(reports, indent=2) + "\n")
-    print(f"\nwrote {args.out / 'results.json'} and the plots in {args.out}")
+        plot(rep, args.out / (f"{cres.name}_ratios.png" if args.core == "cortex-m55"
+                              else f"{cres.name}_{args.core}_ratios.png"))
+    res = args.out / ("results.json" if args.core == "cortex-m55" else f"results_{args.core}.json")
+    res.write_text(json.dumps(reports, indent=2) + "\n")
+    print(f"\nwrote {res} and the plots in {args.out}")
     return 0
 
 

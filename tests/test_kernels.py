@@ -523,6 +523,35 @@ def test_kernels_compile_for_mve(tmp_path, flags):
             assert f" T {fn}" in syms, f"{fn} missing from the MVE build"
 
 
+@pytest.mark.skipif(ARM_GCC is None, reason="arm-none-eabi-gcc not installed")
+@pytest.mark.parametrize("flags", [["-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16"], ["-mcpu=cortex-m7", "-mfpu=fpv5-d16"],
+                                   ["-mcpu=cortex-m33"]], ids=["cortex-m4", "cortex-m7", "cortex-m33"])
+def test_kernels_compile_for_dsp(tmp_path, flags):
+    """Every kernel file builds for the DSP-extension cores without warnings,
+    the *_dsp variants are emitted there, and the portable-kernel image
+    (-DFW_NO_MVE) and the Cortex-M3 (no DSP) keep the plain C kernels."""
+    nm = shutil.which("arm-none-eabi-nm")
+
+    def syms(extra, sub):
+        d = tmp_path / sub
+        d.mkdir()
+        for src in sorted(KERNELS.glob("*.c")):
+            r = subprocess.run([ARM_GCC, *extra, "-mthumb", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
+                                "-c", str(src), "-o", str(d / (src.stem + ".o"))], capture_output=True, text=True)
+            assert r.returncode == 0, f"{src.name} ({' '.join(extra)}): {r.stderr}"
+        return subprocess.run([nm, *map(str, d.glob("*.o"))], capture_output=True, text=True).stdout if nm else None
+
+    dsp = ("qconv2d_s8_dsp", "qdwconv2d_s8_dsp", "qlinear_s8_dsp")
+    out = syms([*flags, "-mfloat-abi=hard"], "dsp")
+    if out is not None:
+        for fn in dsp:
+            assert f" T {fn}" in out, f"{fn} missing from the DSP build"
+    for extra, sub in (([*flags, "-mfloat-abi=hard", "-DFW_NO_MVE"], "portable"), (["-mcpu=cortex-m3"], "m3")):
+        out = syms(extra, sub)
+        if out is not None:
+            assert not any(fn in out for fn in dsp), f"DSP variants in the {sub} build"
+
+
 # ---------------------------------------------------------------- scratch sizes
 @settings(max_examples=200, deadline=None)
 @given(cin=st.integers(1, 300), cout=st.integers(1, 600), kh=st.integers(1, 5), kw=st.integers(1, 5),
@@ -556,3 +585,20 @@ def test_mve_matches_portable_on_qemu(tmp_path):
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
     assert set(passed) == {"qconv2d_s8", "qdwconv2d_s8", "qlinear_s8", "qbmm_s8", "qadd_s8", "qmul_s8",
                            "qlut_s8", "qmaxpool_s8", "qavgpool_s8", "quantize_f32", "dequantize_f32"}, r.stdout
+
+
+@pytest.mark.skipif(ARM_GCC is None or shutil.which("qemu-system-arm") is None,
+                    reason="needs arm-none-eabi-gcc and qemu-system-arm")
+def test_dsp_matches_portable_on_qemu(tmp_path):
+    """tests/dsp_selftest: qconv2d_s8_dsp, qdwconv2d_s8_dsp and qlinear_s8_dsp
+    against their *_ref twins on the Cortex-M4 of mps2-an386, 150 random
+    cases each (odd channel counts, K tails, borders, groups, depth
+    multipliers), byte for byte, scratch canaries intact; and
+    k_requantize_dsp against k_requantize on 200,000 values (ties included)."""
+    from aot.deploy import kernel_selftest as selftest
+
+    r = selftest.run(selftest.build_dsp(tmp_path / "dsp_selftest.elf"), timeout=120, machine="mps2-an386")
+    lines = r.stdout.splitlines()
+    passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
+    assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
+    assert set(passed) == {"k_requantize_dsp", "qconv2d_s8", "qdwconv2d_s8", "qlinear_s8"}, r.stdout

@@ -12,8 +12,11 @@
  *    default flow); conv weights are OHWI, depthwise weights are 1HWO.
  *  - Each op family has `<name>_ref` (portable C, bit-exact with the Python
  *    reference in executorch/backends/cortex_m/ops/operators.py), `<name>_mve`
- *    (Helium, only when compiled with MVE, bit-exact with `_ref`), and a
- *    dispatcher `<name>` that picks MVE when available.
+ *    (Helium, only when compiled with MVE, bit-exact with `_ref`), for conv,
+ *    depthwise conv and fully connected `<name>_dsp` (the DSP extension's
+ *    SIMD32 instructions through ACLE intrinsics, only when compiled for a
+ *    core with DSP and without MVE: Cortex-M4/M7/M33), and a dispatcher
+ *    `<name>` that picks MVE, else DSP, when available.
  *  - Requantization parameters are restricted by the adapters to
  *    multiplier in [0, 2^31) and shift in [-31, 31]; see k_requantize.
  */
@@ -32,6 +35,15 @@
 #define FW_HAVE_MVE_FP 1
 #else
 #define FW_HAVE_MVE_FP 0
+#endif
+
+/* DSP-extension (SIMD32) variants: cores with __ARM_FEATURE_DSP and no MVE.
+ * The portable-kernel image (FW_NO_MVE, e.g. Cortex-M55 +nomve) and
+ * FW_NO_DSP keep the plain C kernels. */
+#if !FW_HAVE_MVE && defined(__ARM_FEATURE_DSP) && !defined(FW_NO_MVE) && !defined(FW_NO_DSP)
+#define FW_HAVE_DSP 1
+#else
+#define FW_HAVE_DSP 0
 #endif
 
 /* Element types the generic kernels handle (values chosen to equal
@@ -266,6 +278,16 @@ void qlinear_s8_mve(const qlinear_params *p, const int8_t *in, const int8_t *w,
 void qbmm_s8_mve(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
 void qmaxpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t act_min, int32_t act_max);
+#endif
+#if FW_HAVE_DSP
+k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w,
+                        const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                        int8_t *out, void *scratch, size_t scratch_size);
+k_status qdwconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w,
+                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                          int8_t *out, void *scratch, size_t scratch_size);
+void qlinear_s8_dsp(const qlinear_params *p, const int8_t *in, const int8_t *w,
+                    const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
 #endif
 #if FW_HAVE_MVE_FP
 void quantize_f32_mve(const float *in, size_t n, double scale, int32_t zp, int32_t qmin, int32_t qmax,

@@ -3,6 +3,7 @@
  * (operators.py: F.conv2d with groups = in_c; CMSIS-NN arm_depthwise_conv_s8). */
 #include "kernels.h"
 #include "kernels_mve.h"
+#include "kernels_dsp.h"
 
 void qdwconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
                       const int32_t *bias, const int32_t *mult, const int32_t *shift,
@@ -546,11 +547,195 @@ k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t 
 }
 #endif
 
+#if FW_HAVE_DSP
+/* DSP extension (Cortex-M4/M7/M33). Depth multiplier 1: four channels per
+ * step; per valid tap one LDR of input and one of weights, SXTB16 splits
+ * each into the even and odd channels' int16 halves, SADD16 adds the input
+ * offset to both input halves (x + offset fits int16), and SMLABB / SMLATT
+ * accumulate the four channels' products. Windows inside the input skip the
+ * SADD16: their offset term is folded into a per-channel start value in
+ * scratch (the first in_c int32 of the MVE path's per-16-channel blocks).
+ * The last 1-3 channels run the portable arithmetic. A one-channel input with a depth multiplier runs as a
+ * convolution (weights transposed into scratch, then qconv2d_s8_dsp), as on
+ * MVE; other depth multipliers run the portable code. */
+static void dw_dsp_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n,
+                         int32_t *lo, int32_t *hi) {
+  const int32_t i0 = o * stride - pad;
+  int32_t a = 0, b = k;
+  while (a < b && i0 + a * dil < 0) a++;
+  while (b > a && i0 + (b - 1) * dil >= n) b--;
+  *lo = a, *hi = b;
+}
+
+/* Four channels' sums over the window's valid taps (nky rows of nkx taps;
+ * after each row the pointers move on by xadj / wadj), starting from a[0..3].
+ * With use_off the input offset is added to the input halves (SADD16);
+ * without, the caller folded it into a[] (windows inside the input).
+ * Inlined with a constant use_off into the two functions below, which stay
+ * out of line so that their loops get the registers to themselves. */
+static inline __attribute__((always_inline)) void dw_dsp_taps4(const int8_t *xp, const int8_t *wp, int32_t nky,
+                                                               int32_t nkx, int32_t xstep, int32_t wstep,
+                                                               int32_t xadj, int32_t wadj, int32_t a[4],
+                                                               const int use_off, int32_t off2) {
+  int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+  for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
+    for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += wstep) {
+      const int32_t vx = k_rd32(xp), vw = k_rd32(wp);
+      int32_t xl = k_lo16(vx), xh = k_hi16(vx);
+      if (use_off) xl = __sadd16(xl, off2), xh = __sadd16(xh, off2);
+      const int32_t wl = k_lo16(vw), wh = k_hi16(vw);
+      a0 = __smlabb(xl, wl, a0);
+      a2 = __smlatt(xl, wl, a2);
+      a1 = __smlabb(xh, wh, a1);
+      a3 = __smlatt(xh, wh, a3);
+    }
+  a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
+}
+
+/* Windows inside the input with k_w == 3 (MobileNet's and DS-CNN's 3x3
+ * layers): every whole group of four channels of one output pixel, the three
+ * taps of a kernel row unrolled, the offset folded into beff; requantized
+ * and stored here, out of line so that the loops get the registers. */
+typedef struct {
+  const int32_t *beff, *mult, *shift;
+  int32_t c4, c, xstep, ystep, k_h;
+  int32_t oo, lo, hi;
+} dw_dsp_row3;
+
+static __attribute__((noinline)) void dw_dsp_pixel3_folded(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,
+                                                           int8_t *op) {
+  const int32_t xstep = g->xstep, wstep = g->c, ystep = g->ystep;
+  for (int32_t c = 0; c < g->c4; c += 4) {
+    int32_t a0 = g->beff[c], a1 = g->beff[c + 1], a2 = g->beff[c + 2], a3 = g->beff[c + 3];
+    const int8_t *xp = x + c, *wp = w + c;
+    for (int32_t ky = g->k_h; ky > 0; ky--, xp += ystep, wp += 3 * wstep) {
+#define DW_TAP(XO, WO)                                            \
+  do {                                                            \
+    const int32_t vx = k_rd32(xp + (XO)), vw = k_rd32(wp + (WO)); \
+    const int32_t xl = k_lo16(vx), xh = k_hi16(vx);               \
+    const int32_t wl = k_lo16(vw), wh = k_hi16(vw);               \
+    a0 = __smlabb(xl, wl, a0);                                    \
+    a2 = __smlatt(xl, wl, a2);                                    \
+    a1 = __smlabb(xh, wh, a1);                                    \
+    a3 = __smlatt(xh, wh, a3);                                    \
+  } while (0)
+      DW_TAP(0, 0);
+      DW_TAP(xstep, wstep);
+      DW_TAP(2 * xstep, 2 * wstep);
+#undef DW_TAP
+    }
+    const int32_t *m = g->mult + c, *sh = g->shift + c;
+    op[c] = k_finish_s8(a0, m[0], sh[0], g->oo, g->lo, g->hi);
+    op[c + 1] = k_finish_s8(a1, m[1], sh[1], g->oo, g->lo, g->hi);
+    op[c + 2] = k_finish_s8(a2, m[2], sh[2], g->oo, g->lo, g->hi);
+    op[c + 3] = k_finish_s8(a3, m[3], sh[3], g->oo, g->lo, g->hi);
+  }
+}
+
+static __attribute__((noinline)) void dw_dsp_taps4_folded(const int8_t *xp, const int8_t *wp, int32_t nky,
+                                                          int32_t nkx, int32_t xstep, int32_t wstep, int32_t xadj,
+                                                          int32_t wadj, int32_t a[4]) {
+  dw_dsp_taps4(xp, wp, nky, nkx, xstep, wstep, xadj, wadj, a, 0, 0);
+}
+static __attribute__((noinline)) void dw_dsp_taps4_off(const int8_t *xp, const int8_t *wp, int32_t nky, int32_t nkx,
+                                                       int32_t xstep, int32_t wstep, int32_t xadj, int32_t wadj,
+                                                       int32_t a[4], int32_t off2) {
+  dw_dsp_taps4(xp, wp, nky, nkx, xstep, wstep, xadj, wadj, a, 1, off2);
+}
+
+/* beff: per channel, the bias plus input_offset * sum(all taps' weights), the
+ * start value of windows that lie inside the input (computed per call into
+ * scratch). */
+static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                       const int32_t *mult, const int32_t *shift, int8_t *out, int32_t *beff) {
+  const int32_t C = p->in_c, C4 = C & ~3, off = p->input_offset, taps = p->k_h * p->k_w;
+  /* locals: stores through int8_t pointers may alias *p */
+  const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max;
+  const int32_t off2 = (int32_t)(((uint32_t)(uint16_t)off << 16) | (uint16_t)off);
+  const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
+  for (int32_t c = 0; c < C; c++) {
+    uint32_t ws = 0;
+    for (int32_t t = 0; t < taps; t++) ws += (uint32_t)w[(size_t)t * C + c];
+    beff[c] = (int32_t)((bias ? (uint32_t)bias[c] : 0u) + (uint32_t)off * ws);
+  }
+  dw_dsp_row3 g3;
+  g3.beff = beff, g3.mult = mult, g3.shift = shift, g3.c4 = C4, g3.c = C, g3.xstep = xstep, g3.ystep = ystep;
+  g3.k_h = p->k_h, g3.oo = oo, g3.lo = lo, g3.hi = hi;
+  int8_t *op = out;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+      int32_t ky_lo, ky_hi;
+      dw_dsp_valid(oy, p->stride_h, p->pad_h, p->dil_h, p->k_h, p->in_h, &ky_lo, &ky_hi);
+      const int32_t iy0 = oy * p->stride_h - p->pad_h + ky_lo * p->dil_h;
+      for (int32_t ox = 0; ox < p->out_w; ox++, op += C) {
+        int32_t kx_lo, kx_hi;
+        dw_dsp_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
+        const int32_t nky = ky_hi - ky_lo, nkx = kx_hi - kx_lo;
+        const int full = nky == p->k_h && nkx == p->k_w;
+        const int32_t ix0 = ox * p->stride_w - p->pad_w + kx_lo * p->dil_w;
+        /* first valid tap, as an integer offset: no pointer outside the input is formed */
+        const int8_t *x0 = in + ((size_t)b * p->in_h * p->in_w) * C +
+                           (nky > 0 && nkx > 0 ? ((ptrdiff_t)iy0 * p->in_w + ix0) * C : 0);
+        const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
+        const int32_t xadj = ystep - nkx * xstep, wadj = (p->k_w - nkx) * C;
+        int32_t c = 0;
+        if (full && nkx == 3) {
+          dw_dsp_pixel3_folded(&g3, x0, w0, op);
+          c = C4;
+        }
+        for (; c < C4; c += 4) {
+          int32_t a[4];
+          if (full) {
+            a[0] = beff[c], a[1] = beff[c + 1], a[2] = beff[c + 2], a[3] = beff[c + 3];
+            dw_dsp_taps4_folded(x0 + c, w0 + c, nky, nkx, xstep, C, xadj, wadj, a);
+          } else {
+            a[0] = a[1] = a[2] = a[3] = 0;
+            if (bias) a[0] = bias[c], a[1] = bias[c + 1], a[2] = bias[c + 2], a[3] = bias[c + 3];
+            dw_dsp_taps4_off(x0 + c, w0 + c, nky, nkx, xstep, C, xadj, wadj, a, off2);
+          }
+          for (int j = 0; j < 4; j++)
+            op[c + j] = k_finish_s8(a[j], mult[c + j], shift[c + j], oo, lo, hi);
+        }
+        for (int32_t c = C4; c < C; c++) {
+          uint32_t acc = bias ? (uint32_t)bias[c] : 0u;
+          const int8_t *xp = x0 + c, *wp = w0 + c;
+          for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
+            for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) acc += (uint32_t)((*xp + off) * *wp);
+          op[c] = k_finish_s8((int32_t)acc, mult[c], shift[c], oo, lo, hi);
+        }
+      }
+    }
+}
+
+k_status qdwconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w,
+                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                          int8_t *out, void *scratch, size_t scratch_size) {
+  if (scratch_size < qdwconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  if (dw_as_conv(p)) {
+    const qconv_params c = dw_conv_params(p);
+    const int32_t K = p->k_h * p->k_w, OC = p->out_c;
+    int8_t *wt = (int8_t *)scratch;
+    for (int32_t o = 0; o < OC; o++) /* 1HWO [K][OC] -> OHWI [OC][K] */
+      for (int32_t k = 0; k < K; k++) wt[(size_t)o * K + k] = w[(size_t)k * OC + o];
+    const size_t used = ((size_t)OC * K + 15) / 16 * 16;
+    return qconv2d_s8_dsp(&c, in, wt, bias, mult, shift, out, (int8_t *)scratch + used, scratch_size - used);
+  }
+  if (p->out_c != p->in_c || p->input_offset < -32640 || p->input_offset > 32639) {
+    qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
+    return K_OK;
+  }
+  dw_dsp_dm1(p, in, w, bias, mult, shift, out, (int32_t *)scratch);
+  return K_OK;
+}
+#endif
+
 k_status qdwconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch,
                       size_t scratch_size) {
 #if FW_HAVE_MVE
   return qdwconv2d_s8_mve(p, in, w, bias, mult, shift, out, scratch, scratch_size);
+#elif FW_HAVE_DSP
+  return qdwconv2d_s8_dsp(p, in, w, bias, mult, shift, out, scratch, scratch_size);
 #else
   (void)scratch, (void)scratch_size;
   qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);

@@ -4,6 +4,7 @@
  * it) or bias (scalar/DSP targets). Per-tensor requantization. */
 #include "kernels.h"
 #include "kernels_mve.h"
+#include "kernels_dsp.h"
 
 static inline int8_t finish(uint32_t acc, const qlinear_params *p) {
   const int32_t r = k_requantize((int32_t)acc, p->mult, p->shift);
@@ -73,10 +74,58 @@ void qlinear_s8_mve(const qlinear_params *p, const int8_t *in, const int8_t *w,
 }
 #endif
 
+#if FW_HAVE_DSP
+/* DSP extension (Cortex-M4/M7/M33): four weight rows per pass over the input
+ * row (k_dot4_s8_dsp, SXTB16 + SMLAD). With kernel_sum:
+ * acc = x.w + filter_offset * sum(x) + kernel_sum[o]. Without, the input
+ * offset is added to the input halves in the loop (SADD16) and the filter
+ * offset expands as (x+a)(w+b) = (x+a)w + b*(sum(x) + k*a); all exact mod 2^32
+ * like the reference's int32 arithmetic. */
+void qlinear_s8_dsp(const qlinear_params *p, const int8_t *in, const int8_t *w,
+                    const int32_t *bias, const int32_t *kernel_sum, int8_t *out) {
+  const int32_t a = p->input_offset, K = p->k, N = p->n, N4 = N & ~3;
+  /* locals: stores through int8_t pointers may alias *p */
+  const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max, qm = p->mult, qs = p->shift;
+  if (!kernel_sum && (a < -32640 || a > 32639)) {
+    qlinear_s8_ref(p, in, w, bias, kernel_sum, out);
+    return;
+  }
+  for (int32_t r = 0; r < p->rows; r++) {
+    const int8_t *x = in + (size_t)r * K;
+    int8_t *op = out + (size_t)r * N;
+    const uint32_t xsum = (uint32_t)k_sum_s8_dsp(x, K);
+    /* the per-row term common to every output */
+    const uint32_t common = kernel_sum ? xsum * (uint32_t)p->filter_offset
+                                       : (uint32_t)p->filter_offset * (xsum + (uint32_t)K * (uint32_t)a);
+    for (int32_t o0 = 0; o0 < N; o0 += 4) {
+      const int32_t nout = N - o0 < 4 ? N - o0 : 4;
+      int32_t acc[4];
+      for (int j = 0; j < 4; j++) {
+        const int32_t o = o0 + (j < nout ? j : 0);
+        acc[j] = (int32_t)(common + (kernel_sum ? (uint32_t)kernel_sum[o] : bias ? (uint32_t)bias[o] : 0u));
+      }
+      const int8_t *wr = w + (size_t)o0 * K;
+      if (o0 < N4) {
+        if (kernel_sum) k_dot4_s8_dsp(x, wr, K, K, acc, 0, 0);
+        else k_dot4_s8_dsp(x, wr, K, K, acc, 1, a);
+      } else {
+        for (int j = 0; j < nout; j++) {
+          if (kernel_sum) k_dot1_s8_dsp(x, wr + (size_t)j * K, K, &acc[j], 0, 0);
+          else k_dot1_s8_dsp(x, wr + (size_t)j * K, K, &acc[j], 1, a);
+        }
+      }
+      for (int j = 0; j < nout; j++) op[o0 + j] = k_finish_s8(acc[j], qm, qs, oo, lo, hi);
+    }
+  }
+}
+#endif
+
 void qlinear_s8(const qlinear_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                 const int32_t *kernel_sum, int8_t *out) {
 #if FW_HAVE_MVE
   qlinear_s8_mve(p, in, w, bias, kernel_sum, out);
+#elif FW_HAVE_DSP
+  qlinear_s8_dsp(p, in, w, bias, kernel_sum, out);
 #else
   qlinear_s8_ref(p, in, w, bias, kernel_sum, out);
 #endif

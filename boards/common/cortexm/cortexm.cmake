@@ -7,6 +7,7 @@
 #   FW_CONSOLE       semihosting (default) | uart   console channel
 #   FW_SEMIHOSTING   ON (default) | OFF             OFF: no BKPT 0xAB at all (hardware without debugger)
 #   FW_USE_MVE       ON (default) | OFF             OFF: compile with the board's nomve_cflags + -DFW_NO_MVE
+#                                                   (portable C: no MVE and no DSP-extension kernels)
 #   FW_CODE_IN_SRAM  OFF (default) | ON             code in [link].code_fallback instead of [link].code
 #   EMBED_MODEL      path to a .bpte linked into the image at the model address
 #   FW_PYTHON        Python 3.11+ used to read board.toml

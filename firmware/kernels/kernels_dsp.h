@@ -1,0 +1,186 @@
+/* DSP-extension (SIMD32) helpers shared by the *_dsp kernels (internal
+ * header): Cortex-M4/M7/M33 and other cores with __ARM_FEATURE_DSP but no
+ * MVE. ACLE intrinsics from <arm_acle.h>.
+ *
+ * Bit-exactness: SXTB16 splits four int8 into two int16 pairs (bytes 0,2 and,
+ * rotated by 8, bytes 1,3); SMLAD / SMLABB / SMLATT multiply 16-bit halves
+ * exactly and add to the 32-bit accumulator modulo 2^32 (overflow only sets
+ * the sticky Q flag), which is the reference's int32 wrap-around. */
+#ifndef FW_KERNELS_DSP_H
+#define FW_KERNELS_DSP_H
+
+#include "kernels.h"
+
+#if FW_HAVE_DSP
+#include <arm_acle.h>
+#include <string.h>
+
+/* Four bytes from any address (the Armv7E-M/Armv8-M LDR allows unaligned). */
+static inline int32_t k_rd32(const int8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline void k_wr32(int8_t *p, int32_t v) { memcpy(p, &v, 4); }
+
+/* Bytes 0 and 2 as int16 halves. */
+static inline int32_t k_lo16(int32_t v) { return __sxtb16(v); }
+/* Bytes 1 and 3 as int16 halves: SXTB16 with its rotate field. GCC 12's
+ * arm_acle.h has no __ror, and the builtin does not absorb a C rotate, so
+ * this one form is written out (CMSIS's __SXTB16_RORn is the same). */
+static inline int32_t k_hi16(int32_t v) {
+  int32_t r;
+  __asm("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+  return r;
+}
+
+/* Sum of n int8. */
+static inline int32_t k_sum_s8_dsp(const int8_t *x, int32_t n) {
+  const int32_t ones = 0x00010001;
+  int32_t s = 0, i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const int32_t v = k_rd32(x + i);
+    s = __smlad(k_lo16(v), ones, s);
+    s = __smlad(k_hi16(v), ones, s);
+  }
+  for (; i < n; i++) s += x[i];
+  return s;
+}
+
+/* acc[j] += sum_i (x[i] + xoff) * w[j * ws + i] over n bytes, for four
+ * weight rows ws bytes apart sharing each load of x (one LDR + two SXTB16 of
+ * x, with use_off two SADD16 adding the offset, which must keep x + xoff
+ * within int16; then per row one LDR, two SXTB16 and two SMLAD per four
+ * MACs; the rows are addressed from one pointer so that the loop fits the
+ * registers). Inlined with a constant use_off. */
+static inline __attribute__((always_inline)) void k_dot4_s8_dsp(const int8_t *x, const int8_t *w, int32_t ws,
+                                                                int32_t n, int32_t acc[4], const int use_off,
+                                                                int32_t xoff) {
+  int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+  const int32_t ws2 = 2 * ws, ws3 = 3 * ws;
+  const int32_t off2 = (int32_t)(((uint32_t)(uint16_t)xoff << 16) | (uint16_t)xoff);
+  if (!use_off) xoff = 0;
+  for (int32_t c = n >> 2; c > 0; c--) {
+    const int32_t vx = k_rd32(x);
+    x += 4;
+    int32_t xl = k_lo16(vx), xh = k_hi16(vx);
+    if (use_off) xl = __sadd16(xl, off2), xh = __sadd16(xh, off2);
+    int32_t v = k_rd32(w);
+    a0 = __smlad(xh, k_hi16(v), a0);
+    a0 = __smlad(xl, k_lo16(v), a0);
+    v = k_rd32(w + ws);
+    a1 = __smlad(xh, k_hi16(v), a1);
+    a1 = __smlad(xl, k_lo16(v), a1);
+    v = k_rd32(w + ws2);
+    a2 = __smlad(xh, k_hi16(v), a2);
+    a2 = __smlad(xl, k_lo16(v), a2);
+    v = k_rd32(w + ws3);
+    w += 4;
+    a3 = __smlad(xh, k_hi16(v), a3);
+    a3 = __smlad(xl, k_lo16(v), a3);
+  }
+  for (int32_t i = 0; i < (n & 3); i++) {
+    const int32_t xv = x[i] + xoff;
+    a0 = (int32_t)((uint32_t)a0 + (uint32_t)(xv * w[i]));
+    a1 = (int32_t)((uint32_t)a1 + (uint32_t)(xv * w[ws + i]));
+    a2 = (int32_t)((uint32_t)a2 + (uint32_t)(xv * w[ws2 + i]));
+    a3 = (int32_t)((uint32_t)a3 + (uint32_t)(xv * w[ws3 + i]));
+  }
+  acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+}
+
+/* Two pixels by two output channels: acc[0..3] += x0.w0, x0.w1, x1.w0,
+ * x1.w1 over n bytes, where x1 = x0 + s and w1 = w0 + s (consecutive pixels
+ * of a 1x1 stride-1 convolution, whose rows are K = C bytes like the weight
+ * rows): one stride register serves both, and the loop fits the registers.
+ * Per four bytes: four LDR, eight SXTB16, eight SMLAD for 16 MACs. */
+static inline __attribute__((always_inline)) void k_dot2x2_s8_dsp(const int8_t *x, const int8_t *w, int32_t s,
+                                                                  int32_t n, int32_t acc[4]) {
+  int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+  for (int32_t c = n >> 2; c > 0; c--) {
+    int32_t v = k_rd32(w);
+    const int32_t w0l = k_lo16(v), w0h = k_hi16(v);
+    v = k_rd32(w + s);
+    w += 4;
+    const int32_t w1l = k_lo16(v), w1h = k_hi16(v);
+    v = k_rd32(x);
+    int32_t xl = k_lo16(v), xh = k_hi16(v);
+    a00 = __smlad(xl, w0l, a00);
+    a00 = __smlad(xh, w0h, a00);
+    a01 = __smlad(xl, w1l, a01);
+    a01 = __smlad(xh, w1h, a01);
+    v = k_rd32(x + s);
+    x += 4;
+    xl = k_lo16(v), xh = k_hi16(v);
+    a10 = __smlad(xl, w0l, a10);
+    a10 = __smlad(xh, w0h, a10);
+    a11 = __smlad(xl, w1l, a11);
+    a11 = __smlad(xh, w1h, a11);
+  }
+  for (int32_t i = 0; i < (n & 3); i++) {
+    const int32_t x0 = x[i], x1 = x[s + i], w0 = w[i], w1 = w[s + i];
+    a00 = (int32_t)((uint32_t)a00 + (uint32_t)(x0 * w0));
+    a01 = (int32_t)((uint32_t)a01 + (uint32_t)(x0 * w1));
+    a10 = (int32_t)((uint32_t)a10 + (uint32_t)(x1 * w0));
+    a11 = (int32_t)((uint32_t)a11 + (uint32_t)(x1 * w1));
+  }
+  acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
+}
+
+/* The same for one weight row. */
+static inline __attribute__((always_inline)) void k_dot1_s8_dsp(const int8_t *x, const int8_t *w, int32_t n,
+                                                                int32_t *acc, const int use_off, int32_t xoff) {
+  int32_t a0 = *acc;
+  const int32_t off2 = (int32_t)(((uint32_t)(uint16_t)xoff << 16) | (uint16_t)xoff);
+  if (!use_off) xoff = 0;
+  for (int32_t c = n >> 2; c > 0; c--) {
+    const int32_t vx = k_rd32(x), v = k_rd32(w);
+    x += 4, w += 4;
+    int32_t xl = k_lo16(vx), xh = k_hi16(vx);
+    if (use_off) xl = __sadd16(xl, off2), xh = __sadd16(xh, off2);
+    a0 = __smlad(xh, k_hi16(v), a0);
+    a0 = __smlad(xl, k_lo16(v), a0);
+  }
+  for (int32_t i = 0; i < (n & 3); i++) a0 = (int32_t)((uint32_t)a0 + (uint32_t)((x[i] + xoff) * w[i]));
+  *acc = a0;
+}
+
+/* k_requantize for 0 <= mult and shift <= 0 (every real scale), without its
+ * 64-bit shifts. With t = val * mult + 2^30 the reference computes
+ * r1 = floor(t / 2^31), then rounds r1 / 2^rs half away from zero (rs =
+ * -shift), which equals floor((r1 + 2^(rs-1) - [r1 < 0]) / 2^rs) =
+ * floor((t + 2^(rs+30) - [t < 0] * 2^31) / 2^(31+rs)): for rs >= 2 one SMLAL
+ * from the constant 2^30 + 2^(rs+30), a compare of its high word (t < 0
+ * exactly when it is below 2^(rs-2)), the borrow of the -2^31 correction and
+ * one arithmetic shift of the high word by rs-1. rs = 0 or 1 take the
+ * 32-bit funnel form; positive shifts and negative multipliers take
+ * k_requantize. Checked against k_requantize on 2e8 random and exhaustive
+ * small inputs, ties included, besides the self-test. */
+static inline int32_t k_requantize_dsp(int32_t val, int32_t mult, int32_t shift) {
+  if (shift > 0 || mult < 0) return k_requantize(val, mult, shift);
+  const int rs = -shift;
+  if (rs >= 2) {
+    const int32_t hq = 1 << (rs - 2); /* 2^(rs+30) = hq * 2^32 */
+    const int64_t t = (int64_t)val * mult + (int64_t)(((uint64_t)(uint32_t)hq << 32) | (1u << 30));
+    int32_t hi = (int32_t)(t >> 32);
+    if (hi < hq) hi = hi - 1 + (int32_t)((uint32_t)t >> 31);
+    return hi >> (rs - 1);
+  }
+  int32_t res = (int32_t)(((int64_t)val * mult + (1ll << 30)) >> 31); /* in [-2^31, 2^31) */
+  if (rs) { /* rs == 1: the reference's remainder test with mask 1 */
+    const int32_t rem = res & 1;
+    res >>= 1;
+    res += rem > (res < 0 ? 1 : 0) ? 1 : 0;
+  }
+  return res;
+}
+
+/* Requantize, add the output offset, clamp: the portable finish. */
+static inline int8_t k_finish_s8(int32_t acc, int32_t mult, int32_t shift, int32_t off, int32_t lo,
+                                 int32_t hi) {
+  const int32_t r = k_requantize_dsp(acc, mult, shift);
+  return (int8_t)k_clamp((int32_t)((uint32_t)r + (uint32_t)off), lo, hi);
+}
+#endif
+
+#endif

@@ -1,0 +1,260 @@
+/* Bare-metal self-test of the DSP-extension kernels (Cortex-M4 under QEMU
+ * mps2-an386; start-up and link script shared with tests/mve_selftest): each
+ * *_dsp kernel runs against its portable *_ref twin on random shapes (odd
+ * channel counts, K not a multiple of 4, borders, strides, dilations, depth
+ * multipliers, grouped convolutions), data and quantization parameters; the
+ * outputs must match byte for byte and the scratch canary must survive.
+ * Prints "PASS <kernel> <trials>" or "FAIL <kernel> trial <i> ..." per kernel
+ * and exits with the number of failing kernels.
+ *
+ * Built with -DBENCH it times the portable and DSP kernels on fixed shapes
+ * ("BENCH <name> <ref> <dsp>", instructions under -icount shift=0 through the
+ * FPGAIO counter: one tick = 40 instructions). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kernels_dsp.h"
+
+#if !FW_HAVE_DSP
+int main(void) {
+  printf("FAIL: self-test built without the DSP extension (or with MVE)\n");
+  return 1;
+}
+#else
+#define BUF 40000
+static int8_t g_in[BUF] __attribute__((aligned(16))), g_w[BUF], g_a[BUF], g_b[BUF];
+static int32_t g_bias[1024], g_mult[1024], g_shift[1024], g_ksum[1024];
+#define SCRATCH_CAP 16384
+static uint8_t g_scratch[SCRATCH_CAP + 64] __attribute__((aligned(16)));
+static size_t g_scratch_n;
+
+static uint32_t g_rng = 0x9E3779B9u;
+static uint32_t rnd(void) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 17;
+  g_rng ^= g_rng << 5;
+  return g_rng;
+}
+static int32_t rr(int32_t lo, int32_t hi) { return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1)); }
+static void fill(int8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++) p[i] = (int8_t)rnd();
+}
+/* any multiplier in [0, 2^31), shifts -31..6 (positive ones included) */
+static void rq(int32_t *m, int32_t *s) {
+  *m = (rnd() & 3) ? (int32_t)((1u << 30) + (rnd() >> 2)) : (int32_t)(rnd() >> 1);
+  *s = (rnd() & 7) == 0 ? rr(1, 6) : rr(-31, 0);
+}
+static void rq_n(int n) {
+  for (int i = 0; i < n; i++) rq(&g_mult[i], &g_shift[i]);
+}
+static void fill_bias(int n) {
+  for (int i = 0; i < n; i++) g_bias[i] = (rnd() & 15) ? rr(-20000, 20000) : (int32_t)rnd();
+}
+static int32_t conv_out(int32_t n, int32_t k, int32_t s, int32_t p, int32_t d) {
+  return (n + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+static void *scratch_for(size_t n) {
+  g_scratch_n = n <= SCRATCH_CAP ? n : SCRATCH_CAP;
+  memset(g_scratch, 0xA5, sizeof g_scratch);
+  return g_scratch;
+}
+static int scratch_intact(void) {
+  for (size_t i = g_scratch_n; i < sizeof g_scratch; i++)
+    if (g_scratch[i] != 0xA5) return 0;
+  return 1;
+}
+static long first_diff(const int8_t *a, const int8_t *b, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) return (long)i;
+  return -1;
+}
+static int g_failed;
+static void report(const char *name, int trials, int bad, long at) {
+  if (bad >= 0) {
+    printf("FAIL %s trial %d first difference at byte %ld\n", name, bad, at);
+    g_failed++;
+  } else {
+    printf("PASS %s %d\n", name, trials);
+  }
+}
+static void print_conv(const qconv_params *p) {
+  printf("  shape: n%ld %ldx%ldx%ld -> %ldx%ldx%ld k%ldx%ld s%ld,%ld p%ld,%ld d%ld,%ld g%ld in_off %ld\n",
+         (long)p->batch, (long)p->in_h, (long)p->in_w, (long)p->in_c, (long)p->out_h, (long)p->out_w,
+         (long)p->out_c, (long)p->k_h, (long)p->k_w, (long)p->stride_h, (long)p->stride_w, (long)p->pad_h,
+         (long)p->pad_w, (long)p->dil_h, (long)p->dil_w, (long)p->groups, (long)p->input_offset);
+}
+
+/* t selects the flavour: pointwise, 5x5, grouped, offsets outside the pad range, wide */
+static void random_conv(qconv_params *p, int depthwise, int t) {
+  for (;;) {
+    memset(p, 0, sizeof *p);
+    p->batch = rr(1, 2);
+    p->in_h = rr(1, 9), p->in_w = rr(1, 9);
+    p->k_h = rr(1, 3), p->k_w = rr(1, 3);
+    if (!depthwise && t % 7 == 0) p->k_h = 5, p->k_w = rr(1, 5);
+    p->stride_h = rr(1, 2), p->stride_w = rr(1, 2);
+    p->pad_h = rr(0, 2), p->pad_w = rr(0, 2);
+    p->dil_h = (rnd() & 3) ? 1 : 2, p->dil_w = (rnd() & 3) ? 1 : 2;
+    if (t % 4 == 1) p->k_h = p->k_w = 1, p->pad_h = p->pad_w = 0; /* pointwise */
+    if (depthwise) {
+      p->in_c = t % 5 == 0 ? rr(60, 200) : rr(1, 40);
+      p->out_c = p->in_c;
+      if (t % 6 == 3) p->in_c = 1, p->out_c = rr(2, 70);           /* one-channel input: runs as a conv */
+      else if (t % 6 == 5) p->in_c = rr(1, 5), p->out_c = p->in_c * rr(2, 4); /* other multipliers */
+      p->groups = p->in_c;
+    } else {
+      p->groups = t % 9 == 4 ? rr(2, 3) : 1;
+      p->in_c = rr(1, t % 5 == 0 ? 70 : 24) * p->groups;
+      p->out_c = rr(1, t % 3 == 0 ? 40 : 13) * p->groups;
+    }
+    p->input_offset = (t % 8 == 3) ? rr(129, 255) : rr(-127, 128);
+    p->output_offset = rr(-128, 127);
+    p->act_min = rr(-128, 0), p->act_max = rr(0, 127);
+    p->out_h = conv_out(p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h);
+    p->out_w = conv_out(p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w);
+    const size_t nin = (size_t)p->batch * p->in_h * p->in_w * p->in_c;
+    const size_t nw = (size_t)p->out_c * p->k_h * p->k_w * (depthwise ? 1 : p->in_c / p->groups);
+    if (p->out_h >= 1 && p->out_w >= 1 && nin <= BUF && nw <= BUF &&
+        (size_t)p->batch * p->out_h * p->out_w * p->out_c <= BUF)
+      return;
+  }
+}
+
+#define TRIALS 150
+static __attribute__((unused)) void test_conv(int depthwise) {
+  int bad = -1;
+  long at = 0;
+  for (int t = 0; t < TRIALS; t++) {
+    qconv_params p;
+    random_conv(&p, depthwise, t);
+    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.in_c);
+    fill(g_w, (size_t)p.out_c * p.k_h * p.k_w * (depthwise ? 1 : p.in_c / p.groups));
+    fill_bias(p.out_c);
+    rq_n(p.out_c);
+    const int32_t *bias = (t & 1) ? g_bias : NULL;
+    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
+    memset(g_a, 0x55, n), memset(g_b, 0x55, n);
+    k_status st;
+    if (depthwise) {
+      qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a);
+      void *s = scratch_for(qdwconv2d_s8_get_buffer_size(&p));
+      st = qdwconv2d_s8_dsp(&p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n);
+    } else {
+      qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a);
+      void *s = scratch_for(qconv2d_s8_get_buffer_size(&p));
+      st = qconv2d_s8_dsp(&p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n);
+    }
+    long d = first_diff(g_a, g_b, n);
+    if (st != K_OK || !scratch_intact()) d = d < 0 ? 0 : d;
+    if (d >= 0 && bad < 0) {
+      bad = t, at = d;
+      print_conv(&p);
+    }
+  }
+  report(depthwise ? "qdwconv2d_s8" : "qconv2d_s8", TRIALS, bad, at);
+}
+
+static __attribute__((unused)) void test_linear(void) {
+  int bad = -1;
+  long at = 0;
+  for (int t = 0; t < TRIALS; t++) {
+    qlinear_params p = {rr(1, 3), t % 4 == 0 ? rr(200, 700) : rr(1, 100), rr(1, 21), rr(-127, 128),
+                        (t % 5 == 0) ? 0 : rr(-10, 10), rr(-128, 127), 0, 0, rr(-128, 0), rr(0, 127)};
+    if (t % 11 == 7) p.input_offset = rr(-40000, 40000); /* outside int16 with the input: portable path */
+    rq(&p.mult, &p.shift);
+    if ((size_t)p.n * p.k > BUF) p.n = BUF / p.k;
+    fill(g_in, (size_t)p.rows * p.k);
+    fill(g_w, (size_t)p.n * p.k);
+    fill_bias(p.n);
+    for (int i = 0; i < p.n; i++) g_ksum[i] = (int32_t)rnd();
+    const int mode = t % 3; /* kernel_sum, bias, neither */
+    const int32_t *bias = mode == 1 ? g_bias : NULL, *ks = mode == 0 ? g_ksum : NULL;
+    const size_t n = (size_t)p.rows * p.n;
+    memset(g_a, 0x55, n), memset(g_b, 0x55, n);
+    qlinear_s8_ref(&p, g_in, g_w, bias, ks, g_a);
+    qlinear_s8_dsp(&p, g_in, g_w, bias, ks, g_b);
+    const long d = first_diff(g_a, g_b, n);
+    if (d >= 0 && bad < 0) bad = t, at = d;
+  }
+  report("qlinear_s8", TRIALS, bad, at);
+}
+
+/* k_requantize_dsp against k_requantize: random values, multipliers and
+ * shifts (positive ones included), extreme values, and exact rounding ties
+ * (multiplier 2^30 halves the value, so r1 = (val + 1) >> 1 lands on
+ * q * 2^rs + 2^(rs-1) by construction). */
+static __attribute__((unused)) void test_requantize(void) {
+  const int n = 200000;
+  long bad = -1;
+  for (int t = 0; t < n && bad < 0; t++) {
+    int32_t v = (int32_t)rnd(), m = (int32_t)(rnd() >> 1), s = -rr(0, 31);
+    switch (t % 5) {
+      case 0: v = rr(-100000, 100000); break;
+      case 1: v = (int32_t)(0x7FFFFFF0u + (rnd() & 15)); break;
+      case 2: m = (int32_t)(1u << 30), s = -rr(1, 20), v = 2 * (rr(-500, 500) * (1 << -s) + (1 << (-s - 1))) - (int32_t)(rnd() & 1); break;
+      case 3: s = rr(1, 6), v = rr(-100000, 100000); break;
+      default: break;
+    }
+    if (k_requantize_dsp(v, m, s) != k_requantize(v, m, s)) bad = t;
+  }
+  report("k_requantize_dsp", n, (int)bad, 0);
+}
+
+#ifdef BENCH
+/* AN386 FPGAIO COUNTER (base + 0x18): 25 MHz, one tick = 40 instructions under -icount shift=0 */
+#define COUNTER (*(volatile uint32_t *)0x40028018u)
+static uint32_t instrs(uint32_t t0) { return (COUNTER - t0) * 40u; }
+#define TIME(call, out)           \
+  do {                            \
+    const uint32_t t0_ = COUNTER; \
+    call;                         \
+    (out) = instrs(t0_);          \
+  } while (0)
+static void bench(void) {
+  static const struct { const char *name; qconv_params c; int dw; } cs[] = {
+      {"conv3x3_16x16x16_32", {1, 16, 16, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 128, -5, -128, 127}, 0},
+      {"dwconv3x3_25x5x64", {1, 25, 5, 64, 25, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, 128, -5, -128, 127}, 1},
+      {"conv1x1_25x5x64_64", {1, 25, 5, 64, 25, 5, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+    const qconv_params *q = &cs[i].c;
+    fill(g_in, (size_t)q->in_h * q->in_w * q->in_c);
+    fill(g_w, (size_t)q->out_c * q->k_h * q->k_w * (q->in_c / q->groups));
+    fill_bias(q->out_c);
+    for (int j = 0; j < q->out_c; j++) g_mult[j] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[j] = -8;
+    uint32_t tr, td;
+    if (cs[i].dw) {
+      TIME(qdwconv2d_s8_ref(q, g_in, g_w, g_bias, g_mult, g_shift, g_a), tr);
+      TIME((void)qdwconv2d_s8_dsp(q, g_in, g_w, g_bias, g_mult, g_shift, g_b, g_scratch, SCRATCH_CAP), td);
+    } else {
+      TIME(qconv2d_s8_ref(q, g_in, g_w, g_bias, g_mult, g_shift, g_a), tr);
+      TIME((void)qconv2d_s8_dsp(q, g_in, g_w, g_bias, g_mult, g_shift, g_b, g_scratch, SCRATCH_CAP), td);
+    }
+    printf("BENCH %s %lu %lu\n", cs[i].name, (unsigned long)tr, (unsigned long)td);
+  }
+  qlinear_params l = {1, 640, 48, 128, 0, -5, 1 << 30, -9, -128, 127};
+  fill(g_in, 640), fill(g_w, 640 * 48), fill_bias(48);
+  uint32_t tr, td;
+  TIME(qlinear_s8_ref(&l, g_in, g_w, g_bias, NULL, g_a), tr);
+  TIME(qlinear_s8_dsp(&l, g_in, g_w, g_bias, NULL, g_b), td);
+  printf("BENCH fc_640_48 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
+}
+#endif
+
+int main(void) {
+#ifdef BENCH
+  bench();
+  return 0;
+#else
+  printf("DSP self-test: *_dsp vs *_ref\n");
+  test_requantize();
+  test_conv(0);
+  test_conv(1);
+  test_linear();
+  printf("%s: %d kernel(s) failed\n", g_failed ? "FAIL" : "PASS", g_failed);
+  return g_failed;
+#endif
+}
+#endif
