@@ -290,6 +290,8 @@ void qlinear_s8_dsp(const qlinear_params *p, const int8_t *in, const int8_t *w,
                     const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
 void qadd_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qadd_params *p);
+k_status qavgpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
+                         int32_t mult, int32_t shift, void *scratch, size_t scratch_size);
 #endif
 #if FW_HAVE_MVE_FP
 void quantize_f32_mve(const float *in, size_t n, double scale, int32_t zp, int32_t qmin, int32_t qmax,

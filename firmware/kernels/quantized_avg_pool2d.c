@@ -204,10 +204,76 @@ k_status qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, i
 }
 #endif
 
+#if FW_HAVE_DSP
+/* Cores with the DSP extension and no MVE (Cortex-M4/M7/M33): the MVE
+ * path's term table without vectors. Each tap's term ((float)q - zp) * scale
+ * depends only on the byte q, so for windows with taps x channels >= 256
+ * the 256 terms are computed once per call with exactly those float
+ * operations (this file is compiled without FMA contraction) into scratch,
+ * and each tap becomes a byte load, a table load and the same float add in
+ * the same order as qavgpool_s8_ref; four channels share the window walk.
+ * The finish (the two divisions, rint, clamp) is the reference's own. */
+k_status qavgpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
+                         int32_t mult, int32_t shift, void *scratch, size_t scratch_size) {
+  if (scratch_size < qavgpool_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  if ((int64_t)p->k_h * p->k_w * p->c < 256) {
+    qavgpool_s8_ref(p, in, out, zp, mult, shift);
+    return K_OK;
+  }
+  const float scale = pool_scale(mult, shift), fzp = (float)zp;
+  float *tab = (float *)scratch; /* tab[u]: the term of the byte u read as int8 */
+  for (int32_t u = 0; u < 256; u++) tab[u] = ((float)(int8_t)(uint8_t)u - fzp) * scale;
+  const int32_t C = p->c, C4 = C & ~3;
+  const int8_t zq = (int8_t)k_clamp(zp, -128, 127);
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+      int32_t y0, y1;
+      window(oy, p->stride_h, p->pad_h, p->k_h, p->in_h, &y0, &y1);
+      for (int32_t ox = 0; ox < p->out_w; ox++) {
+        int32_t x0, x1;
+        window(ox, p->stride_w, p->pad_w, p->k_w, p->in_w, &x0, &x1);
+        const int32_t count = (y1 - y0) * (x1 - x0);
+        int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * C;
+        if (count <= 0) {
+          for (int32_t c = 0; c < C; c++) op[c] = zq;
+          continue;
+        }
+        const uint8_t *base = (const uint8_t *)in + (((size_t)b * p->in_h + y0) * p->in_w + x0) * C;
+        const int32_t nx = x1 - x0, ny = y1 - y0, rowadj = (p->in_w - nx) * C;
+        int32_t c = 0;
+        for (; c < C4; c += 4) {
+          float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+          const uint8_t *q = base + c;
+          for (int32_t y = 0; y < ny; y++, q += rowadj)
+            for (int32_t x = 0; x < nx; x++, q += C) {
+              s0 += tab[q[0]];
+              s1 += tab[q[1]];
+              s2 += tab[q[2]];
+              s3 += tab[q[3]];
+            }
+          op[c] = finish(s0, count, scale, fzp);
+          op[c + 1] = finish(s1, count, scale, fzp);
+          op[c + 2] = finish(s2, count, scale, fzp);
+          op[c + 3] = finish(s3, count, scale, fzp);
+        }
+        for (; c < C; c++) {
+          float s0 = 0.0f;
+          const uint8_t *q = base + c;
+          for (int32_t y = 0; y < ny; y++, q += rowadj)
+            for (int32_t x = 0; x < nx; x++, q += C) s0 += tab[q[0]];
+          op[c] = finish(s0, count, scale, fzp);
+        }
+      }
+    }
+  return K_OK;
+}
+#endif
 k_status qavgpool_s8(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp, int32_t mult,
                      int32_t shift, void *scratch, size_t scratch_size) {
 #if FW_HAVE_MVE_FP
   return qavgpool_s8_mve(p, in, out, zp, mult, shift, scratch, scratch_size);
+#elif FW_HAVE_DSP
+  return qavgpool_s8_dsp(p, in, out, zp, mult, shift, scratch, scratch_size);
 #else
   (void)scratch, (void)scratch_size;
   qavgpool_s8_ref(p, in, out, zp, mult, shift);

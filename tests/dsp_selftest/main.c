@@ -184,6 +184,38 @@ static __attribute__((unused)) void test_add(void) {
   report("qadd_s8", TRIALS, bad, at);
 }
 
+static __attribute__((unused)) void test_avgpool(void) {
+  int bad = -1;
+  long at = 0;
+  for (int t = 0; t < TRIALS; t++) {
+    qpool_params p;
+    /* most cases wide enough for the table path (taps x channels >= 256) */
+    p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = t % 3 == 0 ? rr(1, 40) : rr(40, 240);
+    p.k_h = rr(1, 4), p.k_w = rr(1, 4), p.stride_h = rr(1, 3), p.stride_w = rr(1, 3);
+    p.pad_h = rr(0, p.k_h / 2), p.pad_w = rr(0, p.k_w / 2);
+    p.out_h = (p.in_h + 2 * p.pad_h - p.k_h) / p.stride_h + 1;
+    p.out_w = (p.in_w + 2 * p.pad_w - p.k_w) / p.stride_w + 1;
+    if (t % 5 == 1) p.out_h++, p.out_w++; /* ceil mode: windows past the input, some empty */
+    if (t % 7 == 3) p.k_h = p.in_h, p.k_w = p.in_w, p.pad_h = p.pad_w = 0, p.out_h = p.out_w = 1; /* global */
+    if (p.out_h < 1 || p.out_w < 1) {
+      t--;
+      continue;
+    }
+    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c);
+    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
+    int32_t m, sh, zp = rr(-128, 127);
+    rq(&m, &sh);
+    if (t % 2) m = 1 << 30, sh = rr(-12, 0); /* averages on exact .5 ties */
+    memset(g_a, 0x55, n), memset(g_b, 0x55, n);
+    qavgpool_s8_ref(&p, g_in, g_a, zp, m, sh);
+    void *s = scratch_for(qavgpool_s8_get_buffer_size(&p));
+    const int ok = qavgpool_s8_dsp(&p, g_in, g_b, zp, m, sh, s, g_scratch_n) == K_OK && scratch_intact();
+    const long d = ok ? first_diff(g_a, g_b, n) : 0;
+    if (d >= 0 && bad < 0) bad = t, at = d;
+  }
+  report("qavgpool_s8", TRIALS, bad, at);
+}
+
 static __attribute__((unused)) void test_linear(void) {
   int bad = -1;
   long at = 0;
@@ -275,6 +307,11 @@ static void bench(void) {
   TIME(qadd_s8_ref(g_in, 8192, g_w, 8192, g_a, &ad), tr);
   TIME(qadd_s8_dsp(g_in, 8192, g_w, 8192, g_b, &ad), td);
   printf("BENCH add_8192 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
+  qpool_params gp = {1, 3, 3, 1280, 1, 1, 3, 3, 1, 1, 0, 0}; /* mobilenet_v2's global pool */
+  fill(g_in, 9 * 1280);
+  TIME(qavgpool_s8_ref(&gp, g_in, g_a, -3, 1518500250, -8), tr);
+  TIME((void)qavgpool_s8_dsp(&gp, g_in, g_b, -3, 1518500250, -8, g_scratch, SCRATCH_CAP), td);
+  printf("BENCH avgpool_3x3x1280 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
 }
 #endif
 
@@ -289,6 +326,7 @@ int main(void) {
   test_conv(1);
   test_linear();
   test_add();
+  test_avgpool();
   printf("%s: %d kernel(s) failed\n", g_failed ? "FAIL" : "PASS", g_failed);
   return g_failed;
 #endif
