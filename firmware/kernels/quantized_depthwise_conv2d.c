@@ -597,10 +597,10 @@ static inline __attribute__((always_inline)) void dw_dsp_taps4(const int8_t *xp,
  * taps of a kernel row unrolled, the offset folded into beff; requantized
  * and stored here, out of line so that the loops get the registers. */
 /* Requantize, offset, clamp and store four channels c..c+3 (m, sh: their
- * multipliers and shifts); fast: k_rq_fast_ok held for the layer. */
+ * multipliers and shifts; oo, lo, hi: locals of the caller, since the int8
+ * stores may alias the parameter block); fast: k_rq_fast_ok held for the layer. */
 #define DW_FIN1(A, J)                                                                                    \
-  op[c + (J)] = fast ? k_finish_fast_s8(A, m[J], sh[J], g->oo, g->lo, g->hi)                            \
-                     : k_finish_s8(A, m[J], sh[J], g->oo, g->lo, g->hi)
+  op[c + (J)] = fast ? k_finish_fast_s8(A, m[J], sh[J], oo, lo, hi) : k_finish_s8(A, m[J], sh[J], oo, lo, hi)
 #define DW_FIN4(A0, A1, A2, A3) \
   do {                          \
     DW_FIN1(A0, 0);             \
@@ -618,10 +618,12 @@ typedef struct {
 static inline __attribute__((always_inline)) void dw_dsp_pixel3(const dw_dsp_row3 *g, const int8_t *x,
                                                                 const int8_t *w, int8_t *op, const int fast) {
   const int32_t xstep = g->xstep, wstep = g->c, ystep = g->ystep;
-  for (int32_t c = 0; c < g->c4; c += 4) {
-    int32_t a0 = g->beff[c], a1 = g->beff[c + 1], a2 = g->beff[c + 2], a3 = g->beff[c + 3];
+  const int32_t c4 = g->c4, k_h = g->k_h, oo = g->oo, lo = g->lo, hi = g->hi;
+  const int32_t *const beff = g->beff, *const mult = g->mult, *const shift = g->shift;
+  for (int32_t c = 0; c < c4; c += 4) {
+    int32_t a0 = beff[c], a1 = beff[c + 1], a2 = beff[c + 2], a3 = beff[c + 3];
     const int8_t *xp = x + c, *wp = w + c;
-    for (int32_t ky = g->k_h; ky > 0; ky--, xp += ystep, wp += 3 * wstep) {
+    for (int32_t ky = k_h; ky > 0; ky--, xp += ystep, wp += 3 * wstep) {
 #define DW_TAP(XO, WO)                                            \
   do {                                                            \
     const int32_t vx = k_rd32(xp + (XO)), vw = k_rd32(wp + (WO)); \
@@ -637,7 +639,7 @@ static inline __attribute__((always_inline)) void dw_dsp_pixel3(const dw_dsp_row
       DW_TAP(2 * xstep, 2 * wstep);
 #undef DW_TAP
     }
-    const int32_t *m = g->mult + c, *sh = g->shift + c;
+    const int32_t *m = mult + c, *sh = shift + c;
     DW_FIN4(a0, a1, a2, a3);
   }
 }
@@ -660,11 +662,14 @@ static inline __attribute__((always_inline)) void dw_dsp_pixel(const dw_dsp_row3
   const int32_t xstep = g->xstep, wstep = g->c;
   const int32_t xadj = g->ystep - nkx * xstep, wadj = (g->k_w - nkx) * wstep;
   const int32_t *b = use_off ? g->bias : g->beff;
-  for (int32_t c = 0; c < g->c4; c += 4) {
+  /* locals: the int8 stores below may alias *g */
+  const int32_t c4 = g->c4, off2 = g->off2, oo = g->oo, lo = g->lo, hi = g->hi;
+  const int32_t *const mult = g->mult, *const shift = g->shift;
+  for (int32_t c = 0; c < c4; c += 4) {
     int32_t a[4] = {0, 0, 0, 0};
     if (b) a[0] = b[c], a[1] = b[c + 1], a[2] = b[c + 2], a[3] = b[c + 3];
-    dw_dsp_taps4(x + c, w + c, nky, nkx, xstep, wstep, xadj, wadj, a, use_off, g->off2);
-    const int32_t *m = g->mult + c, *sh = g->shift + c;
+    dw_dsp_taps4(x + c, w + c, nky, nkx, xstep, wstep, xadj, wadj, a, use_off, off2);
+    const int32_t *m = mult + c, *sh = shift + c;
     DW_FIN4(a[0], a[1], a[2], a[3]);
   }
 }
