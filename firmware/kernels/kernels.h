@@ -13,7 +13,7 @@
  *  - Each op family has `<name>_ref` (portable C, bit-exact with the Python
  *    reference in executorch/backends/cortex_m/ops/operators.py), `<name>_mve`
  *    (Helium, only when compiled with MVE, bit-exact with `_ref`), for conv,
- *    depthwise conv and fully connected `<name>_dsp` (the DSP extension's
+ *    depthwise conv, fully connected, add and average pool `<name>_dsp` (the DSP extension's
  *    SIMD32 instructions through ACLE intrinsics, only when compiled for a
  *    core with DSP and without MVE: Cortex-M4/M7/M33), and a dispatcher
  *    `<name>` that picks MVE, else DSP, when available.
