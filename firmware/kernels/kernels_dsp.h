@@ -175,6 +175,27 @@ static inline int32_t k_requantize_dsp(int32_t val, int32_t mult, int32_t shift)
   return res;
 }
 
+/* k_requantize_dsp's rs >= 2 branch alone, for callers that checked once
+ * that every channel has mult >= 0 and shift <= -2 (k_rq_fast_ok). */
+static inline int32_t k_requantize_dsp_fast(int32_t val, int32_t mult, int32_t shift) {
+  const int rs = -shift;
+  const int32_t hq = 1 << (rs - 2);
+  const int64_t t = (int64_t)val * mult + (int64_t)(((uint64_t)(uint32_t)hq << 32) | (1u << 30));
+  int32_t hi = (int32_t)(t >> 32);
+  if (hi < hq) hi = hi - 1 + (int32_t)((uint32_t)t >> 31);
+  return hi >> (rs - 1);
+}
+static inline int k_rq_fast_ok(const int32_t *mult, const int32_t *shift, int32_t n) {
+  for (int32_t i = 0; i < n; i++)
+    if (mult[i] < 0 || shift[i] > -2) return 0;
+  return 1;
+}
+static inline int8_t k_finish_fast_s8(int32_t acc, int32_t mult, int32_t shift, int32_t off, int32_t lo,
+                                      int32_t hi) {
+  const int32_t r = k_requantize_dsp_fast(acc, mult, shift);
+  return (int8_t)k_clamp((int32_t)((uint32_t)r + (uint32_t)off), lo, hi);
+}
+
 /* Requantize, add the output offset, clamp: the portable finish. */
 static inline int8_t k_finish_s8(int32_t acc, int32_t mult, int32_t shift, int32_t off, int32_t lo,
                                  int32_t hi) {

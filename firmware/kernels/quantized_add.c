@@ -3,6 +3,7 @@
  * (operators.py quantized_add_impl, CMSIS-NN arm_elementwise_add_s8). */
 #include "kernels.h"
 #include "kernels_mve.h"
+#include "kernels_dsp.h"
 
 #define K_ADD_LEFT_SHIFT 20 /* SHIFT_INT8 in the reference */
 
@@ -57,10 +58,92 @@ void qadd_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
 }
 #endif
 
+#if FW_HAVE_DSP
+/* DSP extension: four elements per step. One LDR per operand, SXTB16 splits
+ * it into two int16 pairs, SADD16 adds -zp to both halves (no SMLAD, no
+ * per-element subtraction). Only the low 12 bits of a - zp survive the
+ * reference's << 20 in int32, and a 16-bit add modulo 2^16 keeps those bits
+ * exact for any zero point, so the low half's lane is the word << 20 and the
+ * high half's (word & 0xFFFF0000) << 4. The requantizations are the portable
+ * path's, k_requantize_dsp (exact, see kernels_dsp.h), or its rs >= 2 branch
+ * alone when all three multiplier / shift pairs allow it. */
+typedef struct {
+  int32_t am, as, bm, bs, om, os, oz, lo, hi;
+} add_dsp_k;
+
+static inline __attribute__((always_inline)) int8_t add_dsp_one(int32_t fa_in, int32_t fb_in, const add_dsp_k *k,
+                                                                const int fast) {
+  int32_t fa, fb, r;
+  if (fast) {
+    fa = k_requantize_dsp_fast(fa_in, k->am, k->as);
+    fb = k_requantize_dsp_fast(fb_in, k->bm, k->bs);
+    r = k_requantize_dsp_fast((int32_t)((uint32_t)fa + (uint32_t)fb), k->om, k->os);
+  } else {
+    fa = k_requantize_dsp(fa_in, k->am, k->as);
+    fb = k_requantize_dsp(fb_in, k->bm, k->bs);
+    r = k_requantize_dsp((int32_t)((uint32_t)fa + (uint32_t)fb), k->om, k->os);
+  }
+  return (int8_t)k_clamp((int32_t)((uint32_t)r + (uint32_t)k->oz), k->lo, k->hi);
+}
+
+static inline __attribute__((always_inline)) void add_block_dsp(const int8_t *a, const int8_t *b, int8_t *out,
+                                                                int32_t len, const add_dsp_k *kp,
+                                                                int32_t nza2, int32_t nzb2, const int fast) {
+  const add_dsp_k k = *kp;
+  int32_t i = 0;
+  for (; i + 4 <= len; i += 4) {
+    const int32_t va = k_rd32(a + i), vb = k_rd32(b + i);
+    const int32_t al = __sadd16(k_lo16(va), nza2), ah = __sadd16(k_hi16(va), nza2);
+    const int32_t bl = __sadd16(k_lo16(vb), nzb2), bh = __sadd16(k_hi16(vb), nzb2);
+    out[i] = add_dsp_one((int32_t)((uint32_t)al << 20), (int32_t)((uint32_t)bl << 20), &k, fast);
+    out[i + 1] = add_dsp_one((int32_t)((uint32_t)ah << 20), (int32_t)((uint32_t)bh << 20), &k, fast);
+    out[i + 2] = add_dsp_one((int32_t)(((uint32_t)al & 0xFFFF0000u) << 4),
+                             (int32_t)(((uint32_t)bl & 0xFFFF0000u) << 4), &k, fast);
+    out[i + 3] = add_dsp_one((int32_t)(((uint32_t)ah & 0xFFFF0000u) << 4),
+                             (int32_t)(((uint32_t)bh & 0xFFFF0000u) << 4), &k, fast);
+  }
+  for (; i < len; i++)
+    out[i] = add_dsp_one((int32_t)((uint32_t)(a[i] + (int16_t)nza2) << K_ADD_LEFT_SHIFT),
+                         (int32_t)((uint32_t)(b[i] + (int16_t)nzb2) << K_ADD_LEFT_SHIFT), &k, fast);
+}
+static __attribute__((noinline)) void add_block_dsp_fast(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
+                                                         const add_dsp_k *k, int32_t nza2, int32_t nzb2) {
+  add_block_dsp(a, b, out, len, k, nza2, nzb2, 1);
+}
+static __attribute__((noinline)) void add_block_dsp_gen(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
+                                                        const add_dsp_k *k, int32_t nza2, int32_t nzb2) {
+  add_block_dsp(a, b, out, len, k, nza2, nzb2, 0);
+}
+
+void qadd_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+                 int8_t *out, const qadd_params *p) {
+  add_dsp_k k;
+  k.am = p->a_mult, k.as = p->a_shift, k.bm = p->b_mult, k.bs = p->b_shift;
+  k.om = p->out_mult, k.os = p->out_shift, k.oz = p->out_zp, k.lo = p->act_min, k.hi = p->act_max;
+  /* -zp modulo 2^16 in both halves */
+  const uint32_t za = (uint16_t)(0u - (uint32_t)p->a_zp), zb = (uint16_t)(0u - (uint32_t)p->b_zp);
+  const int32_t nza2 = (int32_t)(za << 16 | za), nzb2 = (int32_t)(zb << 16 | zb);
+  const int fast = k.am >= 0 && k.as <= -2 && k.bm >= 0 && k.bs <= -2 && k.om >= 0 && k.os <= -2;
+  const size_t n = a_len > b_len ? a_len : b_len;
+  const size_t blk = a_len < b_len ? a_len : b_len; /* period of the broadcast */
+  if (blk == 0) return;
+  for (size_t s = 0; s < n; s += blk) {
+    const int32_t len = (int32_t)(n - s < blk ? n - s : blk);
+    const int8_t *pa = a_len == n ? a + s : a, *pb = b_len == n ? b + s : b;
+    if (fast)
+      add_block_dsp_fast(pa, pb, out + s, len, &k, nza2, nzb2);
+    else
+      add_block_dsp_gen(pa, pb, out + s, len, &k, nza2, nzb2);
+  }
+}
+#endif
+
 void qadd_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len, int8_t *out,
              const qadd_params *p) {
 #if FW_HAVE_MVE
   qadd_s8_mve(a, a_len, b, b_len, out, p);
+#elif FW_HAVE_DSP
+  qadd_s8_dsp(a, a_len, b, b_len, out, p);
 #else
   qadd_s8_ref(a, a_len, b, b_len, out, p);
 #endif

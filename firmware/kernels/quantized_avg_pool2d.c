@@ -6,9 +6,11 @@
  * results (no FMA contraction). */
 #pragma GCC optimize("fp-contract=off")
 #include <math.h>
+#include <string.h>
 
 #include "kernels.h"
 #include "kernels_mve.h"
+#include "kernels_dsp.h"
 
 /* Scratch of the MVE path: the 256-entry float term table, for windows where
  * it pays off (taps x channels >= 256). The same size on every build. */
@@ -204,10 +206,118 @@ k_status qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, i
 }
 #endif
 
+#if FW_HAVE_DSP
+/* Cores with the DSP extension and no MVE (Cortex-M4/M7/M33): the MVE
+ * path's term table without vectors. Each tap's term ((float)q - zp) * scale
+ * depends only on the byte q, so for windows with taps x channels >= 256
+ * the 256 terms are computed once per call with exactly those float
+ * operations (this file is compiled without FMA contraction) into scratch,
+ * and each tap becomes a byte load, a table load and the same float add in
+ * the same order as qavgpool_s8_ref; four channels share the window walk.
+ * The finish keeps the reference's two float divisions. For a quotient x
+ * with |x| < 2^22, f = x + 1.5 * 2^23 rounds x to the nearest integer, ties
+ * to even (the rounding mode rintf also uses; FPv4/5 has no VRINT and
+ * newlib's rintf is a software routine), and that integer is f's bit
+ * pattern minus 0x4B400000; rint(x) + zp is then exact in float for
+ * |zp| < 2^22, so the reference's float clamp to [-128, 127] is SSAT on
+ * the integer sum. Other quotients (and NaN) take the reference's finish. */
+static inline int8_t finish_dsp(float sum, int32_t count, float scale, float fzp, int32_t zp) {
+  const float x = sum / (float)count / scale;
+  if (!(fabsf(x) < 4194304.0f)) return finish(sum, count, scale, fzp);
+  const float f = x + 12582912.0f;
+  int32_t i;
+  memcpy(&i, &f, 4);
+  return (int8_t)__ssat(i - 0x4B400000 + zp, 8);
+}
+
+k_status qavgpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
+                         int32_t mult, int32_t shift, void *scratch, size_t scratch_size) {
+  if (scratch_size < qavgpool_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  if ((int64_t)p->k_h * p->k_w * p->c < 256) {
+    qavgpool_s8_ref(p, in, out, zp, mult, shift);
+    return K_OK;
+  }
+  const float scale = pool_scale(mult, shift), fzp = (float)zp;
+  float *tab = (float *)scratch; /* tab[u]: the term of the byte u read as int8 */
+  for (int32_t u = 0; u < 256; u++) tab[u] = ((float)(int8_t)(uint8_t)u - fzp) * scale;
+  const int32_t C = p->c, C4 = C & ~3;
+  const int8_t zq = (int8_t)k_clamp(zp, -128, 127);
+  if (zp < -4194303 || zp > 4194303) { /* the exact-sum argument of finish_dsp needs |zp| < 2^22 */
+    qavgpool_s8_ref(p, in, out, zp, mult, shift);
+    return K_OK;
+  }
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+      int32_t y0, y1;
+      window(oy, p->stride_h, p->pad_h, p->k_h, p->in_h, &y0, &y1);
+      for (int32_t ox = 0; ox < p->out_w; ox++) {
+        int32_t x0, x1;
+        window(ox, p->stride_w, p->pad_w, p->k_w, p->in_w, &x0, &x1);
+        const int32_t count = (y1 - y0) * (x1 - x0);
+        int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * C;
+        if (count <= 0) {
+          for (int32_t c = 0; c < C; c++) op[c] = zq;
+          continue;
+        }
+        const uint8_t *base = (const uint8_t *)in + (((size_t)b * p->in_h + y0) * p->in_w + x0) * C;
+        const int32_t nx = x1 - x0, ny = y1 - y0, rowadj = (p->in_w - nx) * C;
+        int32_t c = 0;
+        for (; c + 8 <= C; c += 8) {
+          float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, s4 = 0.0f, s5 = 0.0f, s6 = 0.0f, s7 = 0.0f;
+          const uint8_t *q = base + c;
+          for (int32_t y = 0; y < ny; y++, q += rowadj)
+            for (int32_t x = 0; x < nx; x++, q += C) {
+              s0 += tab[q[0]];
+              s1 += tab[q[1]];
+              s2 += tab[q[2]];
+              s3 += tab[q[3]];
+              s4 += tab[q[4]];
+              s5 += tab[q[5]];
+              s6 += tab[q[6]];
+              s7 += tab[q[7]];
+            }
+          op[c] = finish_dsp(s0, count, scale, fzp, zp);
+          op[c + 1] = finish_dsp(s1, count, scale, fzp, zp);
+          op[c + 2] = finish_dsp(s2, count, scale, fzp, zp);
+          op[c + 3] = finish_dsp(s3, count, scale, fzp, zp);
+          op[c + 4] = finish_dsp(s4, count, scale, fzp, zp);
+          op[c + 5] = finish_dsp(s5, count, scale, fzp, zp);
+          op[c + 6] = finish_dsp(s6, count, scale, fzp, zp);
+          op[c + 7] = finish_dsp(s7, count, scale, fzp, zp);
+        }
+        for (; c < C4; c += 4) {
+          float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+          const uint8_t *q = base + c;
+          for (int32_t y = 0; y < ny; y++, q += rowadj)
+            for (int32_t x = 0; x < nx; x++, q += C) {
+              s0 += tab[q[0]];
+              s1 += tab[q[1]];
+              s2 += tab[q[2]];
+              s3 += tab[q[3]];
+            }
+          op[c] = finish_dsp(s0, count, scale, fzp, zp);
+          op[c + 1] = finish_dsp(s1, count, scale, fzp, zp);
+          op[c + 2] = finish_dsp(s2, count, scale, fzp, zp);
+          op[c + 3] = finish_dsp(s3, count, scale, fzp, zp);
+        }
+        for (; c < C; c++) {
+          float s0 = 0.0f;
+          const uint8_t *q = base + c;
+          for (int32_t y = 0; y < ny; y++, q += rowadj)
+            for (int32_t x = 0; x < nx; x++, q += C) s0 += tab[q[0]];
+          op[c] = finish_dsp(s0, count, scale, fzp, zp);
+        }
+      }
+    }
+  return K_OK;
+}
+#endif
 k_status qavgpool_s8(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp, int32_t mult,
                      int32_t shift, void *scratch, size_t scratch_size) {
 #if FW_HAVE_MVE_FP
   return qavgpool_s8_mve(p, in, out, zp, mult, shift, scratch, scratch_size);
+#elif FW_HAVE_DSP
+  return qavgpool_s8_dsp(p, in, out, zp, mult, shift, scratch, scratch_size);
 #else
   (void)scratch, (void)scratch_size;
   qavgpool_s8_ref(p, in, out, zp, mult, shift);

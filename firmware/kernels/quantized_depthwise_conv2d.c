@@ -596,19 +596,34 @@ static inline __attribute__((always_inline)) void dw_dsp_taps4(const int8_t *xp,
  * layers): every whole group of four channels of one output pixel, the three
  * taps of a kernel row unrolled, the offset folded into beff; requantized
  * and stored here, out of line so that the loops get the registers. */
+/* Requantize, offset, clamp and store four channels c..c+3 (m, sh: their
+ * multipliers and shifts; oo, lo, hi: locals of the caller, since the int8
+ * stores may alias the parameter block); fast: k_rq_fast_ok held for the layer. */
+#define DW_FIN1(A, J)                                                                                    \
+  op[c + (J)] = fast ? k_finish_fast_s8(A, m[J], sh[J], oo, lo, hi) : k_finish_s8(A, m[J], sh[J], oo, lo, hi)
+#define DW_FIN4(A0, A1, A2, A3) \
+  do {                          \
+    DW_FIN1(A0, 0);             \
+    DW_FIN1(A1, 1);             \
+    DW_FIN1(A2, 2);             \
+    DW_FIN1(A3, 3);             \
+  } while (0)
+
 typedef struct {
-  const int32_t *beff, *mult, *shift;
-  int32_t c4, c, xstep, ystep, k_h;
-  int32_t oo, lo, hi;
+  const int32_t *beff, *bias, *mult, *shift;
+  int32_t c4, c, xstep, ystep, k_h, k_w;
+  int32_t oo, lo, hi, off2, fast;
 } dw_dsp_row3;
 
-static __attribute__((noinline)) void dw_dsp_pixel3_folded(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,
-                                                           int8_t *op) {
+static inline __attribute__((always_inline)) void dw_dsp_pixel3(const dw_dsp_row3 *g, const int8_t *x,
+                                                                const int8_t *w, int8_t *op, const int fast) {
   const int32_t xstep = g->xstep, wstep = g->c, ystep = g->ystep;
-  for (int32_t c = 0; c < g->c4; c += 4) {
-    int32_t a0 = g->beff[c], a1 = g->beff[c + 1], a2 = g->beff[c + 2], a3 = g->beff[c + 3];
+  const int32_t c4 = g->c4, k_h = g->k_h, oo = g->oo, lo = g->lo, hi = g->hi;
+  const int32_t *const beff = g->beff, *const mult = g->mult, *const shift = g->shift;
+  for (int32_t c = 0; c < c4; c += 4) {
+    int32_t a0 = beff[c], a1 = beff[c + 1], a2 = beff[c + 2], a3 = beff[c + 3];
     const int8_t *xp = x + c, *wp = w + c;
-    for (int32_t ky = g->k_h; ky > 0; ky--, xp += ystep, wp += 3 * wstep) {
+    for (int32_t ky = k_h; ky > 0; ky--, xp += ystep, wp += 3 * wstep) {
 #define DW_TAP(XO, WO)                                            \
   do {                                                            \
     const int32_t vx = k_rd32(xp + (XO)), vw = k_rd32(wp + (WO)); \
@@ -624,23 +639,53 @@ static __attribute__((noinline)) void dw_dsp_pixel3_folded(const dw_dsp_row3 *g,
       DW_TAP(2 * xstep, 2 * wstep);
 #undef DW_TAP
     }
-    const int32_t *m = g->mult + c, *sh = g->shift + c;
-    op[c] = k_finish_s8(a0, m[0], sh[0], g->oo, g->lo, g->hi);
-    op[c + 1] = k_finish_s8(a1, m[1], sh[1], g->oo, g->lo, g->hi);
-    op[c + 2] = k_finish_s8(a2, m[2], sh[2], g->oo, g->lo, g->hi);
-    op[c + 3] = k_finish_s8(a3, m[3], sh[3], g->oo, g->lo, g->hi);
+    const int32_t *m = mult + c, *sh = shift + c;
+    DW_FIN4(a0, a1, a2, a3);
   }
 }
-
-static __attribute__((noinline)) void dw_dsp_taps4_folded(const int8_t *xp, const int8_t *wp, int32_t nky,
-                                                          int32_t nkx, int32_t xstep, int32_t wstep, int32_t xadj,
-                                                          int32_t wadj, int32_t a[4]) {
-  dw_dsp_taps4(xp, wp, nky, nkx, xstep, wstep, xadj, wadj, a, 0, 0);
+static __attribute__((noinline)) void dw_dsp_pixel3_folded(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,
+                                                           int8_t *op) {
+  dw_dsp_pixel3(g, x, w, op, 0);
 }
-static __attribute__((noinline)) void dw_dsp_taps4_off(const int8_t *xp, const int8_t *wp, int32_t nky, int32_t nkx,
-                                                       int32_t xstep, int32_t wstep, int32_t xadj, int32_t wadj,
-                                                       int32_t a[4], int32_t off2) {
-  dw_dsp_taps4(xp, wp, nky, nkx, xstep, wstep, xadj, wadj, a, 1, off2);
+static __attribute__((noinline)) void dw_dsp_pixel3_folded_fast(const dw_dsp_row3 *g, const int8_t *x,
+                                                                const int8_t *w, int8_t *op) {
+  dw_dsp_pixel3(g, x, w, op, 1);
+}
+
+/* Every whole group of four channels of one output pixel over its nky x nkx
+ * valid taps, requantized and stored: one call per pixel (not per group),
+ * the start values from beff (use_off 0: window inside the input) or from
+ * the bias with the offset added per tap (use_off 1: border windows). */
+static inline __attribute__((always_inline)) void dw_dsp_pixel(const dw_dsp_row3 *g, const int8_t *x,
+                                                               const int8_t *w, int32_t nky, int32_t nkx,
+                                                               int8_t *op, const int use_off, const int fast) {
+  const int32_t xstep = g->xstep, wstep = g->c;
+  const int32_t xadj = g->ystep - nkx * xstep, wadj = (g->k_w - nkx) * wstep;
+  const int32_t *b = use_off ? g->bias : g->beff;
+  /* locals: the int8 stores below may alias *g */
+  const int32_t c4 = g->c4, off2 = g->off2, oo = g->oo, lo = g->lo, hi = g->hi;
+  const int32_t *const mult = g->mult, *const shift = g->shift;
+  for (int32_t c = 0; c < c4; c += 4) {
+    int32_t a[4] = {0, 0, 0, 0};
+    if (b) a[0] = b[c], a[1] = b[c + 1], a[2] = b[c + 2], a[3] = b[c + 3];
+    dw_dsp_taps4(x + c, w + c, nky, nkx, xstep, wstep, xadj, wadj, a, use_off, off2);
+    const int32_t *m = mult + c, *sh = shift + c;
+    DW_FIN4(a[0], a[1], a[2], a[3]);
+  }
+}
+static __attribute__((noinline)) void dw_dsp_pixel_folded(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,
+                                                          int32_t nky, int32_t nkx, int8_t *op) {
+  if (g->fast)
+    dw_dsp_pixel(g, x, w, nky, nkx, op, 0, 1);
+  else
+    dw_dsp_pixel(g, x, w, nky, nkx, op, 0, 0);
+}
+static __attribute__((noinline)) void dw_dsp_pixel_off(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,
+                                                       int32_t nky, int32_t nkx, int8_t *op) {
+  if (g->fast)
+    dw_dsp_pixel(g, x, w, nky, nkx, op, 1, 1);
+  else
+    dw_dsp_pixel(g, x, w, nky, nkx, op, 1, 0);
 }
 
 /* beff: per channel, the bias plus input_offset * sum(all taps' weights), the
@@ -660,7 +705,8 @@ static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w,
   }
   dw_dsp_row3 g3;
   g3.beff = beff, g3.mult = mult, g3.shift = shift, g3.c4 = C4, g3.c = C, g3.xstep = xstep, g3.ystep = ystep;
-  g3.k_h = p->k_h, g3.oo = oo, g3.lo = lo, g3.hi = hi;
+  g3.k_h = p->k_h, g3.k_w = p->k_w, g3.oo = oo, g3.lo = lo, g3.hi = hi, g3.bias = bias, g3.off2 = off2;
+  g3.fast = k_rq_fast_ok(mult, shift, C4);
   int8_t *op = out;
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
@@ -678,24 +724,16 @@ static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w,
                            (nky > 0 && nkx > 0 ? ((ptrdiff_t)iy0 * p->in_w + ix0) * C : 0);
         const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
         const int32_t xadj = ystep - nkx * xstep, wadj = (p->k_w - nkx) * C;
-        int32_t c = 0;
-        if (full && nkx == 3) {
+        if (full && nkx == 3 && g3.fast)
+          dw_dsp_pixel3_folded_fast(&g3, x0, w0, op);
+        else if (full && nkx == 3)
           dw_dsp_pixel3_folded(&g3, x0, w0, op);
-          c = C4;
-        }
-        for (; c < C4; c += 4) {
-          int32_t a[4];
-          if (full) {
-            a[0] = beff[c], a[1] = beff[c + 1], a[2] = beff[c + 2], a[3] = beff[c + 3];
-            dw_dsp_taps4_folded(x0 + c, w0 + c, nky, nkx, xstep, C, xadj, wadj, a);
-          } else {
-            a[0] = a[1] = a[2] = a[3] = 0;
-            if (bias) a[0] = bias[c], a[1] = bias[c + 1], a[2] = bias[c + 2], a[3] = bias[c + 3];
-            dw_dsp_taps4_off(x0 + c, w0 + c, nky, nkx, xstep, C, xadj, wadj, a, off2);
-          }
-          for (int j = 0; j < 4; j++)
-            op[c + j] = k_finish_s8(a[j], mult[c + j], shift[c + j], oo, lo, hi);
-        }
+        else if (full)
+          dw_dsp_pixel_folded(&g3, x0, w0, nky, nkx, op);
+        else if (nky > 0 && nkx > 0)
+          dw_dsp_pixel_off(&g3, x0, w0, nky, nkx, op);
+        else
+          for (int32_t c = 0; c < C4; c++) op[c] = k_finish_s8(bias ? bias[c] : 0, mult[c], shift[c], oo, lo, hi);
         for (int32_t c = C4; c < C; c++) {
           uint32_t acc = bias ? (uint32_t)bias[c] : 0u;
           const int8_t *xp = x0 + c, *wp = w0 + c;

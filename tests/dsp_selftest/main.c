@@ -133,6 +133,11 @@ static __attribute__((unused)) void test_conv(int depthwise) {
     fill(g_w, (size_t)p.out_c * p.k_h * p.k_w * (depthwise ? 1 : p.in_c / p.groups));
     fill_bias(p.out_c);
     rq_n(p.out_c);
+    if (t % 3 == 2) /* every channel in the fast requantization range (shift <= -2), ties included */
+      for (int32_t i = 0; i < p.out_c; i++) {
+        g_shift[i] = -rr(2, 31);
+        if (t % 9 == 5) g_mult[i] = (int32_t)(1u << 30);
+      }
     const int32_t *bias = (t & 1) ? g_bias : NULL;
     const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
     memset(g_a, 0x55, n), memset(g_b, 0x55, n);
@@ -154,6 +159,61 @@ static __attribute__((unused)) void test_conv(int depthwise) {
     }
   }
   report(depthwise ? "qdwconv2d_s8" : "qconv2d_s8", TRIALS, bad, at);
+}
+
+static __attribute__((unused)) void test_add(void) {
+  int bad = -1;
+  long at = 0;
+  for (int t = 0; t < TRIALS; t++) {
+    qadd_params p = {rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 0), rr(0, 127)};
+    rq(&p.a_mult, &p.a_shift);
+    rq(&p.b_mult, &p.b_shift);
+    rq(&p.out_mult, &p.out_shift);
+    if (t % 4 == 1) p.a_shift = rr(-2, 0), p.b_shift = rr(-2, 0), p.out_shift = rr(-22, -15); /* realistic add */
+    if (t % 4 == 3) p.a_shift = rr(-31, -2), p.b_shift = rr(-31, -2), p.out_shift = rr(-31, -2); /* all fast */
+    if (t % 5 == 4) p.a_zp = rr(-70000, 70000), p.b_zp = rr(-70000, 70000); /* outside int16 */
+    const size_t n = (size_t)rr(1, 300), c = (size_t)rr(1, 20);
+    const size_t an = (t % 3 == 1) ? c : n * c, bn = (t % 3 == 2) ? c : n * c;
+    fill(g_in, an), fill(g_w, bn);
+    memset(g_a, 0x55, n * c + 8), memset(g_b, 0x55, n * c + 8);
+    qadd_s8_ref(g_in + (t & 3), an, g_w, bn, g_a, &p);
+    qadd_s8_dsp(g_in + (t & 3), an, g_w, bn, g_b, &p); /* unaligned operands too */
+    const long d = first_diff(g_a, g_b, n * c + 8);
+    if (d >= 0 && bad < 0) bad = t, at = d;
+  }
+  report("qadd_s8", TRIALS, bad, at);
+}
+
+static __attribute__((unused)) void test_avgpool(void) {
+  int bad = -1;
+  long at = 0;
+  for (int t = 0; t < TRIALS; t++) {
+    qpool_params p;
+    /* most cases wide enough for the table path (taps x channels >= 256) */
+    p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = t % 3 == 0 ? rr(1, 40) : rr(40, 240);
+    p.k_h = rr(1, 4), p.k_w = rr(1, 4), p.stride_h = rr(1, 3), p.stride_w = rr(1, 3);
+    p.pad_h = rr(0, p.k_h / 2), p.pad_w = rr(0, p.k_w / 2);
+    p.out_h = (p.in_h + 2 * p.pad_h - p.k_h) / p.stride_h + 1;
+    p.out_w = (p.in_w + 2 * p.pad_w - p.k_w) / p.stride_w + 1;
+    if (t % 5 == 1) p.out_h++, p.out_w++; /* ceil mode: windows past the input, some empty */
+    if (t % 7 == 3) p.k_h = p.in_h, p.k_w = p.in_w, p.pad_h = p.pad_w = 0, p.out_h = p.out_w = 1; /* global */
+    if (p.out_h < 1 || p.out_w < 1) {
+      t--;
+      continue;
+    }
+    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c);
+    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
+    int32_t m, sh, zp = rr(-128, 127);
+    rq(&m, &sh);
+    if (t % 2) m = 1 << 30, sh = rr(-12, 0); /* averages on exact .5 ties */
+    memset(g_a, 0x55, n), memset(g_b, 0x55, n);
+    qavgpool_s8_ref(&p, g_in, g_a, zp, m, sh);
+    void *s = scratch_for(qavgpool_s8_get_buffer_size(&p));
+    const int ok = qavgpool_s8_dsp(&p, g_in, g_b, zp, m, sh, s, g_scratch_n) == K_OK && scratch_intact();
+    const long d = ok ? first_diff(g_a, g_b, n) : 0;
+    if (d >= 0 && bad < 0) bad = t, at = d;
+  }
+  report("qavgpool_s8", TRIALS, bad, at);
 }
 
 static __attribute__((unused)) void test_linear(void) {
@@ -216,6 +276,8 @@ static void bench(void) {
   static const struct { const char *name; qconv_params c; int dw; } cs[] = {
       {"conv3x3_16x16x16_32", {1, 16, 16, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 128, -5, -128, 127}, 0},
       {"dwconv3x3_25x5x64", {1, 25, 5, 64, 25, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, 128, -5, -128, 127}, 1},
+      {"dwconv3x3_3x3x960", {1, 3, 3, 960, 3, 3, 960, 3, 3, 1, 1, 1, 1, 1, 1, 960, 128, -5, -128, 127}, 1},
+      {"dwconv3x3_6x6x384", {1, 6, 6, 384, 6, 6, 384, 3, 3, 1, 1, 1, 1, 1, 1, 384, 128, -5, -128, 127}, 1},
       {"conv1x1_25x5x64_64", {1, 25, 5, 64, 25, 5, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
@@ -240,6 +302,16 @@ static void bench(void) {
   TIME(qlinear_s8_ref(&l, g_in, g_w, g_bias, NULL, g_a), tr);
   TIME(qlinear_s8_dsp(&l, g_in, g_w, g_bias, NULL, g_b), td);
   printf("BENCH fc_640_48 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
+  qadd_params ad = {-3, 1518500250, -1, 7, 1073741824, 0, -2, 1276310592, -19, -128, 127}; /* realistic */
+  fill(g_in, 8192), fill(g_w, 8192);
+  TIME(qadd_s8_ref(g_in, 8192, g_w, 8192, g_a, &ad), tr);
+  TIME(qadd_s8_dsp(g_in, 8192, g_w, 8192, g_b, &ad), td);
+  printf("BENCH add_8192 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
+  qpool_params gp = {1, 3, 3, 1280, 1, 1, 3, 3, 1, 1, 0, 0}; /* mobilenet_v2's global pool */
+  fill(g_in, 9 * 1280);
+  TIME(qavgpool_s8_ref(&gp, g_in, g_a, -3, 1518500250, -8), tr);
+  TIME((void)qavgpool_s8_dsp(&gp, g_in, g_b, -3, 1518500250, -8, g_scratch, SCRATCH_CAP), td);
+  printf("BENCH avgpool_3x3x1280 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
 }
 #endif
 
@@ -253,6 +325,8 @@ int main(void) {
   test_conv(0);
   test_conv(1);
   test_linear();
+  test_add();
+  test_avgpool();
   printf("%s: %d kernel(s) failed\n", g_failed ? "FAIL" : "PASS", g_failed);
   return g_failed;
 #endif
