@@ -23,14 +23,6 @@ typedef struct {
 static ethosu_device *g_dev;
 static const char *g_init_error;
 
-static et_status fail(char *msg, size_t cap, et_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static et_status fail(char *msg, size_t cap, et_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, cap, fmt, ap);
-  va_end(ap);
-  return st;
-}
 
 static size_t align16(size_t n) { return (n + 15u) & ~(size_t)15u; }
 
@@ -51,7 +43,7 @@ static et_status analyse(const uint8_t *data, size_t len, state *s, size_t *byte
   ethosu_stream_info info;
   st = ethosu_stream_check(s->blob.cmd, s->blob.cmd_words, s->arch, s->limit, &info, msg, cap);
   if (st != ET_OK) return st;
-  if (info.used[2] > UINT32_MAX) return fail(msg, cap, ET_E_NPU_STREAM, "Ethos-U command stream uses more than 4 GiB of fast scratch");
+  if (info.used[2] > UINT32_MAX) return et_msgf(msg, cap, ET_E_NPU_STREAM, "Ethos-U command stream uses more than 4 GiB of fast scratch");
   s->limit[2] = info.used[2];
   s->written = info.written;
   for (uint32_t i = 0; i < s->blob.n_inputs + s->blob.n_outputs; i++) {
@@ -59,10 +51,10 @@ static et_status analyse(const uint8_t *data, size_t len, state *s, size_t *byte
     bool out = i >= s->blob.n_inputs;
     uint32_t k = out ? i - s->blob.n_inputs : i;
     if (io->region != 1 && io->region != 2)
-      return fail(msg, cap, ET_E_DELEGATE_CORRUPT, "Ethos-U %s %" PRIu32 " lives in region %" PRIu32 " (1 or 2 expected)",
+      return et_msgf(msg, cap, ET_E_DELEGATE_CORRUPT, "Ethos-U %s %" PRIu32 " lives in region %" PRIu32 " (1 or 2 expected)",
                   out ? "output" : "input", k, io->region);
     if ((uint64_t)io->offset + io->nbytes > s->limit[io->region])
-      return fail(msg, cap, ET_E_DELEGATE_CORRUPT,
+      return et_msgf(msg, cap, ET_E_DELEGATE_CORRUPT,
                   "Ethos-U %s %" PRIu32 " (%" PRIu32 " bytes at offset %" PRIu32 ") lies outside region %" PRIu32 " (%" PRIu64
                   " bytes)",
                   out ? "output" : "input", k, io->nbytes, io->offset, io->region, s->limit[io->region]);
@@ -82,15 +74,15 @@ static et_status b_init(void *mem, size_t bytes, const uint8_t *data, size_t len
   size_t need;
   et_status st = analyse(data, len, s, &need, msg, cap);
   if (st != ET_OK) return st;
-  if (need > bytes) return fail(msg, cap, ET_E_ARENA_TOO_SMALL, "Ethos-U delegate needs %lu bytes, got %lu", (unsigned long)need,
+  if (need > bytes) return et_msgf(msg, cap, ET_E_ARENA_TOO_SMALL, "Ethos-U delegate needs %lu bytes, got %lu", (unsigned long)need,
                                 (unsigned long)bytes);
   if (g_dev == NULL || !g_dev->ready)
-    return fail(msg, cap, ET_E_NPU_CONFIG, "%s",
+    return et_msgf(msg, cap, ET_E_NPU_CONFIG, "%s",
                 g_init_error && g_init_error[0] ? g_init_error : "this build has no Ethos-U device attached");
   if (s->blob.has_config && (st = ethosu_check(g_dev, s->blob.config, s->blob.arch_id, msg, cap)) != ET_OK) return st;
   uint32_t nio = s->blob.n_inputs + s->blob.n_outputs;
   if (nargs != nio)
-    return fail(msg, cap, ET_E_DELEGATE_CORRUPT, "the call passes %" PRIu32 " values, the Ethos-U delegate has %" PRIu32
+    return et_msgf(msg, cap, ET_E_DELEGATE_CORRUPT, "the call passes %" PRIu32 " values, the Ethos-U delegate has %" PRIu32
                 " inputs and %" PRIu32 " outputs", nargs, s->blob.n_inputs, s->blob.n_outputs);
   for (uint32_t i = 0; i < nio; i++) {
     const ethosu_io *io = &s->blob.io[i];
@@ -98,15 +90,15 @@ static et_status b_init(void *mem, size_t bytes, const uint8_t *data, size_t len
     uint32_t k = out ? i - s->blob.n_inputs : i;
     const et_value *v = args[i];
     if (v->tag != ET_TAG_TENSOR)
-      return fail(msg, cap, ET_E_DELEGATE_CORRUPT, "Ethos-U delegate %s %" PRIu32 " is not a tensor", out ? "output" : "input", k);
+      return et_msgf(msg, cap, ET_E_DELEGATE_CORRUPT, "Ethos-U delegate %s %" PRIu32 " is not a tensor", out ? "output" : "input", k);
     const et_tensor *t = v->u.t;
     if (t->nbytes != io->nbytes || et_dtype_size(t->dtype) != io->elem_size)
-      return fail(msg, cap, ET_E_DELEGATE_CORRUPT,
+      return et_msgf(msg, cap, ET_E_DELEGATE_CORRUPT,
                   "Ethos-U delegate %s %" PRIu32 ": the method's tensor is %lu bytes of %s, the command stream expects %" PRIu32
                   " bytes of %" PRIu32 "-byte elements",
                   out ? "output" : "input", k, (unsigned long)t->nbytes, et_dtype_name(t->dtype), io->nbytes, io->elem_size);
     if (out && t->data == NULL)
-      return fail(msg, cap, ET_E_DELEGATE_CORRUPT, "Ethos-U delegate output %" PRIu32 " has no planned memory", k);
+      return et_msgf(msg, cap, ET_E_DELEGATE_CORRUPT, "Ethos-U delegate output %" PRIu32 " has no planned memory", k);
   }
   uint8_t *p = (uint8_t *)mem + align16(sizeof(state));
   s->region[0] = (uint8_t *)(uintptr_t)s->blob.weights;

@@ -18,14 +18,6 @@
 #define QCONFIG_INDEX 2u
 static const uint8_t k_region_cfg[NPU_BASEP_COUNT] = {3, 0, 1, 1, 1, 1, 1, 1};
 
-static et_status fail(char *msg, size_t cap, et_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static et_status fail(char *msg, size_t cap, et_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, cap, fmt, ap);
-  va_end(ap);
-  return st;
-}
 
 static uint32_t rd(const ethosu_device *d, uint32_t off) { return ethosu_reg_read(d->hal.base + off); }
 static void wr(const ethosu_device *d, uint32_t off, uint32_t v) { ethosu_reg_write(d->hal.base + off, v); }
@@ -50,11 +42,11 @@ static et_status soft_reset(ethosu_device *d, char *msg, size_t cap) {
   uint64_t t0 = d->hal.time_us();
   while (rd(d, NPU_STATUS) & STATUS_RESET_BUSY) {
     if (d->hal.time_us() - t0 > RESET_TIMEOUT_US)
-      return fail(msg, cap, ET_E_NPU_TIMEOUT, "Ethos-U soft reset did not finish within %u us", RESET_TIMEOUT_US);
+      return et_msgf(msg, cap, ET_E_NPU_TIMEOUT, "Ethos-U soft reset did not finish within %u us", RESET_TIMEOUT_US);
   }
   uint32_t prot = rd(d, NPU_PROT) & (PROT_PRIVILEGED | PROT_NONSECURE);
   if (prot != want)
-    return fail(msg, cap, ET_E_NPU_CONFIG,
+    return et_msgf(msg, cap, ET_E_NPU_CONFIG,
                 "Ethos-U stayed at %s/%s after reset, %s/%s was requested: check the NPU's security configuration in board.toml [npu]",
                 prot & PROT_NONSECURE ? "non-secure" : "secure", prot & PROT_PRIVILEGED ? "privileged" : "user",
                 d->hal.secure ? "secure" : "non-secure", d->hal.privileged ? "privileged" : "user");
@@ -84,17 +76,17 @@ void ethosu_irq(void *arg) {
 et_status ethosu_init(ethosu_device *d, const ethosu_hal *hal, char *msg, size_t cap) {
   memset(d, 0, sizeof *d);
   if (hal == NULL || hal->base == 0 || hal->time_us == NULL)
-    return fail(msg, cap, ET_E_NPU_CONFIG, "this board has no Ethos-U NPU (no [npu] section in its board.toml)");
+    return et_msgf(msg, cap, ET_E_NPU_CONFIG, "this board has no Ethos-U NPU (no [npu] section in its board.toml)");
   d->hal = *hal;
   d->config = rd(d, NPU_CONFIG);
   d->product = ETHOSU_CFG_PRODUCT(d->config);
   if (d->config == 0 && rd(d, NPU_ID) == 0)
-    return fail(msg, cap, ET_E_NPU_CONFIG,
+    return et_msgf(msg, cap, ET_E_NPU_CONFIG,
                 "no Ethos-U responds at 0x%08lx (ID and CONFIG read 0): on QEMU the NPU is co-simulated only when "
                 "run through aot run / aot.deploy.sim_qemu",
                 (unsigned long)hal->base);
   if (d->product > ETHOSU_PRODUCT_U85)
-    return fail(msg, cap, ET_E_NPU_CONFIG,
+    return et_msgf(msg, cap, ET_E_NPU_CONFIG,
                 "no Ethos-U at 0x%08lx: CONFIG reads 0x%08" PRIx32 " (product %" PRIu32 "): check [npu].base in board.toml",
                 (unsigned long)hal->base, d->config, d->product);
   et_status st = soft_reset(d, msg, cap);
@@ -103,9 +95,9 @@ et_status ethosu_init(ethosu_device *d, const ethosu_hal *hal, char *msg, size_t
   d->config = rd(d, NPU_CONFIG);
   if (hal->irq >= 0) {
     if (hal->irq_attach == NULL || hal->irq_save == NULL || hal->irq_restore == NULL || hal->wait_for_interrupt == NULL)
-      return fail(msg, cap, ET_E_NPU_CONFIG, "the board declares NPU interrupt %d but provides no interrupt services", hal->irq);
+      return et_msgf(msg, cap, ET_E_NPU_CONFIG, "the board declares NPU interrupt %d but provides no interrupt services", hal->irq);
     if (hal->irq_attach(hal->irq, ethosu_irq, d) != 0)
-      return fail(msg, cap, ET_E_NPU_CONFIG, "the board cannot route NPU interrupt %d: check board.toml [npu].irq", hal->irq);
+      return et_msgf(msg, cap, ET_E_NPU_CONFIG, "the board cannot route NPU interrupt %d: check board.toml [npu].irq", hal->irq);
   }
   d->ready = true;
   return ET_OK;
@@ -118,16 +110,16 @@ et_status ethosu_check(const ethosu_device *d, uint32_t cfg, uint32_t arch_id, c
   config_target(d->config, target, sizeof target);
   uint32_t hw = d->config;
   if (ETHOSU_CFG_PRODUCT(cfg) != ETHOSU_CFG_PRODUCT(hw) || ETHOSU_CFG_MACS_LOG2(cfg) != ETHOSU_CFG_MACS_LOG2(hw))
-    return fail(msg, cap, ET_E_NPU_CONFIG,
+    return et_msgf(msg, cap, ET_E_NPU_CONFIG,
                 "the program was compiled for %s, this NPU is %s: recompile with --target %s", want, have, target);
   if (ETHOSU_CFG_CMD_VERSION(cfg) != ETHOSU_CFG_CMD_VERSION(hw))
-    return fail(msg, cap, ET_E_NPU_CONFIG,
+    return et_msgf(msg, cap, ET_E_NPU_CONFIG,
                 "the command stream has version %" PRIu32 ", this %s runs version %" PRIu32 ": recompile with this toolkit's Vela",
                 ETHOSU_CFG_CMD_VERSION(cfg), have, ETHOSU_CFG_CMD_VERSION(hw));
   if (ETHOSU_CFG_CUSTOM_DMA(cfg) && !ETHOSU_CFG_CUSTOM_DMA(hw))
-    return fail(msg, cap, ET_E_NPU_CONFIG, "the command stream needs the custom DMA, which this %s lacks", have);
+    return et_msgf(msg, cap, ET_E_NPU_CONFIG, "the command stream needs the custom DMA, which this %s lacks", have);
   if (ETHOSU_ID_ARCH_MAJOR(arch_id) != ETHOSU_ID_ARCH_MAJOR(d->id) || ETHOSU_ID_ARCH_MINOR(d->id) < ETHOSU_ID_ARCH_MINOR(arch_id))
-    return fail(msg, cap, ET_E_NPU_CONFIG,
+    return et_msgf(msg, cap, ET_E_NPU_CONFIG,
                 "the command stream needs NPU architecture %" PRIu32 ".%" PRIu32 ".%" PRIu32 ", this %s is %" PRIu32 ".%" PRIu32
                 ".%" PRIu32,
                 ETHOSU_ID_ARCH_MAJOR(arch_id), ETHOSU_ID_ARCH_MINOR(arch_id), ETHOSU_ID_ARCH_PATCH(arch_id), have,
@@ -190,8 +182,8 @@ static bool wait_done(ethosu_device *d) {
 
 et_status ethosu_run(ethosu_device *d, const uint32_t *cmd, uint32_t words, const uint64_t *bases, uint32_t n, char *msg,
                      size_t cap) {
-  if (!d->ready) return fail(msg, cap, ET_E_NPU_CONFIG, "the Ethos-U driver is not initialised");
-  if (n > NPU_BASEP_COUNT) return fail(msg, cap, ET_E_INVALID_ARG, "%" PRIu32 " base addresses, the NPU has %u", n, NPU_BASEP_COUNT);
+  if (!d->ready) return et_msgf(msg, cap, ET_E_NPU_CONFIG, "the Ethos-U driver is not initialised");
+  if (n > NPU_BASEP_COUNT) return et_msgf(msg, cap, ET_E_INVALID_ARG, "%" PRIu32 " base addresses, the NPU has %u", n, NPU_BASEP_COUNT);
   d->done = false;
   d->irq_status = 0;
   pmu_start(d);
@@ -215,12 +207,12 @@ et_status ethosu_run(ethosu_device *d, const uint32_t *cmd, uint32_t words, cons
     bool finished = (st & STATUS_CMD_END_REACHED) && !(st & STATUS_STATE_RUNNING);
     et_status r;
     if (finished)
-      r = fail(msg, cap, ET_E_NPU_TIMEOUT,
+      r = et_msgf(msg, cap, ET_E_NPU_TIMEOUT,
                "Ethos-U finished but its completion interrupt (IRQ %d) did not arrive within %" PRIu32
                " ms (STATUS 0x%08" PRIx32 "): check board.toml [npu].irq and the interrupt wiring",
                d->hal.irq, d->hal.timeout_us / 1000u, st);
     else
-      r = fail(msg, cap, ET_E_NPU_TIMEOUT,
+      r = et_msgf(msg, cap, ET_E_NPU_TIMEOUT,
                "Ethos-U did not complete within %" PRIu32 " ms (STATUS 0x%08" PRIx32 ", %" PRIu32 " of %" PRIu32
                " command bytes read): the NPU hangs",
                d->hal.timeout_us / 1000u, st, qread, 4u * words);
@@ -233,19 +225,19 @@ et_status ethosu_run(ethosu_device *d, const uint32_t *cmd, uint32_t words, cons
   uint32_t st = d->irq_status;
   et_status r = ET_OK;
   if (st & STATUS_BUS_ERROR)
-    r = fail(msg, cap, ET_E_NPU_BUS_ERROR,
+    r = et_msgf(msg, cap, ET_E_NPU_BUS_ERROR,
              "Ethos-U bus error reading %s (AXI interface %" PRIu32 ", %" PRIu32 " of %" PRIu32
              " command bytes read): a base address points to memory the NPU cannot reach",
              channel_name(STATUS_FAULT_CHANNEL(st)), STATUS_FAULT_IFACE(st), rd(d, NPU_QREAD), 4u * words);
   else if (st & (STATUS_CMD_PARSE_ERROR | STATUS_WD_FAULT | STATUS_ECC_FAULT | STATUS_BRANCH_FAULT))
-    r = fail(msg, cap, ET_E_NPU_FAULT, "Ethos-U stopped with a %s (STATUS 0x%08" PRIx32 ", QREAD %" PRIu32 ")",
+    r = et_msgf(msg, cap, ET_E_NPU_FAULT, "Ethos-U stopped with a %s (STATUS 0x%08" PRIx32 ", QREAD %" PRIu32 ")",
              st & STATUS_CMD_PARSE_ERROR ? "command stream parse error"
              : st & STATUS_WD_FAULT     ? "weight decoder fault"
              : st & STATUS_ECC_FAULT    ? "RAM ECC fault"
                                         : "branch fault",
              st, rd(d, NPU_QREAD));
   else if (!(st & STATUS_CMD_END_REACHED))
-    r = fail(msg, cap, ET_E_NPU_FAULT, "Ethos-U interrupted before the end of the command stream (STATUS 0x%08" PRIx32 ")", st);
+    r = et_msgf(msg, cap, ET_E_NPU_FAULT, "Ethos-U interrupted before the end of the command stream (STATUS 0x%08" PRIx32 ")", st);
   if (r != ET_OK) {
     char ignore[8];
     (void)soft_reset(d, ignore, sizeof ignore);

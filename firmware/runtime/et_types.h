@@ -145,5 +145,7 @@ typedef et_status (*et_op_prepare_fn)(et_kernel_ctx *ctx, et_value **args, uint3
 /* Write a formatted message into ctx->msg and return `st` (for `return et_fail(...)`). */
 et_status et_fail(et_kernel_ctx *ctx, et_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same into a caller's buffer of `cap` bytes (backends, the NPU driver). */
+et_status et_msgf(char *msg, size_t cap, et_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

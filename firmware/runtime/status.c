@@ -56,6 +56,16 @@ et_status et_fail(et_kernel_ctx *ctx, et_status st, const char *fmt, ...) {
   return st;
 }
 
+et_status et_msgf(char *msg, size_t cap, et_status st, const char *fmt, ...) {
+  if (msg && cap) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+  }
+  return st;
+}
+
 size_t et_dtype_size(int dtype) {
   switch (dtype) {
     case ET_DT_BYTE: case ET_DT_CHAR: case ET_DT_BOOL: return 1;
