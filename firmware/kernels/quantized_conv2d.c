@@ -548,10 +548,16 @@ static void im2col_row_dsp(const qconv_params *p, const int8_t *in, int32_t b, i
  * layers): the pixels are consecutive K-byte rows, like the weight rows, so
  * two pixels by two output channels share each load (k_dot2x2_s8_dsp); an
  * odd last pixel takes four channels at a time, an odd last channel one.
- * Out of line so that its loops get the registers to themselves. */
-static __attribute__((noinline)) void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w,
-                                                         const int32_t *mult, const int32_t *shift, int8_t *out,
-                                                         const int32_t *beff) {
+ * Instantiated twice with a constant `fast`: when every channel has
+ * mult >= 0 and shift <= -2 (k_rq_fast_ok, checked once per layer) each
+ * output is requantized by k_requantize_dsp's SMLAL branch alone, without
+ * the per-output range tests. Out of line so that the loops get the
+ * registers to themselves. */
+#define PW_FIN(A, O) (fast ? k_finish_fast_s8(A, mult[O], shift[O], off, lo, hi) : k_finish_s8(A, mult[O], shift[O], off, lo, hi))
+static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const qconv_params *p, const int8_t *in,
+                                                                          const int8_t *w, const int32_t *mult,
+                                                                          const int32_t *shift, int8_t *out,
+                                                                          const int32_t *beff, const int fast) {
   const int32_t K = p->in_c, OC = p->out_c, OC2 = OC & ~1, OC4 = OC & ~3;
   const int32_t npix = p->batch * p->out_h * p->out_w;
   const int32_t off = p->output_offset, lo = p->act_min, hi = p->act_max;
@@ -562,17 +568,17 @@ static __attribute__((noinline)) void conv_dsp_pointwise(const qconv_params *p, 
     for (int32_t o = 0; o < OC2; o += 2) {
       int32_t acc[4] = {beff[o], beff[o + 1], beff[o], beff[o + 1]};
       k_dot2x2_s8_dsp(x, w + (size_t)o * K, K, K, acc);
-      op[o] = k_finish_s8(acc[0], mult[o], shift[o], off, lo, hi);
-      op[o + 1] = k_finish_s8(acc[1], mult[o + 1], shift[o + 1], off, lo, hi);
-      op[OC + o] = k_finish_s8(acc[2], mult[o], shift[o], off, lo, hi);
-      op[OC + o + 1] = k_finish_s8(acc[3], mult[o + 1], shift[o + 1], off, lo, hi);
+      op[o] = PW_FIN(acc[0], o);
+      op[o + 1] = PW_FIN(acc[1], o + 1);
+      op[OC + o] = PW_FIN(acc[2], o);
+      op[OC + o + 1] = PW_FIN(acc[3], o + 1);
     }
     if (OC2 < OC) {
       const int32_t o = OC2;
       for (int j = 0; j < 2; j++) {
         int32_t acc = beff[o];
         k_dot1_s8_dsp(x + (size_t)j * K, w + (size_t)o * K, K, &acc, 0, 0);
-        op[(size_t)j * OC + o] = k_finish_s8(acc, mult[o], shift[o], off, lo, hi);
+        op[(size_t)j * OC + o] = PW_FIN(acc, o);
       }
     }
   }
@@ -582,14 +588,32 @@ static __attribute__((noinline)) void conv_dsp_pointwise(const qconv_params *p, 
     for (int32_t o0 = 0; o0 < OC4; o0 += 4) {
       int32_t acc[4] = {beff[o0], beff[o0 + 1], beff[o0 + 2], beff[o0 + 3]};
       k_dot4_s8_dsp(x, w + (size_t)o0 * K, K, K, acc, 0, 0);
-      for (int j = 0; j < 4; j++) op[o0 + j] = k_finish_s8(acc[j], mult[o0 + j], shift[o0 + j], off, lo, hi);
+      for (int j = 0; j < 4; j++) op[o0 + j] = PW_FIN(acc[j], o0 + j);
     }
     for (int32_t o = OC4; o < OC; o++) {
       int32_t acc = beff[o];
       k_dot1_s8_dsp(x, w + (size_t)o * K, K, &acc, 0, 0);
-      op[o] = k_finish_s8(acc, mult[o], shift[o], off, lo, hi);
+      op[o] = PW_FIN(acc, o);
     }
   }
+}
+#undef PW_FIN
+static __attribute__((noinline)) void conv_dsp_pointwise_fast(const qconv_params *p, const int8_t *in,
+                                                              const int8_t *w, const int32_t *mult,
+                                                              const int32_t *shift, int8_t *out, const int32_t *beff) {
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 1);
+}
+static __attribute__((noinline)) void conv_dsp_pointwise_gen(const qconv_params *p, const int8_t *in,
+                                                             const int8_t *w, const int32_t *mult,
+                                                             const int32_t *shift, int8_t *out, const int32_t *beff) {
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 0);
+}
+static void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                               const int32_t *shift, int8_t *out, const int32_t *beff) {
+  if (k_rq_fast_ok(mult, shift, p->out_c))
+    conv_dsp_pointwise_fast(p, in, w, mult, shift, out, beff);
+  else
+    conv_dsp_pointwise_gen(p, in, w, mult, shift, out, beff);
 }
 
 k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w,
