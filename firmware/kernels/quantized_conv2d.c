@@ -551,8 +551,19 @@ static void im2col_row_dsp(const qconv_params *p, const int8_t *in, int32_t b, i
  * Instantiated twice with a constant `fast`: when every channel has
  * mult >= 0 and shift <= -2 (k_rq_fast_ok, checked once per layer) each
  * output is requantized by k_requantize_dsp's SMLAL branch alone, without
- * the per-output range tests. Out of line so that the loops get the
- * registers to themselves. */
+ * the per-output range tests, and the channel pairs are the outer loop, so
+ * that each pair's multipliers, rounding constants and shifts are set up
+ * once for all pixels (pw_fin_fast) instead of once per output. Out of line
+ * so that the loops get the registers to themselves. */
+/* k_requantize_dsp_fast with hq = 2^(rs-2) and sh1 = rs-1 precomputed
+ * (rs = -shift >= 2), then the output offset and the clamp. */
+static inline int8_t pw_fin_fast(int32_t acc, int32_t m, int32_t hq, int32_t sh1, int32_t off, int32_t lo,
+                                 int32_t hi) {
+  const int64_t t = (int64_t)acc * m + (int64_t)(((uint64_t)(uint32_t)hq << 32) | (1u << 30));
+  int32_t h = (int32_t)(t >> 32);
+  if (h < hq) h = h - 1 + (int32_t)((uint32_t)t >> 31);
+  return (int8_t)k_clamp((int32_t)((uint32_t)(h >> sh1) + (uint32_t)off), lo, hi);
+}
 #define PW_FIN(A, O) (fast ? k_finish_fast_s8(A, mult[O], shift[O], off, lo, hi) : k_finish_s8(A, mult[O], shift[O], off, lo, hi))
 static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const qconv_params *p, const int8_t *in,
                                                                           const int8_t *w, const int32_t *mult,
@@ -562,7 +573,33 @@ static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const 
   const int32_t npix = p->batch * p->out_h * p->out_w;
   const int32_t off = p->output_offset, lo = p->act_min, hi = p->act_max;
   int32_t i = 0;
-  for (; i + 2 <= npix; i += 2) {
+  if (fast) {
+    const int32_t npix2 = npix & ~1;
+    for (int32_t o = 0; o < OC2; o += 2) {
+      const int32_t m0 = mult[o], m1 = mult[o + 1], b0 = beff[o], b1 = beff[o + 1];
+      const int32_t q0 = 1 << (-shift[o] - 2), q1 = 1 << (-shift[o + 1] - 2);
+      const int32_t r0 = -shift[o] - 1, r1 = -shift[o + 1] - 1;
+      const int8_t *wo = w + (size_t)o * K;
+      for (int32_t j = 0; j < npix2; j += 2) {
+        int32_t acc[4] = {b0, b1, b0, b1};
+        k_dot2x2_s8_dsp(in + (size_t)j * K, wo, K, K, acc);
+        int8_t *op = out + (size_t)j * OC + o;
+        const int8_t v00 = pw_fin_fast(acc[0], m0, q0, r0, off, lo, hi);
+        const int8_t v01 = pw_fin_fast(acc[1], m1, q1, r1, off, lo, hi);
+        const int8_t v10 = pw_fin_fast(acc[2], m0, q0, r0, off, lo, hi);
+        const int8_t v11 = pw_fin_fast(acc[3], m1, q1, r1, off, lo, hi);
+        op[0] = v00, op[1] = v01, op[OC] = v10, op[OC + 1] = v11;
+      }
+    }
+    if (OC2 < OC)
+      for (int32_t j = 0; j < npix2; j++) {
+        int32_t acc = beff[OC2];
+        k_dot1_s8_dsp(in + (size_t)j * K, w + (size_t)OC2 * K, K, &acc, 0, 0);
+        out[(size_t)j * OC + OC2] = PW_FIN(acc, OC2);
+      }
+    i = npix2;
+  }
+  for (; !fast && i + 2 <= npix; i += 2) {
     const int8_t *x = in + (size_t)i * K;
     int8_t *op = out + (size_t)i * OC;
     for (int32_t o = 0; o < OC2; o += 2) {
