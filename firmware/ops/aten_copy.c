@@ -74,7 +74,7 @@ static inline void copy_row(uint8_t *d, const uint8_t *s, size_t n) {
                    : "lr", "memory");                                        \
     break;
 
-static void copy_rows_words(uint8_t *dp, const uint8_t *sp, int32_t cnt, size_t bytes, size_t dstep, size_t sstep) {
+static __attribute__((noinline)) void copy_rows_words(uint8_t *dp, const uint8_t *sp, int32_t cnt, size_t bytes, size_t dstep, size_t sstep) {
   const int32_t nw = (int32_t)(bytes / 4), groups = cnt / 4;
   const uint32x4_t lane = vidupq_n_u32(0, 1);
   const uint32x4_t soff = vmulq_n_u32(lane, (uint32_t)sstep), doff = vmulq_n_u32(lane, (uint32_t)dstep);
