@@ -248,7 +248,8 @@ def compile_model(
     for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes",
                   "activation_alone", "fold_linear_batchnorm",
                   "symmetric_weight_range", "int8_matmul_on_u55",
-                  "fc_rows_as_pixels", "conv1d_as_conv2d", "channels_last_everywhere", "fold_input_offset",
+                  "fc_rows_as_pixels", "conv1d_as_conv2d", "channels_last_everywhere", "dw_one_channel_as_conv",
+                  "fold_input_offset", "window_bias",
                   "kernel_scratch", "split_batched_matmul"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]

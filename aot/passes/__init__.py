@@ -43,11 +43,13 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.symmetric_weight_range import SymmetricWeightRange
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
     from aot.passes.cancel_transposes import CancelTransposes
+    from aot.passes.dw_one_channel_as_conv import DepthwiseOneChannelAsConv
     from aot.passes.fold_input_offset import FoldInputOffset
     from aot.passes.kernel_scratch import KernelScratch
     from aot.passes.linear_to_conv import LinearToConv
     from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
     from aot.passes.split_batched_matmul import SplitBatchedMatmul
+    from aot.passes.window_bias import WindowBias
     from aot.passes.verify_program import VerifyProgram
 
     opts.pre_quant_passes.append(Relu6ToHardtanh())
@@ -62,7 +64,9 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     opts.quantizer_hooks.append(ActivationAlone())
     opts.quantizer_hooks.append(SymmetricWeightRange())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
+    opts.program_passes.append(DepthwiseOneChannelAsConv())  # before FoldInputOffset: it may unpad-fold the result
     opts.program_passes.append(FoldInputOffset())
+    opts.program_passes.append(WindowBias())  # after FoldInputOffset: only the offsets it could not fold
     opts.post_passes.append(CancelTransposes())
     opts.post_passes.append(KernelScratch())  # after every pass that makes or reshapes conv nodes
     opts.program_checks.append(VerifyProgram(allow_float=allow_float))
