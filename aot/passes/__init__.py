@@ -11,6 +11,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - cancel_transposes.py: cortex_m::transpose pairs that undo each other (q @ k^T) removed.
 - fold_input_offset.py: Cortex-M convolutions without padding get input_offset * sum(w) folded into
   their bias at compile time (offset 0), so the kernels skip that per-call pass over the weights.
+- contiguous_view_base.py: a contiguous copy before a view_copy of a non-contiguous (channels-last)
+  tensor, which ExecuTorch would otherwise alias with contiguous strides.
 - kernel_scratch.py: conv/depthwise/avg-pool scratch tensors sized for our kernels; kernel variants
   reported.
 - activation_alone.py (quantizer annotation): conv/linear/add + activation feeding a concat, and
@@ -35,6 +37,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     """Add our passes to `opts` (called by the CLI for every compile)."""
     from aot.passes.activation_alone import ActivationAlone
     from aot.passes.channels_last_everywhere import ChannelsLastEverywhere
+    from aot.passes.contiguous_view_base import ContiguousViewBase
     from aot.passes.conv1d_as_conv2d import Conv1dAsConv2d
     from aot.passes.fc_rows_as_pixels import FcRowsAsPixels
     from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
@@ -64,5 +67,6 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
     opts.program_passes.append(FoldInputOffset())
     opts.post_passes.append(CancelTransposes())
+    opts.post_passes.append(ContiguousViewBase())
     opts.post_passes.append(KernelScratch())  # after every pass that makes or reshapes conv nodes
     opts.program_checks.append(VerifyProgram(allow_float=allow_float))
