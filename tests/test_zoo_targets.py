@@ -21,12 +21,12 @@ FLOORS = {
     ("conv1d_timeseries", "cortex-m55"): 50.0, ("conv1d_timeseries", "ethos-u55-128"): 50.0,
     ("gru_kws", "cortex-m55"): 36.0, ("gru_kws", "ethos-u55-128"): 35.0,
     ("transformer_block", "ethos-u55-128"): 33.0, ("unet_small", "ethos-u55-128"): 50.0,
+    ("unet_small", "cortex-m55"): 50.0,
     ("mobilenet_v3_small", "cortex-m55"): 40.0, ("mobilenet_v3_small", "ethos-u55-128"): 40.0,
 }
 # Refused at compile time, with the op (or pattern) the one error line must name.
 REFUSED = {
     ("branch_concat", "ethos-u55-128"): "TOSA lowering",          # ExecuTorch lowers ReLU -> cat wrongly
-    ("unet_small", "cortex-m55"): "aten::upsample_nearest2d",   # no firmware kernel
     ("transformer_block", "cortex-m55"): "aten::native_layer_norm",
 }
 FAST = {"branch_concat", "conv1d_timeseries"}
@@ -183,3 +183,47 @@ def test_split_batched_matmul_keeps_float_function() -> None:
         mms = [n for n in gm.graph.nodes if n.target is torch.ops.aten.matmul.default]
         assert len(mms) == (4 if splits else 2), target
         torch.testing.assert_close(gm(*zm.inputs), zm.module(*zm.inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last])
+@pytest.mark.parametrize("sh,sw", [(2, 2), (3, 1), (1, 4)])
+def test_emlkit_upsample_reference_is_torch_nearest(fmt: torch.memory_format, sh: int, sw: int) -> None:
+    from aot.emlkit_ops import upsample_nearest2d_reference
+
+    x = torch.randn(2, 3, 5, 4).contiguous(memory_format=fmt)
+    want = torch.nn.functional.interpolate(x, scale_factor=(sh, sw), mode="nearest")
+    got = torch.ops.emlkit.upsample_nearest2d(x, sh, sw)
+    assert torch.equal(got, want) and torch.equal(upsample_nearest2d_reference(x, sh, sw), want)
+    assert got.is_contiguous(memory_format=fmt)
+
+
+UPSAMPLE_MODEL = '''
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 5, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=(3, 2), mode="nearest")
+        self.head = nn.Conv2d(5, 4, 1)
+    def forward(self, x):
+        return self.head(torch.relu(self.up(torch.relu(self.conv(x)))))
+ModelUnderTest = M().eval()
+ModelInputs = (torch.randn(1, 3, 6, 5),)
+'''
+
+
+def test_int8_upsample_runs_exactly_on_host(tmp_path) -> None:
+    """Nearest upsample by (3, 2) on channels-last int8: emlkit::upsample_nearest2d, bit-exact in the host runtime."""
+    from aot.compile import compile_model, make_options
+    from aot.run import execute
+
+    src = tmp_path / "up.py"
+    src.write_text(UPSAMPLE_MODEL)
+    res = compile_model(str(src), "cortex-m55", tmp_path, options=make_options())
+    assert res.report["ops"].get("emlkit::upsample_nearest2d") == 1, res.report["ops"]
+    assert float(res.report["numerics"]["snr_db"]) >= 35.0
+    o = execute(res, "host", "auto", 300, "mve", None)
+    assert o.status == "PASS", o.reason
+    assert all(d.max_steps == 0 for d in o.result.outputs)
