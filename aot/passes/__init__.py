@@ -19,6 +19,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
   every hardsigmoid on Cortex-M, quantized on their own, not folded into the producer.
 - upsample_shared_qparams.py (quantizer config): nearest upsampling shares its input's qparams on
   Cortex-M, so it runs on int8 codes.
+- int8_layer_norm.py: dequantize -> layer_norm -> quantize -> emlkit::quantized_layer_norm (integer
+  arithmetic; aot/emlkit_ops.py).
 - int8_upsample.py: integer nearest upsampling -> emlkit::upsample_nearest2d (aot/emlkit_ops.py).
 - symmetric_weight_range.py (quantizer annotation): int8 weights over [-127, 127] like the Arm
   quantizer, not [-128, 127] which clips each channel's largest weight (Cortex-M).
@@ -51,6 +53,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
     from aot.passes.cancel_transposes import CancelTransposes
     from aot.passes.fold_input_offset import FoldInputOffset
+    from aot.passes.int8_layer_norm import Int8LayerNorm
     from aot.passes.int8_upsample import Int8Upsample
     from aot.passes.kernel_scratch import KernelScratch
     from aot.passes.linear_to_conv import LinearToConv
@@ -72,6 +75,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     opts.quantizer_hooks.append(SymmetricWeightRange())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
     opts.program_passes.append(FoldInputOffset())
+    opts.program_passes.append(Int8LayerNorm())
     opts.post_passes.append(CancelTransposes())
     opts.post_passes.append(ContiguousViewBase())
     opts.post_passes.append(Int8Upsample())
