@@ -1,10 +1,12 @@
-"""A contiguous copy before every view_copy whose input is not contiguous in memory.
+"""view_copy in the Cortex-M program: a contiguous input, and a channels-last 4-D output.
 
 Matches, in the final edge program, `aten.view_copy(x, shape)` where x's dim order
 is not the default one and x's bytes are not already in contiguous order (a
 channels-last [1, C, H, W] with C > 1 and H * W > 1, say).
 
-Produces `view_copy(_clone_dim_order(x, dim_order=[0, 1, ..]), shape)`.
+Produces `view_copy(_clone_dim_order(x, dim_order=[0, 1, ..]), shape)`. And where a view_copy's
+output is 4-D, not channels-last in memory and read by an op other than a view or the
+program output, a channels-last `_clone_dim_order` after it for those readers.
 
 Why: ExecuTorch's ReplaceViewCopyWithViewPass (run by to_executorch) turns every
 view_copy that does not feed the output into a memory alias of its input and
@@ -13,7 +15,11 @@ input the alias reads NHWC bytes as NCHW: `x.reshape(1, 4, 32, 1).reshape(1, 4, 
 became "quantize, dequantize" with the output aliasing the channels-last
 quantized input, 181 steps off on the device (found by scripts/fuzz_models.py,
 tests/data/fuzz_repros/cortex_m55_reshape_roundtrip_mismatch.py). With a
-contiguous base the alias is exact; the copy is pure data movement.
+contiguous base the alias is exact; the copy is pure data movement. The second copy:
+to_edge gives every view_copy a contiguous output, so after `x.reshape(1, 4, 144, 1).reshape(1, 4, 12, 12)`
+a conv read NCHW data and the device stopped ("quantized_conv2d: input must be
+channels-last"; fuzz seed 7:13). In the float graph that reshape was channels-last, so
+channels_last_everywhere.py saw nothing to copy.
 """
 
 from __future__ import annotations
@@ -26,6 +32,16 @@ from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 _VIEW = exir_ops.edge.aten.view_copy.default
 _CLONE = exir_ops.edge.dim_order_ops._clone_dim_order.default
+_CL_ORDER = [0, 2, 3, 1]
+
+
+def _needs_channels_last_copy(n: torch.fx.Node) -> bool:
+    val = n.meta.get("val")
+    if n.op != "call_function" or n.target is not _VIEW or not isinstance(val, torch.Tensor) or val.dim() != 4:
+        return False
+    if val.is_contiguous(memory_format=torch.channels_last):
+        return False
+    return any(u.op != "output" and u.target is not _VIEW for u in n.users)
 
 
 def _needs_copy(n: torch.fx.Node) -> bool:
@@ -51,6 +67,14 @@ class ContiguousViewBase(PassBase):
         self.copied = []
         g = graph_module.graph
         for n in list(g.nodes):
+            if _needs_channels_last_copy(n):
+                with g.inserting_after(n):
+                    cl = g.call_function(_CLONE, (n,), {"dim_order": list(_CL_ORDER)})
+                cl.meta.update({k: v for k, v in n.meta.items() if k in ("stack_trace", "nn_module_stack", "from_node")})
+                cl.meta["val"] = n.meta["val"].clone(memory_format=torch.channels_last)
+                n.replace_all_uses_with(cl, delete_user_cb=lambda u: u is not cl and u.op != "output"
+                                        and u.target is not _VIEW)
+                self.copied.append(f"{n.name} (to channels-last)")
             if not _needs_copy(n):
                 continue
             base = n.args[0]
