@@ -59,6 +59,12 @@ class ContiguousViewBase(PassBase):
     def __init__(self) -> None:
         super().__init__()
         self.copied: list[str] = []
+        self.channels_last = True
+
+    def set_target(self, target: Any, options: Any) -> None:
+        # Only the dim-order Cortex-M flow wants 4-D activations channels-last (an Ethos-U delegate or the
+        # explicit-layout flow takes what the graph gives it); the contiguous base is right for every flow.
+        self.channels_last = target.flow == "cortex_m" and not options.explicit_layout
 
     def report(self) -> dict[str, Any]:
         return {"copied": list(self.copied)}
@@ -67,7 +73,7 @@ class ContiguousViewBase(PassBase):
         self.copied = []
         g = graph_module.graph
         for n in list(g.nodes):
-            if _needs_channels_last_copy(n):
+            if self.channels_last and _needs_channels_last_copy(n):
                 with g.inserting_after(n):
                     cl = g.call_function(_CLONE, (n,), {"dim_order": list(_CL_ORDER)})
                 cl.meta.update({k: v for k, v in n.meta.items() if k in ("stack_trace", "nn_module_stack", "from_node")})
