@@ -285,8 +285,15 @@ ET_PREPARE static et_status check_dim_order_arg(et_kernel_ctx *ctx, const char *
   }
   if (v->tag != ET_TAG_INT_LIST || v->u.list.len != out->dim)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim_order does not match the output rank", op);
-  for (uint32_t i = 0; i < out->dim; i++)
-    if (et_list_int(v, i) != out->dim_order[i]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim_order disagrees with the output tensor", op);
+  /* Equal up to size-1 dims: the emitter derives the tensor's order from strides, so a channels-last
+   * [1, 1, H, W] copy asks for 0,2,3,1 and its output says 0,2,1,3 (the same bytes). */
+  et_tensor want = *out;
+  for (uint32_t i = 0; i < out->dim; i++) {
+    const int64_t d = et_list_int(v, i);
+    if (d < 0 || d >= out->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim_order entry out of range", op);
+    want.dim_order[i] = (uint8_t)d;
+  }
+  if (!et_same_dim_order(&want, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim_order disagrees with the output tensor", op);
   return ET_OK;
 }
 
