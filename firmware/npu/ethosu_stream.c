@@ -20,7 +20,6 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 /* ---- opcodes (10-bit codes; cmd1 commands carry a 32-bit payload word) ---- */
@@ -103,9 +102,9 @@ static et_status fail(ctx *c, et_status st, const char *fmt, ...) {
   char detail[160];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(detail, sizeof detail, fmt, ap);
+  et_vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
-  snprintf(c->msg, c->cap, "Ethos-U command stream, %s at offset 0x%06" PRIx32 ": %s", c->op, c->offset, detail);
+  et_snprintf(c->msg, c->cap, "Ethos-U command stream, %s at offset 0x%06" PRIx32 ": %s", c->op, c->offset, detail);
   return st;
 }
 
