@@ -110,7 +110,7 @@ static size_t dec_e(char *b, double v, int p, int upper, int alt) {
     if (n >= pow10u(p + 1)) n /= 10, e++;
   }
   size_t k = 0;
-  char d[20];
+  char d[20] = {0}; /* put_digits fills p + 1; zeroed only to quiet -Wmaybe-uninitialized */
   put_digits(d, n, p + 1);
   b[k++] = d[0];
   if (p > 0 || alt) b[k++] = '.';
