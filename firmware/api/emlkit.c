@@ -2,6 +2,7 @@
  * memory placement in the caller's blocks, the Ethos-U backend and device,
  * tensor queries, profiling and the ETDump. Built with EMLKIT_WITH_ETHOSU
  * when the NPU sources (npu/) are part of the library. */
+#include "et_fmt.h"
 #include "emlkit.h"
 
 #include <inttypes.h>

@@ -1,4 +1,5 @@
 /* Vela bin stream parser: see ethosu_blob.h for the layout. */
+#include "et_fmt.h"
 #include "ethosu_blob.h"
 
 #include <inttypes.h>

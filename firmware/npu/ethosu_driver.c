@@ -1,6 +1,7 @@
 /* Ethos-U driver: see ethosu_driver.h. Behaviour follows the public Ethos-U
  * programming model (soft reset, CONFIG/ID check, QBASE/QSIZE/BASEP/REGIONCFG,
  * CMD start, IRQ with STATUS decode, soft reset after any fault). */
+#include "et_fmt.h"
 #include "ethosu_driver.h"
 
 #include <inttypes.h>

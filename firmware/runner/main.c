@@ -4,6 +4,7 @@
  * Strictly portable: all I/O, clock and memory come through platform.h. */
 #include <inttypes.h>
 
+#include "et_fmt.h"
 #include "backend.h"
 #include "etdump.h"
 #include "platform.h"

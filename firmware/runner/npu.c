@@ -2,6 +2,7 @@
  * initialised only if a delegate needs it. */
 #include <inttypes.h>
 
+#include "et_fmt.h"
 #include "backend.h"
 #include "ethosu_backend.h"
 #include "platform.h"

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 
+#include "et_fmt.h"
 #include "runtime.h"
 #include "schema_ids.h"
 

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 
+#include "et_fmt.h"
 #include "backend.h"
 #include "registry.h"
 #include "runtime.h"

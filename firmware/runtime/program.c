@@ -3,6 +3,7 @@
  * straight into these bytes. */
 #include <inttypes.h>
 
+#include "et_fmt.h"
 #include "runtime.h"
 #include "schema_ids.h"
 

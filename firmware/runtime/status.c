@@ -1,6 +1,7 @@
 /* Status text, kernel error helper and dtype tables. */
 #include <stdarg.h>
 
+#include "et_fmt.h"
 #include "et_types.h"
 
 const char *et_status_str(et_status st) {
