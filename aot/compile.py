@@ -253,7 +253,7 @@ def compile_model(
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
     if board is not None and needs is not None and board != "host":
-        report["fit"] = fit_report(board, needs, bpte.stat().st_size, f"{model.name} ({target.name})", bpte)
+        report["fit"] = fit_report(board, needs, bpte.stat().st_size, f"{model.name} ({target.name})", pte)
     emit.write_report(report, rep)
     log.debug("wrote %s, %s, %s", pte, bpte, rep)
     return CompileResult(model.name, target, pte, bpte, rep, report)

@@ -60,6 +60,13 @@ def prebuild(board: str, kernels: str = "mve") -> int | None:
     return _image_size(res)
 
 
+def _program_file(cres: Any) -> Path:
+    """The file to read the program's operators from: the .pte where there is one (reading the program out
+    of a large .bpte takes seconds), else the .bpte."""
+    pte = Path(cres.pte) if getattr(cres, "pte", None) else None
+    return pte if pte is not None and pte.is_file() else Path(cres.bpte)
+
+
 def _image_size(build_result: Any) -> int | None:
     s = build_result.sizes or {}
     return int(s.get("text", 0) + s.get("data", 0)) or None
@@ -155,7 +162,7 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
     from aot.deploy.program_image import program_image
 
     try:
-        img = program_image(b.name, _build_options(kernels, b), Path(cres.bpte))
+        img = program_image(b.name, _build_options(kernels, b), _program_file(cres))
     except (BuildError, ValueError) as err:
         from aot.deploy.fit import overflow_result
 
@@ -292,7 +299,7 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
     from aot.deploy.program_image import program_image
 
     try:
-        img = program_image(b.name, _build_options(kernels, b), Path(cres.bpte))
+        img = program_image(b.name, _build_options(kernels, b), _program_file(cres))
     except (BuildError, ValueError) as err:
         raise AotError(f"firmware image for {b.name} does not build: {err}") from err
     size = _image_size(img)
