@@ -43,11 +43,13 @@ AVG_POOLS = {aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mea
 
 
 def _shape(n: Any) -> tuple[int, ...] | None:
-    """Shape of a node's tensor; Q/DQ nodes that convert_pt2e made have no meta: their input's shape."""
+    """Shape of a node's tensor. Q/DQ nodes that convert_pt2e made and the table lookups LUT fusion made
+    have no shape meta; all are elementwise: their input's shape."""
     if not isinstance(n, torch.fx.Node):
         return None
     val = n.meta.get("val")
-    if val is None and n.op == "call_function" and "quantize_per_tensor" in str(n.target) and n.args:
+    if (val is None and n.op == "call_function" and n.args
+            and ("quantize_per_tensor" in str(n.target) or "quantized_activation" in str(n.target))):
         return _shape(n.args[0])
     return tuple(val.shape) if isinstance(val, torch.Tensor) else None
 
