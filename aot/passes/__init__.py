@@ -23,8 +23,9 @@ One pass per file, each file's docstring says what it matches and what it emits:
   (Vela 5.1.0 miscompiles int16 FC stacks at batch > 1).
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
   entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
-- own_output_qparams.py (quantizer annotation): softmax and whole-window average pools observe their own
-  output qparams on Cortex-M (ExecuTorch fixes softmax at 1/256 and pools at their input's).
+- own_output_qparams.py (quantizer annotation): softmax and whole-window average pools that feed the final
+  classifier observe their own output qparams on Cortex-M (ExecuTorch fixes softmax at 1/256 and pools at
+  their input's).
 - emlkit_softmax.py: dq -> softmax -> q -> emlkit::softmax (integer, free output scale) on Cortex-M.
 - emlkit_avg_pool.py: dq -> average pool / mean -> q -> emlkit::quantized_avg_pool2d (integer sum,
   requantized to the pool's own output qparams) on Cortex-M.
