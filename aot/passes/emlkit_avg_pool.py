@@ -22,7 +22,7 @@ import torch
 import aot.emlkit_ops as eo
 from aot.passes.emlkit_softmax import match_dq_op_q, replace
 from aot.passes.lut_fusion import _qparams
-from aot.passes.own_output_qparams import AVG_POOLS, pool_geometry
+from aot.passes.own_output_qparams import AVG_POOLS, OWN_QPARAMS_KEY, pool_geometry
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ class EmlkitAvgPool:
         if not self.enabled:
             return gm
         for n in list(gm.graph.nodes):
-            if n.op != "call_function" or n.target not in AVG_POOLS:
+            # Only pools own_output_qparams.py annotated; the others keep cortex_m:: semantics.
+            if n.op != "call_function" or n.target not in AVG_POOLS or not n.meta.get(OWN_QPARAMS_KEY):
                 continue
             geom = pool_geometry(n)
             m = match_dq_op_q(n) if geom is not None else None
