@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+import aot.emlkit_ops  # noqa: F401  (registers emlkit:: ops, which lowered programs may call)
 from aot.errors import EXIT_INTERNAL, AotError
 from aot.exact_int_conv import exact_int_conv
 from aot.native_output import stdout_to_log

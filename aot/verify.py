@@ -100,6 +100,8 @@ DATA_MOVEMENT = {
     "emlkit::upsample_nearest2d",
     "dim_order_ops::_clone_dim_order", "dim_order_ops::_to_dim_order_copy",
 }
+# Our own ops (aot/emlkit_ops.py): integer kernels only; a float tensor reaching one is a broken program.
+INTEGER_ONLY_NAMESPACES = {"emlkit"}
 # ops whose presence is how quantized data enters/leaves float (not compute).
 QDQ = {"cortex_m::quantize_per_tensor", "cortex_m::dequantize_per_tensor",
        "quantized_decomposed::quantize_per_tensor", "quantized_decomposed::dequantize_per_tensor"}
@@ -162,8 +164,13 @@ def check_program(gm: torch.fx.GraphModule) -> ProgramCheck:
         if name is None or name in QDQ or name in DATA_MOVEMENT:
             continue
         ns = name.split("::")[0]
+        if ns in INTEGER_ONLY_NAMESPACES:
+            floats = [a.name for a in n.all_input_nodes if (d := _dtype(a)) is not None and d.is_floating_point]
+            if floats:
+                broken.append(Finding(n.name, name, _source_line(n),
+                                      f"integer kernel {name} reads float tensor(s) {', '.join(floats)}"))
         if ns not in ("aten",):
-            quantized += 1       # cortex_m:: kernels run on integer data by construction
+            quantized += 1       # cortex_m:: and emlkit:: kernels run on integer data by construction
             continue
         ints = [a.name for a in n.all_input_nodes if _dtype(a) in (torch.int8, torch.int16, torch.uint8)]
         if ints:

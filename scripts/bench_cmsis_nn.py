@@ -134,8 +134,9 @@ def extract(pte: bytes) -> Blob:
         a = ins.instr_args
         if type(a).__name__ != "KernelCall":
             continue
-        name = plan.operators[a.op_index].name.split("::")[-1]
-        if name not in KINDS:
+        ns, _, name = plan.operators[a.op_index].name.partition("::")
+        # emlkit:: ops (our own, e.g. the average pool with its own output qparams) have no CMSIS-NN twin
+        if ns != "cortex_m" or name not in KINDS:
             continue
         kind = KINDS[name]
         args = list(a.args)

@@ -121,6 +121,8 @@ class Kernels:
             "qavgpool_s8": [C.POINTER(QPool), P, P, i32, i32, i32],
             "qmaxpool_s8": [C.POINTER(QPool), P, P, i32, i32],
             "softmax_s8": [P, P, i32, i32, i32, i32, i32, i32, i32],
+            "emlkit_softmax_s8": [P, P, i32, i32, i32, P, i32, i32, i32],
+            "emlkit_avgpool_s8": [C.POINTER(QPool), P, P, i32, i32, i32, i32],
             "kminmax": [C.c_int, C.c_int, C.c_int, P, P, P, P, P, P],
             "kpad": [sz, P, P, P, P, P, P],
             "kpermute": [sz, C.c_int, P, P, P, P],

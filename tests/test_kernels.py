@@ -519,7 +519,7 @@ def test_kernels_compile_for_mve(tmp_path, flags):
     if nm:
         syms = subprocess.run([nm, *map(str, tmp_path.glob("*.o"))], capture_output=True, text=True).stdout
         for fn in ("qconv2d_s8_mve", "qdwconv2d_s8_mve", "qlinear_s8_mve", "qadd_s8_mve", "qmul_s8_mve",
-                   "qlut_s8_mve", "qmaxpool_s8_mve", "qavgpool_s8_mve", "qbmm_s8_mve"):
+                   "qlut_s8_mve", "qmaxpool_s8_mve", "qavgpool_s8_mve", "qbmm_s8_mve", "emlkit_avgpool_s8_mve"):
             assert f" T {fn}" in syms, f"{fn} missing from the MVE build"
 
 
@@ -585,7 +585,8 @@ def test_mve_matches_portable_on_qemu(tmp_path):
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
     assert set(passed) == {"qconv2d_s8", "qdwconv2d_s8", "qlinear_s8", "qbmm_s8", "qadd_s8", "qmul_s8",
-                           "qlut_s8", "qmaxpool_s8", "qavgpool_s8", "quantize_f32", "dequantize_f32"}, r.stdout
+                           "qlut_s8", "qmaxpool_s8", "qavgpool_s8", "emlkit_avgpool_s8", "quantize_f32",
+                           "dequantize_f32"}, r.stdout
 
 
 @pytest.mark.skipif(ARM_GCC is None or shutil.which("qemu-system-arm") is None,
@@ -605,3 +606,54 @@ def test_dsp_matches_portable_on_qemu(tmp_path):
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
     assert set(passed) == {"k_requantize_dsp", "qconv2d_s8", "qdwconv2d_s8", "qlinear_s8", "qadd_s8",
                            "qavgpool_s8", "qmul_s8", "qmaxpool_s8", "qlut_s8"}, r.stdout
+
+
+# ---------------------------------------------------------------- emlkit:: ops (aot/emlkit_ops.py)
+@SETTINGS
+@given(seed=seeds, outer=st.integers(1, 4), length=st.integers(1, 300), inner=st.integers(1, 4),
+       in_scale=st.floats(1e-3, 0.5), out_scale=st.floats(1.0 / 4000, 1.0 / 200), zp=zps)
+def test_emlkit_softmax(K, seed, outer, length, inner, in_scale, out_scale, zp):
+    """Bit-exact with the reference; and the reference is a softmax: within half an output step (plus the
+    table's rounding) of float64 softmax wherever the output is not clamped."""
+    import aot.emlkit_ops as eo
+
+    rng = rng_from(seed)
+    x = s8(rng, outer, length, inner)
+    table = eo.softmax_exp_table(in_scale).numpy()
+    m, s = eo.softmax_output_requant(out_scale)
+    want = torch.ops.emlkit.softmax(torch.from_numpy(x), torch.from_numpy(table), 1, zp, m, s).numpy()
+    for f in both(K, "emlkit_softmax_s8"):
+        out = np.zeros_like(x)
+        f(ptr(x), ptr(out), outer, length, inner, ptr(table), zp, m, s)
+        np.testing.assert_array_equal(out, want)
+    ref = torch.softmax(torch.from_numpy(x).double() * in_scale, dim=1).numpy()
+    got = (want.astype(np.float64) - zp) * out_scale
+    inside = (want > -128) & (want < 127)
+    assert np.abs(got - ref)[inside].max(initial=0.0) <= 0.5 * out_scale + 1e-5
+
+
+@SETTINGS
+@given(seed=seeds, n=st.integers(1, 2), h=st.integers(1, 9), w=st.integers(1, 9), c=st.integers(1, 70),
+       data=st.data(), izp=zps, ozp=zps, in_scale=st.floats(1e-3, 0.1), ratio=st.floats(0.05, 2.0))
+def test_emlkit_avg_pool2d(K, seed, n, h, w, c, data, izp, ozp, in_scale, ratio):
+    """Bit-exact with the reference; and the reference is an average pool: within half an output step of
+    the float mean of the dequantized window wherever the output is not clamped."""
+    import aot.emlkit_ops as eo
+
+    kh, kw = data.draw(st.integers(1, h)), data.draw(st.integers(1, w))
+    sh, sw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    out_scale = in_scale * ratio
+    m, s = eo.multiplier_shift(in_scale / (out_scale * kh * kw))
+    x = s8(rng_from(seed), n, h, w, c)
+    want = torch_to_nhwc(torch.ops.emlkit.quantized_avg_pool2d(nhwc_to_torch(x), [kh, kw], [sh, sw], izp, ozp, m, s))
+    p = QPool(n, h, w, c, oh, ow, kh, kw, sh, sw, 0, 0)
+    for f in both(K, "emlkit_avgpool_s8"):
+        out = np.zeros((n, oh, ow, c), np.int8)
+        f(C.byref(p), ptr(x), ptr(out), izp, ozp, m, s)
+        np.testing.assert_array_equal(out, want)
+    xf = (nhwc_to_torch(x).double() - izp) * in_scale
+    ref = torch_to_nhwc(torch.nn.functional.avg_pool2d(xf, (kh, kw), (sh, sw)))
+    got = (want.astype(np.float64) - ozp) * out_scale
+    inside = (want > -128) & (want < 127)
+    assert np.abs(got - ref)[inside].max(initial=0.0) <= 0.5 * out_scale * (1 + 1e-6) + 1e-9

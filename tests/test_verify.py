@@ -59,3 +59,26 @@ def test_clean_program_passes() -> None:
 
 def test_check_supported_still_reads_firmware_registry() -> None:
     assert ("aten::view_copy", "out") in verify.firmware_ops()
+
+
+def test_emlkit_ops_are_known_and_integer_only() -> None:
+    # The firmware implements our own ops (firmware/ops/emlkit_ops.def) ...
+    known = verify.firmware_ops()
+    assert {("emlkit::softmax", "out"), ("emlkit::quantized_avg_pool2d", "out")} <= known
+    # ... a program using them is clean ...
+    low = _lower("softmax", fusion=True, allow_float=False)
+    gm = low.edge.exported_program().graph_module
+    assert any(verify.edge_op_name(n) == "emlkit::softmax" for n in gm.graph.nodes)
+    assert low.extra["verify"]["ok"]
+    # ... and one where an emlkit op reads float data is broken.
+    import aot.emlkit_ops as eo
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = torch.zeros(2, 16)
+    t = g.placeholder("table")
+    t.meta["val"] = eo.softmax_exp_table(0.1)
+    y = g.call_function(torch.ops.emlkit.softmax.default, (x, t, 1, -128, 1 << 30, 40))
+    g.output(y)
+    check = verify.check_program(torch.fx.GraphModule(torch.nn.Module(), g))
+    assert [f.reason for f in check.broken] == ["integer kernel emlkit::softmax reads float tensor(s) x"]

@@ -30,6 +30,12 @@ One pass per file, each file's docstring says what it matches and what it emits:
   (Vela 5.1.0 miscompiles int16 FC stacks at batch > 1).
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
   entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
+- own_output_qparams.py (quantizer annotation): softmax and whole-window average pools that feed the final
+  classifier observe their own output qparams on Cortex-M (ExecuTorch fixes softmax at 1/256 and pools at
+  their input's).
+- emlkit_softmax.py: dq -> softmax -> q -> emlkit::softmax (integer, free output scale) on Cortex-M.
+- emlkit_avg_pool.py: dq -> average pool / mean -> q -> emlkit::quantized_avg_pool2d (integer sum,
+  requantized to the pool's own output qparams) on Cortex-M.
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 """
 
@@ -45,9 +51,12 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.contiguous_view_base import ContiguousViewBase
     from aot.passes.conv1d_as_conv2d import Conv1dAsConv2d
     from aot.passes.fc_rows_as_pixels import FcRowsAsPixels
+    from aot.passes.emlkit_avg_pool import EmlkitAvgPool
+    from aot.passes.emlkit_softmax import EmlkitSoftmax
     from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
     from aot.passes.int8_matmul_on_u55 import Int8MatmulOnU55
     from aot.passes.lut_fusion import LutFusion
+    from aot.passes.own_output_qparams import OwnOutputQparams
     from aot.passes.symmetric_weight_range import SymmetricWeightRange
     from aot.passes.upsample_shared_qparams import UpsampleSharedQparams
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
@@ -75,7 +84,10 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     opts.quantizer_hooks.append(UpsampleSharedQparams())   # before hooks that wrap the quantizer
     opts.quantizer_hooks.append(ActivationAlone())
     opts.quantizer_hooks.append(SymmetricWeightRange())
+    opts.quantizer_hooks.append(OwnOutputQparams())
     opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
+    opts.pre_edge_passes.append(EmlkitSoftmax())
+    opts.pre_edge_passes.append(EmlkitAvgPool())
     opts.program_passes.append(DepthwiseOneChannelAsConv())  # before FoldInputOffset: it may unpad-fold the result
     opts.program_passes.append(FoldInputOffset())
     opts.program_passes.append(WindowBias())  # after FoldInputOffset: only the offsets it could not fold

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "emlkit_kernels.h"
 
 /* ---------------------------------------------------------------- memory */
 #define BUF 96000
@@ -408,6 +409,23 @@ static void selftest(void) {
     }
     report(avg ? "qavgpool_s8" : "qmaxpool_s8", TRIALS, bad, bad_at);
   }
+
+  /* emlkit::quantized_avg_pool2d: no padding, every window whole; channel
+     counts around the 16-lane tail, global and strided windows */
+  bad = -1, bad_at = 0;
+  for (int t = 0; t < TRIALS; t++) {
+    qpool_params p;
+    p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = t % 3 == 2 ? rr(40, 300) : rr(1, 40);
+    p.k_h = t % 4 == 0 ? p.in_h : rr(1, p.in_h), p.k_w = t % 4 == 0 ? p.in_w : rr(1, p.in_w);
+    p.stride_h = rr(1, 3), p.stride_w = rr(1, 3), p.pad_h = 0, p.pad_w = 0;
+    p.out_h = (p.in_h - p.k_h) / p.stride_h + 1, p.out_w = (p.in_w - p.k_w) / p.stride_w + 1;
+    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c);
+    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
+    const int32_t izp = rr(-128, 127), ozp = rr(-128, 127), m = rr(1 << 30, 0x7fffffff), s = rr(20, 40);
+    CHECK("emlkit_avg", n, emlkit_avgpool_s8_ref(&p, g_in, g_a, izp, ozp, m, s),
+          emlkit_avgpool_s8_mve(&p, g_in, g_b, izp, ozp, m, s));
+  }
+  report("emlkit_avgpool_s8", TRIALS, bad, bad_at);
 }
 #endif
 

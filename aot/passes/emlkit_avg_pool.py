@@ -1,0 +1,76 @@
+"""Lowering (Cortex-M, converted pt2e graph): quantized average pool -> `emlkit::quantized_avg_pool2d`.
+
+Matches `dequantize(x_q, s_in, zp_in) -> pool -> quantize(s_out, zp_out)`, int8
+per-tensor, where pool is one of the forms `own_output_qparams.pool_geometry`
+accepts (avg_pool2d without padding, adaptive_avg_pool2d with whole windows,
+mean over H and W with keepdim), so every window has k_h * k_w taps.
+
+Emits `emlkit::quantized_avg_pool2d(x_q, kernel, stride, zp_in, zp_out, M, T)`
+(semantics in aot/emlkit_ops.py): an integer window sum requantized by
+M / 2^T = s_in / (s_out * k_h * k_w) to the pool's own output qparams.
+ExecuTorch's `cortex_m::quantized_avg_pool2d` needs s_out == s_in.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import aot.emlkit_ops as eo
+from aot.passes.emlkit_softmax import match_dq_op_q, replace
+from aot.passes.lut_fusion import _qparams
+from aot.passes.own_output_qparams import AVG_POOLS, OWN_QPARAMS_KEY, pool_geometry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EmlkitAvgPool:
+    """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
+
+    report_key: str = "emlkit_avg_pool"
+    enabled: bool = False
+    lowered: list[dict[str, Any]] = field(default_factory=list)
+
+    def set_target(self, target: Any, options: Any) -> None:
+        self.enabled = target.flow == "cortex_m"
+
+    def report(self) -> dict[str, Any]:
+        return {"lowered": list(self.lowered)}
+
+    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        self.lowered = []
+        if not self.enabled:
+            return gm
+        for n in list(gm.graph.nodes):
+            # Only pools own_output_qparams.py annotated; the others keep cortex_m:: semantics.
+            if n.op != "call_function" or n.target not in AVG_POOLS or not n.meta.get(OWN_QPARAMS_KEY):
+                continue
+            geom = pool_geometry(n)
+            m = match_dq_op_q(n) if geom is not None else None
+            if m is None or geom is None:
+                continue
+            k, s = geom
+            dq, q = m
+            (s_in, zp_in), (s_out, zp_out) = _qparams(dq)[:2], _qparams(q)[:2]
+            try:
+                mult, shift = eo.multiplier_shift(s_in / (s_out * k[0] * k[1]))
+                if not 1 <= shift <= 62 or k[0] * k[1] > 1 << 16:
+                    raise ValueError("requantization or window out of range")
+            except ValueError as exc:
+                log.debug("average pool %s left to ExecuTorch: %s", n.name, exc)
+                continue
+            with gm.graph.inserting_before(q):
+                new = gm.graph.call_function(torch.ops.emlkit.quantized_avg_pool2d.default,
+                                             (dq.args[0], list(k), list(s), zp_in, zp_out, mult, shift))
+            replace(gm, n, dq, q, new)
+            self.lowered.append({"node": n.name, "kernel": list(k), "stride": list(s), "in_scale": s_in,
+                                 "out_scale": s_out})
+        if self.lowered:
+            gm.graph.eliminate_dead_code()
+            gm.graph.lint()
+            gm.recompile()
+        return gm

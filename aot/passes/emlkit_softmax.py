@@ -1,0 +1,103 @@
+"""Lowering (Cortex-M, converted pt2e graph): quantized softmax -> `emlkit::softmax` with free output qparams.
+
+Matches `dequantize(x_q, s_in, zp_in) -> softmax(dim) -> quantize(s_out, zp_out)`,
+int8 per-tensor on both sides, the softmax used only by that quantize (the
+form `own_output_qparams.py` gives every softmax).
+
+Emits `emlkit::softmax(x_q, exp_table, dim, zp_out, M, T)` (semantics in
+aot/emlkit_ops.py): the 256-entry exp table is built from s_in on the host, the
+output requantization (M, T) from s_out. ExecuTorch's `cortex_m::softmax` could
+only write at 1/256, zero point -128.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import aot.emlkit_ops as eo
+from aot.passes.lut_backends import _copy_meta, _unique_attr
+from aot.passes.lut_fusion import DQ_TARGETS, Q_TARGETS, _per_tensor_qparams, _qparams
+from aot.passes.own_output_qparams import SOFTMAX
+
+log = logging.getLogger(__name__)
+
+
+def match_dq_op_q(n: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+    """(dequantize, quantize) around `n` when it reads one int8 dequantize and only feeds one int8 quantize."""
+    dq = n.args[0] if n.args else None
+    if not (isinstance(dq, torch.fx.Node) and dq.op == "call_function" and dq.target in DQ_TARGETS
+            and _per_tensor_qparams(dq) and isinstance(dq.args[0], torch.fx.Node)):
+        return None
+    if len(n.users) != 1:
+        return None
+    q = next(iter(n.users))
+    if q.op != "call_function" or q.target not in Q_TARGETS or not _per_tensor_qparams(q):
+        return None
+    if _qparams(dq)[4] != torch.int8 or _qparams(q)[4] != torch.int8 or _qparams(q)[2:4] != (-128, 127):
+        return None
+    return dq, q
+
+
+def replace(gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node, q: torch.fx.Node,
+            new: torch.fx.Node) -> None:
+    _copy_meta(q, new)
+    new.meta["stack_trace"] = n.meta.get("stack_trace", "")
+    q.replace_all_uses_with(new)
+    for dead in (q, n, dq):
+        if not dead.users:
+            gm.graph.erase_node(dead)
+
+
+@dataclass
+class EmlkitSoftmax:
+    """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
+
+    report_key: str = "emlkit_softmax"
+    enabled: bool = False
+    lowered: list[dict[str, Any]] = field(default_factory=list)
+
+    def set_target(self, target: Any, options: Any) -> None:
+        self.enabled = target.flow == "cortex_m"
+
+    def report(self) -> dict[str, Any]:
+        return {"lowered": list(self.lowered)}
+
+    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        self.lowered = []
+        if not self.enabled:
+            return gm
+        for n in list(gm.graph.nodes):
+            if n.op != "call_function" or n.target not in SOFTMAX:
+                continue
+            m = match_dq_op_q(n)
+            if m is None:
+                continue
+            dq, q = m
+            s_in, s_out, zp_out = _qparams(dq)[0], _qparams(q)[0], _qparams(q)[1]
+            try:
+                mult, shift = eo.softmax_output_requant(s_out)
+                if not 1 <= shift <= 62:
+                    raise ValueError(f"output scale {s_out} out of range")
+            except ValueError as exc:
+                log.debug("softmax %s left to ExecuTorch: %s", n.name, exc)
+                continue
+            rank = len(n.meta["val"].shape)
+            dim = int(n.args[1]) % max(rank, 1)
+            name = _unique_attr(gm, "_aot_softmax_exp")
+            gm.register_buffer(name, eo.softmax_exp_table(s_in))
+            with gm.graph.inserting_before(q):
+                table = gm.graph.get_attr(name)
+                new = gm.graph.call_function(torch.ops.emlkit.softmax.default,
+                                             (dq.args[0], table, dim, zp_out, mult, shift))
+            replace(gm, n, dq, q, new)
+            self.lowered.append({"node": n.name, "dim": dim, "in_scale": s_in, "out_scale": s_out,
+                                 "out_zero_point": zp_out})
+        if self.lowered:
+            gm.graph.eliminate_dead_code()
+            gm.graph.lint()
+            gm.recompile()
+        return gm

@@ -1,0 +1,42 @@
+/* Kernels of our own emlkit:: operators (aot/emlkit_ops.py holds the Python
+ * references they match bit for bit). Integer arithmetic only; the same
+ * conventions as kernels.h (pre-validated inputs, NHWC 4-D activations). */
+#ifndef FW_EMLKIT_KERNELS_H
+#define FW_EMLKIT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+/* round-half-up (v * mult) / 2^shift + zp, clamped to int8; shift in [1, 62],
+ * |v * mult| < 2^62 (the adapters bound both). >> of a negative int64 is an
+ * arithmetic shift with GCC and Clang, i.e. floor, as torch's >> in the
+ * reference. */
+static inline int8_t emlkit_requant_s8(int64_t v, int32_t mult, int32_t shift, int32_t zp) {
+  const int64_t r = ((v * (int64_t)mult + ((int64_t)1 << (shift - 1))) >> shift) + zp;
+  return (int8_t)(r < -128 ? -128 : (r > 127 ? 127 : r));
+}
+
+/* ---- emlkit::softmax (emlkit_softmax.c) ----
+ * [outer][len][inner] view, softmax over len. table: 256 int32 entries in
+ * [0, 2^22], table[0] >= 1. p = ((e << 31) + s) / (2 s) in Q30, then
+ * emlkit_requant_s8(p, mult, shift, zp). */
+void emlkit_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
+                           const int32_t *table, int32_t zp, int32_t mult, int32_t shift);
+void emlkit_softmax_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
+                       const int32_t *table, int32_t zp, int32_t mult, int32_t shift);
+
+/* ---- emlkit::quantized_avg_pool2d (emlkit_avg_pool.c), NHWC ----
+ * No padding: every window has k_h * k_w taps (p->pad_* must be 0).
+ * out = emlkit_requant_s8(sum of (x - in_zp) over the window, mult, shift, out_zp). */
+void emlkit_avgpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out, int32_t in_zp, int32_t out_zp,
+                           int32_t mult, int32_t shift);
+void emlkit_avgpool_s8(const qpool_params *p, const int8_t *in, int8_t *out, int32_t in_zp, int32_t out_zp,
+                       int32_t mult, int32_t shift);
+#if FW_HAVE_MVE
+void emlkit_avgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32_t in_zp, int32_t out_zp,
+                           int32_t mult, int32_t shift);
+#endif
+
+#endif

@@ -1,0 +1,116 @@
+/* Adapters for emlkit::softmax and emlkit::quantized_avg_pool2d, the ops with free output
+ * qparams (semantics: aot/emlkit_ops.py; the layout ops are in emlkit_ops.c).
+ * prepare checks every bound the kernels' int64 arithmetic relies on. */
+#include "cortex_m_util.h"
+#include "emlkit_kernels.h"
+
+#define EMLKIT_EXP_ONE (1 << 22)
+#define EMLKIT_MAX_TAPS (1 << 16) /* |sum| <= 255 * 2^16 < 2^24, times mult < 2^31: within int64 */
+
+ET_PREPARE static et_status requant_args(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i) {
+  int32_t mult, shift;
+  CM_TRY(cm_int(ctx, op, args, i, "multiplier", (int64_t)1 << 30, INT32_MAX, &mult));
+  CM_TRY(cm_int(ctx, op, args, i + 1, "shift", 1, 62, &shift));
+  return ET_OK;
+}
+
+/* emlkit::softmax.out(input, exp_table, dim, output_zero_point, output_multiplier, output_shift, out) */
+ET_PREPARE et_status op_emlkit_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "emlkit::softmax";
+  et_tensor *in, *table, *out;
+  int32_t dim, zp;
+  CM_TRY(cm_nargs(ctx, op, nargs, 6));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, 1, "exp_table", false, &table));
+  CM_TRY(cm_tensor(ctx, op, args, 6, "out", false, &out));
+  CM_TRY(cm_int(ctx, op, args, 2, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1, &dim));
+  CM_TRY(cm_int(ctx, op, args, 3, "output_zero_point", -128, 127, &zp));
+  CM_TRY(requant_args(ctx, op, args, 4));
+  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, table, "exp_table", ET_DT_INT));
+  if (et_tensor_numel(table) != 256 || !table->data)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: exp_table must have 256 entries, got %u", op,
+                   (unsigned)et_tensor_numel(table));
+  const int32_t *t = (const int32_t *)table->data;
+  if (t[0] < 1 || t[0] > EMLKIT_EXP_ONE)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: exp_table[0] = %ld must be in [1, 2^22]", op, (long)t[0]);
+  for (int k = 1; k < 256; k++)
+    if (t[k] < 0 || t[k] > EMLKIT_EXP_ONE)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: exp_table[%d] = %ld must be in [0, 2^22]", op, k, (long)t[k]);
+  if (!cm_same_sizes(in, out) || !cm_layout_is(out, in->dim_order))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's sizes and dim order", op);
+  const int rank = in->dim ? in->dim : 1;
+  if (dim < -rank || dim >= rank)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %d out of range for rank %d", op, (int)dim, rank);
+  return ET_OK;
+}
+
+et_status op_emlkit_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)nargs;
+  const et_tensor *const in = args[0]->u.t;
+  et_tensor *const out = args[6]->u.t;
+  if (et_tensor_numel(in) == 0) return ET_OK;
+  const int rank = in->dim ? in->dim : 1;
+  int32_t dim = cm_i(args, 2);
+  if (dim < 0) dim += rank;
+  /* [outer][len][inner] view of memory around the softmax dim */
+  int32_t outer = 1, len = in->dim ? in->sizes[dim] : 1, inner = 1, pos = 0;
+  for (int j = 0; j < in->dim; j++)
+    if (in->dim_order[j] == dim) pos = j;
+  for (int j = 0; j < in->dim; j++) {
+    if (j < pos) outer *= in->sizes[in->dim_order[j]];
+    if (j > pos) inner *= in->sizes[in->dim_order[j]];
+  }
+  emlkit_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, outer, len, inner,
+                    (const int32_t *)args[1]->u.t->data, cm_i(args, 3), cm_i(args, 4), cm_i(args, 5));
+  return ET_OK;
+}
+
+/* emlkit::quantized_avg_pool2d.out(input, kernel_size, stride, input_zero_point, output_zero_point,
+ * multiplier, shift, out): logical NCHW, channels-last bytes (as cortex_m::quantized_avg_pool2d). */
+ET_PREPARE et_status op_emlkit_quantized_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args,
+                                                                uint32_t nargs) {
+  const char *op = "emlkit::quantized_avg_pool2d";
+  et_tensor *in, *out;
+  int32_t k[2], s[2], izp, ozp, di[4], d_o[4];
+  CM_TRY(cm_nargs(ctx, op, nargs, 7));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, 7, "out", false, &out));
+  CM_TRY(cm_pair(ctx, op, args, 1, "kernel_size", 1, 4096, k));
+  CM_TRY(cm_pair(ctx, op, args, 2, "stride", 1, 4096, s));
+  CM_TRY(cm_int(ctx, op, args, 3, "input_zero_point", -128, 127, &izp));
+  CM_TRY(cm_int(ctx, op, args, 4, "output_zero_point", -128, 127, &ozp));
+  CM_TRY(requant_args(ctx, op, args, 5));
+  if ((int64_t)k[0] * k[1] > EMLKIT_MAX_TAPS)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: window %dx%d has more than %d taps", op, (int)k[0], (int)k[1],
+                   EMLKIT_MAX_TAPS);
+  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  CM_TRY(cm_nhwc(ctx, op, in, "input", false, di));
+  CM_TRY(cm_nhwc(ctx, op, out, "out", false, d_o));
+  if (k[0] > di[1] || k[1] > di[2])
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: window %dx%d is larger than the %dx%d input", op, (int)k[0],
+                   (int)k[1], (int)di[1], (int)di[2]);
+  const int32_t oh = (di[1] - k[0]) / s[0] + 1, ow = (di[2] - k[1]) / s[1] + 1;
+  if (d_o[0] != di[0] || d_o[1] != oh || d_o[2] != ow || d_o[3] != di[3])
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out is NHWC [%d,%d,%d,%d] but the geometry gives [%d,%d,%d,%d]", op,
+                   (int)d_o[0], (int)d_o[1], (int)d_o[2], (int)d_o[3], (int)di[0], (int)oh, (int)ow, (int)di[3]);
+  return ET_OK;
+}
+
+et_status op_emlkit_quantized_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)nargs;
+  const et_tensor *const in = args[0]->u.t;
+  et_tensor *const out = args[7]->u.t;
+  if (et_tensor_numel(out) == 0) return ET_OK;
+  int32_t k[2], s[2], di[4], d_o[4];
+  cm_pair_get(args, 1, k);
+  cm_pair_get(args, 2, s);
+  cm_nhwc_get(in, false, di);
+  cm_nhwc_get(out, false, d_o);
+  const qpool_params p = {di[0], di[1], di[2], di[3], d_o[1], d_o[2], k[0], k[1], s[0], s[1], 0, 0};
+  emlkit_avgpool_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, cm_i(args, 3), cm_i(args, 4),
+                    cm_i(args, 5), cm_i(args, 6));
+  return ET_OK;
+}
