@@ -24,6 +24,10 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
   entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
+
+Each pass class declares its `stage`, `targets`, `runs_after` and `runs_before`; `configure` hands
+them to aot/passes/manager.py, which orders them and refuses undeclared passes, unknown names,
+constraints against the stage order and cycles (tests/test_pass_manager.py checks the order).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.fc_rows_as_pixels import FcRowsAsPixels
     from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
     from aot.passes.int8_matmul_on_u55 import Int8MatmulOnU55
+    from aot.passes.lut_backends import backend_for
     from aot.passes.lut_fusion import LutFusion
     from aot.passes.symmetric_weight_range import SymmetricWeightRange
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
@@ -50,19 +55,16 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.split_batched_matmul import SplitBatchedMatmul
     from aot.passes.verify_program import VerifyProgram
 
-    opts.pre_quant_passes.append(Relu6ToHardtanh())
-    opts.pre_quant_passes.append(Conv1dAsConv2d())
-    opts.pre_quant_passes.append(FoldLinearBatchNorm())
-    opts.pre_quant_passes.append(LinearToConv(mode=opts.linear_mode))
-    opts.pre_quant_passes.append(FcRowsAsPixels())
-    opts.pre_quant_passes.append(AvgPoolForNpu())
-    opts.pre_quant_passes.append(SplitBatchedMatmul())
-    opts.pre_quant_passes.append(ChannelsLastEverywhere())    # last: after every rewrite
-    opts.quantizer_hooks.append(Int8MatmulOnU55())    # first: it configures the Arm quantizer itself
-    opts.quantizer_hooks.append(ActivationAlone())
-    opts.quantizer_hooks.append(SymmetricWeightRange())
-    opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
-    opts.program_passes.append(FoldInputOffset())
-    opts.post_passes.append(CancelTransposes())
-    opts.post_passes.append(KernelScratch())  # after every pass that makes or reshapes conv nodes
-    opts.program_checks.append(VerifyProgram(allow_float=allow_float))
+    from aot.passes.manager import install
+
+    # Listed in the order they used to be appended; the manager orders them by their declarations
+    # (stage, runs_after, runs_before) and keeps this order only where those leave a choice.
+    install(opts, [
+        Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), LinearToConv(mode=opts.linear_mode),
+        FcRowsAsPixels(), AvgPoolForNpu(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
+        Int8MatmulOnU55(), ActivationAlone(), SymmetricWeightRange(),
+        LutFusion(enabled=opts.lut_fusion, choose_backend=backend_for),
+        FoldInputOffset(),
+        CancelTransposes(), KernelScratch(),
+        VerifyProgram(allow_float=allow_float),
+    ])

@@ -130,6 +130,12 @@ def annotate_alone(model: torch.fx.GraphModule, act_qspec: Any, record: list[str
 @dataclass
 class ActivationAlone:
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""
+    # Declarations read by aot.passes.manager.
+    stage = "quantizer_hook"
+    targets = ("aten.relu", "aten.hardtanh", "aten.clamp", "aten.hardsigmoid")
+    runs_after = ()
+    runs_before = ()
+
 
     report_key: str = "activation_alone"
     annotated: list[str] = field(default_factory=list)

@@ -53,6 +53,12 @@ def small_factors(k: int) -> list[int] | None:
 
 @dataclass
 class AvgPoolForNpu:
+    # Declarations read by aot.passes.manager.
+    stage = "pre_quant"
+    targets = ("aten.avg_pool2d",)
+    runs_after = ("Conv1dAsConv2d",)
+    runs_before = ()
+
     enabled: bool = True
     flow: str = "ethos_u"
     report_key: str = "avgpool_for_npu"

@@ -31,6 +31,12 @@ def _compose(p: list[int], q: list[int]) -> list[int]:
 
 
 class CancelTransposes(PassBase):
+    # Declarations read by aot.passes.manager.
+    stage = "post"
+    targets = ("cortex_m.transpose",)
+    runs_after = ()
+    runs_before = ()
+
     report_key = "cancel_transposes"
 
     def __init__(self) -> None:

@@ -38,6 +38,12 @@ def _needs_copy(n: torch.fx.Node) -> bool:
 
 @dataclass
 class ChannelsLastEverywhere:
+    # Declarations read by aot.passes.manager.
+    stage = "pre_quant"
+    targets = ("aten.permute", "aten.transpose", "aten.view", "aten.reshape")
+    runs_after = ("*",)
+    runs_before = ()
+
     report_key: str = "channels_last_everywhere"
     copied: list[str] = field(default_factory=list)
     active: bool = False

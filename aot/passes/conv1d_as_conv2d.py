@@ -50,6 +50,12 @@ def _one(v: Any) -> int:
 
 @dataclass
 class Conv1dAsConv2d:
+    # Declarations read by aot.passes.manager.
+    stage = "pre_quant"
+    targets = ("aten.conv1d", "aten.batch_norm", "aten.max_pool1d", "aten.avg_pool1d", "aten.adaptive_avg_pool1d")
+    runs_after = ("Relu6ToHardtanh",)
+    runs_before = ()
+
     report_key: str = "conv1d_as_conv2d"
     rewritten: list[str] = field(default_factory=list)
     channels_last: bool = True

@@ -34,6 +34,12 @@ aten = torch.ops.aten
 
 @dataclass
 class FcRowsAsPixels:
+    # Declarations read by aot.passes.manager.
+    stage = "pre_quant"
+    targets = ("aten.linear",)
+    runs_after = ()
+    runs_before = ()
+
     report_key: str = "fc_rows_as_pixels"
     rewritten: list[str] = field(default_factory=list)
     active: bool = False

@@ -32,6 +32,12 @@ def _wrap_int32(v: torch.Tensor) -> torch.Tensor:
 
 
 class FoldInputOffset:
+    # Declarations read by aot.passes.manager.
+    stage = "program"
+    targets = ("cortex_m.quantized_conv2d",)
+    runs_after = ()
+    runs_before = ()
+
     report_key = "fold_input_offset"
 
     def __init__(self) -> None:

@@ -52,6 +52,12 @@ def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
 
 @dataclass
 class FoldLinearBatchNorm:
+    # Declarations read by aot.passes.manager.
+    stage = "pre_quant"
+    targets = ("aten.linear", "aten.batch_norm")
+    runs_after = ("Conv1dAsConv2d",)
+    runs_before = ("LinearToConv", "FcRowsAsPixels")
+
     report_key: str = "fold_linear_batchnorm"
     folded: list[str] = field(default_factory=list)
     flow: str = "cortex_m"

@@ -94,6 +94,12 @@ def _resize(alloc: torch.fx.Node, size: int) -> None:
 
 
 class KernelScratch(PassBase):
+    # Declarations read by aot.passes.manager.
+    stage = "post"
+    targets = ("cortex_m.quantized_conv2d", "cortex_m.quantized_depthwise_conv2d", "cortex_m.quantized_avg_pool2d")
+    runs_after = ("*", "FoldInputOffset")
+    runs_before = ()
+
     report_key = "kernel_scratch"
 
     def __init__(self) -> None:

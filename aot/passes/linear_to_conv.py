@@ -139,6 +139,12 @@ def _needs_int8_output(n: torch.fx.Node) -> bool:
 
 @dataclass
 class LinearToConv:
+    # Declarations read by aot.passes.manager.
+    stage = "pre_quant"
+    targets = ("aten.linear",)
+    runs_after = ()
+    runs_before = ()
+
     mode: str = "all"                  # "all", "auto" or "off" (see the module docstring)
     report_key: str = "linear_to_conv"
     rewritten: list[str] = field(default_factory=list)

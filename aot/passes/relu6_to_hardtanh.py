@@ -15,6 +15,12 @@ aten = torch.ops.aten
 
 
 class Relu6ToHardtanh:
+    # Declarations read by aot.passes.manager.
+    stage = "pre_quant"
+    targets = ("aten.relu6",)
+    runs_after = ()
+    runs_before = ()
+
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         changed = False
         for n in gm.graph.nodes:

@@ -62,6 +62,12 @@ def _val(n: Any) -> torch.Tensor | None:
 
 @dataclass
 class SplitBatchedMatmul:
+    # Declarations read by aot.passes.manager.
+    stage = "pre_quant"
+    targets = ("aten.matmul", "aten.bmm")
+    runs_after = ()
+    runs_before = ()
+
     enabled: bool = True
     active: bool = False
     report_key: str = "split_batched_matmul"

@@ -62,6 +62,12 @@ def narrow_weights(model: torch.fx.GraphModule, record: list[str]) -> None:
 @dataclass
 class SymmetricWeightRange:
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""
+    # Declarations read by aot.passes.manager.
+    stage = "quantizer_hook"
+    targets = ("aten.conv2d", "aten.linear")
+    runs_after = ()
+    runs_before = ()
+
 
     report_key: str = "symmetric_weight_range"
     narrowed: list[str] = field(default_factory=list)

@@ -18,6 +18,12 @@ from aot import verify
 
 @dataclass
 class VerifyProgram:
+    # Declarations read by aot.passes.manager.
+    stage = "check"
+    targets = ("every non-delegated op",)
+    runs_after = ("*",)
+    runs_before = ()
+
     allow_float: bool = False
     target: str = "?"
     report_key: str = "verify"
