@@ -24,11 +24,10 @@ from executorch.backends.arm.util._factory import create_partitioner, create_qua
 from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from executorch.exir.lowered_backend_module import get_lowered_submodules
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
-from aot.lower import Lowered, LowerOptions, apply_quantizer_hooks, bind_passes, pass_reports, run_program_checks
-from aot.lower.export import export_graph, export_module
+from aot.lower import Lowered, LowerOptions, bind_passes, pass_reports, run_program_checks
+from aot.lower.export import export_module, quantize
 from aot.native_output import stdout_to_log
 from aot.targets import Target
 
@@ -153,15 +152,7 @@ def lower(
         os.makedirs(workdir, exist_ok=True)
         spec = compile_spec(target, workdir)
         bind_passes(options, target)
-        graph = export_graph(module, inputs)
-        for p in options.pre_quant_passes:
-            graph = p(graph)
-        prepared = prepare_pt2e(graph, apply_quantizer_hooks(make_quantizer(spec, target.activation_bits), target, options))
-        for sample in calibration:
-            prepared(*sample)
-        quantized = convert_pt2e(prepared)
-        for p in options.pre_edge_passes:
-            quantized = p(quantized)
+        quantized = quantize(module, inputs, calibration, make_quantizer(spec, target.activation_bits), target, options)
         _clear_artefacts(workdir)
         with stdout_to_log(log, "Vela"):
             try:

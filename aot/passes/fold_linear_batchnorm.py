@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique, finish
+from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique, rewrite_calls
 
 aten = torch.ops.aten
 
@@ -73,10 +73,7 @@ class FoldLinearBatchNorm:
         self.folded = []
         if self.flow != "cortex_m":
             return gm
-        for n in list(gm.graph.nodes):
-            if n.op == "call_function" and n.target is aten.batch_norm.default and self._fold(gm, n):
-                self.folded.append(n.name)
-        finish(gm, "batch norm folded into linear", self.folded)
+        self.folded = rewrite_calls(gm, aten.batch_norm.default, self._fold, "batch norm folded into linear")
         return gm
 
     def _fold(self, gm: torch.fx.GraphModule, bn: torch.fx.Node) -> bool:
