@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from aot.passes.manager import declare
+
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
@@ -51,14 +53,9 @@ def small_factors(k: int) -> list[int] | None:
     return out if k == 1 else None
 
 
+@declare("pre_quant", ("aten.avg_pool2d",), runs_after=("Conv1dAsConv2d",))
 @dataclass
 class AvgPoolForNpu:
-    # Declarations read by aot.passes.manager.
-    stage = "pre_quant"
-    targets = ("aten.avg_pool2d",)
-    runs_after = ("Conv1dAsConv2d",)
-    runs_before = ()
-
     enabled: bool = True
     flow: str = "ethos_u"
     report_key: str = "avgpool_for_npu"

@@ -28,18 +28,14 @@ from typing import Any
 import torch
 
 from aot.passes.linear_to_conv import _KEEP_META, FUSABLE_ACTIVATIONS, _unique, linear_operands, rewrite_calls
+from aot.passes.manager import declare
 
 aten = torch.ops.aten
 
 
+@declare("pre_quant", ("aten.linear",))
 @dataclass
 class FcRowsAsPixels:
-    # Declarations read by aot.passes.manager.
-    stage = "pre_quant"
-    targets = ("aten.linear",)
-    runs_after = ()
-    runs_before = ()
-
     report_key: str = "fc_rows_as_pixels"
     rewritten: list[str] = field(default_factory=list)
     active: bool = False

@@ -23,6 +23,8 @@ import torch
 from executorch.backends.transforms.utils import get_param_tensor, is_param_node, set_param_tensor
 from executorch.exir.dialects._ops import ops as exir_ops
 
+from aot.passes.manager import declare
+
 CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
 OFFSET_ARG, BIAS_ARG, PAD_ARG = 6, 2, 4
 
@@ -31,13 +33,8 @@ def _wrap_int32(v: torch.Tensor) -> torch.Tensor:
     return ((v + (1 << 31)) % (1 << 32) - (1 << 31)).to(torch.int32)
 
 
+@declare("program", ("cortex_m.quantized_conv2d",))
 class FoldInputOffset:
-    # Declarations read by aot.passes.manager.
-    stage = "program"
-    targets = ("cortex_m.quantized_conv2d",)
-    runs_after = ()
-    runs_before = ()
-
     report_key = "fold_input_offset"
 
     def __init__(self) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique, rewrite_calls
+from aot.passes.manager import declare
 
 aten = torch.ops.aten
 
@@ -50,14 +51,10 @@ def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
     return w2, b2
 
 
+@declare("pre_quant", ("aten.linear", "aten.batch_norm"),
+         runs_after=("Conv1dAsConv2d",), runs_before=("LinearToConv", "FcRowsAsPixels"))
 @dataclass
 class FoldLinearBatchNorm:
-    # Declarations read by aot.passes.manager.
-    stage = "pre_quant"
-    targets = ("aten.linear", "aten.batch_norm")
-    runs_after = ("Conv1dAsConv2d",)
-    runs_before = ("LinearToConv", "FcRowsAsPixels")
-
     report_key: str = "fold_linear_batchnorm"
     folded: list[str] = field(default_factory=list)
     flow: str = "cortex_m"

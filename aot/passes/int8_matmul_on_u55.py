@@ -24,18 +24,16 @@ from typing import Any
 
 import torch
 
+from aot.passes.manager import declare
+
 MATMULS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default, torch.ops.aten.matmul.default)
 
 
+@declare("quantizer_hook", ("aten.bmm", "aten.mm", "aten.matmul"),
+         runs_before=("ActivationAlone", "SymmetricWeightRange"))
 @dataclass
 class Int8MatmulOnU55:
     """Quantizer hook (LowerOptions.quantizer_hooks) for int16-activation U55/U65 targets."""
-    # Declarations read by aot.passes.manager.
-    stage = "quantizer_hook"
-    targets = ("aten.bmm", "aten.mm", "aten.matmul")
-    runs_after = ()
-    runs_before = ("ActivationAlone", "SymmetricWeightRange")
-
 
     report_key: str = "int8_matmul_on_u55"
     applied: list[str] = field(default_factory=list)

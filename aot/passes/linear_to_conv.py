@@ -41,6 +41,7 @@ from typing import Any, Callable
 import torch
 
 from aot.errors import AotError
+from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -146,14 +147,9 @@ def _needs_int8_output(n: torch.fx.Node) -> bool:
     return False
 
 
+@declare("pre_quant", ("aten.linear",))
 @dataclass
 class LinearToConv:
-    # Declarations read by aot.passes.manager.
-    stage = "pre_quant"
-    targets = ("aten.linear",)
-    runs_after = ()
-    runs_before = ()
-
     mode: str = "all"                  # "all", "auto" or "off" (see the module docstring)
     report_key: str = "linear_to_conv"
     rewritten: list[str] = field(default_factory=list)

@@ -31,6 +31,8 @@ from typing import Any, Callable
 
 import torch
 
+from aot.passes.manager import declare
+
 log = logging.getLogger(__name__)
 
 aten = torch.ops.aten
@@ -279,15 +281,11 @@ def evaluate_chain(ops: list[torch.fx.Node], x: torch.Tensor) -> torch.Tensor:
     return cur
 
 
+@declare("pre_edge", ("quantized_decomposed.dequantize_per_tensor", "aten pointwise ops",
+                      "quantized_decomposed.quantize_per_tensor"))
 @dataclass
 class LutFusion:
     """The pass: `gm -> gm`, configured with a backend that builds and emits tables."""
-    # Declarations read by aot.passes.manager.
-    stage = "pre_edge"
-    targets = ("quantized_decomposed.dequantize_per_tensor", "aten pointwise ops", "quantized_decomposed.quantize_per_tensor")
-    runs_after = ()
-    runs_before = ()
-
 
     backend: Any = None                        # aot.passes.lut_backends.LutBackend
     enabled: bool = True

@@ -1,6 +1,7 @@
 """Pass manager: every pass declares where it runs; this orders and checks them.
 
-Each pass class declares (class attributes):
+Each pass class declares, with the `@declare(stage, targets, runs_after=..., runs_before=...)` class
+decorator (which sets these class attributes):
 - `stage`: one of STAGES, the point of the flow that calls it (and so its calling convention);
 - `targets`: the ops it matches or configures (documentation, checked to be non-empty);
 - `runs_after` / `runs_before`: names of other pass classes that must run before / after it.
@@ -16,7 +17,7 @@ with PassOrderError (an internal error: the toolkit's own declarations are wrong
 from __future__ import annotations
 
 import heapq
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from aot.errors import EXIT_INTERNAL, AotError
 from aot.lower import LowerOptions
@@ -37,6 +38,16 @@ ALL = "*"
 class PassOrderError(AotError):
     def __init__(self, message: str) -> None:
         super().__init__(f"internal error in the pass declarations: {message}", EXIT_INTERNAL)
+
+
+def declare(stage: str, targets: tuple[str, ...], runs_after: tuple[str, ...] = (),
+            runs_before: tuple[str, ...] = ()) -> Callable[[type], type]:
+    """Class decorator: the pass's stage, the ops it targets and its ordering constraints (checked by `order`)."""
+    def apply(cls: type) -> type:
+        cls.stage, cls.targets = stage, tuple(targets)  # type: ignore[attr-defined]
+        cls.runs_after, cls.runs_before = tuple(runs_after), tuple(runs_before)  # type: ignore[attr-defined]
+        return cls
+    return apply
 
 
 def pass_name(p: Any) -> str:

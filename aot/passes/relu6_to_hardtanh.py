@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import torch
 
+from aot.passes.manager import declare
+
 aten = torch.ops.aten
 
 
+@declare("pre_quant", ("aten.relu6",))
 class Relu6ToHardtanh:
-    # Declarations read by aot.passes.manager.
-    stage = "pre_quant"
-    targets = ("aten.relu6",)
-    runs_after = ()
-    runs_before = ()
-
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         changed = False
         for n in gm.graph.nodes:

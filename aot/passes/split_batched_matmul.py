@@ -48,6 +48,8 @@ from typing import Any
 
 import torch
 
+from aot.passes.manager import declare
+
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
@@ -60,14 +62,9 @@ def _val(n: Any) -> torch.Tensor | None:
     return v if isinstance(v, torch.Tensor) else None
 
 
+@declare("pre_quant", ("aten.matmul", "aten.bmm"))
 @dataclass
 class SplitBatchedMatmul:
-    # Declarations read by aot.passes.manager.
-    stage = "pre_quant"
-    targets = ("aten.matmul", "aten.bmm")
-    runs_after = ()
-    runs_before = ()
-
     enabled: bool = True
     active: bool = False
     report_key: str = "split_batched_matmul"

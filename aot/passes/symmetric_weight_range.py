@@ -31,6 +31,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationSpec
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from aot.lower.quantizer_steps import WithSteps
+from aot.passes.manager import declare
 
 SYMMETRIC = (torch.per_tensor_symmetric, torch.per_channel_symmetric)
 WEIGHT_QMIN, WEIGHT_QMAX = -127, 127
@@ -59,15 +60,10 @@ def narrow_weights(model: torch.fx.GraphModule, record: list[str]) -> None:
                 record.append(inp.name)
 
 
+@declare("quantizer_hook", ("aten.conv2d", "aten.linear"))
 @dataclass
 class SymmetricWeightRange:
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""
-    # Declarations read by aot.passes.manager.
-    stage = "quantizer_hook"
-    targets = ("aten.conv2d", "aten.linear")
-    runs_after = ()
-    runs_before = ()
-
 
     report_key: str = "symmetric_weight_range"
     narrowed: list[str] = field(default_factory=list)

@@ -19,16 +19,12 @@ import torch
 
 from aot import adapter_limits, verify
 from aot.errors import EXIT_UNSUPPORTED, AotError
+from aot.passes.manager import declare
 
 
+@declare("check", ("every non-delegated op",), runs_after=("*",))
 @dataclass
 class VerifyProgram:
-    # Declarations read by aot.passes.manager.
-    stage = "check"
-    targets = ("every non-delegated op",)
-    runs_after = ("*",)
-    runs_before = ()
-
     allow_float: bool = False
     target: str = "?"
     report_key: str = "verify"
