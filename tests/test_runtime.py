@@ -336,6 +336,19 @@ def test_random_byte_flips_never_crash(programs: Programs, asan_runner: Path, tm
     assert "error" in seen
 
 
+def test_fuzzer_findings_are_refused(asan_runner: Path) -> None:
+    # Inputs libFuzzer once crashed the loader with (kept in tests/data/fuzz_crashes, also seeds): each
+    # must now end as one clean error line. loader_slice_copy_overlap: a slice_copy planned with its
+    # output overlapping its input (memcpy over overlapping ranges).
+    crashes = sorted((Path(__file__).parent / "data" / "fuzz_crashes").glob("loader_*"))
+    assert crashes
+    for f in crashes:
+        rc, res, _ = _run_raw(asan_runner, f)
+        assert rc == 2 and res["status"] == "error", (f.name, res)
+    rc, res, _ = _run_raw(asan_runner, crashes[0])
+    assert "writes its output over its argument" in res["error"], res
+
+
 # ---- result line parsing ----
 
 def test_parse_result_line() -> None:

@@ -464,6 +464,42 @@ static et_status parse_instructions(et_method *m, const plan_shape *s, et_value 
   return ET_OK;
 }
 
+static bool ranges_overlap(const et_tensor *a, const et_tensor *b) {
+  if (a == b || a->data == NULL || b->data == NULL || a->nbytes == 0 || b->nbytes == 0) return false;
+  uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+  return a0 < b0 + b->nbytes && b0 < a0 + a->nbytes;
+}
+
+/* A kernel's output (its last argument, by the out-variant convention) must not
+ * share bytes with any of its inputs: ExecuTorch's planner never overlaps tensors
+ * that are live at the same call, and the kernels (block copies above all) rely on
+ * it. A program that does is damaged; refusing it at load keeps execution sound. */
+static et_status check_aliasing(et_method *m) {
+  for (uint32_t pc = 0; pc < m->chain_start[m->nchains]; pc++) {
+    const et_instr *ins = &m->instrs[pc];
+    if (ins->kind != FBPU_InstructionArguments__KernelCall || ins->nargs < 2) continue;
+    const et_value *ov = ins->args[ins->nargs - 1];
+    if (ov->tag != ET_TAG_TENSOR) continue;
+    for (uint32_t k = 0; k + 1 < ins->nargs; k++) {
+      const et_value *v = ins->args[k];
+      if (v == ov) continue; /* the out argument repeated as the return value */
+      bool clash = false;
+      if (v->tag == ET_TAG_TENSOR) {
+        clash = ranges_overlap(ov->u.t, v->u.t);
+      } else if (v->tag == ET_TAG_TENSOR_LIST || v->tag == ET_TAG_OPT_TENSOR_LIST) {
+        for (uint32_t j = 0; j < v->u.list.len && !clash; j++) {
+          const et_tensor *t = et_list_tensor(v, j);
+          clash = t != NULL && ranges_overlap(ov->u.t, t);
+        }
+      }
+      if (clash)
+        return merr(m->msg, ET_E_INVALID_PROGRAM,
+                    "corrupt program: instruction %" PRIu32 " writes its output over its argument %" PRIu32, pc, k);
+    }
+  }
+  return ET_OK;
+}
+
 static et_status resolve_ops(et_method *m, const plan_shape *s) {
   m->nops = s->ops.len;
   for (uint32_t i = 0; i < s->ops.len; i++) {
@@ -561,6 +597,7 @@ et_status et_method_init(et_method *m, et_program *p, const char *name, void *ru
   st = parse_values(m, &s, bases, plan_sizes);
   if (st == ET_OK) st = resolve_ops(m, &s);
   if (st == ET_OK) st = parse_instructions(m, &s, argbuf, delegate_mem, delegate_size);
+  if (st == ET_OK) st = check_aliasing(m);
   if (st != ET_OK) return st;
   bool present;
   if (!fb_vector(&m->plan, FBP_ExecutionPlan__inputs, 4, &present, &m->inputs) ||
