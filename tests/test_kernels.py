@@ -563,7 +563,8 @@ def test_kernels_compile_for_dsp(tmp_path, flags):
 @settings(max_examples=200, deadline=None)
 @given(cin=st.integers(1, 300), cout=st.integers(1, 600), kh=st.integers(1, 5), kw=st.integers(1, 5),
        ph=st.integers(0, 2), pw=st.integers(0, 2), groups=st.sampled_from([1, 1, 2]),
-       in_off=st.integers(-300, 300))
+       # The fast paths' input-offset bounds (a pad byte must be representable) and either side of them.
+       in_off=st.one_of(st.sampled_from([-128, -127, 128, 129]), st.integers(-300, 300)))
 def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, groups, in_off):
     """aot/passes/kernel_scratch.py plans exactly what <kernel>_get_buffer_size asks for."""
     from aot.passes.kernel_scratch import avgpool_buffer_size, conv_buffer_size, dw_buffer_size
