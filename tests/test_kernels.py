@@ -133,9 +133,11 @@ def test_quantized_div(K, seed, za, zb, zo, scale, wide):
         name = "qdiv_s8"
     want = ops.quantized_div(torch.from_numpy(a), za, torch.from_numpy(b), zb, zo, scale).numpy()
     for f in both(K, name):
-        out = np.zeros_like(a)
-        f(ptr(a), ptr(b), ptr(out), a.size, za, zb, zo, scale)
-        np.testing.assert_array_equal(out, want)
+        # Canary elements after the output: the kernel writes exactly a.size elements.
+        buf = np.full(a.size + 8, 0x5A, dtype=a.dtype)
+        f(ptr(a), ptr(b), ptr(buf), a.size, za, zb, zo, scale)
+        np.testing.assert_array_equal(buf[:a.size], want)
+        assert (buf[a.size:] == 0x5A).all(), "wrote past the output"
 
 
 # ---------------------------------------------------------------- LUT
