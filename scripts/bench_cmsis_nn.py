@@ -1,10 +1,10 @@
 """Our kernels against Arm's CMSIS-NN, side by side, on every kernel layer of compiled models.
 
     .venv/bin/python scripts/bench_cmsis_nn.py --cmsis-nn /path/to/CMSIS-NN [MODEL ...] [--out DIR]
-        [--core cortex-m55|cortex-m4]
+        [--core cortex-m55|cortex-m4|cortex-m33]
 
 For each model (default: mobilenet_v2) the script compiles it for cortex-m55, takes every
-conv / depthwise / fully connected / add / average and max pool layer from the program (shapes,
+conv / depthwise / fully connected / add / mul / average and max pool layer from the program (shapes,
 strides, pads, offsets, multipliers and shifts, activation ranges, weights, biases, kernel sums),
 builds one Corstone-300 image with our kernels and CMSIS-NN compiled from the checkout you pass (the
 flags of ../shared/NOTES.md: -mcpu=cortex-m55 -Ofast, ARM_MATH_MVEI and ARM_MATH_DSP), runs both on the
@@ -13,7 +13,9 @@ and prints per-layer, per-class and whole-model ratios (table, JSON, plot).
 
 With --core cortex-m4 the model is compiled for cortex-m4 (ExecuTorch's DSP configuration), and
 the image for mps2-an386 (Cortex-M4, -mcpu=cortex-m4 -mfpu=fpv4-sp-d16 -mfloat-abi=hard) holds our
-DSP-extension kernels and CMSIS-NN's DSP-only variant (ARM_MATH_DSP, no MVE).
+DSP-extension kernels and CMSIS-NN's DSP-only variant (ARM_MATH_DSP, no MVE). --core cortex-m33 does
+the same for the Cortex-M33 (Armv8-M Mainline with the DSP extension) on mps2-an505
+(-mcpu=cortex-m33 -mfpu=fpv5-sp-d16 -mfloat-abi=hard, the board's start-up and link script).
 
 Without --cmsis-nn it prints the CMSIS-NN figures recorded in ../shared/NOTES.md, labelled as stored
 figures from 2026-12-03, next to nothing measured: fetch CMSIS-NN (outside this repository) to measure.
@@ -38,13 +40,14 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_SRC = ROOT / "scripts" / "cmsis_bench"
 LAYER_WORDS = 48
 KINDS = {"quantized_conv2d": 1, "quantized_depthwise_conv2d": 2, "quantized_linear": 3, "quantized_add": 4,
-         "quantized_avg_pool2d": 5, "quantized_max_pool2d": 6}
-CLASS = {1: "conv", 2: "depthwise", 3: "fully connected", 4: "add", 5: "average pool", 6: "max pool"}
+         "quantized_avg_pool2d": 5, "quantized_max_pool2d": 6, "quantized_mul": 7}
+CLASS = {1: "conv", 2: "depthwise", 3: "fully connected", 4: "add", 5: "average pool", 6: "max pool", 7: "mul"}
 F = {n: i for i, n in enumerate(
     "KIND N IH IW IC OH OW OC KH KW SH SW PH PW DH DW MULT IOFF OOFF AMIN AMAX W B M S KS FOFF QM QS AZP AM AS BZP BM BS "
     "ELEMS INLEN OUTLEN".split())}
 # --core: (compile target, board, QEMU machine)
-CORES = {"cortex-m55": ("cortex-m55", "corstone-300", "mps3-an547"), "cortex-m4": ("cortex-m4", "mps2-an386", "mps2-an386")}
+CORES = {"cortex-m55": ("cortex-m55", "corstone-300", "mps3-an547"), "cortex-m4": ("cortex-m4", "mps2-an386", "mps2-an386"),
+         "cortex-m33": ("cortex-m33", "mps2-an505", "mps2-an505")}
 # Stored figures (../shared/NOTES.md, measured 2026-12-03 on the 64 kernel layers of mobilenet_v2): a fallback only.
 STORED = {"ours": 11_543_280, "cmsis": 12_458_466, "date": "2026-12-03"}
 
@@ -194,6 +197,20 @@ def extract(pte: bytes) -> Blob:
             r[F["AMIN"]], r[F["AMAX"]] = ival(args[11]), ival(args[12])
             r[F["ELEMS"]] = r[F["INLEN"]] = r[F["OUTLEN"]] = n_el
             lay.desc = f"add {n_el}"
+        elif kind == 7:
+            # quantized_mul(self, self_zp, other, other_zp, out_zp, out_mult, out_shift): no activation range,
+            # the reference clamps to int8
+            x, y = tensor(args[0]), tensor(args[2])
+            if list(x.sizes) != list(y.sizes):
+                continue  # channel broadcast: CMSIS-NN's mul has no such form
+            n_el = 1
+            for d in x.sizes:
+                n_el *= int(d)
+            r[F["AZP"]], r[F["BZP"]] = ival(args[1]), ival(args[3])
+            r[F["OOFF"]], r[F["QM"]], r[F["QS"]] = ival(args[4]), ival(args[5]), ival(args[6])
+            r[F["AMIN"]], r[F["AMAX"]] = -128, 127
+            r[F["ELEMS"]] = r[F["INLEN"]] = r[F["OUTLEN"]] = n_el
+            lay.desc = f"mul {n_el}"
         else:
             x, out = tensor(args[0]), tensor(args[-1])
             n_, ih, iw, ic = _nhwc(list(x.sizes), list(x.dim_order))
@@ -300,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--core", choices=sorted(CORES), default="cortex-m55",
                     help="cortex-m55: MVE kernels vs CMSIS-NN's MVE build on corstone-300 (default); cortex-m4: our "
-                         "DSP kernels vs CMSIS-NN's DSP-only build on mps2-an386")
+                         "DSP kernels vs CMSIS-NN's DSP-only build on mps2-an386; cortex-m33: the same on mps2-an505")
     ap.add_argument("--verbose-layers", action="store_true", help="print every layer, not only the ones above 1.0")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")

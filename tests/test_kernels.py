@@ -550,7 +550,8 @@ def test_kernels_compile_for_dsp(tmp_path, flags):
             assert r.returncode == 0, f"{src.name} ({' '.join(extra)}): {r.stderr}"
         return subprocess.run([nm, *map(str, d.glob("*.o"))], capture_output=True, text=True).stdout if nm else None
 
-    dsp = ("qconv2d_s8_dsp", "qdwconv2d_s8_dsp", "qlinear_s8_dsp", "qadd_s8_dsp", "qavgpool_s8_dsp")
+    dsp = ("qconv2d_s8_dsp", "qdwconv2d_s8_dsp", "qlinear_s8_dsp", "qadd_s8_dsp", "qavgpool_s8_dsp", "qmul_s8_dsp",
+           "qmaxpool_s8_dsp", "qlut_s8_dsp")
     out = syms([*flags, "-mfloat-abi=hard"], "dsp")
     if out is not None:
         for fn in dsp:
@@ -600,10 +601,11 @@ def test_mve_matches_portable_on_qemu(tmp_path):
 @pytest.mark.skipif(ARM_GCC is None or shutil.which("qemu-system-arm") is None,
                     reason="needs arm-none-eabi-gcc and qemu-system-arm")
 def test_dsp_matches_portable_on_qemu(tmp_path):
-    """tests/dsp_selftest: qconv2d_s8_dsp, qdwconv2d_s8_dsp, qlinear_s8_dsp, qadd_s8_dsp and qavgpool_s8_dsp
-    against their *_ref twins on the Cortex-M4 of mps2-an386, 150 random
-    cases each (odd channel counts, K tails, borders, groups, depth
-    multipliers), byte for byte, scratch canaries intact; and
+    """tests/dsp_selftest: qconv2d_s8_dsp, qdwconv2d_s8_dsp, qlinear_s8_dsp, qadd_s8_dsp, qavgpool_s8_dsp,
+    qmul_s8_dsp, qmaxpool_s8_dsp and qlut_s8_dsp against their *_ref twins on
+    the Cortex-M4 of mps2-an386, 150 random cases each (odd channel counts, K
+    tails, borders, groups, depth multipliers, broadcasts, unaligned operands
+    and outputs), byte for byte, scratch canaries intact; and
     k_requantize_dsp against k_requantize on 200,000 values (ties included)."""
     from aot.deploy import kernel_selftest as selftest
 
@@ -612,4 +614,4 @@ def test_dsp_matches_portable_on_qemu(tmp_path):
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
     assert set(passed) == {"k_requantize_dsp", "qconv2d_s8", "qdwconv2d_s8", "qlinear_s8", "qadd_s8",
-                           "qavgpool_s8"}, r.stdout
+                           "qavgpool_s8", "qmul_s8", "qmaxpool_s8", "qlut_s8"}, r.stdout

@@ -13,7 +13,8 @@
  *  - Each op family has `<name>_ref` (portable C, bit-exact with the Python
  *    reference in executorch/backends/cortex_m/ops/operators.py), `<name>_mve`
  *    (Helium, only when compiled with MVE, bit-exact with `_ref`), for conv,
- *    depthwise conv, fully connected, add and average pool `<name>_dsp` (the DSP extension's
+ *    depthwise conv, fully connected, add, mul, average and max pool and the
+ *    activation table `<name>_dsp` (the DSP extension's
  *    SIMD32 instructions through ACLE intrinsics, only when compiled for a
  *    core with DSP and without MVE: Cortex-M4/M7/M33), and a dispatcher
  *    `<name>` that picks MVE, else DSP, when available.
@@ -292,6 +293,11 @@ void qadd_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qadd_params *p);
 k_status qavgpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
                          int32_t mult, int32_t shift, void *scratch, size_t scratch_size);
+void qmul_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+                 int8_t *out, const qmul_params *p);
+void qmaxpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out,
+                     int32_t act_min, int32_t act_max);
+void qlut_s8_dsp(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
 #endif
 #if FW_HAVE_MVE_FP
 void quantize_f32_mve(const float *in, size_t n, double scale, int32_t zp, int32_t qmin, int32_t qmax,

@@ -3,6 +3,7 @@
  * accepts int8 input and an int8 table of 256 entries. */
 #include "kernels.h"
 #include "kernels_mve.h"
+#include "kernels_dsp.h"
 
 void qlut_s8_ref(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]) {
   for (size_t i = 0; i < n; i++) out[i] = lut[(uint8_t)(in[i] + 128)];
@@ -48,9 +49,34 @@ void qlut_s8_mve(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256])
 }
 #endif
 
+#if FW_HAVE_DSP
+/* Cores with the DSP extension and no MVE have no gather: SIMD32 splits
+ * words into lanes but cannot index memory by them, so each element costs a
+ * byte load, a table load and a byte store at best. Extracting bytes from a
+ * word load (SXTB with rotation) costs one instruction per byte like LDRSB,
+ * and packing four results for one STR costs as much as four STRB, so this
+ * variant is the three-instruction form unrolled by eight (one pointer
+ * update, compare and branch per eight elements; the portable loop spends
+ * five to six per element). The signed input byte indexes the table from
+ * its middle entry: lut + 128 + x is lut[x + 128]. */
+void qlut_s8_dsp(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]) {
+  const uint8_t *t = (const uint8_t *)lut + 128;
+  const int8_t *end8 = in + (n & ~(size_t)7), *end = in + n;
+  while (in != end8) {
+    const int32_t x0 = in[0], x1 = in[1], x2 = in[2], x3 = in[3], x4 = in[4], x5 = in[5], x6 = in[6], x7 = in[7];
+    out[0] = (int8_t)t[x0], out[1] = (int8_t)t[x1], out[2] = (int8_t)t[x2], out[3] = (int8_t)t[x3];
+    out[4] = (int8_t)t[x4], out[5] = (int8_t)t[x5], out[6] = (int8_t)t[x6], out[7] = (int8_t)t[x7];
+    in += 8, out += 8;
+  }
+  while (in != end) *out++ = (int8_t)t[*in++];
+}
+#endif
+
 void qlut_s8(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]) {
 #if FW_HAVE_MVE
   qlut_s8_mve(in, out, n, lut);
+#elif FW_HAVE_DSP
+  qlut_s8_dsp(in, out, n, lut);
 #else
   qlut_s8_ref(in, out, n, lut);
 #endif

@@ -548,31 +548,74 @@ static void im2col_row_dsp(const qconv_params *p, const int8_t *in, int32_t b, i
  * layers): the pixels are consecutive K-byte rows, like the weight rows, so
  * two pixels by two output channels share each load (k_dot2x2_s8_dsp); an
  * odd last pixel takes four channels at a time, an odd last channel one.
- * Out of line so that its loops get the registers to themselves. */
-static __attribute__((noinline)) void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w,
-                                                         const int32_t *mult, const int32_t *shift, int8_t *out,
-                                                         const int32_t *beff) {
+ * Instantiated twice with a constant `fast`: when every channel has
+ * mult >= 0 and shift <= -2 (k_rq_fast_ok, checked once per layer) each
+ * output is requantized by k_requantize_dsp's SMLAL branch alone, without
+ * the per-output range tests, and the channel pairs are the outer loop, so
+ * that each pair's multipliers, rounding constants and shifts are set up
+ * once for all pixels (pw_fin_fast) instead of once per output. Out of line
+ * so that the loops get the registers to themselves. */
+/* k_requantize_dsp_fast with hq = 2^(rs-2) and sh1 = rs-1 precomputed
+ * (rs = -shift >= 2), then the output offset and the clamp. */
+static inline int8_t pw_fin_fast(int32_t acc, int32_t m, int32_t hq, int32_t sh1, int32_t off, int32_t lo,
+                                 int32_t hi) {
+  const int64_t t = (int64_t)acc * m + (int64_t)(((uint64_t)(uint32_t)hq << 32) | (1u << 30));
+  int32_t h = (int32_t)(t >> 32);
+  if (h < hq) h = h - 1 + (int32_t)((uint32_t)t >> 31);
+  return (int8_t)k_clamp((int32_t)((uint32_t)(h >> sh1) + (uint32_t)off), lo, hi);
+}
+#define PW_FIN(A, O) (fast ? k_finish_fast_s8(A, mult[O], shift[O], off, lo, hi) : k_finish_s8(A, mult[O], shift[O], off, lo, hi))
+static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const qconv_params *p, const int8_t *in,
+                                                                          const int8_t *w, const int32_t *mult,
+                                                                          const int32_t *shift, int8_t *out,
+                                                                          const int32_t *beff, const int fast) {
   const int32_t K = p->in_c, OC = p->out_c, OC2 = OC & ~1, OC4 = OC & ~3;
   const int32_t npix = p->batch * p->out_h * p->out_w;
   const int32_t off = p->output_offset, lo = p->act_min, hi = p->act_max;
   int32_t i = 0;
-  for (; i + 2 <= npix; i += 2) {
+  if (fast) {
+    const int32_t npix2 = npix & ~1;
+    for (int32_t o = 0; o < OC2; o += 2) {
+      const int32_t m0 = mult[o], m1 = mult[o + 1], b0 = beff[o], b1 = beff[o + 1];
+      const int32_t q0 = 1 << (-shift[o] - 2), q1 = 1 << (-shift[o + 1] - 2);
+      const int32_t r0 = -shift[o] - 1, r1 = -shift[o + 1] - 1;
+      const int8_t *wo = w + (size_t)o * K;
+      for (int32_t j = 0; j < npix2; j += 2) {
+        int32_t acc[4] = {b0, b1, b0, b1};
+        k_dot2x2_s8_dsp(in + (size_t)j * K, wo, K, K, acc);
+        int8_t *op = out + (size_t)j * OC + o;
+        const int8_t v00 = pw_fin_fast(acc[0], m0, q0, r0, off, lo, hi);
+        const int8_t v01 = pw_fin_fast(acc[1], m1, q1, r1, off, lo, hi);
+        const int8_t v10 = pw_fin_fast(acc[2], m0, q0, r0, off, lo, hi);
+        const int8_t v11 = pw_fin_fast(acc[3], m1, q1, r1, off, lo, hi);
+        op[0] = v00, op[1] = v01, op[OC] = v10, op[OC + 1] = v11;
+      }
+    }
+    if (OC2 < OC)
+      for (int32_t j = 0; j < npix2; j++) {
+        int32_t acc = beff[OC2];
+        k_dot1_s8_dsp(in + (size_t)j * K, w + (size_t)OC2 * K, K, &acc, 0, 0);
+        out[(size_t)j * OC + OC2] = PW_FIN(acc, OC2);
+      }
+    i = npix2;
+  }
+  for (; !fast && i + 2 <= npix; i += 2) {
     const int8_t *x = in + (size_t)i * K;
     int8_t *op = out + (size_t)i * OC;
     for (int32_t o = 0; o < OC2; o += 2) {
       int32_t acc[4] = {beff[o], beff[o + 1], beff[o], beff[o + 1]};
       k_dot2x2_s8_dsp(x, w + (size_t)o * K, K, K, acc);
-      op[o] = k_finish_s8(acc[0], mult[o], shift[o], off, lo, hi);
-      op[o + 1] = k_finish_s8(acc[1], mult[o + 1], shift[o + 1], off, lo, hi);
-      op[OC + o] = k_finish_s8(acc[2], mult[o], shift[o], off, lo, hi);
-      op[OC + o + 1] = k_finish_s8(acc[3], mult[o + 1], shift[o + 1], off, lo, hi);
+      op[o] = PW_FIN(acc[0], o);
+      op[o + 1] = PW_FIN(acc[1], o + 1);
+      op[OC + o] = PW_FIN(acc[2], o);
+      op[OC + o + 1] = PW_FIN(acc[3], o + 1);
     }
     if (OC2 < OC) {
       const int32_t o = OC2;
       for (int j = 0; j < 2; j++) {
         int32_t acc = beff[o];
         k_dot1_s8_dsp(x + (size_t)j * K, w + (size_t)o * K, K, &acc, 0, 0);
-        op[(size_t)j * OC + o] = k_finish_s8(acc, mult[o], shift[o], off, lo, hi);
+        op[(size_t)j * OC + o] = PW_FIN(acc, o);
       }
     }
   }
@@ -582,14 +625,32 @@ static __attribute__((noinline)) void conv_dsp_pointwise(const qconv_params *p, 
     for (int32_t o0 = 0; o0 < OC4; o0 += 4) {
       int32_t acc[4] = {beff[o0], beff[o0 + 1], beff[o0 + 2], beff[o0 + 3]};
       k_dot4_s8_dsp(x, w + (size_t)o0 * K, K, K, acc, 0, 0);
-      for (int j = 0; j < 4; j++) op[o0 + j] = k_finish_s8(acc[j], mult[o0 + j], shift[o0 + j], off, lo, hi);
+      for (int j = 0; j < 4; j++) op[o0 + j] = PW_FIN(acc[j], o0 + j);
     }
     for (int32_t o = OC4; o < OC; o++) {
       int32_t acc = beff[o];
       k_dot1_s8_dsp(x, w + (size_t)o * K, K, &acc, 0, 0);
-      op[o] = k_finish_s8(acc, mult[o], shift[o], off, lo, hi);
+      op[o] = PW_FIN(acc, o);
     }
   }
+}
+#undef PW_FIN
+static __attribute__((noinline)) void conv_dsp_pointwise_fast(const qconv_params *p, const int8_t *in,
+                                                              const int8_t *w, const int32_t *mult,
+                                                              const int32_t *shift, int8_t *out, const int32_t *beff) {
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 1);
+}
+static __attribute__((noinline)) void conv_dsp_pointwise_gen(const qconv_params *p, const int8_t *in,
+                                                             const int8_t *w, const int32_t *mult,
+                                                             const int32_t *shift, int8_t *out, const int32_t *beff) {
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 0);
+}
+static void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                               const int32_t *shift, int8_t *out, const int32_t *beff) {
+  if (k_rq_fast_ok(mult, shift, p->out_c))
+    conv_dsp_pointwise_fast(p, in, w, mult, shift, out, beff);
+  else
+    conv_dsp_pointwise_gen(p, in, w, mult, shift, out, beff);
 }
 
 k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w,

@@ -3,6 +3,7 @@
  * activation range. Input and output share the zero point, so no rescale. */
 #include "kernels.h"
 #include "kernels_mve.h"
+#include "kernels_dsp.h"
 
 static inline void window(int32_t o, int32_t stride, int32_t pad, int32_t k, int32_t n,
                           int32_t *lo, int32_t *hi) {
@@ -61,10 +62,94 @@ void qmaxpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32
 }
 #endif
 
+#if FW_HAVE_DSP
+/* Byte-wise signed max and min of four int8 lanes: SSUB8 sets the GE flag of
+ * each lane where x - y >= 0 (computed exactly, not wrapped), SEL picks x's
+ * byte there and y's elsewhere. One asm block, so that nothing can be
+ * scheduled between the flag-setting SSUB8 and the SEL that reads them. */
+static inline int32_t max4_dsp(int32_t x, int32_t y) {
+  int32_t r;
+  __asm("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(x), "r"(y) : "cc");
+  return r;
+}
+static inline int32_t min4_dsp(int32_t x, int32_t y) {
+  int32_t r;
+  __asm("ssub8 %0, %1, %2\n\tsel %0, %2, %1" : "=&r"(r) : "r"(x), "r"(y) : "cc");
+  return r;
+}
+static inline int32_t rep4(int32_t v) { return (int32_t)((uint32_t)(uint8_t)v * 0x01010101u); }
+
+/* Sixteen channels per window walk in four words (one LDR and one SSUB8/SEL
+ * pair per word and tap), then four, then single channels; the running max
+ * starts at -128 as in the reference, so empty windows give -128 before the
+ * clamp. Words are read and written at any alignment (LDR/STR). */
+void qmaxpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, int32_t act_min,
+                     int32_t act_max) {
+  if (act_min < -128 || act_max > 127 || act_min > act_max) { /* byte lanes cannot hold that clamp */
+    qmaxpool_s8_ref(p, in, out, act_min, act_max);
+    return;
+  }
+  const int32_t lo = rep4(act_min), hi = rep4(act_max), init = (int32_t)0x80808080u;
+  const int32_t c = p->c;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+      int32_t y0, y1;
+      window(oy, p->stride_h, p->pad_h, p->k_h, p->in_h, &y0, &y1);
+      for (int32_t ox = 0; ox < p->out_w; ox++) {
+        int32_t x0, x1;
+        window(ox, p->stride_w, p->pad_w, p->k_w, p->in_w, &x0, &x1);
+        int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * c;
+        const int8_t *base = in + (((size_t)b * p->in_h + y0) * p->in_w + x0) * c;
+        const size_t row = (size_t)p->in_w * c;
+        const int32_t nx = x1 - x0, ny = y1 - y0;
+        int32_t c0 = 0;
+        for (; c0 + 16 <= c; c0 += 16) {
+          int32_t m0 = init, m1 = init, m2 = init, m3 = init;
+          const int8_t *rp = base + c0;
+          for (int32_t y = 0; y < ny; y++, rp += row) {
+            const int8_t *ip = rp;
+            for (int32_t x = 0; x < nx; x++, ip += c) {
+              m0 = max4_dsp(m0, k_rd32(ip));
+              m1 = max4_dsp(m1, k_rd32(ip + 4));
+              m2 = max4_dsp(m2, k_rd32(ip + 8));
+              m3 = max4_dsp(m3, k_rd32(ip + 12));
+            }
+          }
+          k_wr32(op + c0, min4_dsp(max4_dsp(m0, lo), hi));
+          k_wr32(op + c0 + 4, min4_dsp(max4_dsp(m1, lo), hi));
+          k_wr32(op + c0 + 8, min4_dsp(max4_dsp(m2, lo), hi));
+          k_wr32(op + c0 + 12, min4_dsp(max4_dsp(m3, lo), hi));
+        }
+        for (; c0 + 4 <= c; c0 += 4) {
+          int32_t m0 = init;
+          const int8_t *rp = base + c0;
+          for (int32_t y = 0; y < ny; y++, rp += row) {
+            const int8_t *ip = rp;
+            for (int32_t x = 0; x < nx; x++, ip += c) m0 = max4_dsp(m0, k_rd32(ip));
+          }
+          k_wr32(op + c0, min4_dsp(max4_dsp(m0, lo), hi));
+        }
+        for (; c0 < c; c0++) {
+          int32_t m = -128;
+          const int8_t *rp = base + c0;
+          for (int32_t y = 0; y < ny; y++, rp += row) {
+            const int8_t *ip = rp;
+            for (int32_t x = 0; x < nx; x++, ip += c)
+              if (*ip > m) m = *ip;
+          }
+          op[c0] = (int8_t)k_clamp(m, act_min, act_max);
+        }
+      }
+    }
+}
+#endif
+
 void qmaxpool_s8(const qpool_params *p, const int8_t *in, int8_t *out, int32_t act_min,
                  int32_t act_max) {
 #if FW_HAVE_MVE
   qmaxpool_s8_mve(p, in, out, act_min, act_max);
+#elif FW_HAVE_DSP
+  qmaxpool_s8_dsp(p, in, out, act_min, act_max);
 #else
   qmaxpool_s8_ref(p, in, out, act_min, act_max);
 #endif

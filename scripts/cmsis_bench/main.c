@@ -18,7 +18,7 @@
 #include "platform.h"
 
 #define LAYER_WORDS 48
-enum { K_CONV = 1, K_DWCONV = 2, K_LINEAR = 3, K_ADD = 4, K_AVGPOOL = 5, K_MAXPOOL = 6 };
+enum { K_CONV = 1, K_DWCONV = 2, K_LINEAR = 3, K_ADD = 4, K_AVGPOOL = 5, K_MAXPOOL = 6, K_MUL = 7 };
 
 /* record fields */
 enum {
@@ -139,6 +139,17 @@ int main(int argc, char **argv) {
         t0 = plat_counter();
         cs = arm_elementwise_add_s8(in, in2, -r[F_AZP], r[F_AM], r[F_AS], -r[F_BZP], r[F_BM], r[F_BS], 20, o_cmsis,
                                     r[F_OOFF], r[F_QM], r[F_QS], r[F_AMIN], r[F_AMAX], r[F_ELEMS]);
+        t_cmsis = plat_counter() - t0;
+        break;
+      }
+      case K_MUL: {
+        qmul_params p = {r[F_AZP], r[F_BZP], r[F_OOFF], r[F_QM], r[F_QS]};
+        t0 = plat_counter();
+        qmul_s8(in, (size_t)r[F_ELEMS], in2, (size_t)r[F_ELEMS], o_ours, &p);
+        t_ours = plat_counter() - t0;
+        t0 = plat_counter();
+        cs = arm_elementwise_mul_s8(in, in2, -r[F_AZP], -r[F_BZP], o_cmsis, r[F_OOFF], r[F_QM], r[F_QS], r[F_AMIN],
+                                    r[F_AMAX], r[F_ELEMS]);
         t_cmsis = plat_counter() - t0;
         break;
       }

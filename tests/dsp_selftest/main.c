@@ -2,7 +2,8 @@
  * mps2-an386; start-up and link script shared with tests/mve_selftest): each
  * *_dsp kernel runs against its portable *_ref twin on random shapes (odd
  * channel counts, K not a multiple of 4, borders, strides, dilations, depth
- * multipliers, grouped convolutions), data and quantization parameters; the
+ * multipliers, grouped convolutions; unaligned operands for add, mul, max
+ * pool and the table lookup), data and quantization parameters; the
  * outputs must match byte for byte and the scratch canary must survive.
  * Prints "PASS <kernel> <trials>" or "FAIL <kernel> trial <i> ..." per kernel
  * and exits with the number of failing kernels.
@@ -216,6 +217,81 @@ static __attribute__((unused)) void test_avgpool(void) {
   report("qavgpool_s8", TRIALS, bad, at);
 }
 
+static __attribute__((unused)) void test_mul(void) {
+  int bad = -1;
+  long at = 0;
+  for (int t = 0; t < TRIALS; t++) {
+    qmul_params p = {rr(-128, 127), rr(-128, 127), rr(-128, 127), 0, 0};
+    rq(&p.out_mult, &p.out_shift);
+    if (t % 4 == 1) p.out_shift = rr(-12, -2); /* realistic: the fast requantization */
+    if (t % 4 == 3) p.out_shift = rr(-1, 0), p.out_mult = (int32_t)(rnd() >> 9); /* rs 0 or 1 */
+    if (t % 7 == 5) p.a_zp = rr(-33000, 33000), p.b_zp = rr(-33000, 33000); /* partly outside the SIMD path */
+    const size_t n = (size_t)rr(1, 300), c = (size_t)rr(1, 20);
+    const size_t an = (t % 3 == 1) ? c : n * c, bn = (t % 3 == 2) ? c : n * c;
+    const size_t ia = (size_t)(t & 3), ib = (size_t)((t >> 2) & 3), io = (size_t)((t >> 4) & 3);
+    fill(g_in, an + 4), fill(g_w, bn + 4);
+    memset(g_a, 0x55, n * c + 12), memset(g_b, 0x55, n * c + 12);
+    qmul_s8_ref(g_in + ia, an, g_w + ib, bn, g_a + io, &p);
+    qmul_s8_dsp(g_in + ia, an, g_w + ib, bn, g_b + io, &p); /* unaligned operands and output */
+    const long d = first_diff(g_a, g_b, n * c + 12);
+    if (d >= 0 && bad < 0) bad = t, at = d;
+  }
+  report("qmul_s8", TRIALS, bad, at);
+}
+
+static __attribute__((unused)) void test_maxpool(void) {
+  int bad = -1;
+  long at = 0;
+  for (int t = 0; t < TRIALS; t++) {
+    qpool_params p;
+    p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = t % 3 == 0 ? rr(1, 15) : rr(16, 200);
+    p.k_h = rr(1, 4), p.k_w = rr(1, 4), p.stride_h = rr(1, 3), p.stride_w = rr(1, 3);
+    p.pad_h = rr(0, p.k_h / 2), p.pad_w = rr(0, p.k_w / 2);
+    p.out_h = (p.in_h + 2 * p.pad_h - p.k_h) / p.stride_h + 1;
+    p.out_w = (p.in_w + 2 * p.pad_w - p.k_w) / p.stride_w + 1;
+    if (p.out_h < 1 || p.out_w < 1) {
+      t--;
+      continue;
+    }
+    int32_t lo = -128, hi = 127; /* no fused activation */
+    if (t % 4 == 1) lo = rr(-128, 0), hi = rr(0, 127);                       /* fused ReLU / ReLU6 ranges */
+    if (t % 8 == 3) lo = rr(-300, -129), hi = rr(128, 300);                 /* outside int8: portable path */
+    if (t % 8 == 7) lo = rr(-20, 20), hi = lo - rr(1, 20);                  /* empty range: portable path */
+    const size_t ii = (size_t)(t & 3), io = (size_t)((t >> 2) & 3);
+    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c + 4);
+    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
+    memset(g_a, 0x55, n + 8), memset(g_b, 0x55, n + 8);
+    qmaxpool_s8_ref(&p, g_in + ii, g_a + io, lo, hi);
+    qmaxpool_s8_dsp(&p, g_in + ii, g_b + io, lo, hi); /* unaligned input and output */
+    const long d = first_diff(g_a, g_b, n + 8);
+    if (d >= 0 && bad < 0) bad = t, at = d;
+  }
+  report("qmaxpool_s8", TRIALS, bad, at);
+}
+
+static __attribute__((unused)) void test_lut(void) {
+  int bad = -1;
+  long at = 0;
+  static int8_t lut[256];
+  for (int t = 0; t < TRIALS; t++) {
+    fill(lut, 256);
+    const size_t n = t % 5 == 0 ? (size_t)rr(0, 9) : (size_t)rr(10, 3000);
+    const size_t ii = (size_t)(t & 3), io = (size_t)((t >> 2) & 3);
+    fill(g_in, n + 4);
+    memset(g_a, 0x55, n + 8), memset(g_b, 0x55, n + 8);
+    qlut_s8_ref(g_in + ii, g_a + io, n, lut);
+    if (t % 6 == 5) { /* in place, as a planner may alias input and output */
+      memcpy(g_b + io, g_in + ii, n);
+      qlut_s8_dsp(g_b + io, g_b + io, n, lut);
+    } else {
+      qlut_s8_dsp(g_in + ii, g_b + io, n, lut); /* unaligned input and output */
+    }
+    const long d = first_diff(g_a, g_b, n + 8);
+    if (d >= 0 && bad < 0) bad = t, at = d;
+  }
+  report("qlut_s8", TRIALS, bad, at);
+}
+
 static __attribute__((unused)) void test_linear(void) {
   int bad = -1;
   long at = 0;
@@ -312,6 +388,27 @@ static void bench(void) {
   TIME(qavgpool_s8_ref(&gp, g_in, g_a, -3, 1518500250, -8), tr);
   TIME((void)qavgpool_s8_dsp(&gp, g_in, g_b, -3, 1518500250, -8, g_scratch, SCRATCH_CAP), td);
   printf("BENCH avgpool_3x3x1280 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
+  qmul_params mp = {3, -7, -5, 1518500250, -7}; /* realistic: fast requantization */
+  fill(g_in, 8192), fill(g_w, 8192);
+  TIME(qmul_s8_ref(g_in, 8192, g_w, 8192, g_a, &mp), tr);
+  TIME(qmul_s8_dsp(g_in, 8192, g_w, 8192, g_b, &mp), td);
+  printf("BENCH mul_8192 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
+  static const struct { const char *name; qpool_params q; } mps[] = {
+      {"maxpool2x2s2_24x24x32", {1, 24, 24, 32, 12, 12, 2, 2, 2, 2, 0, 0}},
+      {"maxpool3x3s2p1_16x16x24", {1, 16, 16, 24, 8, 8, 3, 3, 2, 2, 1, 1}},
+  };
+  for (size_t i = 0; i < sizeof mps / sizeof mps[0]; i++) {
+    const qpool_params *q = &mps[i].q;
+    fill(g_in, (size_t)q->in_h * q->in_w * q->c);
+    TIME(qmaxpool_s8_ref(q, g_in, g_a, -128, 127), tr);
+    TIME(qmaxpool_s8_dsp(q, g_in, g_b, -128, 127), td);
+    printf("BENCH %s %lu %lu\n", mps[i].name, (unsigned long)tr, (unsigned long)td);
+  }
+  static int8_t lut[256];
+  fill(lut, 256), fill(g_in, 8192);
+  TIME(qlut_s8_ref(g_in, g_a, 8192, lut), tr);
+  TIME(qlut_s8_dsp(g_in, g_b, 8192, lut), td);
+  printf("BENCH lut_8192 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
 }
 #endif
 
@@ -327,6 +424,9 @@ int main(void) {
   test_linear();
   test_add();
   test_avgpool();
+  test_mul();
+  test_maxpool();
+  test_lut();
   printf("%s: %d kernel(s) failed\n", g_failed ? "FAIL" : "PASS", g_failed);
   return g_failed;
 #endif
