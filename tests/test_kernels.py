@@ -149,9 +149,10 @@ def test_quantized_activation(K, seed, n):
     x[0] = -128
     want = ops.quantized_activation(torch.from_numpy(x), torch.from_numpy(lut)).numpy()
     for f in both(K, "qlut_s8"):
-        out = np.zeros_like(x)
-        f(ptr(x), ptr(out), n, ptr(lut))
-        np.testing.assert_array_equal(out, want)
+        buf = np.full(n + 8, 0x5A, dtype=np.int8)     # canaries after the output
+        f(ptr(x), ptr(buf), n, ptr(lut))
+        np.testing.assert_array_equal(buf[:n], want)
+        assert (buf[n:] == 0x5A).all(), "wrote past the output"
 
 
 # ---------------------------------------------------------------- conv family
