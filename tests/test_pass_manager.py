@@ -95,6 +95,8 @@ def test_manager_orders_topologically() -> None:
     (lambda: [_pass("A", after=("B",)), _pass("B", after=("A",))], "cycle among A, B"),
     (lambda: [_pass("A", after=("Nope",))], "unknown pass 'Nope'"),
     (lambda: [_pass("A", stage="post", before=("B",)), _pass("B", stage="pre_quant")], "against the stage order"),
+    (lambda: [_pass("A", stage="pre_edge", before=("B",)), _pass("B", stage="quantizer_hook")],
+     "against the stage order"),   # adjacent stages too
     (lambda: [_pass("A", stage="sometime")], "unknown stage"),
     (lambda: [_pass("A", targets=())], "declares no targets"),
     (lambda: [type("Bare", (), {})()], "does not declare stage, targets, runs_after, runs_before"),
