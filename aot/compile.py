@@ -245,25 +245,28 @@ def compile_model(
     for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes",
                   "activation_alone", "fold_linear_batchnorm",
                   "symmetric_weight_range", "int8_matmul_on_u55",
-                  "fc_rows_as_pixels", "conv1d_as_conv2d", "channels_last_everywhere", "fold_input_offset",
+                  "fc_rows_as_pixels", "conv1d_as_conv2d", "channels_last_everywhere", "dw_one_channel_as_conv",
+                  "fold_input_offset", "window_bias",
                   "kernel_scratch", "split_batched_matmul"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
     if board is not None and needs is not None and board != "host":
-        report["fit"] = fit_report(board, needs, bpte.stat().st_size, f"{model.name} ({target.name})")
+        report["fit"] = fit_report(board, needs, bpte.stat().st_size, f"{model.name} ({target.name})", pte)
     emit.write_report(report, rep)
     log.debug("wrote %s, %s, %s", pte, bpte, rep)
     return CompileResult(model.name, target, pte, bpte, rep, report)
 
 
-def fit_report(board: str, needs: ProgramNeeds, bpte_bytes: int, what: str) -> dict[str, Any]:
-    """The report's "fit" entry: per memory, what the program needs on BOARD and what it has."""
+def fit_report(board: str, needs: ProgramNeeds, bpte_bytes: int, what: str,
+               program: Path | None = None) -> dict[str, Any]:
+    """The report's "fit" entry: per memory, what the program needs on BOARD and what it has, with the
+    image that runs `program` (only its operators) when it is given."""
     from aot.deploy.boards import BoardError
     from aot.deploy.build import BuildError
     from aot.deploy.fit import FitError, check_board
 
     try:
-        res = check_board(board, needs, bpte_bytes)
+        res = check_board(board, needs, bpte_bytes, program=program)
     except (BoardError, FitError) as err:
         raise AotError(str(err)) from err
     except BuildError as err:

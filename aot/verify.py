@@ -96,6 +96,8 @@ DATA_MOVEMENT = {
     "aten::split_with_sizes_copy", "aten::t_copy", "aten::transpose_copy", "aten::constant_pad_nd",
     "aten::index_select", "aten::flip", "aten::repeat", "aten::stack", "aten::unbind_copy",
     "aten::max_pool2d", "aten::max_pool2d_with_indices",   # order-preserving: exact on int codes
+    "aten::upsample_nearest2d",                            # copies elements: exact on int codes
+    "emlkit::upsample_nearest2d",
     "dim_order_ops::_clone_dim_order", "dim_order_ops::_to_dim_order_copy",
 }
 # ops whose presence is how quantized data enters/leaves float (not compute).

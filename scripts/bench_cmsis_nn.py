@@ -158,7 +158,14 @@ def extract(pte: bytes) -> Blob:
                 mult = ival(args[i])
                 i += 1
             r[F["IOFF"]], r[F["OOFF"]] = ival(args[i]), ival(args[i + 1])
-            r[F["M"]], r[F["S"]] = put(args[i + 2]), put(args[i + 3])
+            mraw = const(args[i + 2])
+            if mraw is not None and len(mraw) == 8 * oc:
+                # multipliers followed by the folded window bias (aot/passes/window_bias.py): ours gets
+                # the bias as the program carries it, CMSIS-NN the multipliers alone
+                r[F["M"]], r[F["KS"]] = blob.add(mraw[:4 * oc]), blob.add(mraw[4 * oc:])
+            else:
+                r[F["M"]] = put(args[i + 2])
+            r[F["S"]] = put(args[i + 3])
             r[F["AMIN"]], r[F["AMAX"]] = ival(args[i + 4]), ival(args[i + 5])
             r[F["W"]], r[F["B"]] = put(args[1]), put(args[2]) if tensor(args[2]) is not None else -1
             kh, kw = (int(w.sizes[1]), int(w.sizes[2]))

@@ -50,7 +50,7 @@ def build(clang: str, target: str = "loader") -> Path:
     exe = OUT / f"fuzz_{target}"
     srcs = sorted(str(p) for d in TARGET_SOURCES[target] for p in (FW / d).glob("*.c"))
     if target == "ethosu":
-        srcs.append(str(FW / "runtime" / "status.c"))
+        srcs += [str(FW / "runtime" / "status.c"), str(FW / "runtime" / "et_fmt.c")]  # messages: et_snprintf
     srcs.append(str(FW / "fuzz" / f"fuzz_{target}.c"))
     newest = max(Path(s).stat().st_mtime for s in srcs + [str(p) for p in FW.rglob("*.[hd]*")])
     if exe.exists() and exe.stat().st_mtime > newest:

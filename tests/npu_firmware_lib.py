@@ -11,7 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "npu-check-host"
 SOURCES = [ROOT / "tests" / "npu_check" / "shim.c", ROOT / "firmware" / "npu" / "ethosu_blob.c",
-           ROOT / "firmware" / "npu" / "ethosu_stream.c", ROOT / "firmware" / "runtime" / "status.c"]
+           ROOT / "firmware" / "npu" / "ethosu_stream.c", ROOT / "firmware" / "runtime" / "status.c",
+           ROOT / "firmware" / "runtime" / "et_fmt.c"]
 UNBOUNDED = (1 << 64) - 1
 # et_status values (firmware/runtime/status.h)
 STATUS = {0: "ok", 1: "invalid_program", 2: "invalid_argument", 3: "unknown_operator", 4: "not_supported",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from toolchain import needs_qemu
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "fuzz_models.py"
@@ -72,3 +73,21 @@ def test_seeded_batch_has_no_defects(tmp_path: Path, target: str) -> None:
     defects = [r for r in rows if r["kind"] == "defect"]
     assert not defects, defects
     assert proc.returncode == 0
+
+
+REPROS = ROOT / "tests" / "data" / "fuzz_repros"
+
+
+@needs_qemu
+@pytest.mark.parametrize("repro", ["cortex_m55_reshape_roundtrip_mismatch", "cortex_m55_upsample_one_channel",
+                                   "cortex_m55_slice_one_channel_clone", "cortex_m55_reshape_roundtrip_into_conv"])
+def test_fixed_repro_is_bit_exact(tmp_path: Path, repro: str) -> None:
+    """Defects the generator found, fixed at their cause: host runtime and QEMU both match the expected outputs."""
+    from aot.compile import compile_model, make_options
+    from aot.run import execute
+
+    res = compile_model(str(REPROS / f"{repro}.py"), "cortex-m55", tmp_path, options=make_options())
+    for board, sim in (("host", "auto"), ("corstone-300", "qemu")):
+        o = execute(res, board, sim, 300, "mve", None)
+        assert o.status == "PASS", (board, o.reason)
+        assert all(d.max_steps == 0 for d in o.result.outputs), board

@@ -29,10 +29,10 @@ def test_configured_order() -> None:
     assert got == {
         "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "FoldLinearBatchNorm", "LinearToConv", "FcRowsAsPixels",
                       "AvgPoolForNpu", "SplitBatchedMatmul", "ChannelsLastEverywhere"],
-        "quantizer_hook": ["Int8MatmulOnU55", "ActivationAlone", "SymmetricWeightRange"],
+        "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange"],
         "pre_edge": ["LutFusion"],
-        "program": ["FoldInputOffset"],
-        "post": ["CancelTransposes", "KernelScratch"],
+        "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
+        "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
         "check": ["VerifyProgram"],
     }
 
@@ -66,7 +66,8 @@ def test_declarations_hold_whatever_the_listing_order(shuffle: str) -> None:
                                                                   "FcRowsAsPixels", "AvgPoolForNpu", "SplitBatchedMatmul",
                                                                   "FoldLinearBatchNorm", "ChannelsLastEverywhere"))
     assert names.index("FoldLinearBatchNorm") < names.index("LinearToConv")
-    assert names.index("Int8MatmulOnU55") < names.index("ActivationAlone")
+    assert names.index("Int8MatmulOnU55") < names.index("UpsampleSharedQparams") < names.index("ActivationAlone")
+    assert names.index("DepthwiseOneChannelAsConv") < names.index("FoldInputOffset") < names.index("WindowBias")
     assert names[-1] == "VerifyProgram" and names[-2] == "KernelScratch"
 
 

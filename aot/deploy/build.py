@@ -179,7 +179,9 @@ def build_image(board: str, opts: BuildOptions | None = None, jobs: int = 2, for
         cmd.append(f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN_FILE}")
     cmd += [f"-D{k}={v}" for k, v in opts.cmake_defines().items()]
     _run(cmd, REPO_ROOT, f"CMake configure for {board}")
-    _run([_cmake(), "--build", str(bdir), "--target", "runner", "-j", str(jobs)], REPO_ROOT, f"building {board} firmware")
+    # fw_runner_cpu: the objects per-program images link instead of the NPU part (aot/deploy/program_image.py)
+    targets = ["runner", "fw_runner_cpu"] if b is not None and opts.source_dir.resolve() == FIRMWARE_DIR.resolve() else ["runner"]
+    _run([_cmake(), "--build", str(bdir), "--target", *targets, "-j", str(jobs)], REPO_ROOT, f"building {board} firmware")
     if not elf.exists():
         raise BuildError(f"build finished but {elf} is missing")
     stamp.write_text(digest)

@@ -43,7 +43,8 @@ def _build_options(kernels: str, board: Any = None) -> Any:
 
 
 def prebuild(board: str, kernels: str = "mve") -> int | None:
-    """Build the image for BOARD once up front (so parallel runs don't race); returns its size."""
+    """Build BOARD's full image once up front (so parallel runs don't race; each program's own image is
+    linked from its objects, aot/deploy/program_image.py); returns the full image's size."""
     if board == "host":
         from aot.deploy.sim_host import build_host_runner
 
@@ -57,6 +58,13 @@ def prebuild(board: str, kernels: str = "mve") -> int | None:
     except (BuildError, ValueError) as err:
         raise AotError(f"firmware image for {board} does not build: {err}") from err
     return _image_size(res)
+
+
+def _program_file(cres: Any) -> Path:
+    """The file to read the program's operators from: the .pte where there is one (reading the program out
+    of a large .bpte takes seconds), else the .bpte."""
+    pte = Path(cres.pte) if getattr(cres, "pte", None) else None
+    return pte if pte is not None and pte.is_file() else Path(cres.bpte)
 
 
 def _image_size(build_result: Any) -> int | None:
@@ -150,10 +158,11 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
         raise AotError(str(err)) from err
     if sim == "auto":
         sim = "fvp" if _fvp_available(b) else "qemu"
-    from aot.deploy.build import BuildError, build_image
+    from aot.deploy.build import BuildError
+    from aot.deploy.program_image import program_image
 
     try:
-        img = build_image(b.name, _build_options(kernels, b))
+        img = program_image(b.name, _build_options(kernels, b), _program_file(cres))
     except (BuildError, ValueError) as err:
         from aot.deploy.fit import overflow_result
 
@@ -286,10 +295,11 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
             b = alt
     elif sim == "auto":
         sim = "fvp"
-    from aot.deploy.build import BuildError, build_image
+    from aot.deploy.build import BuildError
+    from aot.deploy.program_image import program_image
 
     try:
-        img = build_image(b.name, _build_options(kernels, b))
+        img = program_image(b.name, _build_options(kernels, b), _program_file(cres))
     except (BuildError, ValueError) as err:
         raise AotError(f"firmware image for {b.name} does not build: {err}") from err
     size = _image_size(img)

@@ -327,18 +327,23 @@ def overflow_result(board: Board, build_log: str) -> FitResult | None:
     return FitResult(board.name, False, mems, note="the runner image does not link") if mems else None
 
 
-def check_board(board_name: str, needs: ProgramNeeds, bpte_bytes: int, kernels: str = "mve") -> FitResult | None:
-    """Build (cached) the board's runner image and check; None when no image can be built here."""
+def check_board(board_name: str, needs: ProgramNeeds, bpte_bytes: int, kernels: str = "mve",
+                program: bytes | Path | None = None) -> FitResult | None:
+    """Build (cached) the runner image that would run `program` (.pte/.bpte: the image with only its
+    operators, aot/deploy/program_image.py; None: the board's full image) and check; None when no image
+    can be built here."""
     import shutil
 
     from aot.deploy.boards import load_board
     from aot.deploy.build import BuildError, BuildOptions, build_image
+    from aot.deploy.program_image import program_image
 
     board = load_board(board_name)
     if shutil.which("arm-none-eabi-gcc") is None:
         return None
+    opts = BuildOptions(mve=kernels == "mve" or not board.has_mve_variant)
     try:
-        img = build_image(board.name, BuildOptions(mve=kernels == "mve" or not board.has_mve_variant))
+        img = build_image(board.name, opts) if program is None else program_image(board.name, opts, program)
     except BuildError as err:
         res = overflow_result(board, str(err))
         if res is None:

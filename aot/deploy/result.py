@@ -4,7 +4,8 @@ Every board's runner prints exactly one line like
   {"status": "pass", "cases": 1, "outputs": [{"max_abs": 0.0, "max_steps": 0}],
    "instructions": 1234, "unit": "instructions", "per_op": [...], "arena_bytes": [0, 8560],
    "stack_bytes": 1200}
-or {"status": "error", "error": "..."}; the total's key is the unit's name.
+or {"status": "error", "error": "..."}; the total's key is the unit's name. Board images print max_abs as
+a hex-float string ("0x1.8p-3", exact; they carry no decimal float formatting), the host runner as a number.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ class RunResult:
         return self.status == "pass"
 
 
+def _float(v: Any) -> float | None:
+    """A number, or the hex-float string ("0x1.8p-3") that board images print: they carry no decimal float
+    formatting (firmware/runtime/et_fmt.h)."""
+    if isinstance(v, str):
+        try:
+            return float.fromhex(v)
+        except ValueError:
+            raise ResultError(f"result line has max_abs {v!r}: not a number or hex float") from None
+    return v
+
+
 def _from_dict(d: dict[str, Any], console: list[str]) -> RunResult:
     status = d.get("status")
     if status not in STATUSES:
@@ -65,7 +77,7 @@ def _from_dict(d: dict[str, Any], console: list[str]) -> RunResult:
     return RunResult(
         status=status,
         cases=int(d.get("cases", 0)),
-        outputs=[OutputDiff(o.get("max_abs"), o.get("max_steps"), o.get("pass")) for o in d.get("outputs", [])],
+        outputs=[OutputDiff(_float(o.get("max_abs")), o.get("max_steps"), o.get("pass")) for o in d.get("outputs", [])],
         total=int(total) if total is not None else None,
         unit=unit,
         per_op=[OpCount(str(o["op"]), int(o["calls"]), int(o["count"])) for o in d.get("per_op", [])],

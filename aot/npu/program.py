@@ -66,6 +66,7 @@ def _load_program(pte: bytes) -> Any:
 def _cortex_m_ops() -> None:
     # Importing the passes package first resolves the ops module's circular imports; it registers torch.ops.cortex_m.*.
     from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass  # noqa: F401
+    import aot.emlkit_ops  # noqa: F401  our emlkit:: ops (int8 upsample, layer norm) may be in the CPU part
 
 
 def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,

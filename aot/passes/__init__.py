@@ -11,10 +11,17 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - cancel_transposes.py: cortex_m::transpose pairs that undo each other (q @ k^T) removed.
 - fold_input_offset.py: Cortex-M convolutions without padding get input_offset * sum(w) folded into
   their bias at compile time (offset 0), so the kernels skip that per-call pass over the weights.
+- contiguous_view_base.py: a contiguous copy before a view_copy of a non-contiguous (channels-last)
+  tensor, which ExecuTorch would otherwise alias with contiguous strides.
 - kernel_scratch.py: conv/depthwise/avg-pool scratch tensors sized for our kernels; kernel variants
   reported.
 - activation_alone.py (quantizer annotation): conv/linear/add + activation feeding a concat, and
   every hardsigmoid on Cortex-M, quantized on their own, not folded into the producer.
+- upsample_shared_qparams.py (quantizer config): nearest upsampling shares its input's qparams on
+  Cortex-M, so it runs on int8 codes.
+- int8_layer_norm.py: dequantize -> layer_norm -> quantize -> emlkit::quantized_layer_norm (integer
+  arithmetic; aot/emlkit_ops.py).
+- int8_upsample.py: integer nearest upsampling -> emlkit::upsample_nearest2d (aot/emlkit_ops.py).
 - symmetric_weight_range.py (quantizer annotation): int8 weights over [-127, 127] like the Arm
   quantizer, not [-128, 127] which clips each channel's largest weight (Cortex-M).
 - int8_matmul_on_u55.py (quantizer config): bmm/mm in int8 on a16w8 U55/U65 targets, which
@@ -39,6 +46,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     """Add our passes to `opts` (called by the CLI for every compile)."""
     from aot.passes.activation_alone import ActivationAlone
     from aot.passes.channels_last_everywhere import ChannelsLastEverywhere
+    from aot.passes.contiguous_view_base import ContiguousViewBase
     from aot.passes.conv1d_as_conv2d import Conv1dAsConv2d
     from aot.passes.fc_rows_as_pixels import FcRowsAsPixels
     from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
@@ -46,13 +54,18 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.lut_backends import backend_for
     from aot.passes.lut_fusion import LutFusion
     from aot.passes.symmetric_weight_range import SymmetricWeightRange
+    from aot.passes.upsample_shared_qparams import UpsampleSharedQparams
     from aot.passes.avgpool_for_npu import AvgPoolForNpu
     from aot.passes.cancel_transposes import CancelTransposes
+    from aot.passes.dw_one_channel_as_conv import DepthwiseOneChannelAsConv
     from aot.passes.fold_input_offset import FoldInputOffset
+    from aot.passes.int8_layer_norm import Int8LayerNorm
+    from aot.passes.int8_upsample import Int8Upsample
     from aot.passes.kernel_scratch import KernelScratch
     from aot.passes.linear_to_conv import LinearToConv
     from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
     from aot.passes.split_batched_matmul import SplitBatchedMatmul
+    from aot.passes.window_bias import WindowBias
     from aot.passes.verify_program import VerifyProgram
 
     from aot.passes.manager import install
@@ -62,9 +75,9 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     install(opts, [
         Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), LinearToConv(mode=opts.linear_mode),
         FcRowsAsPixels(), AvgPoolForNpu(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
-        Int8MatmulOnU55(), ActivationAlone(), SymmetricWeightRange(),
+        Int8MatmulOnU55(), UpsampleSharedQparams(), ActivationAlone(), SymmetricWeightRange(),
         LutFusion(enabled=opts.lut_fusion, choose_backend=backend_for),
-        FoldInputOffset(),
-        CancelTransposes(), KernelScratch(),
+        DepthwiseOneChannelAsConv(), FoldInputOffset(), WindowBias(), Int8LayerNorm(),
+        CancelTransposes(), ContiguousViewBase(), Int8Upsample(), KernelScratch(),
         VerifyProgram(allow_float=allow_float),
     ])

@@ -2,11 +2,11 @@
  * memory placement in the caller's blocks, the Ethos-U backend and device,
  * tensor queries, profiling and the ETDump. Built with EMLKIT_WITH_ETHOSU
  * when the NPU sources (npu/) are part of the library. */
+#include "et_fmt.h"
 #include "emlkit.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stdio.h>
 
 #include "backend.h"
 #include "etdump.h"
@@ -67,14 +67,14 @@ static eml_status fail(ctx_t *c, eml_status st, const char *fmt, ...) __attribut
 static eml_status fail(ctx_t *c, eml_status st, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+  et_vsnprintf(c->msg, sizeof c->msg, fmt, ap);
   va_end(ap);
   return st;
 }
 
 static eml_status from_et(ctx_t *c, et_status st, const char *why) {
   if (st == ET_OK) return EML_OK;
-  snprintf(c->msg, sizeof c->msg, "%s", why && why[0] ? why : et_status_str(st));
+  et_snprintf(c->msg, sizeof c->msg, "%s", why && why[0] ? why : et_status_str(st));
   return st == ET_E_MISMATCH ? EML_E_INTERNAL : (eml_status)st;
 }
 
@@ -116,13 +116,13 @@ static uint8_t *take(ctx_t *c, size_t size) {
 }
 
 static eml_status no_room(ctx_t *c, const char *what, size_t size, size_t total) {
-  size_t n = (size_t)snprintf(c->msg, sizeof c->msg,
+  size_t n = (size_t)et_snprintf(c->msg, sizeof c->msg,
                               "eml_config.memory too small for %s (%lu bytes): the program needs %lu bytes in all "
                               "(planned tensors %lu, runtime %lu, delegates %lu); free:",
                               what, (unsigned long)size, (unsigned long)total, (unsigned long)c->arena_bytes,
                               (unsigned long)c->needs.runtime_bytes, (unsigned long)c->needs.delegate_bytes);
   for (uint32_t i = 0; i < c->cfg.n_memory && n < sizeof c->msg; i++)
-    n += (size_t)snprintf(c->msg + n, sizeof c->msg - n, " %lu", (unsigned long)(c->mem[i].size - c->mem[i].used));
+    n += (size_t)et_snprintf(c->msg + n, sizeof c->msg - n, " %lu", (unsigned long)(c->mem[i].size - c->mem[i].used));
   return EML_E_MEMORY;
 }
 
@@ -133,10 +133,10 @@ static const ctx_t *g_npu_owner; /* the context whose device the EthosUBackend d
 
 static void bind_npu(ctx_t *c) {
   if (c->cfg.npu) {
-    snprintf(c->npu_error, sizeof c->npu_error, "the NPU was not brought up");
+    et_snprintf(c->npu_error, sizeof c->npu_error, "the NPU was not brought up");
   } else {
     if (g_npu_owner && g_npu_owner->magic == CTX_MAGIC && g_npu_owner->cfg.npu) return; /* another context owns it */
-    snprintf(c->npu_error, sizeof c->npu_error, "the program has an Ethos-U delegate but eml_config.npu is NULL: describe the NPU");
+    et_snprintf(c->npu_error, sizeof c->npu_error, "the program has an Ethos-U delegate but eml_config.npu is NULL: describe the NPU");
   }
   g_npu_owner = c;
   et_backend_register(ethosu_backend(&c->npu, c->npu_error));
@@ -475,7 +475,7 @@ eml_status eml_etdump_text(eml_context *ctx, void (*write)(void *user, const cha
   if (st != EML_OK) return st;
   static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   char line[80];
-  int n = snprintf(line, sizeof line, "ETDUMP BEGIN bytes=%lu crc32=%08" PRIx32 "\n", (unsigned long)size,
+  int n = et_snprintf(line, sizeof line, "ETDUMP BEGIN bytes=%lu crc32=%08" PRIx32 "\n", (unsigned long)size,
                    crc32_update(0, data, size));
   write(user, line, (size_t)n);
   size_t len = 0;

@@ -22,6 +22,7 @@
 
 #include "emlkit.h"
 #include "model_data.h"
+#include "et_fmt.h"
 #include "platform.h"
 
 #define MAX_MEMORY 8
@@ -46,7 +47,7 @@ static void describe(const char *what, uint32_t i, const eml_tensor_info *t) {
   char shape[64];
   size_t n = 0;
   for (uint32_t d = 0; d < t->ndim && n < sizeof shape - 12; d++)
-    n += (size_t)snprintf(shape + n, sizeof shape - n, "%s%" PRId32, d ? "x" : "", t->shape[d]);
+    n += (size_t)et_snprintf(shape + n, sizeof shape - n, "%s%" PRId32, d ? "x" : "", t->shape[d]);
   shape[n] = 0;
   say("%s %" PRIu32 ": dtype %d, shape %s, %lu bytes", what, i, (int)t->dtype, shape, (unsigned long)t->nbytes);
   if (t->quantized) say(", int8 domain: scale %.9g, zero point %" PRId32, t->scale, t->zero_point);

@@ -151,6 +151,11 @@ typedef struct {
   int32_t groups;      /* conv: in_c / weight's I; depthwise: in_c; transpose: 1 */
   int32_t input_offset, output_offset;
   int32_t act_min, act_max;
+  /* NULL, or per output channel bias + input_offset * sum(all the channel's
+   * weights), computed at compile time (aot/passes/window_bias.py); the
+   * groups == 1 conv and depth-multiplier-1 depthwise fast paths start full
+   * windows from it instead of summing the weights on every call. */
+  const int32_t *beff;
 } qconv_params;
 
 /* weight OHWI [out_c][k_h][k_w][in_c/groups]; bias may be NULL. */

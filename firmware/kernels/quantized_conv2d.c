@@ -494,9 +494,12 @@ k_status qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w
   int32_t *beff = (int32_t *)scratch;
   int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
   /* a zero offset (folded into the bias at compile time where there is no
-   * padding: aot/passes/fold_input_offset.py) needs no pass over the weights */
+   * padding: aot/passes/fold_input_offset.py) or the folded bias given by the
+   * program (aot/passes/window_bias.py) needs no pass over the weights */
   if (p->input_offset == 0)
     for (int32_t o = 0; o < OC; o++) beff[o] = bias ? bias[o] : 0;
+  else if (p->beff)
+    for (int32_t o = 0; o < OC; o++) beff[o] = p->beff[o];
   else
     for (int32_t o = 0; o < OC; o++)
       beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
@@ -665,10 +668,13 @@ k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w
   const int32_t OC4 = OC & ~3;
   int32_t *beff = (int32_t *)scratch;
   int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
-  for (int32_t o = 0; o < OC; o++)
-    beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
-                        (p->input_offset ? (uint32_t)p->input_offset * (uint32_t)k_sum_s8_dsp(w + (size_t)o * K, K)
-                                         : 0u));
+  if (p->beff && p->input_offset) /* folded at compile time (aot/passes/window_bias.py) */
+    for (int32_t o = 0; o < OC; o++) beff[o] = p->beff[o];
+  else
+    for (int32_t o = 0; o < OC; o++)
+      beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
+                          (p->input_offset ? (uint32_t)p->input_offset * (uint32_t)k_sum_s8_dsp(w + (size_t)o * K, K)
+                                           : 0u));
   const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max; /* *p may alias the output */
   const int direct = conv_direct(p);
   if (direct && p->stride_h == 1 && p->stride_w == 1) {

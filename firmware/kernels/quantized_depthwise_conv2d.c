@@ -44,6 +44,7 @@ static int dw_as_conv(const qconv_params *p) {
 static qconv_params dw_conv_params(const qconv_params *p) {
   qconv_params c = *p;
   c.groups = 1;
+  c.beff = NULL; /* the transposed weights' sums are the conv kernel's own */
   return c;
 }
 
@@ -468,10 +469,14 @@ k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t 
     for (int v = 0; v < 4; v++) {
       const int32_t c = c0 + 4 * v;
       const mve_pred16_t pr = vctp32q((uint32_t)(C - c > 0 ? C - c : 0));
-      int32x4_t ws = vdupq_n_s32(0);
-      for (int32_t t = 0; t < taps; t++) ws = vaddq_s32(ws, vldrbq_z_s32(w + (size_t)t * C + c, pr));
-      const int32x4_t vb = bias ? vldrwq_z_s32(bias + c, pr) : vdupq_n_s32(0);
-      vstrwq_s32(g + 4 * v, vpselq_s32(vmlaq_n_s32(vb, ws, p->input_offset), vdupq_n_s32(0), pr));
+      if (p->beff) { /* folded at compile time (aot/passes/window_bias.py) */
+        vstrwq_s32(g + 4 * v, vldrwq_z_s32(p->beff + c, pr));
+      } else {
+        int32x4_t ws = vdupq_n_s32(0);
+        for (int32_t t = 0; t < taps; t++) ws = vaddq_s32(ws, vldrbq_z_s32(w + (size_t)t * C + c, pr));
+        const int32x4_t vb = bias ? vldrwq_z_s32(bias + c, pr) : vdupq_n_s32(0);
+        vstrwq_s32(g + 4 * v, vpselq_s32(vmlaq_n_s32(vb, ws, p->input_offset), vdupq_n_s32(0), pr));
+      }
       vstrwq_s32(g + 16 + 4 * v, vldrwq_z_s32(mult + c, pr));
       vstrwq_s32(g + 32 + 4 * v, vldrwq_z_s32(shift + c, pr));
     }
@@ -698,13 +703,14 @@ static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w,
   const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max;
   const int32_t off2 = (int32_t)(((uint32_t)(uint16_t)off << 16) | (uint16_t)off);
   const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
-  for (int32_t c = 0; c < C; c++) {
-    uint32_t ws = 0;
-    for (int32_t t = 0; t < taps; t++) ws += (uint32_t)w[(size_t)t * C + c];
-    beff[c] = (int32_t)((bias ? (uint32_t)bias[c] : 0u) + (uint32_t)off * ws);
-  }
+  if (!p->beff) /* else folded at compile time (aot/passes/window_bias.py) */
+    for (int32_t c = 0; c < C; c++) {
+      uint32_t ws = 0;
+      for (int32_t t = 0; t < taps; t++) ws += (uint32_t)w[(size_t)t * C + c];
+      beff[c] = (int32_t)((bias ? (uint32_t)bias[c] : 0u) + (uint32_t)off * ws);
+    }
   dw_dsp_row3 g3;
-  g3.beff = beff, g3.mult = mult, g3.shift = shift, g3.c4 = C4, g3.c = C, g3.xstep = xstep, g3.ystep = ystep;
+  g3.beff = p->beff ? p->beff : beff, g3.mult = mult, g3.shift = shift, g3.c4 = C4, g3.c = C, g3.xstep = xstep, g3.ystep = ystep;
   g3.k_h = p->k_h, g3.k_w = p->k_w, g3.oo = oo, g3.lo = lo, g3.hi = hi, g3.bias = bias, g3.off2 = off2;
   g3.fast = k_rq_fast_ok(mult, shift, C4);
   int8_t *op = out;

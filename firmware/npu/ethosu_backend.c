@@ -3,7 +3,6 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "ethosu_blob.h"

@@ -1,9 +1,9 @@
 /* Vela bin stream parser: see ethosu_blob.h for the layout. */
+#include "et_fmt.h"
 #include "ethosu_blob.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #define BLOCK_HEADER 32u
@@ -21,7 +21,7 @@ static et_status bad(char *msg, size_t cap, et_status st, const char *fmt, ...) 
 static et_status bad(char *msg, size_t cap, et_status st, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, cap, fmt, ap);
+  et_vsnprintf(msg, cap, fmt, ap);
   va_end(ap);
   return st;
 }

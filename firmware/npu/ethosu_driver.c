@@ -1,11 +1,11 @@
 /* Ethos-U driver: see ethosu_driver.h. Behaviour follows the public Ethos-U
  * programming model (soft reset, CONFIG/ID check, QBASE/QSIZE/BASEP/REGIONCFG,
  * CMD start, IRQ with STATUS decode, soft reset after any fault). */
+#include "et_fmt.h"
 #include "ethosu_driver.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "ethosu_blob.h"
@@ -24,7 +24,7 @@ static void wr(const ethosu_device *d, uint32_t off, uint32_t v) { ethosu_reg_wr
 static uint32_t pmu(const ethosu_device *d) { return d->product == ETHOSU_PRODUCT_U85 ? NPU_PMU_BASE_U85 : NPU_PMU_BASE_U55; }
 
 void ethosu_config_name(uint32_t config, char *out, size_t cap) {
-  snprintf(out, cap, "%s-%u", ethosu_product_name(ETHOSU_CFG_PRODUCT(config)), 1u << ETHOSU_CFG_MACS_LOG2(config));
+  et_snprintf(out, cap, "%s-%u", ethosu_product_name(ETHOSU_CFG_PRODUCT(config)), 1u << ETHOSU_CFG_MACS_LOG2(config));
 }
 
 static void config_target(uint32_t config, char *out, size_t cap) {

@@ -15,12 +15,12 @@
  * stride and padding; with IFM upscaling (U55) the IFM is half that.
  * Register and field positions: Vela's ethos_u55_regs (U55/U65) and the U85
  * register description (aot/npu/regs_u85.py, checked against regor). */
+#include "et_fmt.h"
 #include "ethosu_stream.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 /* ---- opcodes (10-bit codes; cmd1 commands carry a 32-bit payload word) ---- */
@@ -103,9 +103,9 @@ static et_status fail(ctx *c, et_status st, const char *fmt, ...) {
   char detail[160];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(detail, sizeof detail, fmt, ap);
+  et_vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
-  snprintf(c->msg, c->cap, "Ethos-U command stream, %s at offset 0x%06" PRIx32 ": %s", c->op, c->offset, detail);
+  et_snprintf(c->msg, c->cap, "Ethos-U command stream, %s at offset 0x%06" PRIx32 ": %s", c->op, c->offset, detail);
   return st;
 }
 

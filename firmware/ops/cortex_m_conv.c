@@ -9,6 +9,36 @@
 
 typedef enum { CONV, DEPTHWISE, TRANSPOSE } conv_kind;
 
+/* The multipliers tensor may carry out_c more entries after the out_c
+ * multipliers (aot/passes/window_bias.py): per channel, bias + input_offset *
+ * sum(all the channel's weights), the start value of windows that lie inside
+ * the input, computed at compile time. ExecuTorch's reference and CMSIS-NN
+ * read only the first out_c entries. Checked here, once at load, against the
+ * weights, so that a wrong tail fails the load instead of the outputs. */
+ET_PREPARE static et_status conv_window_bias(et_kernel_ctx *ctx, const char *op, const qconv_params *p,
+                                             conv_kind kind, const et_tensor *w, const et_tensor *bias,
+                                             const et_tensor *mt, const et_tensor *st) {
+  const int32_t n = p->out_c;
+  CM_TRY(cm_dtype(ctx, op, mt, "requantize_multipliers", ET_DT_INT));
+  if (kind == TRANSPOSE || et_tensor_numel(st) != (size_t)n || mt->data == NULL || w->data == NULL ||
+      (bias && bias->data == NULL) || (kind == CONV && p->groups != 1) || (kind == DEPTHWISE && p->out_c != p->in_c))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: requantize_multipliers has %u entries: 2 x %d (with the folded window "
+                   "bias) needs a constant groups-1 convolution or depth-multiplier-1 depthwise", op,
+                   (unsigned)et_tensor_numel(mt), (int)n);
+  const int32_t *tail = (const int32_t *)mt->data + n, *b = bias ? (const int32_t *)bias->data : NULL;
+  const int8_t *wv = (const int8_t *)w->data;
+  const int32_t taps = p->k_h * p->k_w, k = kind == CONV ? taps * p->in_c : taps;
+  for (int32_t o = 0; o < n; o++) {
+    uint32_t ws = 0;
+    for (int32_t t = 0; t < k; t++) ws += (uint32_t)(kind == CONV ? wv[(size_t)o * k + t] : wv[(size_t)t * n + o]);
+    const int32_t want = (int32_t)((b ? (uint32_t)b[o] : 0u) + (uint32_t)p->input_offset * ws);
+    if (tail[o] != want)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: folded window bias of channel %d is %ld, the weights give %ld", op,
+                     (int)o, (long)tail[o], (long)want);
+  }
+  return ET_OK;
+}
+
 /* Prepare: every argument check, at load. */
 ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
                              conv_kind kind, bool nhwc) {
@@ -29,6 +59,7 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_
   CM_TRY(cm_pair(ctx, op, args, i++, "dilation", 1, 4096, dil));
   if (kind == DEPTHWISE) CM_TRY(cm_int(ctx, op, args, i++, "depth_multiplier", 1, 65536, &dm));
   qconv_params p;
+  p.beff = NULL; /* eval points it at a folded window bias, if the program has one */
   CM_TRY(cm_int(ctx, op, args, i++, "input_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.input_offset));
   CM_TRY(cm_int(ctx, op, args, i++, "output_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.output_offset));
   CM_TRY(cm_tensor(ctx, op, args, i++, "requantize_multipliers", false, &mt));
@@ -86,7 +117,16 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_
       return et_fail(ctx, ET_E_INVALID_ARG, "%s: bias has %u entries, expected %d", op,
                      (unsigned)et_tensor_numel(bias), (int)p.out_c);
   }
-  CM_TRY(cm_requant_tensors(ctx, op, mt, st, p.out_c));
+  if (et_tensor_numel(mt) == 2 * (size_t)p.out_c && p.out_c > 0) {
+    CM_TRY(conv_window_bias(ctx, op, &p, kind, w, bias, mt, st));
+    CM_TRY(cm_dtype(ctx, op, st, "requantize_shifts", ET_DT_INT));
+    if (st->data == NULL)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: requantize_multipliers/shifts must be constant tensors", op);
+    for (int32_t o = 0; o < p.out_c; o++)
+      CM_TRY(cm_requant(ctx, op, "per-channel", ((const int32_t *)mt->data)[o], ((const int32_t *)st->data)[o]));
+  } else {
+    CM_TRY(cm_requant_tensors(ctx, op, mt, st, p.out_c));
+  }
   if (et_tensor_numel(out) == 0) return ET_OK;
   size_t need = 0;
   if (kind == CONV) need = qconv2d_s8_get_buffer_size(&p);
@@ -132,6 +172,7 @@ static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, 
   p.stride_h = stride[0], p.stride_w = stride[1], p.pad_h = pad[0], p.pad_w = pad[1];
   p.dil_h = dil[0], p.dil_w = dil[1];
   p.groups = kind == DEPTHWISE ? p.in_c : p.in_c / w->sizes[3];
+  p.beff = et_tensor_numel(mt) == 2 * (size_t)p.out_c ? (const int32_t *)mt->data + p.out_c : NULL;
   size_t need = 0;
   if (kind == CONV) need = qconv2d_s8_get_buffer_size(&p);
   if (kind == DEPTHWISE) need = qdwconv2d_s8_get_buffer_size(&p);

@@ -3,12 +3,12 @@
  * and print ONE JSON result line. Exit 0 pass, 1 mismatch, 2 error.
  * Strictly portable: all I/O, clock and memory come through platform.h. */
 #include <inttypes.h>
-#include <stdio.h>
 
+#include "et_fmt.h"
 #include "backend.h"
 #include "etdump.h"
-#include "ethosu_backend.h"
 #include "platform.h"
+#include "runner_npu.h"
 #include "runtime.h"
 #include "schema_ids.h"
 
@@ -40,7 +40,7 @@ static void out_json_string(const char *s) {
   for (; *s && n < sizeof buf - 8; s++) {
     unsigned char c = (unsigned char)*s;
     if (c == '"' || c == '\\') buf[n++] = '\\', buf[n++] = (char)c;
-    else if (c < 0x20) n += (size_t)snprintf(buf + n, 7, "\\u%04x", c);
+    else if (c < 0x20) n += (size_t)et_snprintf(buf + n, 7, "\\u%04x", c);
     else buf[n++] = (char)c;
   }
   buf[n++] = '"';
@@ -92,12 +92,12 @@ static uint8_t *place(size_t size) {
 static void __attribute__((noreturn)) fail_placement(const char *what, size_t size, const et_method_needs *needs) {
   char msg[ET_MSG_CAP];
   g_last_status = ET_E_ARENA_TOO_SMALL;
-  size_t n = (size_t)snprintf(msg, sizeof msg, "cannot place %s (%lu bytes): program needs arenas [", what, (unsigned long)size);
+  size_t n = (size_t)et_snprintf(msg, sizeof msg, "cannot place %s (%lu bytes): program needs arenas [", what, (unsigned long)size);
   for (uint32_t k = 0; k < needs->n_arenas && n < sizeof msg; k++)
-    n += (size_t)snprintf(msg + n, sizeof msg - n, "%s%" PRIu64, k ? ", " : "", needs->arena_bytes[k]);
-  if (n < sizeof msg) n += (size_t)snprintf(msg + n, sizeof msg - n, "] + %lu runtime bytes; regions:", (unsigned long)needs->runtime_bytes);
+    n += (size_t)et_snprintf(msg + n, sizeof msg - n, "%s%" PRIu64, k ? ", " : "", needs->arena_bytes[k]);
+  if (n < sizeof msg) n += (size_t)et_snprintf(msg + n, sizeof msg - n, "] + %lu runtime bytes; regions:", (unsigned long)needs->runtime_bytes);
   for (size_t i = 0; i < g_nregions && n < sizeof msg; i++)
-    n += (size_t)snprintf(msg + n, sizeof msg - n, " %s %lu (%lu free)", g_regions[i].r->name, (unsigned long)g_regions[i].r->size,
+    n += (size_t)et_snprintf(msg + n, sizeof msg - n, " %s %lu (%lu free)", g_regions[i].r->name, (unsigned long)g_regions[i].r->size,
                           (unsigned long)(g_regions[i].r->size - g_regions[i].used));
   fail_error(msg, needs);
 }
@@ -124,35 +124,6 @@ static void run_case(uint32_t c, const et_method_needs *needs) {
   if (failed(et_method_execute(&g_method))) fail_error(g_method.msg, needs);
 }
 
-/* ---- Ethos-U: initialised only when the program has a delegate ---- */
-static ethosu_device g_npu;
-static char g_npu_error[ET_MSG_CAP];
-
-static void npu_init(void) {
-  plat_npu info;
-  if (plat_npu_info(&info) != 0) {
-    snprintf(g_npu_error, sizeof g_npu_error,
-             "this board has no Ethos-U NPU ([npu] in its board.toml): run Ethos-U programs on a board with one");
-    return;
-  }
-  ethosu_hal hal = {
-      .base = info.base, .irq = info.irq, .secure = info.secure != 0, .privileged = info.privileged != 0,
-      .timeout_us = info.timeout_us, .time_us = plat_time_us, .irq_save = plat_irq_save, .irq_restore = plat_irq_restore,
-      .wait_for_interrupt = plat_wait_for_interrupt, .irq_attach = plat_irq_attach, .dcache_clean = plat_dcache_clean,
-      .dcache_invalidate = plat_dcache_invalidate};
-  if (ethosu_init(&g_npu, &hal, g_npu_error, sizeof g_npu_error) == ET_OK) g_npu_error[0] = 0;
-}
-
-static void print_npu(void) {
-  if (g_npu.invocations == 0) return;
-  char name[32];
-  ethosu_config_name(g_npu.config, name, sizeof name);
-  plat_printf(", \"npu\": {\"config\": \"%s\", \"id\": \"0x%08" PRIx32 "\", \"invocations\": %" PRIu32
-          ", \"pmu_cycles\": %" PRIu64 ", \"pmu_events\": [%" PRIu32 ", %" PRIu32 ", %" PRIu32 ", %" PRIu32 "]}",
-          name, g_npu.id, g_npu.invocations, g_npu.total.cycles, g_npu.total.events[0], g_npu.total.events[1],
-          g_npu.total.events[2], g_npu.total.events[3]);
-}
-
 int main(int argc, char **argv) {
   plat_init(argc, argv);
   const uint8_t *data;
@@ -162,10 +133,10 @@ int main(int argc, char **argv) {
   if (failed(et_program_load(&g_prog, g_bundle.program, g_bundle.program_len))) fail_error(g_prog.msg, NULL);
   /* The device is brought up only if a delegate needs it (below); the backend's
    * needs() reads the delegate data alone. */
-  if (failed(et_backend_register(ethosu_backend(&g_npu, g_npu_error)))) fail_error("cannot register the Ethos-U backend", NULL);
+  if (failed(runner_npu_register())) fail_error("cannot register the Ethos-U backend", NULL);
   et_method_needs needs;
   if (failed(et_method_needs_get(&g_prog, g_bundle.method_name, &needs))) fail_error(g_prog.msg, NULL);
-  if (needs.delegate_bytes > 0) npu_init();
+  if (needs.delegate_bytes > 0) runner_npu_init();
 
   const plat_region *regions;
   g_nregions = plat_regions(&regions);
@@ -184,7 +155,7 @@ int main(int argc, char **argv) {
     done[best] = true;
     size_t sz = (size_t)needs.arena_bytes[best];
     char what[32];
-    snprintf(what, sizeof what, "arena %" PRIu32, best + 1);
+    et_snprintf(what, sizeof what, "arena %" PRIu32, best + 1);
     uint8_t *p = place(sz ? sz : 1);
     if (p == NULL) fail_placement(what, sz, &needs);
     arena_base[best] = p;
@@ -295,7 +266,12 @@ int main(int argc, char **argv) {
     const et_output_diff *d = &g_diff[i];
     plat_printf("%s{", i ? ", " : "");
     if (d->nan_mismatch) plat_printf("\"max_abs\": null");
+#ifdef ET_FMT_FLOAT
     else plat_printf("\"max_abs\": %.9g", d->max_abs);
+#else
+    /* exact, and no decimal float conversion in the image: a hex-float string (aot/deploy/result.py) */
+    else plat_printf("\"max_abs\": \"%a\"", d->max_abs);
+#endif
     if (d->max_steps >= 0) plat_printf(", \"max_steps\": %" PRId64, d->max_steps);
     else plat_printf(", \"max_steps\": null");
     plat_printf(", \"pass\": %s}", d->pass ? "true" : "false");
@@ -334,7 +310,7 @@ int main(int argc, char **argv) {
   }
   plat_printf("]");
   print_arena_bytes(&needs);
-  print_npu();
+  runner_npu_print();
   if (etdump) plat_printf(", \"etdump_bytes\": %lu", (unsigned long)etdump_bytes);
   /* stack_bytes: one inference, from the stack top (the runner's frames above it included);
    * stack_bytes_runner: the whole run's high-water mark (start-up, printing) */

@@ -3,8 +3,8 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
-#include <stdio.h>
 
+#include "et_fmt.h"
 #include "runtime.h"
 #include "schema_ids.h"
 
@@ -12,7 +12,7 @@ static et_status berr(char *msg, et_status st, const char *fmt, ...) __attribute
 static et_status berr(char *msg, et_status st, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, ET_MSG_CAP, fmt, ap);
+  et_vsnprintf(msg, ET_MSG_CAP, fmt, ap);
   va_end(ap);
   return st;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "et_fmt.h"
 #include "status.h"
 
 #define ET_MAX_DIM 8

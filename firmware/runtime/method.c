@@ -2,8 +2,8 @@
  * caller's arenas, operators resolved once, then the instruction loop. */
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stdio.h>
 
+#include "et_fmt.h"
 #include "backend.h"
 #include "registry.h"
 #include "runtime.h"
@@ -27,7 +27,7 @@ static et_status merr(char *msg, et_status st, const char *fmt, ...) __attribute
 static et_status merr(char *msg, et_status st, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, ET_MSG_CAP, fmt, ap);
+  et_vsnprintf(msg, ET_MSG_CAP, fmt, ap);
   va_end(ap);
   return st;
 }
@@ -710,6 +710,14 @@ et_status et_method_execute(et_method *m) {
   return ET_OK;
 }
 
+/* Whether `name` contains `part`: a plain scan (libc's strstr is 1.2 KB of image for one use). */
+static bool name_contains(const char *name, const char *part) {
+  size_t n = strlen(name), k = strlen(part);
+  for (size_t i = 0; i + k <= n; i++)
+    if (memcmp(name + i, part, k) == 0) return true;
+  return false;
+}
+
 bool et_method_output_step(const et_method *m, uint32_t i, double *step) {
   if (i >= m->outputs.len) return false;
   const et_value *out = et_method_output(m, i);
@@ -719,7 +727,7 @@ bool et_method_output_step(const et_method *m, uint32_t i, double *step) {
     if (ins->kind != FBPU_InstructionArguments__KernelCall || ins->nargs < 7) continue;
     if (ins->args[ins->nargs - 1] != out) continue;
     const char *nm = m->ops[ins->a].name;
-    if (strstr(nm, "dequantize_per_tensor") == NULL) return false;
+    if (!name_contains(nm, "dequantize_per_tensor")) return false;
     const et_value *sc = ins->args[1];
     if (sc->tag != ET_TAG_DOUBLE || !(sc->u.d > 0)) return false;
     *step = sc->u.d;

@@ -2,8 +2,8 @@
  * segment table and constant storage. Nothing is copied: tensors later point
  * straight into these bytes. */
 #include <inttypes.h>
-#include <stdio.h>
 
+#include "et_fmt.h"
 #include "runtime.h"
 #include "schema_ids.h"
 
@@ -12,7 +12,7 @@
 #define EH_MIN_LEN 24u
 
 static et_status perr(et_program *p, et_status st, const char *fmt, const char *detail) {
-  snprintf(p->msg, sizeof p->msg, fmt, detail);
+  et_snprintf(p->msg, sizeof p->msg, fmt, detail);
   return st;
 }
 
@@ -65,7 +65,7 @@ et_status et_program_load(et_program *p, const uint8_t *data, size_t len) {
   if (!fb_u32(&p->root, FBP_Program__version, 0, &version))
     return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", fb_last_error);
   if (version != FBP_SCHEMA_VERSION) {
-    snprintf(p->msg, sizeof p->msg,
+    et_snprintf(p->msg, sizeof p->msg,
              "program schema version %" PRIu32 " not supported (runtime reads version %u): re-export with the matching ExecuTorch",
              version, FBP_SCHEMA_VERSION);
     return ET_E_INVALID_PROGRAM;
@@ -134,7 +134,7 @@ et_status et_program_constant(et_program *p, uint32_t idx, size_t nbytes, const 
     if (idx >= p->const_buffers.len) goto range;
     if (!fb_vec_table(&p->const_buffers, idx, &b) ||
         !fb_vector(&b, FBP_Buffer__storage, 1, &present, &st)) {
-      snprintf(p->msg, sizeof p->msg, "corrupt constant buffer %" PRIu32 ": %s", idx, fb_last_error);
+      et_snprintf(p->msg, sizeof p->msg, "corrupt constant buffer %" PRIu32 ": %s", idx, fb_last_error);
       return ET_E_INVALID_PROGRAM;
     }
     if (st.len < nbytes) goto small;
@@ -148,10 +148,10 @@ et_status et_program_constant(et_program *p, uint32_t idx, size_t nbytes, const 
   *out = p->file + p->const_seg + (size_t)off;
   return ET_OK;
 range:
-  snprintf(p->msg, sizeof p->msg, "corrupt program: constant index %" PRIu32 " out of range", idx);
+  et_snprintf(p->msg, sizeof p->msg, "corrupt program: constant index %" PRIu32 " out of range", idx);
   return ET_E_INVALID_PROGRAM;
 small:
-  snprintf(p->msg, sizeof p->msg, "corrupt program: constant %" PRIu32 " is smaller than its tensor (%lu bytes)",
+  et_snprintf(p->msg, sizeof p->msg, "corrupt program: constant %" PRIu32 " is smaller than its tensor (%lu bytes)",
            idx, (unsigned long)nbytes);
   return ET_E_INVALID_PROGRAM;
 }

@@ -17,6 +17,7 @@ et_status et_no_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   et_status prep(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);
 #include "cortex_m_ops.def"
 #include "aten_ops.def"
+#include "emlkit_ops.def"
 #undef ET_OP_
 
 typedef struct {
@@ -30,6 +31,7 @@ static const entry k_ops[] = {
 #define ET_OP_(name, overload, fn, prep, ...) {name, overload, fn, prep},
 #include "cortex_m_ops.def"
 #include "aten_ops.def"
+#include "emlkit_ops.def"
 #undef ET_OP_
 #undef ET_OP
     {NULL, NULL, NULL, NULL},

@@ -1,7 +1,7 @@
 /* Status text, kernel error helper and dtype tables. */
 #include <stdarg.h>
-#include <stdio.h>
 
+#include "et_fmt.h"
 #include "et_types.h"
 
 const char *et_status_str(et_status st) {
@@ -50,7 +50,7 @@ et_status et_fail(et_kernel_ctx *ctx, et_status st, const char *fmt, ...) {
   if (ctx && ctx->msg && ctx->msg_cap) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->msg, ctx->msg_cap, fmt, ap);
+    et_vsnprintf(ctx->msg, ctx->msg_cap, fmt, ap);
     va_end(ap);
   }
   return st;
@@ -60,7 +60,7 @@ et_status et_msgf(char *msg, size_t cap, et_status st, const char *fmt, ...) {
   if (msg && cap) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
+    et_vsnprintf(msg, cap, fmt, ap);
     va_end(ap);
   }
   return st;

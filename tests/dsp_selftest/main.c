@@ -50,6 +50,19 @@ static void rq(int32_t *m, int32_t *s) {
 static void rq_n(int n) {
   for (int i = 0; i < n; i++) rq(&g_mult[i], &g_shift[i]);
 }
+/* The folded window bias the compiler stores (aot/passes/window_bias.py): per
+ * output channel bias + input_offset * sum(all its weights), int32 wrap. */
+static int32_t g_beff[1024];
+static const int32_t *window_bias(const qconv_params *p, const int8_t *w, const int32_t *bias, int depthwise) {
+  const int32_t k = p->k_h * p->k_w * (depthwise ? 1 : p->in_c / p->groups);
+  for (int32_t o = 0; o < p->out_c; o++) {
+    uint32_t s = 0;
+    for (int32_t t = 0; t < k; t++) s += (uint32_t)(depthwise ? w[(size_t)t * p->out_c + o] : w[(size_t)o * k + t]);
+    g_beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) + (uint32_t)p->input_offset * s);
+  }
+  return g_beff;
+}
+
 static void fill_bias(int n) {
   for (int i = 0; i < n; i++) g_bias[i] = (rnd() & 15) ? rr(-20000, 20000) : (int32_t)rnd();
 }
@@ -140,6 +153,7 @@ static __attribute__((unused)) void test_conv(int depthwise) {
         if (t % 9 == 5) g_mult[i] = (int32_t)(1u << 30);
       }
     const int32_t *bias = (t & 1) ? g_bias : NULL;
+    if ((t >> 1) & 1) p.beff = window_bias(&p, g_w, bias, depthwise); /* as the compiler stores it */
     const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
     memset(g_a, 0x55, n), memset(g_b, 0x55, n);
     k_status st;

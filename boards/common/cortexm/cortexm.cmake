@@ -104,6 +104,9 @@ if(EMBED_MODEL)
   list(APPEND _plat_sources ${_gen_dir}/embed_model.c)
 endif()
 
+if(FW_SIZE_FLAGS) # firmware/CMakeLists.txt FW_SIZE_OPT: start-up and platform code for size
+  set_source_files_properties(${_plat_sources} PROPERTIES COMPILE_OPTIONS "${FW_SIZE_FLAGS}")
+endif()
 target_sources(runner PRIVATE ${_plat_sources})
 target_compile_definitions(runner PRIVATE RUNNER_SCRATCH_BYTES=${BOARD_KERNEL_SCRATCH}u)
 target_include_directories(runner PRIVATE ${_cortexm_dir} ${_gen_dir} ${FW_ROOT}/platform)

@@ -10,11 +10,11 @@
  *   (QEMU -device loader, FVP --data) or linked in (EMBED_MODEL).
  * Exit: semihosting SYS_EXIT_EXTENDED, so the status reaches the simulator. */
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "board_config.h"
 #include "cortexm.h"
+#include "et_fmt.h"
 #include "platform.h"
 #if !defined(FW_NO_SEMIHOSTING)
 #include "semihost.h"
@@ -211,7 +211,7 @@ static void model_probe(void) {
   const uint8_t *hdr = (const uint8_t *)(uintptr_t)BOARD_MODEL_ADDR;
   char msg[200];
   if (memcmp(hdr, PLAT_MODEL_MAGIC, 4) != 0) {
-    snprintf(msg, sizeof msg,
+    et_snprintf(msg, sizeof msg,
              "error: no model at 0x%08x (EMDL header missing): load model.bin there "
              "(QEMU -device loader,file=model.bin,addr=0x%08x / FVP --data) or build with EMBED_MODEL\n",
              (unsigned)BOARD_MODEL_ADDR, (unsigned)BOARD_MODEL_ADDR);
@@ -221,7 +221,7 @@ static void model_probe(void) {
   }
   uint32_t size = rd_le32(hdr + 4);
   if (size == 0 || size > BOARD_MODEL_MAX - 16u) {
-    snprintf(msg, sizeof msg,
+    et_snprintf(msg, sizeof msg,
              "error: model header says %lu bytes but the " BOARD_NAME " model slot holds %lu: "
              "use a smaller model or raise [model].max_size in board.toml\n",
              (unsigned long)size, (unsigned long)(BOARD_MODEL_MAX - 16u));
@@ -329,7 +329,7 @@ static void save_file(const char *name, const void *data, size_t nbytes) {
 void plat_save_output(unsigned index, const void *data, size_t nbytes) {
   if (!host_wants(PLAT_FLAG_SAVE_OUTPUTS)) return;
   char name[32];
-  snprintf(name, sizeof name, "output_%u.bin", index);
+  et_snprintf(name, sizeof name, "output_%u.bin", index);
   save_file(name, data, nbytes);
 }
 

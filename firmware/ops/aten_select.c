@@ -1,0 +1,65 @@
+/* aten::select_copy.int_out: out = self[..., index, ...] along one dim (the
+ * slice a model writes as qkv[0]). Pure data movement on any dtype and dim
+ * order: the output is walked in its logical order through the input's
+ * strides with that dim removed; the innermost run that is contiguous on both
+ * sides is copied as one block. */
+#include "aten_util.h"
+
+ET_PREPARE et_status aten_select_copy_int_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::select_copy.int_out";
+  et_tensor *self = NULL, *out = NULL;
+  int64_t dim = 0, index = 0;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
+      (st = aten_int(ctx, op, args, 1, &dim)) || (st = aten_int(ctx, op, args, 2, &index)) ||
+      (st = aten_tensor(ctx, op, args, 3, &out)))
+    return st;
+  if (self->dtype != out->dtype)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(self->dtype), et_dtype_name(out->dtype));
+  if (self->dim < 1 || out->dim != self->dim - 1) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output rank must be input rank - 1", op);
+  if (dim < 0) dim += self->dim;
+  if (dim < 0 || dim >= self->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim out of range", op);
+  const int64_t size = self->sizes[dim];
+  if (index < -size || index >= size) return et_fail(ctx, ET_E_INVALID_ARG, "%s: index %ld out of range for size %ld", op, (long)index, (long)size);
+  for (uint8_t i = 0, j = 0; i < self->dim; i++) {
+    if (i == dim) continue;
+    if (out->sizes[j++] != self->sizes[i]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match", op);
+  }
+  return ET_OK;
+}
+
+et_status aten_select_copy_int_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)nargs;
+  const et_tensor *const self = args[0]->u.t;
+  et_tensor *const out = args[3]->u.t;
+  int64_t dim = args[1]->u.i, index = args[2]->u.i;
+  if (dim < 0) dim += self->dim;
+  if (index < 0) index += self->sizes[dim];
+  size_t ss[ET_MAX_DIM], src[ET_MAX_DIM], os[ET_MAX_DIM];
+  et_tensor_strides(self, ss);
+  et_tensor_strides(out, os);
+  for (uint8_t i = 0, j = 0; i < self->dim; i++)
+    if (i != dim) src[j++] = ss[i];
+  const size_t es = et_dtype_size(out->dtype);
+  const size_t base = (size_t)index * ss[dim];
+  const size_t n = et_tensor_numel(out);
+  if (out->dim == 0) {
+    memcpy(out->data, (const uint8_t *)self->data + base * es, es);
+    return ET_OK;
+  }
+  /* Innermost logical dim contiguous on both sides (stride 1): copy whole rows. */
+  const uint8_t last = (uint8_t)(out->dim - 1);
+  const size_t run = (os[last] == 1 && src[last] == 1) ? (size_t)out->sizes[last] : 1;
+  et_iter di, si;
+  et_iter_custom(&di, out->dim, out->sizes, os, 0);
+  et_iter_custom(&si, out->dim, out->sizes, src, base);
+  if (run > 1) di.sizes[last] = si.sizes[last] = 1; /* iterate rows only */
+  const uint8_t *s = self->data;
+  uint8_t *d = out->data;
+  for (size_t k = 0; k < n / run; k++) {
+    memcpy(d + di.off * es, s + si.off * es, run * es);
+    et_iter_next(&di);
+    et_iter_next(&si);
+  }
+  return ET_OK;
+}

@@ -1,0 +1,191 @@
+/* Adapters for our own emlkit:: operators (schemas and Python references:
+ * aot/emlkit_ops.py; the outputs match those references bit for bit). */
+#include "aten_util.h"
+
+/* ---------------------------------------------------------------- upsample_nearest2d
+ * out[n, c, h, w] = x[n, c, h / sh, w / sw] for integer factors: pure data
+ * movement on any dtype (int8 codes keep their qparams). When both tensors
+ * are NCHW or both channels-last, the output is written one output row per
+ * input row: each input "unit" (a whole pixel of C elements when
+ * channels-last, one element when NCHW) is repeated sw times, then that row is
+ * copied sh - 1 times with block copies. Other dim-order pairs (e.g. a
+ * channels-last input with one channel and an NCHW output: the same bytes)
+ * go element by element through both tensors' strides. */
+
+static const uint8_t k_nhwc[4] = {0, 2, 3, 1};
+
+static bool is_nhwc(const et_tensor *t) { return memcmp(t->dim_order, k_nhwc, sizeof k_nhwc) == 0; }
+
+ET_PREPARE et_status emlkit_upsample_nearest2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "emlkit::upsample_nearest2d";
+  et_tensor *self = NULL, *out = NULL;
+  int64_t sh = 0, sw = 0;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
+      (st = aten_int(ctx, op, args, 1, &sh)) || (st = aten_int(ctx, op, args, 2, &sw)) ||
+      (st = aten_tensor(ctx, op, args, 3, &out)))
+    return st;
+  if (self->dtype != out->dtype)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(self->dtype), et_dtype_name(out->dtype));
+  if (self->dim != 4 || out->dim != 4) return et_fail(ctx, ET_E_INVALID_ARG, "%s: tensors must be 4-D", op);
+  if (sh < 1 || sw < 1 || sh > 4096 || sw > 4096)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: factors %ld x %ld out of range [1, 4096]", op, (long)sh, (long)sw);
+  if (out->sizes[0] != self->sizes[0] || out->sizes[1] != self->sizes[1] || (int64_t)out->sizes[2] != self->sizes[2] * sh ||
+      (int64_t)out->sizes[3] != self->sizes[3] * sw)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape is not the input's scaled by %ld x %ld", op, (long)sh, (long)sw);
+  return ET_OK;
+}
+
+/* Repeat each of `units` units of `ub` bytes `rep` times from s into d. */
+static void repeat_units(uint8_t *d, const uint8_t *s, size_t units, size_t ub, size_t rep) {
+  if (ub == 1) { /* one byte per unit (NCHW int8): no memcpy call per element */
+    for (size_t u = 0; u < units; u++) {
+      const uint8_t v = s[u];
+      for (size_t r = 0; r < rep; r++) *d++ = v;
+    }
+    return;
+  }
+  for (size_t u = 0; u < units; u++, s += ub)
+    for (size_t r = 0; r < rep; r++, d += ub) memcpy(d, s, ub);
+}
+
+/* Any pair of dim orders: one element at a time through the strides. */
+static void upsample_strided(const et_tensor *self, et_tensor *out, size_t sh, size_t sw, size_t es) {
+  size_t si[ET_MAX_DIM], so[ET_MAX_DIM];
+  et_tensor_strides(self, si);
+  et_tensor_strides(out, so);
+  const uint8_t *s = self->data;
+  uint8_t *d = out->data;
+  for (int32_t n = 0; n < out->sizes[0]; n++)
+    for (int32_t c = 0; c < out->sizes[1]; c++)
+      for (int32_t y = 0; y < out->sizes[2]; y++)
+        for (int32_t x = 0; x < out->sizes[3]; x++) {
+          const size_t io = (size_t)n * si[0] + (size_t)c * si[1] + ((size_t)y / sh) * si[2] + ((size_t)x / sw) * si[3];
+          const size_t oo = (size_t)n * so[0] + (size_t)c * so[1] + (size_t)y * so[2] + (size_t)x * so[3];
+          memcpy(d + oo * es, s + io * es, es);
+        }
+}
+
+et_status emlkit_upsample_nearest2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)nargs;
+  const et_tensor *const self = args[0]->u.t;
+  et_tensor *const out = args[3]->u.t;
+  const size_t sh = (size_t)args[1]->u.i, sw = (size_t)args[2]->u.i;
+  const size_t es = et_dtype_size(self->dtype);
+  if (!et_same_dim_order(self, out) || !(et_dim_order_is_identity(self) || is_nhwc(self))) {
+    upsample_strided(self, out, sh, sw, es);
+    return ET_OK;
+  }
+  const size_t n = (size_t)self->sizes[0], c = (size_t)self->sizes[1];
+  const size_t h = (size_t)self->sizes[2], w = (size_t)self->sizes[3];
+  const bool nhwc = is_nhwc(self) && !et_dim_order_is_identity(self);
+  const size_t outer = nhwc ? n : n * c; /* planes of h rows */
+  const size_t ub = nhwc ? c * es : es;  /* bytes per repeated unit */
+  const size_t in_row = w * ub, out_row = w * sw * ub;
+  const uint8_t *s = self->data;
+  uint8_t *d = out->data;
+  for (size_t p = 0; p < outer; p++) {
+    for (size_t y = 0; y < h; y++, s += in_row) {
+      repeat_units(d, s, w, ub, sw);
+      for (size_t r = 1; r < sh; r++) memcpy(d + r * out_row, d, out_row);
+      d += sh * out_row;
+    }
+  }
+  return ET_OK;
+}
+
+/* ---------------------------------------------------------------- quantized_layer_norm
+ * int8 layer norm over the last dim in integer arithmetic, step for step the
+ * Python reference (aot/emlkit_ops.py, quantized_layer_norm_reference):
+ * row sums in int32/int64, 1/sqrt of the scaled variance from an integer
+ * square root and one 64-bit division per row, Q16 normalised values, then a
+ * per-channel int32 gain and bias with one rounding shift. No float, so a core
+ * without an FPU gets the same bits. */
+
+/* floor(sqrt(v)) for v < 2^62, bit by bit. */
+static uint64_t isqrt64(uint64_t v) {
+  uint64_t r = 0, bit = (uint64_t)1 << 62;
+  while (bit > v) bit >>= 2;
+  while (bit) {
+    if (v >= r + bit) {
+      v -= r + bit;
+      r = (r >> 1) + bit;
+    } else {
+      r >>= 1;
+    }
+    bit >>= 2;
+  }
+  return r;
+}
+
+static int bit_length(uint64_t v) {
+  int n = 0;
+  while (v) n++, v >>= 1;
+  return n;
+}
+
+/* Arithmetic shift right of a signed value (floor division by 2^s), without relying on how >> treats negatives. */
+static inline int64_t asr64(int64_t v, int s) { return v >= 0 ? (int64_t)((uint64_t)v >> s) : -(int64_t)(((uint64_t)(-(v + 1)) >> s)) - 1; }
+
+ET_PREPARE et_status emlkit_quantized_layer_norm_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "emlkit::quantized_layer_norm";
+  et_tensor *x = NULL, *gain = NULL, *bias = NULL, *out = NULL;
+  int64_t eps_term = 0, shift = 0, zp = 0;
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 8)) || (st = aten_tensor(ctx, op, args, 0, &x)) ||
+      (st = aten_tensor(ctx, op, args, 1, &gain)) || (st = aten_tensor(ctx, op, args, 2, &bias)) ||
+      (st = aten_int(ctx, op, args, 3, &eps_term)) || (st = aten_int(ctx, op, args, 4, &shift)) ||
+      (st = aten_int(ctx, op, args, 5, &zp)) || (st = aten_tensor(ctx, op, args, 6, &out)))
+    return st;
+  if (x->dtype != ET_DT_CHAR || out->dtype != ET_DT_CHAR || gain->dtype != ET_DT_INT || bias->dtype != ET_DT_INT)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: needs int8 input and output, int32 gain and bias", op);
+  if (x->dim < 1 || !aten_same_shape(x, out) || !et_dim_order_is_identity(x) || !et_dim_order_is_identity(out))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output must be contiguous and of one shape", op);
+  const size_t n = (size_t)x->sizes[x->dim - 1];
+  if (n == 0 || n > 65536 || et_tensor_numel(gain) != n || et_tensor_numel(bias) != n)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: last dim %lu (at most 65536) and gain/bias sizes disagree", op, (unsigned long)n);
+  if (eps_term < 1 || eps_term > ((int64_t)1 << 40) || shift < 0 || shift > 30 || zp < -128 || zp > 127)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: eps_term, shift or zero point out of range", op);
+  return ET_OK;
+}
+
+et_status emlkit_quantized_layer_norm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)nargs;
+  const et_tensor *const x = args[0]->u.t;
+  const int32_t *const gain = args[1]->u.t->data;
+  const int32_t *const bias = args[2]->u.t->data;
+  const int64_t eps_term = args[3]->u.i;
+  const int shift = (int)args[4]->u.i;
+  const int32_t zp = (int32_t)args[5]->u.i;
+  et_tensor *const out = args[6]->u.t;
+  const size_t n = (size_t)x->sizes[x->dim - 1];
+  const size_t rows = n ? et_tensor_numel(x) / n : 0;
+  const int8_t *in = x->data;
+  int8_t *o = out->data;
+  const int out_shift = 16 + shift;
+  const int64_t half = (int64_t)1 << (out_shift - 1);
+  for (size_t r = 0; r < rows; r++, in += n, o += n) {
+    int32_t s = 0;
+    int64_t ss = 0;
+    for (size_t i = 0; i < n; i++) {
+      const int32_t q = in[i];
+      s += q;
+      ss += q * q;
+    }
+    /* N^2 * (variance + eps) in squared codes; >= 1 since eps_term >= 1 */
+    const uint64_t total = (uint64_t)((int64_t)n * ss - (int64_t)s * s + eps_term);
+    const int k = (62 - bit_length(total)) / 2;
+    const uint64_t t = isqrt64(total << (2 * k)); /* in [2^30, 2^31) */
+    const int64_t inv = (int64_t)(((uint64_t)1 << 62) / t);
+    const int rs = 46 - k;
+    const int64_t rhalf = (int64_t)1 << (rs - 1);
+    for (size_t i = 0; i < n; i++) {
+      const int64_t d = (int64_t)n * in[i] - s;
+      const int64_t norm = asr64(d * inv + rhalf, rs); /* Q16 */
+      const int64_t acc = norm * gain[i] + (int64_t)bias[i] * 65536;
+      int64_t v = asr64(acc + half, out_shift) + zp;
+      o[i] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+    }
+  }
+  return ET_OK;
+}
