@@ -9,6 +9,7 @@ import traceback
 import warnings
 
 from aot.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, AotError, exit_table_text
+from aot.logsetup import setup_logging
 
 log = logging.getLogger("aot")
 
@@ -160,37 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("suite_args", nargs=argparse.REMAINDER)
     s.set_defaults(func=cmd_suite)
     return ap
-
-
-class _OwnRecordsFilter(logging.Filter):
-    """Without --verbose, show our INFO and others' ERROR only (ExecuTorch warns a lot)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.name.startswith("aot") or record.levelno >= logging.ERROR
-
-
-def setup_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if verbose else "%(message)s"))
-    if not verbose:
-        handler.addFilter(_OwnRecordsFilter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    if not verbose:
-        # torch sets its loggers up when imported (undoing levels set earlier) and
-        # torchao warns about optional CUDA libraries at import: import both, then quiet them.
-        import torch  # noqa: F401
-
-        def quiet() -> None:
-            for name in ["torch", "torchao", "executorch", *logging.root.manager.loggerDict]:
-                if name.startswith(("torch", "executorch")):
-                    logging.getLogger(name).setLevel(logging.ERROR)
-
-        quiet()
-        import torchao.quantization.pt2e.quantize_pt2e  # noqa: F401
-
-        quiet()
 
 
 def main(argv: list[str] | None = None) -> int:

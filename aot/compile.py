@@ -23,6 +23,7 @@ from aot.load import LoadedModel, load_calibration, load_model
 from aot.lower import LowerOptions, Lowered
 from aot.measures import VELA_NPU_ONLY_KEY, VELA_TOTAL_KEY
 from aot.npu import compile_check
+from aot.passes import configure
 from aot.targets import TARGETS, Target, get_target
 
 log = logging.getLogger(__name__)
@@ -40,12 +41,8 @@ class CompileResult:
 
 def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_float: bool = False,
                  linear_mode: str = "all") -> LowerOptions:
-    """LowerOptions with our passes configured (aot.passes.configure, when that package is present)."""
+    """LowerOptions with our passes configured (aot.passes.configure)."""
     opts = LowerOptions(lut_fusion=lut_fusion, explicit_layout=explicit_layout, linear_mode=linear_mode)
-    try:
-        from aot.passes import configure
-    except ImportError:
-        return opts
     configure(opts, allow_float=allow_float)
     return opts
 

@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
 
-    from aot.cli import setup_logging
+    from aot.logsetup import setup_logging
 
     setup_logging(args.verbose)
     import warnings

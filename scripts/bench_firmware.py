@@ -32,7 +32,7 @@ def lib_text(build_dir: Path, lib: str) -> int | None:
 
 def main() -> int:
     from aot import models
-    from aot.cli import setup_logging
+    from aot.logsetup import setup_logging
     from aot.compile import compile_model, make_options
     from aot.deploy.build import BuildOptions, build_image
     from aot.run import execute

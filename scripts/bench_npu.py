@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from aot.npu.blob import parse_blob
     from aot.npu.commands import decode
     from aot.npu.errors import NpuError
-    from aot.npu.execute import machine_for, run_blob
+    from aot.npu.run import machine_for, run_blob
     from aot.npu.program import run_bundled
 
     rows = []

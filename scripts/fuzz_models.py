@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-shrink", action="store_true")
     args = ap.parse_args(argv)
 
-    from aot.cli import setup_logging
+    from aot.logsetup import setup_logging
     from aot.targets import get_target
 
     setup_logging(False)

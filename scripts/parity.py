@@ -24,7 +24,7 @@ import warnings
 import torch
 
 from aot import models, numerics, reference
-from aot.cli import setup_logging
+from aot.logsetup import setup_logging
 from aot.compile import make_options
 from aot.errors import AotError
 from aot.targets import get_target

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes as C
 from typing import Any
 import logging
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,7 +50,13 @@ def _direct_build() -> Path:
 
 
 def build_library() -> Path:
-    """Build the host kernels library and return its path."""
+    """Build the host kernels library and return its path.
+
+    FW_KERNELS_LIB names an already built one instead (scripts/mutation_check.py rebuilds only the
+    mutated source per mutant)."""
+    given = os.environ.get("FW_KERNELS_LIB")
+    if given:
+        return Path(given)
     try:
         lib = _cmake_build()
     except subprocess.CalledProcessError as e:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from aot.npu.execute import run_blob
+from aot.npu.run import run_blob
 
 # Zoo models whose NPU compile + model run take 20-75 s each here: the slow pass runs them (scripts/test.sh --slow).
 SLOW_ZOO = {"mobilenet_v2", "mobilenet_v3_small", "gru_kws", "mlperf_vww_mobilenet_v1", "mlperf_ic_resnet8"}

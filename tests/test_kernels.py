@@ -133,9 +133,11 @@ def test_quantized_div(K, seed, za, zb, zo, scale, wide):
         name = "qdiv_s8"
     want = ops.quantized_div(torch.from_numpy(a), za, torch.from_numpy(b), zb, zo, scale).numpy()
     for f in both(K, name):
-        out = np.zeros_like(a)
-        f(ptr(a), ptr(b), ptr(out), a.size, za, zb, zo, scale)
-        np.testing.assert_array_equal(out, want)
+        # Canary elements after the output: the kernel writes exactly a.size elements.
+        buf = np.full(a.size + 8, 0x5A, dtype=a.dtype)
+        f(ptr(a), ptr(b), ptr(buf), a.size, za, zb, zo, scale)
+        np.testing.assert_array_equal(buf[:a.size], want)
+        assert (buf[a.size:] == 0x5A).all(), "wrote past the output"
 
 
 # ---------------------------------------------------------------- LUT
@@ -147,9 +149,10 @@ def test_quantized_activation(K, seed, n):
     x[0] = -128
     want = ops.quantized_activation(torch.from_numpy(x), torch.from_numpy(lut)).numpy()
     for f in both(K, "qlut_s8"):
-        out = np.zeros_like(x)
-        f(ptr(x), ptr(out), n, ptr(lut))
-        np.testing.assert_array_equal(out, want)
+        buf = np.full(n + 8, 0x5A, dtype=np.int8)     # canaries after the output
+        f(ptr(x), ptr(buf), n, ptr(lut))
+        np.testing.assert_array_equal(buf[:n], want)
+        assert (buf[n:] == 0x5A).all(), "wrote past the output"
 
 
 # ---------------------------------------------------------------- conv family
@@ -344,14 +347,21 @@ def test_quantized_avg_pool2d(K, seed, g, ceil, zp, m, s):
 
 
 @SETTINGS
-@given(seed=seeds, g=pool_geom, zp=zps, lo=st.integers(-128, 0), hi=st.integers(0, 127))
-def test_quantized_max_pool2d(K, seed, g, zp, lo, hi):
+@given(seed=seeds, g=pool_geom, zp=zps, fill=st.sampled_from(["random", "int8 min", "extremes"]),
+       # [-128, 127] (no fused activation, the common case) often, else any range.
+       lo=st.one_of(st.just(-128), st.integers(-128, 0)), hi=st.one_of(st.just(127), st.integers(0, 127)))
+def test_quantized_max_pool2d(K, seed, g, zp, lo, hi, fill):
     ph, pw = min(g["ph"], g["kh"] // 2), min(g["pw"], g["kw"] // 2)
     oh, ow = pool_out(g["h"], g["kh"], g["sh"], ph, False), pool_out(g["w"], g["kw"], g["sw"], pw, False)
     if oh < 1 or ow < 1:
         return
     rng = rng_from(seed)
     x = s8(rng, 2, g["h"], g["w"], g["c"])
+    # Windows of -128 only (random data almost never has one) check the running maximum's start value.
+    if fill == "int8 min":
+        x[:] = -128
+    elif fill == "extremes":
+        x = np.where(x < 96, np.int8(-128), np.int8(127)).astype(np.int8)
     want = ops.quantized_max_pool2d(nhwc_to_torch(x), [g["kh"], g["kw"]], [g["sh"], g["sw"]],
                                     [ph, pw], [1, 1], False, zp, zp, lo, hi)
     want = torch_to_nhwc(want)
@@ -557,7 +567,8 @@ def test_kernels_compile_for_dsp(tmp_path, flags):
 @settings(max_examples=200, deadline=None)
 @given(cin=st.integers(1, 300), cout=st.integers(1, 600), kh=st.integers(1, 5), kw=st.integers(1, 5),
        ph=st.integers(0, 2), pw=st.integers(0, 2), groups=st.sampled_from([1, 1, 2]),
-       in_off=st.integers(-300, 300))
+       # The fast paths' input-offset bounds (a pad byte must be representable) and either side of them.
+       in_off=st.one_of(st.sampled_from([-128, -127, 128, 129]), st.integers(-300, 300)))
 def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, groups, in_off):
     """aot/passes/kernel_scratch.py plans exactly what <kernel>_get_buffer_size asks for."""
     from aot.passes.kernel_scratch import avgpool_buffer_size, conv_buffer_size, dw_buffer_size

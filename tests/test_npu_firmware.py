@@ -58,7 +58,7 @@ def model_extents(blob: bytes) -> dict[int, int]:
     """Highest byte + 1 the functional model reads or writes in each region while running the blob."""
     from aot.npu.blob import parse_blob
     from aot.npu.commands import decode
-    from aot.npu.execute import machine_for
+    from aot.npu.run import machine_for
 
     vb = parse_blob(blob)
     m = machine_for(vb)

@@ -17,7 +17,8 @@ from hypothesis import assume, given, settings, strategies as st
 from aot.npu.blob import parse_blob
 from aot.npu.commands import CMD0_NAMES, CMD1_NAMES, decode, disassemble
 from aot.npu.errors import NpuError
-from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, rescale, run_blob
+from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, rescale
+from aot.npu.run import run_blob
 
 from npu_helpers import SLOW_ZOO, bit_exact_vs_tosa, program_parts, tosa_inputs
 from npu_helpers import feature_map as _fm
@@ -550,7 +551,7 @@ def test_wrong_input_size_is_a_clear_error(compiled) -> None:
 
 def test_machine_follows_the_driver_header() -> None:
     from aot.npu.blob import DriverConfig, VelaBlob
-    from aot.npu.execute import machine_for
+    from aot.npu.run import machine_for
 
     def blob(product: int) -> VelaBlob:
         return VelaBlob(np.zeros(0, np.uint32), 0, b"", 16, [], [], DriverConfig(product, 8, 0, 0))

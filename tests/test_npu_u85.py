@@ -17,7 +17,7 @@ from aot.npu import regs_u85 as R
 from aot.npu.blob import DriverConfig, VelaBlob, parse_blob
 from aot.npu.commands import decode, disassemble
 from aot.npu.errors import NpuError
-from aot.npu.execute import machine_for
+from aot.npu.run import machine_for
 from aot.npu.execute import reciprocal_scale
 from aot.npu.execute_u85 import MachineU85
 

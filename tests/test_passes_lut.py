@@ -366,3 +366,19 @@ def test_random_chains_exact(chain: Any, s_in: float, zp_in: int, s_out: float, 
 
     diffs = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
     assert all(abs(got[i] - want[i]) == 1 and at_tie(i) for i in diffs), (diffs, ops)
+
+
+def test_fused_region_leaves_only_the_table_op() -> None:
+    """The chain's nodes are removed, not just bypassed: one table op between the input and the output."""
+    gm = _synthetic([(aten.sigmoid.default, None), (aten.mul.Tensor, (0, 2.0))])
+    p = _fuse(gm)
+    assert len(p.last.regions) == 1
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [
+        torch.ops.cortex_m.quantized_activation.default]
+
+
+def test_round_half_away_on_ties() -> None:
+    """ExecuTorch's build_activation_lut rounds half away from zero; torch.round would round ties to even."""
+    from aot.passes.lut_backends import round_half_away
+    x = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, -0.51], dtype=torch.float64)
+    assert round_half_away(x).tolist() == [-3.0, -2.0, -1.0, 1.0, 2.0, 3.0, 0.0, -1.0]

@@ -263,7 +263,7 @@ class NpuModel:
 
 def _machine(spec: NpuSpec, regions: dict[int, GuestRegion]) -> Any:
     from aot.npu.blob import DriverConfig, VelaBlob
-    from aot.npu.execute import machine_for
+    from aot.npu.run import machine_for
 
     product = {"ethos-u55": 0, "ethos-u65": 1, "ethos-u85": 2}[spec.product]
     cfg = spec.config_word()

@@ -27,8 +27,8 @@ class LowerOptions:
     program_passes: list[Callable[[Any], Any]] = field(default_factory=list)
     # Extra passes (ExportPass instances) run on the final edge program.
     post_passes: list[Any] = field(default_factory=list)
-    # Checks run on the final edge graph (after post_passes); they raise AotError to stop the compile.
-    program_checks: list[Callable[[torch.fx.GraphModule], Any]] = field(default_factory=list)
+    # Checks run on the final edge ExportedProgram (after post_passes); they raise AotError to stop the compile.
+    program_checks: list[Callable[[Any], Any]] = field(default_factory=list)
     intermediates: str | None = None   # where TOSA/Vela artefacts are kept
 
 
@@ -74,4 +74,4 @@ def apply_quantizer_hooks(quantizer: Any, target: Any, options: LowerOptions) ->
 
 def run_program_checks(options: LowerOptions, edge: Any) -> None:
     for check in options.program_checks:
-        check(edge.exported_program().graph_module)
+        check(edge.exported_program())

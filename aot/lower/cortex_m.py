@@ -12,11 +12,10 @@ from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPas
 from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
 from executorch.backends.cortex_m.target_config import CortexMTargetConfig
 from executorch.exir import to_edge_transform_and_lower
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from aot.errors import AotError
-from aot.lower import Lowered, LowerOptions, apply_quantizer_hooks, bind_passes, pass_reports, run_program_checks
-from aot.lower.export import export_graph, export_module
+from aot.lower import Lowered, LowerOptions, bind_passes, pass_reports, run_program_checks
+from aot.lower.export import export_module, quantize
 from aot.targets import Target
 
 log = logging.getLogger(__name__)
@@ -60,15 +59,7 @@ def lower(
         inputs = tuple(_channels_last(t) for t in inputs)
         calibration = [tuple(_channels_last(t) for t in s) for s in calibration]
     bind_passes(options, target)
-    graph = export_graph(module, inputs)
-    for p in options.pre_quant_passes:
-        graph = p(graph)
-    prepared = prepare_pt2e(graph, apply_quantizer_hooks(make_quantizer(options), target, options))
-    for sample in calibration:
-        prepared(*sample)
-    quantized = convert_pt2e(prepared)
-    for p in options.pre_edge_passes:
-        quantized = p(quantized)
+    quantized = quantize(module, inputs, calibration, make_quantizer(options), target, options)
     edge = to_edge_transform_and_lower(export_module(quantized, inputs), compile_config=cortex_m_edge_compile_config())
     pm = CortexMPassManager(edge.exported_program(), target_config=target_config(target),
                             use_explicit_layout=options.explicit_layout)

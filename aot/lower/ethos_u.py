@@ -9,12 +9,13 @@ import logging
 import os
 import shutil
 import tempfile
+import traceback
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from executorch.backends.arm.ethosu import EthosUCompileSpec
-from executorch.backends.arm.ethosu.backend import EthosUBackend
+from executorch.backends.arm.arm_vela import vela_compile
 from executorch.backends.arm.quantizer import (
     get_symmetric_a16w8_quantization_config,
     get_symmetric_quantization_config,
@@ -22,11 +23,11 @@ from executorch.backends.arm.quantizer import (
 from executorch.backends.arm.util._factory import create_partitioner, create_quantizer
 from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+from executorch.exir.lowered_backend_module import get_lowered_submodules
 
-from aot.errors import EXIT_UNSUPPORTED, AotError
-from aot.lower import Lowered, LowerOptions, apply_quantizer_hooks, bind_passes, pass_reports, run_program_checks
-from aot.lower.export import export_graph, export_module
+from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
+from aot.lower import Lowered, LowerOptions, bind_passes, pass_reports, run_program_checks
+from aot.lower.export import export_module, quantize
 from aot.native_output import stdout_to_log
 from aot.targets import Target
 
@@ -45,39 +46,81 @@ class VelaPartition:
     blob: bytes
 
 
-@contextlib.contextmanager
-def _capture_vela(workdir: str, target_name: str) -> Iterator[list[VelaPartition]]:
-    """Record every TOSA graph given to Vela and Vela's summary CSV for it.
+def _raised_in_vela(exc: BaseException) -> bool:
+    """True when the error (or one it wraps) was raised while ExecuTorch's vela_compile ran."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if any(os.path.basename(f.filename) == "arm_vela.py" for f in traceback.extract_tb(e.__traceback__)):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
-    Vela writes its summary into one fixed folder, so a later partition would
-    overwrite an earlier one's figures: read them right after each call.
-    """
-    captured: list[VelaPartition] = []
-    original = EthosUBackend._compile_tosa_flatbuffer
 
-    def recording(tosa_flatbuffer: bytes, compile_spec: EthosUCompileSpec) -> Any:
-        try:
-            result = original(tosa_flatbuffer, compile_spec)
-        except Exception as exc:  # Vela (regor) raises plain RuntimeErrors for operators it cannot place
-            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise AotError(f"Vela could not compile an NPU partition for {target_name}: {why}. ExecuTorch's "
-                           "partitioner gave the NPU an operator form Vela rejects: change that layer, or compile "
-                           "the model for a cortex-m target", EXIT_UNSUPPORTED) from exc
-        summary: dict[str, str] = {}
-        for path in glob.glob(os.path.join(workdir, "output", "*_summary_*.csv")):
-            with open(path, newline="") as f:
-                rows = list(csv.DictReader(f))
-            if rows:
-                summary = rows[-1]
+def _tosa_dumps(workdir: str) -> dict[str, bytes]:
+    """TOSA graphs ExecuTorch's TOSA backend wrote (compile-spec option dump_intermediate_artifacts_to),
+    by delegation tag: it names them output_<tag>_<tosa spec>.tosa."""
+    out: dict[str, bytes] = {}
+    for path in glob.glob(os.path.join(workdir, "output_*.tosa")):
+        tag = os.path.basename(path)[len("output_"):].split("_", 1)[0]
+        with open(path, "rb") as f:
+            out[tag] = f.read()
+    return out
+
+
+def _vela_summary_csv(outdir: str) -> dict[str, str]:
+    summary: dict[str, str] = {}
+    for path in glob.glob(os.path.join(outdir, "*_summary_*.csv")):
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        if rows:
+            summary = rows[-1]
+    return summary
+
+
+def _clear_artefacts(workdir: str) -> None:
+    """Outputs of an earlier compile in a reused intermediates folder would pass for this one's."""
+    for path in [*glob.glob(os.path.join(workdir, "output_*.tosa")), os.path.join(workdir, "out.tosa"),
+                 *glob.glob(os.path.join(workdir, "output", "*_summary_*.csv"))]:
+        with contextlib.suppress(FileNotFoundError):
             os.remove(path)
-        captured.append(VelaPartition(bytes(tosa_flatbuffer), summary, bytes(result.processed_bytes)))
-        return result
 
-    EthosUBackend._compile_tosa_flatbuffer = staticmethod(recording)  # type: ignore[method-assign]
-    try:
-        yield captured
-    finally:
-        EthosUBackend._compile_tosa_flatbuffer = staticmethod(original)  # type: ignore[method-assign]
+
+def vela_partitions(edge: Any, workdir: str, target: Target) -> list[VelaPartition]:
+    """Every delegate of the lowered program, in graph order: its TOSA graph, Vela blob and Vela estimates.
+
+    Public ExecuTorch interfaces only: the blob is the delegate's processed_bytes, the TOSA graph the
+    backend's intermediate dump (matched by the delegation tag kept in the delegate's original
+    program). Vela writes its summary CSV and its input (out.tosa) into one fixed folder, so after
+    lowering they hold the last partition's; any other partition is compiled again with vela_compile
+    (deterministic: its blob must equal the delegate's) to read its estimates.
+    """
+    dumps = _tosa_dumps(workdir)
+    last_tosa = b""
+    with contextlib.suppress(FileNotFoundError), open(os.path.join(workdir, "out.tosa"), "rb") as f:
+        last_tosa = f.read()
+    parts: list[VelaPartition] = []
+    for name, module, _ in get_lowered_submodules(edge.exported_program().graph_module):
+        if module.backend_id != "EthosUBackend":
+            continue
+        tags = {n.meta.get("delegation_tag") for n in module.original_module.graph_module.graph.nodes} - {None, ""}
+        if len(tags) != 1 or next(iter(tags)) not in dumps:
+            raise AotError(f"internal: no TOSA graph dumped for delegate {name} (tags {sorted(tags)}, dumps "
+                           f"{sorted(dumps)})", EXIT_INTERNAL)
+        tosa = dumps[next(iter(tags))]
+        blob = bytes(module.processed_bytes)
+        if tosa == last_tosa:
+            summary = _vela_summary_csv(os.path.join(workdir, "output"))
+        else:
+            with tempfile.TemporaryDirectory(prefix="aot_vela_part_") as tmp:
+                again = vela_compile(tosa, list(compile_spec(target, tmp).compiler_flags), intermediate_path=tmp)
+                summary = _vela_summary_csv(os.path.join(tmp, "output"))
+            if bytes(again.processed_bytes) != blob:
+                raise AotError(f"internal: Vela compiled delegate {name}'s TOSA graph to a different blob on a "
+                               "second run", EXIT_INTERNAL)
+        parts.append(VelaPartition(tosa, summary, blob))
+    return parts
 
 
 def compile_spec(target: Target, workdir: str) -> EthosUCompileSpec:
@@ -109,21 +152,24 @@ def lower(
         os.makedirs(workdir, exist_ok=True)
         spec = compile_spec(target, workdir)
         bind_passes(options, target)
-        graph = export_graph(module, inputs)
-        for p in options.pre_quant_passes:
-            graph = p(graph)
-        prepared = prepare_pt2e(graph, apply_quantizer_hooks(make_quantizer(spec, target.activation_bits), target, options))
-        for sample in calibration:
-            prepared(*sample)
-        quantized = convert_pt2e(prepared)
-        for p in options.pre_edge_passes:
-            quantized = p(quantized)
-        with _capture_vela(workdir, target.name) as partitions, stdout_to_log(log, "Vela"):
-            edge = to_edge_transform_and_lower(
-                export_module(quantized, inputs),
-                partitioner=[create_partitioner(spec)],
-                compile_config=EdgeCompileConfig(_check_ir_validity=False),
-            )
+        quantized = quantize(module, inputs, calibration, make_quantizer(spec, target.activation_bits), target, options)
+        _clear_artefacts(workdir)
+        with stdout_to_log(log, "Vela"):
+            try:
+                edge = to_edge_transform_and_lower(
+                    export_module(quantized, inputs),
+                    partitioner=[create_partitioner(spec)],
+                    compile_config=EdgeCompileConfig(_check_ir_validity=False),
+                )
+            except Exception as exc:
+                if not _raised_in_vela(exc):
+                    raise
+                # Vela (regor) raises plain RuntimeErrors for operators it cannot place.
+                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise AotError(f"Vela could not compile an NPU partition for {target.name}: {why}. ExecuTorch's "
+                               "partitioner gave the NPU an operator form Vela rejects: change that layer, or "
+                               "compile the model for a cortex-m target", EXIT_UNSUPPORTED) from exc
+            partitions = vela_partitions(edge, workdir, target)
         # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.
         edge = edge.transform([ReplaceQuantNodesPass()] + list(options.post_passes))
         run_program_checks(options, edge)

@@ -1,10 +1,15 @@
-"""torch.export with the settings every flow needs, and export errors made readable."""
+"""torch.export with the settings every flow needs, export errors made readable, and the quantization
+steps every flow shares (our passes around torchao's prepare/calibrate/convert)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from aot.errors import EXIT_UNSUPPORTED, AotError
+from aot.lower import LowerOptions, apply_quantizer_hooks
 
 
 def export_module(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.export.ExportedProgram:
@@ -22,3 +27,18 @@ def export_module(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> 
 def export_graph(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.fx.GraphModule:
     # check_guards=False: the guard submodule it would add is rejected by ExecuTorch's passes.
     return export_module(module, inputs).module(check_guards=False)
+
+
+def quantize(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], calibration: list[tuple[torch.Tensor, ...]],
+             quantizer: Any, target: Any, options: LowerOptions) -> torch.fx.GraphModule:
+    """Export, pre-quant passes, annotate (quantizer hooks), calibrate, convert, pre-edge passes."""
+    graph = export_graph(module, inputs)
+    for p in options.pre_quant_passes:
+        graph = p(graph)
+    prepared = prepare_pt2e(graph, apply_quantizer_hooks(quantizer, target, options))
+    for sample in calibration:
+        prepared(*sample)
+    quantized = convert_pt2e(prepared)
+    for p in options.pre_edge_passes:
+        quantized = p(quantized)
+    return quantized

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 def check_delegates(blobs: dict[str, bytes], calls: Sequence[DelegateIO]) -> list[dict[str, Any]]:
     """One row per delegate call: commands run and the largest difference (in integer steps) from TOSA's outputs,
     or why the call could not be checked (a command the model does not cover)."""
-    from aot.npu.execute import run_blob  # the NPU model is only needed for Ethos-U compiles
+    from aot.npu.run import run_blob  # the NPU model is only needed for Ethos-U compiles
 
     rows: list[dict[str, Any]] = []
     for call in calls:

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from aot.npu.errors import NpuError
-from aot.npu.execute import TraceEntry, run_blob
+from aot.npu.execute import TraceEntry
+from aot.npu.run import run_blob
 
 log = logging.getLogger(__name__)
 

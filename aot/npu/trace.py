@@ -22,7 +22,8 @@ import numpy as np
 
 from aot.native_output import stdout_to_log
 from aot.npu.errors import NpuError
-from aot.npu.execute import TraceEntry, run_blob
+from aot.npu.execute import TraceEntry
+from aot.npu.run import run_blob
 
 log = logging.getLogger(__name__)
 

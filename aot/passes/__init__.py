@@ -37,6 +37,10 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - emlkit_avg_pool.py: dq -> average pool / mean -> q -> emlkit::quantized_avg_pool2d (integer sum,
   requantized to the pool's own output qparams) on Cortex-M.
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
+
+Each pass class declares its `stage`, `targets`, `runs_after` and `runs_before`; `configure` hands
+them to aot/passes/manager.py, which orders them and refuses undeclared passes, unknown names,
+constraints against the stage order and cycles (tests/test_pass_manager.py checks the order).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.emlkit_softmax import EmlkitSoftmax
     from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
     from aot.passes.int8_matmul_on_u55 import Int8MatmulOnU55
+    from aot.passes.lut_backends import backend_for
     from aot.passes.lut_fusion import LutFusion
     from aot.passes.own_output_qparams import OwnOutputQparams
     from aot.passes.symmetric_weight_range import SymmetricWeightRange
@@ -72,28 +77,16 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.window_bias import WindowBias
     from aot.passes.verify_program import VerifyProgram
 
-    opts.pre_quant_passes.append(Relu6ToHardtanh())
-    opts.pre_quant_passes.append(Conv1dAsConv2d())
-    opts.pre_quant_passes.append(FoldLinearBatchNorm())
-    opts.pre_quant_passes.append(LinearToConv(mode=opts.linear_mode))
-    opts.pre_quant_passes.append(FcRowsAsPixels())
-    opts.pre_quant_passes.append(AvgPoolForNpu())
-    opts.pre_quant_passes.append(SplitBatchedMatmul())
-    opts.pre_quant_passes.append(ChannelsLastEverywhere())    # last: after every rewrite
-    opts.quantizer_hooks.append(Int8MatmulOnU55())    # first: it configures the Arm quantizer itself
-    opts.quantizer_hooks.append(UpsampleSharedQparams())   # before hooks that wrap the quantizer
-    opts.quantizer_hooks.append(ActivationAlone())
-    opts.quantizer_hooks.append(SymmetricWeightRange())
-    opts.quantizer_hooks.append(OwnOutputQparams())
-    opts.pre_edge_passes.append(LutFusion(enabled=opts.lut_fusion))
-    opts.pre_edge_passes.append(EmlkitSoftmax())
-    opts.pre_edge_passes.append(EmlkitAvgPool())
-    opts.program_passes.append(DepthwiseOneChannelAsConv())  # before FoldInputOffset: it may unpad-fold the result
-    opts.program_passes.append(FoldInputOffset())
-    opts.program_passes.append(WindowBias())  # after FoldInputOffset: only the offsets it could not fold
-    opts.program_passes.append(Int8LayerNorm())
-    opts.post_passes.append(CancelTransposes())
-    opts.post_passes.append(ContiguousViewBase())
-    opts.post_passes.append(Int8Upsample())
-    opts.post_passes.append(KernelScratch())  # after every pass that makes or reshapes conv nodes
-    opts.program_checks.append(VerifyProgram(allow_float=allow_float))
+    from aot.passes.manager import install
+
+    # Listed in the order they used to be appended; the manager orders them by their declarations
+    # (stage, runs_after, runs_before) and keeps this order only where those leave a choice.
+    install(opts, [
+        Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), LinearToConv(mode=opts.linear_mode),
+        FcRowsAsPixels(), AvgPoolForNpu(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
+        Int8MatmulOnU55(), UpsampleSharedQparams(), ActivationAlone(), SymmetricWeightRange(), OwnOutputQparams(),
+        LutFusion(enabled=opts.lut_fusion, choose_backend=backend_for), EmlkitSoftmax(), EmlkitAvgPool(),
+        DepthwiseOneChannelAsConv(), FoldInputOffset(), WindowBias(), Int8LayerNorm(),
+        CancelTransposes(), ContiguousViewBase(), Int8Upsample(), KernelScratch(),
+        VerifyProgram(allow_float=allow_float),
+    ])

@@ -42,6 +42,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from aot.lower.quantizer_steps import WithSteps
+from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -127,6 +128,7 @@ def annotate_alone(model: torch.fx.GraphModule, act_qspec: Any, record: list[str
         log.debug("activations quantized on their own: %s", ", ".join(record))
 
 
+@declare("quantizer_hook", ("aten.relu", "aten.hardtanh", "aten.clamp", "aten.hardsigmoid"))
 @dataclass
 class ActivationAlone:
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from aot.passes.manager import declare
+
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
@@ -51,6 +53,7 @@ def small_factors(k: int) -> list[int] | None:
     return out if k == 1 else None
 
 
+@declare("pre_quant", ("aten.avg_pool2d",), runs_after=("Conv1dAsConv2d",))
 @dataclass
 class AvgPoolForNpu:
     enabled: bool = True

@@ -19,6 +19,8 @@ from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from executorch.exir.dialects._ops import ops as exir_ops
 
+from aot.passes.manager import declare
+
 
 def _is_transpose(n: Any) -> bool:
     return isinstance(n, torch.fx.Node) and n.op == "call_function" and \
@@ -30,6 +32,7 @@ def _compose(p: list[int], q: list[int]) -> list[int]:
     return [p[i] for i in q]
 
 
+@declare("post", ("cortex_m.transpose",))
 class CancelTransposes(PassBase):
     report_key = "cancel_transposes"
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from aot.passes.manager import declare
+
 aten = torch.ops.aten
 
 
@@ -36,6 +38,7 @@ def _needs_copy(n: torch.fx.Node) -> bool:
     return not val.is_contiguous(memory_format=torch.channels_last)
 
 
+@declare("pre_quant", ("aten.permute", "aten.transpose", "aten.view", "aten.reshape"), runs_after=("*",))
 @dataclass
 class ChannelsLastEverywhere:
     report_key: str = "channels_last_everywhere"

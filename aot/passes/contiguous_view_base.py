@@ -30,6 +30,8 @@ import torch
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
+from aot.passes.manager import declare
+
 _VIEW = exir_ops.edge.aten.view_copy.default
 _CLONE = exir_ops.edge.dim_order_ops._clone_dim_order.default
 _CL_ORDER = [0, 2, 3, 1]
@@ -53,6 +55,7 @@ def _needs_copy(n: torch.fx.Node) -> bool:
     return isinstance(val, torch.Tensor) and not val.is_contiguous()
 
 
+@declare("post", ("aten.view_copy",))
 class ContiguousViewBase(PassBase):
     report_key = "contiguous_view_base"
 

@@ -29,6 +29,7 @@ import torch
 
 from aot.passes.fold_linear_batchnorm import fold_into
 from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique
+from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -48,6 +49,9 @@ def _one(v: Any) -> int:
     return int(v[0]) if isinstance(v, (list, tuple)) else int(v)
 
 
+@declare("pre_quant", ("aten.conv1d", "aten.batch_norm", "aten.max_pool1d", "aten.avg_pool1d",
+                       "aten.adaptive_avg_pool1d"),
+         runs_after=("Relu6ToHardtanh",))
 @dataclass
 class Conv1dAsConv2d:
     report_key: str = "conv1d_as_conv2d"

@@ -27,6 +27,8 @@ import torch
 from executorch.backends.transforms.utils import get_param_tensor, is_param_node, set_param_tensor
 from executorch.exir.dialects._ops import ops as exir_ops
 
+from aot.passes.manager import declare
+
 DW_TO_CONV = {"quantized_depthwise_conv2d": "quantized_conv2d",
               "quantized_depthwise_conv2d_nhwc": "quantized_conv2d_nhwc"}
 DM_ARG = 6  # depth_multiplier: the one argument the depthwise schema has and the conv schema has not
@@ -38,6 +40,7 @@ DM_ARG = 6  # depth_multiplier: the one argument the depthwise schema has and th
 PORTABLE_CPUS = frozenset({"cortex-m0", "cortex-m0plus", "cortex-m3"})
 
 
+@declare("program", ("cortex_m.quantized_depthwise_conv2d",), runs_before=("FoldInputOffset",))
 class DepthwiseOneChannelAsConv:
     report_key = "dw_one_channel_as_conv"
 

@@ -23,10 +23,12 @@ import aot.emlkit_ops as eo
 from aot.passes.emlkit_softmax import match_dq_op_q, replace
 from aot.passes.lut_fusion import _qparams
 from aot.passes.own_output_qparams import AVG_POOLS, OWN_QPARAMS_KEY, pool_geometry
+from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 
 
+@declare("pre_edge", ("aten.avg_pool2d", "aten.mean"), runs_after=("LutFusion", "EmlkitSoftmax"))
 @dataclass
 class EmlkitAvgPool:
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""

@@ -22,6 +22,7 @@ import aot.emlkit_ops as eo
 from aot.passes.lut_backends import _copy_meta, _unique_attr
 from aot.passes.lut_fusion import DQ_TARGETS, Q_TARGETS, _per_tensor_qparams, _qparams
 from aot.passes.own_output_qparams import SOFTMAX
+from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ def replace(gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node, q: to
             gm.graph.erase_node(dead)
 
 
+@declare("pre_edge", ("aten.softmax",), runs_after=("LutFusion",))
 @dataclass
 class EmlkitSoftmax:
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""

@@ -27,11 +27,13 @@ from typing import Any
 
 import torch
 
-from aot.passes.linear_to_conv import _KEEP_META, FUSABLE_ACTIVATIONS, _unique, finish, linear_operands
+from aot.passes.linear_to_conv import _KEEP_META, FUSABLE_ACTIVATIONS, _unique, linear_operands, rewrite_calls
+from aot.passes.manager import declare
 
 aten = torch.ops.aten
 
 
+@declare("pre_quant", ("aten.linear",))
 @dataclass
 class FcRowsAsPixels:
     report_key: str = "fc_rows_as_pixels"
@@ -48,10 +50,7 @@ class FcRowsAsPixels:
         self.rewritten = []
         if not self.active:
             return gm
-        for n in list(gm.graph.nodes):
-            if n.op == "call_function" and n.target is aten.linear.default and self._rewrite(gm, n):
-                self.rewritten.append(n.name)
-        finish(gm, "linear rows as conv pixels", self.rewritten)
+        self.rewritten = rewrite_calls(gm, aten.linear.default, self._rewrite, "linear rows as conv pixels")
         return gm
 
     def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:

@@ -23,6 +23,8 @@ import torch
 from executorch.backends.transforms.utils import get_param_tensor, is_param_node, set_param_tensor
 from executorch.exir.dialects._ops import ops as exir_ops
 
+from aot.passes.manager import declare
+
 CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
 OFFSET_ARG, BIAS_ARG, PAD_ARG = 6, 2, 4
 
@@ -31,6 +33,7 @@ def _wrap_int32(v: torch.Tensor) -> torch.Tensor:
     return ((v + (1 << 31)) % (1 << 32) - (1 << 31)).to(torch.int32)
 
 
+@declare("program", ("cortex_m.quantized_conv2d",))
 class FoldInputOffset:
     report_key = "fold_input_offset"
 

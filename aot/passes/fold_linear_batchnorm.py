@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique, finish
+from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique, rewrite_calls
+from aot.passes.manager import declare
 
 aten = torch.ops.aten
 
@@ -50,6 +51,8 @@ def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
     return w2, b2
 
 
+@declare("pre_quant", ("aten.linear", "aten.batch_norm"),
+         runs_after=("Conv1dAsConv2d",), runs_before=("LinearToConv", "FcRowsAsPixels"))
 @dataclass
 class FoldLinearBatchNorm:
     report_key: str = "fold_linear_batchnorm"
@@ -67,10 +70,7 @@ class FoldLinearBatchNorm:
         self.folded = []
         if self.flow != "cortex_m":
             return gm
-        for n in list(gm.graph.nodes):
-            if n.op == "call_function" and n.target is aten.batch_norm.default and self._fold(gm, n):
-                self.folded.append(n.name)
-        finish(gm, "batch norm folded into linear", self.folded)
+        self.folded = rewrite_calls(gm, aten.batch_norm.default, self._fold, "batch norm folded into linear")
         return gm
 
     def _fold(self, gm: torch.fx.GraphModule, bn: torch.fx.Node) -> bool:

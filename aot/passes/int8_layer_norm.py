@@ -28,6 +28,7 @@ from executorch.backends.transforms.utils import get_param_tensor, is_param_node
 from executorch.exir.dialects._ops import ops as exir_ops
 
 import aot.emlkit_ops  # noqa: F401  (defines emlkit::quantized_layer_norm)
+from aot.passes.manager import declare
 
 MAX_SHIFT = 30
 
@@ -71,6 +72,7 @@ def integer_params(gamma: torch.Tensor, beta: torch.Tensor, eps: float, n: int, 
     return gain, bias, eps_term, shift
 
 
+@declare("program", ("aten.native_layer_norm",))
 class Int8LayerNorm:
     report_key = "int8_layer_norm"
 

@@ -24,9 +24,13 @@ from typing import Any
 
 import torch
 
+from aot.passes.manager import declare
+
 MATMULS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default, torch.ops.aten.matmul.default)
 
 
+@declare("quantizer_hook", ("aten.bmm", "aten.mm", "aten.matmul"),
+         runs_before=("ActivationAlone", "SymmetricWeightRange"))
 @dataclass
 class Int8MatmulOnU55:
     """Quantizer hook (LowerOptions.quantizer_hooks) for int16-activation U55/U65 targets."""

@@ -23,6 +23,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 import aot.emlkit_ops  # noqa: F401  (defines emlkit::upsample_nearest2d)
+from aot.passes.manager import declare
 
 _UPSAMPLE = {exir_ops.edge.aten.upsample_nearest2d.vec, exir_ops.edge.aten.upsample_nearest2d.default}
 
@@ -44,6 +45,7 @@ def _factors(n: torch.fx.Node) -> tuple[int, int] | None:
     return oh // h, ow // w
 
 
+@declare("post", ("aten.upsample_nearest2d",))
 class Int8Upsample(PassBase):
     report_key = "int8_upsample"
 

@@ -25,6 +25,8 @@ from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from executorch.exir import memory
 from executorch.exir.dialects._ops import ops as exir_ops
 
+from aot.passes.manager import declare
+
 # Runs after: CortexMPassManager (creates the nodes), CancelTransposes. Precedes: VerifyProgram.
 CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
 DW_OPS = ("quantized_depthwise_conv2d", "quantized_depthwise_conv2d_nhwc")
@@ -93,6 +95,8 @@ def _resize(alloc: torch.fx.Node, size: int) -> None:
     alloc.meta["val"] = torch.empty((size,), dtype=torch.uint8, device="meta")
 
 
+@declare("post", ("cortex_m.quantized_conv2d", "cortex_m.quantized_depthwise_conv2d", "cortex_m.quantized_avg_pool2d"),
+         runs_after=("*", "FoldInputOffset"))
 class KernelScratch(PassBase):
     report_key = "kernel_scratch"
 

@@ -36,11 +36,12 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from aot.errors import AotError
+from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -70,6 +71,15 @@ def _unique(gm: torch.fx.GraphModule, stem: str) -> str:
     while hasattr(gm, f"{stem}_{i}"):
         i += 1
     return f"{stem}_{i}"
+
+
+def rewrite_calls(gm: torch.fx.GraphModule, target: Any, rewrite: Callable[[torch.fx.GraphModule, torch.fx.Node], bool],
+                  what: str) -> list[str]:
+    """Apply `rewrite` to every call of `target`; the names of the nodes it changed (then `finish`ed)."""
+    done = [n.name for n in list(gm.graph.nodes)
+            if n.op == "call_function" and n.target is target and rewrite(gm, n)]
+    finish(gm, what, done)
+    return done
 
 
 def finish(gm: torch.fx.GraphModule, what: str, names: list[str]) -> None:
@@ -137,6 +147,7 @@ def _needs_int8_output(n: torch.fx.Node) -> bool:
     return False
 
 
+@declare("pre_quant", ("aten.linear",))
 @dataclass
 class LinearToConv:
     mode: str = "all"                  # "all", "auto" or "off" (see the module docstring)
@@ -158,11 +169,7 @@ class LinearToConv:
             raise AotError(f"LinearToConv mode {self.mode!r} is not known: use 'auto', 'all' or 'off'")
         if self.mode == "off" or self.flow != "cortex_m":
             return gm
-        for n in list(gm.graph.nodes):
-            if n.op == "call_function" and n.target is aten.linear.default:
-                if self._rewrite(gm, n):
-                    self.rewritten.append(n.name)
-        finish(gm, "linear -> 1x1 conv", self.rewritten)
+        self.rewritten = rewrite_calls(gm, aten.linear.default, self._rewrite, "linear -> 1x1 conv")
         return gm
 
     def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:

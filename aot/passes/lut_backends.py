@@ -23,7 +23,7 @@ import torch
 
 # Registers torch.ops.cortex_m; the passes package must load first (ops.operators alone is a circular import).
 import executorch.backends.cortex_m.passes  # noqa: F401
-from aot.passes.lut_fusion import Region, evaluate_chain, remove_region
+from aot.passes.lut_fusion import Region, emit_table_op, evaluate_chain
 
 
 def all_codes(dtype: torch.dtype) -> torch.Tensor:
@@ -33,19 +33,6 @@ def all_codes(dtype: torch.dtype) -> torch.Tensor:
 
 def round_half_away(x: torch.Tensor) -> torch.Tensor:
     return torch.sign(x) * torch.floor(x.abs() + 0.5)
-
-
-def _unique_attr(gm: torch.fx.GraphModule, stem: str) -> str:
-    i = 0
-    while hasattr(gm, f"{stem}_{i}"):
-        i += 1
-    return f"{stem}_{i}"
-
-
-def _copy_meta(src: torch.fx.Node, dst: torch.fx.Node) -> None:
-    for k in ("stack_trace", "nn_module_stack", "source_fn_stack", "val", "tensor_meta"):
-        if k in src.meta:
-            dst.meta[k] = src.meta[k]
 
 
 class CortexMLut:
@@ -98,19 +85,6 @@ class CortexMLut:
 
     def emit(self, gm: torch.fx.GraphModule, region: Region, table: torch.Tensor) -> torch.fx.Node:
         return emit_table_op(gm, region, table, torch.ops.cortex_m.quantized_activation.default)
-
-
-def emit_table_op(gm: torch.fx.GraphModule, region: Region, table: torch.Tensor, op: Any) -> torch.fx.Node:
-    """Replace `region` by `op(region input, table)`, the table a new buffer; every backend's emit uses this."""
-    name = _unique_attr(gm, "_aot_lut")
-    gm.register_buffer(name, table)
-    with gm.graph.inserting_before(region.output_q):
-        lut = gm.graph.get_attr(name)
-        node = gm.graph.call_function(op, (region.input_node, lut))
-    _copy_meta(region.output_q, node)
-    node.meta["stack_trace"] = region.ops[0].meta.get("stack_trace", "")
-    remove_region(gm, region, node)
-    return node
 
 
 class Unsupported:

@@ -45,8 +45,7 @@ from typing import Any
 import torch
 from torch.library import Library, impl, register_fake
 
-from aot.passes.lut_backends import emit_table_op
-from aot.passes.lut_fusion import Region, evaluate_chain
+from aot.passes.lut_fusion import Region, emit_table_op, evaluate_chain
 
 log = logging.getLogger(__name__)
 

@@ -31,6 +31,8 @@ from typing import Any, Callable
 
 import torch
 
+from aot.passes.manager import declare
+
 log = logging.getLogger(__name__)
 
 aten = torch.ops.aten
@@ -279,18 +281,24 @@ def evaluate_chain(ops: list[torch.fx.Node], x: torch.Tensor) -> torch.Tensor:
     return cur
 
 
+@declare("pre_edge", ("quantized_decomposed.dequantize_per_tensor", "aten pointwise ops",
+                      "quantized_decomposed.quantize_per_tensor"))
 @dataclass
 class LutFusion:
     """The pass: `gm -> gm`, configured with a backend that builds and emits tables."""
 
     backend: Any = None                        # aot.passes.lut_backends.LutBackend
     enabled: bool = True
+    # (target, options) -> backend; given by aot.passes.configure, which keeps this module free of
+    # an import of lut_backends (that module builds on this one).
+    choose_backend: Callable[[Any, Any], Any] | None = None
     report_key: str = "lut_fusion"
     last: FusionReport = field(default_factory=FusionReport)
 
     def set_target(self, target: Any, options: Any) -> None:
-        from aot.passes.lut_backends import backend_for
-        self.backend = backend_for(target, options)
+        if self.choose_backend is None:
+            raise RuntimeError("LutFusion.set_target needs choose_backend (aot.passes.lut_backends.backend_for)")
+        self.backend = self.choose_backend(target, options)
 
     def report(self) -> dict[str, Any]:
         return self.last.as_dict()
@@ -341,4 +349,27 @@ def remove_region(gm: torch.fx.GraphModule, region: Region, replacement: torch.f
             gm.graph.erase_node(n)
 
 
-CodeFn = Callable[[torch.Tensor], torch.Tensor]
+def _unique_attr(gm: torch.fx.GraphModule, stem: str) -> str:
+    i = 0
+    while hasattr(gm, f"{stem}_{i}"):
+        i += 1
+    return f"{stem}_{i}"
+
+
+def _copy_meta(src: torch.fx.Node, dst: torch.fx.Node) -> None:
+    for k in ("stack_trace", "nn_module_stack", "source_fn_stack", "val", "tensor_meta"):
+        if k in src.meta:
+            dst.meta[k] = src.meta[k]
+
+
+def emit_table_op(gm: torch.fx.GraphModule, region: Region, table: torch.Tensor, op: Any) -> torch.fx.Node:
+    """Replace `region` by `op(region input, table)`, the table a new buffer; every backend's emit uses this."""
+    name = _unique_attr(gm, "_aot_lut")
+    gm.register_buffer(name, table)
+    with gm.graph.inserting_before(region.output_q):
+        lut = gm.graph.get_attr(name)
+        node = gm.graph.call_function(op, (region.input_node, lut))
+    _copy_meta(region.output_q, node)
+    node.meta["stack_trace"] = region.ops[0].meta.get("stack_trace", "")
+    remove_region(gm, region, node)
+    return node

@@ -36,6 +36,7 @@ from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from aot.lower.quantizer_steps import WithSteps
 from aot.passes.activation_alone import _matched_key
+from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -150,6 +151,7 @@ def annotate(model: torch.fx.GraphModule, act_qspec: Any, record: list[str]) -> 
         log.debug("ops given their own output qparams: %s", ", ".join(record))
 
 
+@declare("quantizer_hook", ("aten.softmax", "aten.avg_pool2d", "aten.mean"), runs_after=("Int8MatmulOnU55",))
 @dataclass
 class OwnOutputQparams:
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""

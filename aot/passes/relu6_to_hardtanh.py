@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import torch
 
+from aot.passes.manager import declare
+
 aten = torch.ops.aten
 
 
+@declare("pre_quant", ("aten.relu6",))
 class Relu6ToHardtanh:
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         changed = False

@@ -48,6 +48,8 @@ from typing import Any
 
 import torch
 
+from aot.passes.manager import declare
+
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
@@ -60,6 +62,7 @@ def _val(n: Any) -> torch.Tensor | None:
     return v if isinstance(v, torch.Tensor) else None
 
 
+@declare("pre_quant", ("aten.matmul", "aten.bmm"))
 @dataclass
 class SplitBatchedMatmul:
     enabled: bool = True

@@ -31,6 +31,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationSpec
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from aot.lower.quantizer_steps import WithSteps
+from aot.passes.manager import declare
 
 SYMMETRIC = (torch.per_tensor_symmetric, torch.per_channel_symmetric)
 WEIGHT_QMIN, WEIGHT_QMAX = -127, 127
@@ -59,6 +60,7 @@ def narrow_weights(model: torch.fx.GraphModule, record: list[str]) -> None:
                 record.append(inp.name)
 
 
+@declare("quantizer_hook", ("aten.conv2d", "aten.linear"))
 @dataclass
 class SymmetricWeightRange:
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""

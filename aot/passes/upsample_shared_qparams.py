@@ -22,10 +22,14 @@ from typing import Any
 
 import torch
 
+from aot.passes.manager import declare
+
 aten = torch.ops.aten
 UPSAMPLE = [aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default]
 
 
+@declare("quantizer_hook", ("aten.upsample_nearest2d",), runs_after=("Int8MatmulOnU55",),
+         runs_before=("ActivationAlone", "SymmetricWeightRange"))
 @dataclass
 class UpsampleSharedQparams:
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""

@@ -4,6 +4,10 @@ Matches nothing and changes nothing: it classifies every non-delegated op of
 the final edge program (aot.verify.check_program) and stops the compile when
 integer data flows into a float kernel (always) or when float islands remain
 (unless --allow-float). Its findings go to the report under "verify".
+
+It also applies the limits the firmware's cortex_m:: op adapters check at load
+(aot/adapter_limits.py), so a program the device would refuse is refused here with
+the device's message.
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ from typing import Any
 
 import torch
 
-from aot import verify
+from aot import adapter_limits, verify
+from aot.errors import EXIT_UNSUPPORTED, AotError
+from aot.passes.manager import declare
 
 
+@declare("check", ("every non-delegated op",), runs_after=("*",))
 @dataclass
 class VerifyProgram:
     allow_float: bool = False
@@ -29,7 +36,16 @@ class VerifyProgram:
     def report(self) -> dict[str, Any]:
         return self.last
 
-    def __call__(self, gm: torch.fx.GraphModule) -> None:
+    def __call__(self, program: Any) -> None:
+        """`program`: the final ExportedProgram (its constants are read), or a bare GraphModule."""
+        gm = program if isinstance(program, torch.fx.GraphModule) else program.graph_module
         check = verify.check_program(gm)
         self.last = check.as_dict()
         self.last["warnings"] = verify.enforce(check, self.target, self.allow_float)
+        constant = adapter_limits.constant_lookup(None if gm is program else program)
+        for n in gm.graph.nodes:
+            msg = adapter_limits.check_node(n, constant)
+            if msg is not None:
+                raise AotError(f"the firmware would refuse the program for {self.target} at load: node {n.name} "
+                               f"at {verify._source_line(n)}: {msg}; the lowering produced arguments our kernels do "
+                               "not take: change that layer or report the model", EXIT_UNSUPPORTED)

@@ -31,6 +31,8 @@ import torch
 from executorch.backends.transforms.utils import get_param_tensor, is_param_node, set_param_tensor
 from executorch.exir.dialects._ops import ops as exir_ops
 
+from aot.passes.manager import declare
+
 CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
 DW_OPS = ("quantized_depthwise_conv2d", "quantized_depthwise_conv2d_nhwc")
 # argument positions: (input_offset, requantize_multipliers)
@@ -49,6 +51,8 @@ def window_bias(w: torch.Tensor, b: torch.Tensor | None, off: int, depthwise: bo
     return _wrap_int32(base + off * wsum)
 
 
+@declare("program", ("cortex_m.quantized_conv2d", "cortex_m.quantized_depthwise_conv2d"),
+         runs_after=("FoldInputOffset",))
 class WindowBias:
     report_key = "window_bias"
 

@@ -1,0 +1,494 @@
+"""The limits the firmware's cortex_m:: op adapters check at load, checked on the final program at compile time.
+
+Each adapter's prepare function (firmware/ops/cortex_m_*.c, ET_PREPARE) refuses a program whose
+arguments its kernel cannot run: an offset, multiplier or shift out of range, an activation range
+upside down, an int8 tensor that is not, an activation that is not channels-last, a softmax
+whose output zero point is not -128, ... A program the device would refuse is refused here, at
+compile time, with the message the device would print (the format strings below are the C
+ones; tests/test_adapter_limits.py reads firmware/ops and checks every limit and format against
+this table). Shape consistency (out sizes against the geometry) is not repeated here: torch
+computes the edge graph's shapes with the same formulas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
+CM_MAX_OFFSET = 65536     # firmware/ops/cortex_m_util.h
+ET_MAX_DIM = 8            # firmware/runtime/et_types.h
+
+# printf formats of firmware/ops/cortex_m_util.h and the adapters, verbatim.
+FMT_INT = "%s: argument %u (%s) must be an int"
+FMT_INT_RANGE = "%s: %s = %lld is outside the supported range [%lld, %lld]"
+FMT_LIST_LEN = "%s: %s has %u entries, at most %u supported"
+FMT_LIST_RANGE = "%s: %s[%u] = %lld is outside [%lld, %lld]"
+FMT_PAIR_LEN = "%s: %s needs 1 or 2 entries, got %u"
+FMT_DTYPE = "%s: %s must be %s, got %s"
+FMT_RANK = "%s: %s must be %u-D, got %u-D"
+FMT_CONTIG = "%s: %s must be contiguous (dim order 0..%u)"
+FMT_NHWC = "%s: %s must be channels-last (dim order 0,2,3,1); got dim order %u,%u,%u,%u"
+FMT_NHWC_VARIANT = "%s: %s must be a contiguous NHWC tensor"
+FMT_REQUANT = "%s: %s multiplier %lld / shift %lld outside [0, 2^31) / [-31, 31]"
+FMT_ACT = "%s: activation_min %d > activation_max %d"
+FMT_GROUPED_TRANSPOSE = "%s: grouped transposed convolution is not supported"
+FMT_POOL_DILATION = "%s: dilation %d,%d not supported (only 1)"
+FMT_POOL_PADDING = "%s: padding must be at most half the kernel size"
+FMT_POOL_CEIL = "%s: ceil_mode=True is not supported (as in the reference)"
+FMT_POOL_ZP = "%s: input and output zero points must match (%d vs %d)"
+FMT_LINEAR_ONE_REQUANT = "%s: needs exactly one requantize multiplier and shift (per-tensor)"
+FMT_SOFTMAX_ZP = "%s: output_zero_point must be -128 (output scale 1/256), got %d"
+FMT_SOFTMAX_DIM = "%s: dim %d out of range for rank %d"
+FMT_LUT = "%s: lut must have 256 int8 entries, got %u"
+FMT_SCALE = "%s: scale must be positive, got %g"
+FMT_QDTYPE = "%s: quantized dtype %s not supported (uint8, int8, int16, int32)"
+FMT_QRANGE = "%s: quant_min %d > quant_max %d"
+FMT_DIV_DTYPE = "%s: self must be int8 or int16, got %s"
+FMT_MINMAX_DTYPE = "%s: dtype %s not supported (int8, uint8, int16, int32, float32)"
+FMT_PAD_LEN = "%s: pre_pad and post_pad need 4 entries, got %u and %u"
+FMT_PAD_RANK = "%s: input rank %u not supported (1..4)"
+FMT_PAD_DTYPE = "%s: dtype %s not supported (int8, uint8, int16, int32)"
+
+# ExecuTorch ScalarType codes (the firmware's et_dtype) and et_dtype_name's names.
+SCALAR_TYPE = {torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4, torch.float16: 5,
+               torch.float32: 6, torch.float64: 7, torch.bool: 11}
+DTYPE_NAME = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32", 7: "float64",
+              11: "bool"}
+
+
+def c_format(fmt: str, *args: Any) -> str:
+    """A C printf format applied the way the firmware's et_fail does (for the formats above)."""
+    return fmt.replace("%lld", "%d").replace("%u", "%d") % args
+
+
+class Refused(Exception):
+    """A check failed: str() is the firmware's message."""
+
+
+def _fail(fmt: str, *args: Any) -> None:
+    raise Refused(c_format(fmt, *args))
+
+
+@dataclass
+class Args:
+    """One node's arguments by schema position (the C adapters' args[i]); `out` is the node's own value."""
+
+    op: str
+    values: list[Any]
+    out: Any
+    constant: Callable[[Any], torch.Tensor | None]
+
+    def tensor(self, i: int | str) -> Any:
+        v = self.out if i == "out" else self.values[i]  # type: ignore[index]
+        return v.meta.get("val") if isinstance(v, torch.fx.Node) else v
+
+
+# ----------------------------------------------------------------- the generic checks (cortex_m_util.h)
+def check_int(a: Args, i: int, name: str, lo: int, hi: int) -> int:
+    x = a.values[i]
+    if isinstance(x, torch.dtype):        # a dtype argument is its ScalarType code in the program
+        x = SCALAR_TYPE.get(x, -1)
+    if isinstance(x, bool) or not isinstance(x, int):
+        _fail(FMT_INT, a.op, i, name)
+    if x < lo or x > hi:
+        _fail(FMT_INT_RANGE, a.op, name, x, lo, hi)
+    return x
+
+
+def check_int_list(a: Args, i: int, name: str, maxn: int, lo: int, hi: int) -> list[int]:
+    xs = list(a.values[i])
+    if len(xs) > maxn:
+        _fail(FMT_LIST_LEN, a.op, name, len(xs), maxn)
+    for k, x in enumerate(xs):
+        if x < lo or x > hi:
+            _fail(FMT_LIST_RANGE, a.op, name, k, x, lo, hi)
+    return xs
+
+
+def check_pair(a: Args, i: int, name: str, lo: int, hi: int) -> list[int]:
+    xs = check_int_list(a, i, name, 2, lo, hi)
+    if len(xs) == 1:
+        return [xs[0], xs[0]]
+    if len(xs) != 2:
+        _fail(FMT_PAIR_LEN, a.op, name, len(xs))
+    return xs
+
+
+def check_act(a: Args, lo: int, hi: int) -> None:
+    if lo > hi:
+        _fail(FMT_ACT, a.op, lo, hi)
+
+
+def check_dtype(a: Args, i: int | str, name: str, want: int) -> None:
+    t = a.tensor(i)
+    got = SCALAR_TYPE.get(t.dtype, -1)
+    if got != want:
+        _fail(FMT_DTYPE, a.op, name, DTYPE_NAME[want], DTYPE_NAME.get(got, "unsupported"))
+
+
+def check_rank(a: Args, i: int | str, name: str, want: int) -> None:
+    t = a.tensor(i)
+    if t.dim() != want:
+        _fail(FMT_RANK, a.op, name, want, t.dim())
+
+
+def _dim_order(t: torch.Tensor) -> list[int]:
+    return list(t.dim_order())
+
+
+def layout_is(t: torch.Tensor, order: Sequence[int]) -> bool:
+    """cm_layout_is: size-1 dims do not change the bytes, so only the order of the others counts."""
+    a = [d for d in _dim_order(t) if t.shape[d] != 1]
+    b = [d for d in order if t.shape[d] != 1]
+    return a == b
+
+
+def check_contiguous(a: Args, i: int | str, name: str) -> None:
+    t = a.tensor(i)
+    if not layout_is(t, range(t.dim())):
+        _fail(FMT_CONTIG, a.op, name, t.dim() - 1 if t.dim() else 0)
+
+
+def check_nhwc(a: Args, i: int | str, name: str, nhwc_variant: bool) -> None:
+    check_rank(a, i, name, 4)
+    t = a.tensor(i)
+    if nhwc_variant:
+        if not layout_is(t, range(4)):
+            _fail(FMT_NHWC_VARIANT, a.op, name)
+    elif not layout_is(t, (0, 2, 3, 1)):
+        _fail(FMT_NHWC, a.op, name, *_dim_order(t))
+
+
+def check_requant(a: Args, what: str, mult: int, shift: int) -> None:
+    if mult < 0 or mult > INT32_MAX or shift < -31 or shift > 31:
+        _fail(FMT_REQUANT, a.op, what, mult, shift)
+
+
+def check_requant_tensors(a: Args, im: int, ish: int) -> None:
+    check_dtype(a, im, "requantize_multipliers", SCALAR_TYPE[torch.int32])
+    check_dtype(a, ish, "requantize_shifts", SCALAR_TYPE[torch.int32])
+    m, s = a.constant(a.values[im]), a.constant(a.values[ish])
+    if m is None or s is None:
+        return    # the firmware also refuses non-constant ones; the emitter makes them constants
+    for mv, sv in zip(m.flatten().tolist(), s.flatten().tolist()):
+        check_requant(a, "per-channel", int(mv), int(sv))
+
+
+# ----------------------------------------------------------------- one function per adapter
+I8 = SCALAR_TYPE[torch.int8]
+I32 = SCALAR_TYPE[torch.int32]
+F32 = SCALAR_TYPE[torch.float32]
+
+
+def _conv(kind: str, nhwc: bool) -> Callable[[Args], None]:
+    def check(a: Args) -> None:
+        i = 3
+        check_pair(a, i, "stride", 1, 4096)
+        i += 1
+        check_pair(a, i, "padding", 0, 4096)
+        i += 1
+        if kind == "transpose":
+            check_pair(a, i, "output_padding", 0, 4096)
+            i += 1
+        check_pair(a, i, "dilation", 1, 4096)
+        i += 1
+        if kind == "depthwise":
+            check_int(a, i, "depth_multiplier", 1, 65536)
+            i += 1
+        check_int(a, i, "input_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET)
+        check_int(a, i + 1, "output_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET)
+        im, ish = i + 2, i + 3
+        lo = check_int(a, i + 4, "activation_min", -128, 127)
+        hi = check_int(a, i + 5, "activation_max", -128, 127)
+        check_act(a, lo, hi)
+        check_dtype(a, 0, "input", I8)
+        check_dtype(a, 1, "weight", I8)
+        check_dtype(a, "out", "out", I8)
+        check_nhwc(a, 0, "input", nhwc)
+        check_nhwc(a, "out", "out", nhwc)
+        check_rank(a, 1, "weight", 4)
+        check_contiguous(a, 1, "weight (OHWI / 1HWO as stored by the AoT pass)")
+        if kind == "transpose":
+            x, w = a.tensor(0), a.tensor(1)
+            in_c = x.shape[3] if nhwc else x.shape[1]
+            if w.shape[3] > 0 and in_c % w.shape[3] == 0 and in_c // w.shape[3] != 1:
+                _fail(FMT_GROUPED_TRANSPOSE, a.op)
+        if a.values[2] is not None:
+            check_dtype(a, 2, "bias", I32)
+        check_requant_tensors(a, im, ish)
+    return check
+
+
+def _add(a: Args) -> None:
+    for i, name, lo, hi in ((1, "self_zero_point", -128, 127), (2, "self_multiplier", 0, INT32_MAX),
+                            (3, "self_shift", -31, 31), (5, "other_zero_point", -128, 127),
+                            (6, "other_multiplier", 0, INT32_MAX), (7, "other_shift", -31, 31),
+                            (8, "output_zero_point", -128, 127), (9, "output_multiplier", 0, INT32_MAX),
+                            (10, "output_shift", -31, 31)):
+        check_int(a, i, name, lo, hi)
+    check_act(a, check_int(a, 11, "activation_min", -128, 127), check_int(a, 12, "activation_max", -128, 127))
+    _int8_operands(a)
+
+
+def _int8_operands(a: Args) -> None:
+    check_dtype(a, 0, "self", I8)
+    if isinstance(a.values[4 if a.op == "cortex_m::quantized_add" else 2], torch.fx.Node):
+        check_dtype(a, 4 if a.op == "cortex_m::quantized_add" else 2, "other", I8)
+    check_dtype(a, "out", "out", I8)
+
+
+def _mul(a: Args) -> None:
+    for i, name, lo, hi in ((1, "self_zero_point", -128, 127), (3, "other_zero_point", -128, 127),
+                            (4, "output_zero_point", -128, 127), (5, "output_multiplier", 0, INT32_MAX),
+                            (6, "output_shift", -31, 31)):
+        check_int(a, i, name, lo, hi)
+    _int8_operands(a)
+
+
+def _div(a: Args) -> None:
+    for i, name in ((1, "self_zero_point"), (3, "other_zero_point"), (4, "output_zero_point")):
+        check_int(a, i, name, -32768, 32767)
+    dt = SCALAR_TYPE.get(a.tensor(0).dtype, -1)
+    if dt not in (I8, SCALAR_TYPE[torch.int16]):
+        _fail(FMT_DIV_DTYPE, a.op, DTYPE_NAME.get(dt, "unsupported"))
+    check_dtype(a, 2, "other", dt)
+    check_dtype(a, "out", "out", dt)
+
+
+def _activation(a: Args) -> None:
+    check_dtype(a, 0, "input", I8)
+    check_dtype(a, 1, "lut", I8)
+    check_dtype(a, "out", "out", I8)
+    n = a.tensor(1).numel()
+    if n != 256:
+        _fail(FMT_LUT, a.op, n)
+
+
+def _minmax(a: Args) -> None:
+    dt = SCALAR_TYPE.get(a.tensor(0).dtype, -1)
+    if dt not in (0, 1, 2, 3, 6):
+        _fail(FMT_MINMAX_DTYPE, a.op, DTYPE_NAME.get(dt, "unsupported"))
+    check_dtype(a, 1, "other", dt)
+    check_dtype(a, "out", "out", dt)
+
+
+def _linear(a: Args) -> None:
+    check_int(a, 4, "input_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET)
+    check_int(a, 5, "filter_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET)
+    check_int(a, 6, "output_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET)
+    nm = check_int_list(a, 7, "requantize_multipliers", 1, 0, INT32_MAX)
+    ns = check_int_list(a, 8, "requantize_shifts", 1, -31, 31)
+    if len(nm) != 1 or len(ns) != 1:
+        _fail(FMT_LINEAR_ONE_REQUANT, a.op)
+    hi = check_int(a, 9, "activation_max", -128, 127)
+    lo = check_int(a, 10, "activation_min", -128, 127)
+    check_act(a, lo, hi)
+    check_dtype(a, 0, "input", I8)
+    check_dtype(a, 1, "weights", I8)
+    check_dtype(a, "out", "out", I8)
+    check_rank(a, 1, "weights", 2)
+    check_contiguous(a, 1, "weights")
+    check_contiguous(a, 0, "input")
+    check_contiguous(a, "out", "out")
+
+
+def _batch_matmul(a: Args) -> None:
+    check_int(a, 1, "lhs_zero_point", -CM_MAX_OFFSET, CM_MAX_OFFSET)
+    check_int(a, 3, "rhs_zero_point", -CM_MAX_OFFSET, CM_MAX_OFFSET)
+    check_int(a, 4, "output_zero_point", -CM_MAX_OFFSET, CM_MAX_OFFSET)
+    check_int(a, 5, "output_multiplier", 0, INT32_MAX)
+    check_int(a, 6, "output_shift", -31, 31)
+    for i, name in ((0, "lhs"), (2, "rhs_transposed"), ("out", "out")):
+        check_dtype(a, i, name, I8)
+    for i, name in ((0, "lhs"), (2, "rhs_transposed"), ("out", "out")):
+        check_rank(a, i, name, 3)
+    for i, name in ((0, "lhs"), (2, "rhs_transposed"), ("out", "out")):
+        check_contiguous(a, i, name)
+
+
+def _pool_geometry(a: Args, has_dil: bool, nhwc: bool) -> tuple[int, bool]:
+    """cortex_m_pool.c geometry(): returns the next argument index and ceil_mode."""
+    k = check_pair(a, 1, "kernel_size", 1, 4096)
+    check_int_list(a, 2, "stride", 2, 1, 4096)
+    pad = check_pair(a, 3, "padding", 0, 4096)
+    i, dil = 4, [1, 1]
+    if has_dil:
+        dil = check_pair(a, 4, "dilation", 1, 4096)
+        i = 5
+    ceil = bool(a.values[i])
+    if dil != [1, 1]:
+        _fail(FMT_POOL_DILATION, a.op, dil[0], dil[1])
+    if pad[0] * 2 > k[0] or pad[1] * 2 > k[1]:
+        _fail(FMT_POOL_PADDING, a.op)
+    check_dtype(a, 0, "input", I8)
+    check_dtype(a, "out", "out", I8)
+    check_nhwc(a, 0, "input", nhwc)
+    check_nhwc(a, "out", "out", nhwc)
+    return i + 1, ceil
+
+
+def _avg_pool(nhwc: bool) -> Callable[[Args], None]:
+    def check(a: Args) -> None:
+        i, _ = _pool_geometry(a, False, nhwc)
+        check_int(a, i, "zero_point", -128, 127)
+        check_int(a, i + 1, "multiplier", 1, INT32_MAX)
+        check_int(a, i + 2, "shift", -31, 31)
+    return check
+
+
+def _max_pool(nhwc: bool) -> Callable[[Args], None]:
+    def check(a: Args) -> None:
+        i, ceil = _pool_geometry(a, True, nhwc)
+        if ceil:
+            _fail(FMT_POOL_CEIL, a.op)
+        izp = check_int(a, i, "input_zero_point", -128, 127)
+        ozp = check_int(a, i + 1, "output_zero_point", -128, 127)
+        check_act(a, check_int(a, i + 2, "activation_min", -128, 127), check_int(a, i + 3, "activation_max", -128, 127))
+        if izp != ozp:
+            _fail(FMT_POOL_ZP, a.op, izp, ozp)
+    return check
+
+
+def _qparams(a: Args) -> int:
+    scale = float(a.values[1])
+    if not scale > 0.0:
+        _fail(FMT_SCALE, a.op, scale)
+    check_int(a, 2, "zero_point", INT32_MIN, INT32_MAX)
+    qmin = check_int(a, 3, "quant_min", INT32_MIN, INT32_MAX)
+    qmax = check_int(a, 4, "quant_max", INT32_MIN, INT32_MAX)
+    dt = check_int(a, 5, "dtype", 0, 64)
+    if dt not in (0, 1, 2, 3):
+        _fail(FMT_QDTYPE, a.op, DTYPE_NAME.get(dt, "unsupported"))
+    if qmin > qmax:
+        _fail(FMT_QRANGE, a.op, qmin, qmax)
+    return dt
+
+
+def _quantize(a: Args) -> None:
+    dt = _qparams(a)
+    check_dtype(a, 0, "input", F32)
+    check_dtype(a, "out", "out", dt)
+
+
+def _dequantize(a: Args) -> None:
+    dt = _qparams(a)
+    check_dtype(a, 0, "input", dt)
+    check_dtype(a, "out", "out", F32)
+
+
+def _softmax(a: Args) -> None:
+    dim = check_int(a, 1, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1)
+    check_int(a, 2, "input_zero_point", -128, 127)
+    ozp = check_int(a, 3, "output_zero_point", -128, 127)
+    check_int(a, 4, "input_multiplier", 1, INT32_MAX)
+    check_int(a, 5, "input_shift", -31, 31)
+    check_int(a, 6, "diff_min", INT32_MIN, INT32_MAX)
+    if ozp != -128:
+        _fail(FMT_SOFTMAX_ZP, a.op, ozp)
+    check_dtype(a, 0, "input", I8)
+    check_dtype(a, "out", "out", I8)
+    rank = a.tensor(0).dim() or 1
+    if dim < -rank or dim >= rank:
+        _fail(FMT_SOFTMAX_DIM, a.op, dim, rank)
+
+
+def _pad(a: Args) -> None:
+    pre = check_int_list(a, 1, "pre_pad", 4, 0, 1 << 20)
+    post = check_int_list(a, 2, "post_pad", 4, 0, 1 << 20)
+    if len(pre) != 4 or len(post) != 4:
+        _fail(FMT_PAD_LEN, a.op, len(pre), len(post))
+    rank = a.tensor(0).dim()
+    if rank < 1 or rank > 4:
+        _fail(FMT_PAD_RANK, a.op, rank)
+    dt = SCALAR_TYPE.get(a.tensor(0).dtype, -1)
+    ranges = {1: (-128, 127), 0: (0, 255), 2: (-32768, 32767), 3: (INT32_MIN, INT32_MAX)}
+    if dt not in ranges:
+        _fail(FMT_PAD_DTYPE, a.op, DTYPE_NAME.get(dt, "unsupported"))
+    check_int(a, 3, "pad_value", *ranges[dt])
+
+
+def _transpose(a: Args) -> None:
+    check_int_list(a, 1, "perm", ET_MAX_DIM, -ET_MAX_DIM, ET_MAX_DIM - 1)
+
+
+ADAPTERS: dict[str, Callable[[Args], None]] = {
+    "cortex_m::quantized_conv2d": _conv("conv", False),
+    "cortex_m::quantized_conv2d_nhwc": _conv("conv", True),
+    "cortex_m::quantized_depthwise_conv2d": _conv("depthwise", False),
+    "cortex_m::quantized_depthwise_conv2d_nhwc": _conv("depthwise", True),
+    "cortex_m::quantized_transpose_conv2d": _conv("transpose", False),
+    "cortex_m::quantized_transpose_conv2d_nhwc": _conv("transpose", True),
+    "cortex_m::quantized_add": _add,
+    "cortex_m::quantized_mul": _mul,
+    "cortex_m::quantized_div": _div,
+    "cortex_m::quantized_activation": _activation,
+    "cortex_m::minimum": _minmax,
+    "cortex_m::maximum": _minmax,
+    "cortex_m::quantized_linear": _linear,
+    "cortex_m::quantized_batch_matmul": _batch_matmul,
+    "cortex_m::quantized_avg_pool2d": _avg_pool(False),
+    "cortex_m::quantized_avg_pool2d_nhwc": _avg_pool(True),
+    "cortex_m::quantized_max_pool2d": _max_pool(False),
+    "cortex_m::quantized_max_pool2d_nhwc": _max_pool(True),
+    "cortex_m::quantize_per_tensor": _quantize,
+    "cortex_m::dequantize_per_tensor": _dequantize,
+    "cortex_m::softmax": _softmax,
+    "cortex_m::pad": _pad,
+    "cortex_m::transpose": _transpose,
+}
+
+
+def node_args(node: torch.fx.Node) -> list[Any]:
+    """The node's arguments by schema position, defaults filled in (as the emitter writes them)."""
+    schema = node.target._schema  # type: ignore[union-attr]
+    out = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.kwarg_only and arg.name == "out":
+            continue
+        if i < len(node.args):
+            out.append(node.args[i])
+        elif arg.name in node.kwargs:
+            out.append(node.kwargs[arg.name])
+        else:
+            out.append(arg.default_value)
+    return out
+
+
+def constant_lookup(ep: Any) -> Callable[[Any], torch.Tensor | None]:
+    """Constant tensor behind a placeholder of an ExportedProgram (parameters, buffers, lifted constants)."""
+    sig = getattr(ep, "graph_signature", None)
+    names: dict[str, str] = {}
+    if ep is None:
+        return lambda n: None
+    if sig is not None:
+        for mapping in (sig.inputs_to_parameters, sig.inputs_to_buffers, sig.inputs_to_lifted_tensor_constants):
+            names.update(mapping)
+
+    def lookup(n: Any) -> torch.Tensor | None:
+        if not isinstance(n, torch.fx.Node):
+            return None
+        key = names.get(n.name)
+        if key is None:
+            return None
+        v = ep.state_dict.get(key) if key in ep.state_dict else ep.constants.get(key)
+        return v if isinstance(v, torch.Tensor) else None
+    return lookup
+
+
+def check_node(node: torch.fx.Node, constant: Callable[[Any], torch.Tensor | None]) -> str | None:
+    """The firmware adapter's message if it would refuse this node at load, else None."""
+    schema = getattr(node.target, "_schema", None)
+    if node.op != "call_function" or schema is None:
+        return None
+    check = ADAPTERS.get(str(schema.name))
+    if check is None:
+        return None
+    try:
+        check(Args(str(schema.name), node_args(node), node, constant))
+    except Refused as r:
+        return str(r)
+    return None

@@ -1,0 +1,299 @@
+"""Compile-time verifier and firmware op adapters agree (issue 20 item 5): every limit the cortex_m:: adapters'
+prepare functions check (read from firmware/ops/cortex_m_*.c) is checked by aot/adapter_limits.py with the
+same message text; a lowered program with an argument the device would refuse is refused at compile time."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import executorch.backends.cortex_m.passes  # noqa: F401  (registers torch.ops.cortex_m)
+from aot import adapter_limits as al
+from aot.errors import EXIT_UNSUPPORTED, AotError
+
+OPS_DIR = Path(__file__).resolve().parent.parent / "firmware" / "ops"
+C_CONSTANTS = {"INT32_MAX": al.INT32_MAX, "INT32_MIN": al.INT32_MIN, "CM_MAX_OFFSET": al.CM_MAX_OFFSET,
+               "ET_MAX_DIM": al.ET_MAX_DIM}
+
+
+def _c_int(expr: str) -> int | None:
+    """A C integer constant expression of the adapters (INT32_MAX, -CM_MAX_OFFSET, 1 << 20, ...), else None."""
+    e = expr.strip()
+    for k, v in C_CONSTANTS.items():
+        e = re.sub(rf"\b{k}\b", str(v), e)
+    if not re.fullmatch(r"[-+ ()0-9<]*", e):
+        return None       # a variable (pad_value's range depends on the dtype)
+    return int(eval(e))   # noqa: S307  (digits and operators only, checked above)
+
+
+def _functions(text: str) -> dict[str, str]:
+    heads = list(re.finditer(r"^(?:ET_PREPARE\s+)?(?:static\s+)?(?:inline\s+)?et_status\s+(\w+)\(", text, re.M))
+    out = {}
+    for m in heads:
+        end = text.find("\n}\n", m.start())
+        out[m.group(1)] = text[m.start():end]
+    return out
+
+
+_INT = re.compile(r'cm_int\(ctx, op, args, [^,]+, "(\w+)", ([^,]+), ([^,]+), &')
+_PAIR = re.compile(r'cm_pair\(ctx, op, args, [^,]+, "(\w+)", ([^,]+), ([^,]+), \w+\)')
+_LIST = re.compile(r'cm_int_list\(ctx, op, args, [^,]+, "(\w+)", ([^,]+), ([^,]+), ([^,]+), ')
+
+
+def c_limits() -> list[tuple[str, str, str, int | None, int | None, int]]:
+    """(op, kind, arg name, lo, hi, max entries) for every range check of every cortex_m:: prepare function."""
+    rows = []
+    for path in sorted(OPS_DIR.glob("cortex_m_*.c")):
+        funcs = _functions(path.read_text())
+
+        def reach(name: str, seen: set[str]) -> set[str]:
+            seen.add(name)
+            for other in funcs:
+                if other not in seen and re.search(rf"\b{other}\(", funcs[name]):
+                    reach(other, seen)
+            return seen
+
+        for name, body in funcs.items():
+            if not (name.startswith("op_cortex_m_") and name.endswith("_prepare")):
+                continue
+            ops = set(re.findall(r'"(cortex_m::\w+)"', body))
+            assert len(ops) == 1, f"{path.name}:{name} names {ops}"
+            op = ops.pop()
+            for f in sorted(reach(name, set())):
+                for m in _INT.finditer(funcs[f]):
+                    rows.append((op, "int", m.group(1), _c_int(m.group(2)), _c_int(m.group(3)), 1))
+                for m in _PAIR.finditer(funcs[f]):
+                    rows.append((op, "pair", m.group(1), _c_int(m.group(2)), _c_int(m.group(3)), 2))
+                for m in _LIST.finditer(funcs[f]):
+                    rows.append((op, "list", m.group(1), _c_int(m.group(3)), _c_int(m.group(4)), int(m.group(2).strip()
+                                 .replace("ET_MAX_DIM", str(al.ET_MAX_DIM)))))
+    return sorted(set(rows), key=str)
+
+
+def _cl(*shape: int, dtype: torch.dtype = torch.int8) -> torch.Tensor:
+    return torch.zeros(*shape, dtype=dtype).to(memory_format=torch.channels_last)
+
+
+def _z(*shape: int, dtype: torch.dtype = torch.int8) -> torch.Tensor:
+    return torch.zeros(*shape, dtype=dtype)
+
+
+def _requant(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.full((n,), 1 << 30, dtype=torch.int32), torch.full((n,), -1, dtype=torch.int32)
+
+
+def valid(op: str) -> tuple[list[Any], torch.Tensor]:
+    """Arguments (schema order) and output the adapter accepts."""
+    m8, s8 = _requant(8)
+    m4, s4 = _requant(4)
+    b8 = _z(8, dtype=torch.int32)
+    table: dict[str, tuple[list[Any], torch.Tensor]] = {
+        "quantized_conv2d": ([_cl(1, 4, 5, 5), _z(8, 3, 3, 4), b8, [1, 1], [0, 0], [1, 1], 128, -1, m8, s8, -128, 127,
+                              _z(64)], _cl(1, 8, 3, 3)),
+        "quantized_conv2d_nhwc": ([_z(1, 5, 5, 4), _z(8, 3, 3, 4), b8, [1, 1], [0, 0], [1, 1], 128, -1, m8, s8, -128,
+                                   127, _z(64)], _z(1, 3, 3, 8)),
+        "quantized_depthwise_conv2d": ([_cl(1, 4, 5, 5), _z(1, 3, 3, 4), None, [1, 1], [0, 0], [1, 1], 1, 128, -1, m4,
+                                        s4, -128, 127, _z(64)], _cl(1, 4, 3, 3)),
+        "quantized_depthwise_conv2d_nhwc": ([_z(1, 5, 5, 4), _z(1, 3, 3, 4), None, [1, 1], [0, 0], [1, 1], 1, 128, -1,
+                                             m4, s4, -128, 127, _z(64)], _z(1, 3, 3, 4)),
+        "quantized_transpose_conv2d": ([_cl(1, 4, 3, 3), _z(8, 3, 3, 4), b8, [1, 1], [0, 0], [0, 0], [1, 1], 0, 0, m8,
+                                        s8, -128, 127, _z(4), _z(4)], _cl(1, 8, 5, 5)),
+        "quantized_transpose_conv2d_nhwc": ([_z(1, 3, 3, 4), _z(8, 3, 3, 4), b8, [1, 1], [0, 0], [0, 0], [1, 1], 0, 0,
+                                             m8, s8, -128, 127, _z(4), _z(4)], _z(1, 5, 5, 8)),
+        "quantized_add": ([_z(1, 4), 0, 1 << 30, -1, _z(1, 4), 0, 1 << 30, -1, 0, 1 << 30, -1, -128, 127], _z(1, 4)),
+        "quantized_mul": ([_z(1, 4), 0, _z(1, 4), 0, 0, 1 << 30, -1], _z(1, 4)),
+        "quantized_div": ([_z(1, 4), 0, _z(1, 4), 0, 0, 0.5], _z(1, 4)),
+        "quantized_activation": ([_z(1, 4), _z(256)], _z(1, 4)),
+        "minimum": ([_z(1, 4), _z(1, 4)], _z(1, 4)),
+        "maximum": ([_z(1, 4), _z(1, 4)], _z(1, 4)),
+        "quantized_linear": ([_z(2, 16), _z(8, 16), b8, None, 0, 0, 0, [1 << 30], [-1], 127, -128], _z(2, 8)),
+        "quantized_batch_matmul": ([_z(1, 2, 16), 0, _z(1, 8, 16), 0, 0, 1 << 30, -1, _z(4)], _z(1, 2, 8)),
+        "quantized_avg_pool2d": ([_cl(1, 4, 4, 4), [2, 2], [2, 2], [0, 0], False, 0, 1 << 30, -1, _z(4)],
+                                 _cl(1, 4, 2, 2)),
+        "quantized_avg_pool2d_nhwc": ([_z(1, 4, 4, 4), [2, 2], [2, 2], [0, 0], False, 0, 1 << 30, -1, _z(4)],
+                                      _z(1, 2, 2, 4)),
+        "quantized_max_pool2d": ([_cl(1, 4, 4, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, 0, 0, -128, 127],
+                                 _cl(1, 4, 2, 2)),
+        "quantized_max_pool2d_nhwc": ([_z(1, 4, 4, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, 0, 0, -128, 127],
+                                      _z(1, 2, 2, 4)),
+        "quantize_per_tensor": ([_z(4, dtype=torch.float32), 0.1, 0, -128, 127, torch.int8], _z(4)),
+        "dequantize_per_tensor": ([_z(4), 0.1, 0, -128, 127, torch.int8], _z(4, dtype=torch.float32)),
+        "softmax": ([_z(1, 10), -1, 0, -128, 1 << 30, 1, -100], _z(1, 10)),
+        "pad": ([_cl(1, 4, 4, 4), [0, 0, 1, 1], [0, 0, 1, 1], 0], _cl(1, 4, 6, 6)),
+        "transpose": ([_z(2, 3), [1, 0]], _z(3, 2)),
+    }
+    args, out = table[op.split("::")[1]]
+    return list(args), out
+
+
+def run(op: str, args: list[Any], out: torch.Tensor) -> str | None:
+    try:
+        al.ADAPTERS[op](al.Args(op, args, out, lambda v: v if isinstance(v, torch.Tensor) else None))
+    except al.Refused as r:
+        return str(r)
+    return None
+
+
+def arg_index(op: str, name: str) -> int:
+    schema = getattr(torch.ops.cortex_m, op.split("::")[1]).default._schema
+    return [a.name for a in schema.arguments].index(name)
+
+
+def _in_schema(op: str, name: str) -> bool:
+    schema = getattr(torch.ops.cortex_m, op.split("::")[1]).default._schema
+    return name in [a.name for a in schema.arguments]
+
+
+ALL_LIMITS = c_limits()
+LIMITS = [r for r in ALL_LIMITS if _in_schema(r[0], r[2])]
+
+
+def test_limits_outside_the_schema_are_the_known_ones() -> None:
+    # Shared prepare functions check an argument only for the op that has it: cortex_m_pool.c's geometry()
+    # dilation (max pool, not avg pool), cortex_m_conv.c's output_padding (transpose) and depth_multiplier
+    # (depthwise).
+    conv = {f"cortex_m::quantized_{k}conv2d{v}": k for k in ("", "depthwise_", "transpose_") for v in ("", "_nhwc")}
+    want = {(f"cortex_m::quantized_avg_pool2d{v}", "dilation") for v in ("", "_nhwc")}
+    want |= {(op, "output_padding") for op, k in conv.items() if k != "transpose_"}
+    want |= {(op, "depth_multiplier") for op, k in conv.items() if k != "depthwise_"}
+    assert {(r[0], r[2]) for r in ALL_LIMITS if r not in LIMITS} == want
+
+
+def test_the_firmware_has_limits_to_compare() -> None:
+    ops = {r[0] for r in LIMITS}
+    assert len(LIMITS) > 60 and "cortex_m::quantized_conv2d" in ops and "cortex_m::softmax" in ops
+
+
+def test_every_adapter_has_a_verifier_entry() -> None:
+    c_ops = set()
+    for path in OPS_DIR.glob("cortex_m_*.c"):
+        c_ops |= {f"cortex_m::{m}" for m in re.findall(r"\bop_cortex_m_(\w+)_out_prepare\(", path.read_text())}
+    assert c_ops == set(al.ADAPTERS)
+
+
+def test_valid_arguments_pass() -> None:
+    for op in al.ADAPTERS:
+        assert run(op, *valid(op)) is None, op
+
+
+@pytest.mark.parametrize("op, kind, name, lo, hi, maxn", LIMITS, ids=[f"{r[0][10:]}-{r[2]}" for r in LIMITS])
+def test_limit_same_as_firmware(op: str, kind: str, name: str, lo: int | None, hi: int | None, maxn: int) -> None:
+    args, out = valid(op)
+    i = arg_index(op, name)
+    if lo is None or hi is None:    # dtype-dependent range: pad_value of an int8 input
+        assert (op, name) == ("cortex_m::pad", "pad_value")
+        lo, hi = -128, 127
+    for bad in (hi + 1, lo - 1):
+        args[i] = bad if kind == "int" else [bad]
+        want = (al.c_format(al.FMT_INT_RANGE, op, name, bad, lo, hi) if kind == "int"
+                else al.c_format(al.FMT_LIST_RANGE, op, name, 0, bad, lo, hi))
+        assert run(op, args, out) == want
+    if kind != "int":
+        args[i] = [lo] * (maxn + 1)
+        assert run(op, args, out) == al.c_format(al.FMT_LIST_LEN, op, name, maxn + 1, maxn)
+    for good in (lo, hi):
+        args[i] = good if kind == "int" else [good] * min(maxn, 2 if kind == "pair" else maxn)
+        got = run(op, args, out)
+        assert got is None or f"{name} = " not in got and f"{name}[" not in got, got
+
+
+def _c_text() -> str:
+    text = "".join(p.read_text() for p in sorted(OPS_DIR.glob("cortex_m_*")))
+    return re.sub(r'"\s*\n\s*"', "", text)     # adjacent string literals are one
+
+
+@pytest.mark.parametrize("name", sorted(n for n in dir(al) if n.startswith("FMT_")))
+def test_message_format_is_the_firmwares(name: str) -> None:
+    assert f'"{getattr(al, name)}"' in _c_text()
+
+
+def _tweak(op: str, **changes: Any) -> str | None:
+    args, out = valid(op)
+    for k, v in changes.items():
+        if k == "out":
+            out = v
+        else:
+            args[arg_index(op, k)] = v
+    return run(op, args, out)
+
+
+@pytest.mark.parametrize("op, changes, fmt, fmt_args", [
+    ("cortex_m::quantized_conv2d", {"activation_min": 5, "activation_max": 4}, "FMT_ACT", (5, 4)),
+    ("cortex_m::quantized_conv2d", {"input": _z(1, 4, 5, 5)}, "FMT_NHWC", ("input", 0, 1, 2, 3)),
+    ("cortex_m::quantized_conv2d", {"weight": _z(8, 3, 3, 4, dtype=torch.int16)}, "FMT_DTYPE",
+     ("weight", "int8", "int16")),
+    ("cortex_m::quantized_conv2d", {"requantize_shifts": torch.tensor([-1] * 7 + [32], dtype=torch.int32)},
+     "FMT_REQUANT", ("per-channel", 1 << 30, 32)),
+    ("cortex_m::quantized_conv2d", {"requantize_multipliers": torch.tensor([-5] + [1] * 7, dtype=torch.int32)},
+     "FMT_REQUANT", ("per-channel", -5, -1)),
+    ("cortex_m::quantized_conv2d_nhwc", {"input": _cl(1, 5, 5, 4)}, "FMT_NHWC_VARIANT", ("input",)),
+    ("cortex_m::quantized_conv2d", {"weight": _cl(8, 3, 3, 4)}, "FMT_CONTIG",
+     ("weight (OHWI / 1HWO as stored by the AoT pass)", 3)),
+    ("cortex_m::quantized_transpose_conv2d", {"weight": _z(8, 3, 3, 2)}, "FMT_GROUPED_TRANSPOSE", ()),
+    ("cortex_m::quantized_max_pool2d", {"ceil_mode": True}, "FMT_POOL_CEIL", ()),
+    ("cortex_m::quantized_max_pool2d", {"output_zero_point": 3}, "FMT_POOL_ZP", (0, 3)),
+    ("cortex_m::quantized_max_pool2d", {"dilation": [2, 1]}, "FMT_POOL_DILATION", (2, 1)),
+    ("cortex_m::quantized_avg_pool2d", {"padding": [2, 0]}, "FMT_POOL_PADDING", ()),
+    ("cortex_m::quantized_linear", {"requantize_multipliers": [], "requantize_shifts": []}, "FMT_LINEAR_ONE_REQUANT",
+     ()),
+    ("cortex_m::quantized_linear", {"weights": _z(8, 16).t()}, "FMT_CONTIG", ("weights", 1)),
+    ("cortex_m::quantized_batch_matmul", {"lhs": _z(2, 16)}, "FMT_RANK", ("lhs", 3, 2)),
+    ("cortex_m::softmax", {"output_zero_point": -127}, "FMT_SOFTMAX_ZP", (-127,)),
+    ("cortex_m::softmax", {"dim": 2}, "FMT_SOFTMAX_DIM", (2, 2)),
+    ("cortex_m::quantized_activation", {"lut": _z(255)}, "FMT_LUT", (255,)),
+    ("cortex_m::quantize_per_tensor", {"scale": 0.0}, "FMT_SCALE", (0.0,)),
+    ("cortex_m::quantize_per_tensor", {"dtype": torch.int64}, "FMT_QDTYPE", ("int64",)),
+    ("cortex_m::quantize_per_tensor", {"quant_min": 5, "quant_max": 4}, "FMT_QRANGE", (5, 4)),
+    ("cortex_m::dequantize_per_tensor", {"input": _z(4, dtype=torch.int16)}, "FMT_DTYPE", ("input", "int8", "int16")),
+    ("cortex_m::quantized_div", {"self": _z(1, 4, dtype=torch.int32)}, "FMT_DIV_DTYPE", ("int32",)),
+    ("cortex_m::minimum", {"self": _z(1, 4, dtype=torch.int64)}, "FMT_MINMAX_DTYPE", ("int64",)),
+    ("cortex_m::pad", {"pre_pad": [0, 1]}, "FMT_PAD_LEN", (2, 4)),
+    ("cortex_m::pad", {"input": _z(1, 1, 1, 1, 4), "pre_pad": [0, 0, 0, 0]}, "FMT_PAD_RANK", (5,)),
+    ("cortex_m::pad", {"input": _z(1, 4, dtype=torch.float32)}, "FMT_PAD_DTYPE", ("float32",)),
+])
+def test_refusal_message(op: str, changes: dict[str, Any], fmt: str, fmt_args: tuple[Any, ...]) -> None:
+    assert _tweak(op, **changes) == al.c_format(getattr(al, fmt), op, *fmt_args)
+
+
+def test_compile_refuses_what_the_device_would(tmp_path: Path) -> None:
+    """A lowered program whose softmax and conv arguments are made out of range is refused by the program
+    verifier with the device's message (the real flow: node arguments and constants of an ExportedProgram)."""
+    from aot.compile import make_options
+    from aot.lower import cortex_m
+    from aot.passes.verify_program import VerifyProgram
+    from aot.targets import get_target
+
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(self.conv(x).flatten(1), dim=-1)
+
+    torch.manual_seed(0)
+    x = (torch.randn(1, 3, 6, 6),)
+    low = cortex_m.lower(M().eval(), x, [x], get_target("cortex-m55"), make_options())
+    ep = low.edge.exported_program()
+    check = VerifyProgram()
+    check.target = "cortex-m55"
+    check(ep)                                   # as lowered: accepted
+    sm = next(n for n in ep.graph.nodes if n.op == "call_function" and "softmax" in str(n.target))
+    sm.update_arg(3, -127)
+    with pytest.raises(AotError) as err:
+        check(ep)
+    assert err.value.exit_code == EXIT_UNSUPPORTED
+    assert al.c_format(al.FMT_SOFTMAX_ZP, "cortex_m::softmax", -127) in str(err.value)
+    assert str(err.value).startswith("the firmware would refuse the program for cortex-m55 at load: node ")
+    sm.update_arg(3, -128)
+    conv = next(n for n in ep.graph.nodes if n.op == "call_function" and "quantized_conv2d" in str(n.target))
+    lookup = al.constant_lookup(ep)
+    shifts = lookup(al.node_args(conv)[9])
+    assert shifts is not None and shifts.dtype == torch.int32
+    shifts[0] = 40
+    with pytest.raises(AotError, match=re.escape("cortex_m::quantized_conv2d: per-channel multiplier ")):
+        check(ep)
