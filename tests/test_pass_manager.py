@@ -29,8 +29,9 @@ def test_configured_order() -> None:
     assert got == {
         "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "FoldLinearBatchNorm", "LinearToConv", "FcRowsAsPixels",
                       "AvgPoolForNpu", "SplitBatchedMatmul", "ChannelsLastEverywhere"],
-        "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange"],
-        "pre_edge": ["LutFusion"],
+        "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
+                           "OwnOutputQparams"],
+        "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool"],
         "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
         "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
         "check": ["VerifyProgram"],

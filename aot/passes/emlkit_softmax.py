@@ -19,8 +19,7 @@ from typing import Any
 import torch
 
 import aot.emlkit_ops as eo
-from aot.passes.lut_backends import _copy_meta, _unique_attr
-from aot.passes.lut_fusion import DQ_TARGETS, Q_TARGETS, _per_tensor_qparams, _qparams
+from aot.passes.lut_fusion import DQ_TARGETS, Q_TARGETS, _copy_meta, _per_tensor_qparams, _qparams, _unique_attr
 from aot.passes.own_output_qparams import SOFTMAX
 from aot.passes.manager import declare
 
