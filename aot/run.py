@@ -138,10 +138,17 @@ def prebuilt(path: str, target_name: str) -> CompileResult:
                        "or another kind of file")
     from executorch.devtools.bundled_program.serialize import deserialize_from_flatbuffer_to_bundled_program
 
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
     try:
-        deserialize_from_flatbuffer_to_bundled_program(p.read_bytes())
+        bundle = deserialize_from_flatbuffer_to_bundled_program(p.read_bytes())
     except Exception as exc:  # the flatbuffer reader raises whatever it hits first on bad bytes
         raise AotError(f"{p} is a damaged bundled program ({type(exc).__name__}): recompile it") from None
+    try:  # the bundle's own table may be intact around a damaged program
+        deserialize_pte_binary(bytes(bundle.program))
+    except Exception as exc:
+        raise AotError(f"{p} is a damaged bundled program (its program does not parse: {type(exc).__name__}): "
+                       "recompile it") from None
     return CompileResult(p.stem, target, p, p, p, {})
 
 

@@ -57,14 +57,14 @@ def test_zoo_compiles(compiled, model: str, target: str) -> None:
 
     report = json.loads(res.report_path.read_text())
     ops = report["ops"]
-    cpu_compute = sorted(op for op in ops if not op.startswith(("cortex_m::", "delegate:")) and op not in DATA_MOVEMENT)
+    cpu_compute = sorted(op for op in ops if not op.startswith(("cortex_m::", "emlkit::", "delegate:")) and op not in DATA_MOVEMENT)
     assert cpu_compute == [], f"ops left in float/unquantized on the CPU: {cpu_compute}"
     if target.startswith("ethos"):
         assert report["partitions"] == 1, f"expected one NPU partition, got {report['partitions']}"
         assert report["vela"]["npu_only_cycles_estimate"] > 0
     else:
         assert report["partitions"] == 0
-        assert any(op.startswith("cortex_m::quantized") or op == "cortex_m::softmax" for op in ops)
+        assert any(op.startswith(("cortex_m::quantized", "emlkit::")) or op == "cortex_m::softmax" for op in ops)
     snr = report["numerics"]["snr_db"]
     snr = math.inf if snr == "inf" else float(snr)
     assert snr >= SNR_FLOOR[model], f"SNR {snr:.1f} dB below the floor {SNR_FLOOR[model]} dB"
