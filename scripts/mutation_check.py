@@ -60,6 +60,8 @@ KERNEL_TESTS: dict[str, str] = {
     "quantized_transpose_conv2d.c": "test_quantized_transpose",
     "softmax.c": "test_softmax",
     "transpose.c": "test_transpose",
+    "emlkit_softmax.c": "test_emlkit_softmax",
+    "emlkit_avg_pool.c": "test_emlkit_avg_pool2d",
     "kernels.h": "test_requantize or test_quantized_add or test_quantized_conv2d or test_quantized_max_pool2d",
 }
 
