@@ -14,13 +14,12 @@ ExecuTorch's `cortex_m::quantized_avg_pool2d` needs s_out == s_in.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
 import aot.emlkit_ops as eo
-from aot.passes.emlkit_softmax import match_dq_op_q, replace
+from aot.passes.emlkit_softmax import CortexMLowering, match_dq_op_q, replace
 from aot.passes.lut_fusion import _qparams
 from aot.passes.own_output_qparams import AVG_POOLS, OWN_QPARAMS_KEY, pool_geometry
 from aot.passes.manager import declare
@@ -30,18 +29,10 @@ log = logging.getLogger(__name__)
 
 @declare("pre_edge", ("aten.avg_pool2d", "aten.mean"), runs_after=("LutFusion", "EmlkitSoftmax"))
 @dataclass
-class EmlkitAvgPool:
+class EmlkitAvgPool(CortexMLowering):
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
 
     report_key: str = "emlkit_avg_pool"
-    enabled: bool = False
-    lowered: list[dict[str, Any]] = field(default_factory=list)
-
-    def set_target(self, target: Any, options: Any) -> None:
-        self.enabled = target.flow == "cortex_m"
-
-    def report(self) -> dict[str, Any]:
-        return {"lowered": list(self.lowered)}
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         self.lowered = []

@@ -52,12 +52,12 @@ def replace(gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node, q: to
             gm.graph.erase_node(dead)
 
 
-@declare("pre_edge", ("aten.softmax",), runs_after=("LutFusion",))
 @dataclass
-class EmlkitSoftmax:
-    """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
+class CortexMLowering:
+    """What the pre-edge passes lowering to emlkit:: ops share: on for Cortex-M targets only, and a report
+    of the nodes they lowered."""
 
-    report_key: str = "emlkit_softmax"
+    report_key: str = ""
     enabled: bool = False
     lowered: list[dict[str, Any]] = field(default_factory=list)
 
@@ -66,6 +66,14 @@ class EmlkitSoftmax:
 
     def report(self) -> dict[str, Any]:
         return {"lowered": list(self.lowered)}
+
+
+@declare("pre_edge", ("aten.softmax",), runs_after=("LutFusion",))
+@dataclass
+class EmlkitSoftmax(CortexMLowering):
+    """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
+
+    report_key: str = "emlkit_softmax"
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         self.lowered = []
