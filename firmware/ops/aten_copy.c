@@ -114,7 +114,7 @@ static __attribute__((noinline)) void copy_rows_words(uint8_t *dp, const uint8_t
  * (2 nv + 2) / (16 nv) instructions per byte (0.146 at nv = 6). The offsets
  * depend only on bytes and dstep, so a cat's equal inputs share one plan. */
 typedef struct {
-  uint32_t off[24] __attribute__((aligned(16))); /* byte offsets of each word of one loop step */
+  uint32_t off[24];    /* byte offsets of each word of one loop step (VLDRW: word-aligned) */
   uint32_t bytes, dstep, nv, step_rows;           /* bytes 0: no plan yet; nv 0: no scatter form */
 } scatter_plan;
 
@@ -438,6 +438,42 @@ et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return et_copy_tensor(ctx, args[2]->u.t, args[0]->u.t);
 }
 
+/* aten::cat's plan, made at load into the call's state (aten_ops.def gives
+ * its bytes): the output's rows and, for the first CAT_PLANNED inputs, the
+ * bytes each adds to an output row (0: an empty input) and whether it has
+ * the output's dim order (then it is `outer` row copies). Inputs past those
+ * are planned per call; without state the whole plan is made per call. */
+#define CAT_PLANNED 4
+typedef struct {
+  uint32_t outer, orow, inner; /* output rows, bytes per row, bytes per index of dim */
+  uint32_t row[CAT_PLANNED];
+  uint8_t dim, rows_ok[CAT_PLANNED];
+#if FW_HAVE_MVE
+  scatter_plan sp; /* the scatter offsets of the last row shape copied */
+#endif
+} cat_state;
+_Static_assert(sizeof(cat_state) <= 152, "aten_ops.def gives aten::cat 152 bytes of state");
+
+/* Input t's bytes per output row and whether row copies move it. */
+static inline uint32_t cat_input(const cat_state *cs, const et_tensor *t, const et_tensor *out, bool *rows_ok) {
+  *rows_ok = same_order(t, out);
+  return et_tensor_numel(t) == 0 ? 0u : (uint32_t)t->sizes[cs->dim] * cs->inner;
+}
+static void cat_plan(cat_state *cs, et_value **args) {
+  const et_tensor *const out = args[2]->u.t;
+  const uint8_t dim = aten_dim_get(args[1]->u.i, out->dim);
+  size_t outer, inner;
+  dim_rows(out, dim, &outer, &inner);
+  memset(cs, 0, sizeof *cs);
+  cs->dim = dim, cs->outer = (uint32_t)outer, cs->inner = (uint32_t)(inner * et_dtype_size(out->dtype));
+  cs->orow = (uint32_t)out->sizes[dim] * cs->inner;
+  for (uint32_t i = 0; i < args[0]->u.list.len && i < CAT_PLANNED; i++) {
+    bool ok;
+    cs->row[i] = cat_input(cs, et_list_tensor(args[0], i), out, &ok);
+    cs->rows_ok[i] = ok;
+  }
+}
+
 ET_PREPARE et_status aten_cat_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::cat";
   et_tensor *out = NULL;
@@ -461,30 +497,28 @@ ET_PREPARE et_status aten_cat_out_prepare(et_kernel_ctx *ctx, et_value **args, u
     at += t->sizes[dim];
   }
   if (at != out->sizes[dim]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: inputs do not fill the output", op);
+  if (ctx->state && ctx->state_size >= sizeof(cat_state)) cat_plan((cat_state *)ctx->state, args);
   return ET_OK;
 }
 et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  cat_state local, *cs = (cat_state *)ctx->state;
+  if (cs == NULL || ctx->state_size < sizeof *cs) cat_plan(cs = &local, args);
   et_tensor *const out = args[2]->u.t;
-  const uint8_t dim = aten_dim_get(args[1]->u.i, out->dim);
-  const size_t es = et_dtype_size(out->dtype);
-  size_t outer, inner;
-  dim_rows(out, dim, &outer, &inner);
-  const size_t orow = (size_t)out->sizes[dim] * inner * es;
-  size_t col = 0; /* bytes of each output row written so far */
 #if FW_HAVE_MVE
-  scatter_plan plan;
-  plan.bytes = 0;
-#define PLAN &plan
+#define PLAN &cs->sp
 #else
 #define PLAN NULL
 #endif
+  uint32_t col = 0; /* bytes of each output row written so far */
   for (uint32_t i = 0; i < args[0]->u.list.len; i++) {
     const et_tensor *t = et_list_tensor(args[0], i);
-    if (et_tensor_numel(t) == 0) continue;
-    const size_t row = (size_t)t->sizes[dim] * inner * es;
-    if (same_order(t, out)) { /* each of the outer rows: this input's row at column col */
-      copy_rows((uint8_t *)out->data + col, t->data, (int32_t)outer, row, orow, row, PLAN);
+    bool ok = i < CAT_PLANNED ? cs->rows_ok[i] : false;
+    const uint32_t row = i < CAT_PLANNED ? cs->row[i] : cat_input(cs, t, out, &ok);
+    if (row == 0) continue;
+    if (ok) { /* each of the outer rows: this input's row at column col */
+      copy_rows((uint8_t *)out->data + col, t->data, (int32_t)cs->outer, row, cs->orow, row, PLAN);
     } else {
+      const size_t es = et_dtype_size(out->dtype);
       size_t os[ET_MAX_DIM];
       et_tensor_strides(out, os);
       et_iter di, si;
@@ -495,6 +529,7 @@ et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
     col += row;
   }
 #undef PLAN
+  (void)nargs;
   return ET_OK;
 }
 
@@ -509,6 +544,28 @@ static void slice_range(const et_value *sv, const et_value *ev, int64_t n, int64
   end = end < start ? start : end > n ? n : end;
   *start_out = start;
   *len = (end - start + step - 1) / step;
+}
+
+/* aten::slice_copy's plan, made at load into the call's state: a step-1
+ * slice of equally ordered tensors is `outer` rows of `row` bytes, read
+ * `srow` bytes apart from byte `soff` of the input; other slices (fast 0)
+ * walk iterators. Without state the plan is made per call. */
+typedef struct {
+  uint32_t outer, row, srow, soff, fast;
+} slice_state;
+_Static_assert(sizeof(slice_state) <= 24, "aten_ops.def gives aten::slice_copy 24 bytes of state");
+static void slice_plan(slice_state *ss, et_value **args) {
+  const et_tensor *const self = args[0]->u.t, *const out = args[5]->u.t;
+  const uint8_t dim = aten_dim_get(args[1]->u.i, self->dim);
+  int64_t start, len;
+  slice_range(args[2], args[3], self->sizes[dim], args[4]->u.i, &start, &len);
+  memset(ss, 0, sizeof *ss);
+  if (args[4]->u.i != 1 || !same_order(self, out)) return;
+  size_t outer, inner;
+  dim_rows(self, dim, &outer, &inner);
+  inner *= et_dtype_size(out->dtype);
+  ss->fast = 1, ss->outer = (uint32_t)outer, ss->row = (uint32_t)((size_t)len * inner);
+  ss->srow = (uint32_t)((size_t)self->sizes[dim] * inner), ss->soff = (uint32_t)((size_t)start * inner);
 }
 
 ET_PREPARE et_status aten_slice_copy_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
@@ -526,24 +583,24 @@ ET_PREPARE et_status aten_slice_copy_tensor_out_prepare(et_kernel_ctx *ctx, et_v
   bool ok = out->dim == self->dim;
   for (uint8_t d = 0; ok && d < self->dim; d++) ok = out->sizes[d] == (d == dim ? len : self->sizes[d]);
   if (!ok) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match the slice", op);
+  if (ctx->state && ctx->state_size >= sizeof(slice_state)) slice_plan((slice_state *)ctx->state, args);
   return ET_OK;
 }
 et_status aten_slice_copy_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  slice_state local;
+  const slice_state *pl = (const slice_state *)ctx->state;
+  if (pl == NULL || ctx->state_size < sizeof *pl) slice_plan(&local, args), pl = &local;
   const et_tensor *const self = args[0]->u.t;
   et_tensor *const out = args[5]->u.t;
+  (void)nargs;
+  if (pl->fast) { /* each of the outer rows: a run of the input's row */
+    copy_rows(out->data, (const uint8_t *)self->data + pl->soff, (int32_t)pl->outer, pl->row, pl->row, pl->srow, NULL);
+    return ET_OK;
+  }
   const uint8_t dim = aten_dim_get(args[1]->u.i, self->dim);
   const int64_t step = args[4]->u.i;
   int64_t start, len;
   slice_range(args[2], args[3], self->sizes[dim], step, &start, &len);
-  if (step == 1 && same_order(self, out)) { /* each of the outer rows: a run of the input's row */
-    const size_t es = et_dtype_size(out->dtype);
-    size_t outer, inner;
-    dim_rows(self, dim, &outer, &inner);
-    const size_t row = (size_t)len * inner * es;
-    copy_rows(out->data, (const uint8_t *)self->data + (size_t)start * inner * es, (int32_t)outer, row, row,
-              (size_t)self->sizes[dim] * inner * es, NULL);
-    return ET_OK;
-  }
   size_t ss[ET_MAX_DIM];
   et_tensor_strides(self, ss);
   size_t base = (size_t)start * ss[dim];
