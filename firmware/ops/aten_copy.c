@@ -207,6 +207,8 @@ static void copy_rows(uint8_t *dp, const uint8_t *sp, int32_t cnt, size_t bytes,
   (void)plan;
 #endif
   switch (bytes) {
+    case 1: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) *dp = *sp; break;
+    case 2: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) memcpy(dp, sp, 2); break;
     case 4: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) memcpy(dp, sp, 4); break;
     case 8: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) memcpy(dp, sp, 8); break;
     case 16: for (int32_t i = 0; i < cnt; i++, dp += dstep, sp += sstep) memcpy(dp, sp, 16); break;
@@ -219,8 +221,8 @@ static void copy_rows(uint8_t *dp, const uint8_t *sp, int32_t cnt, size_t bytes,
 /* Copy through explicit iterators (both walk the same logical sizes). The
  * dims are taken in the destination's memory order, and the innermost ones
  * that are contiguous on both sides are merged into one run, so cat, slice
- * and layout copies move whole rows; only layouts with no common contiguous
- * run go element by element. */
+ * and layout copies move whole rows; layouts with no common contiguous run
+ * move rows of one element (a transposing copy). */
 static void copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, size_t n, size_t es) {
   if (n == 0) return;
   const uint8_t nd = di->dim;
@@ -241,16 +243,9 @@ static void copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, 
     run *= (size_t)di->sizes[d];
     m--;
   }
-  if (run == 1 && m > 0) { /* no common contiguous run */
-    for (size_t k = 0; k < n; k++) {
-      memcpy(o + di->off * es, in + si->off * es, es);
-      et_iter_next(di);
-      et_iter_next(si);
-    }
-    return;
-  }
-  /* outer dims that are contiguous over each other on both sides walk as one
-   * (a channel concat in NHWC: H and W become one loop of H*W rows) */
+  /* (no common contiguous run: rows of one element) outer dims that are
+   * contiguous over each other on both sides walk as one (a channel concat
+   * in NHWC: H and W become one loop of H*W rows) */
   uint8_t w = 0;
   int32_t osize[ET_MAX_DIM];
   size_t dstr[ET_MAX_DIM], sstr[ET_MAX_DIM];
@@ -415,10 +410,21 @@ ET_PREPARE static et_status dim_order_copy_prepare(et_kernel_ctx *ctx, const cha
   if (!aten_same_shape(self, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
   return ET_OK;
 }
+/* dst = src in dst's dim order, same dtype and sizes (checked at prepare):
+ * a relayout moves rows (copy_iters) where the runtime's et_copy_tensor
+ * walks element by element. */
+static et_status relayout(et_kernel_ctx *ctx, et_tensor *dst, const et_tensor *src) {
+  if (dst->data == src->data || et_same_dim_order(dst, src)) return et_copy_tensor(ctx, dst, src);
+  et_iter di, si;
+  et_iter_init(&di, dst);
+  et_iter_init(&si, src);
+  copy_iters(dst->data, &di, src->data, &si, et_tensor_numel(dst), et_dtype_size(dst->dtype));
+  return ET_OK;
+}
 static et_status dim_order_copy(et_kernel_ctx *ctx, const char *op, et_value **args) {
   const et_tensor *const self = args[0]->u.t;
   et_tensor *const out = args[3]->u.t;
-  if (self->dtype == out->dtype) return et_copy_tensor(ctx, out, self);
+  if (self->dtype == out->dtype) return relayout(ctx, out, self);
   return copy_logical(ctx, op, out, self);
 }
 ET_PREPARE et_status aten_clone_dim_order_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy_prepare(ctx, "dim_order_ops::_clone_dim_order", a, n, false); }
@@ -435,7 +441,7 @@ ET_PREPARE et_status aten_clone_out_prepare(et_kernel_ctx *ctx, et_value **args,
   return ET_OK;
 }
 et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return et_copy_tensor(ctx, args[2]->u.t, args[0]->u.t);
+  return relayout(ctx, args[2]->u.t, args[0]->u.t);
 }
 
 /* aten::cat's plan, made at load into the call's state (aten_ops.def gives
