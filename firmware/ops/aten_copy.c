@@ -503,12 +503,17 @@ ET_PREPARE et_status aten_cat_out_prepare(et_kernel_ctx *ctx, et_value **args, u
     at += t->sizes[dim];
   }
   if (at != out->sizes[dim]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: inputs do not fill the output", op);
-  if (ctx->state && ctx->state_size >= sizeof(cat_state)) cat_plan((cat_state *)ctx->state, args);
+  if (ctx->state) { /* eval reads the plan */
+    if (ctx->state_size < sizeof(cat_state))
+      return et_fail(ctx, ET_E_INTERNAL, "%s: the registry gives %u bytes of state, the plan needs %u", op,
+                     (unsigned)ctx->state_size, (unsigned)sizeof(cat_state));
+    cat_plan((cat_state *)ctx->state, args);
+  }
   return ET_OK;
 }
 et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   cat_state local, *cs = (cat_state *)ctx->state;
-  if (cs == NULL || ctx->state_size < sizeof *cs) cat_plan(cs = &local, args);
+  if (cs == NULL) cat_plan(cs = &local, args);
   et_tensor *const out = args[2]->u.t;
 #if FW_HAVE_MVE
 #define PLAN &cs->sp
@@ -589,13 +594,18 @@ ET_PREPARE et_status aten_slice_copy_tensor_out_prepare(et_kernel_ctx *ctx, et_v
   bool ok = out->dim == self->dim;
   for (uint8_t d = 0; ok && d < self->dim; d++) ok = out->sizes[d] == (d == dim ? len : self->sizes[d]);
   if (!ok) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match the slice", op);
-  if (ctx->state && ctx->state_size >= sizeof(slice_state)) slice_plan((slice_state *)ctx->state, args);
+  if (ctx->state) { /* eval reads the plan */
+    if (ctx->state_size < sizeof(slice_state))
+      return et_fail(ctx, ET_E_INTERNAL, "%s: the registry gives %u bytes of state, the plan needs %u", op,
+                     (unsigned)ctx->state_size, (unsigned)sizeof(slice_state));
+    slice_plan((slice_state *)ctx->state, args);
+  }
   return ET_OK;
 }
 et_status aten_slice_copy_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   slice_state local;
   const slice_state *pl = (const slice_state *)ctx->state;
-  if (pl == NULL || ctx->state_size < sizeof *pl) slice_plan(&local, args), pl = &local;
+  if (pl == NULL) slice_plan(&local, args), pl = &local;
   const et_tensor *const self = args[0]->u.t;
   et_tensor *const out = args[5]->u.t;
   (void)nargs;

@@ -123,8 +123,9 @@ typedef struct {
   void *scratch;      /* per-call scratch memory from the caller's arenas */
   size_t scratch_size;
   /* This kernel call's own state in the runtime memory (the registry entry's
-   * state bytes, zeroed at load; NULL and 0 when it declares none): prepare
-   * plans into it, eval reads the plan. */
+   * state bytes, zeroed at load; NULL when it declares none): prepare plans
+   * into it, eval reads the plan. state_size is set for prepare, which
+   * refuses a state smaller than its plan; eval trusts a non-NULL state. */
   void *state;
   size_t state_size;
 } et_kernel_ctx;

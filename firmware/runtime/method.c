@@ -690,9 +690,12 @@ et_status et_method_execute(et_method *m) {
         case FBPU_InstructionArguments__KernelCall: {
           op = &m->ops[ins->a];
           m->kmsg[0] = 0;
-          m->ctx.state = ins->dstate, m->ctx.state_size = op->state_bytes;
+          m->ctx.state = ins->dstate; /* state_size is prepare's to check */
           et_status st = ET_OK;
-          if (m->prepare_each_call && op->prepare) st = op->prepare(&m->ctx, ins->args, ins->nargs);
+          if (m->prepare_each_call && op->prepare) {
+            m->ctx.state_size = op->state_bytes;
+            st = op->prepare(&m->ctx, ins->args, ins->nargs);
+          }
           if (st == ET_OK) st = op->fn(&m->ctx, ins->args, ins->nargs);
           if (st != ET_OK)
             return merr(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - start, op->name, op->overload,
