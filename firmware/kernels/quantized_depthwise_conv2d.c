@@ -643,20 +643,18 @@ static inline __attribute__((always_inline)) void dw_dsp_pixel(const dw_dsp_row3
     DW_FIN4(a[0], a[1], a[2], a[3]);
   }
 }
-static __attribute__((noinline)) void dw_dsp_pixel_folded(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,
-                                                          int32_t nky, int32_t nkx, int8_t *op) {
-  if (g->fast)
-    dw_dsp_pixel(g, x, w, nky, nkx, op, 0, 1);
-  else
-    dw_dsp_pixel(g, x, w, nky, nkx, op, 0, 0);
-}
-static __attribute__((noinline)) void dw_dsp_pixel_off(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,
-                                                       int32_t nky, int32_t nkx, int8_t *op) {
-  if (g->fast)
-    dw_dsp_pixel(g, x, w, nky, nkx, op, 1, 1);
-  else
-    dw_dsp_pixel(g, x, w, nky, nkx, op, 1, 0);
-}
+/* Out-of-line forms with use_off constant, the fast requantization chosen per layer. */
+#define DW_DSP_PIXEL_FN(NAME, USE_OFF)                                                                     \
+  static __attribute__((noinline)) void NAME(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,       \
+                                             int32_t nky, int32_t nkx, int8_t *op) {                       \
+    if (g->fast)                                                                                           \
+      dw_dsp_pixel(g, x, w, nky, nkx, op, USE_OFF, 1);                                                     \
+    else                                                                                                   \
+      dw_dsp_pixel(g, x, w, nky, nkx, op, USE_OFF, 0);                                                     \
+  }
+DW_DSP_PIXEL_FN(dw_dsp_pixel_folded, 0)
+DW_DSP_PIXEL_FN(dw_dsp_pixel_off, 1)
+#undef DW_DSP_PIXEL_FN
 
 /* beff: per channel, the bias plus input_offset * sum(all taps' weights), the
  * start value of windows that lie inside the input (computed per call into

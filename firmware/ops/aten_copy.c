@@ -444,6 +444,15 @@ et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return relayout(ctx, args[2]->u.t, args[0]->u.t);
 }
 
+/* Whether the call's state (NULL: none; eval then plans per call) holds a
+ * plan of `size` bytes: the registry entry's state bytes must cover it. */
+ET_PREPARE static et_status plan_state(et_kernel_ctx *ctx, const char *op, size_t size) {
+  if (ctx->state && ctx->state_size < size)
+    return et_fail(ctx, ET_E_INTERNAL, "%s: the registry gives %u bytes of state, the plan needs %u", op,
+                   (unsigned)ctx->state_size, (unsigned)size);
+  return ET_OK;
+}
+
 /* aten::cat's plan, made at load into the call's state (aten_ops.def gives
  * its bytes): the output's rows and, for the first CAT_PLANNED inputs, the
  * bytes each adds to an output row (0: an empty input) and whether it has
@@ -503,12 +512,8 @@ ET_PREPARE et_status aten_cat_out_prepare(et_kernel_ctx *ctx, et_value **args, u
     at += t->sizes[dim];
   }
   if (at != out->sizes[dim]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: inputs do not fill the output", op);
-  if (ctx->state) { /* eval reads the plan */
-    if (ctx->state_size < sizeof(cat_state))
-      return et_fail(ctx, ET_E_INTERNAL, "%s: the registry gives %u bytes of state, the plan needs %u", op,
-                     (unsigned)ctx->state_size, (unsigned)sizeof(cat_state));
-    cat_plan((cat_state *)ctx->state, args);
-  }
+  if ((st = plan_state(ctx, op, sizeof(cat_state)))) return st;
+  if (ctx->state) cat_plan((cat_state *)ctx->state, args); /* eval reads the plan */
   return ET_OK;
 }
 et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
@@ -594,12 +599,8 @@ ET_PREPARE et_status aten_slice_copy_tensor_out_prepare(et_kernel_ctx *ctx, et_v
   bool ok = out->dim == self->dim;
   for (uint8_t d = 0; ok && d < self->dim; d++) ok = out->sizes[d] == (d == dim ? len : self->sizes[d]);
   if (!ok) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match the slice", op);
-  if (ctx->state) { /* eval reads the plan */
-    if (ctx->state_size < sizeof(slice_state))
-      return et_fail(ctx, ET_E_INTERNAL, "%s: the registry gives %u bytes of state, the plan needs %u", op,
-                     (unsigned)ctx->state_size, (unsigned)sizeof(slice_state));
-    slice_plan((slice_state *)ctx->state, args);
-  }
+  if ((st = plan_state(ctx, op, sizeof(slice_state)))) return st;
+  if (ctx->state) slice_plan((slice_state *)ctx->state, args); /* eval reads the plan */
   return ET_OK;
 }
 et_status aten_slice_copy_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
