@@ -114,6 +114,7 @@ class ProgramNeeds:
     arguments: int
     output_bytes: int
     delegate_bytes: int = 0     # device memory for delegates (Ethos-U scratch); not predicted here
+    kernel_state: int = 0       # the kernel calls' load-time state (registry state bytes, each rounded up)
 
     def runtime_bytes(self, layout: dict[str, int]) -> int:
         """firmware/runtime/method.c runtime_bytes() with this build's struct sizes."""
@@ -122,7 +123,7 @@ class ProgramNeeds:
 
         return (up(layout["et_value"] * self.values) + up(layout["et_tensor"] * self.tensors)
                 + up(layout["et_op_slot"] * self.operators) + up(layout["et_instr"] * self.instructions)
-                + up(layout["pointer"] * self.arguments))
+                + up(layout["pointer"] * self.arguments) + self.kernel_state)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,8 +149,17 @@ class ProgramNeeds:
                 for s in v.sizes:
                     n *= int(s)
                 out += n * _ELEMENT_BYTES.get(int(v.scalar_type), 8)
+        from aot.deploy.opset import state_bytes
+
+        per_call = state_bytes()
+        state = 0
+        for i in instrs:
+            if isinstance(i.instr_args, KernelCall):
+                o = plan.operators[i.instr_args.op_index]
+                state += -(-per_call.get((o.name, o.overload), 0) // RUNTIME_ALIGN) * RUNTIME_ALIGN
         return cls(arenas=[int(s) for s in plan.non_const_buffer_sizes[1:]], values=len(plan.values), tensors=tensors,
-                   operators=len(plan.operators), instructions=len(instrs), arguments=args, output_bytes=out)
+                   operators=len(plan.operators), instructions=len(instrs), arguments=args, output_bytes=out,
+                   kernel_state=state)
 
 
 # ---------------------------------------------------------------- the check

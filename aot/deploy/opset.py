@@ -59,6 +59,20 @@ def program_facts(pte: bytes) -> ProgramFacts:
     return ProgramFacts(ops, n, dels)
 
 
+def state_bytes(ops_dir: Path = OPS_DIR) -> dict[tuple[str, str], int]:
+    """Per-call state bytes of the operators whose registry entry gives them (ET_OP's fifth argument, a number):
+    the firmware's runtime memory holds that much per kernel call of the operator (firmware/runtime/method.c)."""
+    out: dict[tuple[str, str], int] = {}
+    for path in sorted(ops_dir.glob("*.def")):
+        for line in path.read_text().splitlines():
+            m = _ET_OP.match(line)
+            if m:
+                rest = [a.strip() for a in m.group(3).split(",")]
+                if len(rest) >= 3 and rest[2].isdigit():
+                    out[(m.group(1), m.group(2))] = int(rest[2])
+    return out
+
+
 def registration(ops: list[tuple[str, str]], ops_dir: Path = OPS_DIR,
                  generator: str = "emlkit export") -> tuple[dict[str, str], set[str]]:
     """The repo's registry tables (ops/*.def) cut down to the program's operators: {file name: text} and

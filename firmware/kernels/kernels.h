@@ -312,4 +312,19 @@ k_status qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
                          int32_t zp, int32_t mult, int32_t shift, void *scratch, size_t scratch_size);
 #endif
 
+/* The body of a convolution-family entry point (qconv2d_s8, qdwconv2d_s8):
+ * the build's variant with the same arguments; the portable one takes no scratch. */
+#if FW_HAVE_MVE
+#define K_CONV_DISPATCH(name, p, in, w, b, m, s, out, scr, n) return name##_mve(p, in, w, b, m, s, out, scr, n)
+#elif FW_HAVE_DSP
+#define K_CONV_DISPATCH(name, p, in, w, b, m, s, out, scr, n) return name##_dsp(p, in, w, b, m, s, out, scr, n)
+#else
+#define K_CONV_DISPATCH(name, p, in, w, b, m, s, out, scr, n) \
+  do {                                                        \
+    (void)(scr), (void)(n);                                   \
+    name##_ref(p, in, w, b, m, s, out);                       \
+    return K_OK;                                              \
+  } while (0)
+#endif
+
 #endif

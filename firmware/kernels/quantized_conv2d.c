@@ -723,13 +723,5 @@ k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w
 
 k_status qconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                     const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch, size_t scratch_size) {
-#if FW_HAVE_MVE
-  return qconv2d_s8_mve(p, in, w, bias, mult, shift, out, scratch, scratch_size);
-#elif FW_HAVE_DSP
-  return qconv2d_s8_dsp(p, in, w, bias, mult, shift, out, scratch, scratch_size);
-#else
-  (void)scratch, (void)scratch_size;
-  qconv2d_s8_ref(p, in, w, bias, mult, shift, out);
-  return K_OK;
-#endif
+  K_CONV_DISPATCH(qconv2d_s8, p, in, w, bias, mult, shift, out, scratch, scratch_size);
 }

@@ -48,6 +48,20 @@ static qconv_params dw_conv_params(const qconv_params *p) {
   return c;
 }
 
+/* Run it so (in a variant's entry point): the weights 1HWO [K][OC] -> OHWI
+ * [OC][K] at the start of scratch, then the convolution variant CONV. A
+ * macro, so each variant's code stays as it was written out in place. */
+#define DW_AS_CONV(CONV)                                                                                  \
+  do {                                                                                                    \
+    const qconv_params c = dw_conv_params(p);                                                             \
+    const int32_t K = p->k_h * p->k_w, OC = p->out_c;                                                     \
+    int8_t *wt = (int8_t *)scratch;                                                                       \
+    for (int32_t o = 0; o < OC; o++)                                                                      \
+      for (int32_t k = 0; k < K; k++) wt[(size_t)o * K + k] = w[(size_t)k * OC + o];                      \
+    const size_t used = ((size_t)OC * K + 15) / 16 * 16;                                                  \
+    return CONV(&c, in, wt, bias, mult, shift, out, (int8_t *)scratch + used, scratch_size - used);       \
+  } while (0)
+
 size_t qdwconv2d_s8_get_buffer_size(const qconv_params *p) {
   if (dw_as_conv(p)) {
     const qconv_params c = dw_conv_params(p);
@@ -96,81 +110,40 @@ static inline __attribute__((always_inline)) void dw_pixel16(const qconv_params 
   /* in asm because GCC 12 keeps all twelve loaded vectors live and spills
    * the accumulators to the stack */
   if (nky > 0 && g->nkx > 0) {
-    if (full) {
-    __asm volatile(
-        "2:\n"
-        "ldr %[t], [%[g], #4]\n"
-        "dls lr, %[t]\n"
-        "1:\n"
-        "vldrb.s32 %q[t0], [%[x]]\n"
-        "vldrb.s32 %q[t1], [%[w]]\n"
-        "vmul.i32 %q[t0], %q[t0], %q[t1]\n"
-        "vadd.i32 %q[a0], %q[a0], %q[t0]\n"
-        "vldrb.s32 %q[t0], [%[x], #4]\n"
-        "vldrb.s32 %q[t1], [%[w], #4]\n"
-        "vmul.i32 %q[t0], %q[t0], %q[t1]\n"
-        "vadd.i32 %q[a1], %q[a1], %q[t0]\n"
-        "vldrb.s32 %q[t0], [%[x], #8]\n"
-        "vldrb.s32 %q[t1], [%[w], #8]\n"
-        "vmul.i32 %q[t0], %q[t0], %q[t1]\n"
-        "vadd.i32 %q[a2], %q[a2], %q[t0]\n"
-        "vldrb.s32 %q[t0], [%[x], #12]\n"
-        "vldrb.s32 %q[t1], [%[w], #12]\n"
-        "vmul.i32 %q[t0], %q[t0], %q[t1]\n"
-        "vadd.i32 %q[a3], %q[a3], %q[t0]\n"
-        "add %[x], %[xs]\n"
-        "add %[w], %[ws]\n"
-        "le lr, 1b\n"
-        "ldr %[t], [%[g], #16]\n"
-        "add %[x], %[t]\n"
-        "ldr %[t], [%[g], #20]\n"
-        "add %[w], %[t]\n"
-        "subs %[nky], #1\n"
-        "bne 2b\n"
-        : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3), [t0] "=&w"(t0),
-          [t1] "=&w"(t1), [x] "+l"(xp), [w] "+l"(wp), [nky] "+r"(nky), [t] "=&r"(t)
-        : [g] "r"(g), [xs] "r"(g->xstep), [ws] "r"(g->wstep)
-        : "lr", "memory", "cc");
-    } else {
-    __asm volatile(
-        "2:\n"
-        "ldr %[t], [%[g], #4]\n"
-        "dls lr, %[t]\n"
-        "1:\n"
-        "vldrb.s32 %q[t0], [%[x]]\n"
-        "vldrb.s32 %q[t1], [%[w]]\n"
-        "vadd.i32 %q[t0], %q[t0], %[off]\n"
-        "vmul.i32 %q[t0], %q[t0], %q[t1]\n"
-        "vadd.i32 %q[a0], %q[a0], %q[t0]\n"
-        "vldrb.s32 %q[t0], [%[x], #4]\n"
-        "vldrb.s32 %q[t1], [%[w], #4]\n"
-        "vadd.i32 %q[t0], %q[t0], %[off]\n"
-        "vmul.i32 %q[t0], %q[t0], %q[t1]\n"
-        "vadd.i32 %q[a1], %q[a1], %q[t0]\n"
-        "vldrb.s32 %q[t0], [%[x], #8]\n"
-        "vldrb.s32 %q[t1], [%[w], #8]\n"
-        "vadd.i32 %q[t0], %q[t0], %[off]\n"
-        "vmul.i32 %q[t0], %q[t0], %q[t1]\n"
-        "vadd.i32 %q[a2], %q[a2], %q[t0]\n"
-        "vldrb.s32 %q[t0], [%[x], #12]\n"
-        "vldrb.s32 %q[t1], [%[w], #12]\n"
-        "vadd.i32 %q[t0], %q[t0], %[off]\n"
-        "vmul.i32 %q[t0], %q[t0], %q[t1]\n"
-        "vadd.i32 %q[a3], %q[a3], %q[t0]\n"
-        "add %[x], %[xs]\n"
-        "add %[w], %[ws]\n"
-        "le lr, 1b\n"
-        "ldr %[t], [%[g], #16]\n"
-        "add %[x], %[t]\n"
-        "ldr %[t], [%[g], #20]\n"
-        "add %[w], %[t]\n"
-        "subs %[nky], #1\n"
-        "bne 2b\n"
-        : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3), [t0] "=&w"(t0),
-          [t1] "=&w"(t1), [x] "+l"(xp), [w] "+l"(wp), [nky] "+r"(nky), [t] "=&r"(t)
-        : [g] "r"(g), [xs] "r"(g->xstep), [ws] "r"(g->wstep), [off] "r"(g->off)
-        : "lr", "memory", "cc");
-    }
+/* One tap of four channels into accumulator A: widening loads of input and
+ * weights at byte offset OFS, ADD (the input offset for border windows, or
+ * nothing), a multiply and an add. */
+#define DW_TAP4(OFS, A, ADD)                  \
+  "vldrb.s32 %q[t0], [%[x]" OFS "]\n"         \
+  "vldrb.s32 %q[t1], [%[w]" OFS "]\n"         \
+  ADD                                         \
+  "vmul.i32 %q[t0], %q[t0], %q[t1]\n"         \
+  "vadd.i32 %q[" A "], %q[" A "], %q[t0]\n"
+/* The window's valid taps: rows of nkx taps, 16 channels per tap (the
+ * variable part: ADD's operand, if any). */
+#define DW_TAPS(ADD, ...)                                                                     \
+  __asm volatile("2:\n"                                                                     \
+                 "ldr %[t], [%[g], #4]\n"                                                   \
+                 "dls lr, %[t]\n"                                                           \
+                 "1:\n" DW_TAP4("", "a0", ADD) DW_TAP4(", #4", "a1", ADD)                   \
+                     DW_TAP4(", #8", "a2", ADD) DW_TAP4(", #12", "a3", ADD)                 \
+                 "add %[x], %[xs]\n"                                                        \
+                 "add %[w], %[ws]\n"                                                        \
+                 "le lr, 1b\n"                                                              \
+                 "ldr %[t], [%[g], #16]\n"                                                  \
+                 "add %[x], %[t]\n"                                                         \
+                 "ldr %[t], [%[g], #20]\n"                                                  \
+                 "add %[w], %[t]\n"                                                         \
+                 "subs %[nky], #1\n"                                                        \
+                 "bne 2b\n"                                                                 \
+                 : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3), [t0] "=&w"(t0), \
+                   [t1] "=&w"(t1), [x] "+l"(xp), [w] "+l"(wp), [nky] "+r"(nky), [t] "=&r"(t)   \
+                 : [g] "r"(g), [xs] "r"(g->xstep), [ws] "r"(g->wstep) __VA_ARGS__            \
+                 : "lr", "memory", "cc")
+    if (full) DW_TAPS("", );
+    else DW_TAPS("vadd.i32 %q[t0], %q[t0], %[off]\n", , [off] "r"(g->off));
+#undef DW_TAPS
+#undef DW_TAP4
   }
   /* straight-line requantization keeps the accumulators in registers */
   const int32x4_t vlo = vdupq_n_s32(p->act_min), vhi = vdupq_n_s32(p->act_max);
@@ -448,15 +421,7 @@ k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t 
     return K_OK;
   }
   if (scratch_size < qdwconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
-  if (dw_as_conv(p)) {
-    const qconv_params c = dw_conv_params(p);
-    const int32_t K = p->k_h * p->k_w, OC = p->out_c;
-    int8_t *wt = (int8_t *)scratch;
-    for (int32_t o = 0; o < OC; o++) /* 1HWO [K][OC] -> OHWI [OC][K] */
-      for (int32_t k = 0; k < K; k++) wt[(size_t)o * K + k] = w[(size_t)k * OC + o];
-    const size_t used = ((size_t)OC * K + 15) / 16 * 16;
-    return qconv2d_s8_mve(&c, in, wt, bias, mult, shift, out, (int8_t *)scratch + used, scratch_size - used);
-  }
+  if (dw_as_conv(p)) DW_AS_CONV(qconv2d_s8_mve);
   if (dm > 1) {
     dw_mult4(p, in, w, bias, mult, shift, out, (int32_t *)scratch + ((size_t)p->out_c + 15) / 16 * DW_BLOCK);
     return K_OK;
@@ -678,20 +643,18 @@ static inline __attribute__((always_inline)) void dw_dsp_pixel(const dw_dsp_row3
     DW_FIN4(a[0], a[1], a[2], a[3]);
   }
 }
-static __attribute__((noinline)) void dw_dsp_pixel_folded(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,
-                                                          int32_t nky, int32_t nkx, int8_t *op) {
-  if (g->fast)
-    dw_dsp_pixel(g, x, w, nky, nkx, op, 0, 1);
-  else
-    dw_dsp_pixel(g, x, w, nky, nkx, op, 0, 0);
-}
-static __attribute__((noinline)) void dw_dsp_pixel_off(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,
-                                                       int32_t nky, int32_t nkx, int8_t *op) {
-  if (g->fast)
-    dw_dsp_pixel(g, x, w, nky, nkx, op, 1, 1);
-  else
-    dw_dsp_pixel(g, x, w, nky, nkx, op, 1, 0);
-}
+/* Out-of-line forms with use_off constant, the fast requantization chosen per layer. */
+#define DW_DSP_PIXEL_FN(NAME, USE_OFF)                                                                     \
+  static __attribute__((noinline)) void NAME(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,       \
+                                             int32_t nky, int32_t nkx, int8_t *op) {                       \
+    if (g->fast)                                                                                           \
+      dw_dsp_pixel(g, x, w, nky, nkx, op, USE_OFF, 1);                                                     \
+    else                                                                                                   \
+      dw_dsp_pixel(g, x, w, nky, nkx, op, USE_OFF, 0);                                                     \
+  }
+DW_DSP_PIXEL_FN(dw_dsp_pixel_folded, 0)
+DW_DSP_PIXEL_FN(dw_dsp_pixel_off, 1)
+#undef DW_DSP_PIXEL_FN
 
 /* beff: per channel, the bias plus input_offset * sum(all taps' weights), the
  * start value of windows that lie inside the input (computed per call into
@@ -755,15 +718,7 @@ k_status qdwconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t 
                           const int32_t *bias, const int32_t *mult, const int32_t *shift,
                           int8_t *out, void *scratch, size_t scratch_size) {
   if (scratch_size < qdwconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
-  if (dw_as_conv(p)) {
-    const qconv_params c = dw_conv_params(p);
-    const int32_t K = p->k_h * p->k_w, OC = p->out_c;
-    int8_t *wt = (int8_t *)scratch;
-    for (int32_t o = 0; o < OC; o++) /* 1HWO [K][OC] -> OHWI [OC][K] */
-      for (int32_t k = 0; k < K; k++) wt[(size_t)o * K + k] = w[(size_t)k * OC + o];
-    const size_t used = ((size_t)OC * K + 15) / 16 * 16;
-    return qconv2d_s8_dsp(&c, in, wt, bias, mult, shift, out, (int8_t *)scratch + used, scratch_size - used);
-  }
+  if (dw_as_conv(p)) DW_AS_CONV(qconv2d_s8_dsp);
   if (p->out_c != p->in_c || p->input_offset < -32640 || p->input_offset > 32639) {
     qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
     return K_OK;
@@ -776,13 +731,5 @@ k_status qdwconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t 
 k_status qdwconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                       const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch,
                       size_t scratch_size) {
-#if FW_HAVE_MVE
-  return qdwconv2d_s8_mve(p, in, w, bias, mult, shift, out, scratch, scratch_size);
-#elif FW_HAVE_DSP
-  return qdwconv2d_s8_dsp(p, in, w, bias, mult, shift, out, scratch, scratch_size);
-#else
-  (void)scratch, (void)scratch_size;
-  qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
-  return K_OK;
-#endif
+  K_CONV_DISPATCH(qdwconv2d_s8, p, in, w, bias, mult, shift, out, scratch, scratch_size);
 }

@@ -122,6 +122,12 @@ typedef struct {
   size_t msg_cap;
   void *scratch;      /* per-call scratch memory from the caller's arenas */
   size_t scratch_size;
+  /* This kernel call's own state in the runtime memory (the registry entry's
+   * state bytes, zeroed at load; NULL when it declares none): prepare plans
+   * into it, eval reads the plan. state_size is set for prepare, which
+   * refuses a state smaller than its plan; eval trusts a non-NULL state. */
+  void *state;
+  size_t state_size;
 } et_kernel_ctx;
 
 /* An operator adapter: unpacks `args` (in schema order, out tensor last) and

@@ -54,7 +54,23 @@ static et_status find_plan(et_program *p, const char *name, char *msg, fb_table 
 typedef struct {
   fb_vec values, chains, ops, sizes;
   uint32_t ntensors, ninstr, nargs;
+  size_t kstate; /* the kernel calls' own state (registry state bytes, each rounded up) */
 } plan_shape;
+
+
+/* Bytes of state the registry gives operator `op` of the plan per call (0 for
+ * an operator out of range or unknown: the load refuses those later). */
+static uint32_t op_state_bytes(const fb_vec *ops, int32_t op) {
+  fb_table t;
+  bool p1, p2;
+  const char *name, *ov;
+  uint32_t nl, ol, bytes = 0;
+  if (op < 0 || (uint32_t)op >= ops->len || !fb_vec_table(ops, (uint32_t)op, &t) ||
+      !fb_string(&t, FBP_Operator__name, &p1, &name, &nl) || !fb_string(&t, FBP_Operator__overload, &p2, &ov, &ol))
+    return 0;
+  (void)et_registry_find(name, nl, ov, ol, NULL, &bytes);
+  return bytes;
+}
 
 /* One walk over the plan that counts what the runtime memory must hold. */
 static et_status shape_of(const fb_table *plan, char *msg, plan_shape *s) {
@@ -92,6 +108,9 @@ static et_status shape_of(const fb_table *plan, char *msg, plan_shape *s) {
         if (av.len > UINT32_MAX - s->nargs) return CORRUPT(msg, "too many arguments");
         s->nargs += av.len;
       }
+      int32_t op = -1;
+      if (type == FBPU_InstructionArguments__KernelCall && fb_i32(&args, FBP_KernelCall__op_index, 0, &op))
+        s->kstate += align_up(op_state_bytes(&s->ops, op));
     }
   }
   if (s->sizes.len > ET_MAX_ARENAS + 1)
@@ -103,7 +122,7 @@ static et_status shape_of(const fb_table *plan, char *msg, plan_shape *s) {
 static size_t runtime_bytes(const plan_shape *s) {
   return align_up(sizeof(et_value) * s->values.len) + align_up(sizeof(et_tensor) * s->ntensors) +
          align_up(sizeof(et_op_slot) * s->ops.len) + align_up(sizeof(et_instr) * s->ninstr) +
-         align_up(sizeof(et_value *) * s->nargs);
+         align_up(sizeof(et_value *) * s->nargs) + s->kstate;
 }
 
 /* The backend and processed data of delegate `di` called by instruction `n`. */
@@ -393,7 +412,8 @@ static et_status init_delegate(et_method *m, et_instr *ins, uint32_t n, uint8_t 
   return ET_OK;
 }
 
-static et_status parse_instructions(et_method *m, const plan_shape *s, et_value **argbuf, uint8_t *dmem, size_t dleft) {
+static et_status parse_instructions(et_method *m, const plan_shape *s, et_value **argbuf, uint8_t *kstate, uint8_t *dmem,
+                                    size_t dleft) {
   uint32_t n = 0;
   bool present;
   m->nchains = s->chains.len;
@@ -454,6 +474,10 @@ static et_status parse_instructions(et_method *m, const plan_shape *s, et_value 
         }
         argbuf += av.len;
       }
+      if (type == FBPU_InstructionArguments__KernelCall && m->ops[x].state_bytes) {
+        ins->dstate = kstate; /* zeroed with the runtime memory */
+        kstate += align_up(m->ops[x].state_bytes);
+      }
       if (type == FBPU_InstructionArguments__DelegateCall) {
         et_status st = init_delegate(m, ins, n, &dmem, &dleft);
         if (st != ET_OK) return st;
@@ -511,7 +535,7 @@ static et_status resolve_ops(et_method *m, const plan_shape *s) {
     if (!fb_vec_table(&s->ops, i, &op) || !fb_string(&op, FBP_Operator__name, &p1, &slot->name, &nl) ||
         !fb_string(&op, FBP_Operator__overload, &p2, &slot->overload, &ol))
       return CORRUPT(m->msg, "operator table");
-    slot->fn = et_registry_find(slot->name, nl, slot->overload, ol, &slot->prepare);
+    slot->fn = et_registry_find(slot->name, nl, slot->overload, ol, &slot->prepare, &slot->state_bytes);
     if (slot->fn == NULL)
       return merr(m->msg, ET_E_UNKNOWN_OP, "unknown operator %s.%s: no kernel registered for it in firmware/ops/*.def",
                   slot->name, ol ? slot->overload : "default");
@@ -534,6 +558,7 @@ static et_status prepare_calls(et_method *m) {
       const et_op_slot *op = &m->ops[ins->a];
       if (op->prepare == NULL) continue;
       m->kmsg[0] = 0;
+      m->ctx.state = ins->dstate, m->ctx.state_size = op->state_bytes;
       et_status st = op->prepare(&m->ctx, ins->args, ins->nargs);
       if (st != ET_OK)
         return merr(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - m->chain_start[c], op->name, op->overload,
@@ -587,6 +612,7 @@ et_status et_method_init(et_method *m, et_program *p, const char *name, void *ru
   m->instrs = (et_instr *)mem;
   mem += align_up(sizeof(et_instr) * s.ninstr);
   et_value **argbuf = (et_value **)mem;
+  uint8_t *kstate = mem + align_up(sizeof(et_value *) * s.nargs);
   memset(runtime_mem, 0, need);
 
   if (delegate_mem == NULL) delegate_size = 0;
@@ -596,7 +622,7 @@ et_status et_method_init(et_method *m, et_program *p, const char *name, void *ru
   m->ctx.msg_cap = sizeof m->kmsg;
   st = parse_values(m, &s, bases, plan_sizes);
   if (st == ET_OK) st = resolve_ops(m, &s);
-  if (st == ET_OK) st = parse_instructions(m, &s, argbuf, delegate_mem, delegate_size);
+  if (st == ET_OK) st = parse_instructions(m, &s, argbuf, kstate, delegate_mem, delegate_size);
   if (st == ET_OK) st = check_aliasing(m);
   if (st != ET_OK) return st;
   bool present;
@@ -664,8 +690,12 @@ et_status et_method_execute(et_method *m) {
         case FBPU_InstructionArguments__KernelCall: {
           op = &m->ops[ins->a];
           m->kmsg[0] = 0;
+          m->ctx.state = ins->dstate; /* state_size is prepare's to check */
           et_status st = ET_OK;
-          if (m->prepare_each_call && op->prepare) st = op->prepare(&m->ctx, ins->args, ins->nargs);
+          if (m->prepare_each_call && op->prepare) {
+            m->ctx.state_size = op->state_bytes;
+            st = op->prepare(&m->ctx, ins->args, ins->nargs);
+          }
           if (st == ET_OK) st = op->fn(&m->ctx, ins->args, ins->nargs);
           if (st != ET_OK)
             return merr(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - start, op->name, op->overload,

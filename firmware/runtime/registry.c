@@ -1,6 +1,7 @@
 /* Compile-time operator table from the X-macro .def files. An entry is
- * ET_OP("namespace::name", "overload", eval_fn) or, with a load-time check,
- * ET_OP("namespace::name", "overload", eval_fn, prepare_fn). */
+ * ET_OP("namespace::name", "overload", eval_fn), with a load-time check
+ * ET_OP("namespace::name", "overload", eval_fn, prepare_fn), and with bytes
+ * of per-call state for them ET_OP(..., eval_fn, prepare_fn, state_bytes). */
 #include "registry.h"
 
 /* Stand-in prepare of entries that name none (never called). */
@@ -10,9 +11,12 @@ et_status et_no_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return ET_OK;
 }
 
-/* The optional 4th argument: ET_OP(n, o, fn) -> prepare et_no_prepare. */
-#define ET_OP(name, overload, ...) ET_OP_(name, overload, __VA_ARGS__, et_no_prepare, ~)
-#define ET_OP_(name, overload, fn, prep, ...)                            \
+/* The optional 4th and 5th arguments: ET_OP(n, o, fn) -> prepare et_no_prepare, no state. */
+#define ET_OP(name, overload, ...) ET_OP_CALL_(ET_OP_, (name, overload, __VA_ARGS__, ET_OP_DEFAULTS_(__VA_ARGS__)))
+#define ET_OP_CALL_(m, args) m args /* expands the defaults into arguments before ET_OP_ splits them */
+#define ET_OP_DEFAULTS_(...) ET_OP_PICK_(__VA_ARGS__, 0, 0, et_no_prepare, 0, ~)
+#define ET_OP_PICK_(a, b, c, ...) __VA_ARGS__
+#define ET_OP_(name, overload, fn, prep, state, ...)                     \
   et_status fn(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);     \
   et_status prep(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);
 #include "cortex_m_ops.def"
@@ -25,26 +29,29 @@ typedef struct {
   const char *overload;
   et_op_fn fn;
   et_op_prepare_fn prepare;
+  uint32_t state_bytes;
 } entry;
 
 static const entry k_ops[] = {
-#define ET_OP_(name, overload, fn, prep, ...) {name, overload, fn, prep},
+#define ET_OP_(name, overload, fn, prep, state, ...) {name, overload, fn, prep, state},
 #include "cortex_m_ops.def"
 #include "aten_ops.def"
 #include "emlkit_ops.def"
 #undef ET_OP_
 #undef ET_OP
-    {NULL, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, 0},
 };
 
 static int eq(const char *a, const char *b, uint32_t n) { return strlen(a) == n && memcmp(a, b, n) == 0; }
 
 et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
-                          et_op_prepare_fn *prepare) {
+                          et_op_prepare_fn *prepare, uint32_t *state_bytes) {
   if (prepare) *prepare = NULL;
+  if (state_bytes) *state_bytes = 0;
   for (const entry *e = k_ops; e->name; e++)
     if (eq(e->name, name, name_len) && eq(e->overload, overload, overload_len)) {
       if (prepare) *prepare = e->prepare == et_no_prepare ? NULL : e->prepare;
+      if (state_bytes) *state_bytes = e->state_bytes;
       return e->fn;
     }
   return NULL;

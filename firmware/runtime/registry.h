@@ -6,10 +6,11 @@
 #include "et_types.h"
 
 /* name/overload need not be NUL-terminated; lengths are given. Returns the
- * eval function (NULL if unknown) and, if `prepare` is not NULL, stores the
- * entry's prepare function there (NULL when the entry has none). */
+ * eval function (NULL if unknown) and, where the pointers are not NULL,
+ * stores the entry's prepare function (NULL when the entry has none) and its
+ * bytes of per-call state (0: none). */
 et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
-                          et_op_prepare_fn *prepare);
+                          et_op_prepare_fn *prepare, uint32_t *state_bytes);
 /* For listings: entry i (NULL name past the end). */
 const char *et_registry_entry(uint32_t i, const char **overload);
 

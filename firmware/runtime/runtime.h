@@ -55,6 +55,7 @@ typedef struct {
   const char *overload;
   et_op_fn fn;
   et_op_prepare_fn prepare; /* NULL: the adapter checks nothing at load */
+  uint32_t state_bytes;     /* per kernel call (ET_OP's fifth argument), 0: none */
   uint64_t calls;
   uint64_t count;   /* sum of clock deltas */
 } et_op_slot;
@@ -65,7 +66,7 @@ typedef struct {
   et_value **args;
   uint32_t nargs;
   const struct et_backend *backend; /* DelegateCall: who runs it, with its state in planned memory */
-  void *dstate;
+  void *dstate;                     /* that state; KernelCall: the adapter's state (et_kernel_ctx.state) */
   uint64_t calls, count;            /* DelegateCall profile (kernel calls count in their op slot) */
 } et_instr;
 
