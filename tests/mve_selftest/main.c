@@ -45,7 +45,7 @@ static inline void rq_n(int n) {
 /* The folded window bias the compiler stores (aot/passes/window_bias.py): per
  * output channel bias + input_offset * sum(all its weights), int32 wrap. */
 static int32_t g_beff[1024];
-static const int32_t *window_bias(const qconv_params *p, const int8_t *w, const int32_t *bias, int depthwise) {
+static __attribute__((unused)) const int32_t *window_bias(const qconv_params *p, const int8_t *w, const int32_t *bias, int depthwise) {
   const int32_t k = p->k_h * p->k_w * (depthwise ? 1 : p->in_c / p->groups);
   for (int32_t o = 0; o < p->out_c; o++) {
     uint32_t s = 0;
@@ -487,19 +487,19 @@ static void bench(void) {
   calibrate();
   qconv_params c;
   /* conv 3x3, 16x16x16 -> 32, pad 1 */
-  c = (qconv_params){1, 16, 16, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 128, -5, -128, 127};
+  c = (qconv_params){1, 16, 16, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 128, -5, -128, 127, NULL};
   fill(g_in, 16 * 16 * 16), fill(g_w, 32 * 9 * 16), fill_bias(32);
   for (int i = 0; i < 32; i++) g_mult[i] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[i] = -8;
   BENCH2("conv3x3_16x16x16_32", 1, qconv2d_s8_ref(&c, g_in, g_w, g_bias, g_mult, g_shift, g_a),
          CONV_BENCH(qconv2d_s8, &c, g_bias, g_b));
   /* depthwise 3x3 on 25x5x64, pad 1 */
-  c = (qconv_params){1, 25, 5, 64, 25, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, 128, -5, -128, 127};
+  c = (qconv_params){1, 25, 5, 64, 25, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, 128, -5, -128, 127, NULL};
   fill(g_in, 25 * 5 * 64), fill(g_w, 9 * 64), fill_bias(64);
   for (int i = 0; i < 64; i++) g_mult[i] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[i] = -8;
   BENCH2("dwconv3x3_25x5x64", 1, qdwconv2d_s8_ref(&c, g_in, g_w, g_bias, g_mult, g_shift, g_a),
          CONV_BENCH(qdwconv2d_s8, &c, g_bias, g_b));
   /* 1x1 conv 25x5x64 -> 64 */
-  c = (qconv_params){1, 25, 5, 64, 25, 5, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127};
+  c = (qconv_params){1, 25, 5, 64, 25, 5, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL};
   fill(g_w, 64 * 64);
   BENCH2("conv1x1_25x5x64_64", 1, qconv2d_s8_ref(&c, g_in, g_w, g_bias, g_mult, g_shift, g_a),
          CONV_BENCH(qconv2d_s8, &c, g_bias, g_b));
@@ -536,15 +536,15 @@ static void bench(void) {
      the whole model against CMSIS-NN) */
   {
     static const struct { const char *name; qconv_params c; int dw; } mv2[] = {
-        {"mv2_conv1x1_48x48x16_8", {1, 48, 48, 16, 48, 48, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
-        {"mv2_conv1x1_3x3x56_336", {1, 3, 3, 56, 3, 3, 336, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
-        {"mv2_conv1x1_3x3x336_56", {1, 3, 3, 336, 3, 3, 56, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
-        {"mv2_conv1x1_12x12x96_16", {1, 12, 12, 96, 12, 12, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
-        {"mv2_dw3x3_3x3x336", {1, 3, 3, 336, 3, 3, 336, 3, 3, 1, 1, 1, 1, 1, 1, 336, 128, -5, -128, 127}, 1},
-        {"mv2_dw3x3s2_6x6x192", {1, 6, 6, 192, 3, 3, 192, 3, 3, 2, 2, 1, 1, 1, 1, 192, 128, -5, -128, 127}, 1},
-        {"mv2_dw3x3s2_12x12x96", {1, 12, 12, 96, 6, 6, 96, 3, 3, 2, 2, 1, 1, 1, 1, 96, 128, -5, -128, 127}, 1},
+        {"mv2_conv1x1_48x48x16_8", {1, 48, 48, 16, 48, 48, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
+        {"mv2_conv1x1_3x3x56_336", {1, 3, 3, 56, 3, 3, 336, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
+        {"mv2_conv1x1_3x3x336_56", {1, 3, 3, 336, 3, 3, 56, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
+        {"mv2_conv1x1_12x12x96_16", {1, 12, 12, 96, 12, 12, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
+        {"mv2_dw3x3_3x3x336", {1, 3, 3, 336, 3, 3, 336, 3, 3, 1, 1, 1, 1, 1, 1, 336, 128, -5, -128, 127, NULL}, 1},
+        {"mv2_dw3x3s2_6x6x192", {1, 6, 6, 192, 3, 3, 192, 3, 3, 2, 2, 1, 1, 1, 1, 192, 128, -5, -128, 127, NULL}, 1},
+        {"mv2_dw3x3s2_12x12x96", {1, 12, 12, 96, 6, 6, 96, 3, 3, 2, 2, 1, 1, 1, 1, 96, 128, -5, -128, 127, NULL}, 1},
         /* DS-CNN's first layer: a one-channel 10x4 convolution, lowered as depthwise x64 */
-        {"dscnn_dw10x4s2_49x10x1_x64", {1, 49, 10, 1, 25, 5, 64, 10, 4, 2, 2, 5, 1, 1, 1, 1, 128, -5, -128, 127}, 1},
+        {"dscnn_dw10x4s2_49x10x1_x64", {1, 49, 10, 1, 25, 5, 64, 10, 4, 2, 2, 5, 1, 1, 1, 1, 128, -5, -128, 127, NULL}, 1},
     };
     for (size_t i = 0; i < sizeof mv2 / sizeof mv2[0]; i++) {
       const qconv_params *q = &mv2[i].c;
