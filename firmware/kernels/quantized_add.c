@@ -113,6 +113,7 @@ void qadd_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
   k.om = p->out_mult, k.os = p->out_shift, k.oz = p->out_zp, k.lo = p->act_min, k.hi = p->act_max;
   k.nza2 = k_neg_zp2(p->a_zp), k.nzb2 = k_neg_zp2(p->b_zp);
   const int fast = k.am >= 0 && k.as <= -2 && k.bm >= 0 && k.bs <= -2 && k.om >= 0 && k.os <= -2;
+  if (a_len == 0 || b_len == 0) return;
   k_bcast_blocks(a, a_len, b, b_len, out, fast ? add_block_dsp_fast : add_block_dsp_gen, &k);
 }
 #endif

@@ -218,23 +218,6 @@ static inline int8_t finish_dsp(float sum, int32_t count, float scale, float fzp
   return (int8_t)__ssat(i - 0x4B400000 + zp, 8);
 }
 
-/* `lanes` adjacent channels (8, 4 or 1: a constant after inlining, so the
- * sums stay in registers) summed over an ny x nx window from the term table
- * in the reference's tap order, then finished. q walks the window: C bytes
- * per tap, rowadj more per row. */
-static inline __attribute__((always_inline)) void taps_dsp(const uint8_t *q, int32_t ny, int32_t nx, int32_t rowadj,
-                                                           int32_t C, const float *tab, int8_t *op, int32_t count,
-                                                           float scale, int32_t zp, const int lanes) {
-  float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  for (int32_t y = 0; y < ny; y++, q += rowadj)
-    for (int32_t x = 0; x < nx; x++, q += C) {
-#pragma GCC unroll 8
-      for (int l = 0; l < lanes; l++) s[l] += tab[q[l]];
-    }
-#pragma GCC unroll 8
-  for (int l = 0; l < lanes; l++) op[l] = finish_dsp(s[l], count, scale, (float)zp, zp);
-}
-
 k_status qavgpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
                          int32_t mult, int32_t shift, void *scratch, size_t scratch_size) {
   if (scratch_size < qavgpool_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
@@ -265,9 +248,51 @@ k_status qavgpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, i
         const uint8_t *base = (const uint8_t *)in + (((size_t)b * p->in_h + ys.lo) * p->in_w + xs.lo) * C;
         const int32_t rowadj = (p->in_w - nx) * C;
         int32_t c = 0;
-        for (; c + 8 <= C; c += 8) taps_dsp(base + c, ny, nx, rowadj, C, tab, op + c, count, scale, zp, 8);
-        for (; c < C4; c += 4) taps_dsp(base + c, ny, nx, rowadj, C, tab, op + c, count, scale, zp, 4);
-        for (; c < C; c++) taps_dsp(base + c, ny, nx, rowadj, C, tab, op + c, count, scale, zp, 1);
+        for (; c + 8 <= C; c += 8) {
+          float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, s4 = 0.0f, s5 = 0.0f, s6 = 0.0f, s7 = 0.0f;
+          const uint8_t *q = base + c;
+          for (int32_t y = 0; y < ny; y++, q += rowadj)
+            for (int32_t x = 0; x < nx; x++, q += C) {
+              s0 += tab[q[0]];
+              s1 += tab[q[1]];
+              s2 += tab[q[2]];
+              s3 += tab[q[3]];
+              s4 += tab[q[4]];
+              s5 += tab[q[5]];
+              s6 += tab[q[6]];
+              s7 += tab[q[7]];
+            }
+          op[c] = finish_dsp(s0, count, scale, fzp, zp);
+          op[c + 1] = finish_dsp(s1, count, scale, fzp, zp);
+          op[c + 2] = finish_dsp(s2, count, scale, fzp, zp);
+          op[c + 3] = finish_dsp(s3, count, scale, fzp, zp);
+          op[c + 4] = finish_dsp(s4, count, scale, fzp, zp);
+          op[c + 5] = finish_dsp(s5, count, scale, fzp, zp);
+          op[c + 6] = finish_dsp(s6, count, scale, fzp, zp);
+          op[c + 7] = finish_dsp(s7, count, scale, fzp, zp);
+        }
+        for (; c < C4; c += 4) {
+          float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+          const uint8_t *q = base + c;
+          for (int32_t y = 0; y < ny; y++, q += rowadj)
+            for (int32_t x = 0; x < nx; x++, q += C) {
+              s0 += tab[q[0]];
+              s1 += tab[q[1]];
+              s2 += tab[q[2]];
+              s3 += tab[q[3]];
+            }
+          op[c] = finish_dsp(s0, count, scale, fzp, zp);
+          op[c + 1] = finish_dsp(s1, count, scale, fzp, zp);
+          op[c + 2] = finish_dsp(s2, count, scale, fzp, zp);
+          op[c + 3] = finish_dsp(s3, count, scale, fzp, zp);
+        }
+        for (; c < C; c++) {
+          float s0 = 0.0f;
+          const uint8_t *q = base + c;
+          for (int32_t y = 0; y < ny; y++, q += rowadj)
+            for (int32_t x = 0; x < nx; x++, q += C) s0 += tab[q[0]];
+          op[c] = finish_dsp(s0, count, scale, fzp, zp);
+        }
       }
     }
   return K_OK;
