@@ -86,6 +86,39 @@ static inline int32_t k_clamp(int32_t v, int32_t lo, int32_t hi) {
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
+/* The variant a dispatcher `<name>` calls: `<name>_mve`, else `<name>_dsp`,
+ * else `<name>_ref` (for the families that have all three). */
+#if FW_HAVE_MVE
+#define K_BEST(name) name##_mve
+#elif FW_HAVE_DSP
+#define K_BEST(name) name##_dsp
+#else
+#define K_BEST(name) name##_ref
+#endif
+
+/* Elementwise broadcast (add, mul): the output has max(a_len, b_len)
+ * elements and the shorter operand repeats with period min(a_len, b_len),
+ * which divides the longer length (see above); both lengths non-zero (no
+ * check here: in the MVE kernels one more live value costs GCC 12 three
+ * instructions per block). Calls blk on each period-long block; the _mve
+ * and _dsp kernels share it, inlined so blk becomes a direct call. */
+typedef void k_elem_block(const int8_t *a, const int8_t *b, int8_t *out, int32_t len, const void *ctx);
+static inline __attribute__((always_inline)) void k_bcast_blocks(const int8_t *a, size_t a_len, const int8_t *b,
+                                                                 size_t b_len, int8_t *out, k_elem_block *blk,
+                                                                 const void *ctx) {
+  const size_t n = a_len > b_len ? a_len : b_len;
+  const size_t per = a_len < b_len ? a_len : b_len;
+  for (size_t s = 0; s < n; s += per) blk(a_len == n ? a + s : a, b_len == n ? b + s : b, out + s, (int32_t)per, ctx);
+}
+
+/* Largest of len int8 values `inner` apart (one softmax row). */
+static inline int32_t k_max_strided_s8(const int8_t *x, int32_t len, int32_t inner) {
+  int32_t m = x[0];
+  for (int32_t j = 1; j < len; j++)
+    if (x[(size_t)j * inner] > m) m = x[(size_t)j * inner];
+  return m;
+}
+
 /* ---- quantize_per_tensor / dequantize_per_tensor (quantize_per_tensor.c) ----
  * quantize: out = clamp(rint(x * (float)(1/scale)) + zp, qmin, qmax), in float32
  * like the edge-dialect reference; out_dtype is K_U8, K_S8, K_S16 or K_S32.
@@ -158,31 +191,26 @@ typedef struct {
   const int32_t *beff;
 } qconv_params;
 
+/* The family's signatures: the portable `_ref` form, the weight-free
+ * scratch size, and the form with scratch (dispatcher, `_mve`, `_dsp`). */
+typedef void k_conv_ref_fn(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                           const int32_t *mult, const int32_t *shift, int8_t *out);
+typedef size_t k_conv_size_fn(const qconv_params *p);
+typedef k_status k_conv_fn(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                           const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch,
+                           size_t scratch_size);
 /* weight OHWI [out_c][k_h][k_w][in_c/groups]; bias may be NULL. */
-void qconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
-                    const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                    int8_t *out);
-size_t qconv2d_s8_get_buffer_size(const qconv_params *p);
-k_status qconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
-                    const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                    int8_t *out, void *scratch, size_t scratch_size);
+k_conv_ref_fn qconv2d_s8_ref;
+k_conv_size_fn qconv2d_s8_get_buffer_size;
+k_conv_fn qconv2d_s8;
 /* weight 1HWO [k_h][k_w][out_c]; out channel o reads input channel o / (out_c/in_c). */
-void qdwconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
-                      const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                      int8_t *out);
-size_t qdwconv2d_s8_get_buffer_size(const qconv_params *p);
-k_status qdwconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
-                      const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                      int8_t *out, void *scratch, size_t scratch_size);
+k_conv_ref_fn qdwconv2d_s8_ref;
+k_conv_size_fn qdwconv2d_s8_get_buffer_size;
+k_conv_fn qdwconv2d_s8;
 /* Transposed conv; weight OHWI [out_c][k_h][k_w][in_c]; out_h/out_w already
  * include output_padding. Accumulates exactly in int32 (the reference does it
- * in float32, which is exact while partial sums stay below 2^24). */
-void qtconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
-                     const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                     int8_t *out);
-void qtconv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
-                 const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                 int8_t *out);
+ * in float32, which is exact while partial sums stay below 2^24). No scratch. */
+k_conv_ref_fn qtconv2d_s8_ref, qtconv2d_s8;
 
 /* ---- quantized_linear (quantized_linear.c) ----
  * in [rows][k], w [n][k]. With kernel_sum (the MVE flow):
@@ -216,6 +244,15 @@ typedef struct {
   int32_t batch, in_h, in_w, c, out_h, out_w;
   int32_t k_h, k_w, stride_h, stride_w, pad_h, pad_w;
 } qpool_params;
+/* Valid taps [lo, hi) of pooling window o along one axis, clipped to the
+ * input (padding never counts). */
+typedef struct {
+  int32_t lo, hi;
+} k_span;
+static inline k_span k_pool_span(int32_t o, int32_t stride, int32_t pad, int32_t k, int32_t n) {
+  const int32_t s = o * stride - pad, e = s + k;
+  return (k_span){s < 0 ? 0 : s, e > n ? n : e};
+}
 /* avg: float32 like the reference (dequantize with scale = mult*2^shift/2^31,
  * sum the window in row-major order, divide by the count of valid taps,
  * quantize with rint); out_h/out_w already reflect ceil_mode. */
@@ -273,12 +310,7 @@ void qadd_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
 void qmul_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qmul_params *p);
 void qlut_s8_mve(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
-k_status qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
-                        const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                        int8_t *out, void *scratch, size_t scratch_size);
-k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
-                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                          int8_t *out, void *scratch, size_t scratch_size);
+k_conv_fn qconv2d_s8_mve, qdwconv2d_s8_mve;
 void qlinear_s8_mve(const qlinear_params *p, const int8_t *in, const int8_t *w,
                     const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
 void qbmm_s8_mve(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
@@ -286,12 +318,7 @@ void qmaxpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t act_min, int32_t act_max);
 #endif
 #if FW_HAVE_DSP
-k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w,
-                        const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                        int8_t *out, void *scratch, size_t scratch_size);
-k_status qdwconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w,
-                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                          int8_t *out, void *scratch, size_t scratch_size);
+k_conv_fn qconv2d_s8_dsp, qdwconv2d_s8_dsp;
 void qlinear_s8_dsp(const qlinear_params *p, const int8_t *in, const int8_t *w,
                     const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
 void qadd_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,

@@ -23,6 +23,13 @@ static inline int32_t k_rd32(const int8_t *p) {
 }
 static inline void k_wr32(int8_t *p, int32_t v) { memcpy(p, &v, 4); }
 
+/* -zp modulo 2^16 in both halves: SADD16 with it subtracts a zero point
+ * from two int16 lanes at once. */
+static inline int32_t k_neg_zp2(int32_t zp) {
+  const uint32_t h = (uint16_t)(0u - (uint32_t)zp);
+  return (int32_t)(h << 16 | h);
+}
+
 /* Bytes 0 and 2 as int16 halves. */
 static inline int32_t k_lo16(int32_t v) { return __sxtb16(v); }
 /* Bytes 1 and 3 as int16 halves: SXTB16 with its rotate field. GCC 12's

@@ -33,6 +33,26 @@ static inline int32x4_t k_requantize_mve_n(int32x4_t x, int32_t mult, int32_t ne
 static inline int k_requant_vec_ok(int32_t mult, int32_t shift) {
   return mult >= 0 && shift <= 0 && shift >= -31;
 }
+
+/* One block of an int8 elementwise op, four int32 lanes per step (VLDRB.S32
+ * widens on load, VSTRB.32 narrows on store), tail-predicated: out = clamp(
+ * op(a - za, b - zb, p) + zo, lo, hi). Inlined with a constant `op`, which
+ * is inlined in turn. */
+typedef int32x4_t k_elem_op_mve(int32x4_t a, int32x4_t b, const void *p);
+static inline __attribute__((always_inline)) void k_elem_block_mve(const int8_t *a, const int8_t *b, int8_t *out,
+                                                                   int32_t len, int32_t za, int32_t zb, int32_t zo,
+                                                                   int32_t lo, int32_t hi, k_elem_op_mve *op,
+                                                                   const void *p) {
+  const int32x4_t vza = vdupq_n_s32(za), vzb = vdupq_n_s32(zb), vzo = vdupq_n_s32(zo);
+  const int32x4_t vlo = vdupq_n_s32(lo), vhi = vdupq_n_s32(hi);
+  for (int32_t i = 0; i < len; i += 4) {
+    const mve_pred16_t pr = vctp32q((uint32_t)(len - i));
+    const int32x4_t va = vsubq_s32(vldrbq_z_s32(a + i, pr), vza);
+    const int32x4_t vb = vsubq_s32(vldrbq_z_s32(b + i, pr), vzb);
+    const int32x4_t r = op(va, vb, p);
+    vstrbq_p_s32(out + i, vminq_s32(vmaxq_s32(vaddq_s32(r, vzo), vlo), vhi), pr);
+  }
+}
 #endif
 
 #endif
@@ -40,6 +60,24 @@ static inline int k_requant_vec_ok(int32_t mult, int32_t shift) {
 #if FW_HAVE_MVE
 #ifndef FW_KERNELS_MVE_DOT
 #define FW_KERNELS_MVE_DOT
+/* One 16-byte step of k_dot4_s8_mve (the full steps and the predicated
+ * tail): a[j] += x . v[j], with want_wsum s[j] += sum(v[j]). Inlined into
+ * locals, so it costs nothing over writing the step out twice. */
+static inline __attribute__((always_inline)) void k_dot4_step_mve(int8x16_t vx, int8x16_t v0, int8x16_t v1,
+                                                                  int8x16_t v2, int8x16_t v3, int32_t a[4],
+                                                                  int32_t s[4], const int want_wsum) {
+  a[0] = vmladavaq_s8(a[0], vx, v0);
+  a[1] = vmladavaq_s8(a[1], vx, v1);
+  a[2] = vmladavaq_s8(a[2], vx, v2);
+  a[3] = vmladavaq_s8(a[3], vx, v3);
+  if (want_wsum) {
+    s[0] = vaddvaq_s8(s[0], v0);
+    s[1] = vaddvaq_s8(s[1], v1);
+    s[2] = vaddvaq_s8(s[2], v2);
+    s[3] = vaddvaq_s8(s[3], v3);
+  }
+}
+
 /* Four int8 dot products of one `x` run against four weight runs of `len`
  * bytes, 16 MACs per VMLADAVA; tail loads are zero-predicated so the sums
  * need no predication. With want_wsum the weight sums are accumulated too
@@ -48,43 +86,20 @@ static inline int k_requant_vec_ok(int32_t mult, int32_t shift) {
 static inline __attribute__((always_inline)) void k_dot4_s8_mve(
     const int8_t *x, const int8_t *w0, const int8_t *w1, const int8_t *w2, const int8_t *w3,
     int32_t len, int32_t acc[4], int32_t wsum[4], const int want_wsum) {
-  int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-  int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int32_t a[4] = {acc[0], acc[1], acc[2], acc[3]};
+  int32_t s[4] = {0, 0, 0, 0};
   int32_t i = 0;
-  for (; i + 16 <= len; i += 16) {
-    const int8x16_t vx = vldrbq_s8(x + i);
-    const int8x16_t v0 = vldrbq_s8(w0 + i), v1 = vldrbq_s8(w1 + i);
-    const int8x16_t v2 = vldrbq_s8(w2 + i), v3 = vldrbq_s8(w3 + i);
-    a0 = vmladavaq_s8(a0, vx, v0);
-    a1 = vmladavaq_s8(a1, vx, v1);
-    a2 = vmladavaq_s8(a2, vx, v2);
-    a3 = vmladavaq_s8(a3, vx, v3);
-    if (want_wsum) {
-      s0 = vaddvaq_s8(s0, v0);
-      s1 = vaddvaq_s8(s1, v1);
-      s2 = vaddvaq_s8(s2, v2);
-      s3 = vaddvaq_s8(s3, v3);
-    }
-  }
+  for (; i + 16 <= len; i += 16)
+    k_dot4_step_mve(vldrbq_s8(x + i), vldrbq_s8(w0 + i), vldrbq_s8(w1 + i), vldrbq_s8(w2 + i), vldrbq_s8(w3 + i),
+                    a, s, want_wsum);
   if (i < len) {
     const mve_pred16_t pr = vctp8q((uint32_t)(len - i));
-    const int8x16_t vx = vldrbq_z_s8(x + i, pr);
-    const int8x16_t v0 = vldrbq_z_s8(w0 + i, pr), v1 = vldrbq_z_s8(w1 + i, pr);
-    const int8x16_t v2 = vldrbq_z_s8(w2 + i, pr), v3 = vldrbq_z_s8(w3 + i, pr);
-    a0 = vmladavaq_s8(a0, vx, v0);
-    a1 = vmladavaq_s8(a1, vx, v1);
-    a2 = vmladavaq_s8(a2, vx, v2);
-    a3 = vmladavaq_s8(a3, vx, v3);
-    if (want_wsum) {
-      s0 = vaddvaq_s8(s0, v0);
-      s1 = vaddvaq_s8(s1, v1);
-      s2 = vaddvaq_s8(s2, v2);
-      s3 = vaddvaq_s8(s3, v3);
-    }
+    k_dot4_step_mve(vldrbq_z_s8(x + i, pr), vldrbq_z_s8(w0 + i, pr), vldrbq_z_s8(w1 + i, pr),
+                    vldrbq_z_s8(w2 + i, pr), vldrbq_z_s8(w3 + i, pr), a, s, want_wsum);
   }
-  acc[0] = a0; acc[1] = a1; acc[2] = a2; acc[3] = a3;
+  acc[0] = a[0]; acc[1] = a[1]; acc[2] = a[2]; acc[3] = a[3];
   if (want_wsum) {
-    wsum[0] += s0; wsum[1] += s1; wsum[2] += s2; wsum[3] += s3;
+    wsum[0] += s[0]; wsum[1] += s[1]; wsum[2] += s[2]; wsum[3] += s[3];
   }
 }
 

@@ -24,6 +24,13 @@
     }                                                                          \
   } while (0)
 
+/* Integer types: no NaN, a plain comparison. */
+#define MINMAX_INT(T)                        \
+  do {                                       \
+    if (is_max) MINMAX_LOOP(T, x > y ? x : y); \
+    else MINMAX_LOOP(T, x < y ? x : y);      \
+  } while (0)
+
 void kminmax_ref(k_dtype dt, int is_max, int ndim, const int32_t *shape, const void *a,
                  const int32_t *a_str, const void *b, const int32_t *b_str, void *out) {
   int32_t idx[K_MAX_DIM] = {0};
@@ -31,22 +38,10 @@ void kminmax_ref(k_dtype dt, int is_max, int ndim, const int32_t *shape, const v
   for (int d = 0; d < ndim; d++) total *= (size_t)shape[d];
   ptrdiff_t ia = 0, ib = 0;
   switch (dt) {
-    case K_U8:
-      if (is_max) MINMAX_LOOP(uint8_t, x > y ? x : y);
-      else MINMAX_LOOP(uint8_t, x < y ? x : y);
-      break;
-    case K_S8:
-      if (is_max) MINMAX_LOOP(int8_t, x > y ? x : y);
-      else MINMAX_LOOP(int8_t, x < y ? x : y);
-      break;
-    case K_S16:
-      if (is_max) MINMAX_LOOP(int16_t, x > y ? x : y);
-      else MINMAX_LOOP(int16_t, x < y ? x : y);
-      break;
-    case K_S32:
-      if (is_max) MINMAX_LOOP(int32_t, x > y ? x : y);
-      else MINMAX_LOOP(int32_t, x < y ? x : y);
-      break;
+    case K_U8: MINMAX_INT(uint8_t); break;
+    case K_S8: MINMAX_INT(int8_t); break;
+    case K_S16: MINMAX_INT(int16_t); break;
+    case K_S32: MINMAX_INT(int32_t); break;
     case K_F32:
       /* x != x: NaN in either input wins, as in torch */
       if (is_max) MINMAX_LOOP(float, x != x ? x : (y != y ? y : (x > y ? x : y)));

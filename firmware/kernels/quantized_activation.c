@@ -73,11 +73,5 @@ void qlut_s8_dsp(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256])
 #endif
 
 void qlut_s8(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]) {
-#if FW_HAVE_MVE
-  qlut_s8_mve(in, out, n, lut);
-#elif FW_HAVE_DSP
-  qlut_s8_dsp(in, out, n, lut);
-#else
-  qlut_s8_ref(in, out, n, lut);
-#endif
+  K_BEST(qlut_s8)(in, out, n, lut);
 }

@@ -7,41 +7,33 @@
 
 #define K_ADD_LEFT_SHIFT 20 /* SHIFT_INT8 in the reference */
 
-static inline int8_t add_one(int32_t a, int32_t b, const qadd_params *p) {
-  const int32_t fa = k_requantize((int32_t)((uint32_t)(a - p->a_zp) << K_ADD_LEFT_SHIFT), p->a_mult, p->a_shift);
-  const int32_t fb = k_requantize((int32_t)((uint32_t)(b - p->b_zp) << K_ADD_LEFT_SHIFT), p->b_mult, p->b_shift);
-  const int32_t sum = (int32_t)((uint32_t)fa + (uint32_t)fb); /* int32 add wraps in torch */
-  const int32_t r = k_requantize(sum, p->out_mult, p->out_shift);
-  return (int8_t)k_clamp((int32_t)((uint32_t)r + (uint32_t)p->out_zp), p->act_min, p->act_max);
-}
-
 void qadd_s8_ref(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qadd_params *p) {
   const size_t n = a_len > b_len ? a_len : b_len;
-  for (size_t i = 0; i < n; i++) out[i] = add_one(a[i % a_len], b[i % b_len], p);
+  for (size_t i = 0; i < n; i++) {
+    const int32_t fa = k_requantize((int32_t)((uint32_t)(a[i % a_len] - p->a_zp) << K_ADD_LEFT_SHIFT), p->a_mult,
+                                    p->a_shift);
+    const int32_t fb = k_requantize((int32_t)((uint32_t)(b[i % b_len] - p->b_zp) << K_ADD_LEFT_SHIFT), p->b_mult,
+                                    p->b_shift);
+    const int32_t sum = (int32_t)((uint32_t)fa + (uint32_t)fb); /* int32 add wraps in torch */
+    const int32_t r = k_requantize(sum, p->out_mult, p->out_shift);
+    out[i] = (int8_t)k_clamp((int32_t)((uint32_t)r + (uint32_t)p->out_zp), p->act_min, p->act_max);
+  }
 }
 
 #if FW_HAVE_MVE
-/* Four lanes of int32 per step (VLDRB.S32 widens on load, VSTRB.32 narrows
- * on store), tail-predicated. Requant parameters outside the vector helper's
- * range fall back to the scalar code so results stay identical. */
-static void add_block_mve(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
-                          const qadd_params *p) {
-  const int32x4_t za = vdupq_n_s32(p->a_zp), zb = vdupq_n_s32(p->b_zp);
-  const int32x4_t zo = vdupq_n_s32(p->out_zp);
-  const int32x4_t lo = vdupq_n_s32(p->act_min), hi = vdupq_n_s32(p->act_max);
-  for (int32_t i = 0; i < len; i += 4) {
-    const mve_pred16_t pr = vctp32q((uint32_t)(len - i));
-    int32x4_t va = vldrbq_z_s32(a + i, pr);
-    int32x4_t vb = vldrbq_z_s32(b + i, pr);
-    va = vshlq_n_s32(vsubq_s32(va, za), K_ADD_LEFT_SHIFT);
-    vb = vshlq_n_s32(vsubq_s32(vb, zb), K_ADD_LEFT_SHIFT);
-    va = k_requantize_mve_n(va, p->a_mult, p->a_shift);
-    vb = k_requantize_mve_n(vb, p->b_mult, p->b_shift);
-    int32x4_t r = k_requantize_mve_n(vaddq_s32(va, vb), p->out_mult, p->out_shift);
-    r = vminq_s32(vmaxq_s32(vaddq_s32(r, zo), lo), hi);
-    vstrbq_p_s32(out + i, r, pr);
-  }
+/* Four lanes per step (k_elem_block_mve). Requant parameters outside the
+ * vector helper's range fall back to the scalar code so results stay
+ * identical. */
+static inline int32x4_t add_vec(int32x4_t va, int32x4_t vb, const void *pv) {
+  const qadd_params *p = (const qadd_params *)pv;
+  va = k_requantize_mve_n(vshlq_n_s32(va, K_ADD_LEFT_SHIFT), p->a_mult, p->a_shift);
+  vb = k_requantize_mve_n(vshlq_n_s32(vb, K_ADD_LEFT_SHIFT), p->b_mult, p->b_shift);
+  return k_requantize_mve_n(vaddq_s32(va, vb), p->out_mult, p->out_shift);
+}
+static void add_block_mve(const int8_t *a, const int8_t *b, int8_t *out, int32_t len, const void *pv) {
+  const qadd_params *p = (const qadd_params *)pv;
+  k_elem_block_mve(a, b, out, len, p->a_zp, p->b_zp, p->out_zp, p->act_min, p->act_max, add_vec, p);
 }
 
 void qadd_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
@@ -51,10 +43,7 @@ void qadd_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
     qadd_s8_ref(a, a_len, b, b_len, out, p);
     return;
   }
-  const size_t n = a_len > b_len ? a_len : b_len;
-  const size_t blk = a_len < b_len ? a_len : b_len; /* period of the broadcast */
-  for (size_t s = 0; s < n; s += blk)
-    add_block_mve(a_len == n ? a + s : a, b_len == n ? b + s : b, out + s, (int32_t)blk, p);
+  k_bcast_blocks(a, a_len, b, b_len, out, add_block_mve, p);
 }
 #endif
 
@@ -69,6 +58,7 @@ void qadd_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
  * alone when all three multiplier / shift pairs allow it. */
 typedef struct {
   int32_t am, as, bm, bs, om, os, oz, lo, hi;
+  int32_t nza2, nzb2; /* k_neg_zp2 of the operands' zero points */
 } add_dsp_k;
 
 static inline __attribute__((always_inline)) int8_t add_dsp_one(int32_t fa_in, int32_t fb_in, const add_dsp_k *k,
@@ -87,9 +77,9 @@ static inline __attribute__((always_inline)) int8_t add_dsp_one(int32_t fa_in, i
 }
 
 static inline __attribute__((always_inline)) void add_block_dsp(const int8_t *a, const int8_t *b, int8_t *out,
-                                                                int32_t len, const add_dsp_k *kp,
-                                                                int32_t nza2, int32_t nzb2, const int fast) {
+                                                                int32_t len, const add_dsp_k *kp, const int fast) {
   const add_dsp_k k = *kp;
+  const int32_t nza2 = k.nza2, nzb2 = k.nzb2;
   int32_t i = 0;
   for (; i + 4 <= len; i += 4) {
     const int32_t va = k_rd32(a + i), vb = k_rd32(b + i);
@@ -106,13 +96,14 @@ static inline __attribute__((always_inline)) void add_block_dsp(const int8_t *a,
     out[i] = add_dsp_one((int32_t)((uint32_t)(a[i] + (int16_t)nza2) << K_ADD_LEFT_SHIFT),
                          (int32_t)((uint32_t)(b[i] + (int16_t)nzb2) << K_ADD_LEFT_SHIFT), &k, fast);
 }
+/* Out-of-line copies for each constant `fast`, with the k_elem_block signature. */
 static __attribute__((noinline)) void add_block_dsp_fast(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
-                                                         const add_dsp_k *k, int32_t nza2, int32_t nzb2) {
-  add_block_dsp(a, b, out, len, k, nza2, nzb2, 1);
+                                                         const void *k) {
+  add_block_dsp(a, b, out, len, (const add_dsp_k *)k, 1);
 }
 static __attribute__((noinline)) void add_block_dsp_gen(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
-                                                        const add_dsp_k *k, int32_t nza2, int32_t nzb2) {
-  add_block_dsp(a, b, out, len, k, nza2, nzb2, 0);
+                                                        const void *k) {
+  add_block_dsp(a, b, out, len, (const add_dsp_k *)k, 0);
 }
 
 void qadd_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
@@ -120,31 +111,14 @@ void qadd_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
   add_dsp_k k;
   k.am = p->a_mult, k.as = p->a_shift, k.bm = p->b_mult, k.bs = p->b_shift;
   k.om = p->out_mult, k.os = p->out_shift, k.oz = p->out_zp, k.lo = p->act_min, k.hi = p->act_max;
-  /* -zp modulo 2^16 in both halves */
-  const uint32_t za = (uint16_t)(0u - (uint32_t)p->a_zp), zb = (uint16_t)(0u - (uint32_t)p->b_zp);
-  const int32_t nza2 = (int32_t)(za << 16 | za), nzb2 = (int32_t)(zb << 16 | zb);
+  k.nza2 = k_neg_zp2(p->a_zp), k.nzb2 = k_neg_zp2(p->b_zp);
   const int fast = k.am >= 0 && k.as <= -2 && k.bm >= 0 && k.bs <= -2 && k.om >= 0 && k.os <= -2;
-  const size_t n = a_len > b_len ? a_len : b_len;
-  const size_t blk = a_len < b_len ? a_len : b_len; /* period of the broadcast */
-  if (blk == 0) return;
-  for (size_t s = 0; s < n; s += blk) {
-    const int32_t len = (int32_t)(n - s < blk ? n - s : blk);
-    const int8_t *pa = a_len == n ? a + s : a, *pb = b_len == n ? b + s : b;
-    if (fast)
-      add_block_dsp_fast(pa, pb, out + s, len, &k, nza2, nzb2);
-    else
-      add_block_dsp_gen(pa, pb, out + s, len, &k, nza2, nzb2);
-  }
+  if (a_len == 0 || b_len == 0) return;
+  k_bcast_blocks(a, a_len, b, b_len, out, fast ? add_block_dsp_fast : add_block_dsp_gen, &k);
 }
 #endif
 
 void qadd_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len, int8_t *out,
              const qadd_params *p) {
-#if FW_HAVE_MVE
-  qadd_s8_mve(a, a_len, b, b_len, out, p);
-#elif FW_HAVE_DSP
-  qadd_s8_dsp(a, a_len, b, b_len, out, p);
-#else
-  qadd_s8_ref(a, a_len, b, b_len, out, p);
-#endif
+  K_BEST(qadd_s8)(a, a_len, b, b_len, out, p);
 }

@@ -30,29 +30,19 @@ static inline int8_t finish(float sum, int32_t count, float scale, float fzp) {
   return (int8_t)r;
 }
 
-/* Valid tap range of one window: [lo, hi) clipped to the input. */
-static inline void window(int32_t o, int32_t stride, int32_t pad, int32_t k, int32_t n,
-                          int32_t *lo, int32_t *hi) {
-  int32_t s = o * stride - pad, e = s + k;
-  *lo = s < 0 ? 0 : s;
-  *hi = e > n ? n : e;
-}
-
 void qavgpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
                      int32_t mult, int32_t shift) {
   const float scale = pool_scale(mult, shift), fzp = (float)zp;
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
-      int32_t y0, y1;
-      window(oy, p->stride_h, p->pad_h, p->k_h, p->in_h, &y0, &y1);
+      const k_span ys = k_pool_span(oy, p->stride_h, p->pad_h, p->k_h, p->in_h);
       for (int32_t ox = 0; ox < p->out_w; ox++) {
-        int32_t x0, x1;
-        window(ox, p->stride_w, p->pad_w, p->k_w, p->in_w, &x0, &x1);
-        const int32_t count = (y1 - y0) * (x1 - x0);
+        const k_span xs = k_pool_span(ox, p->stride_w, p->pad_w, p->k_w, p->in_w);
+        const int32_t count = (ys.hi - ys.lo) * (xs.hi - xs.lo);
         for (int32_t c = 0; c < p->c; c++) {
           float sum = 0.0f;
-          for (int32_t y = y0; y < y1; y++)
-            for (int32_t x = x0; x < x1; x++) {
+          for (int32_t y = ys.lo; y < ys.hi; y++)
+            for (int32_t x = xs.lo; x < xs.hi; x++) {
               const int8_t q = in[(((size_t)b * p->in_h + y) * p->in_w + x) * p->c + c];
               sum += ((float)q - fzp) * scale;
             }
@@ -160,12 +150,10 @@ k_status qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, i
   int8_t *op = out;
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < OH; oy++) {
-      int32_t y0, y1;
-      window(oy, SH, PH, KH, IH, &y0, &y1);
+      const k_span ys = k_pool_span(oy, SH, PH, KH, IH);
       for (int32_t ox = 0; ox < OW; ox++, op += C) {
-        int32_t x0, x1;
-        window(ox, SW, PW, KW, IW, &x0, &x1);
-        const int32_t wy = y1 - y0, wx = x1 - x0;
+        const k_span xs = k_pool_span(ox, SW, PW, KW, IW);
+        const int32_t wy = ys.hi - ys.lo, wx = xs.hi - xs.lo;
         f.count = wy * wx;
         if (f.count <= 0) { /* empty window (padding only): the zero point */
           for (int32_t c = 0; c < C; c++) op[c] = (int8_t)k_clamp(zp, -128, 127);
@@ -173,7 +161,7 @@ k_status qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, i
         }
         f.k = rs / (float)f.count;
         if (!isfinite(f.k)) f.vec = 0;
-        const int8_t *base = in + (((size_t)b * IH + y0) * IW + x0) * C;
+        const int8_t *base = in + (((size_t)b * IH + ys.lo) * IW + xs.lo) * C;
         int32_t c0 = 0;
         /* rows that span the input's width follow each other in memory: one run */
         const int32_t runs = (size_t)wx * C == ystep ? 1 : wy, run_len = (size_t)wx * C == ystep ? wy * wx : wx;
@@ -248,19 +236,17 @@ k_status qavgpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, i
   }
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
-      int32_t y0, y1;
-      window(oy, p->stride_h, p->pad_h, p->k_h, p->in_h, &y0, &y1);
+      const k_span ys = k_pool_span(oy, p->stride_h, p->pad_h, p->k_h, p->in_h);
       for (int32_t ox = 0; ox < p->out_w; ox++) {
-        int32_t x0, x1;
-        window(ox, p->stride_w, p->pad_w, p->k_w, p->in_w, &x0, &x1);
-        const int32_t count = (y1 - y0) * (x1 - x0);
+        const k_span xs = k_pool_span(ox, p->stride_w, p->pad_w, p->k_w, p->in_w);
+        const int32_t nx = xs.hi - xs.lo, ny = ys.hi - ys.lo, count = ny * nx;
         int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * C;
         if (count <= 0) {
           for (int32_t c = 0; c < C; c++) op[c] = zq;
           continue;
         }
-        const uint8_t *base = (const uint8_t *)in + (((size_t)b * p->in_h + y0) * p->in_w + x0) * C;
-        const int32_t nx = x1 - x0, ny = y1 - y0, rowadj = (p->in_w - nx) * C;
+        const uint8_t *base = (const uint8_t *)in + (((size_t)b * p->in_h + ys.lo) * p->in_w + xs.lo) * C;
+        const int32_t rowadj = (p->in_w - nx) * C;
         int32_t c = 0;
         for (; c + 8 <= C; c += 8) {
           float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, s4 = 0.0f, s5 = 0.0f, s6 = 0.0f, s7 = 0.0f;

@@ -122,11 +122,5 @@ void qlinear_s8_dsp(const qlinear_params *p, const int8_t *in, const int8_t *w,
 
 void qlinear_s8(const qlinear_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                 const int32_t *kernel_sum, int8_t *out) {
-#if FW_HAVE_MVE
-  qlinear_s8_mve(p, in, w, bias, kernel_sum, out);
-#elif FW_HAVE_DSP
-  qlinear_s8_dsp(p, in, w, bias, kernel_sum, out);
-#else
-  qlinear_s8_ref(p, in, w, bias, kernel_sum, out);
-#endif
+  K_BEST(qlinear_s8)(p, in, w, bias, kernel_sum, out);
 }

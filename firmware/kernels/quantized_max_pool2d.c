@@ -5,26 +5,17 @@
 #include "kernels_mve.h"
 #include "kernels_dsp.h"
 
-static inline void window(int32_t o, int32_t stride, int32_t pad, int32_t k, int32_t n,
-                          int32_t *lo, int32_t *hi) {
-  int32_t s = o * stride - pad, e = s + k;
-  *lo = s < 0 ? 0 : s;
-  *hi = e > n ? n : e;
-}
-
 void qmaxpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out, int32_t act_min,
                      int32_t act_max) {
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
-      int32_t y0, y1;
-      window(oy, p->stride_h, p->pad_h, p->k_h, p->in_h, &y0, &y1);
+      const k_span ys = k_pool_span(oy, p->stride_h, p->pad_h, p->k_h, p->in_h);
       for (int32_t ox = 0; ox < p->out_w; ox++) {
-        int32_t x0, x1;
-        window(ox, p->stride_w, p->pad_w, p->k_w, p->in_w, &x0, &x1);
+        const k_span xs = k_pool_span(ox, p->stride_w, p->pad_w, p->k_w, p->in_w);
         for (int32_t c = 0; c < p->c; c++) {
           int32_t m = -128;
-          for (int32_t y = y0; y < y1; y++)
-            for (int32_t x = x0; x < x1; x++) {
+          for (int32_t y = ys.lo; y < ys.hi; y++)
+            for (int32_t x = xs.lo; x < xs.hi; x++) {
               const int32_t v = in[(((size_t)b * p->in_h + y) * p->in_w + x) * p->c + c];
               if (v > m) m = v;
             }
@@ -42,18 +33,16 @@ void qmaxpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32
   const int8x16_t vlo = vdupq_n_s8((int8_t)act_min), vhi = vdupq_n_s8((int8_t)act_max);
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
-      int32_t y0, y1;
-      window(oy, p->stride_h, p->pad_h, p->k_h, p->in_h, &y0, &y1);
+      const k_span ys = k_pool_span(oy, p->stride_h, p->pad_h, p->k_h, p->in_h);
       for (int32_t ox = 0; ox < p->out_w; ox++) {
-        int32_t x0, x1;
-        window(ox, p->stride_w, p->pad_w, p->k_w, p->in_w, &x0, &x1);
+        const k_span xs = k_pool_span(ox, p->stride_w, p->pad_w, p->k_w, p->in_w);
         int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * p->c;
         for (int32_t c0 = 0; c0 < p->c; c0 += 16) {
           const mve_pred16_t pr = vctp8q((uint32_t)(p->c - c0));
           int8x16_t m = vdupq_n_s8(-128);
-          for (int32_t y = y0; y < y1; y++) {
-            const int8_t *ip = in + (((size_t)b * p->in_h + y) * p->in_w + x0) * p->c + c0;
-            for (int32_t x = x0; x < x1; x++, ip += p->c) m = vmaxq_s8(m, vldrbq_z_s8(ip, pr));
+          for (int32_t y = ys.lo; y < ys.hi; y++) {
+            const int8_t *ip = in + (((size_t)b * p->in_h + y) * p->in_w + xs.lo) * p->c + c0;
+            for (int32_t x = xs.lo; x < xs.hi; x++, ip += p->c) m = vmaxq_s8(m, vldrbq_z_s8(ip, pr));
           }
           vstrbq_p_s8(op + c0, vminq_s8(vmaxq_s8(m, vlo), vhi), pr);
         }
@@ -93,15 +82,13 @@ void qmaxpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, int32
   const int32_t c = p->c;
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
-      int32_t y0, y1;
-      window(oy, p->stride_h, p->pad_h, p->k_h, p->in_h, &y0, &y1);
+      const k_span ys = k_pool_span(oy, p->stride_h, p->pad_h, p->k_h, p->in_h);
       for (int32_t ox = 0; ox < p->out_w; ox++) {
-        int32_t x0, x1;
-        window(ox, p->stride_w, p->pad_w, p->k_w, p->in_w, &x0, &x1);
+        const k_span xs = k_pool_span(ox, p->stride_w, p->pad_w, p->k_w, p->in_w);
         int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * c;
-        const int8_t *base = in + (((size_t)b * p->in_h + y0) * p->in_w + x0) * c;
+        const int8_t *base = in + (((size_t)b * p->in_h + ys.lo) * p->in_w + xs.lo) * c;
         const size_t row = (size_t)p->in_w * c;
-        const int32_t nx = x1 - x0, ny = y1 - y0;
+        const int32_t nx = xs.hi - xs.lo, ny = ys.hi - ys.lo;
         int32_t c0 = 0;
         for (; c0 + 16 <= c; c0 += 16) {
           int32_t m0 = init, m1 = init, m2 = init, m3 = init;
@@ -146,11 +133,5 @@ void qmaxpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, int32
 
 void qmaxpool_s8(const qpool_params *p, const int8_t *in, int8_t *out, int32_t act_min,
                  int32_t act_max) {
-#if FW_HAVE_MVE
-  qmaxpool_s8_mve(p, in, out, act_min, act_max);
-#elif FW_HAVE_DSP
-  qmaxpool_s8_dsp(p, in, out, act_min, act_max);
-#else
-  qmaxpool_s8_ref(p, in, out, act_min, act_max);
-#endif
+  K_BEST(qmaxpool_s8)(p, in, out, act_min, act_max);
 }

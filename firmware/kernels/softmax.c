@@ -23,10 +23,7 @@ void softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int32_t len, i
       const int8_t *x = in + (size_t)o * len * inner + i;
       int8_t *y = out + (size_t)o * len * inner + i;
       /* max of the dequantized values: scale > 0 so the largest int wins */
-      int32_t qmax = x[0];
-      for (int32_t j = 1; j < len; j++)
-        if (x[(size_t)j * inner] > qmax) qmax = x[(size_t)j * inner];
-      const float m = (float)(qmax - in_zp) * scale;
+      const float m = (float)(k_max_strided_s8(x, len, inner) - in_zp) * scale;
       float sum = 0.0f;
       for (int32_t j = 0; j < len; j++)
         sum += expf((float)(x[(size_t)j * inner] - in_zp) * scale - m);

@@ -28,88 +28,27 @@ int main(void) {
 static int8_t g_in[BUF] __attribute__((aligned(16))), g_w[BUF], g_a[BUF], g_b[BUF];
 static int32_t g_bias[1024], g_mult[1024], g_shift[1024], g_ksum[1024];
 #define SCRATCH_CAP 16384
-static uint8_t g_scratch[SCRATCH_CAP + 64] __attribute__((aligned(16)));
-static size_t g_scratch_n;
+#define SELFTEST_SEED 0x9E3779B9u
+#define SELFTEST_TITLE "DSP self-test: *_dsp vs *_ref"
+#include "../mve_selftest/selftest_common.h"
 
-static uint32_t g_rng = 0x9E3779B9u;
-static uint32_t rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 17;
-  g_rng ^= g_rng << 5;
-  return g_rng;
-}
-static int32_t rr(int32_t lo, int32_t hi) { return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1)); }
-static void fill(int8_t *p, size_t n) {
-  for (size_t i = 0; i < n; i++) p[i] = (int8_t)rnd();
-}
 /* any multiplier in [0, 2^31), shifts -31..6 (positive ones included) */
-static void rq(int32_t *m, int32_t *s) {
+static UNUSED_FN void rq(int32_t *m, int32_t *s) {
   *m = (rnd() & 3) ? (int32_t)((1u << 30) + (rnd() >> 2)) : (int32_t)(rnd() >> 1);
   *s = (rnd() & 7) == 0 ? rr(1, 6) : rr(-31, 0);
 }
-static void rq_n(int n) {
+static UNUSED_FN void rq_n(int n) {
   for (int i = 0; i < n; i++) rq(&g_mult[i], &g_shift[i]);
 }
-/* The folded window bias the compiler stores (aot/passes/window_bias.py): per
- * output channel bias + input_offset * sum(all its weights), int32 wrap. */
-static int32_t g_beff[1024];
-static const int32_t *window_bias(const qconv_params *p, const int8_t *w, const int32_t *bias, int depthwise) {
-  const int32_t k = p->k_h * p->k_w * (depthwise ? 1 : p->in_c / p->groups);
-  for (int32_t o = 0; o < p->out_c; o++) {
-    uint32_t s = 0;
-    for (int32_t t = 0; t < k; t++) s += (uint32_t)(depthwise ? w[(size_t)t * p->out_c + o] : w[(size_t)o * k + t]);
-    g_beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) + (uint32_t)p->input_offset * s);
-  }
-  return g_beff;
-}
-
-static void fill_bias(int n) {
+static UNUSED_FN void fill_bias(int n) {
   for (int i = 0; i < n; i++) g_bias[i] = (rnd() & 15) ? rr(-20000, 20000) : (int32_t)rnd();
-}
-static int32_t conv_out(int32_t n, int32_t k, int32_t s, int32_t p, int32_t d) {
-  return (n + 2 * p - d * (k - 1) - 1) / s + 1;
-}
-static void *scratch_for(size_t n) {
-  g_scratch_n = n <= SCRATCH_CAP ? n : SCRATCH_CAP;
-  memset(g_scratch, 0xA5, sizeof g_scratch);
-  return g_scratch;
-}
-static int scratch_intact(void) {
-  for (size_t i = g_scratch_n; i < sizeof g_scratch; i++)
-    if (g_scratch[i] != 0xA5) return 0;
-  return 1;
-}
-static long first_diff(const int8_t *a, const int8_t *b, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (a[i] != b[i]) return (long)i;
-  return -1;
-}
-static int g_failed;
-static void report(const char *name, int trials, int bad, long at) {
-  if (bad >= 0) {
-    printf("FAIL %s trial %d first difference at byte %ld\n", name, bad, at);
-    g_failed++;
-  } else {
-    printf("PASS %s %d\n", name, trials);
-  }
-}
-static void print_conv(const qconv_params *p) {
-  printf("  shape: n%ld %ldx%ldx%ld -> %ldx%ldx%ld k%ldx%ld s%ld,%ld p%ld,%ld d%ld,%ld g%ld in_off %ld\n",
-         (long)p->batch, (long)p->in_h, (long)p->in_w, (long)p->in_c, (long)p->out_h, (long)p->out_w,
-         (long)p->out_c, (long)p->k_h, (long)p->k_w, (long)p->stride_h, (long)p->stride_w, (long)p->pad_h,
-         (long)p->pad_w, (long)p->dil_h, (long)p->dil_w, (long)p->groups, (long)p->input_offset);
 }
 
 /* t selects the flavour: pointwise, 5x5, grouped, offsets outside the pad range, wide */
 static void random_conv(qconv_params *p, int depthwise, int t) {
   for (;;) {
-    memset(p, 0, sizeof *p);
-    p->batch = rr(1, 2);
-    p->in_h = rr(1, 9), p->in_w = rr(1, 9);
-    p->k_h = rr(1, 3), p->k_w = rr(1, 3);
+    random_conv_window(p);
     if (!depthwise && t % 7 == 0) p->k_h = 5, p->k_w = rr(1, 5);
-    p->stride_h = rr(1, 2), p->stride_w = rr(1, 2);
-    p->pad_h = rr(0, 2), p->pad_w = rr(0, 2);
     p->dil_h = (rnd() & 3) ? 1 : 2, p->dil_w = (rnd() & 3) ? 1 : 2;
     if (t % 4 == 1) p->k_h = p->k_w = 1, p->pad_h = p->pad_w = 0; /* pointwise */
     if (depthwise) {
@@ -126,216 +65,158 @@ static void random_conv(qconv_params *p, int depthwise, int t) {
     p->input_offset = (t % 8 == 3) ? rr(129, 255) : rr(-127, 128);
     p->output_offset = rr(-128, 127);
     p->act_min = rr(-128, 0), p->act_max = rr(0, 127);
-    p->out_h = conv_out(p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h);
-    p->out_w = conv_out(p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w);
     const size_t nin = (size_t)p->batch * p->in_h * p->in_w * p->in_c;
     const size_t nw = (size_t)p->out_c * p->k_h * p->k_w * (depthwise ? 1 : p->in_c / p->groups);
-    if (p->out_h >= 1 && p->out_w >= 1 && nin <= BUF && nw <= BUF &&
-        (size_t)p->batch * p->out_h * p->out_w * p->out_c <= BUF)
+    if (conv_output(p) && nin <= BUF && nw <= BUF && (size_t)p->batch * p->out_h * p->out_w * p->out_c <= BUF)
       return;
   }
 }
 
 #define TRIALS 150
-static __attribute__((unused)) void test_conv(int depthwise) {
-  int bad = -1;
-  long at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qconv_params p;
-    random_conv(&p, depthwise, t);
-    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.in_c);
-    fill(g_w, (size_t)p.out_c * p.k_h * p.k_w * (depthwise ? 1 : p.in_c / p.groups));
-    fill_bias(p.out_c);
-    rq_n(p.out_c);
-    if (t % 3 == 2) /* every channel in the fast requantization range (shift <= -2), ties included */
-      for (int32_t i = 0; i < p.out_c; i++) {
-        g_shift[i] = -rr(2, 31);
-        if (t % 9 == 5) g_mult[i] = (int32_t)(1u << 30);
-      }
-    const int32_t *bias = (t & 1) ? g_bias : NULL;
-    if ((t >> 1) & 1) p.beff = window_bias(&p, g_w, bias, depthwise); /* as the compiler stores it */
-    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
-    memset(g_a, 0x55, n), memset(g_b, 0x55, n);
-    k_status st;
-    if (depthwise) {
-      qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a);
-      void *s = scratch_for(qdwconv2d_s8_get_buffer_size(&p));
-      st = qdwconv2d_s8_dsp(&p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n);
-    } else {
-      qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a);
-      void *s = scratch_for(qconv2d_s8_get_buffer_size(&p));
-      st = qconv2d_s8_dsp(&p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n);
+static UNUSED_FN long conv_trial(int t, int depthwise) {
+  qconv_params p;
+  random_conv(&p, depthwise, t);
+  fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.in_c);
+  fill(g_w, (size_t)p.out_c * p.k_h * p.k_w * (depthwise ? 1 : p.in_c / p.groups));
+  fill_bias(p.out_c);
+  rq_n(p.out_c);
+  if (t % 3 == 2) /* every channel in the fast requantization range (shift <= -2), ties included */
+    for (int32_t i = 0; i < p.out_c; i++) {
+      g_shift[i] = -rr(2, 31);
+      if (t % 9 == 5) g_mult[i] = (int32_t)(1u << 30);
     }
-    long d = first_diff(g_a, g_b, n);
-    if (st != K_OK || !scratch_intact()) d = d < 0 ? 0 : d;
-    if (d >= 0 && bad < 0) {
-      bad = t, at = d;
-      print_conv(&p);
-    }
+  const int32_t *bias = (t & 1) ? g_bias : NULL;
+  if ((t >> 1) & 1) p.beff = window_bias(&p, g_w, bias, depthwise); /* as the compiler stores it */
+  const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
+  poison(g_a, g_b, n);
+  k_status st;
+  if (depthwise) {
+    qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a);
+    void *s = scratch_for(qdwconv2d_s8_get_buffer_size(&p));
+    st = qdwconv2d_s8_dsp(&p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n);
+  } else {
+    qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a);
+    void *s = scratch_for(qconv2d_s8_get_buffer_size(&p));
+    st = qconv2d_s8_dsp(&p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n);
   }
-  report(depthwise ? "qdwconv2d_s8" : "qconv2d_s8", TRIALS, bad, at);
+  long d = first_diff(g_a, g_b, n);
+  if (st != K_OK || !scratch_intact()) d = d < 0 ? 0 : d;
+  if (d >= 0 && g_bad < 0) print_conv(&p);
+  return d;
+}
+static UNUSED_FN long trial_conv(int t) { return conv_trial(t, 0); }
+static UNUSED_FN long trial_dwconv(int t) { return conv_trial(t, 1); }
+
+static UNUSED_FN long trial_add(int t) {
+  qadd_params p = {rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 0), rr(0, 127)};
+  rq(&p.a_mult, &p.a_shift);
+  rq(&p.b_mult, &p.b_shift);
+  rq(&p.out_mult, &p.out_shift);
+  if (t % 4 == 1) p.a_shift = rr(-2, 0), p.b_shift = rr(-2, 0), p.out_shift = rr(-22, -15); /* realistic add */
+  if (t % 4 == 3) p.a_shift = rr(-31, -2), p.b_shift = rr(-31, -2), p.out_shift = rr(-31, -2); /* all fast */
+  if (t % 5 == 4) p.a_zp = rr(-70000, 70000), p.b_zp = rr(-70000, 70000); /* outside int16 */
+  size_t an, bn;
+  const size_t n = bcast_case(t, g_in, g_w, 0, &an, &bn) + 8;
+  poison(g_a, g_b, n);
+  qadd_s8_ref(g_in + (t & 3), an, g_w, bn, g_a, &p);
+  qadd_s8_dsp(g_in + (t & 3), an, g_w, bn, g_b, &p); /* unaligned operands too */
+  return first_diff(g_a, g_b, n);
 }
 
-static __attribute__((unused)) void test_add(void) {
-  int bad = -1;
-  long at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qadd_params p = {rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 0), rr(0, 127)};
-    rq(&p.a_mult, &p.a_shift);
-    rq(&p.b_mult, &p.b_shift);
-    rq(&p.out_mult, &p.out_shift);
-    if (t % 4 == 1) p.a_shift = rr(-2, 0), p.b_shift = rr(-2, 0), p.out_shift = rr(-22, -15); /* realistic add */
-    if (t % 4 == 3) p.a_shift = rr(-31, -2), p.b_shift = rr(-31, -2), p.out_shift = rr(-31, -2); /* all fast */
-    if (t % 5 == 4) p.a_zp = rr(-70000, 70000), p.b_zp = rr(-70000, 70000); /* outside int16 */
-    const size_t n = (size_t)rr(1, 300), c = (size_t)rr(1, 20);
-    const size_t an = (t % 3 == 1) ? c : n * c, bn = (t % 3 == 2) ? c : n * c;
-    fill(g_in, an), fill(g_w, bn);
-    memset(g_a, 0x55, n * c + 8), memset(g_b, 0x55, n * c + 8);
-    qadd_s8_ref(g_in + (t & 3), an, g_w, bn, g_a, &p);
-    qadd_s8_dsp(g_in + (t & 3), an, g_w, bn, g_b, &p); /* unaligned operands too */
-    const long d = first_diff(g_a, g_b, n * c + 8);
-    if (d >= 0 && bad < 0) bad = t, at = d;
-  }
-  report("qadd_s8", TRIALS, bad, at);
-}
-
-static __attribute__((unused)) void test_avgpool(void) {
-  int bad = -1;
-  long at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qpool_params p;
+static UNUSED_FN long trial_avgpool(int t) {
+  qpool_params p;
+  do {
     /* most cases wide enough for the table path (taps x channels >= 256) */
-    p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = t % 3 == 0 ? rr(1, 40) : rr(40, 240);
-    p.k_h = rr(1, 4), p.k_w = rr(1, 4), p.stride_h = rr(1, 3), p.stride_w = rr(1, 3);
-    p.pad_h = rr(0, p.k_h / 2), p.pad_w = rr(0, p.k_w / 2);
-    p.out_h = (p.in_h + 2 * p.pad_h - p.k_h) / p.stride_h + 1;
-    p.out_w = (p.in_w + 2 * p.pad_w - p.k_w) / p.stride_w + 1;
+    random_pool(&p, t % 3 == 0 ? rr(1, 40) : rr(40, 240));
     if (t % 5 == 1) p.out_h++, p.out_w++; /* ceil mode: windows past the input, some empty */
     if (t % 7 == 3) p.k_h = p.in_h, p.k_w = p.in_w, p.pad_h = p.pad_w = 0, p.out_h = p.out_w = 1; /* global */
-    if (p.out_h < 1 || p.out_w < 1) {
-      t--;
-      continue;
-    }
-    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c);
-    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
-    int32_t m, sh, zp = rr(-128, 127);
-    rq(&m, &sh);
-    if (t % 2) m = 1 << 30, sh = rr(-12, 0); /* averages on exact .5 ties */
-    memset(g_a, 0x55, n), memset(g_b, 0x55, n);
-    qavgpool_s8_ref(&p, g_in, g_a, zp, m, sh);
-    void *s = scratch_for(qavgpool_s8_get_buffer_size(&p));
-    const int ok = qavgpool_s8_dsp(&p, g_in, g_b, zp, m, sh, s, g_scratch_n) == K_OK && scratch_intact();
-    const long d = ok ? first_diff(g_a, g_b, n) : 0;
-    if (d >= 0 && bad < 0) bad = t, at = d;
-  }
-  report("qavgpool_s8", TRIALS, bad, at);
+  } while (p.out_h < 1 || p.out_w < 1);
+  fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c);
+  const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
+  int32_t m, sh, zp = rr(-128, 127);
+  rq(&m, &sh);
+  if (t % 2) m = 1 << 30, sh = rr(-12, 0); /* averages on exact .5 ties */
+  poison(g_a, g_b, n);
+  qavgpool_s8_ref(&p, g_in, g_a, zp, m, sh);
+  void *s = scratch_for(qavgpool_s8_get_buffer_size(&p));
+  const int ok = qavgpool_s8_dsp(&p, g_in, g_b, zp, m, sh, s, g_scratch_n) == K_OK && scratch_intact();
+  return ok ? first_diff(g_a, g_b, n) : 0;
 }
 
-static __attribute__((unused)) void test_mul(void) {
-  int bad = -1;
-  long at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qmul_params p = {rr(-128, 127), rr(-128, 127), rr(-128, 127), 0, 0};
-    rq(&p.out_mult, &p.out_shift);
-    if (t % 4 == 1) p.out_shift = rr(-12, -2); /* realistic: the fast requantization */
-    if (t % 4 == 3) p.out_shift = rr(-1, 0), p.out_mult = (int32_t)(rnd() >> 9); /* rs 0 or 1 */
-    if (t % 7 == 5) p.a_zp = rr(-33000, 33000), p.b_zp = rr(-33000, 33000); /* partly outside the SIMD path */
-    const size_t n = (size_t)rr(1, 300), c = (size_t)rr(1, 20);
-    const size_t an = (t % 3 == 1) ? c : n * c, bn = (t % 3 == 2) ? c : n * c;
-    const size_t ia = (size_t)(t & 3), ib = (size_t)((t >> 2) & 3), io = (size_t)((t >> 4) & 3);
-    fill(g_in, an + 4), fill(g_w, bn + 4);
-    memset(g_a, 0x55, n * c + 12), memset(g_b, 0x55, n * c + 12);
-    qmul_s8_ref(g_in + ia, an, g_w + ib, bn, g_a + io, &p);
-    qmul_s8_dsp(g_in + ia, an, g_w + ib, bn, g_b + io, &p); /* unaligned operands and output */
-    const long d = first_diff(g_a, g_b, n * c + 12);
-    if (d >= 0 && bad < 0) bad = t, at = d;
-  }
-  report("qmul_s8", TRIALS, bad, at);
+static UNUSED_FN long trial_mul(int t) {
+  qmul_params p = {rr(-128, 127), rr(-128, 127), rr(-128, 127), 0, 0};
+  rq(&p.out_mult, &p.out_shift);
+  if (t % 4 == 1) p.out_shift = rr(-12, -2); /* realistic: the fast requantization */
+  if (t % 4 == 3) p.out_shift = rr(-1, 0), p.out_mult = (int32_t)(rnd() >> 9); /* rs 0 or 1 */
+  if (t % 7 == 5) p.a_zp = rr(-33000, 33000), p.b_zp = rr(-33000, 33000); /* partly outside the SIMD path */
+  size_t an, bn;
+  const size_t n = bcast_case(t, g_in, g_w, 4, &an, &bn) + 12;
+  const size_t ia = (size_t)(t & 3), ib = (size_t)((t >> 2) & 3), io = (size_t)((t >> 4) & 3);
+  poison(g_a, g_b, n);
+  qmul_s8_ref(g_in + ia, an, g_w + ib, bn, g_a + io, &p);
+  qmul_s8_dsp(g_in + ia, an, g_w + ib, bn, g_b + io, &p); /* unaligned operands and output */
+  return first_diff(g_a, g_b, n);
 }
 
-static __attribute__((unused)) void test_maxpool(void) {
-  int bad = -1;
-  long at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qpool_params p;
-    p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = t % 3 == 0 ? rr(1, 15) : rr(16, 200);
-    p.k_h = rr(1, 4), p.k_w = rr(1, 4), p.stride_h = rr(1, 3), p.stride_w = rr(1, 3);
-    p.pad_h = rr(0, p.k_h / 2), p.pad_w = rr(0, p.k_w / 2);
-    p.out_h = (p.in_h + 2 * p.pad_h - p.k_h) / p.stride_h + 1;
-    p.out_w = (p.in_w + 2 * p.pad_w - p.k_w) / p.stride_w + 1;
-    if (p.out_h < 1 || p.out_w < 1) {
-      t--;
-      continue;
-    }
-    int32_t lo = -128, hi = 127; /* no fused activation */
-    if (t % 4 == 1) lo = rr(-128, 0), hi = rr(0, 127);                       /* fused ReLU / ReLU6 ranges */
-    if (t % 8 == 3) lo = rr(-300, -129), hi = rr(128, 300);                 /* outside int8: portable path */
-    if (t % 8 == 7) lo = rr(-20, 20), hi = lo - rr(1, 20);                  /* empty range: portable path */
-    const size_t ii = (size_t)(t & 3), io = (size_t)((t >> 2) & 3);
-    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c + 4);
-    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
-    memset(g_a, 0x55, n + 8), memset(g_b, 0x55, n + 8);
-    qmaxpool_s8_ref(&p, g_in + ii, g_a + io, lo, hi);
-    qmaxpool_s8_dsp(&p, g_in + ii, g_b + io, lo, hi); /* unaligned input and output */
-    const long d = first_diff(g_a, g_b, n + 8);
-    if (d >= 0 && bad < 0) bad = t, at = d;
+static UNUSED_FN long trial_maxpool(int t) {
+  qpool_params p;
+  while (!random_pool(&p, t % 3 == 0 ? rr(1, 15) : rr(16, 200))) {
+    /* no output: draw again */
   }
-  report("qmaxpool_s8", TRIALS, bad, at);
+  int32_t lo = -128, hi = 127; /* no fused activation */
+  if (t % 4 == 1) lo = rr(-128, 0), hi = rr(0, 127);                       /* fused ReLU / ReLU6 ranges */
+  if (t % 8 == 3) lo = rr(-300, -129), hi = rr(128, 300);                 /* outside int8: portable path */
+  if (t % 8 == 7) lo = rr(-20, 20), hi = lo - rr(1, 20);                  /* empty range: portable path */
+  const size_t ii = (size_t)(t & 3), io = (size_t)((t >> 2) & 3);
+  fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c + 4);
+  const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c + 8;
+  poison(g_a, g_b, n);
+  qmaxpool_s8_ref(&p, g_in + ii, g_a + io, lo, hi);
+  qmaxpool_s8_dsp(&p, g_in + ii, g_b + io, lo, hi); /* unaligned input and output */
+  return first_diff(g_a, g_b, n);
 }
 
-static __attribute__((unused)) void test_lut(void) {
-  int bad = -1;
-  long at = 0;
+static UNUSED_FN long trial_lut(int t) {
   static int8_t lut[256];
-  for (int t = 0; t < TRIALS; t++) {
-    fill(lut, 256);
-    const size_t n = t % 5 == 0 ? (size_t)rr(0, 9) : (size_t)rr(10, 3000);
-    const size_t ii = (size_t)(t & 3), io = (size_t)((t >> 2) & 3);
-    fill(g_in, n + 4);
-    memset(g_a, 0x55, n + 8), memset(g_b, 0x55, n + 8);
-    qlut_s8_ref(g_in + ii, g_a + io, n, lut);
-    if (t % 6 == 5) { /* in place, as a planner may alias input and output */
-      memcpy(g_b + io, g_in + ii, n);
-      qlut_s8_dsp(g_b + io, g_b + io, n, lut);
-    } else {
-      qlut_s8_dsp(g_in + ii, g_b + io, n, lut); /* unaligned input and output */
-    }
-    const long d = first_diff(g_a, g_b, n + 8);
-    if (d >= 0 && bad < 0) bad = t, at = d;
+  fill(lut, 256);
+  const size_t n = t % 5 == 0 ? (size_t)rr(0, 9) : (size_t)rr(10, 3000);
+  const size_t ii = (size_t)(t & 3), io = (size_t)((t >> 2) & 3);
+  fill(g_in, n + 4);
+  poison(g_a, g_b, n + 8);
+  qlut_s8_ref(g_in + ii, g_a + io, n, lut);
+  if (t % 6 == 5) { /* in place, as a planner may alias input and output */
+    memcpy(g_b + io, g_in + ii, n);
+    qlut_s8_dsp(g_b + io, g_b + io, n, lut);
+  } else {
+    qlut_s8_dsp(g_in + ii, g_b + io, n, lut); /* unaligned input and output */
   }
-  report("qlut_s8", TRIALS, bad, at);
+  return first_diff(g_a, g_b, n + 8);
 }
 
-static __attribute__((unused)) void test_linear(void) {
-  int bad = -1;
-  long at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qlinear_params p = {rr(1, 3), t % 4 == 0 ? rr(200, 700) : rr(1, 100), rr(1, 21), rr(-127, 128),
-                        (t % 5 == 0) ? 0 : rr(-10, 10), rr(-128, 127), 0, 0, rr(-128, 0), rr(0, 127)};
-    if (t % 11 == 7) p.input_offset = rr(-40000, 40000); /* outside int16 with the input: portable path */
-    rq(&p.mult, &p.shift);
-    if ((size_t)p.n * p.k > BUF) p.n = BUF / p.k;
-    fill(g_in, (size_t)p.rows * p.k);
-    fill(g_w, (size_t)p.n * p.k);
-    fill_bias(p.n);
-    for (int i = 0; i < p.n; i++) g_ksum[i] = (int32_t)rnd();
-    const int mode = t % 3; /* kernel_sum, bias, neither */
-    const int32_t *bias = mode == 1 ? g_bias : NULL, *ks = mode == 0 ? g_ksum : NULL;
-    const size_t n = (size_t)p.rows * p.n;
-    memset(g_a, 0x55, n), memset(g_b, 0x55, n);
-    qlinear_s8_ref(&p, g_in, g_w, bias, ks, g_a);
-    qlinear_s8_dsp(&p, g_in, g_w, bias, ks, g_b);
-    const long d = first_diff(g_a, g_b, n);
-    if (d >= 0 && bad < 0) bad = t, at = d;
-  }
-  report("qlinear_s8", TRIALS, bad, at);
+static UNUSED_FN long trial_linear(int t) {
+  qlinear_params p = {rr(1, 3), t % 4 == 0 ? rr(200, 700) : rr(1, 100), rr(1, 21), rr(-127, 128),
+                      (t % 5 == 0) ? 0 : rr(-10, 10), rr(-128, 127), 0, 0, rr(-128, 0), rr(0, 127)};
+  if (t % 11 == 7) p.input_offset = rr(-40000, 40000); /* outside int16 with the input: portable path */
+  rq(&p.mult, &p.shift);
+  if ((size_t)p.n * p.k > BUF) p.n = BUF / p.k;
+  fill(g_in, (size_t)p.rows * p.k);
+  fill(g_w, (size_t)p.n * p.k);
+  fill_bias(p.n);
+  for (int i = 0; i < p.n; i++) g_ksum[i] = (int32_t)rnd();
+  const int mode = t % 3; /* kernel_sum, bias, neither */
+  const int32_t *bias = mode == 1 ? g_bias : NULL, *ks = mode == 0 ? g_ksum : NULL;
+  const size_t n = (size_t)p.rows * p.n;
+  poison(g_a, g_b, n);
+  qlinear_s8_ref(&p, g_in, g_w, bias, ks, g_a);
+  qlinear_s8_dsp(&p, g_in, g_w, bias, ks, g_b);
+  return first_diff(g_a, g_b, n);
 }
 
 /* k_requantize_dsp against k_requantize: random values, multipliers and
  * shifts (positive ones included), extreme values, and exact rounding ties
  * (multiplier 2^30 halves the value, so r1 = (val + 1) >> 1 lands on
  * q * 2^rs + 2^(rs-1) by construction). */
-static __attribute__((unused)) void test_requantize(void) {
+static UNUSED_FN void test_requantize(void) {
   const int n = 200000;
   long bad = -1;
   for (int t = 0; t < n && bad < 0; t++) {
@@ -363,28 +244,16 @@ static uint32_t instrs(uint32_t t0) { return (COUNTER - t0) * 40u; }
     (out) = instrs(t0_);          \
   } while (0)
 static void bench(void) {
-  static const struct { const char *name; qconv_params c; int dw; } cs[] = {
-      {"conv3x3_16x16x16_32", {1, 16, 16, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 128, -5, -128, 127}, 0},
-      {"dwconv3x3_25x5x64", {1, 25, 5, 64, 25, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, 128, -5, -128, 127}, 1},
-      {"dwconv3x3_3x3x960", {1, 3, 3, 960, 3, 3, 960, 3, 3, 1, 1, 1, 1, 1, 1, 960, 128, -5, -128, 127}, 1},
-      {"dwconv3x3_6x6x384", {1, 6, 6, 384, 6, 6, 384, 3, 3, 1, 1, 1, 1, 1, 1, 384, 128, -5, -128, 127}, 1},
-      {"conv1x1_25x5x64_64", {1, 25, 5, 64, 25, 5, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
-  };
-  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
-    const qconv_params *q = &cs[i].c;
-    fill(g_in, (size_t)q->in_h * q->in_w * q->in_c);
-    fill(g_w, (size_t)q->out_c * q->k_h * q->k_w * (q->in_c / q->groups));
-    fill_bias(q->out_c);
-    for (int j = 0; j < q->out_c; j++) g_mult[j] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[j] = -8;
+  for (size_t i = 0; i < N_BENCH_LAYERS; i++) {
+    const bench_layer *b = &g_bench_layers[i];
+    if (!(b->on & BENCH_ON_DSP)) continue;
+    bench_conv_inputs(&b->c, g_in, g_w, fill_bias, g_mult, g_shift);
+    k_conv_ref_fn *ref = b->dw ? qdwconv2d_s8_ref : qconv2d_s8_ref;
+    k_conv_fn *dsp = b->dw ? qdwconv2d_s8_dsp : qconv2d_s8_dsp;
     uint32_t tr, td;
-    if (cs[i].dw) {
-      TIME(qdwconv2d_s8_ref(q, g_in, g_w, g_bias, g_mult, g_shift, g_a), tr);
-      TIME((void)qdwconv2d_s8_dsp(q, g_in, g_w, g_bias, g_mult, g_shift, g_b, g_scratch, SCRATCH_CAP), td);
-    } else {
-      TIME(qconv2d_s8_ref(q, g_in, g_w, g_bias, g_mult, g_shift, g_a), tr);
-      TIME((void)qconv2d_s8_dsp(q, g_in, g_w, g_bias, g_mult, g_shift, g_b, g_scratch, SCRATCH_CAP), td);
-    }
-    printf("BENCH %s %lu %lu\n", cs[i].name, (unsigned long)tr, (unsigned long)td);
+    TIME(ref(&b->c, g_in, g_w, g_bias, g_mult, g_shift, g_a), tr);
+    TIME((void)dsp(&b->c, g_in, g_w, g_bias, g_mult, g_shift, g_b, g_scratch, SCRATCH_CAP), td);
+    printf("BENCH %s %lu %lu\n", b->name, (unsigned long)tr, (unsigned long)td);
   }
   qlinear_params l = {1, 640, 48, 128, 0, -5, 1 << 30, -9, -128, 127};
   fill(g_in, 640), fill(g_w, 640 * 48), fill_bias(48);
@@ -426,23 +295,15 @@ static void bench(void) {
 }
 #endif
 
-int main(void) {
-#ifdef BENCH
-  bench();
-  return 0;
-#else
-  printf("DSP self-test: *_dsp vs *_ref\n");
+static UNUSED_FN void selftest(void) {
   test_requantize();
-  test_conv(0);
-  test_conv(1);
-  test_linear();
-  test_add();
-  test_avgpool();
-  test_mul();
-  test_maxpool();
-  test_lut();
-  printf("%s: %d kernel(s) failed\n", g_failed ? "FAIL" : "PASS", g_failed);
-  return g_failed;
-#endif
+  run_trials("qconv2d_s8", TRIALS, trial_conv);
+  run_trials("qdwconv2d_s8", TRIALS, trial_dwconv);
+  run_trials("qlinear_s8", TRIALS, trial_linear);
+  run_trials("qadd_s8", TRIALS, trial_add);
+  run_trials("qavgpool_s8", TRIALS, trial_avgpool);
+  run_trials("qmul_s8", TRIALS, trial_mul);
+  run_trials("qmaxpool_s8", TRIALS, trial_maxpool);
+  run_trials("qlut_s8", TRIALS, trial_lut);
 }
 #endif

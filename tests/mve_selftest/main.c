@@ -21,133 +21,45 @@
 static int8_t g_in[BUF] __attribute__((aligned(16))), g_in2[BUF] __attribute__((aligned(16))), g_w[BUF], g_a[BUF] __attribute__((aligned(16))), g_lut[256];
 static int8_t g_b[BUF] __attribute__((unused, aligned(16))); /* MVE output; unused in a no-MVE bench */
 static int32_t g_bias[1024], g_mult[1024], g_shift[1024], g_ksum[1024];
+#if FW_HAVE_MVE
+#define SCRATCH_CAP 8192
+#endif
+#define SELFTEST_TITLE "MVE self-test: *_mve vs *_ref"
+#include "selftest_common.h"
 
-static uint32_t g_rng = 0x12345678u;
-static uint32_t rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 17;
-  g_rng ^= g_rng << 5;
-  return g_rng;
-}
-static int32_t rr(int32_t lo, int32_t hi) { return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1)); }
-static void fill(int8_t *p, size_t n) {
-  for (size_t i = 0; i < n; i++) p[i] = (int8_t)rnd();
-}
 /* Mostly realistic requant pairs; 1 in 8 has a positive shift, which the MVE
  * kernels must hand to their scalar path. */
-static void rq(int32_t *m, int32_t *s) {
+static UNUSED_FN void rq(int32_t *m, int32_t *s) {
   *m = (int32_t)((1u << 30) + (rnd() >> 2));
   *s = (rnd() & 7) == 0 ? rr(1, 3) : rr(-14, 0);
 }
 static inline void rq_n(int n) {
   for (int i = 0; i < n; i++) rq(&g_mult[i], &g_shift[i]);
 }
-/* The folded window bias the compiler stores (aot/passes/window_bias.py): per
- * output channel bias + input_offset * sum(all its weights), int32 wrap. */
-static int32_t g_beff[1024];
-static const int32_t *window_bias(const qconv_params *p, const int8_t *w, const int32_t *bias, int depthwise) {
-  const int32_t k = p->k_h * p->k_w * (depthwise ? 1 : p->in_c / p->groups);
-  for (int32_t o = 0; o < p->out_c; o++) {
-    uint32_t s = 0;
-    for (int32_t t = 0; t < k; t++) s += (uint32_t)(depthwise ? w[(size_t)t * p->out_c + o] : w[(size_t)o * k + t]);
-    g_beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) + (uint32_t)p->input_offset * s);
-  }
-  return g_beff;
-}
-
-static void fill_bias(int n) {
+static UNUSED_FN void fill_bias(int n) {
   for (int i = 0; i < n; i++) g_bias[i] = rr(-20000, 20000);
 }
 
-static inline int32_t conv_out(int32_t n, int32_t k, int32_t s, int32_t p, int32_t d) {
-  return (n + 2 * p - d * (k - 1) - 1) / s + 1;
-}
-
-static int g_failed_kernels;
-static inline int report(const char *name, int trials, int bad_trial, size_t bad_at) {
-  if (bad_trial >= 0) {
-    printf("FAIL %s trial %d first difference at byte %u\n", name, bad_trial, (unsigned)bad_at);
-    g_failed_kernels++;
-    return 1;
-  }
-  printf("PASS %s %d\n", name, trials);
-  return 0;
-}
-static inline long first_diff(const int8_t *a, const int8_t *b, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (a[i] != b[i]) return (long)i;
-  return -1;
-}
-
-#if FW_HAVE_MVE
-/* Scratch for the kernels that take it: exactly <name>_get_buffer_size bytes,
- * followed by canary bytes that must survive the call. */
-#define SCRATCH_CAP 8192
-static uint8_t g_scratch[SCRATCH_CAP + 64] __attribute__((aligned(16)));
-static size_t g_scratch_n;
-static __attribute__((unused)) void *scratch_for(size_t n) {
-  if (n > SCRATCH_CAP) {
-    printf("FAIL scratch: %u bytes asked, the self-test has %u\n", (unsigned)n, (unsigned)SCRATCH_CAP);
-    g_failed_kernels++;
-    n = SCRATCH_CAP;
-  }
-  g_scratch_n = n;
-  memset(g_scratch, 0xA5, sizeof g_scratch);
-  return g_scratch;
-}
-static __attribute__((unused)) int scratch_intact(void) {
-  for (size_t i = g_scratch_n; i < sizeof g_scratch; i++)
-    if (g_scratch[i] != 0xA5) return 0;
-  return 1;
-}
-/* the bench passes the whole scratch: no canary work inside the timing */
-#define CONV_BENCH(fn, p, bias, out) \
-  (void)fn##_mve((p), g_in, g_w, (bias), g_mult, g_shift, (out), g_scratch, SCRATCH_CAP)
-
-#define POOL_MVE(p, zp, m, s)                                                                          \
-  do {                                                                                                 \
-    void *s_ = scratch_for(qavgpool_s8_get_buffer_size(p));                                            \
-    if (qavgpool_s8_mve((p), g_in, g_b, (zp), (m), (s), s_, g_scratch_n) != K_OK || !scratch_intact()) \
-      memset(g_b, 0x77, 16);                                                                           \
-  } while (0)
-#define CONV_MVE(fn, p, bias, out)                                                                     \
-  do {                                                                                                 \
-    void *s_ = scratch_for(fn##_get_buffer_size(p));                                                   \
-    if (fn##_mve((p), g_in, g_w, (bias), g_mult, g_shift, (out), s_, g_scratch_n) != K_OK ||           \
-        !scratch_intact())                                                                             \
-      memset((out), 0x77, 16); /* reported as a difference */                                          \
-  } while (0)
-
-#endif
 
 #if FW_HAVE_MVE && !defined(BENCH)
 #define TRIALS 60
-#define CHECK(name, n, call_ref, call_mve)                  \
-  do {                                                      \
-    memset(g_a, 0x55, (n));                                 \
-    memset(g_b, 0x55, (n));                                 \
-    call_ref;                                               \
-    call_mve;                                               \
-    const long d_ = first_diff(g_a, g_b, (n));              \
-    if (d_ >= 0 && bad < 0) bad = t, bad_at = (size_t)d_;   \
-  } while (0)
+/* Poisons both outputs, runs both calls (void expressions), returns the first difference. */
+#define CHECK(n, call_ref, call_mve) (poison(g_a, g_b, (n)), (call_ref), (call_mve), first_diff(g_a, g_b, (n)))
 
-/* the shape of the first failing case, to reproduce it */
-static void print_conv(const qconv_params *p) {
-  printf("  shape: n%ld %ldx%ldx%ld -> %ldx%ldx%ld k%ldx%ld s%ld,%ld p%ld,%ld d%ld,%ld g%ld in_off %ld\n",
-         (long)p->batch, (long)p->in_h, (long)p->in_w, (long)p->in_c, (long)p->out_h, (long)p->out_w,
-         (long)p->out_c, (long)p->k_h, (long)p->k_w, (long)p->stride_h, (long)p->stride_w, (long)p->pad_h,
-         (long)p->pad_w, (long)p->dil_h, (long)p->dil_w, (long)p->groups, (long)p->input_offset);
+/* A kernel's result on scratch of exactly its asked size, into g_b; a
+ * failed status or an overwritten canary is reported as a difference. */
+static void conv_mve(k_conv_fn *fn, k_conv_size_fn *size, const qconv_params *p, const int32_t *bias) {
+  void *s = scratch_for(size(p));
+  if (fn(p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n) != K_OK || !scratch_intact()) memset(g_b, 0x77, 16);
+}
+static void avgpool_mve(const qpool_params *p, int32_t zp, int32_t m, int32_t sh) {
+  void *s = scratch_for(qavgpool_s8_get_buffer_size(p));
+  if (qavgpool_s8_mve(p, g_in, g_b, zp, m, sh, s, g_scratch_n) != K_OK || !scratch_intact()) memset(g_b, 0x77, 16);
 }
 
 static void random_conv(qconv_params *p, int depthwise) {
   for (;;) {
-    memset(p, 0, sizeof *p);
-    p->batch = rr(1, 2);
-    p->in_h = rr(1, 9), p->in_w = rr(1, 9);
-    p->k_h = rr(1, 3), p->k_w = rr(1, 3);
-    p->stride_h = rr(1, 2), p->stride_w = rr(1, 2);
-    p->pad_h = rr(0, 2), p->pad_w = rr(0, 2);
+    random_conv_window(p);
     p->dil_h = rr(1, 2), p->dil_w = rr(1, 2);
     if (depthwise) {
       p->in_c = rr(1, 40);
@@ -160,9 +72,7 @@ static void random_conv(qconv_params *p, int depthwise) {
     }
     p->input_offset = rr(-127, 128), p->output_offset = rr(-128, 127);
     p->act_min = rr(-128, 0), p->act_max = rr(0, 127);
-    p->out_h = conv_out(p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h);
-    p->out_w = conv_out(p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w);
-    if (p->out_h >= 1 && p->out_w >= 1) return;
+    if (conv_output(p)) return;
   }
 }
 
@@ -174,13 +84,8 @@ static void random_conv(qconv_params *p, int depthwise) {
  * predicated tails, several channel ranges). */
 static void random_conv_wide(qconv_params *p, int depthwise, int t) {
   for (;;) {
-    memset(p, 0, sizeof *p);
-    p->batch = rr(1, 2);
-    p->in_h = rr(1, 9), p->in_w = rr(1, 9);
-    p->k_h = rr(1, 3), p->k_w = rr(1, 3);
+    random_conv_window(p);
     if (!depthwise && t % 6 == 0) p->k_h = 5, p->k_w = 5;
-    p->stride_h = rr(1, 2), p->stride_w = rr(1, 2);
-    p->pad_h = rr(0, 2), p->pad_w = rr(0, 2);
     p->dil_h = rr(1, 2), p->dil_w = rr(1, 2);
     if (t % 4 == 1) p->k_h = p->k_w = 1, p->pad_h = p->pad_w = 0; /* pointwise */
     if (depthwise) {
@@ -196,241 +101,187 @@ static void random_conv_wide(qconv_params *p, int depthwise, int t) {
     p->input_offset = (t % 8 == 3) ? rr(129, 255) : rr(-127, 128);
     p->output_offset = rr(-128, 127);
     p->act_min = rr(-128, 0), p->act_max = rr(0, 127);
-    p->out_h = conv_out(p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h);
-    p->out_w = conv_out(p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w);
-    if (p->out_h >= 1 && p->out_w >= 1) return;
+    if (conv_output(p)) return;
   }
 }
 static void rq_vec_n(int n) {
   for (int i = 0; i < n; i++) g_mult[i] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[i] = rr(-14, 0);
 }
 
-static void selftest(void) {
-  int bad;
-  size_t bad_at;
+/* Trials [0, TRIALS) on random_conv shapes; [TRIALS, 2 * TRIALS) on the
+ * wide ones with vector-friendly requantization, every other pair of them
+ * with the folded window bias as the compiler stores it. */
+static long conv_trial(int t, int depthwise) {
+  qconv_params p;
+  if (t < TRIALS) random_conv(&p, depthwise);
+  else random_conv_wide(&p, depthwise, t);
+  fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.in_c);
+  fill(g_w, (size_t)p.out_c * p.k_h * p.k_w * (depthwise ? 1 : p.in_c / p.groups));
+  fill_bias(p.out_c);
+  if (t < TRIALS) rq_n(p.out_c);
+  else rq_vec_n(p.out_c);
+  const int32_t *bias = (t & 1) ? g_bias : NULL;
+  if (t >= TRIALS && ((t >> 1) & 1)) p.beff = window_bias(&p, g_w, bias, depthwise);
+  const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
+  const long d = depthwise ? CHECK(n, qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
+                                   conv_mve(qdwconv2d_s8_mve, qdwconv2d_s8_get_buffer_size, &p, bias))
+                           : CHECK(n, qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
+                                   conv_mve(qconv2d_s8_mve, qconv2d_s8_get_buffer_size, &p, bias));
+  if (d >= 0 && g_bad < 0) print_conv(&p);
+  return d;
+}
+static long trial_conv(int t) { return conv_trial(t, 0); }
+static long trial_dwconv(int t) { return conv_trial(t, 1); }
 
-  bad = -1, bad_at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qconv_params p;
-    random_conv(&p, 0);
-    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.in_c);
-    fill(g_w, (size_t)p.out_c * p.k_h * p.k_w * (p.in_c / p.groups));
-    fill_bias(p.out_c);
-    rq_n(p.out_c);
-    const int32_t *bias = (t & 1) ? g_bias : NULL;
-    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
-    CHECK("conv", n, qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
-          CONV_MVE(qconv2d_s8, &p, bias, g_b));
-    if (bad == t) print_conv(&p);
-  }
-  for (int t = TRIALS; t < 2 * TRIALS; t++) {
-    qconv_params p;
-    random_conv_wide(&p, 0, t);
-    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.in_c);
-    fill(g_w, (size_t)p.out_c * p.k_h * p.k_w * p.in_c);
-    fill_bias(p.out_c);
-    rq_vec_n(p.out_c);
-    const int32_t *bias = (t & 1) ? g_bias : NULL;
-    if ((t >> 1) & 1) p.beff = window_bias(&p, g_w, bias, 0); /* as the compiler stores it */
-    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
-    CHECK("conv", n, qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
-          CONV_MVE(qconv2d_s8, &p, bias, g_b));
-    if (bad == t) print_conv(&p);
-  }
-  report("qconv2d_s8", 2 * TRIALS, bad, bad_at);
+static long trial_linear(int t) {
+  qlinear_params p = {rr(1, 3), rr(1, 100), rr(1, 13), rr(-127, 128), rr(-10, 10), rr(-128, 127), 0, 0,
+                      rr(-128, 0), rr(0, 127)};
+  rq(&p.mult, &p.shift);
+  fill(g_in, (size_t)p.rows * p.k);
+  fill(g_w, (size_t)p.n * p.k);
+  fill_bias(p.n);
+  for (int i = 0; i < p.n; i++) g_ksum[i] = rr(-50000, 50000);
+  const int mode = t % 3; /* kernel_sum, bias, neither */
+  const int32_t *bias = mode == 1 ? g_bias : NULL, *ks = mode == 0 ? g_ksum : NULL;
+  return CHECK((size_t)p.rows * p.n, qlinear_s8_ref(&p, g_in, g_w, bias, ks, g_a),
+               qlinear_s8_mve(&p, g_in, g_w, bias, ks, g_b));
+}
 
-  bad = -1, bad_at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qconv_params p;
-    random_conv(&p, 1);
-    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.in_c);
-    fill(g_w, (size_t)p.k_h * p.k_w * p.out_c);
-    fill_bias(p.out_c);
-    rq_n(p.out_c);
-    const int32_t *bias = (t & 1) ? g_bias : NULL;
-    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
-    CHECK("dw", n, qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
-          CONV_MVE(qdwconv2d_s8, &p, bias, g_b));
-  }
-  for (int t = TRIALS; t < 2 * TRIALS; t++) {
-    qconv_params p;
-    random_conv_wide(&p, 1, t);
-    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.in_c);
-    fill(g_w, (size_t)p.k_h * p.k_w * p.out_c);
-    fill_bias(p.out_c);
-    rq_vec_n(p.out_c);
-    const int32_t *bias = (t & 1) ? g_bias : NULL;
-    if ((t >> 1) & 1) p.beff = window_bias(&p, g_w, bias, 1); /* as the compiler stores it */
-    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
-    CHECK("dw", n, qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
-          CONV_MVE(qdwconv2d_s8, &p, bias, g_b));
-  }
-  report("qdwconv2d_s8", 2 * TRIALS, bad, bad_at);
+static long trial_bmm(int t) {
+  qbmm_params p = {rr(1, 3), rr(1, 6), rr(1, 9), rr(1, 60), rr(-127, 128), rr(-127, 128), rr(-128, 127), 0, 0};
+  rq(&p.mult, &p.shift);
+  fill(g_in, (size_t)p.batch * p.m * p.k);
+  fill(g_in2, (size_t)p.batch * p.n * p.k);
+  return CHECK((size_t)p.batch * p.m * p.n, qbmm_s8_ref(&p, g_in, g_in2, g_a), qbmm_s8_mve(&p, g_in, g_in2, g_b));
+}
 
-  bad = -1, bad_at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qlinear_params p = {rr(1, 3), rr(1, 100), rr(1, 13), rr(-127, 128), rr(-10, 10), rr(-128, 127), 0, 0,
-                        rr(-128, 0), rr(0, 127)};
-    rq(&p.mult, &p.shift);
-    fill(g_in, (size_t)p.rows * p.k);
-    fill(g_w, (size_t)p.n * p.k);
-    fill_bias(p.n);
-    for (int i = 0; i < p.n; i++) g_ksum[i] = rr(-50000, 50000);
-    const int mode = t % 3; /* kernel_sum, bias, neither */
-    const int32_t *bias = mode == 1 ? g_bias : NULL, *ks = mode == 0 ? g_ksum : NULL;
-    CHECK("fc", (size_t)p.rows * p.n, qlinear_s8_ref(&p, g_in, g_w, bias, ks, g_a),
-          qlinear_s8_mve(&p, g_in, g_w, bias, ks, g_b));
-  }
-  report("qlinear_s8", TRIALS, bad, bad_at);
+static long trial_add(int t) {
+  qadd_params p = {rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 0), rr(0, 127)};
+  rq(&p.a_mult, &p.a_shift);
+  rq(&p.b_mult, &p.b_shift);
+  rq(&p.out_mult, &p.out_shift);
+  if (t & 1) p.a_shift = rr(-2, 0), p.b_shift = rr(-2, 0), p.out_shift = rr(-22, -15); /* realistic add */
+  size_t an, bn;
+  const size_t n = bcast_case(t, g_in, g_in2, 0, &an, &bn);
+  return CHECK(n, qadd_s8_ref(g_in, an, g_in2, bn, g_a, &p), qadd_s8_mve(g_in, an, g_in2, bn, g_b, &p));
+}
 
-  bad = -1, bad_at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qbmm_params p = {rr(1, 3), rr(1, 6), rr(1, 9), rr(1, 60), rr(-127, 128), rr(-127, 128), rr(-128, 127), 0, 0};
-    rq(&p.mult, &p.shift);
-    fill(g_in, (size_t)p.batch * p.m * p.k);
-    fill(g_in2, (size_t)p.batch * p.n * p.k);
-    CHECK("bmm", (size_t)p.batch * p.m * p.n, qbmm_s8_ref(&p, g_in, g_in2, g_a), qbmm_s8_mve(&p, g_in, g_in2, g_b));
-  }
-  report("qbmm_s8", TRIALS, bad, bad_at);
+static long trial_mul(int t) {
+  qmul_params p = {rr(-128, 127), rr(-128, 127), rr(-128, 127), 0, 0};
+  rq(&p.out_mult, &p.out_shift);
+  size_t an, bn;
+  const size_t n = bcast_case(t, g_in, g_in2, 0, &an, &bn);
+  return CHECK(n, qmul_s8_ref(g_in, an, g_in2, bn, g_a, &p), qmul_s8_mve(g_in, an, g_in2, bn, g_b, &p));
+}
 
-  bad = -1, bad_at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qadd_params p = {rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 0), rr(0, 127)};
-    rq(&p.a_mult, &p.a_shift);
-    rq(&p.b_mult, &p.b_shift);
-    rq(&p.out_mult, &p.out_shift);
-    if (t & 1) p.a_shift = rr(-2, 0), p.b_shift = rr(-2, 0), p.out_shift = rr(-22, -15); /* realistic add */
-    const size_t n = (size_t)rr(1, 300), c = (size_t)rr(1, 20);
-    const size_t an = (t % 3 == 1) ? c : n * c, bn = (t % 3 == 2) ? c : n * c;
-    fill(g_in, an);
-    fill(g_in2, bn);
-    CHECK("add", n * c, qadd_s8_ref(g_in, an, g_in2, bn, g_a, &p), qadd_s8_mve(g_in, an, g_in2, bn, g_b, &p));
-  }
-  report("qadd_s8", TRIALS, bad, bad_at);
-
-  bad = -1, bad_at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qmul_params p = {rr(-128, 127), rr(-128, 127), rr(-128, 127), 0, 0};
-    rq(&p.out_mult, &p.out_shift);
-    const size_t n = (size_t)rr(1, 300), c = (size_t)rr(1, 20);
-    const size_t an = (t % 3 == 1) ? c : n * c, bn = (t % 3 == 2) ? c : n * c;
-    fill(g_in, an);
-    fill(g_in2, bn);
-    CHECK("mul", n * c, qmul_s8_ref(g_in, an, g_in2, bn, g_a, &p), qmul_s8_mve(g_in, an, g_in2, bn, g_b, &p));
-  }
-  report("qmul_s8", TRIALS, bad, bad_at);
-
-  bad = -1, bad_at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    const size_t n = (size_t)rr(1, 1000);
-    fill(g_in, n);
-    fill(g_lut, 256);
-    CHECK("lut", n, qlut_s8_ref(g_in, g_a, n, g_lut), qlut_s8_mve(g_in, g_b, n, g_lut));
-  }
-  report("qlut_s8", TRIALS, bad, bad_at);
+static long trial_lut(int t) {
+  const size_t n = (size_t)rr(1, 1000);
+  fill(g_in, n);
+  fill(g_lut, 256);
+  return CHECK(n, qlut_s8_ref(g_in, g_a, n, g_lut), qlut_s8_mve(g_in, g_b, n, g_lut));
+}
 
 #if FW_HAVE_MVE_FP
-  {
-    /* float32 edges: random values with NaN, infinities, denormals, halfway cases and out-of-range ones */
-    /* in the existing buffers: .bss is nearly as large as the data memory */
-    float *f = (float *)(void *)g_in, *fa = (float *)(void *)g_a, *fb = (float *)(void *)g_b;
-    int32_t *qa = (int32_t *)(void *)g_a, *qb = (int32_t *)(void *)g_b;
-    bad = -1, bad_at = 0;
-    for (int t = 0; t < TRIALS; t++) {
-      const size_t n = (size_t)rr(1, 1200);
-      const double scale = (double)rr(1, 100000) / (double)rr(1, 3000000);
-      const k_dtype dts[4] = {K_U8, K_S8, K_S16, K_S32};
-      const k_dtype dt = dts[t % 4];
-      const int32_t qmin = dt == K_U8 ? 0 : dt == K_S8 ? -128 : dt == K_S16 ? -32768 : -1000000;
-      const int32_t qmax = dt == K_U8 ? 255 : dt == K_S8 ? 127 : dt == K_S16 ? 32767 : 1000000;
-      const int32_t zp = rr(qmin / 2, qmax / 2);
-      for (size_t i = 0; i < n; i++) {
-        const uint32_t k = rnd() % 16;
-        uint32_t bits = rnd();
-        float v;
-        memcpy(&v, &bits, 4);
-        if (k == 0) v = (float)(rr(-300, 300)) * (float)scale + 0.5f * (float)scale; /* ties after scaling */
-        else if (k == 1) bits &= 0x807FFFFFu, memcpy(&v, &bits, 4);                   /* denormals */
-        else if (k < 10) v = (float)rr(-2000000, 2000000) * (float)scale / 1000.0f;
-        f[i] = v;
-      }
-      memset(qa, 0x55, 4800), memset(qb, 0x55, 4800);
-      quantize_f32_ref(f, n, scale, zp, qmin, qmax, dt, qa);
-      quantize_f32_mve(f, n, scale, zp, qmin, qmax, dt, qb);
-      const long d = first_diff((const int8_t *)qa, (const int8_t *)qb, 4800);
-      if (d >= 0 && bad < 0) bad = t, bad_at = (size_t)d;
-    }
-    report("quantize_f32", TRIALS, bad, bad_at);
-    bad = -1, bad_at = 0;
-    for (int t = 0; t < TRIALS; t++) {
-      const size_t n = (size_t)rr(1, 1200);
-      const k_dtype dts[4] = {K_U8, K_S8, K_S16, K_S32};
-      const k_dtype dt = dts[t % 4];
-      for (size_t i = 0; i < n; i++) ((int32_t *)(void *)g_in2)[i] = (int32_t)rnd();
-      const double scale = (double)rr(1, 100000) / (double)rr(1, 3000000);
-      const int32_t zp = rr(-100, 100);
-      memset(fa, 0x55, 4800), memset(fb, 0x55, 4800);
-      dequantize_f32_ref(g_in2, dt, n, scale, zp, fa);
-      dequantize_f32_mve(g_in2, dt, n, scale, zp, fb);
-      const long d = first_diff((const int8_t *)fa, (const int8_t *)fb, 4800);
-      if (d >= 0 && bad < 0) bad = t, bad_at = (size_t)d;
-    }
-    report("dequantize_f32", TRIALS, bad, bad_at);
+static const k_dtype g_dtypes[4] = {K_U8, K_S8, K_S16, K_S32};
+/* float32 edges: random values with NaN, infinities, denormals, halfway cases
+ * and out-of-range ones, in the existing buffers (.bss is nearly as large as
+ * the data memory); outputs compared as bytes */
+static long trial_quantize(int t) {
+  float *f = (float *)(void *)g_in;
+  int32_t *qa = (int32_t *)(void *)g_a, *qb = (int32_t *)(void *)g_b;
+  const size_t n = (size_t)rr(1, 1200);
+  const double scale = (double)rr(1, 100000) / (double)rr(1, 3000000);
+  const k_dtype dt = g_dtypes[t % 4];
+  const int32_t qmin = dt == K_U8 ? 0 : dt == K_S8 ? -128 : dt == K_S16 ? -32768 : -1000000;
+  const int32_t qmax = dt == K_U8 ? 255 : dt == K_S8 ? 127 : dt == K_S16 ? 32767 : 1000000;
+  const int32_t zp = rr(qmin / 2, qmax / 2);
+  for (size_t i = 0; i < n; i++) {
+    const uint32_t k = rnd() % 16;
+    uint32_t bits = rnd();
+    float v;
+    memcpy(&v, &bits, 4);
+    if (k == 0) v = (float)(rr(-300, 300)) * (float)scale + 0.5f * (float)scale; /* ties after scaling */
+    else if (k == 1) bits &= 0x807FFFFFu, memcpy(&v, &bits, 4);                   /* denormals */
+    else if (k < 10) v = (float)rr(-2000000, 2000000) * (float)scale / 1000.0f;
+    f[i] = v;
   }
+  return CHECK(4800, quantize_f32_ref(f, n, scale, zp, qmin, qmax, dt, qa),
+               quantize_f32_mve(f, n, scale, zp, qmin, qmax, dt, qb));
+}
+static long trial_dequantize(int t) {
+  float *fa = (float *)(void *)g_a, *fb = (float *)(void *)g_b;
+  const size_t n = (size_t)rr(1, 1200);
+  const k_dtype dt = g_dtypes[t % 4];
+  for (size_t i = 0; i < n; i++) ((int32_t *)(void *)g_in2)[i] = (int32_t)rnd();
+  const double scale = (double)rr(1, 100000) / (double)rr(1, 3000000);
+  const int32_t zp = rr(-100, 100);
+  return CHECK(4800, dequantize_f32_ref(g_in2, dt, n, scale, zp, fa), dequantize_f32_mve(g_in2, dt, n, scale, zp, fb));
+}
 #endif
 
-  for (int avg = 0; avg < 2; avg++) {
-    bad = -1, bad_at = 0;
-    for (int t = 0; t < TRIALS; t++) {
-      qpool_params p;
-      /* every third case wide enough for the table path (taps x channels >= 256) */
-      p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = t % 3 == 2 ? rr(40, 300) : rr(1, 40);
-      p.k_h = rr(1, 4), p.k_w = rr(1, 4), p.stride_h = rr(1, 3), p.stride_w = rr(1, 3);
-      p.pad_h = rr(0, p.k_h / 2), p.pad_w = rr(0, p.k_w / 2);
-      p.out_h = (p.in_h + 2 * p.pad_h - p.k_h) / p.stride_h + 1;
-      p.out_w = (p.in_w + 2 * p.pad_w - p.k_w) / p.stride_w + 1;
-      if (p.out_h < 1 || p.out_w < 1) {
-        t--;
-        continue;
-      }
-      fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c);
-      const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
-      if (avg) {
-        int32_t m, s, zp = rr(-128, 127);
-        rq(&m, &s);
-        /* power-of-two scales make averages land exactly on .5: the ties the
-           vector finish must hand to the scalar divisions */
-        if (t % 2) m = 1 << 30, s = rr(-12, 0);
-        CHECK("avg", n, qavgpool_s8_ref(&p, g_in, g_a, zp, m, s), POOL_MVE(&p, zp, m, s));
-      } else {
-        const int32_t lo = rr(-128, 0), hi = rr(0, 127);
-        CHECK("max", n, qmaxpool_s8_ref(&p, g_in, g_a, lo, hi), qmaxpool_s8_mve(&p, g_in, g_b, lo, hi));
-      }
-    }
-    report(avg ? "qavgpool_s8" : "qmaxpool_s8", TRIALS, bad, bad_at);
+/* A random pooling case (redrawn until it has an output); every third wide
+ * enough for the average pool's table path (taps x channels >= 256). */
+static size_t pool_case(int t, qpool_params *p) {
+  while (!random_pool(p, t % 3 == 2 ? rr(40, 300) : rr(1, 40))) {
+    /* no output: draw again */
   }
+  fill(g_in, (size_t)p->batch * p->in_h * p->in_w * p->c);
+  return (size_t)p->batch * p->out_h * p->out_w * p->c;
+}
+static long trial_maxpool(int t) {
+  qpool_params p;
+  const size_t n = pool_case(t, &p);
+  const int32_t lo = rr(-128, 0), hi = rr(0, 127);
+  return CHECK(n, qmaxpool_s8_ref(&p, g_in, g_a, lo, hi), qmaxpool_s8_mve(&p, g_in, g_b, lo, hi));
+}
+static long trial_avgpool(int t) {
+  qpool_params p;
+  const size_t n = pool_case(t, &p);
+  int32_t m, s, zp = rr(-128, 127);
+  rq(&m, &s);
+  /* power-of-two scales make averages land exactly on .5: the ties the
+     vector finish must hand to the scalar divisions */
+  if (t % 2) m = 1 << 30, s = rr(-12, 0);
+  return CHECK(n, qavgpool_s8_ref(&p, g_in, g_a, zp, m, s), avgpool_mve(&p, zp, m, s));
+}
 
-  /* emlkit::quantized_avg_pool2d: no padding, every window whole; channel
-     counts around the 16-lane tail, global and strided windows */
-  bad = -1, bad_at = 0;
-  for (int t = 0; t < TRIALS; t++) {
-    qpool_params p;
-    p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = t % 3 == 2 ? rr(40, 300) : rr(1, 40);
-    p.k_h = t % 4 == 0 ? p.in_h : rr(1, p.in_h), p.k_w = t % 4 == 0 ? p.in_w : rr(1, p.in_w);
-    p.stride_h = rr(1, 3), p.stride_w = rr(1, 3), p.pad_h = 0, p.pad_w = 0;
-    p.out_h = (p.in_h - p.k_h) / p.stride_h + 1, p.out_w = (p.in_w - p.k_w) / p.stride_w + 1;
-    fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c);
-    const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
-    const int32_t izp = rr(-128, 127), ozp = rr(-128, 127), m = rr(1 << 30, 0x7fffffff), s = rr(20, 40);
-    CHECK("emlkit_avg", n, emlkit_avgpool_s8_ref(&p, g_in, g_a, izp, ozp, m, s),
-          emlkit_avgpool_s8_mve(&p, g_in, g_b, izp, ozp, m, s));
-  }
-  report("emlkit_avgpool_s8", TRIALS, bad, bad_at);
+/* emlkit::quantized_avg_pool2d: no padding, every window whole; channel
+   counts around the 16-lane tail, global and strided windows */
+static long trial_emlkit_avgpool(int t) {
+  qpool_params p;
+  p.batch = rr(1, 2), p.in_h = rr(1, 9), p.in_w = rr(1, 9), p.c = t % 3 == 2 ? rr(40, 300) : rr(1, 40);
+  p.k_h = t % 4 == 0 ? p.in_h : rr(1, p.in_h), p.k_w = t % 4 == 0 ? p.in_w : rr(1, p.in_w);
+  p.stride_h = rr(1, 3), p.stride_w = rr(1, 3), p.pad_h = 0, p.pad_w = 0;
+  p.out_h = (p.in_h - p.k_h) / p.stride_h + 1, p.out_w = (p.in_w - p.k_w) / p.stride_w + 1;
+  fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c);
+  const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
+  const int32_t izp = rr(-128, 127), ozp = rr(-128, 127), m = rr(1 << 30, 0x7fffffff), s = rr(20, 40);
+  return CHECK(n, emlkit_avgpool_s8_ref(&p, g_in, g_a, izp, ozp, m, s),
+               emlkit_avgpool_s8_mve(&p, g_in, g_b, izp, ozp, m, s));
+}
+
+static void selftest(void) {
+  run_trials("qconv2d_s8", 2 * TRIALS, trial_conv);
+  run_trials("qdwconv2d_s8", 2 * TRIALS, trial_dwconv);
+  run_trials("qlinear_s8", TRIALS, trial_linear);
+  run_trials("qbmm_s8", TRIALS, trial_bmm);
+  run_trials("qadd_s8", TRIALS, trial_add);
+  run_trials("qmul_s8", TRIALS, trial_mul);
+  run_trials("qlut_s8", TRIALS, trial_lut);
+#if FW_HAVE_MVE_FP
+  run_trials("quantize_f32", TRIALS, trial_quantize);
+  run_trials("dequantize_f32", TRIALS, trial_dequantize);
+#endif
+  run_trials("qmaxpool_s8", TRIALS, trial_maxpool);
+  run_trials("qavgpool_s8", TRIALS, trial_avgpool);
+  run_trials("emlkit_avgpool_s8", TRIALS, trial_emlkit_avgpool);
 }
 #endif
 
 /* ---------------------------------------------------------------- bench */
 #ifdef BENCH
+/* the whole scratch: no canary work inside the timing */
+#define CONV_BENCH(fn, c) (void)(fn)((c), g_in, g_w, g_bias, g_mult, g_shift, g_b, g_scratch, SCRATCH_CAP)
 #define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
 #define SYST_RVR (*(volatile uint32_t *)0xE000E014u)
 #define SYST_CVR (*(volatile uint32_t *)0xE000E018u)
@@ -485,24 +336,16 @@ static void calibrate(void) {
 
 static void bench(void) {
   calibrate();
-  qconv_params c;
-  /* conv 3x3, 16x16x16 -> 32, pad 1 */
-  c = (qconv_params){1, 16, 16, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 128, -5, -128, 127};
-  fill(g_in, 16 * 16 * 16), fill(g_w, 32 * 9 * 16), fill_bias(32);
-  for (int i = 0; i < 32; i++) g_mult[i] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[i] = -8;
-  BENCH2("conv3x3_16x16x16_32", 1, qconv2d_s8_ref(&c, g_in, g_w, g_bias, g_mult, g_shift, g_a),
-         CONV_BENCH(qconv2d_s8, &c, g_bias, g_b));
-  /* depthwise 3x3 on 25x5x64, pad 1 */
-  c = (qconv_params){1, 25, 5, 64, 25, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, 128, -5, -128, 127};
-  fill(g_in, 25 * 5 * 64), fill(g_w, 9 * 64), fill_bias(64);
-  for (int i = 0; i < 64; i++) g_mult[i] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[i] = -8;
-  BENCH2("dwconv3x3_25x5x64", 1, qdwconv2d_s8_ref(&c, g_in, g_w, g_bias, g_mult, g_shift, g_a),
-         CONV_BENCH(qdwconv2d_s8, &c, g_bias, g_b));
-  /* 1x1 conv 25x5x64 -> 64 */
-  c = (qconv_params){1, 25, 5, 64, 25, 5, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127};
-  fill(g_w, 64 * 64);
-  BENCH2("conv1x1_25x5x64_64", 1, qconv2d_s8_ref(&c, g_in, g_w, g_bias, g_mult, g_shift, g_a),
-         CONV_BENCH(qconv2d_s8, &c, g_bias, g_b));
+  for (size_t i = 0; i < N_BENCH_LAYERS; i++) {
+    const bench_layer *b = &g_bench_layers[i];
+    if (!(b->on & BENCH_ON_MVE)) continue;
+    bench_conv_inputs(&b->c, g_in, g_w, fill_bias, g_mult, g_shift);
+    k_conv_ref_fn *ref = b->dw ? qdwconv2d_s8_ref : qconv2d_s8_ref;
+#if FW_HAVE_MVE
+    k_conv_fn *fast = b->dw ? qdwconv2d_s8_mve : qconv2d_s8_mve;
+#endif
+    BENCH2(b->name, 1, ref(&b->c, g_in, g_w, g_bias, g_mult, g_shift, g_a), CONV_BENCH(fast, &b->c));
+  }
   /* fully connected 640 -> 128 (kernel_sum form, as the M55 flow emits) */
   qlinear_params l = {1, 640, 128, 128, 0, -5, 1 << 30, -9, -128, 127};
   fill(g_in, 640), fill(g_w, 640 * 128);
@@ -536,25 +379,21 @@ static void bench(void) {
      the whole model against CMSIS-NN) */
   {
     static const struct { const char *name; qconv_params c; int dw; } mv2[] = {
-        {"mv2_conv1x1_48x48x16_8", {1, 48, 48, 16, 48, 48, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
-        {"mv2_conv1x1_3x3x56_336", {1, 3, 3, 56, 3, 3, 336, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
-        {"mv2_conv1x1_3x3x336_56", {1, 3, 3, 336, 3, 3, 56, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
-        {"mv2_conv1x1_12x12x96_16", {1, 12, 12, 96, 12, 12, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127}, 0},
-        {"mv2_dw3x3_3x3x336", {1, 3, 3, 336, 3, 3, 336, 3, 3, 1, 1, 1, 1, 1, 1, 336, 128, -5, -128, 127}, 1},
-        {"mv2_dw3x3s2_6x6x192", {1, 6, 6, 192, 3, 3, 192, 3, 3, 2, 2, 1, 1, 1, 1, 192, 128, -5, -128, 127}, 1},
-        {"mv2_dw3x3s2_12x12x96", {1, 12, 12, 96, 6, 6, 96, 3, 3, 2, 2, 1, 1, 1, 1, 96, 128, -5, -128, 127}, 1},
+        {"mv2_conv1x1_48x48x16_8", {1, 48, 48, 16, 48, 48, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
+        {"mv2_conv1x1_3x3x56_336", {1, 3, 3, 56, 3, 3, 336, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
+        {"mv2_conv1x1_3x3x336_56", {1, 3, 3, 336, 3, 3, 56, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
+        {"mv2_conv1x1_12x12x96_16", {1, 12, 12, 96, 12, 12, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
+        {"mv2_dw3x3_3x3x336", {1, 3, 3, 336, 3, 3, 336, 3, 3, 1, 1, 1, 1, 1, 1, 336, 128, -5, -128, 127, NULL}, 1},
+        {"mv2_dw3x3s2_6x6x192", {1, 6, 6, 192, 3, 3, 192, 3, 3, 2, 2, 1, 1, 1, 1, 192, 128, -5, -128, 127, NULL}, 1},
+        {"mv2_dw3x3s2_12x12x96", {1, 12, 12, 96, 6, 6, 96, 3, 3, 2, 2, 1, 1, 1, 1, 96, 128, -5, -128, 127, NULL}, 1},
         /* DS-CNN's first layer: a one-channel 10x4 convolution, lowered as depthwise x64 */
-        {"dscnn_dw10x4s2_49x10x1_x64", {1, 49, 10, 1, 25, 5, 64, 10, 4, 2, 2, 5, 1, 1, 1, 1, 128, -5, -128, 127}, 1},
+        {"dscnn_dw10x4s2_49x10x1_x64", {1, 49, 10, 1, 25, 5, 64, 10, 4, 2, 2, 5, 1, 1, 1, 1, 128, -5, -128, 127, NULL}, 1},
     };
     for (size_t i = 0; i < sizeof mv2 / sizeof mv2[0]; i++) {
-      const qconv_params *q = &mv2[i].c;
-      fill(g_in, (size_t)q->in_h * q->in_w * q->in_c);
-      fill(g_w, (size_t)q->out_c * q->k_h * q->k_w * (q->in_c / q->groups));
-      fill_bias(q->out_c);
-      for (int j = 0; j < q->out_c; j++) g_mult[j] = (int32_t)((1u << 30) + (rnd() >> 2)), g_shift[j] = -8;
+      bench_conv_inputs(&mv2[i].c, g_in, g_w, fill_bias, g_mult, g_shift);
+      k_conv_fn *fast = mv2[i].dw ? qdwconv2d_s8_mve : qconv2d_s8_mve;
       uint32_t t;
-      if (mv2[i].dw) TIME(1, CONV_BENCH(qdwconv2d_s8, q, g_bias, g_b), t);
-      else TIME(1, CONV_BENCH(qconv2d_s8, q, g_bias, g_b), t);
+      TIME(1, CONV_BENCH(fast, &mv2[i].c), t);
       printf("BENCH %s - %lu\n", mv2[i].name, (unsigned long)t);
     }
   }
@@ -578,19 +417,9 @@ static void bench(void) {
 }
 #endif
 
-int main(void) {
-#ifdef BENCH
-  bench();
-  return 0;
-#else
-#if FW_HAVE_MVE && !defined(BENCH)
-  printf("MVE self-test: *_mve vs *_ref\n");
-  selftest();
-  printf("%s: %d kernel(s) failed\n", g_failed_kernels ? "FAIL" : "PASS", g_failed_kernels);
-  return g_failed_kernels;
-#else
+#if !FW_HAVE_MVE && !defined(BENCH)
+static void selftest(void) {
   printf("FAIL: self-test built without MVE\n");
-  return 1;
-#endif
-#endif
+  g_failed_kernels++;
 }
+#endif
