@@ -33,18 +33,15 @@ into one exact table lookup per element.
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-from aot.lower.quantizer_steps import WithSteps
+from aot.passes._graph import reaches
+from aot.passes._quantizer_hooks import QuantizerHook, annotating_alone
 from aot.passes.manager import declare
 
-log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
 ACTIVATIONS = {
@@ -68,13 +65,6 @@ PASS_THROUGH = {
     aten.select.int, aten.unflatten.int, aten.dropout.default,
 }
 
-# The pattern matcher's key for "already annotated"; a public class attribute of ExecuTorch's
-# PatternMatcher, read from it so a rename there fails loudly here.
-def _matched_key() -> str:
-    from executorch.backends.cortex_m.quantizer.pattern_matcher import PatternMatcher
-
-    return PatternMatcher.Q_PATTERN_MATCHED_KEY
-
 
 def _float_tensor_inputs(n: torch.fx.Node) -> int:
     count = 0
@@ -87,20 +77,15 @@ def _float_tensor_inputs(n: torch.fx.Node) -> int:
 
 def reaches_shared_concat(act: torch.fx.Node) -> bool:
     """Does `act`'s output flow, through pass-through ops, into a multi-input qparam-sharing op?"""
-    todo, seen = list(act.users), set()
-    while todo:
-        u = todo.pop()
-        if u in seen or u.op != "call_function":
-            continue
-        seen.add(u)
+    def verdict(u: torch.fx.Node) -> bool | None:
         if u.target in SHARING:
             args = u.args[0] if u.target in (aten.cat.default, aten.concat.default, aten.stack.default) else u.args
             if isinstance(args, (list, tuple)) and sum(isinstance(a, torch.fx.Node) for a in args) > 1:
                 return True
-            todo.extend(u.users)
-        elif u.target in PASS_THROUGH:
-            todo.extend(u.users)
-    return False
+            return None
+        return None if u.target in PASS_THROUGH else False
+
+    return reaches(act, verdict)
 
 
 def candidates(gm: torch.fx.GraphModule, hardsigmoid: bool = True) -> list[torch.fx.Node]:
@@ -116,35 +101,14 @@ def candidates(gm: torch.fx.GraphModule, hardsigmoid: bool = True) -> list[torch
     return out
 
 
-def annotate_alone(model: torch.fx.GraphModule, act_qspec: Any, record: list[str], hardsigmoid: bool) -> None:
-    """Annotate every candidate on its own and mark it matched (runs before the target's quantizer)."""
-    key = _matched_key()
-    for n in candidates(model, hardsigmoid):
-        src = n.args[0]
-        n.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({src: act_qspec}, act_qspec, _annotated=True)
-        n.meta[key] = True
-        record.append(n.name)
-    if record:
-        log.debug("activations quantized on their own: %s", ", ".join(record))
-
-
 @declare("quantizer_hook", ("aten.relu", "aten.hardtanh", "aten.clamp", "aten.hardsigmoid"))
 @dataclass
-class ActivationAlone:
+class ActivationAlone(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""
 
     report_key: str = "activation_alone"
-    annotated: list[str] = field(default_factory=list)
+    report_name = "annotated_alone"
+    # Tried on Ethos-U: the Arm flow's wrong ReLU -> cat lowering stays wrong (72 steps instead of 28).
 
-    def report(self) -> dict[str, Any]:
-        return {"annotated_alone": list(self.annotated)}
-
-    def __call__(self, quantizer: Any, target: Any, options: Any) -> Any:
-        self.annotated = []
-        if target.flow != "cortex_m":
-            # Tried on Ethos-U: the Arm flow's wrong ReLU -> cat lowering stays wrong (72 steps instead of 28).
-            return quantizer
-        from executorch.backends.cortex_m.quantizer.quantization_configs import INT8_ACTIVATION_PER_TENSOR_QSPEC
-
-        qspec = INT8_ACTIVATION_PER_TENSOR_QSPEC
-        return WithSteps(quantizer, before=lambda m: annotate_alone(m, qspec, self.annotated, True))
+    def configure(self, quantizer: Any, target: Any) -> Any:
+        return annotating_alone(quantizer, candidates, self.done, "activations quantized on their own")

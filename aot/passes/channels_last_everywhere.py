@@ -26,12 +26,13 @@ and ExecuTorch left it in float).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
+from aot.passes._graph import Rewrite, copy_meta
 from aot.passes.manager import declare
 
 aten = torch.ops.aten
@@ -74,22 +75,15 @@ def _propagate_strides(gm: torch.fx.GraphModule) -> None:
 @declare("pre_quant", ("aten.permute", "aten.transpose", "aten.view", "aten.reshape", "one-channel 4-D outputs"),
          runs_after=("*",))
 @dataclass
-class ChannelsLastEverywhere:
+class ChannelsLastEverywhere(Rewrite):
     report_key: str = "channels_last_everywhere"
-    copied: list[str] = field(default_factory=list)
-    active: bool = False
+    report_name = "copied"
 
     def set_target(self, target: Any, options: Any) -> None:
         self.active = target.flow == "cortex_m" and not options.explicit_layout
 
-    def report(self) -> dict[str, Any]:
-        return {"copied": list(self.copied)}
-
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        self.copied = []
-        if not self.active:
-            return gm
-        g = gm.graph
+    def run(self, gm: torch.fx.GraphModule) -> list[str]:
+        g, copied = gm.graph, []
         stale = False
         for n in list(g.nodes):
             if stale:
@@ -102,14 +96,12 @@ class ChannelsLastEverywhere:
             with g.inserting_after(n):
                 cl = g.call_function(aten.clone.default, (n,), {"memory_format": torch.channels_last})
             n.replace_all_uses_with(cl, delete_user_cb=lambda u: u is not cl)
-            for k in ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "seq_nr"):
-                if k in n.meta:
-                    cl.meta[k] = n.meta[k]
+            copy_meta(n, [cl])
             val = n.meta["val"]
             cl.meta["val"] = val.clone(memory_format=torch.channels_last)
-            self.copied.append(n.name)
+            copied.append(n.name)
             stale = True
-        if self.copied:
+        if copied:
             g.lint()
             gm.recompile()
-        return gm
+        return copied

@@ -30,6 +30,7 @@ import torch
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
+from aot.passes._graph import Recorder
 from aot.passes.manager import declare
 
 _VIEW = exir_ops.edge.aten.view_copy.default
@@ -56,12 +57,12 @@ def _needs_copy(n: torch.fx.Node) -> bool:
 
 
 @declare("post", ("aten.view_copy",))
-class ContiguousViewBase(PassBase):
+class ContiguousViewBase(Recorder, PassBase):
     report_key = "contiguous_view_base"
+    report_name = "copied"
 
     def __init__(self) -> None:
         super().__init__()
-        self.copied: list[str] = []
         self.channels_last = True
 
     def set_target(self, target: Any, options: Any) -> None:
@@ -69,11 +70,8 @@ class ContiguousViewBase(PassBase):
         # explicit-layout flow takes what the graph gives it); the contiguous base is right for every flow.
         self.channels_last = target.flow == "cortex_m" and not options.explicit_layout
 
-    def report(self) -> dict[str, Any]:
-        return {"copied": list(self.copied)}
-
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        self.copied = []
+        self.done = []
         g = graph_module.graph
         for n in list(g.nodes):
             if self.channels_last and _needs_channels_last_copy(n):
@@ -83,7 +81,7 @@ class ContiguousViewBase(PassBase):
                 cl.meta["val"] = n.meta["val"].clone(memory_format=torch.channels_last)
                 n.replace_all_uses_with(cl, delete_user_cb=lambda u: u is not cl and u.op != "output"
                                         and u.target is not _VIEW)
-                self.copied.append(f"{n.name} (to channels-last)")
+                self.done.append(f"{n.name} (to channels-last)")
             if not _needs_copy(n):
                 continue
             base = n.args[0]
@@ -92,8 +90,8 @@ class ContiguousViewBase(PassBase):
             cp.meta.update({k: v for k, v in n.meta.items() if k in ("stack_trace", "nn_module_stack", "from_node")})
             cp.meta["val"] = base.meta["val"].clone(memory_format=torch.contiguous_format)
             n.replace_input_with(base, cp)
-            self.copied.append(n.name)
-        if self.copied:
+            self.done.append(n.name)
+        if self.done:
             g.lint()
             graph_module.recompile()
-        return PassResult(graph_module, bool(self.copied))
+        return PassResult(graph_module, bool(self.done))

@@ -21,17 +21,15 @@ directly followed by a BatchNorm of the same rank, hence the fold here.
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from aot.passes._graph import Rewrite, add_parameter, const_tensor, copy_meta, finish, get_attrs
 from aot.passes.fold_linear_batchnorm import fold_into
-from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique
 from aot.passes.manager import declare
 
-log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
 POINTWISE = {aten.relu.default, aten.relu_.default, aten.hardtanh.default, aten.hardtanh_.default,
@@ -53,20 +51,17 @@ def _one(v: Any) -> int:
                        "aten.adaptive_avg_pool1d"),
          runs_after=("Relu6ToHardtanh",))
 @dataclass
-class Conv1dAsConv2d:
+class Conv1dAsConv2d(Rewrite):
     report_key: str = "conv1d_as_conv2d"
-    rewritten: list[str] = field(default_factory=list)
+    active: bool = True                # every flow: the 2-D forms are what the quantizers and NPUs take
     channels_last: bool = True
 
     def set_target(self, target: Any, options: Any) -> None:
         # The Cortex-M flow runs NHWC kernels and its quantizer takes only channels-last convs and pools.
         self.channels_last = target.flow == "cortex_m" and not options.explicit_layout
 
-    def report(self) -> dict[str, Any]:
-        return {"rewritten": list(self.rewritten)}
-
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        self.rewritten = []
+    def run(self, gm: torch.fx.GraphModule) -> list[str]:
+        done = []
         for n in list(gm.graph.nodes):
             if n.op != "call_function":
                 continue
@@ -76,14 +71,11 @@ class Conv1dAsConv2d:
             elif n.target in (aten.max_pool1d.default, aten.avg_pool1d.default, aten.adaptive_avg_pool1d.default):
                 new = self._pool(gm, n)
             if new is not None:
-                self.rewritten.append(n.name)
-        if self.rewritten:
+                done.append(n.name)
+        if done:
             self._tidy(gm)
-            gm.graph.eliminate_dead_code()
-            gm.graph.lint()
-            gm.recompile()
-            log.debug("1-D ops as 2-D: %s", ", ".join(self.rewritten))
-        return gm
+        finish(gm, "1-D ops as 2-D", done)
+        return done
 
     # ---------------------------------------------------------------- rewrites
     def _wrap(self, gm: torch.fx.GraphModule, n: torch.fx.Node, target: Any, args: tuple[Any, ...],
@@ -99,10 +91,7 @@ class Conv1dAsConv2d:
                 fed = g.call_function(aten.clone.default, (x4,), {"memory_format": torch.channels_last})
             op = g.call_function(target, (fed, *args))
             y = g.call_function(aten.squeeze.dim, (op, 2))
-        for new in (x4, fed, op, y):
-            for k in _KEEP_META:
-                if k in n.meta:
-                    new.meta[k] = n.meta[k]
+        copy_meta(n, (x4, fed, op, y))
         xval = x.meta.get("val")
         fake_mode = getattr(xval, "fake_mode", None)
         if fake_mode is not None:
@@ -122,9 +111,9 @@ class Conv1dAsConv2d:
         return y
 
     def _conv(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> torch.fx.Node | None:
-        w = _attr(gm, n.args[1])
+        w = const_tensor(gm, n.args[1])
         b_node = _arg(n, 2, "bias", None)
-        b = _attr(gm, b_node) if b_node is not None else None
+        b = const_tensor(gm, b_node) if b_node is not None else None
         if w is None or w.dim() != 3 or (b_node is not None and b is None):
             return None
         padding = _arg(n, 4, "padding", [0])
@@ -139,23 +128,12 @@ class Conv1dAsConv2d:
             if folded is not None:
                 w2, b2 = folded
                 replaced = users[0]
-        wn = _unique(gm, "_aot_conv2d_weight")
-        gm.register_parameter(wn, torch.nn.Parameter(w2.unsqueeze(2).contiguous(), requires_grad=False))
-        g = gm.graph
-        with g.inserting_before(n):
-            w_get = g.get_attr(wn)
-            b_get = None
-            if b2 is not None:
-                bn_ = _unique(gm, "_aot_conv2d_bias")
-                gm.register_parameter(bn_, torch.nn.Parameter(b2.contiguous(), requires_grad=False))
-                b_get = g.get_attr(bn_)
-        xval = n.args[0].meta.get("val")
-        fake_mode = getattr(xval, "fake_mode", None)
-        if fake_mode is not None:
-            with fake_mode:
-                w_get.meta["val"] = fake_mode.from_tensor(getattr(gm, wn))
-                if b_get is not None:
-                    b_get.meta["val"] = fake_mode.from_tensor(getattr(gm, b_get.target))
+        names = [add_parameter(gm, "_aot_conv2d_weight", w2.unsqueeze(2).contiguous())]
+        if b2 is not None:
+            names.append(add_parameter(gm, "_aot_conv2d_bias", b2.contiguous()))
+        fake_mode = getattr(n.args[0].meta.get("val"), "fake_mode", None)
+        got = get_attrs(gm, n, names, fake_mode)
+        w_get, b_get = got[0], (got[1] if b2 is not None else None)
         args = (w_get, b_get, [1, stride], [0, _one(padding)], [1, dil], groups)
         y = self._wrap(gm, n, aten.conv2d.default, args, replaced)
         if replaced is not n:

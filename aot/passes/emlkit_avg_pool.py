@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 import aot.emlkit_ops as eo
-from aot.passes.emlkit_softmax import CortexMLowering, match_dq_op_q, replace
+from aot.passes.emlkit_softmax import CortexMLowering
 from aot.passes.lut_fusion import _qparams
 from aot.passes.own_output_qparams import AVG_POOLS, OWN_QPARAMS_KEY, pool_geometry
 from aot.passes.manager import declare
@@ -34,36 +35,24 @@ class EmlkitAvgPool(CortexMLowering):
 
     report_key: str = "emlkit_avg_pool"
 
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        self.lowered = []
-        if not self.enabled:
-            return gm
-        for n in list(gm.graph.nodes):
-            # Only pools own_output_qparams.py annotated; the others keep cortex_m:: semantics.
-            if n.op != "call_function" or n.target not in AVG_POOLS or not n.meta.get(OWN_QPARAMS_KEY):
-                continue
-            geom = pool_geometry(n)
-            m = match_dq_op_q(n) if geom is not None else None
-            if m is None or geom is None:
-                continue
-            k, s = geom
-            dq, q = m
-            (s_in, zp_in), (s_out, zp_out) = _qparams(dq)[:2], _qparams(q)[:2]
-            try:
-                mult, shift = eo.multiplier_shift(s_in / (s_out * k[0] * k[1]))
-                if not 1 <= shift <= 62 or k[0] * k[1] > 1 << 16:
-                    raise ValueError("requantization or window out of range")
-            except ValueError as exc:
-                log.debug("average pool %s left to ExecuTorch: %s", n.name, exc)
-                continue
-            with gm.graph.inserting_before(q):
-                new = gm.graph.call_function(torch.ops.emlkit.quantized_avg_pool2d.default,
-                                             (dq.args[0], list(k), list(s), zp_in, zp_out, mult, shift))
-            replace(gm, n, dq, q, new)
-            self.lowered.append({"node": n.name, "kernel": list(k), "stride": list(s), "in_scale": s_in,
-                                 "out_scale": s_out})
-        if self.lowered:
-            gm.graph.eliminate_dead_code()
-            gm.graph.lint()
-            gm.recompile()
-        return gm
+    def takes(self, n: torch.fx.Node) -> bool:
+        # Only pools own_output_qparams.py annotated; the others keep cortex_m:: semantics.
+        return n.target in AVG_POOLS and bool(n.meta.get(OWN_QPARAMS_KEY)) and pool_geometry(n) is not None
+
+    def lower(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node,
+              q: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, Any]] | None:
+        geom = pool_geometry(n)
+        if geom is None:
+            return None
+        k, s = geom
+        (s_in, zp_in), (s_out, zp_out) = _qparams(dq)[:2], _qparams(q)[:2]
+        try:
+            mult, shift = eo.multiplier_shift(s_in / (s_out * k[0] * k[1]))
+            if not 1 <= shift <= 62 or k[0] * k[1] > 1 << 16:
+                raise ValueError("requantization or window out of range")
+        except ValueError as exc:
+            log.debug("average pool %s left to ExecuTorch: %s", n.name, exc)
+            return None
+        new = gm.graph.call_function(torch.ops.emlkit.quantized_avg_pool2d.default,
+                                     (dq.args[0], list(k), list(s), zp_in, zp_out, mult, shift))
+        return new, {"kernel": list(k), "stride": list(s), "in_scale": s_in, "out_scale": s_out}

@@ -54,8 +54,12 @@ def replace(gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node, q: to
 
 @dataclass
 class CortexMLowering:
-    """What the pre-edge passes lowering to emlkit:: ops share: on for Cortex-M targets only, and a report
-    of the nodes they lowered."""
+    """What the pre-edge passes lowering to emlkit:: ops share: on for Cortex-M targets only, the walk
+    over `dequantize -> op -> quantize` matches, and a report of the nodes they lowered.
+
+    Subclasses say which ops they take (`takes`) and build the replacement (`lower`, called with the
+    graph inserting before the quantize): the new node and its report entry, or None to leave the op.
+    """
 
     report_key: str = ""
     enabled: bool = False
@@ -67,6 +71,35 @@ class CortexMLowering:
     def report(self) -> dict[str, Any]:
         return {"lowered": list(self.lowered)}
 
+    def takes(self, n: torch.fx.Node) -> bool:
+        raise NotImplementedError
+
+    def lower(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node,
+              q: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, Any]] | None:
+        raise NotImplementedError
+
+    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        self.lowered = []
+        if not self.enabled:
+            return gm
+        for n in list(gm.graph.nodes):
+            m = match_dq_op_q(n) if n.op == "call_function" and self.takes(n) else None
+            if m is None:
+                continue
+            dq, q = m
+            with gm.graph.inserting_before(q):
+                got = self.lower(gm, n, dq, q)
+            if got is None:
+                continue
+            new, entry = got
+            replace(gm, n, dq, q, new)
+            self.lowered.append({"node": n.name, **entry})
+        if self.lowered:
+            gm.graph.eliminate_dead_code()
+            gm.graph.lint()
+            gm.recompile()
+        return gm
+
 
 @declare("pre_edge", ("aten.softmax",), runs_after=("LutFusion",))
 @dataclass
@@ -75,38 +108,23 @@ class EmlkitSoftmax(CortexMLowering):
 
     report_key: str = "emlkit_softmax"
 
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        self.lowered = []
-        if not self.enabled:
-            return gm
-        for n in list(gm.graph.nodes):
-            if n.op != "call_function" or n.target not in SOFTMAX:
-                continue
-            m = match_dq_op_q(n)
-            if m is None:
-                continue
-            dq, q = m
-            s_in, s_out, zp_out = _qparams(dq)[0], _qparams(q)[0], _qparams(q)[1]
-            try:
-                mult, shift = eo.softmax_output_requant(s_out)
-                if not 1 <= shift <= 62:
-                    raise ValueError(f"output scale {s_out} out of range")
-            except ValueError as exc:
-                log.debug("softmax %s left to ExecuTorch: %s", n.name, exc)
-                continue
-            rank = len(n.meta["val"].shape)
-            dim = int(n.args[1]) % max(rank, 1)
-            name = _unique_attr(gm, "_aot_softmax_exp")
-            gm.register_buffer(name, eo.softmax_exp_table(s_in))
-            with gm.graph.inserting_before(q):
-                table = gm.graph.get_attr(name)
-                new = gm.graph.call_function(torch.ops.emlkit.softmax.default,
-                                             (dq.args[0], table, dim, zp_out, mult, shift))
-            replace(gm, n, dq, q, new)
-            self.lowered.append({"node": n.name, "dim": dim, "in_scale": s_in, "out_scale": s_out,
-                                 "out_zero_point": zp_out})
-        if self.lowered:
-            gm.graph.eliminate_dead_code()
-            gm.graph.lint()
-            gm.recompile()
-        return gm
+    def takes(self, n: torch.fx.Node) -> bool:
+        return n.target in SOFTMAX
+
+    def lower(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node,
+              q: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, Any]] | None:
+        s_in, s_out, zp_out = _qparams(dq)[0], _qparams(q)[0], _qparams(q)[1]
+        try:
+            mult, shift = eo.softmax_output_requant(s_out)
+            if not 1 <= shift <= 62:
+                raise ValueError(f"output scale {s_out} out of range")
+        except ValueError as exc:
+            log.debug("softmax %s left to ExecuTorch: %s", n.name, exc)
+            return None
+        rank = len(n.meta["val"].shape)
+        dim = int(n.args[1]) % max(rank, 1)
+        name = _unique_attr(gm, "_aot_softmax_exp")
+        gm.register_buffer(name, eo.softmax_exp_table(s_in))
+        table = gm.graph.get_attr(name)
+        new = gm.graph.call_function(torch.ops.emlkit.softmax.default, (dq.args[0], table, dim, zp_out, mult, shift))
+        return new, {"dim": dim, "in_scale": s_in, "out_scale": s_out, "out_zero_point": zp_out}

@@ -22,12 +22,13 @@ TOSA reference. Same arithmetic per row, same per-channel weight scales.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from aot.passes.linear_to_conv import _KEEP_META, FUSABLE_ACTIVATIONS, _unique, linear_operands, rewrite_calls
+from aot.passes.linear_to_conv import (FUSABLE_ACTIVATIONS, LinearOperands, LinearRewrite, conv_val, conv_weight,
+                                      replace_linear)
 from aot.passes.manager import declare
 
 aten = torch.ops.aten
@@ -35,60 +36,36 @@ aten = torch.ops.aten
 
 @declare("pre_quant", ("aten.linear",))
 @dataclass
-class FcRowsAsPixels:
+class FcRowsAsPixels(LinearRewrite):
     report_key: str = "fc_rows_as_pixels"
-    rewritten: list[str] = field(default_factory=list)
-    active: bool = False
+    what = "linear rows as conv pixels"
 
     def set_target(self, target: Any, options: Any) -> None:
         self.active = target.flow == "ethos_u" and target.activation_bits == 16
 
-    def report(self) -> dict[str, Any]:
-        return {"rewritten": list(self.rewritten)}
-
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        self.rewritten = []
-        if not self.active:
-            return gm
-        self.rewritten = rewrite_calls(gm, aten.linear.default, self._rewrite, "linear rows as conv pixels")
-        return gm
-
-    def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        ops = linear_operands(gm, n)
-        if ops is None:
-            return False
+    def rewrite_linear(self, gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands) -> bool:
         x, w, b_node, xval, lead = ops.x, ops.w, ops.b_node, ops.xval, ops.lead
         rows = math.prod(lead)
         if rows < 2:
             return False
         cout, cin = w.shape
-        w4_name = _unique(gm, "_aot_pixel_conv_weight")
-        gm.register_parameter(w4_name, torch.nn.Parameter(w.detach().reshape(cout, cin, 1, 1).clone(),
-                                                          requires_grad=False))
+        w4 = conv_weight(gm, n, ops, "_aot_pixel_conv_weight")
         g = gm.graph
         with g.inserting_before(n):
-            w4 = g.get_attr(w4_name)
             x2 = g.call_function(aten.view.default, (x, [1, rows, 1, cin]))
             x4 = g.call_function(aten.permute.default, (x2, [0, 3, 1, 2]))
             conv = g.call_function(aten.conv2d.default, (x4, w4, b_node))
             y4 = g.call_function(aten.permute.default, (conv, [0, 2, 3, 1]))
             y = g.call_function(aten.view.default, (y4, [*lead, cout]))
-        for new in (w4, x2, x4, conv, y4, y):
-            for k in _KEEP_META:
-                if k in n.meta:
-                    new.meta[k] = n.meta[k]
         fake_mode = getattr(xval, "fake_mode", None)
         if fake_mode is not None:
             with fake_mode:
-                w4.meta["val"] = fake_mode.from_tensor(getattr(gm, w4_name))
                 x2.meta["val"] = xval.reshape(1, rows, 1, cin)
                 x4.meta["val"] = x2.meta["val"].permute(0, 3, 1, 2)
-                bval = b_node.meta.get("val") if isinstance(b_node, torch.fx.Node) else None
-                conv.meta["val"] = torch.nn.functional.conv2d(x4.meta["val"], w4.meta["val"], bval)
+                conv.meta["val"] = conv_val(x4, w4, b_node)
                 y4.meta["val"] = conv.meta["val"].permute(0, 2, 3, 1)
                 y.meta["val"] = y4.meta["val"].reshape(*lead, cout)
-        n.replace_all_uses_with(y)
-        g.erase_node(n)
+        replace_linear(n, (w4, x2, x4, conv, y4, y))
         _hoist_activation(conv, y4, y)
         return True
 

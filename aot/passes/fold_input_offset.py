@@ -21,48 +21,31 @@ from typing import Any
 
 import torch
 from executorch.backends.transforms.utils import get_param_tensor, is_param_node, set_param_tensor
-from executorch.exir.dialects._ops import ops as exir_ops
 
+from aot.passes._graph import ProgramRewrite, wrap_int32
 from aot.passes.manager import declare
 
 CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
 OFFSET_ARG, BIAS_ARG, PAD_ARG = 6, 2, 4
 
 
-def _wrap_int32(v: torch.Tensor) -> torch.Tensor:
-    return ((v + (1 << 31)) % (1 << 32) - (1 << 31)).to(torch.int32)
-
-
 @declare("program", ("cortex_m.quantized_conv2d",))
-class FoldInputOffset:
+class FoldInputOffset(ProgramRewrite):
     report_key = "fold_input_offset"
+    report_name = "folded_convolutions"
+    ops = CONV_OPS
 
-    def __init__(self) -> None:
-        self.folded = 0
-
-    def report(self) -> dict[str, Any]:
-        return {"folded_convolutions": self.folded}
-
-    def __call__(self, ep: Any) -> Any:
-        cm = exir_ops.edge.cortex_m
-        targets = {getattr(cm, n).default for n in CONV_OPS if hasattr(cm, n)}
-        self.folded = 0
-        for n in ep.graph_module.graph.nodes:
-            if n.op != "call_function" or n.target not in targets:
-                continue
-            off, bias, pad = int(n.args[OFFSET_ARG]), n.args[BIAS_ARG], tuple(n.args[PAD_ARG])
-            if off == 0 or pad != (0, 0) or not isinstance(bias, torch.fx.Node) or len(bias.users) != 1 \
-                    or not is_param_node(ep, bias) or not is_param_node(ep, n.args[1]):
-                continue
-            b, w = get_param_tensor(ep, bias), get_param_tensor(ep, n.args[1])
-            if b is None or w is None or b.dtype != torch.int32 or w.dim() != 4 or b.numel() != w.shape[0]:
-                continue
-            wsum = w.to(torch.int64).reshape(w.shape[0], -1).sum(dim=1)
-            set_param_tensor(ep, bias, _wrap_int32(b.to(torch.int64) + off * wsum))
-            args = list(n.args)
-            args[OFFSET_ARG] = 0
-            n.args = tuple(args)
-            self.folded += 1
-        if self.folded:
-            ep.graph_module.recompile()
-        return ep
+    def rewrite(self, ep: Any, n: torch.fx.Node, op: str) -> bool:
+        off, bias, pad = int(n.args[OFFSET_ARG]), n.args[BIAS_ARG], tuple(n.args[PAD_ARG])
+        if off == 0 or pad != (0, 0) or not isinstance(bias, torch.fx.Node) or len(bias.users) != 1 \
+                or not is_param_node(ep, bias) or not is_param_node(ep, n.args[1]):
+            return False
+        b, w = get_param_tensor(ep, bias), get_param_tensor(ep, n.args[1])
+        if b is None or w is None or b.dtype != torch.int32 or w.dim() != 4 or b.numel() != w.shape[0]:
+            return False
+        wsum = w.to(torch.int64).reshape(w.shape[0], -1).sum(dim=1)
+        set_param_tensor(ep, bias, wrap_int32(b.to(torch.int64) + off * wsum))
+        args = list(n.args)
+        args[OFFSET_ARG] = 0
+        n.args = tuple(args)
+        return True

@@ -21,12 +21,12 @@ rescales it, 21.6 dB on an autoencoder the NPU flow, which folds it, runs at
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique, rewrite_calls
+from aot.passes._graph import Rewrite, add_parameter, const_tensor, copy_meta, get_attrs, rewrite_calls
 from aot.passes.manager import declare
 
 aten = torch.ops.aten
@@ -37,10 +37,10 @@ def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
     """(W', b') of a layer with weight W [N, ...] and bias b followed by the eval BatchNorm `bn`."""
     training = bn.args[5] if len(bn.args) > 5 else bn.kwargs.get("training", False)
     eps = bn.args[7] if len(bn.args) > 7 else bn.kwargs.get("eps", 1e-5)
-    mean, var = _attr(gm, bn.args[3]), _attr(gm, bn.args[4])
+    mean, var = const_tensor(gm, bn.args[3]), const_tensor(gm, bn.args[4])
     cout = w.shape[0]
-    gamma = _attr(gm, bn.args[1]) if bn.args[1] is not None else torch.ones(cout)
-    beta = _attr(gm, bn.args[2]) if bn.args[2] is not None else torch.zeros(cout)
+    gamma = const_tensor(gm, bn.args[1]) if bn.args[1] is not None else torch.ones(cout)
+    beta = const_tensor(gm, bn.args[2]) if bn.args[2] is not None else torch.zeros(cout)
     if training or mean is None or var is None or gamma is None or beta is None:
         return None
     with torch.no_grad():
@@ -54,24 +54,17 @@ def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
 @declare("pre_quant", ("aten.linear", "aten.batch_norm"),
          runs_after=("Conv1dAsConv2d",), runs_before=("LinearToConv", "FcRowsAsPixels"))
 @dataclass
-class FoldLinearBatchNorm:
+class FoldLinearBatchNorm(Rewrite):
     report_key: str = "fold_linear_batchnorm"
-    folded: list[str] = field(default_factory=list)
-    flow: str = "cortex_m"
+    report_name = "folded"
+    active: bool = True
 
     def set_target(self, target: Any, options: Any) -> None:
         # The Arm (Ethos-U) flow folds BatchNorm itself; its programs stay as they were.
-        self.flow = target.flow
+        self.active = target.flow == "cortex_m"
 
-    def report(self) -> dict[str, Any]:
-        return {"folded": list(self.folded)}
-
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        self.folded = []
-        if self.flow != "cortex_m":
-            return gm
-        self.folded = rewrite_calls(gm, aten.batch_norm.default, self._fold, "batch norm folded into linear")
-        return gm
+    def run(self, gm: torch.fx.GraphModule) -> list[str]:
+        return rewrite_calls(gm, aten.batch_norm.default, self._fold, "batch norm folded into linear")
 
     def _fold(self, gm: torch.fx.GraphModule, bn: torch.fx.Node) -> bool:
         y = bn.args[0]
@@ -82,31 +75,22 @@ class FoldLinearBatchNorm:
         yval = y.meta.get("val")
         if not isinstance(yval, torch.Tensor) or yval.dim() != 2:
             return False      # BatchNorm1d on [N, C, L] normalizes C, not the linear's feature axis
-        w = _attr(gm, y.args[1])
+        w = const_tensor(gm, y.args[1])
         b_node = y.args[2] if len(y.args) > 2 else y.kwargs.get("bias")
-        b = _attr(gm, b_node) if b_node is not None else None
+        b = const_tensor(gm, b_node) if b_node is not None else None
         if w is None or (b_node is not None and b is None):
             return False
         folded = fold_into(gm, bn, w, b)
         if folded is None:
             return False
         w2, b2 = folded
-        wn, bname = _unique(gm, "_aot_bn_folded_weight"), _unique(gm, "_aot_bn_folded_bias")
-        gm.register_parameter(wn, torch.nn.Parameter(w2.contiguous(), requires_grad=False))
-        gm.register_parameter(bname, torch.nn.Parameter(b2.contiguous(), requires_grad=False))
+        names = [add_parameter(gm, "_aot_bn_folded_weight", w2.contiguous()),
+                 add_parameter(gm, "_aot_bn_folded_bias", b2.contiguous())]
+        w_get, b_get = get_attrs(gm, y, names, getattr(yval, "fake_mode", None))
         g = gm.graph
-        with g.inserting_before(y):
-            w_get, b_get = g.get_attr(wn), g.get_attr(bname)
         with g.inserting_after(y):
             lin = g.call_function(aten.linear.default, (y.args[0], w_get, b_get))
-        for k_ in _KEEP_META:
-            if k_ in y.meta:
-                lin.meta[k_] = y.meta[k_]
-        fake_mode = getattr(yval, "fake_mode", None)
-        if fake_mode is not None:
-            with fake_mode:
-                w_get.meta["val"] = fake_mode.from_tensor(getattr(gm, wn))
-                b_get.meta["val"] = fake_mode.from_tensor(getattr(gm, bname))
+        copy_meta(y, [lin])
         lin.meta["val"] = yval
         bn.replace_all_uses_with(lin)
         g.erase_node(bn)

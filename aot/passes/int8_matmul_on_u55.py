@@ -19,11 +19,12 @@ activations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from aot.passes._quantizer_hooks import QuantizerHook
 from aot.passes.manager import declare
 
 MATMULS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default, torch.ops.aten.matmul.default)
@@ -32,24 +33,21 @@ MATMULS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default, torch.ops.aten
 @declare("quantizer_hook", ("aten.bmm", "aten.mm", "aten.matmul"),
          runs_before=("ActivationAlone", "SymmetricWeightRange"))
 @dataclass
-class Int8MatmulOnU55:
+class Int8MatmulOnU55(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for int16-activation U55/U65 targets."""
 
     report_key: str = "int8_matmul_on_u55"
-    applied: list[str] = field(default_factory=list)
+    report_name = "int8_targets"
 
-    def report(self) -> dict[str, Any]:
-        return {"int8_targets": list(self.applied)}
-
-    def __call__(self, quantizer: Any, target: Any, options: Any) -> Any:
-        self.applied = []
+    def applies(self, target: Any) -> bool:
         npu = target.npu or ""
-        if target.flow != "ethos_u" or target.activation_bits != 16 or not npu.startswith(("ethos-u55", "ethos-u65")):
-            return quantizer
+        return target.flow == "ethos_u" and target.activation_bits == 16 and npu.startswith(("ethos-u55", "ethos-u65"))
+
+    def configure(self, quantizer: Any, target: Any) -> Any:
         from executorch.backends.arm.quantizer import get_symmetric_quantization_config
 
         int8 = get_symmetric_quantization_config(is_per_channel=True)
         for op in MATMULS:
             quantizer.set_node_target(op, int8)
-            self.applied.append(str(op))
+            self.done.append(str(op))
         return quantizer

@@ -16,13 +16,13 @@ are left alone, and the compile refuses them by name.
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 import aot.emlkit_ops  # noqa: F401  (defines emlkit::upsample_nearest2d)
+from aot.passes._graph import Recorder
 from aot.passes.manager import declare
 
 _UPSAMPLE = {exir_ops.edge.aten.upsample_nearest2d.vec, exir_ops.edge.aten.upsample_nearest2d.default}
@@ -46,18 +46,12 @@ def _factors(n: torch.fx.Node) -> tuple[int, int] | None:
 
 
 @declare("post", ("aten.upsample_nearest2d",))
-class Int8Upsample(PassBase):
+class Int8Upsample(Recorder, PassBase):
     report_key = "int8_upsample"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.replaced: list[str] = []
-
-    def report(self) -> dict[str, Any]:
-        return {"replaced": list(self.replaced)}
+    report_name = "replaced"
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        self.replaced = []
+        self.done = []
         g = graph_module.graph
         for n in list(g.nodes):
             if n.op != "call_function" or n.target not in _UPSAMPLE:
@@ -70,8 +64,8 @@ class Int8Upsample(PassBase):
             up.meta.update(n.meta)
             n.replace_all_uses_with(up)
             g.erase_node(n)
-            self.replaced.append(up.name)
-        if self.replaced:
+            self.done.append(up.name)
+        if self.done:
             g.lint()
             graph_module.recompile()
-        return PassResult(graph_module, bool(self.replaced))
+        return PassResult(graph_module, bool(self.done))

@@ -33,64 +33,22 @@ Which layers (`mode`):
 
 from __future__ import annotations
 
-import logging
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
 from aot.errors import AotError
+from aot.passes._graph import (Rewrite, add_parameter, const_tensor, copy_meta, get_attrs, reaches,
+                               rewrite_calls)
 from aot.passes.manager import declare
 
-log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
 # Activations the Cortex-M quantizer folds into a conv's output range (ActivationFusionPass).
 FUSABLE_ACTIVATIONS = {aten.relu.default, aten.relu_.default, aten.hardtanh.default, aten.hardtanh_.default,
                        aten.clamp.default, aten.relu6.default}
-
-# Meta keys that tell later passes and error messages where an op came from.
-_KEEP_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "seq_nr")
-
-
-def _attr(gm: torch.fx.GraphModule, node: Any) -> torch.Tensor | None:
-    """The constant tensor a get_attr node reads (None for anything else)."""
-    if not isinstance(node, torch.fx.Node) or node.op != "get_attr":
-        return None
-    obj: Any = gm
-    for part in str(node.target).split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj if isinstance(obj, torch.Tensor) else None
-
-
-def _unique(gm: torch.fx.GraphModule, stem: str) -> str:
-    i = 0
-    while hasattr(gm, f"{stem}_{i}"):
-        i += 1
-    return f"{stem}_{i}"
-
-
-def rewrite_calls(gm: torch.fx.GraphModule, target: Any, rewrite: Callable[[torch.fx.GraphModule, torch.fx.Node], bool],
-                  what: str) -> list[str]:
-    """Apply `rewrite` to every call of `target`; the names of the nodes it changed (then `finish`ed)."""
-    done = [n.name for n in list(gm.graph.nodes)
-            if n.op == "call_function" and n.target is target and rewrite(gm, n)]
-    finish(gm, what, done)
-    return done
-
-
-def finish(gm: torch.fx.GraphModule, what: str, names: list[str]) -> None:
-    """After a rewrite pass changed NAMES: drop dead nodes, check and recompile the graph, log."""
-    if not names:
-        return
-    gm.graph.eliminate_dead_code()
-    gm.graph.lint()
-    gm.recompile()
-    log.debug("%s: %s", what, ", ".join(names))
-
 
 @dataclass
 class LinearOperands:
@@ -107,16 +65,53 @@ def linear_operands(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LinearOperand
     """The operands of `aten.linear` when a 1x1 conv can replace it (constant weights, static shape)."""
     x, w_node = n.args[0], n.args[1]
     b_node = n.args[2] if len(n.args) > 2 else n.kwargs.get("bias")
-    w = _attr(gm, w_node)
+    w = const_tensor(gm, w_node)
     xval = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
     if w is None or w.dim() != 2 or not isinstance(xval, torch.Tensor) or xval.dim() < 1:
         return None
-    if b_node is not None and _attr(gm, b_node) is None:
+    if b_node is not None and const_tensor(gm, b_node) is None:
         return None          # a computed bias is not a conv bias
     lead = list(xval.shape[:-1])
     if not all(isinstance(d, int) for d in lead):
         return None          # dynamic shapes: leave it to the linear lowering
     return LinearOperands(x, w, b_node, xval, lead)
+
+
+def conv_weight(gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands, stem: str) -> torch.fx.Node:
+    """The linear's weight [N, C] as a new constant conv weight [N, C, 1, 1], read before `n`."""
+    cout, cin = ops.w.shape
+    name = add_parameter(gm, stem, ops.w.detach().reshape(cout, cin, 1, 1).clone())
+    return get_attrs(gm, n, [name], getattr(ops.xval, "fake_mode", None))[0]
+
+
+def conv_val(x4: torch.fx.Node, w4: torch.fx.Node, b_node: torch.fx.Node | None) -> torch.Tensor:
+    """The fake value of conv2d(x4, w4, b_node) (call under the graph's fake mode)."""
+    bval = b_node.meta.get("val") if isinstance(b_node, torch.fx.Node) else None
+    return torch.nn.functional.conv2d(x4.meta["val"], w4.meta["val"], bval)
+
+
+def replace_linear(n: torch.fx.Node, new: tuple[torch.fx.Node, ...]) -> None:
+    """The new nodes (the last one the result) take the linear's provenance and its place."""
+    copy_meta(n, new)
+    n.replace_all_uses_with(new[-1])
+    n.graph.erase_node(n)
+
+
+@dataclass
+class LinearRewrite(Rewrite):
+    """Base of the rewrites of `aten.linear` layers with constant weights (see linear_operands)."""
+
+    what: ClassVar[str] = "linear rewritten"      # the debug log's label
+
+    def run(self, gm: torch.fx.GraphModule) -> list[str]:
+        return rewrite_calls(gm, aten.linear.default, self._rewrite, self.what)
+
+    def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        ops = linear_operands(gm, n)
+        return ops is not None and self.rewrite_linear(gm, n, ops)
+
+    def rewrite_linear(self, gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands) -> bool:
+        raise NotImplementedError
 
 
 # Rows (product of the leading dims) from which the 1x1 conv is as cheap as the FC kernel.
@@ -132,80 +127,59 @@ def _needs_int8_output(n: torch.fx.Node) -> bool:
     """Does the linear's quantized output reach a consumer that rejects the retraced int32 (see above)?"""
     from aot.passes.lut_fusion import BINARY_OPS, UNARY_OPS
 
-    todo, seen = list(n.users), set()
-    while todo:
-        u = todo.pop()
-        if u in seen or u.op != "call_function":
-            continue
-        seen.add(u)
+    def verdict(u: torch.fx.Node) -> bool | None:
         if u.target in _PASS_THROUGH or u.target in FUSABLE_ACTIVATIONS:
-            todo.extend(u.users)      # fused activations vanish into the layer, their users read it
-        elif u.target in _MATMULS or u.target in UNARY_OPS:
+            return None               # fused activations vanish into the layer, their users read it
+        if u.target in _MATMULS or u.target in UNARY_OPS:
             return True
-        elif u.target in BINARY_OPS and sum(isinstance(a, torch.fx.Node) for a in u.args) == 1:
-            return True               # scalar arithmetic: a LUT candidate
-    return False
+        # scalar arithmetic: a LUT candidate
+        return u.target in BINARY_OPS and sum(isinstance(a, torch.fx.Node) for a in u.args) == 1
+
+    return reaches(n, verdict)
 
 
 @declare("pre_quant", ("aten.linear",))
 @dataclass
-class LinearToConv:
+class LinearToConv(LinearRewrite):
     mode: str = "all"                  # "all", "auto" or "off" (see the module docstring)
     report_key: str = "linear_to_conv"
-    rewritten: list[str] = field(default_factory=list)
-
-    flow: str = "cortex_m"
+    active: bool = True
+    what = "linear -> 1x1 conv"
 
     def set_target(self, target: Any, options: Any) -> None:
         # Only the Cortex-M quantizer is per-tensor for linear; the Arm (Ethos-U) one is per-channel already.
-        self.flow = target.flow
+        self.active = target.flow == "cortex_m"
 
     def report(self) -> dict[str, Any]:
-        return {"mode": self.mode if self.flow == "cortex_m" else "off", "rewritten": list(self.rewritten)}
+        return {"mode": self.mode if self.active else "off", **super().report()}
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        self.rewritten = []
         if self.mode not in ("auto", "all", "off"):
             raise AotError(f"LinearToConv mode {self.mode!r} is not known: use 'auto', 'all' or 'off'")
-        if self.mode == "off" or self.flow != "cortex_m":
-            return gm
-        self.rewritten = rewrite_calls(gm, aten.linear.default, self._rewrite, "linear -> 1x1 conv")
-        return gm
+        return super().__call__(gm)
 
-    def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        ops = linear_operands(gm, n)
-        if ops is None:
-            return False
+    def run(self, gm: torch.fx.GraphModule) -> list[str]:
+        return [] if self.mode == "off" else super().run(gm)
+
+    def rewrite_linear(self, gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands) -> bool:
         x, w, b_node, xval, lead = ops.x, ops.w, ops.b_node, ops.xval, ops.lead
         cout, cin = w.shape
         rows = math.prod(lead) if lead else 1
         if self.mode == "auto" and rows < MIN_ROWS and not _needs_int8_output(n):
             return False
-        fake_mode = getattr(xval, "fake_mode", None)
-
-        w4_name = _unique(gm, "_aot_conv_weight")
-        # A parameter (not a buffer) so the quantizer treats it as a weight like the original.
-        gm.register_parameter(w4_name, torch.nn.Parameter(w.detach().reshape(cout, cin, 1, 1).clone(),
-                                                          requires_grad=False))
+        w4 = conv_weight(gm, n, ops, "_aot_conv_weight")
         g = gm.graph
         with g.inserting_before(n):
-            w4 = g.get_attr(w4_name)
             x4 = g.call_function(aten.view.default, (x, [rows, cin, 1, 1]))
             conv = g.call_function(aten.conv2d.default, (x4, w4, b_node))
             y = g.call_function(aten.view.default, (conv, [*lead, cout]))
-        for new in (w4, x4, conv, y):
-            for k in _KEEP_META:
-                if k in n.meta:
-                    new.meta[k] = n.meta[k]
+        fake_mode = getattr(xval, "fake_mode", None)
         if fake_mode is not None:
             with fake_mode:
-                w4.meta["val"] = fake_mode.from_tensor(getattr(gm, w4_name))
                 x4.meta["val"] = xval.reshape(rows, cin, 1, 1)
-                bval = b_node.meta.get("val") if isinstance(b_node, torch.fx.Node) else None
-                conv.meta["val"] = torch.nn.functional.conv2d(x4.meta["val"], w4.meta["val"], bval)
+                conv.meta["val"] = conv_val(x4, w4, b_node)
                 y.meta["val"] = conv.meta["val"].reshape(*lead, cout)
-        n.replace_all_uses_with(y)
-        g.erase_node(n)
+        replace_linear(n, (w4, x4, conv, y))
         self._hoist_activation(y, conv)
         return True
 

@@ -23,7 +23,7 @@ import torch
 
 # Registers torch.ops.cortex_m; the passes package must load first (ops.operators alone is a circular import).
 import executorch.backends.cortex_m.passes  # noqa: F401
-from aot.passes.lut_fusion import Region, emit_table_op, evaluate_chain
+from aot.passes.lut_fusion import Region, emit_table_op, evaluate_chain, fill_undefined
 
 
 def all_codes(dtype: torch.dtype) -> torch.Tensor:
@@ -65,15 +65,7 @@ class CortexMLut:
         scaled = y / scale + zp
         out = round_half_away(torch.nan_to_num(scaled, nan=0.0, posinf=qmax, neginf=qmin)).clamp(qmin, qmax)
         out = out.to(torch.int64)
-        nan = torch.isnan(scaled)
-        if bool(nan.all()):
-            raise ValueError("the fused chain is undefined on every input code")
-        if bool(nan.any()):
-            # Undefined entries (log of a negative...) continue the nearest defined entry, as the backend does.
-            idx = torch.arange(len(out))
-            defined = idx[~nan]
-            for i in idx[nan].tolist():
-                out[i] = out[defined[(defined - i).abs().argmin()]]
+        fill_undefined(out, torch.isnan(scaled))
         return out
 
     def table(self, region: Region) -> torch.Tensor:

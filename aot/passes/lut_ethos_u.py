@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from torch.library import Library, impl, register_fake
 
-from aot.passes.lut_fusion import Region, emit_table_op, evaluate_chain
+from aot.passes.lut_fusion import Region, emit_table_op, evaluate_chain, fill_undefined
 
 log = logging.getLogger(__name__)
 
@@ -96,14 +96,7 @@ def quantize(y: torch.Tensor, scale: float, zp: int, qmin: int, qmax: int) -> to
     """quantized_decomposed.quantize_per_tensor's arithmetic; undefined (NaN) entries continue the nearest defined one."""
     inv = 1.0 / scale
     out = torch.clamp(torch.round(y.to(torch.float32) * inv) + zp, qmin, qmax)
-    nan = torch.isnan(out)
-    if bool(nan.all()):
-        raise ValueError("the fused chain is undefined on every input code")
-    if bool(nan.any()):
-        idx = torch.arange(len(out))
-        defined = idx[~nan]
-        for i in idx[nan].tolist():
-            out[i] = out[defined[(defined - i).abs().argmin()]]
+    fill_undefined(out, torch.isnan(out))
     return out.to(torch.int64)
 
 

@@ -254,6 +254,18 @@ def _grow(q_out: torch.fx.Node, report: FusionReport | None) -> Region | None:
 
 # ---------------------------------------------------------------- evaluation
 
+def fill_undefined(out: torch.Tensor, nan: torch.Tensor) -> None:
+    """Give the table entries where the fused chain is undefined (`nan`: log of a negative...) the
+    nearest defined entry's value, in place, as the backends do; ValueError if none is defined."""
+    if bool(nan.all()):
+        raise ValueError("the fused chain is undefined on every input code")
+    if bool(nan.any()):
+        idx = torch.arange(len(out))
+        defined = idx[~nan]
+        for i in idx[nan].tolist():
+            out[i] = out[defined[(defined - i).abs().argmin()]]
+
+
 def evaluate_chain(ops: list[torch.fx.Node], x: torch.Tensor) -> torch.Tensor:
     """Run the region's ops on `x` in x's float dtype, no intermediate quantization."""
     cur = x

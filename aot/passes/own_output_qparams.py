@@ -26,19 +26,14 @@ output (an observer of its own) and marked as matched. The op then appears as
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-from aot.lower.quantizer_steps import WithSteps
-from aot.passes.activation_alone import _matched_key
+from aot.passes._quantizer_hooks import QuantizerHook, annotating_alone
 from aot.passes.manager import declare
 
-log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
 SOFTMAX = {aten.softmax.int, aten._softmax.default}
@@ -140,32 +135,15 @@ def candidates(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return out
 
 
-def annotate(model: torch.fx.GraphModule, act_qspec: Any, record: list[str]) -> None:
-    key = _matched_key()
-    for n in candidates(model):
-        n.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({n.args[0]: act_qspec}, act_qspec, _annotated=True)
-        n.meta[key] = True
-        n.meta[OWN_QPARAMS_KEY] = True     # the lowering passes take only ops annotated here
-        record.append(n.name)
-    if record:
-        log.debug("ops given their own output qparams: %s", ", ".join(record))
-
-
 @declare("quantizer_hook", ("aten.softmax", "aten.avg_pool2d", "aten.mean"), runs_after=("Int8MatmulOnU55",))
 @dataclass
-class OwnOutputQparams:
+class OwnOutputQparams(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""
 
     report_key: str = "own_output_qparams"
-    annotated: list[str] = field(default_factory=list)
+    report_name = "annotated"
 
-    def report(self) -> dict[str, Any]:
-        return {"annotated": list(self.annotated)}
-
-    def __call__(self, quantizer: Any, target: Any, options: Any) -> Any:
-        self.annotated = []
-        if target.flow != "cortex_m":
-            return quantizer
-        from executorch.backends.cortex_m.quantizer.quantization_configs import INT8_ACTIVATION_PER_TENSOR_QSPEC
-
-        return WithSteps(quantizer, before=lambda m: annotate(m, INT8_ACTIVATION_PER_TENSOR_QSPEC, self.annotated))
+    def configure(self, quantizer: Any, target: Any) -> Any:
+        # OWN_QPARAMS_KEY: the lowering passes take only ops annotated here.
+        return annotating_alone(quantizer, candidates, self.done, "ops given their own output qparams",
+                                mark=(OWN_QPARAMS_KEY,))

@@ -23,7 +23,7 @@ so they follow.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,6 +31,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationSpec
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from aot.lower.quantizer_steps import WithSteps
+from aot.passes._quantizer_hooks import QuantizerHook
 from aot.passes.manager import declare
 
 SYMMETRIC = (torch.per_tensor_symmetric, torch.per_channel_symmetric)
@@ -62,17 +63,13 @@ def narrow_weights(model: torch.fx.GraphModule, record: list[str]) -> None:
 
 @declare("quantizer_hook", ("aten.conv2d", "aten.linear"))
 @dataclass
-class SymmetricWeightRange:
+class SymmetricWeightRange(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""
 
     report_key: str = "symmetric_weight_range"
-    narrowed: list[str] = field(default_factory=list)
 
     def report(self) -> dict[str, Any]:
-        return {"range": [WEIGHT_QMIN, WEIGHT_QMAX], "weights": len(self.narrowed)}
+        return {"range": [WEIGHT_QMIN, WEIGHT_QMAX], "weights": len(self.done)}
 
-    def __call__(self, quantizer: Any, target: Any, options: Any) -> Any:
-        self.narrowed = []
-        if target.flow != "cortex_m":
-            return quantizer
-        return WithSteps(quantizer, after=lambda m: narrow_weights(m, self.narrowed))
+    def configure(self, quantizer: Any, target: Any) -> Any:
+        return WithSteps(quantizer, after=lambda m: narrow_weights(m, self.done))

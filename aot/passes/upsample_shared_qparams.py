@@ -17,11 +17,12 @@ int8 data (firmware/ops/aten_resize.c).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from aot.passes._quantizer_hooks import QuantizerHook
 from aot.passes.manager import declare
 
 aten = torch.ops.aten
@@ -31,19 +32,14 @@ UPSAMPLE = [aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default]
 @declare("quantizer_hook", ("aten.upsample_nearest2d",), runs_after=("Int8MatmulOnU55",),
          runs_before=("ActivationAlone", "SymmetricWeightRange"))
 @dataclass
-class UpsampleSharedQparams:
-    """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""
+class UpsampleSharedQparams(QuantizerHook):
+    """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow (the Arm quantizer already
+    shares qparams over upsampling)."""
 
     report_key: str = "upsample_shared_qparams"
-    replaced: list[str] = field(default_factory=list)
+    report_name = "shared_qspec_targets_added"
 
-    def report(self) -> dict[str, Any]:
-        return {"shared_qspec_targets_added": list(self.replaced)}
-
-    def __call__(self, quantizer: Any, target: Any, options: Any) -> Any:
-        self.replaced = []
-        if target.flow != "cortex_m":
-            return quantizer     # the Arm quantizer already shares qparams over upsampling
+    def configure(self, quantizer: Any, target: Any) -> Any:
         from executorch.backends.arm.quantizer.arm_quantizer_utils import SharedQspecQuantizer
 
         parts = getattr(quantizer, "quantizers", None)
@@ -53,5 +49,5 @@ class UpsampleSharedQparams:
             if type(q) is SharedQspecQuantizer:
                 extra = [op for op in UPSAMPLE if op not in q.targets]
                 parts[i] = SharedQspecQuantizer(targets=list(q.targets) + extra)
-                self.replaced = [str(op) for op in extra]
+                self.done = [str(op) for op in extra]
         return quantizer
