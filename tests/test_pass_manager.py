@@ -31,7 +31,7 @@ def test_configured_order() -> None:
                       "AvgPoolForNpu", "SplitBatchedMatmul", "ChannelsLastEverywhere"],
         "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                            "OwnOutputQparams"],
-        "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool"],
+        "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool", "ExplicitNpuClamp"],
         "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
         "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
         "check": ["VerifyProgram"],

@@ -1,0 +1,102 @@
+"""Zoo models ExecuTorch 1.5.1 or Vela 5.1.0 get wrong on Ethos-U: our fixes make them exact, and the
+compile-time checks (tosa_check, compile_check) still catch the original problem with the fix off."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aot import models
+from aot.errors import AotError
+
+
+def _compile(tmp_path, model: str, target: str, drop: type | None = None):
+    """Compile MODEL for TARGET with our passes, or with pass class DROP left out."""
+    from aot.compile import compile_model, make_options
+    from aot.passes.manager import STAGE_FIELD
+
+    opts = make_options()
+    if drop is not None:
+        field = STAGE_FIELD[drop.stage]
+        kept = [p for p in getattr(opts, field) if not isinstance(p, drop)]
+        assert len(kept) == len(getattr(opts, field)) - 1, f"{drop.__name__} is not configured"
+        setattr(opts, field, kept)
+    return compile_model(model, target, tmp_path / ("without" if drop else "with"), options=opts)
+
+
+# ------------------------------------------------------------------ ReLU/ReLU6 -> cat (ExecuTorch's TOSA lowering)
+
+def test_explicit_npu_clamp_fixes_relu6_into_cat(tmp_path) -> None:
+    res = _compile(tmp_path, "branch_concat", "ethos-u55-128")
+    rep = res.report
+    assert [r["node"] for r in rep["explicit_npu_clamp"]["rewritten"]] == ["relu6"], rep["explicit_npu_clamp"]
+    assert max(r["max_steps"] for r in rep["tosa_check"]["outputs"]) <= 1, rep["tosa_check"]
+    assert all(d["checked"] and d["max_diff_steps"] == 0 for d in rep["npu_check"]["delegates"])
+    assert rep["numerics"]["snr_db"] >= 33.0
+    assert rep["partitions"] == 1
+
+
+def test_tosa_check_refuses_relu6_into_cat_without_the_fix(tmp_path) -> None:
+    from aot.passes.explicit_npu_clamp import ExplicitNpuClamp
+
+    with pytest.raises(AotError) as err:
+        _compile(tmp_path, "branch_concat", "ethos-u55-128", drop=ExplicitNpuClamp)
+    assert "TOSA lowering" in str(err.value) and "\n" not in str(err.value)
+
+
+def _quantized_like_ethos_u(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.fx.GraphModule:
+    """The converted graph the Ethos-U flow hands to its pre-edge passes (Arm quantizer, no passes of ours)."""
+    from aot.lower import LowerOptions, ethos_u
+    from aot.lower.export import quantize
+    from aot.targets import get_target
+
+    target = get_target("ethos-u55-128")
+    quantizer = ethos_u.make_quantizer(ethos_u.compile_spec(target, "unused"))
+    return quantize(module, inputs, [inputs], quantizer, target, LowerOptions())
+
+
+class _TwoBranches(torch.nn.Module):
+    def __init__(self, act: str) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(3, 4, 1), torch.nn.Conv2d(3, 4, 1)
+        self.act = act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.a(x)
+        a = torch.relu(a) if self.act == "relu" else torch.nn.functional.hardtanh(a, 0.0, 6.0)
+        return torch.cat([a, self.b(x) - 3.0], 1)
+
+
+@pytest.mark.parametrize("act", ["relu", "hardtanh"])
+def test_explicit_npu_clamp_keeps_the_quantized_function(act: str) -> None:
+    from aot.passes.explicit_npu_clamp import ExplicitNpuClamp
+    from aot.targets import get_target
+
+    torch.manual_seed(0)
+    net, x = _TwoBranches(act).eval(), (torch.randn(1, 3, 6, 6),)
+    gm = _quantized_like_ethos_u(net, x)
+    want = gm(*x)
+    p = ExplicitNpuClamp()
+    p.set_target(get_target("ethos-u55-128"), None)
+    gm = p(gm)
+    (entry,) = p.report()["rewritten"]
+    assert entry["zero_point"] > entry["qmin"]  # the shared range starts below 0 (the other branch)
+    act_node = next(n for n in gm.graph.nodes if n.name == entry["node"])
+    assert act_node.args[0].target == torch.ops.quantized_decomposed.dequantize_per_tensor.default
+    assert torch.equal(gm(*x), want)  # same codes: clamp(q(y), zp, qmax) == q(act(y))
+
+
+def test_explicit_npu_clamp_leaves_own_range_activations_and_cortex_m() -> None:
+    from aot.passes.explicit_npu_clamp import ExplicitNpuClamp
+    from aot.targets import get_target
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.ReLU()).eval()
+    x = (torch.randn(1, 3, 6, 6),)
+    p = ExplicitNpuClamp()
+    p.set_target(get_target("ethos-u55-128"), None)
+    p(_quantized_like_ethos_u(net, x))
+    assert p.report()["rewritten"] == []  # zero point -128: ExecuTorch's fold is right
+    p.set_target(get_target("cortex-m55"), None)
+    p(_quantized_like_ethos_u(_TwoBranches("relu").eval(), x))
+    assert p.report()["rewritten"] == []
