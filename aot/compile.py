@@ -247,7 +247,8 @@ def compile_model(
                   "symmetric_weight_range", "int8_matmul_on_u55",
                   "fc_rows_as_pixels", "conv1d_as_conv2d", "channels_last_everywhere", "dw_one_channel_as_conv",
                   "fold_input_offset", "window_bias",
-                  "kernel_scratch", "split_batched_matmul", "explicit_npu_clamp"):
+                  "kernel_scratch", "split_batched_matmul", "explicit_npu_clamp",
+                  "split_fused_projection"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
     if board is not None and needs is not None and board != "host":

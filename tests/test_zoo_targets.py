@@ -29,9 +29,9 @@ FLOORS = {
 # (branch_concat on Ethos-U was, until explicit_npu_clamp.py: tests/test_ethos_u_wrong_lowerings.py.)
 REFUSED: dict[tuple[str, str], str] = {}
 FAST = {"branch_concat", "conv1d_timeseries"}
-# Vela 5.1.0 miscompiles transformer_block's per-head q @ k^T on the U55 (README, "Known Vela miscompiles"; on the
-# U85 split_batched_matmul.py avoids it): no rewrite found that avoids it on the U55.
-VELA_MISCOMPILED = {("transformer_block", "ethos-u55-128")}
+# Vela 5.1.0 miscompiles (README, "Known Vela miscompiles") that our rewrites do not avoid: none left in the zoo
+# (transformer_block's per-head q @ k^T: split_fused_projection.py on the U55/U65, split_batched_matmul.py on the U85).
+VELA_MISCOMPILED: set[tuple[str, str]] = set()
 
 
 def _cases():

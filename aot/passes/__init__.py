@@ -31,6 +31,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - explicit_npu_clamp.py: conv/linear + ReLU/ReLU6 whose zero point is not int8's minimum (a concat
   branch) gets a quantize/dequantize before the activation on Ethos-U, so it stays an int8 CLAMP
   (ExecuTorch's fold would drop its lower bound).
+- split_fused_projection.py: a fused q/k/v Linear read part by part (reshape, permute, select) -> one
+  Linear per part on Ethos-U55/U65 (Vela 5.1.0 loses a sliced MATMUL operand's offset there).
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
   entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
 - own_output_qparams.py (quantizer annotation): softmax and whole-window average pools that feed the final
@@ -78,6 +80,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.linear_to_conv import LinearToConv
     from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
     from aot.passes.split_batched_matmul import SplitBatchedMatmul
+    from aot.passes.split_fused_projection import SplitFusedProjection
     from aot.passes.window_bias import WindowBias
     from aot.passes.verify_program import VerifyProgram
 
@@ -86,7 +89,8 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     # Listed in the order they used to be appended; the manager orders them by their declarations
     # (stage, runs_after, runs_before) and keeps this order only where those leave a choice.
     install(opts, [
-        Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), LinearToConv(mode=opts.linear_mode),
+        Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), SplitFusedProjection(),
+        LinearToConv(mode=opts.linear_mode),
         FcRowsAsPixels(), AvgPoolForNpu(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
         Int8MatmulOnU55(), UpsampleSharedQparams(), ActivationAlone(), SymmetricWeightRange(), OwnOutputQparams(),
         LutFusion(enabled=opts.lut_fusion, choose_backend=backend_for), EmlkitSoftmax(), EmlkitAvgPool(),

@@ -31,12 +31,13 @@ partitioner then leaves the conv on the CPU, its output being unquantized.)
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from aot.passes.manager import declare
+from aot.passes.rewrite_base import TargetedRewrite
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -52,7 +53,7 @@ DEQUANTIZE = qd.dequantize_per_tensor.default
 
 
 def lost_lower_bound(n: torch.fx.Node) -> dict[str, Any] | None:
-    """The activation ExecuTorch would fold with its lower bound dropped (bounds, qparams), or None for any other node."""
+    """What ExecuTorch's fold of activation n would drop (bounds, qparams), or None for any other node."""
     if n.op != "call_function" or n.target not in RELU | HARDTANH:
         return None
     upper = None
@@ -78,21 +79,13 @@ def lost_lower_bound(n: torch.fx.Node) -> dict[str, Any] | None:
 
 @declare("pre_edge", ("aten.relu", "aten.hardtanh"))
 @dataclass
-class ExplicitNpuClamp:
-    active: bool = False
+class ExplicitNpuClamp(TargetedRewrite):
     report_key: str = "explicit_npu_clamp"
-    rewritten: list[dict[str, Any]] = field(default_factory=list)
 
     def set_target(self, target: Any, options: Any) -> None:
         self.active = target.flow == "ethos_u"
 
-    def report(self) -> dict[str, Any]:
-        return {"rewritten": list(self.rewritten)}
-
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        self.rewritten = []
-        if not self.active:
-            return gm
+    def run(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         g = gm.graph
         for n in list(g.nodes):
             found = lost_lower_bound(n)
