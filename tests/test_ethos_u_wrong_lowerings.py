@@ -156,3 +156,30 @@ def test_split_fused_projection_keeps_float_function() -> None:
         selects = [n for n in gm.graph.nodes if n.target is torch.ops.aten.select.int]
         assert (len(linears), len(selects)) == ((6, 0) if splits else (4, 3)), target
         torch.testing.assert_close(gm(*zm.inputs), zm.module(*zm.inputs), rtol=1e-5, atol=1e-5)
+
+
+class _UnbindQKV(torch.nn.Module):
+    """The same pattern written with unbind, and one part (v) not read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, _ = self.qkv(x).reshape(1, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        return q @ k.transpose(-2, -1)
+
+
+def test_split_fused_projection_takes_unbind_and_unread_parts() -> None:
+    from aot.lower.export import export_graph
+    from aot.passes.split_fused_projection import SplitFusedProjection
+    from aot.targets import get_target
+
+    torch.manual_seed(0)
+    net, x = _UnbindQKV().eval(), (torch.randn(1, 5, 8),)
+    p = SplitFusedProjection()
+    p.set_target(get_target("ethos-u55-128"), None)
+    gm = p(export_graph(net, x))
+    assert [(r["parts"], r["read"]) for r in p.report()["rewritten"]] == [(3, [0, 1])]
+    assert not any(n.target is torch.ops.aten.unbind.int for n in gm.graph.nodes)
+    torch.testing.assert_close(gm(*x), net(*x), rtol=1e-5, atol=1e-5)

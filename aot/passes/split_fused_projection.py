@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,9 +69,10 @@ def _parts_read(p: torch.fx.Node, k: int, groups: int) -> list[tuple[torch.fx.No
             out.append((u, u.args[2] % groups))
         elif u.target is UNBIND and (u.args[1] if len(u.args) > 1 else u.kwargs.get("dim", 0)) % rank == k:
             for g in u.users:
-                if g.op != "call_function" or g.target.__name__ != "getitem" or not isinstance(g.args[1], int):
+                if g.target is not operator.getitem or not isinstance(g.args[1], int):
                     return None
-                out.append((g, g.args[1] % groups))
+                if g.users:  # export keeps a getitem per part, read or not
+                    out.append((g, g.args[1] % groups))
         else:
             return None
     return out or None
