@@ -118,8 +118,8 @@ def _refuse_wrong_lowering(check: dict[str, Any], target: Target) -> None:
             raise AotError(
                 f"ExecuTorch's TOSA lowering for {target.name} computes output {i} {steps:g} steps away from the "
                 "quantized model it was given (tosa_reference_model vs the fake-quantized graph), so the NPU would "
-                "give wrong answers; seen with ReLU/ReLU6 outputs that meet in torch.cat (ExecuTorch 1.5.1): move the "
-                "activation after the cat, or compile for a cortex-m target")
+                "give wrong answers (an ExecuTorch 1.5.1 Arm-flow lowering bug our passes do not work around yet; "
+                "README 'Not supported yet'): compile for a cortex-m target")
 
 
 def compile_model(
@@ -247,7 +247,8 @@ def compile_model(
                   "symmetric_weight_range", "int8_matmul_on_u55",
                   "fc_rows_as_pixels", "conv1d_as_conv2d", "channels_last_everywhere", "dw_one_channel_as_conv",
                   "fold_input_offset", "window_bias",
-                  "kernel_scratch", "split_batched_matmul"):
+                  "kernel_scratch", "split_batched_matmul", "explicit_npu_clamp",
+                  "split_fused_projection"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]
     if board is not None and needs is not None and board != "host":

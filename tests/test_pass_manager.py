@@ -14,7 +14,7 @@ from aot.passes.manager import ALL, STAGE_FIELD, STAGES, PassOrderError, order, 
 
 PASSES_DIR = Path(__file__).resolve().parent.parent / "aot" / "passes"
 # Modules of aot/passes that hold helpers of a pass, not a pass.
-HELPERS = {"__init__", "manager", "lut_backends", "lut_ethos_u", "_graph", "_quantizer_hooks"}
+HELPERS = {"__init__", "manager", "lut_backends", "lut_ethos_u", "_graph", "_quantizer_hooks", "rewrite_base"}
 
 
 def _configured() -> list[object]:
@@ -27,11 +27,12 @@ def test_configured_order() -> None:
     opts = make_options()
     got = {s: [pass_name(p) for p in getattr(opts, STAGE_FIELD[s])] for s in STAGES}
     assert got == {
-        "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "FoldLinearBatchNorm", "LinearToConv", "FcRowsAsPixels",
-                      "AvgPoolForNpu", "SplitBatchedMatmul", "ChannelsLastEverywhere"],
+        "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "FoldLinearBatchNorm", "SplitFusedProjection",
+                      "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "SplitBatchedMatmul",
+                      "ChannelsLastEverywhere"],
         "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                            "OwnOutputQparams"],
-        "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool"],
+        "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool", "ExplicitNpuClamp"],
         "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
         "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
         "check": ["VerifyProgram"],
@@ -67,6 +68,7 @@ def test_declarations_hold_whatever_the_listing_order(shuffle: str) -> None:
                                                                   "FcRowsAsPixels", "AvgPoolForNpu", "SplitBatchedMatmul",
                                                                   "FoldLinearBatchNorm", "ChannelsLastEverywhere"))
     assert names.index("FoldLinearBatchNorm") < names.index("LinearToConv")
+    assert names.index("SplitFusedProjection") < min(names.index("FcRowsAsPixels"), names.index("LinearToConv"))
     assert names.index("Int8MatmulOnU55") < names.index("UpsampleSharedQparams") < names.index("ActivationAlone")
     assert names.index("DepthwiseOneChannelAsConv") < names.index("FoldInputOffset") < names.index("WindowBias")
     assert names[-1] == "VerifyProgram" and names[-2] == "KernelScratch"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import re
+from typing import Any
 
 import torch
 from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
@@ -14,8 +15,8 @@ from executorch.backends.cortex_m.target_config import CortexMTargetConfig
 from executorch.exir import to_edge_transform_and_lower
 
 from aot.errors import AotError
-from aot.lower import Lowered, LowerOptions, bind_passes, pass_reports, run_program_checks
-from aot.lower.export import export_module, quantize
+from aot.lower import LowerOptions
+from aot.lower.flow import Flow
 from aot.targets import Target
 
 log = logging.getLogger(__name__)
@@ -44,35 +45,39 @@ def make_quantizer(options: LowerOptions) -> CortexMQuantizer:
     return CortexMQuantizer(use_explicit_layout=options.explicit_layout)
 
 
-def lower(
-    module: torch.nn.Module,
-    inputs: tuple[torch.Tensor, ...],
-    calibration: list[tuple[torch.Tensor, ...]],
-    target: Target,
-    options: LowerOptions,
-) -> Lowered:
-    if not options.explicit_layout:
+class _CortexM(Flow):
+    def prepare(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                calibration: list[tuple[torch.Tensor, ...]], options: LowerOptions
+                ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], list[tuple[torch.Tensor, ...]]]:
+        if options.explicit_layout:
+            return module, inputs, calibration
         # The dim-order flow runs CMSIS-NN's NHWC kernels on channels-last tensors.
         # On a copy: nn.Module.to() works in place, and channels-last weights left in the caller's module
         # make a later Ethos-U compile of the same module wrong (241 steps off on relu6_net).
-        module = copy.deepcopy(module).to(memory_format=torch.channels_last)
-        inputs = tuple(_channels_last(t) for t in inputs)
-        calibration = [tuple(_channels_last(t) for t in s) for s in calibration]
-    bind_passes(options, target)
-    quantized = quantize(module, inputs, calibration, make_quantizer(options), target, options)
-    edge = to_edge_transform_and_lower(export_module(quantized, inputs), compile_config=cortex_m_edge_compile_config())
-    pm = CortexMPassManager(edge.exported_program(), target_config=target_config(target),
-                            use_explicit_layout=options.explicit_layout)
-    try:
-        ep = pm.transform()
-    except Exception as exc:  # ExecuTorch wraps a failing pass in a bare Exception: name the pass and its error
-        raise AotError(f"ExecuTorch's Cortex-M lowering failed for {target.name}: {_pass_failure(exc)}; the model "
-                       "has an op pattern ExecuTorch 1.5.1 cannot lower for Cortex-M (run with -v for the trace): "
-                       "try an ethos-u target or rewrite that layer") from exc
-    for p in options.program_passes:
-        ep = p(ep)
-    edge._edge_programs["forward"] = ep
-    if options.post_passes:
-        edge = edge.transform(list(options.post_passes))
-    run_program_checks(options, edge)
-    return Lowered(edge=edge, inputs=inputs, quantized=quantized, extra=pass_reports(options))
+        return (copy.deepcopy(module).to(memory_format=torch.channels_last), tuple(_channels_last(t) for t in inputs),
+                [tuple(_channels_last(t) for t in s) for s in calibration])
+
+    def quantizer(self, ws: Any, target: Target, options: LowerOptions) -> Any:
+        return make_quantizer(options)
+
+    def to_edge(self, ws: Any, exported: torch.export.ExportedProgram, target: Target,
+                options: LowerOptions) -> tuple[Any, dict[str, Any]]:
+        edge = to_edge_transform_and_lower(exported, compile_config=cortex_m_edge_compile_config())
+        pm = CortexMPassManager(edge.exported_program(), target_config=target_config(target),
+                                use_explicit_layout=options.explicit_layout)
+        try:
+            ep = pm.transform()
+        except Exception as exc:  # ExecuTorch wraps a failing pass in a bare Exception: name the pass and its error
+            raise AotError(f"ExecuTorch's Cortex-M lowering failed for {target.name}: {_pass_failure(exc)}; the "
+                           "model has an op pattern ExecuTorch 1.5.1 cannot lower for Cortex-M (run with -v for the "
+                           "trace): try an ethos-u target or rewrite that layer") from exc
+        for p in options.program_passes:
+            ep = p(ep)
+        edge._edge_programs["forward"] = ep
+        if options.post_passes:
+            edge = edge.transform(list(options.post_passes))
+        return edge, {}
+
+
+# lower(module, inputs, calibration, target, options) -> Lowered: the steps of aot/lower/flow.py.
+lower = _CortexM().lower

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from executorch.backends.arm.ethosu import EthosUCompileSpec
@@ -26,8 +26,8 @@ from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from executorch.exir.lowered_backend_module import get_lowered_submodules
 
 from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
-from aot.lower import Lowered, LowerOptions, bind_passes, pass_reports, run_program_checks
-from aot.lower.export import export_module, quantize
+from aot.lower import LowerOptions
+from aot.lower.flow import Flow
 from aot.native_output import stdout_to_log
 from aot.targets import Target
 
@@ -139,26 +139,38 @@ def make_quantizer(spec: EthosUCompileSpec, activation_bits: int = 8) -> Any:
     return quantizer
 
 
-def lower(
-    module: torch.nn.Module,
-    inputs: tuple[torch.Tensor, ...],
-    calibration: list[tuple[torch.Tensor, ...]],
-    target: Target,
-    options: LowerOptions,
-) -> Lowered:
-    temporary = options.intermediates is None
-    workdir = options.intermediates or tempfile.mkdtemp(prefix="aot_vela_")
-    try:
-        os.makedirs(workdir, exist_ok=True)
-        spec = compile_spec(target, workdir)
-        bind_passes(options, target)
-        quantized = quantize(module, inputs, calibration, make_quantizer(spec, target.activation_bits), target, options)
-        _clear_artefacts(workdir)
+@dataclass
+class _Workspace:
+    """One Ethos-U compile's Vela folder (removed at the end when it is temporary) and compile spec."""
+
+    workdir: str
+    temporary: bool
+    spec: EthosUCompileSpec
+
+
+class _EthosU(Flow):
+    @contextlib.contextmanager
+    def workspace(self, target: Target, options: LowerOptions) -> Iterator[_Workspace]:
+        temporary = options.intermediates is None
+        workdir = options.intermediates or tempfile.mkdtemp(prefix="aot_vela_")
+        try:
+            os.makedirs(workdir, exist_ok=True)
+            yield _Workspace(workdir, temporary, compile_spec(target, workdir))
+        finally:
+            if temporary:  # Vela's intermediates were only needed while it ran
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    def quantizer(self, ws: _Workspace, target: Target, options: LowerOptions) -> Any:
+        return make_quantizer(ws.spec, target.activation_bits)
+
+    def to_edge(self, ws: _Workspace, exported: torch.export.ExportedProgram, target: Target,
+                options: LowerOptions) -> tuple[Any, dict[str, Any]]:
+        _clear_artefacts(ws.workdir)
         with stdout_to_log(log, "Vela"):
             try:
                 edge = to_edge_transform_and_lower(
-                    export_module(quantized, inputs),
-                    partitioner=[create_partitioner(spec)],
+                    exported,
+                    partitioner=[create_partitioner(ws.spec)],
                     compile_config=EdgeCompileConfig(_check_ir_validity=False),
                 )
             except Exception as exc:
@@ -169,13 +181,12 @@ def lower(
                 raise AotError(f"Vela could not compile an NPU partition for {target.name}: {why}. ExecuTorch's "
                                "partitioner gave the NPU an operator form Vela rejects: change that layer, or "
                                "compile the model for a cortex-m target", EXIT_UNSUPPORTED) from exc
-            partitions = vela_partitions(edge, workdir, target)
+            partitions = vela_partitions(edge, ws.workdir, target)
         # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.
         edge = edge.transform([ReplaceQuantNodesPass()] + list(options.post_passes))
-        run_program_checks(options, edge)
-    finally:
-        if temporary:  # Vela's intermediates were only needed while it ran
-            shutil.rmtree(workdir, ignore_errors=True)
-    return Lowered(edge=edge, inputs=inputs, quantized=quantized,
-                   extra={"vela_partitions": partitions, "workdir": None if temporary else workdir,
-                          "compile_spec": spec, **pass_reports(options)})
+        return edge, {"vela_partitions": partitions, "workdir": None if ws.temporary else ws.workdir,
+                      "compile_spec": ws.spec}
+
+
+# lower(module, inputs, calibration, target, options) -> Lowered: the steps of aot/lower/flow.py.
+lower = _EthosU().lower

@@ -28,6 +28,11 @@ One pass per file, each file's docstring says what it matches and what it emits:
   delegate matmuls only with int8 inputs.
 - fc_rows_as_pixels.py: Linear over M > 1 rows -> 1x1 conv over M pixels on int16 Ethos-U targets
   (Vela 5.1.0 miscompiles int16 FC stacks at batch > 1).
+- explicit_npu_clamp.py: conv/linear + ReLU/ReLU6 whose zero point is not int8's minimum (a concat
+  branch) gets a quantize/dequantize before the activation on Ethos-U, so it stays an int8 CLAMP
+  (ExecuTorch's fold would drop its lower bound).
+- split_fused_projection.py: a fused q/k/v Linear read part by part (reshape, permute, select) -> one
+  Linear per part on Ethos-U55/U65 (Vela 5.1.0 loses a sliced MATMUL operand's offset there).
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
   entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
 - own_output_qparams.py (quantizer annotation): softmax and whole-window average pools that feed the final
@@ -52,6 +57,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     """Add our passes to `opts` (called by the CLI for every compile)."""
     from aot.passes.activation_alone import ActivationAlone
     from aot.passes.channels_last_everywhere import ChannelsLastEverywhere
+    from aot.passes.explicit_npu_clamp import ExplicitNpuClamp
     from aot.passes.contiguous_view_base import ContiguousViewBase
     from aot.passes.conv1d_as_conv2d import Conv1dAsConv2d
     from aot.passes.fc_rows_as_pixels import FcRowsAsPixels
@@ -74,6 +80,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.linear_to_conv import LinearToConv
     from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
     from aot.passes.split_batched_matmul import SplitBatchedMatmul
+    from aot.passes.split_fused_projection import SplitFusedProjection
     from aot.passes.window_bias import WindowBias
     from aot.passes.verify_program import VerifyProgram
 
@@ -82,10 +89,12 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     # Listed in the order they used to be appended; the manager orders them by their declarations
     # (stage, runs_after, runs_before) and keeps this order only where those leave a choice.
     install(opts, [
-        Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), LinearToConv(mode=opts.linear_mode),
+        Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), SplitFusedProjection(),
+        LinearToConv(mode=opts.linear_mode),
         FcRowsAsPixels(), AvgPoolForNpu(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
         Int8MatmulOnU55(), UpsampleSharedQparams(), ActivationAlone(), SymmetricWeightRange(), OwnOutputQparams(),
         LutFusion(enabled=opts.lut_fusion, choose_backend=backend_for), EmlkitSoftmax(), EmlkitAvgPool(),
+        ExplicitNpuClamp(),
         DepthwiseOneChannelAsConv(), FoldInputOffset(), WindowBias(), Int8LayerNorm(),
         CancelTransposes(), ContiguousViewBase(), Int8Upsample(), KernelScratch(),
         VerifyProgram(allow_float=allow_float),

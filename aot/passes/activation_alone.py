@@ -16,8 +16,7 @@ qparams.
    the other branches widen that range, the fold is refused, and the producer is
    left with no output qparams: a float `aten.convolution` reading int8 data,
    which our verifier rejects ("float kernel reads integer tensor"). (The
-   Ethos-U flow lowers ReLU -> cat wrongly in TOSA whether or not the ReLU is
-   annotated apart; aot/compile.py refuses such programs, see the README.)
+   Ethos-U flow has its own fix for ReLU -> cat: explicit_npu_clamp.py.)
 2. For hardsigmoid the fold moves the zero point by round(1 / (2 * scale)), a
    rounding of up to half a step added to every output (127.5 -> 128 for a
    [0, 1] range): conv_hardsigmoid 56.0 dB against 57.3 dB on ethos-u55-128, whose

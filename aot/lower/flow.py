@@ -1,0 +1,48 @@
+"""What every lowering flow does, once: the flows (cortex_m.py, ethos_u.py) give only the steps that differ."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+import torch
+
+from aot.lower import Lowered, LowerOptions, bind_passes, pass_reports, run_program_checks
+from aot.lower.export import export_module, quantize
+from aot.targets import Target
+
+
+class Flow:
+    """A flow's own steps; `lower` runs them in the order all flows share.
+
+    `workspace` holds what one compile needs from start to end (the Ethos-U flow's Vela folder and
+    compile spec) and cleans it up after; `prepare` may re-lay the model and its inputs; `quantizer`
+    annotates; `to_edge` lowers the exported quantized program (our program and post passes
+    included) and returns the edge program manager and the flow's report entries.
+    """
+
+    @contextlib.contextmanager
+    def workspace(self, target: Target, options: LowerOptions) -> Iterator[Any]:
+        yield None
+
+    def prepare(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                calibration: list[tuple[torch.Tensor, ...]], options: LowerOptions
+                ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], list[tuple[torch.Tensor, ...]]]:
+        return module, inputs, calibration
+
+    def quantizer(self, ws: Any, target: Target, options: LowerOptions) -> Any:
+        raise NotImplementedError
+
+    def to_edge(self, ws: Any, exported: torch.export.ExportedProgram, target: Target,
+                options: LowerOptions) -> tuple[Any, dict[str, Any]]:
+        raise NotImplementedError
+
+    def lower(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+              calibration: list[tuple[torch.Tensor, ...]], target: Target, options: LowerOptions) -> Lowered:
+        with self.workspace(target, options) as ws:
+            module, inputs, calibration = self.prepare(module, inputs, calibration, options)
+            bind_passes(options, target)
+            quantized = quantize(module, inputs, calibration, self.quantizer(ws, target, options), target, options)
+            edge, extra = self.to_edge(ws, export_module(quantized, inputs), target, options)
+            run_program_checks(options, edge)
+        return Lowered(edge=edge, inputs=inputs, quantized=quantized, extra={**extra, **pass_reports(options)})
