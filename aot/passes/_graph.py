@@ -129,7 +129,7 @@ class Rewrite:
     """
 
     report_key: str = ""
-    done: list[str] = field(default_factory=list)
+    done: list[Any] = field(default_factory=list)
     active: bool = False
     report_name: ClassVar[str] = "rewritten"
 

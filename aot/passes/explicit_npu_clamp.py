@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
+from aot.passes._graph import Rewrite
 from aot.passes.manager import declare
-from aot.passes.rewrite_base import TargetedRewrite
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -79,14 +79,14 @@ def lost_lower_bound(n: torch.fx.Node) -> dict[str, Any] | None:
 
 @declare("pre_edge", ("aten.relu", "aten.hardtanh"))
 @dataclass
-class ExplicitNpuClamp(TargetedRewrite):
+class ExplicitNpuClamp(Rewrite):
     report_key: str = "explicit_npu_clamp"
 
     def set_target(self, target: Any, options: Any) -> None:
         self.active = target.flow == "ethos_u"
 
-    def run(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        g = gm.graph
+    def run(self, gm: torch.fx.GraphModule) -> list[Any]:
+        g, done = gm.graph, []
         for n in list(g.nodes):
             found = lost_lower_bound(n)
             if found is None:
@@ -100,9 +100,9 @@ class ExplicitNpuClamp(TargetedRewrite):
                 if "val" in src.meta:  # fake tensors: q has the codes' dtype, dq the producer's
                     new.meta["val"] = src.meta["val"] if new is dq else src.meta["val"].to(qargs[-1])
             n.replace_input_with(src, dq)
-            self.rewritten.append(found)
-        if self.rewritten:
+            done.append(found)
+        if done:
             g.lint()
             gm.recompile()
-            log.debug("activations kept as int8 clamps: %s", ", ".join(r["node"] for r in self.rewritten))
-        return gm
+            log.debug("activations kept as int8 clamps: %s", ", ".join(r["node"] for r in done))
+        return done

@@ -38,9 +38,9 @@ from typing import Any
 
 import torch
 
-from aot.passes.linear_to_conv import _KEEP_META, _attr, _unique, finish, linear_operands
+from aot.passes._graph import Rewrite, add_parameter, const_tensor, copy_meta, finish
+from aot.passes.linear_to_conv import linear_operands
 from aot.passes.manager import declare
-from aot.passes.rewrite_base import TargetedRewrite
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -80,21 +80,22 @@ def _parts_read(p: torch.fx.Node, k: int, groups: int) -> list[tuple[torch.fx.No
 
 @declare("pre_quant", ("aten.linear", "aten.select", "aten.unbind"), runs_before=("FcRowsAsPixels", "LinearToConv"))
 @dataclass
-class SplitFusedProjection(TargetedRewrite):
+class SplitFusedProjection(Rewrite):
     report_key: str = "split_fused_projection"
 
     def set_target(self, target: Any, options: Any) -> None:
         npu = target.npu or ""
         self.active = target.flow == "ethos_u" and (npu.startswith("ethos-u55") or npu.startswith("ethos-u65"))
 
-    def run(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    def run(self, gm: torch.fx.GraphModule) -> list[Any]:
+        done: list[Any] = []
         for n in list(gm.graph.nodes):
             if n.op == "call_function" and n.target is aten.linear.default:
-                self._rewrite(gm, n)
-        finish(gm, "fused projections split", [r["node"] for r in self.rewritten])
-        return gm
+                self._rewrite(gm, n, done)
+        finish(gm, "fused projections split", [r["node"] for r in done])
+        return done
 
-    def _rewrite(self, gm: torch.fx.GraphModule, lin: torch.fx.Node) -> bool:
+    def _rewrite(self, gm: torch.fx.GraphModule, lin: torch.fx.Node, done: list[Any]) -> bool:
         ops = linear_operands(gm, lin)
         if ops is None or len(lin.users) != 1:
             return False
@@ -114,24 +115,21 @@ class SplitFusedProjection(TargetedRewrite):
             return False
         sub_perm = [d if d < ax else d - 1 for d in perm if d != ax]
         rows = n_out // groups
-        bias = _attr(gm, ops.b_node) if ops.b_node is not None else None
+        bias = const_tensor(gm, ops.b_node) if ops.b_node is not None else None
         fake = getattr(ops.xval, "fake_mode", None)
         g = gm.graph
 
         def node(target: Any, args: tuple[Any, ...], like: torch.fx.Node, before: torch.fx.Node) -> torch.fx.Node:
             with g.inserting_before(before):
                 m = g.call_function(target, args)
-            for key in _KEEP_META:
-                if key in like.meta:
-                    m.meta[key] = like.meta[key]
+            copy_meta(like, [m])
             if fake is not None:
                 with fake:
                     m.meta["val"] = target(*(a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args))
             return m
 
         def const(t: torch.Tensor, stem: str, before: torch.fx.Node) -> torch.fx.Node:
-            name = _unique(gm, stem)
-            gm.register_parameter(name, torch.nn.Parameter(t.detach().clone(), requires_grad=False))
+            name = add_parameter(gm, stem, t.detach().clone())
             with g.inserting_before(before):
                 c = g.get_attr(name)
             if fake is not None:
@@ -147,5 +145,5 @@ class SplitFusedProjection(TargetedRewrite):
                 y = node(aten.reshape.default, (y, [*ops.lead, *tail]), r, lin)
                 made[i] = node(aten.permute.default, (y, sub_perm), p, lin)
             reader.replace_all_uses_with(made[i])
-        self.rewritten.append({"node": lin.name, "parts": groups, "read": sorted(made), "rows_each": rows})
+        done.append({"node": lin.name, "parts": groups, "read": sorted(made), "rows_each": rows})
         return True
