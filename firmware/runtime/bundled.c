@@ -2,20 +2,13 @@
  * into a method and compare its outputs with the expected ones. */
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 
 #include "et_fmt.h"
 #include "runtime.h"
 #include "schema_ids.h"
 
-static et_status berr(char *msg, et_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static et_status berr(char *msg, et_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  et_vsnprintf(msg, ET_MSG_CAP, fmt, ap);
-  va_end(ap);
-  return st;
-}
+/* Messages go into the caller's ET_MSG_CAP buffer through the shared et_msgf (status.c). */
+#define berr(msg, st, ...) et_msgf(msg, ET_MSG_CAP, st, __VA_ARGS__)
 #define CORRUPT(msg, what) berr(msg, ET_E_INVALID_PROGRAM, "corrupt bundled program: %s (%s)", what, fb_last_error)
 
 et_status et_bundle_load(et_bundle *b, const uint8_t *data, size_t len) {

@@ -1,7 +1,6 @@
 /* Method: values built from the verified program, planned memory bound to the
  * caller's arenas, operators resolved once, then the instruction loop. */
 #include <inttypes.h>
-#include <stdarg.h>
 
 #include "et_fmt.h"
 #include "backend.h"
@@ -23,14 +22,8 @@ _Static_assert(ET_TAG_OPT_TENSOR_LIST == FBPU_KernelTypes__OptionalTensorList, "
 
 #define ALIGN 8u
 
-static et_status merr(char *msg, et_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static et_status merr(char *msg, et_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  et_vsnprintf(msg, ET_MSG_CAP, fmt, ap);
-  va_end(ap);
-  return st;
-}
+/* Messages go into the caller's ET_MSG_CAP buffer through the shared et_msgf (status.c). */
+#define merr(msg, st, ...) et_msgf(msg, ET_MSG_CAP, st, __VA_ARGS__)
 #define CORRUPT(msg, what) merr(msg, ET_E_INVALID_PROGRAM, "corrupt program: %s (%s)", what, fb_last_error)
 
 static size_t align_up(size_t n) { return (n + (ALIGN - 1)) & ~(size_t)(ALIGN - 1); }
