@@ -321,7 +321,25 @@ static et_status operation(ctx *c, const regs *r, uint32_t code, uint32_t param)
   }
 }
 
+/* The tile geometry and region registers sit at the same offsets in the IFM
+ * (0x10_), OFM (0x11_) and IFM2 (0x18_) blocks; false: not one of them. */
+static bool set_fm0(fm_regs *f, uint32_t code, uint16_t p) {
+  switch (code & 0xFu) {
+    case SET_IFM_WIDTH0_M1 & 0xFu: f->width0_m1 = p; return true;
+    case SET_IFM_HEIGHT0_M1 & 0xFu: f->height0_m1 = p; return true;
+    case SET_IFM_HEIGHT1_M1 & 0xFu: f->height1_m1 = p; return true;
+    case SET_IFM_REGION & 0xFu: f->region = p; return true;
+    default: return false;
+  }
+}
+
 static void set_cmd0(regs *r, ethosu_arch arch, uint32_t code, uint16_t p) {
+  const uint32_t block = code & ~0xFu;
+  fm_regs *const f = block == (SET_IFM_REGION & ~0xFu)    ? &r->ifm
+                     : block == (SET_OFM_REGION & ~0xFu)  ? &r->ofm
+                     : block == (SET_IFM2_REGION & ~0xFu) ? &r->ifm2
+                                                          : NULL;
+  if (f && set_fm0(f, code, p)) return;
   switch (code) {
     case SET_IFM_PAD_TOP: r->pad_top = p; break;
     case SET_IFM_PAD_LEFT: r->pad_left = p; break;
@@ -331,18 +349,10 @@ static void set_cmd0(regs *r, ethosu_arch arch, uint32_t code, uint16_t p) {
     case SET_IFM_PRECISION: r->ifm.precision = p; break;
     case SET_IFM_UPSCALE: r->ifm_upscale = p; break;
     case SET_IFM_BROADCAST: if (arch == ETHOSU_ARCH_U85) r->ifm.broadcast = p; break;
-    case SET_IFM_WIDTH0_M1: r->ifm.width0_m1 = p; break;
-    case SET_IFM_HEIGHT0_M1: r->ifm.height0_m1 = p; break;
-    case SET_IFM_HEIGHT1_M1: r->ifm.height1_m1 = p; break;
-    case SET_IFM_REGION: r->ifm.region = p; break;
     case SET_OFM_WIDTH_M1: r->ofm_width_m1 = p; break;
     case SET_OFM_HEIGHT_M1: r->ofm_height_m1 = p; break;
     case SET_OFM_DEPTH_M1: r->ofm_depth_m1 = p; break;
     case SET_OFM_PRECISION: r->ofm.precision = p; break;
-    case SET_OFM_WIDTH0_M1: r->ofm.width0_m1 = p; break;
-    case SET_OFM_HEIGHT0_M1: r->ofm.height0_m1 = p; break;
-    case SET_OFM_HEIGHT1_M1: r->ofm.height1_m1 = p; break;
-    case SET_OFM_REGION: r->ofm.region = p; break;
     case SET_KERNEL_WIDTH_M1: r->kernel_width_m1 = p; break;
     case SET_KERNEL_HEIGHT_M1: r->kernel_height_m1 = p; break;
     case SET_KERNEL_STRIDE: r->kernel_stride = p; break;
@@ -353,10 +363,6 @@ static void set_cmd0(regs *r, ethosu_arch arch, uint32_t code, uint16_t p) {
     case SET_DMA0_DST_REGION: r->dma_dst_region = p; break;
     case SET_IFM2_BROADCAST: r->ifm2.broadcast = p; break;
     case SET_IFM2_PRECISION: r->ifm2.precision = p; break;
-    case SET_IFM2_WIDTH0_M1: r->ifm2.width0_m1 = p; break;
-    case SET_IFM2_HEIGHT0_M1: r->ifm2.height0_m1 = p; break;
-    case SET_IFM2_HEIGHT1_M1: r->ifm2.height1_m1 = p; break;
-    case SET_IFM2_REGION: r->ifm2.region = p; break;
     default: break; /* registers that do not decide addresses */
   }
 }

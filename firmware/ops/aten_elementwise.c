@@ -132,9 +132,7 @@ ET_PREPARE static et_status binary_prepare(et_kernel_ctx *ctx, const char *op, b
   double alpha = 1, bs = 0;
   et_status st;
   uint32_t want = has_alpha ? 5 : 4;
-  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, 0, &a)) ||
-      (st = aten_tensor(ctx, op, args, nargs - 2, &out)))
-    return st;
+  if ((st = aten_self_out(ctx, op, args, nargs, want, want - 2, &a, &out))) return st;
   if (scalar_other) st = aten_scalar(ctx, op, args, 1, &bs, NULL);
   else st = aten_tensor(ctx, op, args, 1, &b);
   if (st) return st;
@@ -150,22 +148,22 @@ static et_status binary_adapter(et_kernel_ctx *ctx, const char *op, binop k, boo
   return binary(ctx, op, k, a, b, bs, alpha, args[nargs - 2]->u.t);
 }
 
-et_status aten_add_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::add.out", OP_ADD, true, false, a, n); }
-ET_PREPARE et_status aten_add_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::add.out", OP_ADD, true, false, a, n); }
-et_status aten_sub_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::sub.out", OP_SUB, true, false, a, n); }
-ET_PREPARE et_status aten_sub_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::sub.out", OP_SUB, true, false, a, n); }
-et_status aten_mul_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::mul.out", OP_MUL, false, false, a, n); }
-ET_PREPARE et_status aten_mul_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::mul.out", OP_MUL, false, false, a, n); }
-et_status aten_div_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::div.out", OP_DIV, false, false, a, n); }
-ET_PREPARE et_status aten_div_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::div.out", OP_DIV, false, false, a, n); }
-et_status aten_add_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::add.Scalar_out", OP_ADD, true, true, a, n); }
-ET_PREPARE et_status aten_add_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::add.Scalar_out", OP_ADD, true, true, a, n); }
-et_status aten_sub_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::sub.Scalar_out", OP_SUB, true, true, a, n); }
-ET_PREPARE et_status aten_sub_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::sub.Scalar_out", OP_SUB, true, true, a, n); }
-et_status aten_mul_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::mul.Scalar_out", OP_MUL, false, true, a, n); }
-ET_PREPARE et_status aten_mul_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::mul.Scalar_out", OP_MUL, false, true, a, n); }
-et_status aten_div_scalar_out(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_adapter(c, "aten::div.Scalar_out", OP_DIV, false, true, a, n); }
-ET_PREPARE et_status aten_div_scalar_out_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { return binary_prepare(c, "aten::div.Scalar_out", OP_DIV, false, true, a, n); }
+/* Each overload's entry points (named in aten_ops.def): adapter fn, prepare fn##_prepare. */
+#define BINARY_OP(fn, name, k, has_alpha, scalar_other)                                                    \
+  et_status fn(et_kernel_ctx *c, et_value **a, uint32_t n) {                                               \
+    return binary_adapter(c, name, k, has_alpha, scalar_other, a, n);                                      \
+  }                                                                                                        \
+  ET_PREPARE et_status fn##_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) {                          \
+    return binary_prepare(c, name, k, has_alpha, scalar_other, a, n);                                      \
+  }
+BINARY_OP(aten_add_out, "aten::add.out", OP_ADD, true, false)
+BINARY_OP(aten_sub_out, "aten::sub.out", OP_SUB, true, false)
+BINARY_OP(aten_mul_out, "aten::mul.out", OP_MUL, false, false)
+BINARY_OP(aten_div_out, "aten::div.out", OP_DIV, false, false)
+BINARY_OP(aten_add_scalar_out, "aten::add.Scalar_out", OP_ADD, true, true)
+BINARY_OP(aten_sub_scalar_out, "aten::sub.Scalar_out", OP_SUB, true, true)
+BINARY_OP(aten_mul_scalar_out, "aten::mul.Scalar_out", OP_MUL, false, true)
+BINARY_OP(aten_div_scalar_out, "aten::div.Scalar_out", OP_DIV, false, true)
 
 typedef enum { U_CLAMP, U_SIGMOID, U_TANH } unop;
 
@@ -178,6 +176,14 @@ ET_PREPARE static et_status unary_check(et_kernel_ctx *ctx, const char *op, unop
   if (!is_float_dt(out->dtype) && !is_int_dt(out->dtype))
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported", op, et_dtype_name(out->dtype));
   return ET_OK;
+}
+
+/* relu, sigmoid, tanh: (self, out). */
+ET_PREPARE static et_status unary_prepare(et_kernel_ctx *ctx, const char *op, unop k, et_value **args, uint32_t nargs) {
+  et_tensor *a = NULL, *out = NULL;
+  et_status st;
+  if ((st = aten_self_out(ctx, op, args, nargs, 3, 1, &a, &out))) return st;
+  return unary_check(ctx, op, k, a, out);
 }
 
 /* out = f(self) elementwise; same shape, any dim orders (checked). */
@@ -217,12 +223,7 @@ static et_status unary(unop k, const et_tensor *a, et_tensor *out, double lo, bo
 }
 
 ET_PREPARE et_status aten_relu_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const char *op = "aten::relu";
-  et_tensor *a = NULL, *out = NULL;
-  et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 3)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 1, &out)))
-    return st;
-  return unary_check(ctx, op, U_CLAMP, a, out);
+  return unary_prepare(ctx, "aten::relu", U_CLAMP, args, nargs);
 }
 et_status aten_relu_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return unary(U_CLAMP, args[0]->u.t, args[1]->u.t, 0, true, 0, false);
@@ -241,43 +242,33 @@ ET_PREPARE static et_status bounded_prepare(et_kernel_ctx *ctx, et_value **args,
     return st;
   return unary_check(ctx, op, U_CLAMP, a, out);
 }
-ET_PREPARE et_status aten_hardtanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return bounded_prepare(ctx, args, nargs, "aten::hardtanh", false);
-}
-et_status aten_hardtanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  bool has_lo, has_hi;
-  const double lo = aten_scalar_get(args[1], &has_lo), hi = aten_scalar_get(args[2], &has_hi);
-  return unary(U_CLAMP, args[0]->u.t, args[3]->u.t, lo, true, hi, true);
-}
-
-ET_PREPARE et_status aten_clamp_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return bounded_prepare(ctx, args, nargs, "aten::clamp", true);
-}
-et_status aten_clamp_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+/* A bound that is None is absent; hardtanh's prepare refused None, so its
+ * bounds are always present. */
+static et_status bounded(et_value **args) {
   bool has_lo, has_hi;
   const double lo = aten_scalar_get(args[1], &has_lo), hi = aten_scalar_get(args[2], &has_hi);
   return unary(U_CLAMP, args[0]->u.t, args[3]->u.t, lo, has_lo, hi, has_hi);
 }
 
+ET_PREPARE et_status aten_hardtanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return bounded_prepare(ctx, args, nargs, "aten::hardtanh", false);
+}
+et_status aten_hardtanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return bounded(args); }
+
+ET_PREPARE et_status aten_clamp_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return bounded_prepare(ctx, args, nargs, "aten::clamp", true);
+}
+et_status aten_clamp_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return bounded(args); }
+
 ET_PREPARE et_status aten_sigmoid_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const char *op = "aten::sigmoid";
-  et_tensor *a = NULL, *out = NULL;
-  et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 3)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 1, &out)))
-    return st;
-  return unary_check(ctx, op, U_SIGMOID, a, out);
+  return unary_prepare(ctx, "aten::sigmoid", U_SIGMOID, args, nargs);
 }
 et_status aten_sigmoid_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return unary(U_SIGMOID, args[0]->u.t, args[1]->u.t, 0, false, 0, false);
 }
 
 ET_PREPARE et_status aten_tanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const char *op = "aten::tanh";
-  et_tensor *a = NULL, *out = NULL;
-  et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 3)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 1, &out)))
-    return st;
-  return unary_check(ctx, op, U_TANH, a, out);
+  return unary_prepare(ctx, "aten::tanh", U_TANH, args, nargs);
 }
 et_status aten_tanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return unary(U_TANH, args[0]->u.t, args[1]->u.t, 0, false, 0, false);

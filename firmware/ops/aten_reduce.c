@@ -6,8 +6,7 @@ ET_PREPARE et_status aten_mean_out_prepare(et_kernel_ctx *ctx, et_value **args, 
   const char *op = "aten::mean";
   et_tensor *a = NULL, *out = NULL;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 6)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 4, &out)))
-    return st;
+  if ((st = aten_self_out(ctx, op, args, nargs, 6, 4, &a, &out))) return st;
   if (a->dtype != ET_DT_FLOAT || out->dtype != ET_DT_FLOAT)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: only float32 is supported (got %s -> %s)", op, et_dtype_name(a->dtype),
                    et_dtype_name(out->dtype));
@@ -90,8 +89,7 @@ ET_PREPARE et_status aten_softmax_out_prepare(et_kernel_ctx *ctx, et_value **arg
   int64_t dim64 = 0;
   uint8_t dim = 0;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = aten_tensor(ctx, op, args, 3, &out)) ||
-      (st = aten_int(ctx, op, args, 1, &dim64)) || (st = aten_dim(ctx, op, dim64, a->dim, &dim)))
+  if ((st = aten_self_out(ctx, op, args, nargs, 5, 3, &a, &out)) || (st = aten_int(ctx, op, args, 1, &dim64)) || (st = aten_dim(ctx, op, dim64, a->dim, &dim)))
     return st;
   if (a->dtype != ET_DT_FLOAT || out->dtype != ET_DT_FLOAT)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: only float32 is supported", op);

@@ -10,12 +10,7 @@ ET_PREPARE et_status aten_select_copy_int_out_prepare(et_kernel_ctx *ctx, et_val
   et_tensor *self = NULL, *out = NULL;
   int64_t dim = 0, index = 0;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
-      (st = aten_int(ctx, op, args, 1, &dim)) || (st = aten_int(ctx, op, args, 2, &index)) ||
-      (st = aten_tensor(ctx, op, args, 3, &out)))
-    return st;
-  if (self->dtype != out->dtype)
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(self->dtype), et_dtype_name(out->dtype));
+  if ((st = aten_self_ints_out(ctx, op, args, nargs, &self, &dim, &index, &out))) return st;
   if (self->dim < 1 || out->dim != self->dim - 1) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output rank must be input rank - 1", op);
   if (dim < 0) dim += self->dim;
   if (dim < 0 || dim >= self->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim out of range", op);

@@ -55,6 +55,27 @@ static inline et_status aten_int(et_kernel_ctx *ctx, const char *op, et_value **
   *v = args[i]->u.i;
   return ET_OK;
 }
+/* The (self, ..., out) head most prepare functions start with: the argument
+ * count, then self (argument 0) and out (argument iout) as tensors. */
+static inline et_status aten_self_out(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
+                                      uint32_t iout, et_tensor **self, et_tensor **out) {
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, 0, self))) return st;
+  return aten_tensor(ctx, op, args, iout, out);
+}
+/* (self, int, int, out) ops, out of self's dtype: select_copy (dim, index) and
+ * emlkit::upsample_nearest2d (factors). Arguments are checked in schema order. */
+static inline et_status aten_self_ints_out(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
+                                           et_tensor **self, int64_t *x, int64_t *y, et_tensor **out) {
+  et_status st;
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, self)) ||
+      (st = aten_int(ctx, op, args, 1, x)) || (st = aten_int(ctx, op, args, 2, y)) || (st = aten_tensor(ctx, op, args, 3, out)))
+    return st;
+  if ((*self)->dtype != (*out)->dtype)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name((*self)->dtype),
+                   et_dtype_name((*out)->dtype));
+  return ET_OK;
+}
 /* Scalar (int, double or bool) as double; *present=false for None when allowed. */
 static inline et_status aten_scalar(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, double *v, bool *present) {
   const et_value *a = args[i];

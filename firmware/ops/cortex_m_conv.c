@@ -111,12 +111,7 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out is NHWC [%d,%d,%d,%d] but the geometry gives [%d,%d,%d,%d]", op,
                    (int)dout[0], (int)dout[1], (int)dout[2], (int)dout[3], (int)p.batch, (int)p.out_h, (int)p.out_w,
                    (int)p.out_c);
-  if (bias) {
-    CM_TRY(cm_dtype(ctx, op, bias, "bias", ET_DT_INT));
-    if (et_tensor_numel(bias) != (size_t)p.out_c)
-      return et_fail(ctx, ET_E_INVALID_ARG, "%s: bias has %u entries, expected %d", op,
-                     (unsigned)et_tensor_numel(bias), (int)p.out_c);
-  }
+  CM_TRY(cm_per_channel(ctx, op, bias, "bias", p.out_c));
   if (et_tensor_numel(mt) == 2 * (size_t)p.out_c && p.out_c > 0) {
     CM_TRY(conv_window_bias(ctx, op, &p, kind, w, bias, mt, st));
     CM_TRY(cm_dtype(ctx, op, st, "requantize_shifts", ET_DT_INT));

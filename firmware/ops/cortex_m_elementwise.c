@@ -4,17 +4,17 @@
 
 /* add/mul operands: equal sizes and layout, or one operand holding only the
  * channels of an NHWC (or 1-element) other: the kernels then repeat it with
- * period C along memory. Returns lengths for the kernel. */
+ * period C along memory. */
 ET_PREPARE static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b,
-                       const et_tensor *out, size_t *alen, size_t *blen) {
+                       const et_tensor *out) {
   CM_TRY(cm_dtype(ctx, op, a, "self", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, b, "other", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
-  *alen = et_tensor_numel(a), *blen = et_tensor_numel(b);
-  const et_tensor *big = *alen >= *blen ? a : b, *small = *alen >= *blen ? b : a;
+  const size_t alen = et_tensor_numel(a), blen = et_tensor_numel(b);
+  const et_tensor *big = alen >= blen ? a : b, *small = alen >= blen ? b : a;
   if (!cm_same_sizes(big, out) || !cm_layout_is(out, big->dim_order))
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the sizes and dim order of the larger operand", op);
-  if (*alen == 0 || *blen == 0) return ET_OK;
+  if (alen == 0 || blen == 0) return ET_OK;
   if (cm_same_sizes(a, b)) {
     if (!cm_layout_is(a, b->dim_order))
       return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: self and other have different dim orders", op);
@@ -31,15 +31,26 @@ ET_PREPARE static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_t
                  op);
 }
 
+/* add/mul eval: the int8 operands (self at 0, other at `other`, out at `iout`)
+ * and their lengths; false when one is empty (nothing to compute). */
+typedef struct {
+  const int8_t *a, *b;
+  int8_t *out;
+  size_t alen, blen;
+} operands_s8;
+
+static inline bool operands(et_value **args, uint32_t other, uint32_t iout, operands_s8 *o) {
+  o->a = (const int8_t *)args[0]->u.t->data, o->alen = et_tensor_numel(args[0]->u.t);
+  o->b = (const int8_t *)args[other]->u.t->data, o->blen = et_tensor_numel(args[other]->u.t);
+  o->out = (int8_t *)args[iout]->u.t->data;
+  return o->alen != 0 && o->blen != 0;
+}
+
 ET_PREPARE et_status op_cortex_m_quantized_add_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_add";
   et_tensor *a, *b, *out;
   qadd_params p;
-  size_t alen, blen;
-  CM_TRY(cm_nargs(ctx, op, nargs, 13));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, &a));
-  CM_TRY(cm_tensor(ctx, op, args, 4, "other", false, &b));
-  CM_TRY(cm_tensor(ctx, op, args, 13, "out", false, &out));
+  CM_TRY(cm_binary(ctx, op, args, nargs, 13, 4, &a, &b, &out));
   CM_TRY(cm_int(ctx, op, args, 1, "self_zero_point", -128, 127, &p.a_zp));
   CM_TRY(cm_int(ctx, op, args, 2, "self_multiplier", 0, INT32_MAX, &p.a_mult));
   CM_TRY(cm_int(ctx, op, args, 3, "self_shift", -31, 31, &p.a_shift));
@@ -52,21 +63,18 @@ ET_PREPARE et_status op_cortex_m_quantized_add_out_prepare(et_kernel_ctx *ctx, e
   CM_TRY(cm_int(ctx, op, args, 11, "activation_min", -128, 127, &p.act_min));
   CM_TRY(cm_int(ctx, op, args, 12, "activation_max", -128, 127, &p.act_max));
   CM_TRY(cm_act(ctx, op, p.act_min, p.act_max));
-  CM_TRY(bcast(ctx, op, a, b, out, &alen, &blen));
-  return ET_OK;
+  return bcast(ctx, op, a, b, out);
 }
 
 et_status op_cortex_m_quantized_add_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t, *const b = args[4]->u.t;
-  et_tensor *const out = args[13]->u.t;
-  const size_t alen = et_tensor_numel(a), blen = et_tensor_numel(b);
-  if (alen == 0 || blen == 0) return ET_OK;
+  operands_s8 o;
+  if (!operands(args, 4, 13, &o)) return ET_OK;
   qadd_params p;
   p.a_zp = cm_i(args, 1), p.a_mult = cm_i(args, 2), p.a_shift = cm_i(args, 3);
   p.b_zp = cm_i(args, 5), p.b_mult = cm_i(args, 6), p.b_shift = cm_i(args, 7);
   p.out_zp = cm_i(args, 8), p.out_mult = cm_i(args, 9), p.out_shift = cm_i(args, 10);
   p.act_min = cm_i(args, 11), p.act_max = cm_i(args, 12);
-  qadd_s8((const int8_t *)a->data, alen, (const int8_t *)b->data, blen, (int8_t *)out->data, &p);
+  qadd_s8(o.a, o.alen, o.b, o.blen, o.out, &p);
   return ET_OK;
 }
 
@@ -74,29 +82,22 @@ ET_PREPARE et_status op_cortex_m_quantized_mul_out_prepare(et_kernel_ctx *ctx, e
   const char *op = "cortex_m::quantized_mul";
   et_tensor *a, *b, *out;
   qmul_params p;
-  size_t alen, blen;
-  CM_TRY(cm_nargs(ctx, op, nargs, 7));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, &a));
-  CM_TRY(cm_tensor(ctx, op, args, 2, "other", false, &b));
-  CM_TRY(cm_tensor(ctx, op, args, 7, "out", false, &out));
+  CM_TRY(cm_binary(ctx, op, args, nargs, 7, 2, &a, &b, &out));
   CM_TRY(cm_int(ctx, op, args, 1, "self_zero_point", -128, 127, &p.a_zp));
   CM_TRY(cm_int(ctx, op, args, 3, "other_zero_point", -128, 127, &p.b_zp));
   CM_TRY(cm_int(ctx, op, args, 4, "output_zero_point", -128, 127, &p.out_zp));
   CM_TRY(cm_int(ctx, op, args, 5, "output_multiplier", 0, INT32_MAX, &p.out_mult));
   CM_TRY(cm_int(ctx, op, args, 6, "output_shift", -31, 31, &p.out_shift));
-  CM_TRY(bcast(ctx, op, a, b, out, &alen, &blen));
-  return ET_OK;
+  return bcast(ctx, op, a, b, out);
 }
 
 et_status op_cortex_m_quantized_mul_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t, *const b = args[2]->u.t;
-  et_tensor *const out = args[7]->u.t;
-  const size_t alen = et_tensor_numel(a), blen = et_tensor_numel(b);
-  if (alen == 0 || blen == 0) return ET_OK;
+  operands_s8 o;
+  if (!operands(args, 2, 7, &o)) return ET_OK;
   qmul_params p;
   p.a_zp = cm_i(args, 1), p.b_zp = cm_i(args, 3), p.out_zp = cm_i(args, 4);
   p.out_mult = cm_i(args, 5), p.out_shift = cm_i(args, 6);
-  qmul_s8((const int8_t *)a->data, alen, (const int8_t *)b->data, blen, (int8_t *)out->data, &p);
+  qmul_s8(o.a, o.alen, o.b, o.blen, o.out, &p);
   return ET_OK;
 }
 
@@ -105,10 +106,7 @@ ET_PREPARE et_status op_cortex_m_quantized_div_out_prepare(et_kernel_ctx *ctx, e
   et_tensor *a, *b, *out;
   int32_t za, zb, zo;
   double scale;
-  CM_TRY(cm_nargs(ctx, op, nargs, 6));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, &a));
-  CM_TRY(cm_tensor(ctx, op, args, 2, "other", false, &b));
-  CM_TRY(cm_tensor(ctx, op, args, 6, "out", false, &out));
+  CM_TRY(cm_binary(ctx, op, args, nargs, 6, 2, &a, &b, &out));
   CM_TRY(cm_int(ctx, op, args, 1, "self_zero_point", -32768, 32767, &za));
   CM_TRY(cm_int(ctx, op, args, 3, "other_zero_point", -32768, 32767, &zb));
   CM_TRY(cm_int(ctx, op, args, 4, "output_zero_point", -32768, 32767, &zo));
@@ -166,10 +164,7 @@ et_status op_cortex_m_quantized_activation_out(et_kernel_ctx *ctx, et_value **ar
  * strides along the output's memory order (0 on broadcast dims). */
 ET_PREPARE static et_status minmax_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs) {
   et_tensor *a, *b, *out;
-  CM_TRY(cm_nargs(ctx, op, nargs, 2));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, &a));
-  CM_TRY(cm_tensor(ctx, op, args, 1, "other", false, &b));
-  CM_TRY(cm_tensor(ctx, op, args, 2, "out", false, &out));
+  CM_TRY(cm_binary(ctx, op, args, nargs, 2, 1, &a, &b, &out));
   if (a->dtype != ET_DT_CHAR && a->dtype != ET_DT_BYTE && a->dtype != ET_DT_SHORT && a->dtype != ET_DT_INT &&
       a->dtype != ET_DT_FLOAT)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported (int8, uint8, int16, int32, float32)", op,

@@ -47,19 +47,8 @@ ET_PREPARE et_status op_cortex_m_quantized_linear_out_prepare(et_kernel_ctx *ctx
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out's last dim is %d, weights give %d", op,
                    (int)out->sizes[out->dim - 1], (int)p.n);
   p.rows = p.k ? (int32_t)(et_tensor_numel(in) / (size_t)p.k) : 0;
-  if (bias) {
-    CM_TRY(cm_dtype(ctx, op, bias, "bias", ET_DT_INT));
-    if (et_tensor_numel(bias) != (size_t)p.n)
-      return et_fail(ctx, ET_E_INVALID_ARG, "%s: bias has %u entries, expected %d", op, (unsigned)et_tensor_numel(bias),
-                     (int)p.n);
-  }
-  if (ksum) {
-    CM_TRY(cm_dtype(ctx, op, ksum, "kernel_sum", ET_DT_INT));
-    if (et_tensor_numel(ksum) != (size_t)p.n)
-      return et_fail(ctx, ET_E_INVALID_ARG, "%s: kernel_sum has %u entries, expected %d", op,
-                     (unsigned)et_tensor_numel(ksum), (int)p.n);
-  }
-  return ET_OK;
+  CM_TRY(cm_per_channel(ctx, op, bias, "bias", p.n));
+  return cm_per_channel(ctx, op, ksum, "kernel_sum", p.n);
 }
 
 et_status op_cortex_m_quantized_linear_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {

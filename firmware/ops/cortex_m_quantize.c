@@ -26,19 +26,25 @@ ET_PREPARE static et_status same_layout(et_kernel_ctx *ctx, const char *op, cons
   return ET_OK;
 }
 
-ET_PREPARE et_status op_cortex_m_quantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const char *op = "cortex_m::quantize_per_tensor";
+/* Both ops' checks. The float side is checked before the qparams when it is the
+ * input (quantize) and after them when it is the out (dequantize), so each
+ * reports the first bad argument in schema order. */
+ET_PREPARE static et_status prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool quantize) {
   et_tensor *in, *out;
   double scale;
   int32_t zp, qmin, qmax, dt;
   CM_TRY(cm_nargs(ctx, op, nargs, 6));
   CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
   CM_TRY(cm_tensor(ctx, op, args, 6, "out", false, &out));
-  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_FLOAT));
+  if (quantize) CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_FLOAT));
   CM_TRY(qparams(ctx, op, args, &scale, &zp, &qmin, &qmax, &dt));
-  CM_TRY(cm_dtype(ctx, op, out, "out", dt));
-  CM_TRY(same_layout(ctx, op, in, out));
-  return ET_OK;
+  if (!quantize) CM_TRY(cm_dtype(ctx, op, in, "input", dt));
+  CM_TRY(cm_dtype(ctx, op, out, "out", quantize ? dt : ET_DT_FLOAT));
+  return same_layout(ctx, op, in, out);
+}
+
+ET_PREPARE et_status op_cortex_m_quantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return prepare(ctx, "cortex_m::quantize_per_tensor", args, nargs, true);
 }
 
 et_status op_cortex_m_quantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
@@ -50,18 +56,7 @@ et_status op_cortex_m_quantize_per_tensor_out(et_kernel_ctx *ctx, et_value **arg
 }
 
 ET_PREPARE et_status op_cortex_m_dequantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const char *op = "cortex_m::dequantize_per_tensor";
-  et_tensor *in, *out;
-  double scale;
-  int32_t zp, qmin, qmax, dt;
-  CM_TRY(cm_nargs(ctx, op, nargs, 6));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, 6, "out", false, &out));
-  CM_TRY(qparams(ctx, op, args, &scale, &zp, &qmin, &qmax, &dt));
-  CM_TRY(cm_dtype(ctx, op, in, "input", dt));
-  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_FLOAT));
-  CM_TRY(same_layout(ctx, op, in, out));
-  return ET_OK;
+  return prepare(ctx, "cortex_m::dequantize_per_tensor", args, nargs, false);
 }
 
 et_status op_cortex_m_dequantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {

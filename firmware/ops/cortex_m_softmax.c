@@ -20,29 +20,15 @@ ET_PREPARE et_status op_cortex_m_softmax_out_prepare(et_kernel_ctx *ctx, et_valu
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: output_zero_point must be -128 (output scale 1/256), got %d", op, (int)ozp);
   CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
-  if (!cm_same_sizes(in, out) || !cm_layout_is(out, in->dim_order))
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's sizes and dim order", op);
-  const int rank = in->dim ? in->dim : 1;
-  if (dim < -rank || dim >= rank)
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %d out of range for rank %d", op, (int)dim, rank);
-  return ET_OK;
+  return cm_softmax_shapes(ctx, op, in, out, dim);
 }
 
 et_status op_cortex_m_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const et_tensor *const in = args[0]->u.t;
   et_tensor *const out = args[7]->u.t;
   if (et_tensor_numel(in) == 0) return ET_OK;
-  const int rank = in->dim ? in->dim : 1;
-  int32_t dim = cm_i(args, 1);
-  if (dim < 0) dim += rank;
-  /* [outer][len][inner] view of memory around the softmax dim */
-  int32_t outer = 1, len = in->dim ? in->sizes[dim] : 1, inner = 1, pos = 0;
-  for (int j = 0; j < in->dim; j++)
-    if (in->dim_order[j] == dim) pos = j;
-  for (int j = 0; j < in->dim; j++) {
-    if (j < pos) outer *= in->sizes[in->dim_order[j]];
-    if (j > pos) inner *= in->sizes[in->dim_order[j]];
-  }
+  int32_t outer, len, inner;
+  cm_dim_view(in, cm_i(args, 1), &outer, &len, &inner);
   softmax_s8((const int8_t *)in->data, (int8_t *)out->data, outer, len, inner, cm_i(args, 2), cm_i(args, 3), cm_i(args, 4),
              cm_i(args, 5));
   return ET_OK;

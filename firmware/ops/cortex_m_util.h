@@ -212,6 +212,33 @@ static inline bool cm_same_sizes(const et_tensor *a, const et_tensor *b) {
   return true;
 }
 
+/* The softmax ops' shape check: out shaped and laid out as the input, dim a
+ * valid (possibly negative) index into it; a 0-D input counts as rank 1. */
+static inline et_status cm_softmax_shapes(et_kernel_ctx *ctx, const char *op, const et_tensor *in,
+                                          const et_tensor *out, int32_t dim) {
+  if (!cm_same_sizes(in, out) || !cm_layout_is(out, in->dim_order))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's sizes and dim order", op);
+  const int rank = in->dim ? in->dim : 1;
+  if (dim < -rank || dim >= rank)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %d out of range for rank %d", op, (int)dim, rank);
+  return ET_OK;
+}
+
+/* [outer][len][inner] view of t's memory around logical dim `dim` (checked by
+ * cm_softmax_shapes; negative counts from the end), following its dim order. */
+static inline void cm_dim_view(const et_tensor *t, int32_t dim, int32_t *outer, int32_t *len, int32_t *inner) {
+  const int rank = t->dim ? t->dim : 1;
+  if (dim < 0) dim += rank;
+  int pos = 0;
+  *outer = 1, *len = t->dim ? t->sizes[dim] : 1, *inner = 1;
+  for (int j = 0; j < t->dim; j++)
+    if (t->dim_order[j] == dim) pos = j;
+  for (int j = 0; j < t->dim; j++) {
+    if (j < pos) *outer *= t->sizes[t->dim_order[j]];
+    if (j > pos) *inner *= t->sizes[t->dim_order[j]];
+  }
+}
+
 /* Unchecked access for the eval functions: prepare has checked each
  * argument's kind and range at load. */
 static inline et_tensor *cm_t(et_value **args, uint32_t i) {
@@ -238,5 +265,26 @@ static inline void cm_nhwc_get(const et_tensor *t, bool nhwc_variant, int32_t d[
     et_status cm_st_ = (x);             \
     if (cm_st_ != ET_OK) return cm_st_; \
   } while (0)
+
+/* A binary op's tensors: self at 0, other at `other`, out after the nschema
+ * schema args (the argument count is checked first). */
+static inline et_status cm_binary(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
+                                  uint32_t nschema, uint32_t other, et_tensor **a, et_tensor **b, et_tensor **out) {
+  CM_TRY(cm_nargs(ctx, op, nargs, nschema));
+  CM_TRY(cm_tensor(ctx, op, args, 0, "self", false, a));
+  CM_TRY(cm_tensor(ctx, op, args, other, "other", false, b));
+  return cm_tensor(ctx, op, args, nschema, "out", false, out);
+}
+
+/* An optional int32 per-output-channel tensor (bias, kernel_sum): n entries. */
+static inline et_status cm_per_channel(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const char *name,
+                                       int32_t n) {
+  if (!t) return ET_OK;
+  CM_TRY(cm_dtype(ctx, op, t, name, ET_DT_INT));
+  if (et_tensor_numel(t) != (size_t)n)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s has %u entries, expected %d", op, name,
+                   (unsigned)et_tensor_numel(t), (int)n);
+  return ET_OK;
+}
 
 #endif

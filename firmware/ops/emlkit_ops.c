@@ -21,12 +21,7 @@ ET_PREPARE et_status emlkit_upsample_nearest2d_out_prepare(et_kernel_ctx *ctx, e
   et_tensor *self = NULL, *out = NULL;
   int64_t sh = 0, sw = 0;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
-      (st = aten_int(ctx, op, args, 1, &sh)) || (st = aten_int(ctx, op, args, 2, &sw)) ||
-      (st = aten_tensor(ctx, op, args, 3, &out)))
-    return st;
-  if (self->dtype != out->dtype)
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(self->dtype), et_dtype_name(out->dtype));
+  if ((st = aten_self_ints_out(ctx, op, args, nargs, &self, &sh, &sw, &out))) return st;
   if (self->dim != 4 || out->dim != 4) return et_fail(ctx, ET_E_INVALID_ARG, "%s: tensors must be 4-D", op);
   if (sh < 1 || sw < 1 || sh > 4096 || sw > 4096)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: factors %ld x %ld out of range [1, 4096]", op, (long)sh, (long)sw);

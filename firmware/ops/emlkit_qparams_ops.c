@@ -38,12 +38,7 @@ ET_PREPARE et_status op_emlkit_softmax_out_prepare(et_kernel_ctx *ctx, et_value 
   for (int k = 1; k < 256; k++)
     if (t[k] < 0 || t[k] > EMLKIT_EXP_ONE)
       return et_fail(ctx, ET_E_INVALID_ARG, "%s: exp_table[%d] = %ld must be in [0, 2^22]", op, k, (long)t[k]);
-  if (!cm_same_sizes(in, out) || !cm_layout_is(out, in->dim_order))
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have the input's sizes and dim order", op);
-  const int rank = in->dim ? in->dim : 1;
-  if (dim < -rank || dim >= rank)
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %d out of range for rank %d", op, (int)dim, rank);
-  return ET_OK;
+  return cm_softmax_shapes(ctx, op, in, out, dim);
 }
 
 et_status op_emlkit_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
@@ -51,17 +46,8 @@ et_status op_emlkit_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t na
   const et_tensor *const in = args[0]->u.t;
   et_tensor *const out = args[6]->u.t;
   if (et_tensor_numel(in) == 0) return ET_OK;
-  const int rank = in->dim ? in->dim : 1;
-  int32_t dim = cm_i(args, 2);
-  if (dim < 0) dim += rank;
-  /* [outer][len][inner] view of memory around the softmax dim */
-  int32_t outer = 1, len = in->dim ? in->sizes[dim] : 1, inner = 1, pos = 0;
-  for (int j = 0; j < in->dim; j++)
-    if (in->dim_order[j] == dim) pos = j;
-  for (int j = 0; j < in->dim; j++) {
-    if (j < pos) outer *= in->sizes[in->dim_order[j]];
-    if (j > pos) inner *= in->sizes[in->dim_order[j]];
-  }
+  int32_t outer, len, inner;
+  cm_dim_view(in, cm_i(args, 2), &outer, &len, &inner);
   emlkit_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, outer, len, inner,
                     (const int32_t *)args[1]->u.t->data, cm_i(args, 3), cm_i(args, 4), cm_i(args, 5));
   return ET_OK;

@@ -2,50 +2,41 @@
  * into a method and compare its outputs with the expected ones. */
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 
 #include "et_fmt.h"
 #include "runtime.h"
 #include "schema_ids.h"
 
-static et_status berr(char *msg, et_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static et_status berr(char *msg, et_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  et_vsnprintf(msg, ET_MSG_CAP, fmt, ap);
-  va_end(ap);
-  return st;
-}
-#define CORRUPT(msg, what) berr(msg, ET_E_INVALID_PROGRAM, "corrupt bundled program: %s (%s)", what, fb_last_error)
+#define CORRUPT(msg, what) et_errf(msg, ET_E_INVALID_PROGRAM, "corrupt bundled program: %s (%s)", what, fb_last_error)
 
 et_status et_bundle_load(et_bundle *b, const uint8_t *data, size_t len) {
   memset(b, 0, sizeof *b);
   b->buf.base = data;
   b->buf.len = len;
-  if (data == NULL || len < 8) return berr(b->msg, ET_E_INVALID_PROGRAM, "bundled program truncated: fewer than 8 bytes");
+  if (data == NULL || len < 8) return et_errf(b->msg, ET_E_INVALID_PROGRAM, "bundled program truncated: fewer than 8 bytes");
   if (memcmp(data + 4, FBB_FILE_IDENTIFIER, 4) != 0)
-    return berr(b->msg, ET_E_INVALID_PROGRAM,
-                "not a bundled program: identifier is not %s (give the .bpte that python -m aot compile writes)", FBB_FILE_IDENTIFIER);
+    return et_errf(b->msg, ET_E_INVALID_PROGRAM,
+                   "not a bundled program: identifier is not %s (give the .bpte that python -m aot compile writes)", FBB_FILE_IDENTIFIER);
   if (!fb_root(&b->buf, FBB_FILE_IDENTIFIER, &b->root)) return CORRUPT(b->msg, "root");
   uint32_t version;
   if (!fb_u32(&b->root, FBB_BundledProgram__version, 0, &version)) return CORRUPT(b->msg, "version");
   if (version != FBB_SCHEMA_VERSION)
-    return berr(b->msg, ET_E_INVALID_PROGRAM, "bundled program schema version %" PRIu32 " not supported (runtime reads %u)",
-                version, FBB_SCHEMA_VERSION);
+    return et_errf(b->msg, ET_E_INVALID_PROGRAM, "bundled program schema version %" PRIu32 " not supported (runtime reads %u)",
+                   version, FBB_SCHEMA_VERSION);
   bool present;
   fb_vec suites, prog;
   if (!fb_vector(&b->root, FBB_BundledProgram__method_test_suites, 4, &present, &suites))
     return CORRUPT(b->msg, "test suites");
   if (suites.len != 1)
-    return berr(b->msg, ET_E_NOT_SUPPORTED,
-                "bundled program has %" PRIu32 " test suites; the runner runs exactly one method (bundle one suite)", suites.len);
+    return et_errf(b->msg, ET_E_NOT_SUPPORTED,
+                   "bundled program has %" PRIu32 " test suites; the runner runs exactly one method (bundle one suite)", suites.len);
   uint32_t nlen;
   if (!fb_vec_table(&suites, 0, &b->suite) ||
       !fb_string(&b->suite, FBB_BundledMethodTestSuite__method_name, &present, &b->method_name, &nlen) ||
       !fb_vector(&b->suite, FBB_BundledMethodTestSuite__test_cases, 4, &present, &b->cases))
     return CORRUPT(b->msg, "test suite");
   if (!fb_vector(&b->root, FBB_BundledProgram__program, 1, &present, &prog)) return CORRUPT(b->msg, "program");
-  if (!present || prog.len == 0) return berr(b->msg, ET_E_INVALID_PROGRAM, "bundled program contains no program");
+  if (!present || prog.len == 0) return et_errf(b->msg, ET_E_INVALID_PROGRAM, "bundled program contains no program");
   b->program = fb_vec_ptr(&prog);
   b->program_len = prog.len;
   return ET_OK;
@@ -79,8 +70,8 @@ static et_status read_value(et_bundle *b, const fb_vec *vals, uint32_t k, bvalue
       et_tensor *t = &out->t;
       t->dtype = (int8_t)dt;
       size_t es = et_dtype_size(t->dtype);
-      if (es == 0) return berr(b->msg, ET_E_NOT_SUPPORTED, "test tensor %" PRIu32 " has unsupported dtype %d", k, t->dtype);
-      if (sizes.len > ET_MAX_DIM) return berr(b->msg, ET_E_NOT_SUPPORTED, "test tensor %" PRIu32 " has too many dims", k);
+      if (es == 0) return et_errf(b->msg, ET_E_NOT_SUPPORTED, "test tensor %" PRIu32 " has unsupported dtype %d", k, t->dtype);
+      if (sizes.len > ET_MAX_DIM) return et_errf(b->msg, ET_E_NOT_SUPPORTED, "test tensor %" PRIu32 " has too many dims", k);
       t->dim = (uint8_t)sizes.len;
       size_t numel = 1;
       for (uint32_t d = 0; d < sizes.len; d++) {
@@ -99,8 +90,8 @@ static et_status read_value(et_bundle *b, const fb_vec *vals, uint32_t k, bvalue
       }
       t->nbytes = numel * es;
       if (data.len != t->nbytes)
-        return berr(b->msg, ET_E_INVALID_PROGRAM, "corrupt bundled program: test tensor %" PRIu32 " holds %" PRIu32 " bytes, its shape needs %lu",
-                    k, data.len, (unsigned long)t->nbytes);
+        return et_errf(b->msg, ET_E_INVALID_PROGRAM, "corrupt bundled program: test tensor %" PRIu32 " holds %" PRIu32 " bytes, its shape needs %lu",
+                       k, data.len, (unsigned long)t->nbytes);
       t->data = (void *)fb_vec_ptr(&data); /* read only */
       break;
     }
@@ -117,7 +108,7 @@ static et_status read_value(et_bundle *b, const fb_vec *vals, uint32_t k, bvalue
       if (!fb_f64(&body, FBB_Double__double_val, 0, &out->d)) return CORRUPT(b->msg, "test double");
       break;
     default:
-      return berr(b->msg, ET_E_INVALID_PROGRAM, "corrupt bundled program: test value of unknown kind %u", out->type);
+      return et_errf(b->msg, ET_E_INVALID_PROGRAM, "corrupt bundled program: test value of unknown kind %u", out->type);
   }
   return ET_OK;
 }
@@ -125,7 +116,7 @@ static et_status read_value(et_bundle *b, const fb_vec *vals, uint32_t k, bvalue
 static et_status case_vec(et_bundle *b, uint32_t c, unsigned slot, fb_vec *out) {
   fb_table tc;
   bool present;
-  if (c >= b->cases.len) return berr(b->msg, ET_E_INVALID_ARG, "test case %" PRIu32 " does not exist", c);
+  if (c >= b->cases.len) return et_errf(b->msg, ET_E_INVALID_ARG, "test case %" PRIu32 " does not exist", c);
   if (!fb_vec_table(&b->cases, c, &tc) || !fb_vector(&tc, slot, 4, &present, out)) return CORRUPT(b->msg, "test case");
   return ET_OK;
 }
@@ -135,8 +126,8 @@ et_status et_bundle_set_inputs(et_bundle *b, uint32_t c, et_method *m) {
   et_status st = case_vec(b, c, FBB_BundledMethodTestCase__inputs, &ins);
   if (st != ET_OK) return st;
   if (ins.len != et_method_num_inputs(m))
-    return berr(b->msg, ET_E_INVALID_ARG, "test case %" PRIu32 " has %" PRIu32 " inputs, method '%s' takes %" PRIu32,
-                c, ins.len, m->name, et_method_num_inputs(m));
+    return et_errf(b->msg, ET_E_INVALID_ARG, "test case %" PRIu32 " has %" PRIu32 " inputs, method '%s' takes %" PRIu32,
+                   c, ins.len, m->name, et_method_num_inputs(m));
   for (uint32_t k = 0; k < ins.len; k++) {
     bvalue v;
     if ((st = read_value(b, &ins, k, &v)) != ET_OK) return st;
@@ -144,11 +135,11 @@ et_status et_bundle_set_inputs(et_bundle *b, uint32_t c, et_method *m) {
     int want = v.type == FBBU_ValueUnion__Tensor ? ET_TAG_TENSOR : v.type == FBBU_ValueUnion__Int ? ET_TAG_INT
                : v.type == FBBU_ValueUnion__Bool ? ET_TAG_BOOL : ET_TAG_DOUBLE;
     if (dst->tag != want)
-      return berr(b->msg, ET_E_INVALID_ARG, "test case %" PRIu32 " input %" PRIu32 " has the wrong kind for the method", c, k);
+      return et_errf(b->msg, ET_E_INVALID_ARG, "test case %" PRIu32 " input %" PRIu32 " has the wrong kind for the method", c, k);
     switch (want) {
       case ET_TAG_TENSOR:
         if ((st = et_method_set_input_tensor(m, k, &v.t)) != ET_OK)
-          return berr(b->msg, st, "test case %" PRIu32 ": %s", c, m->msg);
+          return et_errf(b->msg, st, "test case %" PRIu32 ": %s", c, m->msg);
         break;
       case ET_TAG_INT: dst->u.i = v.i; break;
       case ET_TAG_BOOL: dst->u.b = v.bv; break;
@@ -164,11 +155,11 @@ static bool is_float(int dt) { return dt == ET_DT_FLOAT || dt == ET_DT_DOUBLE ||
 static et_status compare_tensor(et_bundle *b, uint32_t k, const et_tensor *got, const et_tensor *exp, double step,
                                 et_output_diff *d) {
   if (got->dtype != exp->dtype)
-    return berr(b->msg, ET_E_INVALID_ARG, "output %" PRIu32 " is %s but the expected output is %s", k,
-                et_dtype_name(got->dtype), et_dtype_name(exp->dtype));
+    return et_errf(b->msg, ET_E_INVALID_ARG, "output %" PRIu32 " is %s but the expected output is %s", k,
+                   et_dtype_name(got->dtype), et_dtype_name(exp->dtype));
   bool shape_ok = got->dim == exp->dim;
   for (uint8_t i = 0; shape_ok && i < got->dim; i++) shape_ok = got->sizes[i] == exp->sizes[i];
-  if (!shape_ok) return berr(b->msg, ET_E_INVALID_ARG, "output %" PRIu32 " shape differs from the expected output", k);
+  if (!shape_ok) return et_errf(b->msg, ET_E_INVALID_ARG, "output %" PRIu32 " shape differs from the expected output", k);
   size_t gs[ET_MAX_DIM], es[ET_MAX_DIM];
   et_tensor_strides(got, gs);
   et_tensor_strides(exp, es);
@@ -209,8 +200,8 @@ et_status et_bundle_compare(et_bundle *b, uint32_t c, const et_method *m, et_out
   if (st != ET_OK) return st;
   uint32_t n = et_method_num_outputs(m);
   if (outs.len != n)
-    return berr(b->msg, ET_E_INVALID_ARG, "test case %" PRIu32 " expects %" PRIu32 " outputs, method '%s' has %" PRIu32,
-                c, outs.len, m->name, n);
+    return et_errf(b->msg, ET_E_INVALID_ARG, "test case %" PRIu32 " expects %" PRIu32 " outputs, method '%s' has %" PRIu32,
+                   c, outs.len, m->name, n);
   for (uint32_t k = 0; k < n; k++) {
     bvalue v;
     et_output_diff *d = &diffs[k];
@@ -218,7 +209,7 @@ et_status et_bundle_compare(et_bundle *b, uint32_t c, const et_method *m, et_out
     if ((st = read_value(b, &outs, k, &v)) != ET_OK) return st;
     const et_value *got = et_method_output(m, k);
     if (v.type == FBBU_ValueUnion__Tensor) {
-      if (got->tag != ET_TAG_TENSOR) return berr(b->msg, ET_E_INVALID_ARG, "output %" PRIu32 " is not a tensor", k);
+      if (got->tag != ET_TAG_TENSOR) return et_errf(b->msg, ET_E_INVALID_ARG, "output %" PRIu32 " is not a tensor", k);
       double step = 0;
       if (!et_method_output_step(m, k, &step)) step = 0;
       if ((st = compare_tensor(b, k, got->u.t, &v.t, step, d)) != ET_OK) return st;

@@ -23,15 +23,14 @@ _Static_assert(ET_TAG_OPT_TENSOR_LIST == FBPU_KernelTypes__OptionalTensorList, "
 
 #define ALIGN 8u
 
-static et_status merr(char *msg, et_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static et_status merr(char *msg, et_status st, const char *fmt, ...) {
+et_status et_errf(char *msg, et_status st, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   et_vsnprintf(msg, ET_MSG_CAP, fmt, ap);
   va_end(ap);
   return st;
 }
-#define CORRUPT(msg, what) merr(msg, ET_E_INVALID_PROGRAM, "corrupt program: %s (%s)", what, fb_last_error)
+#define CORRUPT(msg, what) et_errf(msg, ET_E_INVALID_PROGRAM, "corrupt program: %s (%s)", what, fb_last_error)
 
 static size_t align_up(size_t n) { return (n + (ALIGN - 1)) & ~(size_t)(ALIGN - 1); }
 
@@ -48,7 +47,7 @@ static et_status find_plan(et_program *p, const char *name, char *msg, fb_table 
       return ET_OK;
     }
   }
-  return merr(msg, ET_E_INVALID_ARG, "program has no method '%s'", name);
+  return et_errf(msg, ET_E_INVALID_ARG, "program has no method '%s'", name);
 }
 
 typedef struct {
@@ -89,8 +88,8 @@ static et_status shape_of(const fb_table *plan, char *msg, plan_shape *s) {
     if (type == FBPU_KernelTypes__Tensor) s->ntensors++;
   }
   if (s->chains.len > ET_MAX_CHAINS)
-    return merr(msg, ET_E_NOT_SUPPORTED, "program has %" PRIu32 " chains; this runtime runs up to %d",
-                s->chains.len, ET_MAX_CHAINS);
+    return et_errf(msg, ET_E_NOT_SUPPORTED, "program has %" PRIu32 " chains; this runtime runs up to %d",
+                   s->chains.len, ET_MAX_CHAINS);
   for (uint32_t c = 0; c < s->chains.len; c++) {
     fb_table ch, in, args;
     fb_vec instrs, av;
@@ -114,8 +113,8 @@ static et_status shape_of(const fb_table *plan, char *msg, plan_shape *s) {
     }
   }
   if (s->sizes.len > ET_MAX_ARENAS + 1)
-    return merr(msg, ET_E_NOT_SUPPORTED, "program plans %" PRIu32 " memory arenas; this runtime supports %d",
-                s->sizes.len - 1, ET_MAX_ARENAS);
+    return et_errf(msg, ET_E_NOT_SUPPORTED, "program plans %" PRIu32 " memory arenas; this runtime supports %d",
+                   s->sizes.len - 1, ET_MAX_ARENAS);
   return ET_OK;
 }
 
@@ -135,16 +134,16 @@ static et_status resolve_delegate(et_program *p, const fb_table *plan, uint32_t 
   uint32_t idlen;
   if (!fb_vector(plan, FBP_ExecutionPlan__delegates, 4, &present, &delegates)) return CORRUPT(msg, "delegates");
   if (di >= delegates.len)
-    return merr(msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " calls delegate %" PRIu32 " of %" PRIu32, n, di,
-                delegates.len);
+    return et_errf(msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " calls delegate %" PRIu32 " of %" PRIu32, n, di,
+                   delegates.len);
   if (!fb_vec_table(&delegates, di, &d) || !fb_string(&d, FBP_BackendDelegate__id, &present, &id, &idlen) || !present)
     return CORRUPT(msg, "delegate");
   *backend = et_backend_find(id, idlen);
   if (*backend == NULL)
-    return merr(msg, ET_E_NO_BACKEND, "instruction %" PRIu32 " calls delegate backend '%.*s', which this build does not include", n,
-                (int)(idlen > 60 ? 60 : idlen), id);
+    return et_errf(msg, ET_E_NO_BACKEND, "instruction %" PRIu32 " calls delegate backend '%.*s', which this build does not include", n,
+                   (int)(idlen > 60 ? 60 : idlen), id);
   et_status st = et_program_delegate_data(p, &d, data, len);
-  if (st != ET_OK) return merr(msg, st, "instruction %" PRIu32 ": %s", n, p->msg);
+  if (st != ET_OK) return et_errf(msg, st, "instruction %" PRIu32 ": %s", n, p->msg);
   return ET_OK;
 }
 
@@ -175,8 +174,8 @@ static et_status delegate_needs(et_program *p, const fb_table *plan, const plan_
       char dmsg[ET_MSG_CAP];
       dmsg[0] = 0;
       st = b->needs(data, len, &bytes, dmsg, sizeof dmsg);
-      if (st != ET_OK) return merr(msg, st, "instruction %" PRIu32 " (delegate %s): %s", n, b->id, dmsg);
-      if (bytes > SIZE_MAX / 2 || *total > SIZE_MAX / 2) return merr(msg, ET_E_INVALID_PROGRAM, "corrupt program: delegate too large");
+      if (st != ET_OK) return et_errf(msg, st, "instruction %" PRIu32 " (delegate %s): %s", n, b->id, dmsg);
+      if (bytes > SIZE_MAX / 2 || *total > SIZE_MAX / 2) return et_errf(msg, ET_E_INVALID_PROGRAM, "corrupt program: delegate too large");
       *total += align_delegate(bytes);
     }
   }
@@ -197,7 +196,7 @@ et_status et_method_needs_get(et_program *p, const char *name, et_method_needs *
   for (uint32_t k = 0; k < needs->n_arenas; k++) {
     int64_t v = fb_vec_i64(&s.sizes, k + 1);
     if (v < 0 || (uint64_t)v > (uint64_t)SIZE_MAX)
-      return merr(p->msg, ET_E_INVALID_PROGRAM, "corrupt program: arena %" PRIu32 " has size %" PRId64, k + 1, v);
+      return et_errf(p->msg, ET_E_INVALID_PROGRAM, "corrupt program: arena %" PRIu32 " has size %" PRId64, k + 1, v);
     needs->arena_bytes[k] = (uint64_t)v;
   }
   return ET_OK;
@@ -223,26 +222,26 @@ static et_status parse_tensor(et_method *m, uint32_t vi, const fb_table *t, et_t
   int dtype = (int8_t)dtype_u;
   size_t es = et_dtype_size(dtype);
   if (es == 0)
-    return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": tensor dtype %d is not supported by this runtime", vi, dtype);
+    return et_errf(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": tensor dtype %d is not supported by this runtime", vi, dtype);
   if (sizes.len > ET_MAX_DIM)
-    return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": tensor has %" PRIu32 " dims (max %d)", vi, sizes.len, ET_MAX_DIM);
-  if (storage_offset != 0) return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": nonzero storage_offset", vi);
+    return et_errf(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": tensor has %" PRIu32 " dims (max %d)", vi, sizes.len, ET_MAX_DIM);
+  if (storage_offset != 0) return et_errf(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": nonzero storage_offset", vi);
   if (dyn != FBPE_TensorShapeDynamism__STATIC)
-    return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": dynamic shapes are not supported (export with static shapes)", vi);
+    return et_errf(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": dynamic shapes are not supported (export with static shapes)", vi);
   if (has_extra) {
     uint8_t loc;
     if (!fb_u8(&extra, FBP_ExtraTensorInfo__location, 0, &loc)) return CORRUPT(m->msg, "tensor info");
     if (loc != FBPE_TensorDataLocation__SEGMENT)
-      return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": external tensor data (.ptd) is not supported", vi);
+      return et_errf(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": external tensor data (.ptd) is not supported", vi);
   }
   out->dtype = (int8_t)dtype;
   out->dim = (uint8_t)sizes.len;
   size_t numel = 1;
   for (uint32_t d = 0; d < sizes.len; d++) {
     int32_t v = fb_vec_i32(&sizes, d);
-    if (v < 0) return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " has a negative size", vi);
+    if (v < 0) return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " has a negative size", vi);
     if (v != 0 && numel > (SIZE_MAX / 16) / (size_t)v)
-      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " is impossibly large", vi);
+      return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " is impossibly large", vi);
     numel *= (size_t)v;
     out->sizes[d] = v;
   }
@@ -253,11 +252,11 @@ static et_status parse_tensor(et_method *m, uint32_t vi, const fb_table *t, et_t
   } else {
     unsigned seen = 0;
     if (order.len != sizes.len)
-      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " dim_order length differs from its rank", vi);
+      return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " dim_order length differs from its rank", vi);
     for (uint32_t d = 0; d < order.len; d++) {
       uint8_t o = fb_vec_u8(&order, d);
       if (o >= sizes.len || (seen >> o) & 1u)
-        return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " dim_order is not a permutation", vi);
+        return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " dim_order is not a permutation", vi);
       seen |= 1u << o;
       out->dim_order[d] = o;
     }
@@ -269,24 +268,24 @@ static et_status parse_tensor(et_method *m, uint32_t vi, const fb_table *t, et_t
         !fb_u32(&alloc, FBP_AllocationDetails__memory_offset_high, 0, &hi))
       return CORRUPT(m->msg, "allocation info");
     if (dbi != 0)
-      return merr(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": mutable tensors with initial data are not supported", vi);
+      return et_errf(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": mutable tensors with initial data are not supported", vi);
     uint64_t off = ((uint64_t)hi << 32) | lo;
     if (id == 0 || id > ET_MAX_ARENAS || arena_base[id - 1] == NULL)
-      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " planned in unknown memory id %" PRIu32, vi, id);
+      return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " planned in unknown memory id %" PRIu32, vi, id);
     if (off > arena_plan[id - 1] || out->nbytes > arena_plan[id - 1] - off)
-      return merr(m->msg, ET_E_INVALID_PROGRAM,
-                  "corrupt program: value %" PRIu32 " (%lu bytes at offset %" PRIu64 ") lies outside arena %" PRIu32 " (%" PRIu64 " bytes)",
-                  vi, (unsigned long)out->nbytes, off, id, arena_plan[id - 1]);
+      return et_errf(m->msg, ET_E_INVALID_PROGRAM,
+                     "corrupt program: value %" PRIu32 " (%lu bytes at offset %" PRIu64 ") lies outside arena %" PRIu32 " (%" PRIu64 " bytes)",
+                     vi, (unsigned long)out->nbytes, off, id, arena_plan[id - 1]);
     out->data = (uint8_t *)arena_base[id - 1] + off;
   } else if (dbi != 0) {
     const uint8_t *c;
     et_status st = et_program_constant(m->prog, dbi, out->nbytes, &c);
-    if (st != ET_OK) return merr(m->msg, st, "value %" PRIu32 ": %s", vi, m->prog->msg);
+    if (st != ET_OK) return et_errf(m->msg, st, "value %" PRIu32 ": %s", vi, m->prog->msg);
     out->data = (void *)c; /* constants are read-only by contract: ops never write inputs */
   }
   /* Kernels load whole elements; misaligned data would fault on Cortex-M. */
   if (out->data != NULL && ((uintptr_t)out->data % es) != 0)
-    return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " data is not %lu-byte aligned", vi, (unsigned long)es);
+    return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " data is not %lu-byte aligned", vi, (unsigned long)es);
   return ET_OK;
 }
 
@@ -306,10 +305,10 @@ static et_status check_list(et_method *m, uint32_t vi, et_value *v) {
       if (v->tag == ET_TAG_OPT_TENSOR_LIST && idx == -1) continue;
     }
     if (idx < 0 || idx >= (int64_t)m->nvalues)
-      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: list value %" PRIu32 " refers to value %" PRId64, vi, idx);
+      return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: list value %" PRIu32 " refers to value %" PRId64, vi, idx);
     int tag = m->values[idx].tag;
     if (tag != want && !(v->tag == ET_TAG_OPT_TENSOR_LIST && tag == ET_TAG_NONE))
-      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: list value %" PRIu32 " item %" PRIu32 " has the wrong kind", vi, k);
+      return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: list value %" PRIu32 " item %" PRIu32 " has the wrong kind", vi, k);
   }
   return ET_OK;
 }
@@ -362,7 +361,7 @@ static et_status parse_values(et_method *m, const plan_shape *s, const uint8_t *
         break;
       }
       default:
-        return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " has unknown kind %u", i, type);
+        return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " has unknown kind %u", i, type);
     }
     if (!ok) return CORRUPT(m->msg, "value");
     if (type != FBPU_KernelTypes__Null && !present && type != FBPU_KernelTypes__String)
@@ -383,7 +382,7 @@ static et_status check_index_vec(et_method *m, const fb_vec *v, const char *what
   for (uint32_t i = 0; i < v->len; i++) {
     int32_t idx = fb_vec_i32(v, i);
     if (idx < 0 || (uint32_t)idx >= m->nvalues)
-      return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: %s %" PRIu32 " refers to value %" PRId32, what, i, idx);
+      return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: %s %" PRIu32 " refers to value %" PRId32, what, i, idx);
   }
   return ET_OK;
 }
@@ -397,14 +396,14 @@ static et_status init_delegate(et_method *m, et_instr *ins, uint32_t n, uint8_t 
   if (st != ET_OK) return st;
   m->kmsg[0] = 0;
   if ((st = b->needs(data, len, &bytes, m->kmsg, sizeof m->kmsg)) != ET_OK)
-    return merr(m->msg, st, "instruction %" PRIu32 " (delegate %s): %s", n, b->id, m->kmsg);
+    return et_errf(m->msg, st, "instruction %" PRIu32 " (delegate %s): %s", n, b->id, m->kmsg);
   size_t take = align_delegate(bytes);
   if (take > *dleft)
-    return merr(m->msg, ET_E_ARENA_TOO_SMALL, "delegate memory too small: instruction %" PRIu32 " (delegate %s) needs %lu more bytes",
-                n, b->id, (unsigned long)(take - *dleft));
+    return et_errf(m->msg, ET_E_ARENA_TOO_SMALL, "delegate memory too small: instruction %" PRIu32 " (delegate %s) needs %lu more bytes",
+                   n, b->id, (unsigned long)(take - *dleft));
   m->kmsg[0] = 0;
   st = b->init(*dmem, bytes, data, len, (et_value *const *)ins->args, ins->nargs, m->kmsg, sizeof m->kmsg);
-  if (st != ET_OK) return merr(m->msg, st, "instruction %" PRIu32 " (delegate %s): %s", n, b->id, m->kmsg);
+  if (st != ET_OK) return et_errf(m->msg, st, "instruction %" PRIu32 " (delegate %s): %s", n, b->id, m->kmsg);
   ins->backend = b;
   ins->dstate = *dmem;
   *dmem += take;
@@ -435,30 +434,30 @@ static et_status parse_instructions(et_method *m, const plan_shape *s, et_value 
         case FBPU_InstructionArguments__KernelCall:
           ok = fb_i32(&a, FBP_KernelCall__op_index, 0, &x) && fb_vector(&a, FBP_KernelCall__args, 4, &present, &av);
           if (ok && (x < 0 || (uint32_t)x >= m->nops))
-            return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " uses operator %" PRId32, n, x);
+            return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " uses operator %" PRId32, n, x);
           break;
         case FBPU_InstructionArguments__DelegateCall:
           ok = fb_i32(&a, FBP_DelegateCall__delegate_index, 0, &x) && fb_vector(&a, FBP_DelegateCall__args, 4, &present, &av);
-          if (ok && x < 0) return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " calls delegate %" PRId32, n, x);
+          if (ok && x < 0) return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " calls delegate %" PRId32, n, x);
           break;
         case FBPU_InstructionArguments__MoveCall:
           ok = fb_i32(&a, FBP_MoveCall__move_from, 0, &x) && fb_i32(&a, FBP_MoveCall__move_to, 0, &y);
           if (ok && (x < 0 || y < 0 || (uint32_t)x >= m->nvalues || (uint32_t)y >= m->nvalues))
-            return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: move %" PRIu32 " out of range", n);
+            return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: move %" PRIu32 " out of range", n);
           break;
         case FBPU_InstructionArguments__JumpFalseCall:
           ok = fb_i32(&a, FBP_JumpFalseCall__cond_value_index, 0, &x) &&
                fb_i32(&a, FBP_JumpFalseCall__destination_instruction, 0, &y);
           if (ok && (x < 0 || (uint32_t)x >= m->nvalues || y < 0 || (uint32_t)y >= instrs.len))
-            return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: jump %" PRIu32 " out of range", n);
+            return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: jump %" PRIu32 " out of range", n);
           break;
         case FBPU_InstructionArguments__FreeCall:
           ok = fb_i32(&a, FBP_FreeCall__value_index, 0, &x);
           if (ok && (x < 0 || (uint32_t)x >= m->nvalues))
-            return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: free %" PRIu32 " out of range", n);
+            return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: free %" PRIu32 " out of range", n);
           break;
         default:
-          return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " has unknown kind %u", n, type);
+          return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " has unknown kind %u", n, type);
       }
       if (!ok) return CORRUPT(m->msg, "instruction");
       ins->a = (uint32_t)x;
@@ -469,7 +468,7 @@ static et_status parse_instructions(et_method *m, const plan_shape *s, et_value 
         for (uint32_t k = 0; k < av.len; k++) {
           int32_t vi = fb_vec_i32(&av, k);
           if (vi < 0 || (uint32_t)vi >= m->nvalues)
-            return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " argument %" PRIu32 " out of range", n, k);
+            return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: instruction %" PRIu32 " argument %" PRIu32 " out of range", n, k);
           argbuf[k] = &m->values[vi];
         }
         argbuf += av.len;
@@ -517,8 +516,8 @@ static et_status check_aliasing(et_method *m) {
         }
       }
       if (clash)
-        return merr(m->msg, ET_E_INVALID_PROGRAM,
-                    "corrupt program: instruction %" PRIu32 " writes its output over its argument %" PRIu32, pc, k);
+        return et_errf(m->msg, ET_E_INVALID_PROGRAM,
+                       "corrupt program: instruction %" PRIu32 " writes its output over its argument %" PRIu32, pc, k);
     }
   }
   return ET_OK;
@@ -537,8 +536,8 @@ static et_status resolve_ops(et_method *m, const plan_shape *s) {
       return CORRUPT(m->msg, "operator table");
     slot->fn = et_registry_find(slot->name, nl, slot->overload, ol, &slot->prepare, &slot->state_bytes);
     if (slot->fn == NULL)
-      return merr(m->msg, ET_E_UNKNOWN_OP, "unknown operator %s.%s: no kernel registered for it in firmware/ops/*.def",
-                  slot->name, ol ? slot->overload : "default");
+      return et_errf(m->msg, ET_E_UNKNOWN_OP, "unknown operator %s.%s: no kernel registered for it in firmware/ops/*.def",
+                     slot->name, ol ? slot->overload : "default");
   }
   return ET_OK;
 }
@@ -561,8 +560,8 @@ static et_status prepare_calls(et_method *m) {
       m->ctx.state = ins->dstate, m->ctx.state_size = op->state_bytes;
       et_status st = op->prepare(&m->ctx, ins->args, ins->nargs);
       if (st != ET_OK)
-        return merr(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - m->chain_start[c], op->name, op->overload,
-                    m->kmsg[0] ? m->kmsg : et_status_str(st));
+        return et_errf(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - m->chain_start[c], op->name, op->overload,
+                       m->kmsg[0] ? m->kmsg : et_status_str(st));
     }
   }
   return ET_OK;
@@ -581,23 +580,23 @@ et_status et_method_init(et_method *m, et_program *p, const char *name, void *ru
   /* Memory checks before anything is written. */
   size_t need = runtime_bytes(&s);
   if (runtime_mem == NULL || runtime_size < need)
-    return merr(m->msg, ET_E_ARENA_TOO_SMALL, "runtime memory too small: method '%s' needs %lu bytes, got %lu",
-                m->name, (unsigned long)need, (unsigned long)(runtime_mem ? runtime_size : 0));
+    return et_errf(m->msg, ET_E_ARENA_TOO_SMALL, "runtime memory too small: method '%s' needs %lu bytes, got %lu",
+                   m->name, (unsigned long)need, (unsigned long)(runtime_mem ? runtime_size : 0));
   if (((uintptr_t)runtime_mem & (ALIGN - 1)) != 0)
-    return merr(m->msg, ET_E_INVALID_ARG, "runtime memory must be %u-byte aligned", ALIGN);
+    return et_errf(m->msg, ET_E_INVALID_ARG, "runtime memory must be %u-byte aligned", ALIGN);
   uint32_t want_arenas = s.sizes.len > 1 ? s.sizes.len - 1 : 0;
   const uint8_t *bases[ET_MAX_ARENAS] = {0};
   uint64_t plan_sizes[ET_MAX_ARENAS] = {0};
   for (uint32_t k = 0; k < want_arenas; k++) {
     int64_t v = fb_vec_i64(&s.sizes, k + 1);
-    if (v < 0) return merr(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: arena %" PRIu32 " has negative size", k + 1);
+    if (v < 0) return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: arena %" PRIu32 " has negative size", k + 1);
     plan_sizes[k] = (uint64_t)v;
     if (k >= n_arenas || (arena_base[k] == NULL && v > 0))
-      return merr(m->msg, ET_E_ARENA_TOO_SMALL, "arena %" PRIu32 " missing: method '%s' needs %" PRIu32 " arenas, got %" PRIu32,
-                  k + 1, m->name, want_arenas, n_arenas);
+      return et_errf(m->msg, ET_E_ARENA_TOO_SMALL, "arena %" PRIu32 " missing: method '%s' needs %" PRIu32 " arenas, got %" PRIu32,
+                     k + 1, m->name, want_arenas, n_arenas);
     if ((uint64_t)arena_size[k] < plan_sizes[k])
-      return merr(m->msg, ET_E_ARENA_TOO_SMALL, "arena %" PRIu32 " too small: method '%s' needs %" PRIu64 " bytes, got %lu",
-                  k + 1, m->name, plan_sizes[k], (unsigned long)arena_size[k]);
+      return et_errf(m->msg, ET_E_ARENA_TOO_SMALL, "arena %" PRIu32 " too small: method '%s' needs %" PRIu64 " bytes, got %lu",
+                     k + 1, m->name, plan_sizes[k], (unsigned long)arena_size[k]);
     bases[k] = arena_base[k] ? arena_base[k] : (const uint8_t *)runtime_mem; /* zero-size arena */
   }
 
@@ -617,7 +616,7 @@ et_status et_method_init(et_method *m, et_program *p, const char *name, void *ru
 
   if (delegate_mem == NULL) delegate_size = 0;
   if (((uintptr_t)delegate_mem & (ET_DELEGATE_ALIGN - 1)) != 0)
-    return merr(m->msg, ET_E_INVALID_ARG, "delegate memory must be %u-byte aligned", ET_DELEGATE_ALIGN);
+    return et_errf(m->msg, ET_E_INVALID_ARG, "delegate memory must be %u-byte aligned", ET_DELEGATE_ALIGN);
   m->ctx.msg = m->kmsg;
   m->ctx.msg_cap = sizeof m->kmsg;
   st = parse_values(m, &s, bases, plan_sizes);
@@ -647,20 +646,20 @@ const et_value *et_method_output(const et_method *m, uint32_t i) {
 
 et_status et_method_set_input_tensor(et_method *m, uint32_t i, const et_tensor *src) {
   et_value *v = et_method_input(m, i);
-  if (v == NULL) return merr(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " does not exist (method has %" PRIu32 ")", i, m->inputs.len);
-  if (v->tag != ET_TAG_TENSOR) return merr(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " is not a tensor", i);
+  if (v == NULL) return et_errf(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " does not exist (method has %" PRIu32 ")", i, m->inputs.len);
+  if (v->tag != ET_TAG_TENSOR) return et_errf(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " is not a tensor", i);
   et_tensor *dst = v->u.t;
   if (dst->data == NULL) {
     /* Not planned: the input is used where the caller keeps it. */
     if (!et_same_dim_order(dst, src) || dst->dtype != src->dtype || dst->nbytes != src->nbytes)
-      return merr(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " is not memory-planned and its layout differs from the given tensor", i);
+      return et_errf(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " is not memory-planned and its layout differs from the given tensor", i);
     if (((uintptr_t)src->data % et_dtype_size(src->dtype)) != 0)
-      return merr(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " data is not aligned to its element size", i);
+      return et_errf(m->msg, ET_E_INVALID_ARG, "input %" PRIu32 " data is not aligned to its element size", i);
     dst->data = src->data;
     return ET_OK;
   }
   et_status st = et_copy_tensor(&m->ctx, dst, src);
-  if (st != ET_OK) return merr(m->msg, st, "input %" PRIu32 ": %s", i, m->kmsg);
+  if (st != ET_OK) return et_errf(m->msg, st, "input %" PRIu32 ": %s", i, m->kmsg);
   return ET_OK;
 }
 
@@ -673,7 +672,7 @@ void et_method_reset_stats(et_method *m) {
 et_status et_method_execute(et_method *m) {
   for (uint32_t i = 0; i < m->ntensors; i++) {
     if (m->tensors[i].data == NULL && m->tensors[i].nbytes > 0)
-      return merr(m->msg, ET_E_INVALID_ARG, "a tensor has no memory: it is not planned and was not set as an input");
+      return et_errf(m->msg, ET_E_INVALID_ARG, "a tensor has no memory: it is not planned and was not set as an input");
   }
   uint32_t steps = 0;
   for (uint32_t c = 0; c < m->nchains; c++) {
@@ -681,7 +680,7 @@ et_status et_method_execute(et_method *m) {
     uint32_t pc = start;
     while (pc < end) {
       if (++steps > ET_MAX_STEPS)
-        return merr(m->msg, ET_E_INVALID_PROGRAM, "program ran more than %u instructions: a jump loops forever", ET_MAX_STEPS);
+        return et_errf(m->msg, ET_E_INVALID_PROGRAM, "program ran more than %u instructions: a jump loops forever", ET_MAX_STEPS);
       et_instr *ins = &m->instrs[pc];
       uint64_t t0 = m->clock ? m->clock() : 0;
       uint32_t next = pc + 1;
@@ -698,8 +697,8 @@ et_status et_method_execute(et_method *m) {
           }
           if (st == ET_OK) st = op->fn(&m->ctx, ins->args, ins->nargs);
           if (st != ET_OK)
-            return merr(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - start, op->name, op->overload,
-                        m->kmsg[0] ? m->kmsg : et_status_str(st));
+            return et_errf(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - start, op->name, op->overload,
+                           m->kmsg[0] ? m->kmsg : et_status_str(st));
           op->calls++;
           break;
         }
@@ -707,8 +706,8 @@ et_status et_method_execute(et_method *m) {
           m->kmsg[0] = 0;
           et_status st = ins->backend->execute(ins->dstate, (et_value *const *)ins->args, ins->nargs, m->kmsg, sizeof m->kmsg);
           if (st != ET_OK)
-            return merr(m->msg, st, "instruction %" PRIu32 " (delegate %s): %s", pc - start, ins->backend->id,
-                        m->kmsg[0] ? m->kmsg : et_status_str(st));
+            return et_errf(m->msg, st, "instruction %" PRIu32 " (delegate %s): %s", pc - start, ins->backend->id,
+                           m->kmsg[0] ? m->kmsg : et_status_str(st));
           ins->calls++;
           break;
         }
@@ -718,14 +717,14 @@ et_status et_method_execute(et_method *m) {
         case FBPU_InstructionArguments__JumpFalseCall: {
           const et_value *cv = &m->values[ins->a];
           if (cv->tag != ET_TAG_BOOL)
-            return merr(m->msg, ET_E_INVALID_PROGRAM, "instruction %" PRIu32 ": jump condition is not a bool", pc - start);
+            return et_errf(m->msg, ET_E_INVALID_PROGRAM, "instruction %" PRIu32 ": jump condition is not a bool", pc - start);
           if (!cv->u.b) next = start + ins->b;
           break;
         }
         case FBPU_InstructionArguments__FreeCall:
           break; /* planned memory: nothing to release */
         default:
-          return merr(m->msg, ET_E_INTERNAL, "instruction %" PRIu32 " of unknown kind", pc - start);
+          return et_errf(m->msg, ET_E_INTERNAL, "instruction %" PRIu32 " of unknown kind", pc - start);
       }
       if (m->clock) {
         uint64_t t1 = m->clock(), dt = t1 - t0;

@@ -10,6 +10,11 @@
 #include "fb.h"
 
 #define ET_MSG_CAP 240
+
+/* Format a load/run error into an ET_MSG_CAP buffer (a program's or bundle's
+ * msg) and return `st`. Defined in method.c: the loader and the bundle checker
+ * both use it, and every image that runs a program links method.c. */
+et_status et_errf(char *msg, et_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 #define ET_MAX_ARENAS 8          /* planned memory ids 1..ET_MAX_ARENAS */
 #define ET_MAX_CHAINS 4
 #define ET_MAX_STEPS 16000000u   /* executed instructions per run: stops corrupt jump loops */
