@@ -713,34 +713,25 @@ ADAPTERS: dict[str, Callable[[Args], None]] = {
 }
 # aten:: and dim_order_ops:: adapters by edge op (name.overload): (registry overload, name in the C messages, check).
 _ATEN: dict[str, tuple[str, str, Callable[[Args], None]]] = {
-    "aten::add.Tensor": ("out", "aten::add.out", _binary(False, False)),
-    "aten::sub.Tensor": ("out", "aten::sub.out", _binary(False, False)),
-    "aten::mul.Tensor": ("out", "aten::mul.out", _binary(False, False)),
-    "aten::div.Tensor": ("out", "aten::div.out", _binary(True, False)),
-    "aten::add.Scalar": ("Scalar_out", "aten::add.Scalar_out", _binary(False, True)),
-    "aten::sub.Scalar": ("Scalar_out", "aten::sub.Scalar_out", _binary(False, True)),
-    "aten::mul.Scalar": ("Scalar_out", "aten::mul.Scalar_out", _binary(False, True)),
-    "aten::div.Scalar": ("Scalar_out", "aten::div.Scalar_out", _binary(True, True)),
-    "aten::relu.default": ("out", "aten::relu", _unary(False)),
-    "aten::hardtanh.default": ("out", "aten::hardtanh", _unary(False)),
-    "aten::clamp.default": ("out", "aten::clamp", _unary(False)),
-    "aten::sigmoid.default": ("out", "aten::sigmoid", _unary(True)),
-    "aten::tanh.default": ("out", "aten::tanh", _unary(True)),
-    "aten::mean.dim": ("out", "aten::mean", _mean),
-    "aten::_softmax.default": ("out", "aten::_softmax", _aten_softmax),
+    f"aten::{n}.{kind}": (f"{c}out", f"aten::{n}.{c}out", _binary(n == "div", kind == "Scalar"))
+    for n in ("add", "sub", "mul", "div") for kind, c in (("Tensor", ""), ("Scalar", "Scalar_"))}
+_ATEN.update({f"aten::{n}.default": ("out", f"aten::{n}", _unary(n in ("sigmoid", "tanh")))
+              for n in ("relu", "hardtanh", "clamp", "sigmoid", "tanh")})
+# The copies that only check dtypes: edge overload -> registry overload (C names: the out variant's, bare for
+# view_copy, unsqueeze_copy and clone).
+_ATEN.update({f"aten::{n}.{o}": (r, f"aten::{n}" + ("" if n in ("view_copy", "unsqueeze_copy", "clone") else f".{r}"),
+                                 _copy)
+              for n, o, r in (("view_copy", "default", "out"), ("squeeze_copy", "dims", "dims_out"),
+                              ("squeeze_copy", "dim", "dim_out"), ("squeeze_copy", "default", "out"),
+                              ("unsqueeze_copy", "default", "out"), ("clone", "default", "out"))})
+_ATEN.update({
+    "aten::mean.dim": ("out", "aten::mean", _mean), "aten::_softmax.default": ("out", "aten::_softmax", _aten_softmax),
     "aten::select_copy.int": ("int_out", "aten::select_copy.int_out", _select),
-    "aten::view_copy.default": ("out", "aten::view_copy", _copy),
-    "aten::squeeze_copy.dims": ("dims_out", "aten::squeeze_copy.dims_out", _copy),
-    "aten::squeeze_copy.dim": ("dim_out", "aten::squeeze_copy.dim_out", _copy),
-    "aten::squeeze_copy.default": ("out", "aten::squeeze_copy.out", _copy),
-    "aten::unsqueeze_copy.default": ("out", "aten::unsqueeze_copy", _copy),
-    "aten::clone.default": ("out", "aten::clone", _copy),
-    "aten::permute_copy.default": ("out", "aten::permute_copy", _permute),
-    "aten::cat.default": ("out", "aten::cat", _cat),
+    "aten::permute_copy.default": ("out", "aten::permute_copy", _permute), "aten::cat.default": ("out", "aten::cat", _cat),
     "aten::slice_copy.Tensor": ("Tensor_out", "aten::slice_copy", _slice),
     "dim_order_ops::_clone_dim_order.default": ("out", "dim_order_ops::_clone_dim_order", _dim_order_copy(False)),
     "dim_order_ops::_to_dim_order_copy.default": ("out", "dim_order_ops::_to_dim_order_copy", _dim_order_copy(True)),
-}
+})
 # The registry entry (firmware/ops/*.def: "name.overload") whose prepare function each check mirrors.
 REGISTRY_ENTRY = {k: f"{k}.out" for k in ADAPTERS}
 for _key, (_overload, _c_name, _check) in _ATEN.items():
