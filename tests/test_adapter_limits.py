@@ -231,6 +231,13 @@ def test_every_adapter_has_a_verifier_entry() -> None:
     assert entries == set(al.REGISTRY_ENTRY.values()) and set(al.REGISTRY_ENTRY) == set(al.ADAPTERS)
 
 
+def test_aten_checks_report_the_c_adapters_op_names() -> None:
+    # Each aten:: entry's message name is the string its C prepare function passes as `op`.
+    text = _c_text()
+    for key, (_, c_name, _) in al._ATEN.items():
+        assert f'"{c_name}"' in text, key
+
+
 def test_valid_arguments_pass() -> None:
     for op in al.ADAPTERS:
         assert run(op, *valid(op)) is None, op
