@@ -1,17 +1,23 @@
-"""The limits the firmware's cortex_m:: op adapters check at load, checked on the final program at compile time.
+"""The limits the firmware's op adapters and loader check at load, checked on the final program at compile time.
 
-Each adapter's prepare function (firmware/ops/cortex_m_*.c, ET_PREPARE) refuses a program whose
-arguments its kernel cannot run: an offset, multiplier or shift out of range, an activation range
-upside down, an int8 tensor that is not, an activation that is not channels-last, a softmax
-whose output zero point is not -128, ... A program the device would refuse is refused here, at
-compile time, with the message the device would print (the format strings below are the C
-ones; tests/test_adapter_limits.py reads firmware/ops and checks every limit and format against
-this table). Shape consistency (out sizes against the geometry) is not repeated here: torch
-computes the edge graph's shapes with the same formulas.
+Each adapter's prepare function (firmware/ops/*.c, ET_PREPARE) refuses a program whose arguments its
+kernel cannot run: for cortex_m:: ops an offset, multiplier or shift out of range, an activation range
+upside down, an int8 tensor that is not, an activation that is not channels-last, a softmax whose output
+zero point is not -128, ...; for the portable aten:: ops a dtype the kernel lacks (integer true division,
+float input with an integer output, sigmoid on integers), a dim or index out of range; for our emlkit::
+ops their factors, tables and requantization bounds. The loader (firmware/runtime/method.c) also refuses
+a kernel call whose output shares bytes with one of its inputs (check_aliasing, on the memory-planned
+program). A program the device would refuse is refused here, at compile time, with the message the
+device would print (the format strings below are the C ones; tests/test_adapter_limits.py reads
+firmware/ops and firmware/runtime and checks every limit and format against this table). Shape
+consistency (out sizes against the geometry) is not repeated here: torch computes the edge graph's shapes
+with the same formulas.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -52,6 +58,47 @@ FMT_MINMAX_DTYPE = "%s: dtype %s not supported (int8, uint8, int16, int32, float
 FMT_PAD_LEN = "%s: pre_pad and post_pad need 4 entries, got %u and %u"
 FMT_PAD_RANK = "%s: input rank %u not supported (1..4)"
 FMT_PAD_DTYPE = "%s: dtype %s not supported (int8, uint8, int16, int32)"
+# aten_util.h and the aten:: adapters (aten_*.c)
+FMT_IO_DTYPE = "%s: dtype %s in, %s out"
+FMT_DIM = "%s: dim %lld out of range for rank %u"
+FMT_BIN_DTYPE = "%s: dtype %s not supported"
+FMT_BIN_FLOAT_IN = "%s: float input with integer output %s"
+FMT_BIN_INT_DIV = "%s: integer output for true division"
+FMT_BIN_FLOAT_SCALAR = "%s: float scalar with integer tensors"
+FMT_UN_DTYPES = "%s: input and output dtypes differ"
+FMT_UN_FLOAT_ONLY = "%s: dtype %s not supported (float only)"
+FMT_MEAN_F32 = "%s: only float32 is supported (got %s -> %s)"
+FMT_F32 = "%s: only float32 is supported"
+FMT_SELECT_DIM = "%s: dim out of range"
+FMT_SELECT_INDEX = "%s: index %ld out of range for size %ld"
+FMT_PERMUTE_REPEAT = "%s: dims repeat"
+FMT_SLICE_STEP = "%s: needs rank >= 1 and step > 0"
+FMT_DIM_ORDER_NONE = "%s: no dim_order given but output is not contiguous"
+FMT_DIM_ORDER_RANK = "%s: dim_order does not match the output rank"
+FMT_DIM_ORDER_RANGE = "%s: dim_order entry out of range"
+FMT_DIM_ORDER_DISAGREE = "%s: dim_order disagrees with the output tensor"
+# the emlkit:: adapters (emlkit_ops.c, emlkit_qparams_ops.c)
+FMT_UPSAMPLE_RANK = "%s: tensors must be 4-D"
+FMT_UPSAMPLE_FACTORS = "%s: factors %ld x %ld out of range [1, 4096]"
+FMT_LN_DTYPES = "%s: needs int8 input and output, int32 gain and bias"
+FMT_LN_LAYOUT = "%s: input and output must be contiguous and of one shape"
+FMT_LN_LAST_DIM = "%s: last dim %lu (at most 65536) and gain/bias sizes disagree"
+FMT_LN_RANGE = "%s: eps_term, shift or zero point out of range"
+FMT_EXP_TABLE_LEN = "%s: exp_table must have 256 entries, got %u"
+FMT_EXP_TABLE_FIRST = "%s: exp_table[0] = %ld must be in [1, 2^22]"
+FMT_EXP_TABLE_ENTRY = "%s: exp_table[%d] = %ld must be in [0, 2^22]"
+FMT_SAME_LAYOUT = "%s: out must have the input's sizes and dim order"
+FMT_TAPS = "%s: window %dx%d has more than %d taps"
+FMT_WINDOW = "%s: window %dx%d is larger than the %dx%d input"
+# the loader (firmware/runtime/method.c check_aliasing); its %u are PRIu32 in the C source
+FMT_OVERLAP = "corrupt program: instruction %u writes its output over its argument %u"
+
+EMLKIT_EXP_ONE = 1 << 22      # firmware/ops/emlkit_qparams_ops.c
+EMLKIT_MAX_TAPS = 1 << 16
+LN_MAX_LAST_DIM = 65536       # firmware/ops/emlkit_ops.c
+LN_MAX_EPS_TERM = 1 << 40
+LN_MAX_SHIFT = 30
+UPSAMPLE_MAX_FACTOR = 4096
 
 # ExecuTorch ScalarType codes (the firmware's et_dtype) and et_dtype_name's names.
 SCALAR_TYPE = {torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4, torch.float16: 5,
@@ -62,7 +109,7 @@ DTYPE_NAME = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "flo
 
 def c_format(fmt: str, *args: Any) -> str:
     """A C printf format applied the way the firmware's et_fail does (for the formats above)."""
-    return fmt.replace("%lld", "%d").replace("%u", "%d") % args
+    return re.sub(r"%l{0,2}[du]", "%d", fmt) % args
 
 
 class Refused(Exception):
@@ -415,6 +462,226 @@ def _transpose(a: Args) -> None:
     check_int_list(a, 1, "perm", ET_MAX_DIM, -ET_MAX_DIM, ET_MAX_DIM - 1)
 
 
+# ----------------------------------------------------------------- emlkit:: adapters
+def _requant_args(a: Args, i: int) -> None:
+    """emlkit_qparams_ops.c requant_args: the C names these "multiplier" and "shift" whatever the schema says."""
+    check_int(a, i, "multiplier", 1 << 30, INT32_MAX)
+    check_int(a, i + 1, "shift", 1, 62)
+
+
+def _emlkit_softmax(a: Args) -> None:
+    dim = check_int(a, 2, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1)
+    check_int(a, 3, "output_zero_point", -128, 127)
+    _requant_args(a, 4)
+    check_dtype(a, 0, "input", I8)
+    check_dtype(a, "out", "out", I8)
+    check_dtype(a, 1, "exp_table", I32)
+    n = a.tensor(1).numel()
+    if n != 256:
+        _fail(FMT_EXP_TABLE_LEN, a.op, n)
+    table = a.constant(a.values[1])
+    if table is not None:   # the firmware reads the constant's values; the emitter makes the table one
+        t = [int(v) for v in table.flatten().tolist()]
+        if t[0] < 1 or t[0] > EMLKIT_EXP_ONE:
+            _fail(FMT_EXP_TABLE_FIRST, a.op, t[0])
+        for k in range(1, 256):
+            if t[k] < 0 or t[k] > EMLKIT_EXP_ONE:
+                _fail(FMT_EXP_TABLE_ENTRY, a.op, k, t[k])
+    x, out = a.tensor(0), a.tensor("out")
+    if tuple(x.shape) != tuple(out.shape) or not layout_is(out, _dim_order(x)):
+        _fail(FMT_SAME_LAYOUT, a.op)
+    rank = x.dim() or 1
+    if dim < -rank or dim >= rank:
+        _fail(FMT_SOFTMAX_DIM, a.op, dim, rank)
+
+
+def _emlkit_avg_pool(a: Args) -> None:
+    k = check_pair(a, 1, "kernel_size", 1, 4096)
+    check_pair(a, 2, "stride", 1, 4096)
+    check_int(a, 3, "input_zero_point", -128, 127)
+    check_int(a, 4, "output_zero_point", -128, 127)
+    _requant_args(a, 5)
+    if k[0] * k[1] > EMLKIT_MAX_TAPS:
+        _fail(FMT_TAPS, a.op, k[0], k[1], EMLKIT_MAX_TAPS)
+    check_dtype(a, 0, "input", I8)
+    check_dtype(a, "out", "out", I8)
+    check_nhwc(a, 0, "input", False)
+    check_nhwc(a, "out", "out", False)
+    _, _, h, w = a.tensor(0).shape
+    if k[0] > h or k[1] > w:
+        _fail(FMT_WINDOW, a.op, k[0], k[1], h, w)
+
+
+def _dtype_code(a: Args, i: int | str) -> int:
+    return SCALAR_TYPE.get(a.tensor(i).dtype, -1)
+
+
+def _dtype_name(code: int) -> str:
+    return DTYPE_NAME.get(code, "unsupported")
+
+
+def _same_dtype(a: Args, i: int | str, j: int | str) -> None:
+    di, dj = _dtype_code(a, i), _dtype_code(a, j)
+    if di != dj:
+        _fail(FMT_IO_DTYPE, a.op, _dtype_name(di), _dtype_name(dj))
+
+
+def _upsample(a: Args) -> None:
+    _same_dtype(a, 0, "out")
+    if a.tensor(0).dim() != 4 or a.tensor("out").dim() != 4:
+        _fail(FMT_UPSAMPLE_RANK, a.op)
+    sh, sw = int(a.values[1]), int(a.values[2])
+    if sh < 1 or sw < 1 or sh > UPSAMPLE_MAX_FACTOR or sw > UPSAMPLE_MAX_FACTOR:
+        _fail(FMT_UPSAMPLE_FACTORS, a.op, sh, sw)
+
+
+def _layer_norm(a: Args) -> None:
+    if (_dtype_code(a, 0), _dtype_code(a, "out"), _dtype_code(a, 1), _dtype_code(a, 2)) != (I8, I8, I32, I32):
+        _fail(FMT_LN_DTYPES, a.op)
+    x, out = a.tensor(0), a.tensor("out")
+    if (x.dim() < 1 or tuple(x.shape) != tuple(out.shape) or _dim_order(x) != list(range(x.dim()))
+            or _dim_order(out) != list(range(out.dim()))):
+        _fail(FMT_LN_LAYOUT, a.op)
+    n = x.shape[-1]
+    if n == 0 or n > LN_MAX_LAST_DIM or a.tensor(1).numel() != n or a.tensor(2).numel() != n:
+        _fail(FMT_LN_LAST_DIM, a.op, n)
+    eps, shift, zp = (int(v) for v in a.values[3:6])
+    if eps < 1 or eps > LN_MAX_EPS_TERM or shift < 0 or shift > LN_MAX_SHIFT or zp < -128 or zp > 127:
+        _fail(FMT_LN_RANGE, a.op)
+
+
+# ----------------------------------------------------------------- aten:: adapters (portable C kernels)
+FLOAT_CODES = (F32, SCALAR_TYPE[torch.float64])
+INT_CODES = (0, I8, SCALAR_TYPE[torch.int16], I32, SCALAR_TYPE[torch.int64], SCALAR_TYPE[torch.bool])
+
+
+def _is_integral(x: Any) -> bool:
+    """(double)(int64_t)x == x, for the values a program holds."""
+    return isinstance(x, (bool, int)) or (isinstance(x, float) and math.isfinite(x) and x.is_integer())
+
+
+def _binary(divide: bool, scalar_other: bool) -> Callable[[Args], None]:
+    def check(a: Args) -> None:
+        out = _dtype_code(a, "out")
+        flt = out in FLOAT_CODES
+        if not flt and out not in INT_CODES:
+            _fail(FMT_BIN_DTYPE, a.op, _dtype_name(out))
+        other_float = not scalar_other and isinstance(a.values[1], torch.fx.Node) and _dtype_code(a, 1) in FLOAT_CODES
+        if not flt and (_dtype_code(a, 0) in FLOAT_CODES or other_float):
+            _fail(FMT_BIN_FLOAT_IN, a.op, _dtype_name(out))
+        if not flt and divide:
+            _fail(FMT_BIN_INT_DIV, a.op)
+        alpha = a.values[2] if len(a.values) > 2 else 1
+        if not flt and (not _is_integral(alpha) or (scalar_other and not _is_integral(a.values[1]))):
+            _fail(FMT_BIN_FLOAT_SCALAR, a.op)
+    return check
+
+
+def _unary(float_only: bool) -> Callable[[Args], None]:
+    def check(a: Args) -> None:
+        if _dtype_code(a, 0) != _dtype_code(a, "out"):
+            _fail(FMT_UN_DTYPES, a.op)
+        out = _dtype_code(a, "out")
+        if float_only and out not in FLOAT_CODES:
+            _fail(FMT_UN_FLOAT_ONLY, a.op, _dtype_name(out))
+        if out not in FLOAT_CODES and out not in INT_CODES:
+            _fail(FMT_BIN_DTYPE, a.op, _dtype_name(out))
+    return check
+
+
+def _aten_dim(a: Args, d: int, rank: int) -> int:
+    r = rank or 1
+    if d < -r or d >= r:
+        _fail(FMT_DIM, a.op, d, rank)
+    return d + r if d < 0 else d
+
+
+def _mean(a: Args) -> None:
+    if _dtype_code(a, 0) != F32 or _dtype_code(a, "out") != F32:
+        _fail(FMT_MEAN_F32, a.op, _dtype_name(_dtype_code(a, 0)), _dtype_name(_dtype_code(a, "out")))
+    for d in a.values[1] or []:
+        _aten_dim(a, int(d), a.tensor(0).dim())
+
+
+def _aten_softmax(a: Args) -> None:
+    _aten_dim(a, int(a.values[1]), a.tensor(0).dim())
+    if _dtype_code(a, 0) != F32 or _dtype_code(a, "out") != F32:
+        _fail(FMT_F32, a.op)
+
+
+def _select(a: Args) -> None:
+    _same_dtype(a, 0, "out")
+    x = a.tensor(0)
+    dim, index = int(a.values[1]), int(a.values[2])
+    if dim < 0:
+        dim += x.dim()
+    if dim < 0 or dim >= x.dim():
+        _fail(FMT_SELECT_DIM, a.op)
+    size = x.shape[dim]
+    if index < -size or index >= size:
+        _fail(FMT_SELECT_INDEX, a.op, index, size)
+
+
+def _copy(a: Args) -> None:
+    """view_copy, squeeze/unsqueeze_copy, clone: same dtype in and out (element counts: shapes)."""
+    _same_dtype(a, 0, "out")
+
+
+def _permute(a: Args) -> None:
+    _same_dtype(a, 0, "out")
+    seen: set[int] = set()
+    for d in a.values[1]:
+        k = _aten_dim(a, int(d), a.tensor(0).dim())
+        if k in seen:
+            _fail(FMT_PERMUTE_REPEAT, a.op)
+        seen.add(k)
+
+
+def _cat(a: Args) -> None:
+    _aten_dim(a, int(a.values[1]), a.tensor("out").dim())
+    for v in a.values[0]:
+        t = v.meta.get("val") if isinstance(v, torch.fx.Node) else v
+        if isinstance(t, torch.Tensor) and t.numel() > 0:   # empty inputs are skipped, as in PyTorch
+            got, want = SCALAR_TYPE.get(t.dtype, -1), _dtype_code(a, "out")
+            if got != want:
+                _fail(FMT_IO_DTYPE, a.op, _dtype_name(got), _dtype_name(want))
+
+
+def _slice(a: Args) -> None:
+    _same_dtype(a, 0, "out")
+    _aten_dim(a, int(a.values[1]), a.tensor(0).dim())
+    if a.tensor(0).dim() == 0 or int(a.values[4]) <= 0:
+        _fail(FMT_SLICE_STEP, a.op)
+
+
+def _dim_order_copy(allow_cast: bool) -> Callable[[Args], None]:
+    def check(a: Args) -> None:
+        out = a.tensor("out")
+        order = a.values[2] if len(a.values) > 2 else None
+        if order is None:
+            if _dim_order(out) != list(range(out.dim())):
+                _fail(FMT_DIM_ORDER_NONE, a.op)
+        else:
+            order = [int(d) for d in order]
+            if len(order) != out.dim():
+                _fail(FMT_DIM_ORDER_RANK, a.op)
+            if any(d < 0 or d >= out.dim() for d in order):
+                _fail(FMT_DIM_ORDER_RANGE, a.op)
+            if not layout_is(out, order):
+                _fail(FMT_DIM_ORDER_DISAGREE, a.op)
+        if not allow_cast:
+            _same_dtype(a, 0, "out")
+    return check
+
+
+def _named(c_name: str, check: Callable[[Args], None]) -> Callable[[Args], None]:
+    """An aten:: adapter's check under the op name its C messages use (e.g. aten::add.out for add.Tensor)."""
+    def run(a: Args) -> None:
+        a.op = c_name
+        check(a)
+    return run
+
+
 ADAPTERS: dict[str, Callable[[Args], None]] = {
     "cortex_m::quantized_conv2d": _conv("conv", False),
     "cortex_m::quantized_conv2d_nhwc": _conv("conv", True),
@@ -439,7 +706,37 @@ ADAPTERS: dict[str, Callable[[Args], None]] = {
     "cortex_m::softmax": _softmax,
     "cortex_m::pad": _pad,
     "cortex_m::transpose": _transpose,
+    "emlkit::softmax": _emlkit_softmax,
+    "emlkit::quantized_avg_pool2d": _emlkit_avg_pool,
+    "emlkit::upsample_nearest2d": _upsample,
+    "emlkit::quantized_layer_norm": _layer_norm,
 }
+# aten:: and dim_order_ops:: adapters by edge op (name.overload): (registry overload, name in the C messages, check).
+_ATEN: dict[str, tuple[str, str, Callable[[Args], None]]] = {
+    f"aten::{n}.{kind}": (f"{c}out", f"aten::{n}.{c}out", _binary(n == "div", kind == "Scalar"))
+    for n in ("add", "sub", "mul", "div") for kind, c in (("Tensor", ""), ("Scalar", "Scalar_"))}
+_ATEN.update({f"aten::{n}.default": ("out", f"aten::{n}", _unary(n in ("sigmoid", "tanh")))
+              for n in ("relu", "hardtanh", "clamp", "sigmoid", "tanh")})
+# The copies that only check dtypes: edge overload -> registry overload (C names: the out variant's, bare for
+# view_copy, unsqueeze_copy and clone).
+_ATEN.update({f"aten::{n}.{o}": (r, f"aten::{n}" + ("" if n in ("view_copy", "unsqueeze_copy", "clone") else f".{r}"),
+                                 _copy)
+              for n, o, r in (("view_copy", "default", "out"), ("squeeze_copy", "dims", "dims_out"),
+                              ("squeeze_copy", "dim", "dim_out"), ("squeeze_copy", "default", "out"),
+                              ("unsqueeze_copy", "default", "out"), ("clone", "default", "out"))})
+_ATEN.update({
+    "aten::mean.dim": ("out", "aten::mean", _mean), "aten::_softmax.default": ("out", "aten::_softmax", _aten_softmax),
+    "aten::select_copy.int": ("int_out", "aten::select_copy.int_out", _select),
+    "aten::permute_copy.default": ("out", "aten::permute_copy", _permute), "aten::cat.default": ("out", "aten::cat", _cat),
+    "aten::slice_copy.Tensor": ("Tensor_out", "aten::slice_copy", _slice),
+    "dim_order_ops::_clone_dim_order.default": ("out", "dim_order_ops::_clone_dim_order", _dim_order_copy(False)),
+    "dim_order_ops::_to_dim_order_copy.default": ("out", "dim_order_ops::_to_dim_order_copy", _dim_order_copy(True)),
+})
+# The registry entry (firmware/ops/*.def: "name.overload") whose prepare function each check mirrors.
+REGISTRY_ENTRY = {k: f"{k}.out" for k in ADAPTERS}
+for _key, (_overload, _c_name, _check) in _ATEN.items():
+    ADAPTERS[_key] = _named(_c_name, _check)
+    REGISTRY_ENTRY[_key] = f"{_key.rpartition('.')[0]}.{_overload}"
 
 
 def node_args(node: torch.fx.Node) -> list[Any]:
@@ -484,11 +781,62 @@ def check_node(node: torch.fx.Node, constant: Callable[[Any], torch.Tensor | Non
     schema = getattr(node.target, "_schema", None)
     if node.op != "call_function" or schema is None:
         return None
-    check = ADAPTERS.get(str(schema.name))
+    name = str(schema.name)
+    check = ADAPTERS.get(f"{name}.{schema.overload_name or 'default'}") or ADAPTERS.get(name)
     if check is None:
         return None
     try:
-        check(Args(str(schema.name), node_args(node), node, constant))
+        check(Args(name, node_args(node), node, constant))
     except Refused as r:
         return str(r)
+    return None
+
+
+# ----------------------------------------------------------------- the loader's aliasing check (method.c)
+ELEM_SIZE = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1}
+
+
+def _span(v: Any) -> tuple[tuple[str, int], int, int] | None:
+    """(memory, offset, bytes) of a program Tensor value as the loader places it, None if it has no data."""
+    t = v.val
+    if type(t).__name__ != "Tensor":
+        return None
+    n = math.prod(t.sizes) * ELEM_SIZE.get(int(t.scalar_type), 0)
+    if n == 0:
+        return None
+    if t.allocation_info is not None:     # planned: memory buffer memory_id at a 64-bit offset
+        a = t.allocation_info
+        return ("planned", int(a.memory_id)), (int(a.memory_offset_high) << 32) | int(a.memory_offset_low), n
+    if t.data_buffer_idx > 0:             # a constant: its own buffer in the program
+        return ("constant", int(t.data_buffer_idx)), 0, n
+    return None
+
+
+def check_aliasing(program: Any) -> str | None:
+    """The loader's message if a kernel call of the emitted program (executorch.exir.schema.Program) writes its
+    output (its last argument) over the bytes of one of its inputs, else None."""
+    plan = program.execution_plan[0]
+    spans = [_span(v) for v in plan.values]
+
+    def overlap(i: int, j: int) -> bool:
+        a, b = spans[i], spans[j]
+        return (i != j and a is not None and b is not None and a[0] == b[0]
+                and a[1] < b[1] + b[2] and b[1] < a[1] + a[2])
+
+    pc = 0
+    for chain in plan.chains:
+        for ins in chain.instructions:
+            args = list(getattr(ins.instr_args, "args", []))
+            if type(ins.instr_args).__name__ == "KernelCall" and len(args) >= 2 and spans[args[-1]] is not None:
+                ov = args[-1]
+                for k, vi in enumerate(args[:-1]):
+                    if vi == ov:      # the out argument repeated as the return value
+                        continue
+                    val = plan.values[vi].val
+                    items = ([vi] if type(val).__name__ == "Tensor"
+                             else [j for j in getattr(val, "items", []) if j >= 0]
+                             if type(val).__name__ in ("TensorList", "OptionalTensorList") else [])
+                    if any(overlap(ov, j) for j in items):
+                        return c_format(FMT_OVERLAP, pc, k)
+            pc += 1
     return None

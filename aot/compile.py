@@ -24,6 +24,7 @@ from aot.lower import LowerOptions, Lowered
 from aot.measures import VELA_NPU_ONLY_KEY, VELA_TOTAL_KEY
 from aot.npu import compile_check
 from aot.passes import configure
+from aot.passes.verify_program import check_memory_plan
 from aot.targets import TARGETS, Target, get_target
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,7 @@ def compile_model(
         raise AotError(f"ExecuTorch could not emit the program for {target.name}: {type(exc).__name__}: "
                        f"{str(exc).splitlines()[0] if str(exc) else ''}", EXIT_UNSUPPORTED) from exc
     verify.check_supported(program, lowered.edge, target.name, list(TARGETS))
+    check_memory_plan(program.executorch_program, target.name)
     needs = ProgramNeeds.from_program(program.executorch_program) if target.flow == "cortex_m" else None
     compile_s = time.monotonic() - t0
 

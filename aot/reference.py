@@ -17,7 +17,7 @@ import torch
 
 import aot.emlkit_ops  # noqa: F401  (registers emlkit:: ops, which lowered programs may call)
 from aot.errors import EXIT_INTERNAL, AotError
-from aot.exact_int_conv import exact_int_conv
+from aot import exact_int_conv
 from aot.native_output import stdout_to_log
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,8 @@ class _Interpreter(torch.fx.Interpreter):
             outs = run_tosa(self.tosa_graphs[name], operands, like)
             self.delegate_io.append(DelegateIO(name, list(operands), outs))
             return tuple(outs)
-        return super().call_function(target, args, kwargs)
+        # What torch.fx.Interpreter.call_function does, with dilated integer convolutions made computable.
+        return exact_int_conv.call(target, args, kwargs)
 
     def run_node(self, n: torch.fx.Node) -> Any:
         self._current = n
@@ -96,28 +97,17 @@ def run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: d
     """Execute the edge program on the host; returns its outputs as a flat list.
 
     With delegate_io, every delegate call (run on tosa_reference_model) is appended to it."""
-    with exact_int_conv():
-        return _run_lowered(edge, inputs, tosa_by_delegate, delegate_io)
-
-
-def _run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None,
-                 delegate_io: list[DelegateIO] | None) -> list[torch.Tensor]:
     ep = edge.exported_program()
-    module = ep.module()
-    gm = module if isinstance(module, torch.fx.GraphModule) else ep.graph_module
-    if tosa_by_delegate:
-        interp = _Interpreter(ep.graph_module, tosa_by_delegate)
-        # Lifted constants/params are placeholders of the graph module: feed them in signature order.
-        state = {**ep.state_dict, **ep.constants}
-        args: list[Any] = []
-        user = iter(inputs)
-        for spec in ep.graph_signature.input_specs:
-            args.append(state[spec.target] if spec.target is not None and spec.kind.name != "USER_INPUT" else next(user))
-        out = interp.run(*args)
-        if delegate_io is not None:
-            delegate_io.extend(interp.delegate_io)
-    else:
-        out = gm(*inputs)
+    interp = _Interpreter(ep.graph_module, tosa_by_delegate or {})
+    # Lifted constants/params are placeholders of the graph module: feed them in signature order.
+    state = {**ep.state_dict, **ep.constants}
+    args: list[Any] = []
+    user = iter(inputs)
+    for spec in ep.graph_signature.input_specs:
+        args.append(state[spec.target] if spec.target is not None and spec.kind.name != "USER_INPUT" else next(user))
+    out = interp.run(*args)
+    if delegate_io is not None:
+        delegate_io.extend(interp.delegate_io)
     if isinstance(out, torch.Tensor):
         return [out]
     return [o for o in out]

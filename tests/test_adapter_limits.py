@@ -1,6 +1,7 @@
-"""Compile-time verifier and firmware op adapters agree (issue 20 item 5): every limit the cortex_m:: adapters'
-prepare functions check (read from firmware/ops/cortex_m_*.c) is checked by aot/adapter_limits.py with the
-same message text; a lowered program with an argument the device would refuse is refused at compile time."""
+"""Compile-time verifier and firmware op adapters agree (issue 20): every limit the cortex_m::, emlkit:: and
+aten:: adapters' prepare functions check (read from firmware/ops/*.c) and the loader's aliasing check
+(firmware/runtime/method.c) are checked by aot/adapter_limits.py with the same message text; a lowered
+program with an argument the device would refuse is refused at compile time."""
 
 from __future__ import annotations
 
@@ -12,17 +13,22 @@ import pytest
 import torch
 
 import executorch.backends.cortex_m.passes  # noqa: F401  (registers torch.ops.cortex_m)
+import executorch.exir.passes.dim_order_ops_registry  # noqa: F401  (registers torch.ops.dim_order_ops)
+import aot.emlkit_ops  # noqa: F401  (registers torch.ops.emlkit)
 from aot import adapter_limits as al
 from aot.errors import EXIT_UNSUPPORTED, AotError
 
 OPS_DIR = Path(__file__).resolve().parent.parent / "firmware" / "ops"
+METHOD_C = OPS_DIR.parent / "runtime" / "method.c"
+# The adapters whose range checks go through cortex_m_util.h's cm_int/cm_pair/cm_int_list.
+CM_SOURCES = ("cortex_m_*.c", "emlkit_qparams_ops.c")
 C_CONSTANTS = {"INT32_MAX": al.INT32_MAX, "INT32_MIN": al.INT32_MIN, "CM_MAX_OFFSET": al.CM_MAX_OFFSET,
                "ET_MAX_DIM": al.ET_MAX_DIM}
 
 
 def _c_int(expr: str) -> int | None:
     """A C integer constant expression of the adapters (INT32_MAX, -CM_MAX_OFFSET, 1 << 20, ...), else None."""
-    e = expr.strip()
+    e = re.sub(r"\(u?int\d+_t\)", "", expr.strip())    # casts: (int64_t)1 << 30
     for k, v in C_CONSTANTS.items():
         e = re.sub(rf"\b{k}\b", str(v), e)
     if not re.fullmatch(r"[-+ ()0-9<]*", e):
@@ -47,7 +53,7 @@ _LIST = re.compile(r'cm_int_list\(ctx, op, args, [^,]+, "(\w+)", ([^,]+), ([^,]+
 def c_limits() -> list[tuple[str, str, str, int | None, int | None, int]]:
     """(op, kind, arg name, lo, hi, max entries) for every range check of every cortex_m:: prepare function."""
     rows = []
-    for path in sorted(OPS_DIR.glob("cortex_m_*.c")):
+    for path in sorted(p for g in CM_SOURCES for p in OPS_DIR.glob(g)):
         funcs = _functions(path.read_text())
 
         def reach(name: str, seen: set[str]) -> set[str]:
@@ -58,9 +64,9 @@ def c_limits() -> list[tuple[str, str, str, int | None, int | None, int]]:
             return seen
 
         for name, body in funcs.items():
-            if not (name.startswith("op_cortex_m_") and name.endswith("_prepare")):
+            if not (name.startswith(("op_cortex_m_", "op_emlkit_")) and name.endswith("_prepare")):
                 continue
-            ops = set(re.findall(r'"(cortex_m::\w+)"', body))
+            ops = set(re.findall(r'"((?:cortex_m|emlkit)::\w+)"', body))
             assert len(ops) == 1, f"{path.name}:{name} names {ops}"
             op = ops.pop()
             for f in sorted(reach(name, set())):
@@ -126,7 +132,44 @@ def valid(op: str) -> tuple[list[Any], torch.Tensor]:
         "pad": ([_cl(1, 4, 4, 4), [0, 0, 1, 1], [0, 0, 1, 1], 0], _cl(1, 4, 6, 6)),
         "transpose": ([_z(2, 3), [1, 0]], _z(3, 2)),
     }
-    args, out = table[op.split("::")[1]]
+    f = torch.float32
+    exp_table = torch.full((256,), 1 << 10, dtype=torch.int32)
+    exp_table[0] = 1 << 22
+    others: dict[str, tuple[list[Any], torch.Tensor]] = {
+        "emlkit::softmax": ([_z(1, 10), exp_table, -1, 0, 1 << 30, 20], _z(1, 10)),
+        "emlkit::quantized_avg_pool2d": ([_cl(1, 4, 4, 4), [2, 2], [2, 2], 0, 0, 1 << 30, 2], _cl(1, 4, 2, 2)),
+        "emlkit::upsample_nearest2d": ([_z(1, 4, 2, 2), 2, 2], _z(1, 4, 4, 4)),
+        "emlkit::quantized_layer_norm": ([_z(2, 8), _z(8, dtype=torch.int32), _z(8, dtype=torch.int32), 1, 10, 0],
+                                         _z(2, 8)),
+        "aten::add.Tensor": ([_z(2, 4, dtype=f), _z(2, 4, dtype=f), 1], _z(2, 4, dtype=f)),
+        "aten::sub.Tensor": ([_z(2, 4, dtype=f), _z(2, 4, dtype=f), 1], _z(2, 4, dtype=f)),
+        "aten::mul.Tensor": ([_z(2, 4, dtype=f), _z(2, 4, dtype=f)], _z(2, 4, dtype=f)),
+        "aten::div.Tensor": ([_z(2, 4, dtype=f), _z(2, 4, dtype=f)], _z(2, 4, dtype=f)),
+        "aten::add.Scalar": ([_z(2, 4, dtype=f), 0.5, 1], _z(2, 4, dtype=f)),
+        "aten::sub.Scalar": ([_z(2, 4, dtype=f), 0.5, 1], _z(2, 4, dtype=f)),
+        "aten::mul.Scalar": ([_z(2, 4, dtype=f), 0.5], _z(2, 4, dtype=f)),
+        "aten::div.Scalar": ([_z(2, 4, dtype=f), 0.5], _z(2, 4, dtype=f)),
+        "aten::relu.default": ([_z(2, 4)], _z(2, 4)),
+        "aten::hardtanh.default": ([_z(2, 4, dtype=f), -1.0, 1.0], _z(2, 4, dtype=f)),
+        "aten::clamp.default": ([_z(2, 4), None, 6], _z(2, 4)),
+        "aten::sigmoid.default": ([_z(2, 4, dtype=f)], _z(2, 4, dtype=f)),
+        "aten::tanh.default": ([_z(2, 4, dtype=f)], _z(2, 4, dtype=f)),
+        "aten::mean.dim": ([_z(2, 4, dtype=f), [-1], True, None], _z(2, 1, dtype=f)),
+        "aten::_softmax.default": ([_z(2, 4, dtype=f), -1, False], _z(2, 4, dtype=f)),
+        "aten::select_copy.int": ([_z(3, 4), 0, 2], _z(4)),
+        "aten::view_copy.default": ([_z(2, 4), [8]], _z(8)),
+        "aten::squeeze_copy.dims": ([_z(1, 4), [0]], _z(4)),
+        "aten::squeeze_copy.dim": ([_z(1, 4), 0], _z(4)),
+        "aten::squeeze_copy.default": ([_z(1, 4)], _z(4)),
+        "aten::unsqueeze_copy.default": ([_z(4), 0], _z(1, 4)),
+        "aten::clone.default": ([_z(2, 4), None], _z(2, 4)),
+        "aten::permute_copy.default": ([_z(2, 4), [1, 0]], _z(4, 2)),
+        "aten::cat.default": ([[_z(2, 4), _z(2, 4)], 0], _z(4, 4)),
+        "aten::slice_copy.Tensor": ([_z(4, 4), 0, 0, 2, 1], _z(2, 4)),
+        "dim_order_ops::_clone_dim_order.default": ([_cl(1, 4, 2, 2), False, [0, 2, 3, 1]], _cl(1, 4, 2, 2)),
+        "dim_order_ops::_to_dim_order_copy.default": ([_z(2, 4, dtype=f), False, None], _z(2, 4)),
+    }
+    args, out = table[op.split("::")[1]] if op.startswith("cortex_m::") else others[op]
     return list(args), out
 
 
@@ -138,14 +181,24 @@ def run(op: str, args: list[Any], out: torch.Tensor) -> str | None:
     return None
 
 
+def schema_args(op: str) -> list[str]:
+    """Argument names of `op` (cortex_m::x, emlkit::x or an edge op ns::name.overload)."""
+    ns, _, rest = op.partition("::")
+    name, _, overload = rest.partition(".")
+    return [a.name for a in getattr(getattr(getattr(torch.ops, ns), name), overload or "default")._schema.arguments]
+
+
+# C names that are not the schema's: emlkit_qparams_ops.c's requant_args says "multiplier" and "shift".
+C_NAME_IN_SCHEMA = {("emlkit::softmax", "multiplier"): "output_multiplier",
+                    ("emlkit::softmax", "shift"): "output_shift"}
+
+
 def arg_index(op: str, name: str) -> int:
-    schema = getattr(torch.ops.cortex_m, op.split("::")[1]).default._schema
-    return [a.name for a in schema.arguments].index(name)
+    return schema_args(op).index(C_NAME_IN_SCHEMA.get((op, name), name))
 
 
 def _in_schema(op: str, name: str) -> bool:
-    schema = getattr(torch.ops.cortex_m, op.split("::")[1]).default._schema
-    return name in [a.name for a in schema.arguments]
+    return C_NAME_IN_SCHEMA.get((op, name), name) in schema_args(op)
 
 
 ALL_LIMITS = c_limits()
@@ -169,10 +222,20 @@ def test_the_firmware_has_limits_to_compare() -> None:
 
 
 def test_every_adapter_has_a_verifier_entry() -> None:
-    c_ops = set()
-    for path in OPS_DIR.glob("cortex_m_*.c"):
-        c_ops |= {f"cortex_m::{m}" for m in re.findall(r"\bop_cortex_m_(\w+)_out_prepare\(", path.read_text())}
-    assert c_ops == set(al.ADAPTERS)
+    # Every registry entry (firmware/ops/*.def) with a prepare function, and nothing else.
+    entries = set()
+    for path in OPS_DIR.glob("*.def"):
+        entries |= {f"{n}.{o}" for n, o in re.findall(r'^ET_OP\("([^"]+)", "([^"]+)", \w+, \w+\)', path.read_text(),
+                                                      re.M)}
+    assert len(entries) > 40
+    assert entries == set(al.REGISTRY_ENTRY.values()) and set(al.REGISTRY_ENTRY) == set(al.ADAPTERS)
+
+
+def test_aten_checks_report_the_c_adapters_op_names() -> None:
+    # Each aten:: entry's message name is the string its C prepare function passes as `op`.
+    text = _c_text()
+    for key, (_, c_name, _) in al._ATEN.items():
+        assert f'"{c_name}"' in text, key
 
 
 def test_valid_arguments_pass() -> None:
@@ -180,7 +243,7 @@ def test_valid_arguments_pass() -> None:
         assert run(op, *valid(op)) is None, op
 
 
-@pytest.mark.parametrize("op, kind, name, lo, hi, maxn", LIMITS, ids=[f"{r[0][10:]}-{r[2]}" for r in LIMITS])
+@pytest.mark.parametrize("op, kind, name, lo, hi, maxn", LIMITS, ids=[f"{r[0]}-{r[2]}" for r in LIMITS])
 def test_limit_same_as_firmware(op: str, kind: str, name: str, lo: int | None, hi: int | None, maxn: int) -> None:
     args, out = valid(op)
     i = arg_index(op, name)
@@ -202,7 +265,9 @@ def test_limit_same_as_firmware(op: str, kind: str, name: str, lo: int | None, h
 
 
 def _c_text() -> str:
-    text = "".join(p.read_text() for p in sorted(OPS_DIR.glob("cortex_m_*")))
+    text = "".join(p.read_text() for p in [*sorted(OPS_DIR.glob("*.[ch]")), METHOD_C])
+    # the loader's PRIu32 is printed as %u: `%" PRIu32 "` inside a literal, `%" PRIu32` at its end
+    text = re.sub(r'%"\s*PRIu32(\s*")?', lambda m: "%u" if m.group(1) else '%u"', text)
     return re.sub(r'"\s*\n\s*"', "", text)     # adjacent string literals are one
 
 
@@ -302,3 +367,192 @@ def test_compile_refuses_what_the_device_would(tmp_path: Path) -> None:
     shifts[0] = 40
     with pytest.raises(AotError, match=re.escape("cortex_m::quantized_conv2d: per-channel multiplier ")):
         check(ep)
+
+
+@pytest.mark.parametrize("op, changes, fmt, fmt_args", [
+    ("emlkit::softmax", {"exp_table": _z(255, dtype=torch.int32)}, "FMT_EXP_TABLE_LEN", (255,)),
+    ("emlkit::softmax", {"exp_table": _z(256, dtype=torch.int16)}, "FMT_DTYPE", ("exp_table", "int32", "int16")),
+    ("emlkit::softmax", {"out": _z(1, 9)}, "FMT_SAME_LAYOUT", ()),
+    ("emlkit::softmax", {"dim": 3}, "FMT_SOFTMAX_DIM", (3, 2)),
+    ("emlkit::quantized_avg_pool2d", {"kernel_size": [5, 1]}, "FMT_WINDOW", (5, 1, 4, 4)),
+    ("emlkit::quantized_avg_pool2d", {"input": _z(1, 4, 4, 4)}, "FMT_NHWC", ("input", 0, 1, 2, 3)),
+    ("emlkit::upsample_nearest2d", {"out": _z(1, 4, 4, 4, dtype=torch.int16)}, "FMT_IO_DTYPE", ("int8", "int16")),
+    ("emlkit::upsample_nearest2d", {"x": _z(4, 2, 2), "out": _z(4, 4, 4)}, "FMT_UPSAMPLE_RANK", ()),
+    ("emlkit::quantized_layer_norm", {"gain": _z(8, dtype=torch.int8)}, "FMT_LN_DTYPES", ()),
+    ("emlkit::quantized_layer_norm", {"x": _z(8, 2).t()}, "FMT_LN_LAYOUT", ()),
+    ("emlkit::quantized_layer_norm", {"bias": _z(7, dtype=torch.int32)}, "FMT_LN_LAST_DIM", (8,)),
+    ("aten::add.Tensor", {"out": _z(2, 4, dtype=torch.float16)}, "FMT_BIN_DTYPE", ("float16",)),
+    ("aten::add.Tensor", {"out": _z(2, 4, dtype=torch.int32)}, "FMT_BIN_FLOAT_IN", ("int32",)),
+    ("aten::div.Tensor", {"self": _z(2, 4), "other": _z(2, 4), "out": _z(2, 4)}, "FMT_BIN_INT_DIV", ()),
+    ("aten::add.Tensor", {"self": _z(2, 4), "other": _z(2, 4), "alpha": 0.5, "out": _z(2, 4)}, "FMT_BIN_FLOAT_SCALAR",
+     ()),
+    ("aten::mul.Scalar", {"self": _z(2, 4), "out": _z(2, 4)}, "FMT_BIN_FLOAT_SCALAR", ()),
+    ("aten::sigmoid.default", {"self": _z(2, 4), "out": _z(2, 4)}, "FMT_UN_FLOAT_ONLY", ("int8",)),
+    ("aten::relu.default", {"out": _z(2, 4, dtype=torch.int16)}, "FMT_UN_DTYPES", ()),
+    ("aten::clamp.default", {"self": _z(2, 4, dtype=torch.float16), "out": _z(2, 4, dtype=torch.float16)},
+     "FMT_BIN_DTYPE", ("float16",)),
+    ("aten::mean.dim", {"self": _z(2, 4)}, "FMT_MEAN_F32", ("int8", "float32")),
+    ("aten::mean.dim", {"dim": [2]}, "FMT_DIM", (2, 2)),
+    ("aten::_softmax.default", {"dim": -3}, "FMT_DIM", (-3, 2)),
+    ("aten::_softmax.default", {"out": _z(2, 4)}, "FMT_F32", ()),
+    ("aten::select_copy.int", {"dim": 2}, "FMT_SELECT_DIM", ()),
+    ("aten::select_copy.int", {"index": -4}, "FMT_SELECT_INDEX", (-4, 3)),
+    ("aten::view_copy.default", {"out": _z(8, dtype=torch.int32)}, "FMT_IO_DTYPE", ("int8", "int32")),
+    ("aten::permute_copy.default", {"dims": [1, 1]}, "FMT_PERMUTE_REPEAT", ()),
+    ("aten::permute_copy.default", {"dims": [0, 2]}, "FMT_DIM", (2, 2)),
+    ("aten::cat.default", {"tensors": [_z(2, 4), _z(2, 4, dtype=torch.int16)]}, "FMT_IO_DTYPE", ("int16", "int8")),
+    ("aten::slice_copy.Tensor", {"step": 0}, "FMT_SLICE_STEP", ()),
+    ("dim_order_ops::_clone_dim_order.default", {"dim_order": [0, 1, 2, 3]}, "FMT_DIM_ORDER_DISAGREE", ()),
+    ("dim_order_ops::_clone_dim_order.default", {"dim_order": [0, 2, 3, 4]}, "FMT_DIM_ORDER_RANGE", ()),
+    ("dim_order_ops::_clone_dim_order.default", {"dim_order": [0, 2, 3]}, "FMT_DIM_ORDER_RANK", ()),
+    ("dim_order_ops::_clone_dim_order.default", {"dim_order": None}, "FMT_DIM_ORDER_NONE", ()),
+])
+def test_refusal_message_of_aten_and_emlkit_adapters(op: str, changes: dict[str, Any], fmt: str,
+                                                     fmt_args: tuple[Any, ...]) -> None:
+    args, out = valid(op)
+    a = al.Args(op, args, out, lambda v: v if isinstance(v, torch.Tensor) else None)
+    for k, v in changes.items():
+        if k == "out":
+            a.out = v
+        else:
+            a.values[arg_index(op, k)] = v
+    with pytest.raises(al.Refused) as r:
+        al.ADAPTERS[op](a)
+    assert str(r.value) == al.c_format(getattr(al, fmt), a.op, *fmt_args)
+    assert f'"{a.op}"' in _c_text()    # the op name as the C adapter spells it (aten:: ops: the out variant's)
+
+
+def _c_bounds(c_file: str, pattern: str) -> list[int]:
+    """The integer limits a C condition of firmware/ops/<c_file> compares against (regex groups, in order)."""
+    m = re.search(pattern, (OPS_DIR / c_file).read_text())
+    assert m, f"{c_file}: the check {pattern!r} is not there any more"
+    vals = [_c_int(g) for g in m.groups()]
+    assert None not in vals
+    return vals  # type: ignore[return-value]
+
+
+def _range_checks() -> list[tuple[str, str, int, int, str]]:
+    """(op, argument, lo, hi, message format) of emlkit_ops.c's hand-written range checks, read from the C source."""
+    up = _c_bounds("emlkit_ops.c", r"if \(sh < (\d+) \|\| sw < \d+ \|\| sh > (\d+) \|\| sw > \d+\)")
+    ln = _c_bounds("emlkit_ops.c", r"if \(eps_term < ([^|]+) \|\| eps_term > ([^|]+) \|\| shift < ([^|]+) \|\| "
+                                   r"shift > ([^|]+) \|\| zp < ([^|]+) \|\| zp > ([^)]+)\)")
+    return [("emlkit::upsample_nearest2d", "scale_h", up[0], up[1], "FMT_UPSAMPLE_FACTORS"),
+            ("emlkit::upsample_nearest2d", "scale_w", up[0], up[1], "FMT_UPSAMPLE_FACTORS"),
+            ("emlkit::quantized_layer_norm", "eps_term", ln[0], ln[1], "FMT_LN_RANGE"),
+            ("emlkit::quantized_layer_norm", "shift", ln[2], ln[3], "FMT_LN_RANGE"),
+            ("emlkit::quantized_layer_norm", "out_zero_point", ln[4], ln[5], "FMT_LN_RANGE")]
+
+
+@pytest.mark.parametrize("op, name, lo, hi, fmt", _range_checks(), ids=lambda v: str(v))
+def test_emlkit_range_same_as_firmware(op: str, name: str, lo: int, hi: int, fmt: str) -> None:
+    args, out = valid(op)
+    i = arg_index(op, name)
+    for bad in (lo - 1, hi + 1):
+        args[i] = bad
+        want = (al.c_format(al.FMT_UPSAMPLE_FACTORS, op, args[1], args[2]) if fmt == "FMT_UPSAMPLE_FACTORS"
+                else al.c_format(al.FMT_LN_RANGE, op))
+        assert run(op, args, out) == want
+    for good in (lo, hi):
+        args[i] = good
+        assert run(op, args, out) is None
+
+
+def test_emlkit_table_and_window_bounds_same_as_firmware() -> None:
+    text = (OPS_DIR / "emlkit_qparams_ops.c").read_text()
+    assert f"#define EMLKIT_EXP_ONE (1 << {al.EMLKIT_EXP_ONE.bit_length() - 1})" in text
+    assert f"#define EMLKIT_MAX_TAPS (1 << {al.EMLKIT_MAX_TAPS.bit_length() - 1})" in text
+    assert _c_bounds("emlkit_ops.c", r"n == 0 \|\| n > (\d+) \|\|") == [al.LN_MAX_LAST_DIM]
+    op = "emlkit::softmax"
+    for k, bad, good in ((0, (0, al.EMLKIT_EXP_ONE + 1), (1, al.EMLKIT_EXP_ONE)),
+                         (7, (-1, al.EMLKIT_EXP_ONE + 1), (0, al.EMLKIT_EXP_ONE))):
+        fmt = al.FMT_EXP_TABLE_FIRST if k == 0 else al.FMT_EXP_TABLE_ENTRY
+        for v in bad:
+            args, out = valid(op)
+            args[1][k] = v
+            assert run(op, args, out) == (al.c_format(fmt, op, v) if k == 0 else al.c_format(fmt, op, k, v))
+        for v in good:
+            args, out = valid(op)
+            args[1][k] = v
+            assert run(op, args, out) is None
+    op = "emlkit::quantized_avg_pool2d"
+    args, out = valid(op)
+    args[0] = _cl(1, 1, 256, 257)
+    args[1] = [256, 256]
+    assert run(op, args, out) is None                     # exactly EMLKIT_MAX_TAPS taps
+    args[1] = [256, 257]
+    assert run(op, args, out) == al.c_format(al.FMT_TAPS, op, 256, 257, al.EMLKIT_MAX_TAPS)
+    op = "emlkit::quantized_layer_norm"
+    n = al.LN_MAX_LAST_DIM
+    for last, ok in ((n, True), (n + 1, False)):
+        g = _z(last, dtype=torch.int32)
+        msg = run(op, [_z(1, last), g, g, 1, 10, 0], _z(1, last))
+        assert msg == (None if ok else al.c_format(al.FMT_LN_LAST_DIM, op, last))
+
+
+def test_compile_refuses_an_emlkit_op_the_device_would() -> None:
+    """A real lowered program (its softmax lowered to emlkit::softmax by our passes) made out of range is refused
+    by the program verifier with the device's message and EXIT_UNSUPPORTED."""
+    from aot.compile import make_options
+    from aot.lower import cortex_m
+    from aot.passes.verify_program import VerifyProgram
+    from aot.targets import get_target
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 10), torch.nn.Softmax(dim=-1)).eval()
+    x = (torch.randn(1, 8),)
+    low = cortex_m.lower(model, x, [x], get_target("cortex-m55"), make_options())
+    ep = low.edge.exported_program()
+    check = VerifyProgram()
+    check.target = "cortex-m55"
+    check(ep)
+    sm = next(n for n in ep.graph.nodes if n.op == "call_function" and "emlkit" in str(n.target)
+              and "softmax" in str(n.target))
+    shift = al.node_args(sm)[5]
+    sm.update_arg(5, 63)
+    with pytest.raises(AotError) as err:
+        check(ep)
+    assert err.value.exit_code == EXIT_UNSUPPORTED
+    assert al.c_format(al.FMT_INT_RANGE, "emlkit::softmax", "shift", 63, 1, 62) in str(err.value)
+    sm.update_arg(5, shift)
+    table = al.constant_lookup(ep)(al.node_args(sm)[1])
+    assert table is not None
+    table[3] = -1
+    with pytest.raises(AotError, match=re.escape(al.c_format(al.FMT_EXP_TABLE_ENTRY, "emlkit::softmax", 3, -1))):
+        check(ep)
+
+
+def test_loader_aliasing_check_on_a_real_program() -> None:
+    """The emitted program of a real model passes the loader's aliasing check; with one kernel's output moved over
+    its input (as a damaged memory plan would), compile refuses it with the loader's message and EXIT_INTERNAL."""
+    from executorch.exir import ExecutorchBackendConfig
+
+    from aot.compile import make_options
+    from aot.errors import EXIT_INTERNAL
+    from aot.lower import cortex_m
+    from aot.passes.verify_program import check_memory_plan
+    from aot.targets import get_target
+
+    assert re.search(r'"corrupt program: instruction %" PRIu32 " writes its output over its argument %" PRIu32',
+                     METHOD_C.read_text())
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 4, 1)).eval()
+    x = (torch.randn(1, 3, 8, 8),)
+    low = cortex_m.lower(model, x, [x], get_target("cortex-m55"), make_options())
+    prog = low.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False)).executorch_program
+    assert al.check_aliasing(prog) is None
+    check_memory_plan(prog, "cortex-m55")
+    plan = prog.execution_plan[0]
+    calls = [(pc, ins.instr_args.args) for pc, ins in enumerate(i for c in plan.chains for i in c.instructions)
+             if type(ins.instr_args).__name__ == "KernelCall" and "conv" in plan.operators[ins.instr_args.op_index].name]
+    pc, args = calls[-1]
+    out_t, in_t = plan.values[args[-1]].val, plan.values[args[0]].val
+    assert in_t.allocation_info is not None and out_t.allocation_info is not None
+    saved = out_t.allocation_info
+    out_t.allocation_info = in_t.allocation_info
+    assert al.check_aliasing(prog) == al.c_format(al.FMT_OVERLAP, pc, 0)
+    with pytest.raises(AotError) as err:
+        check_memory_plan(prog, "cortex-m55")
+    assert err.value.exit_code == EXIT_INTERNAL
+    assert str(err.value).startswith("the firmware would refuse the program for cortex-m55 at load: corrupt program: ")
+    out_t.allocation_info = saved
+    assert al.check_aliasing(prog) is None

@@ -120,3 +120,15 @@ def test_qemu_missing(tmp_path: Path) -> None:
     line = _one_line(_aot(["run", "add", "--target", "cortex-m55", "--sim", "qemu", "-o", str(tmp_path / "o")], tmp_path,
                           env), 5)
     assert "qemu-system-arm not found" in line and "apt-get install qemu-system-arm" in line
+
+
+def test_damaged_program_for_a_program_image(tmp_path: Path) -> None:
+    """aot.deploy.program_image on a damaged program (no build needed: it is refused while reading): one line that
+    names the file, usage status 2."""
+    for name, data in (("garbage.pte", b"ET12" + bytes(range(256)) * 2), ("empty.bpte", b"")):
+        f = tmp_path / name
+        f.write_bytes(data)
+        p = subprocess.run([sys.executable, "-m", "aot.deploy.program_image", str(f)], cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+        line = _one_line(p, 2)
+        assert line.startswith(f"error: {f}: ") and "does not parse" in line, line

@@ -76,10 +76,9 @@ def test_checker_finds_a_monkeypatch() -> None:
     assert monkeypatches(src) == ["line 3: EthosUBackend._compile_tosa_flatbuffer", "line 4: torch.ops.?"]
 
 
-# Known and not yet replaced (issue 20 item 6 removed the EthosUBackend one): ExecuTorch's Python
-# reference of cortex_m::quantized_conv2d calls torch's F.conv2d on int32, which has no dilated CPU
-# kernel; the host reference swaps that module's F while it runs.
-KNOWN = {"aot/exact_int_conv.py": ["line 41: operators.F", "line 45: operators.F"]}
+# Nothing is known and tolerated any more (issue 20 removed the EthosUBackend patch and the swap of F in
+# ExecuTorch's cortex_m operators module: aot/exact_int_conv.py now calls the ops with zero-dilated weights).
+KNOWN: dict[str, list[str]] = {}
 
 
 @pytest.mark.parametrize("path", sorted(str(p.relative_to(REPO)) for d in ("aot", "scripts")

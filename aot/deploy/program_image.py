@@ -30,6 +30,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from aot.deploy.boards import BoardError
 from aot.deploy.build import FIRMWARE_DIR, BuildError, BuildOptions, BuildResult, build_image, image_sizes
@@ -59,6 +60,18 @@ class OpSet:
         if other:
             raise AotError(f"the program delegates to {', '.join(other)}; the firmware has only the {ETHOSU_BACKEND}")
         return cls(tuple(sorted(set(facts.operators))), bool(facts.delegates))
+
+    @classmethod
+    def of_file(cls, path: Path) -> OpSet:
+        """of_program of a file; its problems (missing, unreadable, damaged) name the file."""
+        if not path.is_file():
+            raise AotError(f"{path}: no such file", EXIT_USAGE)
+        try:
+            return cls.of_program(path.read_bytes())
+        except OSError as e:
+            raise AotError(f"{path}: cannot read it ({e.strerror})", EXIT_USAGE) from e
+        except AotError as e:
+            raise AotError(f"{path}: {e}", e.exit_code) from e
 
     @classmethod
     def parse(cls, text: str, npu: bool = False) -> OpSet:
@@ -234,11 +247,28 @@ def program_image(board: str, opts: BuildOptions | None, program: bytes | Path |
         raise AotError("per-program images are for the boards; the host runner registers every operator", EXIT_USAGE)
     if isinstance(program, OpSet):
         ops = program
+    elif isinstance(program, Path):
+        ops = OpSet.of_file(program)
     else:
-        data = Path(program).read_bytes() if isinstance(program, Path) else program
-        ops = OpSet.of_program(data)
+        ops = OpSet.of_program(program)
     base = build_image(board, opts or BuildOptions(), jobs=jobs)
     return link_program_image(base, ops)
+
+
+T = TypeVar("T")
+
+
+def _or_exit(work: Callable[[], T]) -> T | int:
+    """work()'s result, or the exit status after its error's one line (AotError: its own; a build or board
+    problem: EXIT_USAGE)."""
+    try:
+        return work()
+    except AotError as e:
+        log.error("error: %s", e)
+        return e.exit_code
+    except (BuildError, BoardError) as e:
+        log.error("error: %s", e)
+        return EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,35 +284,26 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
     if args.core:
-        try:
-            c = core_size(args.board, BuildOptions(mve=not args.no_mve))
-        except AotError as e:
-            log.error("error: %s", e)
-            return e.exit_code
-        except (BuildError, BoardError) as e:
-            log.error("error: %s", e)
-            return 2
+        c = _or_exit(lambda: core_size(args.board, BuildOptions(mve=not args.no_mve)))
+        if isinstance(c, int):
+            return c
         for name, n in sorted(c.runtime.items(), key=lambda kv: -kv[1]):
             print(f"  {n:7,d}  {name}")
         print(f"  {sum(c.libc.values()):7,d}  C library and libgcc ({len(c.libc)} members)")
         print(f"runtime core ({c.elf}): text {c.text:,}, data {c.data:,}: {c.total:,} bytes "
               f"({sum(c.runtime.values()):,} runtime, {sum(c.libc.values()):,} C library)")
         return 0
-    try:
+    def link() -> BuildResult:
         ops = OpSet.parse(args.ops, args.npu)
         for p in args.program:
-            if not p.is_file():
-                raise AotError(f"{p}: no such file", EXIT_USAGE)
-            ops = ops.union(OpSet.of_program(p.read_bytes()))
+            ops = ops.union(OpSet.of_file(p))
         if not ops.operators and not ops.npu:
             raise AotError("give a program or --ops", EXIT_USAGE)
-        r = program_image(args.board, BuildOptions(mve=not args.no_mve), ops)
-    except AotError as e:
-        log.error("error: %s", e)
-        return e.exit_code
-    except (BuildError, BoardError) as e:
-        log.error("error: %s", e)
-        return 2
+        return program_image(args.board, BuildOptions(mve=not args.no_mve), ops)
+
+    r = _or_exit(link)
+    if isinstance(r, int):
+        return r
     s = r.sizes
     print(f"{r.elf}: text {s.get('text', 0)}, data {s.get('data', 0)}, bss {s.get('bss', 0)}; "
           f"image bytes (text+data) {s.get('text', 0) + s.get('data', 0)}")

@@ -76,14 +76,8 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
     inputs: user inputs in program order. trace: keep each NPU command's OFM in the returned traces.
     on_op(delegate_index, entry) is called after each NPU command.
     """
-    from aot.exact_int_conv import exact_int_conv
+    from aot import exact_int_conv
 
-    with exact_int_conv():
-        return _run_pte(pte, inputs, trace, on_op)
-
-
-def _run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool,
-             on_op: Callable[[int, TraceEntry], None] | None) -> ProgramRun:
     _cortex_m_ops()
     program = _load_program(pte)
     plan = program.execution_plan[0]
@@ -154,7 +148,7 @@ def _run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool,
                 schema = fn._schema.arguments
                 args = [arg(i, s.type) for i, s in zip(a.args, schema)]
                 out_idx = a.args[len(schema)]
-                res = fn(*args)
+                res = exact_int_conv.call(fn, args, {})   # dilated integer convs computable on the CPU
                 values[out_idx] = res if isinstance(res, torch.Tensor) else res[0]
             elif kind == "DelegateCall":
                 d = plan.delegates[a.delegate_index]

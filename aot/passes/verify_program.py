@@ -5,9 +5,10 @@ the final edge program (aot.verify.check_program) and stops the compile when
 integer data flows into a float kernel (always) or when float islands remain
 (unless --allow-float). Its findings go to the report under "verify".
 
-It also applies the limits the firmware's cortex_m:: op adapters check at load
-(aot/adapter_limits.py), so a program the device would refuse is refused here with
-the device's message.
+It also applies the limits the firmware's op adapters (cortex_m::, aten::, emlkit::) check at
+load (aot/adapter_limits.py), so a program the device would refuse is refused here with
+the device's message; check_memory_plan does the same for the loader's aliasing check on the
+emitted (memory-planned) program.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 
 from aot import adapter_limits, verify
-from aot.errors import EXIT_UNSUPPORTED, AotError
+from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
 from aot.passes.manager import declare
 
 
@@ -49,3 +50,12 @@ class VerifyProgram:
                 raise AotError(f"the firmware would refuse the program for {self.target} at load: node {n.name} "
                                f"at {verify._source_line(n)}: {msg}; the lowering produced arguments our kernels do "
                                "not take: change that layer or report the model", EXIT_UNSUPPORTED)
+
+
+def check_memory_plan(program: Any, target: str) -> None:
+    """The loader's check that no kernel writes its output over an input, on the emitted program
+    (executorch.exir.schema.Program): such a plan is a bug of the toolkit's or ExecuTorch's planning."""
+    msg = adapter_limits.check_aliasing(program)
+    if msg is not None:
+        raise AotError(f"the firmware would refuse the program for {target} at load: {msg}; the memory plan puts a "
+                       "kernel's output over its own input (a bug: report the model)", EXIT_INTERNAL)
