@@ -180,22 +180,20 @@ def source(spec: Spec) -> str:
         fwd.append("x = self.fc(torch.flatten(x, 1))")
         if head == "softmax":
             fwd.append("x = torch.softmax(x, dim=-1)")
-    body_init = "\n".join(f"        {line}" for line in init) or "        pass"
+    # Only what the model uses: a repro of a few parameter-free blocks is then a few lines.
+    body_init = ("    def __init__(self) -> None:\n        super().__init__()\n"
+                 + "".join(f"        {line}\n" for line in init) + "\n") if init else ""
     body_fwd = "\n".join(f"        {line}" for line in fwd)
+    imports = "import torch.nn.functional as F\n" if any("F." in line for line in fwd) else ""
     return f'''"""Random model {spec.seed!r} from scripts/fuzz_models.py (blocks: {", ".join(b["kind"] for b in spec.blocks) or "none"}; head: {head})."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
-
+{imports}
 torch.manual_seed(0)
 
 
 class Fuzz(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-{body_init}
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+{body_init}    def forward(self, x: torch.Tensor) -> torch.Tensor:
 {body_fwd}
         return x
 

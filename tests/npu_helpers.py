@@ -13,6 +13,23 @@ from aot.npu.run import run_blob
 SLOW_ZOO = {"mobilenet_v2", "mobilenet_v3_small", "gru_kws", "mlperf_vww_mobilenet_v1", "mlperf_ic_resnet8"}
 
 
+def compile_for_npu(model: str, target: str) -> Any:
+    """A zoo program for the NPU model tests, compiled once and cached: plain lowering (they test the NPU model,
+    not our graph passes), or the default one for models that reach the NPU only through our rewrites
+    (global_avgpool; conv1d_timeseries' 1-D max pool on the U85)."""
+    from conftest import CACHE
+
+    from aot.compile import compile_model, make_options
+    from aot.errors import AotError
+    from aot.lower import LowerOptions
+
+    try:
+        return compile_model(model, target, CACHE / target / "npu-plain", options=LowerOptions(), reuse_cache=True)
+    except AotError:
+        return compile_model(model, target, CACHE / target / "lut1-el0-af0", options=make_options(True, False, False),
+                             reuse_cache=True)
+
+
 def program_parts(res: Any) -> tuple[list[bytes], list[bytes]]:
     """A CompileResult -> (delegate blobs, the TOSA graph Vela compiled for each)."""
     from executorch.exir._serialize._program import deserialize_pte_binary

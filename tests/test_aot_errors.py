@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from model_files import line_of, module_source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,27 +60,16 @@ def test_file_that_fails_to_import(tmp_path: Path) -> None:
 
 
 def test_model_that_fails_to_export(tmp_path: Path) -> None:
-    p = _write(tmp_path, "m.py", (
-        "import torch\n"
-        "class M(torch.nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        if x.sum() > 0:\n"
-        "            return x * 2\n"
-        "        return x\n"
-        "ModelUnderTest = M()\nModelInputs = (torch.randn(1, 4),)\n"))
+    p = _write(tmp_path, "m.py", module_source("", "if x.sum() > 0:\n    return x * 2\nreturn x", "torch.randn(1, 4)"))
     line = _error_line(_run(["compile", str(p), "--target", "cortex-m55"], tmp_path), 4)
     assert "failed to export" in line
 
 
 def test_unsupported_op_names_op_and_source_line(tmp_path: Path) -> None:
-    p = _write(tmp_path, "m.py", (
-        "import torch\n"
-        "class M(torch.nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.cumsum(x, dim=1)\n"
-        "ModelUnderTest = M()\nModelInputs = (torch.randn(1, 8),)\n"))
+    src = module_source("", "return torch.cumsum(x, dim=1)", "torch.randn(1, 8)")
+    p = _write(tmp_path, "m.py", src)
     line = _error_line(_run(["compile", str(p), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path), 4)
-    assert "cumsum" in line and "m.py:4" in line and "cortex-m55" in line
+    assert "cumsum" in line and f"m.py:{line_of(src, 'cumsum')}" in line and "cortex-m55" in line
 
 
 def test_bad_calibration_shapes(tmp_path: Path) -> None:
@@ -91,28 +81,18 @@ def test_bad_calibration_shapes(tmp_path: Path) -> None:
     assert "calibration sample 0" in line and "(1, 64)" in line
 
 
-_VELA_REJECTS = '''
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-torch.manual_seed(0)
-class M(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.c1 = nn.Conv2d(3, 8, 3, padding=2, dilation=2)
-        self.dw = nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=8)
-        self.mp = nn.MaxPool2d(3, stride=2, padding=1)
-        self.pw = nn.Conv2d(24, 16, 1)
-        self.bias = nn.Parameter(torch.randn(1, 16, 1, 1))
-    def forward(self, x):
-        a = F.hardswish(self.c1(x))
-        y = torch.cat([self.dw(a), self.mp(a)[:, :8]], dim=1)
-        z = self.pw(y) + self.bias
-        z = z * torch.sigmoid(z)
-        return torch.tanh(z[:, :, 1:, :]) + z.mean(dim=1, keepdim=True)[:, :, 1:, :]
-ModelUnderTest = M().eval()
-ModelInputs = (torch.randn(1, 3, 16, 16),)
-'''
+_VELA_REJECTS = module_source("""
+    self.c1 = nn.Conv2d(3, 8, 3, padding=2, dilation=2)
+    self.dw = nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=8)
+    self.mp = nn.MaxPool2d(3, stride=2, padding=1)
+    self.pw = nn.Conv2d(24, 16, 1)
+    self.bias = nn.Parameter(torch.randn(1, 16, 1, 1))""", """
+    a = F.hardswish(self.c1(x))
+    y = torch.cat([self.dw(a), self.mp(a)[:, :8]], dim=1)
+    z = self.pw(y) + self.bias
+    z = z * torch.sigmoid(z)
+    return torch.tanh(z[:, :, 1:, :]) + z.mean(dim=1, keepdim=True)[:, :, 1:, :]""",
+    "torch.randn(1, 3, 16, 16)", imports="import torch.nn.functional as F\n")
 
 
 def test_vela_rejecting_a_partition_is_one_line(tmp_path: Path) -> None:

@@ -304,8 +304,8 @@ def test_no_cosim_means_no_npu(compiled, tmp_path: Path) -> None:
     from aot.deploy.sim_qemu import classify, prepare_run, qemu_command, run_command
 
     b = load_board("corstone-300")
-    elf, wd, model_bin = prepare_run(compiled("conv_relu", "ethos-u55-128").bpte, b, build_image("corstone-300").elf,
-                                     tmp_path, False, None, "qemu")
+    elf, wd, model_bin = prepare_run(compiled("conv_relu", "ethos-u55-128").bpte, b, tmp_path, "qemu",
+                                     elf=build_image("corstone-300").elf)
     console, code, timed_out, _ = run_command(qemu_command(b, elf, model_bin), wd, 60)
     status, parsed = classify(console, code, timed_out)
     assert status == "error" and parsed.raw["code"] == "npu_config" and "no Ethos-U responds" in parsed.raw["error"]

@@ -20,8 +20,9 @@ from aot.npu.errors import NpuError
 from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, rescale
 from aot.npu.run import run_blob
 
-from npu_helpers import SLOW_ZOO, bit_exact_vs_tosa, program_parts, tosa_inputs
+from npu_helpers import SLOW_ZOO, bit_exact_vs_tosa, compile_for_npu, program_parts, tosa_inputs
 from npu_helpers import feature_map as _fm
+from model_files import module_source
 
 TARGET = "ethos-u55-128"
 from aot import models as _zoo
@@ -32,25 +33,8 @@ ZOO = [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_ZOO else m for m in 
 
 @pytest.fixture(scope="session")
 def compiled():
-    """Zoo programs for the NPU, compiled once and cached: plain lowering (this file tests the NPU model, not
-    our graph passes), or the default one for models that reach the NPU only through our rewrites."""
-    from conftest import CACHE
-
-    from aot.compile import compile_model
-    from aot.lower import LowerOptions
-
-    from aot.compile import make_options
-    from aot.errors import AotError
-
-    def build(model: str, target: str):
-        try:
-            return compile_model(model, target, CACHE / target / "npu-plain", options=LowerOptions(), reuse_cache=True)
-        except AotError:
-            # Some models (global_avgpool) reach the NPU only through our rewrites: test what users run.
-            return compile_model(model, target, CACHE / target / "lut1-el0-af0", options=make_options(True, False, False),
-                                 reuse_cache=True)
-
-    return build
+    """Zoo programs for the NPU (npu_helpers.compile_for_npu)."""
+    return compile_for_npu
 
 
 def _program(compiled, model: str, target: str = TARGET):
@@ -142,42 +126,22 @@ def test_channels_last_module_runs_in_program_dim_order(target: str, tmp_path: P
     assert all(o["max_steps"] == 0 for o in result["outputs"])
 
 
-_AVG_PAD_MODEL = """
-import torch
-import torch.nn as nn
-torch.manual_seed(0)
-class AvgPad(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
-        self.pool = nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
-        self.pool2 = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)
-    def forward(self, x):
-        return self.pool2(self.pool(torch.relu(self.conv(x))))
-ModelUnderTest = AvgPad().eval()
-ModelInputs = (torch.randn(1, 3, 12, 12),)
-"""
+_AVG_PAD_MODEL = module_source("""
+    self.conv = nn.Conv2d(3, 8, 3, padding=1)
+    self.pool = nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+    self.pool2 = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)""",
+    "return self.pool2(self.pool(torch.relu(self.conv(x))))", "torch.randn(1, 3, 12, 12)", name="AvgPad")
 
 
-_UPSAMPLE_MODEL = """
-import torch
-import torch.nn as nn
-torch.manual_seed(0)
-class Decoder(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
-        self.up1 = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1)
-        self.up2 = nn.ConvTranspose2d(8, 8, 4, stride=2, padding=1)
-        self.near = nn.Upsample(scale_factor=2, mode="nearest")
-        self.head = nn.Conv2d(8, 4, 3, padding=1)
-    def forward(self, x):
-        y = torch.relu(self.up1(torch.relu(self.conv(x))))
-        y = torch.relu(self.up2(y))
-        return self.head(self.near(y) if NEAREST else y)
-ModelUnderTest = Decoder().eval()
-ModelInputs = (torch.randn(1, 3, 10, 10),)
-"""
+_UPSAMPLE_MODEL = module_source("""
+    self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+    self.up1 = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1)
+    self.up2 = nn.ConvTranspose2d(8, 8, 4, stride=2, padding=1)
+    self.near = nn.Upsample(scale_factor=2, mode="nearest")
+    self.head = nn.Conv2d(8, 4, 3, padding=1)""", """
+    y = torch.relu(self.up1(torch.relu(self.conv(x))))
+    y = torch.relu(self.up2(y))
+    return self.head(self.near(y) if NEAREST else y)""", "torch.randn(1, 3, 10, 10)", name="Decoder")
 
 
 def _compile_source(src: str, name: str, target: str, tmp_path: Path, plain: bool = False):

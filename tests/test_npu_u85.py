@@ -21,7 +21,7 @@ from aot.npu.run import machine_for
 from aot.npu.execute import reciprocal_scale
 from aot.npu.execute_u85 import MachineU85
 
-from npu_helpers import SLOW_ZOO, bit_exact_vs_tosa, program_parts
+from npu_helpers import SLOW_ZOO, bit_exact_vs_tosa, compile_for_npu, program_parts
 from npu_helpers import feature_map as _fm
 
 TARGET = "ethos-u85-256"
@@ -32,22 +32,8 @@ ZOO = [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_ZOO else m for m in 
 
 @pytest.fixture(scope="session")
 def compiled():
-    """Zoo programs for the U85, compiled once and cached (plain lowering, as in test_npu_model.py)."""
-    from conftest import CACHE
-
-    from aot.compile import compile_model, make_options
-    from aot.errors import AotError
-    from aot.lower import LowerOptions
-
-    def build(model: str):
-        try:
-            return compile_model(model, TARGET, CACHE / TARGET / "npu-plain", options=LowerOptions(), reuse_cache=True)
-        except AotError:
-            # Some models (conv1d_timeseries' 1-D max pool) reach the NPU only through our rewrites.
-            return compile_model(model, TARGET, CACHE / TARGET / "lut1-el0-af0", options=make_options(True, False, False),
-                                 reuse_cache=True)
-
-    return build
+    """Zoo programs for the U85 (npu_helpers.compile_for_npu)."""
+    return lambda model: compile_for_npu(model, TARGET)
 
 
 # Zoo programs Vela 5.1.0 miscompiles on plain lowering (README, "Known Vela miscompiles"): the compile-time check

@@ -13,6 +13,8 @@ import pytest
 
 from aot import models
 
+from model_files import module_source
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -110,20 +112,10 @@ def test_ethos_u_on_qemu_runs_the_firmware(compiled) -> None:
     assert o.status == "PASS" and o.board == "an547-u85" and "stand-in for corstone-320" in o.label
 
 
-_DILATED = '''
-import torch
-import torch.nn as nn
-torch.manual_seed(0)
-class Dilated(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.c1 = nn.Conv2d(3, 8, 3, padding=2, dilation=2)
-        self.c2 = nn.Conv2d(8, 8, 3, padding=3, dilation=(3, 2), groups=8)
-    def forward(self, x):
-        return self.c2(torch.relu(self.c1(x)))
-ModelUnderTest = Dilated().eval()
-ModelInputs = (torch.randn(1, 3, 16, 16),)
-'''
+_DILATED = module_source("""
+    self.c1 = nn.Conv2d(3, 8, 3, padding=2, dilation=2)
+    self.c2 = nn.Conv2d(8, 8, 3, padding=3, dilation=(3, 2), groups=8)""",
+    "return self.c2(torch.relu(self.c1(x)))", "torch.randn(1, 3, 16, 16)", name="Dilated")
 
 
 def test_dilated_convs_run_on_qemu(tmp_path: Path) -> None:
@@ -135,24 +127,14 @@ def test_dilated_convs_run_on_qemu(tmp_path: Path) -> None:
     assert "PASS" in proc.stdout and "0 steps" in proc.stdout
 
 
-_CATS = '''
-import torch
-import torch.nn as nn
-torch.manual_seed(1)
-class Cats(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 12, 3, padding=1)
-        self.c, self.d = nn.Conv2d(3, 20, 1), nn.Conv2d(3, 60, 1)
-    def forward(self, x):
-        a, b, c, d = (torch.relu(m(x)) for m in (self.a, self.b, self.c, self.d))
-        y = torch.cat([a, b, c], dim=1)          # NHWC rows of 4, 12, 20 bytes, 36 apart
-        z = torch.cat([d, a], dim=1)             # rows of 60 and 4 bytes
-        s = c[:, 4:16]                           # 12-byte rows read 20 bytes apart
-        return y, z, s + 0.0
-ModelUnderTest = Cats().eval()
-ModelInputs = (torch.randn(1, 3, 7, 5),)
-'''
+_CATS = module_source("""
+    self.a, self.b = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 12, 3, padding=1)
+    self.c, self.d = nn.Conv2d(3, 20, 1), nn.Conv2d(3, 60, 1)""", """
+    a, b, c, d = (torch.relu(m(x)) for m in (self.a, self.b, self.c, self.d))
+    y = torch.cat([a, b, c], dim=1)          # NHWC rows of 4, 12, 20 bytes, 36 apart
+    z = torch.cat([d, a], dim=1)             # rows of 60 and 4 bytes
+    s = c[:, 4:16]                           # 12-byte rows read 20 bytes apart
+    return y, z, s + 0.0""", "torch.randn(1, 3, 7, 5)", name="Cats", seed=1)
 
 
 def test_short_row_block_copies_on_qemu(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from model_files import module_source
 from toolchain import needs_qemu
 
 from aot import models
@@ -225,21 +226,11 @@ def test_emlkit_upsample_reference_is_torch_nearest(fmt: torch.memory_format, sh
     assert got.is_contiguous(memory_format=fmt)
 
 
-UPSAMPLE_MODEL = '''
-import torch
-import torch.nn as nn
-torch.manual_seed(0)
-class M(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 5, 3, padding=1)
-        self.up = nn.Upsample(scale_factor=(3, 2), mode="nearest")
-        self.head = nn.Conv2d(5, 4, 1)
-    def forward(self, x):
-        return self.head(torch.relu(self.up(torch.relu(self.conv(x)))))
-ModelUnderTest = M().eval()
-ModelInputs = (torch.randn(1, 3, 6, 5),)
-'''
+UPSAMPLE_MODEL = module_source("""
+    self.conv = nn.Conv2d(3, 5, 3, padding=1)
+    self.up = nn.Upsample(scale_factor=(3, 2), mode="nearest")
+    self.head = nn.Conv2d(5, 4, 1)""",
+    "return self.head(torch.relu(self.up(torch.relu(self.conv(x)))))", "torch.randn(1, 3, 6, 5)")
 
 
 def test_int8_upsample_runs_exactly_on_host(tmp_path) -> None:

@@ -20,11 +20,13 @@ import logging
 import shutil
 import sys
 from pathlib import Path
+from typing import Unpack
 
 from aot.deploy.boards import Board, BoardError, load_board
-from aot.deploy.build import BuildError, BuildOptions
+from aot.deploy.build import BuildError
 from aot.deploy.sim_qemu import (
-    FAULT_MARKER, SimError, SimResult, ToolMissing, _collect_outputs, classify, finish, prepare_run, run_command, run_dir)
+    FAULT_MARKER, RunOptions, SimError, SimResult, ToolMissing, _collect_outputs, classify, finish, prepare_run,
+    run_command, run_dir, run_options)
 
 log = logging.getLogger(__name__)
 
@@ -77,26 +79,19 @@ def fvp_command(
     return cmd
 
 
-def run_fvp(
-    bpte: Path | bytes,
-    board: str | Board = "corstone-300",
-    elf: Path | None = None,
-    fvp: str | None = None,
-    timeout: float = 60.0,
-    workdir: Path | None = None,
-    save_outputs: bool = False,
-    cycle_limit: int | None = None,
-    build_options: BuildOptions | None = None,
-    npu: str | None = None,
-    etdump: bool = False,
-) -> SimResult:
+def run_fvp(bpte: Path | bytes, board: str | Board = "corstone-300", fvp: str | None = None,
+            cycle_limit: int | None = None, **options: Unpack[RunOptions]) -> SimResult:
+    """Run one .bpte under the board's FVP (`fvp`: which binary); `npu` sets the Ethos-U configuration."""
+    o = run_options(options)
+    timeout, workdir = float(o["timeout"]), o["workdir"]
     b = board if isinstance(board, Board) else load_board(board)
     name = fvp_variant(b, fvp)
     if shutil.which(name) is None:
         raise ToolMissing(f"{name} not found on PATH: install the Arm FVP (developer.arm.com, Arm Ecosystem FVPs) or run under QEMU")
     with run_dir(workdir, "fvp", b.name) as wd:
-        elf, wd, model_bin = prepare_run(bpte, b, elf, wd, save_outputs, build_options, "fvp", etdump)
-        cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), wd.resolve(), timeout, name, cycle_limit, npu)
+        elf, wd, model_bin = prepare_run(bpte, b, wd, "fvp", **o)
+        cmd = fvp_command(b, Path(elf).resolve(), model_bin.resolve(), wd.resolve(), timeout, name, cycle_limit,
+                          o["npu"])
         console, code, timed_out, secs = run_command(cmd, wd, timeout + KILL_GRACE_S)
         # The FVP ends itself at --timelimit; a run that stopped there printed no result.
         status, parsed = classify(console, code, timed_out)
@@ -127,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(" ".join(fvp_command(b, elf, wd / "model.bin", wd, args.timeout, args.fvp, args.cycle_limit,
                                                   args.npu)) + "\n")
             return 0
-        r = run_fvp(args.bpte, b, args.elf, args.fvp, args.timeout, args.workdir, args.save_outputs, args.cycle_limit,
-                    npu=args.npu)
+        r = run_fvp(args.bpte, b, args.fvp, args.cycle_limit, elf=args.elf, timeout=args.timeout, workdir=args.workdir,
+                    save_outputs=args.save_outputs, npu=args.npu)
     except (SimError, BoardError, BuildError) as e:
         log.error("error: %s", e)
         return 2

@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, TypedDict, Unpack
 
 from aot.deploy.boards import Board, BoardError, load_board
 from aot.deploy.build import BuildError, BuildOptions, build_image, check_model_fits, emdl_image
@@ -184,26 +184,49 @@ def finish(res: SimResult, caller_dir: Path | None) -> SimResult:
     return res
 
 
-def prepare_run(bpte: Path | bytes, b: Board, elf: Path | None, workdir: Path, save_outputs: bool,
-                build_options: BuildOptions | None, sim: str, etdump: bool = False) -> tuple[Path, Path, Path]:
+class RunOptions(TypedDict, total=False):
+    """The options every simulator run takes (run_qemu, run_fvp); one left out takes its value in RUN_DEFAULTS."""
+
+    elf: Path | None                     # firmware image (None: build the board's)
+    timeout: float                       # seconds
+    workdir: Path | None                 # working folder to keep (None: a temporary one)
+    save_outputs: bool                   # the firmware writes output_<i>.bin there
+    build_options: BuildOptions | None   # for the image built when elf is None
+    npu: str | None                      # NPU for Ethos-U programs (each simulator says how it uses it)
+    etdump: bool                         # the firmware writes an ETDump
+
+
+RUN_DEFAULTS: RunOptions = {"elf": None, "timeout": 60.0, "workdir": None, "save_outputs": False,
+                            "build_options": None, "npu": None, "etdump": False}
+
+
+def run_options(options: RunOptions) -> RunOptions:
+    return {**RUN_DEFAULTS, **options}
+
+
+def prepare_run(bpte: Path | bytes, b: Board, folder: Path, sim: str,
+                **options: Unpack[RunOptions]) -> tuple[Path, Path, Path]:
     """What every simulator needs before it starts: a model that fits, the image, a clean work
-    folder and model.bin (EMDL header + .bpte) in it. Returns (elf, workdir, model_bin)."""
+    folder and model.bin (EMDL header + .bpte) in it. Returns (elf, folder, model_bin).
+    `folder` is the run's (run_dir); options["workdir"] only says whether the caller keeps it."""
+    o = run_options(options)
+    elf = o["elf"]
     data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
     try:
         check_model_fits(b, len(data), "model" if isinstance(bpte, bytes) else str(bpte))
     except ValueError as e:
         raise SimError(str(e)) from None
     if elf is None:
-        elf = build_image(b.name, build_options).elf
+        elf = build_image(b.name, o["build_options"]).elf
     if not Path(elf).is_file():
         raise SimError(f"{elf}: firmware image not found (build it: python -m aot.deploy.build --board {b.name})")
-    workdir.mkdir(parents=True, exist_ok=True)
-    for old in _collect_outputs(workdir):
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in _collect_outputs(folder):
         old.unlink()  # stale outputs from an earlier run must not pass for new ones
-    (workdir / ETDUMP_FILE).unlink(missing_ok=True)
-    model_bin = workdir / "model.bin"
-    model_bin.write_bytes(emdl_image(data, save_outputs, etdump))
-    return Path(elf), workdir, model_bin
+    (folder / ETDUMP_FILE).unlink(missing_ok=True)
+    model_bin = folder / "model.bin"
+    model_bin.write_bytes(emdl_image(data, bool(o["save_outputs"]), bool(o["etdump"])))
+    return Path(elf), folder, model_bin
 
 
 def program_npu(bpte: bytes) -> str | None:
@@ -228,28 +251,20 @@ def program_npu(bpte: bytes) -> str | None:
     return f"{product}-{1 << blob.config.macs_per_cc}"
 
 
-def run_qemu(
-    bpte: Path | bytes,
-    board: str | Board = "corstone-300",
-    elf: Path | None = None,
-    timeout: float = 60.0,
-    workdir: Path | None = None,
-    save_outputs: bool = False,
-    build_options: BuildOptions | None = None,
-    npu: str | None = None,
-    npu_fault: str | None = None,
-    etdump: bool = False,
-) -> SimResult:
+def run_qemu(bpte: Path | bytes, board: str | Board = "corstone-300", npu_fault: str | None = None,
+             **options: Unpack[RunOptions]) -> SimResult:
     """Run one .bpte; builds the board image first when `elf` is not given.
 
     A program with an Ethos-U delegate runs with the NPU co-simulated (aot/deploy/npu_cosim.py): `npu`
     names the NPU to play (default: the one the program was compiled for), `npu_fault` injects a fault."""
+    o = run_options(options)
+    timeout, workdir = float(o["timeout"]), o["workdir"]
     b = board if isinstance(board, Board) else load_board(board)
     data = bpte if isinstance(bpte, bytes) else Path(bpte).read_bytes()
     with run_dir(workdir, "qemu", b.name) as wd:
-        elf, wd, model_bin = prepare_run(bpte, b, elf, wd, save_outputs, build_options, "qemu", etdump)
+        elf, wd, model_bin = prepare_run(bpte, b, wd, "qemu", **o)
         cmd = qemu_command(b, Path(elf).resolve(), model_bin.resolve())
-        wanted = npu or program_npu(data)
+        wanted = o["npu"] or program_npu(data)
         if wanted is not None and b.npu is not None:
             return finish(_run_cosim(b, Path(elf), wd, cmd, wanted, npu_fault, timeout), workdir)
         console, code, timed_out, secs = run_command(cmd, wd, timeout)
@@ -307,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         log.error("error: %s: no such file (compile the model with python -m aot compile)", args.bpte)
         return 2
     try:
-        r = run_qemu(args.bpte, args.board, args.elf, args.timeout, args.workdir, args.save_outputs,
-                     BuildOptions(mve=not args.no_mve), args.npu, args.npu_fault)
+        r = run_qemu(args.bpte, args.board, args.npu_fault, elf=args.elf, timeout=args.timeout, workdir=args.workdir,
+                     save_outputs=args.save_outputs, build_options=BuildOptions(mve=not args.no_mve), npu=args.npu)
     except (SimError, BoardError, BuildError) as e:
         log.error("error: %s", e)
         return 2

@@ -1,21 +1,16 @@
 """A conv followed by elementwise chains that a single lookup table can replace."""
 import torch
-import torch.nn as nn
+
+from aot.models._blocks import ConvThen
 
 torch.manual_seed(0)
 
 
-class LutActivations(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.conv(x)
-        a = torch.sigmoid(y) * 2.0 + 0.5
-        b = torch.tanh(y) - 0.25
-        return a + b
+def chains(y: torch.Tensor) -> torch.Tensor:
+    a = torch.sigmoid(y) * 2.0 + 0.5
+    b = torch.tanh(y) - 0.25
+    return a + b
 
 
-ModelUnderTest = LutActivations().eval()
+ModelUnderTest = ConvThen(3, 8, chains).eval()
 ModelInputs = (torch.randn(1, 3, 16, 16),)

@@ -8,6 +8,7 @@ fully connected layer to the 12 keyword classes.
 import torch
 import torch.nn as nn
 
+from aot.models._blocks import PooledClassifier
 from aot.models._init import trained_like
 
 torch.manual_seed(0)
@@ -17,20 +18,14 @@ def _bn_relu(c: int) -> list[nn.Module]:
     return [nn.BatchNorm2d(c), nn.ReLU()]
 
 
-class DsCnn(nn.Module):
+class DsCnn(PooledClassifier):
     def __init__(self, channels: int = 64, blocks: int = 4, classes: int = 12) -> None:
-        super().__init__()
         layers: list[nn.Module] = [nn.Conv2d(1, channels, (10, 4), stride=2, padding=(5, 1), bias=False),
                                    *_bn_relu(channels)]
         for _ in range(blocks):
             layers += [nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False), *_bn_relu(channels),
                        nn.Conv2d(channels, channels, 1, bias=False), *_bn_relu(channels)]
-        self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(channels, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(self.pool(self.features(x)), 1))
+        super().__init__(layers, channels, classes)
 
 
 ModelUnderTest = trained_like(DsCnn())

@@ -7,6 +7,7 @@ stride schedule scaled by 0.25, global average pooling and a 2-way classifier.
 import torch
 import torch.nn as nn
 
+from aot.models._blocks import PooledClassifier
 from aot.models._init import trained_like
 
 torch.manual_seed(0)
@@ -20,21 +21,15 @@ def _conv_bn(cin: int, cout: int, k: int, stride: int, groups: int = 1) -> list[
     return [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout), nn.ReLU6()]
 
 
-class MobileNetV1(nn.Module):
+class MobileNetV1(PooledClassifier):
     def __init__(self, width: float = 0.25, classes: int = 2) -> None:
-        super().__init__()
         c = int(32 * width)
         layers = _conv_bn(3, c, 3, 2)
         for out, stride in SCHEDULE:
             o = int(out * width)
             layers += _conv_bn(c, c, 3, stride, groups=c) + _conv_bn(c, o, 1, 1)
             c = o
-        self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(c, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(self.pool(self.features(x)), 1))
+        super().__init__(layers, c, classes)
 
 
 ModelUnderTest = trained_like(MobileNetV1())

@@ -88,6 +88,7 @@ class FeatureMap:
 
 @dataclass
 class TraceEntry:
+    """One command as the model ran it: where it stands in the stream and what it read and wrote."""
     index: int
     offset: int
     op: str
@@ -104,6 +105,35 @@ def reciprocal_scale(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     multiplier = (((1 << 30) + 1) << k) // values
     shape = np.shape(count)
     return multiplier[inverse].reshape(shape), (30 + k)[inverse].reshape(shape)
+
+
+def pool_windows(ifm: np.ndarray, valid: np.ndarray, is_max: bool, oh: int, ow: int,
+                 kernel: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Max (padding never wins) or sum of each (kh, kw) window at strides (sy, sx) over an (H, W, C) int64 map
+    whose padding `valid` marks False, and each window's count of valid elements (the U55 and U85 pools)."""
+    kh, kw, sy, sx = kernel
+    acc: np.ndarray | None = None
+    count = np.zeros((oh, ow), dtype=np.int64)
+    for ky in range(kh):
+        for kx in range(kw):
+            win = (slice(ky, ky + (oh - 1) * sy + 1, sy), slice(kx, kx + (ow - 1) * sx + 1, sx))
+            patch, ok = ifm[win], valid[win]
+            count += ok
+            if is_max:
+                patch = np.where(ok[..., None], patch, np.iinfo(np.int64).min)
+                acc = patch if acc is None else np.maximum(acc, patch)
+            else:
+                acc = patch if acc is None else acc + patch
+    assert acc is not None
+    return acc, count
+
+
+def divide_by_count(acc: np.ndarray, count: np.ndarray, op: str) -> np.ndarray:
+    """Average-pool division by each window's valid-element count, as TOSA's AVG_POOL2D does it."""
+    if (count == 0).any():
+        raise NpuError(f"{op}: a window covers only padding")
+    mult, rshift = reciprocal_scale(count)
+    return rescale(acc, mult[..., None], rshift[..., None], ROUND_NATURAL)
 
 
 @dataclass
@@ -413,27 +443,12 @@ class Machine:
         padded = not valid.all()
         if name == "reduce_sum" and padded:
             raise NpuError(f"{op} with padding is not modelled")
-        acc = None
-        count = np.zeros((oh, ow), dtype=np.int64)
-        for ky in range(kh):
-            for kx in range(kw):
-                win = (slice(ky, ky + (oh - 1) * sy + 1, sy), slice(kx, kx + (ow - 1) * sx + 1, sx))
-                patch, ok = ifm[win], valid[win]
-                count += ok
-                if name == "max":
-                    patch = np.where(ok[..., None], patch, np.iinfo(np.int64).min)
-                    acc = patch if acc is None else np.maximum(acc, patch)
-                else:
-                    acc = patch if acc is None else acc + patch
-        assert acc is not None
+        acc, count = pool_windows(ifm, valid, name == "max", oh, ow, (kh, kw, sy, sx))
         if name == "avg" and padded:
             # With padding the hardware divides by each window's count of valid (non-padding) elements; Vela
             # then sets OFM_SCALE to the remaining rescale only. Modelled as TOSA's AVG_POOL2D divisor (30-bit
             # reciprocal, natural rounding), which every such Vela program we have matches bit for bit.
-            if (count == 0).any():
-                raise NpuError(f"{op}: a window covers only padding")
-            mult, rshift = reciprocal_scale(count)
-            acc = rescale(acc, mult[..., None], rshift[..., None], ROUND_NATURAL)
+            acc = divide_by_count(acc, count, op)
         scale, shift = self.global_scale()
         out = self.output_stage(acc, scale, shift, op)
         self.store_ofm(out, op)

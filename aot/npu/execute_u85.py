@@ -31,7 +31,8 @@ import numpy as np
 from aot.npu import regs_u85 as R
 from aot.npu.blob import VelaBlob
 from aot.npu.errors import NpuError
-from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, _s16, reciprocal_scale, rescale
+from aot.npu.execute import (ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, _s16, divide_by_count, pool_windows,
+                             rescale)
 
 _ROUNDING = {R.ROUND_DOUBLE_SYMMETRIC: ROUND_TFL, R.ROUND_TRUNCATE_TO_ZERO: ROUND_TRUNCATE, R.ROUND_NATURAL: ROUND_NATURAL}
 _DTYPES = {(8, 1): np.int8, (8, 0): np.uint8, (16, 1): np.int16, (16, 0): np.uint16, (32, 1): np.int32}
@@ -235,24 +236,9 @@ class MachineU85(Machine):
         if source != R.ACC_INPUT_RESET:
             raise NpuError(f"{op} with its accumulators loaded from IFM2 is not modelled")
         ifm, valid, (kh, kw, sy, sx, dy, dx), ic = self.pool_input(op, name, oh, ow, oc)
-        acc: np.ndarray | None = None
-        count = np.zeros((oh, ow), dtype=np.int64)
-        for ky in range(kh):
-            for kx in range(kw):
-                win = (slice(ky, ky + (oh - 1) * sy + 1, sy), slice(kx, kx + (ow - 1) * sx + 1, sx))
-                patch, ok = ifm[win], valid[win]
-                count += ok
-                if name == "max":
-                    patch = np.where(ok[..., None], patch, np.iinfo(np.int64).min)
-                    acc = patch if acc is None else np.maximum(acc, patch)
-                else:
-                    acc = patch if acc is None else acc + patch
-        assert acc is not None
+        acc, count = pool_windows(ifm, valid, name == "max", oh, ow, (kh, kw, sy, sx))
         if name == "avg":
-            if (count == 0).any():
-                raise NpuError(f"{op}: a window covers only padding")
-            mult, rshift = reciprocal_scale(count)
-            acc = rescale(acc, mult[..., None], rshift[..., None], ROUND_NATURAL)
+            acc = divide_by_count(acc, count, op)
         self.store_ofm(self.output_stage(acc + bias, scale, shift, op), op)
         return self.stored, (ifm.shape[0], ifm.shape[1], ic), (kh, kw, sy, sx)
 

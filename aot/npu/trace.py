@@ -29,14 +29,10 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class TraceRow:
-    index: int
-    offset: int
-    op: str
-    ifm_shape: tuple[int, ...]
-    ofm_shape: tuple[int, ...]
-    tosa_tensor: str | None
-    max_diff: int | None
+class TraceRow(TraceEntry):
+    """A trace entry (its OFM dropped) and the TOSA tensor closest to that OFM."""
+    tosa_tensor: str | None = None
+    max_diff: int | None = None
 
     def format(self) -> str:
         diff = "-" if self.max_diff is None else str(self.max_diff)
@@ -98,8 +94,8 @@ def compare(entries: Sequence[TraceEntry], tensors: dict[str, np.ndarray]) -> li
                 d = int(np.abs(t.reshape(e.ofm.shape).astype(np.int64) - e.ofm).max())
                 if best is None or d < best[0]:
                     best = (d, n)
-        rows.append(TraceRow(e.index, e.offset, e.op, tuple(e.ifm_shape), tuple(e.ofm_shape),
-                             best[1] if best else None, best[0] if best else None))
+        rows.append(TraceRow(e.index, e.offset, e.op, tuple(e.ifm_shape), tuple(e.ofm_shape), detail=e.detail,
+                             tosa_tensor=best[1] if best else None, max_diff=best[0] if best else None))
     return rows
 
 

@@ -1,7 +1,6 @@
 """Random model '7:13' from scripts/fuzz_models.py (blocks: reshape, mul; head: map)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 torch.manual_seed(0)
 

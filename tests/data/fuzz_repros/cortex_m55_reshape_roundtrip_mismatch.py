@@ -1,16 +1,11 @@
 """Random model '18:0' from scripts/fuzz_models.py (blocks: reshape; head: map)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 torch.manual_seed(0)
 
 
 class Fuzz(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        pass
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.reshape(1, 4, 32, 1).reshape(1, 4, 4, 8)
         return x

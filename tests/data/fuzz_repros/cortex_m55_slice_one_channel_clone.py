@@ -1,16 +1,11 @@
 """Random model '7:3' from scripts/fuzz_models.py (blocks: slice; head: map)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 torch.manual_seed(0)
 
 
 class Fuzz(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        pass
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x[:, :1]
         return x
