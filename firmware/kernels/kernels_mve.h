@@ -7,6 +7,12 @@
 #if FW_HAVE_MVE
 #include <arm_mve.h>
 
+/* Hand-scheduled MVE loops are naked functions taking their argument block in r0; entry and exit save and
+ * restore what AAPCS says a callee keeps (r4-r11, lr, d8-d15). */
+#define K_ASM_LOOP(name, args_t) __attribute__((naked, noinline)) static void name(args_t *a)
+#define K_ASM_SAVE "push {r4-r11, lr}\n" "vpush {d8-d15}\n"
+#define K_ASM_RESTORE "vpop {d8-d15}\n" "pop {r4-r11, pc}\n"
+
 /* Vector twin of k_requantize for lanes with 0 <= mult and -31 <= shift <= 0
  * (the only case the callers send here; others take the scalar path).
  * VQRDMULH computes (a*b + 2^30) >> 31 exactly like the reference (it only

@@ -271,11 +271,10 @@ typedef struct {
   int32_t shift[4];     /* 80 */
 } conv_k16_args;
 
-__attribute__((naked, noinline)) static void conv_k16_group(const conv_k16_args *a) {
+K_ASM_LOOP(conv_k16_group, const conv_k16_args) {
   (void)a;
   __asm volatile(
-      "push {r4-r11, lr}\n"
-      "vpush {d8-d15}\n"
+      K_ASM_SAVE
       "mov r12, r0\n"
       "ldr r3, [r12, #12]\n"
       "vctp.8 r3\n" /* p0: the K bytes of a row, for the whole loop */
@@ -327,8 +326,7 @@ __attribute__((naked, noinline)) static void conv_k16_group(const conv_k16_args 
       "vstrb.32 q4, [r5]\n"
       "add r5, r7\n"
       "le lr, 1b\n"
-      "vpop {d8-d15}\n"
-      "pop {r4-r11, pc}\n");
+      K_ASM_RESTORE);
 }
 
 static void conv_k16(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
@@ -380,11 +378,10 @@ typedef struct {
   int32_t hi[4];        /* 64 */
 } conv_pix_args;
 
-__attribute__((naked, noinline)) static void conv_pixel_groups(conv_pix_args *a) {
+K_ASM_LOOP(conv_pixel_groups, conv_pix_args) {
   (void)a;
   __asm volatile(
-      "push {r4-r11, lr}\n"
-      "vpush {d8-d15}\n"
+      K_ASM_SAVE
       "mov r10, r0\n"
       "ldr r9, [r10, #28]\n"
       "ldr r12, [r10, #8]\n"
@@ -439,8 +436,7 @@ __attribute__((naked, noinline)) static void conv_pixel_groups(conv_pix_args *a)
       "subs r0, #1\n"
       "str r0, [r10, #24]\n"
       "bne 1b\n"
-      "vpop {d8-d15}\n"
-      "pop {r4-r11, pc}\n");
+      K_ASM_RESTORE);
 }
 
 static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,

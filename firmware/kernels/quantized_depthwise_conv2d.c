@@ -219,11 +219,10 @@ typedef struct {
   int32_t hi[4];     /* 80 */
 } dw_run_args;
 
-__attribute__((naked, noinline)) static void dw_run16(const dw_run_args *a) {
+K_ASM_LOOP(dw_run16, const dw_run_args) {
   (void)a;
   __asm volatile(
-      "push {r4-r11, lr}\n"
-      "vpush {d8-d15}\n"
+      K_ASM_SAVE
       "ldr r1, [r0, #0]\n"
       "ldr r3, [r0, #8]\n"
       "ldr r4, [r0, #12]\n"
@@ -319,8 +318,7 @@ __attribute__((naked, noinline)) static void dw_run16(const dw_run_args *a) {
       "add r3, r2\n"
       "subs r4, #1\n"
       "bne 1b\n"
-      "vpop {d8-d15}\n"
-      "pop {r4-r11, pc}\n");
+      K_ASM_RESTORE);
 }
 
 /* Valid kernel rows [lo, hi) of output row/column o. */
