@@ -107,13 +107,13 @@ class NpuConfig:
 
 @dataclass(frozen=True)
 class Board:
-    name: str
+    name: str                        # boards/<name>/board.toml
     description: str
-    cpu: str
+    cpu: str                         # -mcpu, e.g. cortex-m55
     cflags: tuple[str, ...]
-    nomve_cflags: tuple[str, ...]
-    cpu_hz: int
-    uart_base: int | None
+    nomve_cflags: tuple[str, ...]    # the portable-kernel image's flags (equal to cflags: no second image)
+    cpu_hz: int                      # BOARD_CPU_HZ in the generated board header
+    uart_base: int | None            # None: no UART (semihosting runs only; `export` refuses the board)
     memories: tuple[Memory, ...]
     link: LinkPlan
     model: ModelSlot

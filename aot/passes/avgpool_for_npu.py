@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from aot.passes._graph import Rewrite
 from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
@@ -55,24 +56,28 @@ def small_factors(k: int) -> list[int] | None:
 
 @declare("pre_quant", ("aten.avg_pool2d",), runs_after=("Conv1dAsConv2d",))
 @dataclass
-class AvgPoolForNpu:
-    enabled: bool = True
-    flow: str = "ethos_u"
+class AvgPoolForNpu(Rewrite):
     report_key: str = "avgpool_for_npu"
-    rewritten: list[dict[str, Any]] = field(default_factory=list)
+    active: bool = True  # the Ethos-U flow until set_target says otherwise
     skipped: list[dict[str, Any]] = field(default_factory=list)
 
     def set_target(self, target: Any, options: Any) -> None:
         # Cortex-M's CMSIS-NN pool takes any stride; only the NPU has the limit.
-        self.flow = target.flow
+        self.active = target.flow == "ethos_u"
+
+    @property
+    def rewritten(self) -> list[Any]:
+        return self.done
 
     def report(self) -> dict[str, Any]:
-        return {"rewritten": list(self.rewritten), "skipped": list(self.skipped)}
+        return {"rewritten": list(self.done), "skipped": list(self.skipped)}
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        self.rewritten, self.skipped = [], []
-        if not self.enabled or self.flow != "ethos_u":
-            return gm
+        self.skipped = []
+        return super().__call__(gm)
+
+    def run(self, gm: torch.fx.GraphModule) -> list[Any]:
+        self.done = []  # _rewrite appends here as it goes
         changed = False
         for n in list(gm.graph.nodes):
             if n.op == "call_function" and n.target is aten.avg_pool2d.default:
@@ -81,7 +86,7 @@ class AvgPoolForNpu:
             gm.graph.eliminate_dead_code()
             gm.graph.lint()
             gm.recompile()
-        return gm
+        return self.done
 
     def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
         names = ["input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"]
@@ -111,7 +116,7 @@ class AvgPoolForNpu:
                 with xval.fake_mode:
                     val = xval.mean(dim=(-2, -1), keepdim=True)
             self._finish(n, [new], val)
-            self.rewritten.append({**entry, "as": "mean over H, W"})
+            self.done.append({**entry, "as": "mean over H, W"})
             return True
         fh, fw = small_factors(kernel[0]), small_factors(kernel[1])
         if kernel != stride or h % kernel[0] or w % kernel[1] or fh is None or fw is None:
@@ -134,7 +139,7 @@ class AvgPoolForNpu:
                 cur.meta["val"] = cur_val
             nodes.append(cur)
         self._finish(n, nodes, None)
-        self.rewritten.append({**entry, "as": f"cascade {[list(p) for p in zip(fh, fw)]}"})
+        self.done.append({**entry, "as": f"cascade {[list(p) for p in zip(fh, fw)]}"})
         return True
 
     @staticmethod
