@@ -431,9 +431,11 @@ def test_quantize_dequantize(K, seed, scale, zp, dt):
     np.testing.assert_array_equal(q, want)
     back = ops.dequantize_per_tensor(torch.from_numpy(q), scale, zp, int(info.min), int(info.max),
                                      TDT[dt]).numpy()
-    f = np.zeros(500, np.float32)
+    # One guard element past the end: a loop running one step too far would write it.
+    f = np.full(501, 7.0, np.float32)
     K.fn("dequantize_f32", True)(ptr(q), KDT[dt], 500, scale, zp, ptr(f))
-    np.testing.assert_array_equal(f.view(np.int32), back.view(np.int32))
+    np.testing.assert_array_equal(f[:500].view(np.int32), back.view(np.int32))
+    assert f[500] == 7.0
 
 
 # ---------------------------------------------------------------- min / max, pad, transpose
