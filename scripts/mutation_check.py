@@ -3,9 +3,13 @@
 Each mutant is one small source change: in firmware/kernels (the code the host build compiles, not
 the MVE/DSP branches): a loop bound off by one, a clamp dropped, a rounding term removed, a shift
 one bit wrong, a saturation bound or an offset sign changed; in aot/ (passes and the verifier): a
-wrong constant or a skipped rewrite/check (a curated list). For each mutant the script copies the
-tree into a temporary folder once, applies that one change there (the working tree is never
-touched, so Ctrl-C cannot leave a mutant behind), and runs the tests that cover the file:
+wrong constant or a skipped rewrite/check (a curated list). The script copies the tree into one
+temporary folder per job (-j) once, applies each change there (the working tree is never touched, so
+Ctrl-C cannot leave a mutant behind), rebuilds only the mutated kernel's object (a header: all of
+them) and runs only the tests that cover the file. Mutants are found by their text (the line and
+which of its equal copies in the file), not by line number, so code that moves keeps its mutants.
+A kernel file missing from KERNEL_TESTS is covered by the tests of the .c files that include it (a
+header) or by every host kernel test (a .c); the arch-only headers (*_mve.h, *_dsp.h) are skipped.
 
 - killed: the tests failed (or the build did);
 - survived: they passed (a gap worth a test);
@@ -14,7 +18,7 @@ touched, so Ctrl-C cannot leave a mutant behind), and runs the tests that cover 
 
 Usage:
   python -m scripts.mutation_check [--max N] [--seed S] [--only kernels|passes] [--filter TEXT] [--list]
-                                   [--timeout SEC] [--no-baseline]
+                                   [--timeout SEC] [--no-baseline] [-j JOBS]
 Exit status: 0 when killed/total >= --goal (default 0.9), 1 below it, 2 for bad arguments,
 130 when interrupted.
 """
@@ -22,7 +26,10 @@ Exit status: 0 when killed/total >= --goal (default 0.9), 1 below it, 2 for bad 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import logging
+import queue
+import threading
 import os
 import random
 import re
@@ -66,14 +73,19 @@ KERNEL_TESTS: dict[str, str] = {
 }
 
 
+# Every host kernel test (for a kernel source nobody has mapped yet).
+ALL_KERNEL_TESTS = "test_ and not qemu and not compile_for"
+
+
 @dataclass
 class Mutant:
     path: str          # relative to the repo
-    line: int          # 1-based
-    old: str           # the line as it is
-    new: str           # the line mutated
+    line: int          # 1-based, for the report only
+    old: str           # the line as it is (kernels) or the text to replace (passes)
+    new: str           # the same, mutated
     kind: str
     tests: list[str]   # pytest arguments
+    nth: int = 0       # which of the equal copies of `old` in the file (kernels)
 
     def label(self) -> str:
         return f"{self.path}:{self.line} {self.kind}"
@@ -151,23 +163,47 @@ EQUIVALENT: dict[tuple[str, str], str] = {
 }
 
 
+# Mutated texts that cannot change any result: in `r > 127 ? 127 : r` moving the bound by one
+# changes only the branch taken at r == 127 (or -128), and both branches give the same value.
+EQUIVALENT_NEW = re.compile(r"> 126 \? 127\b|< -127 \? -128\b")
+
+
+def kernel_selection(root: Path, name: str) -> str | None:
+    """The -k expression of the tests covering kernel file `name`; None: the host never compiles it."""
+    if name in KERNEL_TESTS:
+        return f"({KERNEL_TESTS[name]}) and not qemu and not compile_for"
+    if Path(name).stem.endswith(("_mve", "_dsp")):
+        return None
+    if name.endswith(".c"):
+        return ALL_KERNEL_TESTS
+    # A new (e.g. shared) header: the tests of the mapped sources including it, else all.
+    inc = re.compile(r'#include\s+"' + re.escape(name) + '"')
+    users = sorted(f"({KERNEL_TESTS[c.name]})" for c in (root / KERNELS).glob("*.c")
+                   if c.name in KERNEL_TESTS and inc.search(c.read_text()))
+    return f"({' or '.join(users)}) and not qemu and not compile_for" if users else ALL_KERNEL_TESTS
+
+
 def kernel_mutants(root: Path) -> list[Mutant]:
     out = []
     for path in sorted((root / KERNELS).glob("*.[ch]")):
-        if path.name not in KERNEL_TESTS:
+        sel = kernel_selection(root, path.name)
+        if sel is None:
             continue
         rel = str(path.relative_to(root))
-        tests = ["tests/test_kernels.py", "-k", f"({KERNEL_TESTS[path.name]}) and not qemu and not compile_for"]
+        tests = ["tests/test_kernels.py", "-k", sel]
+        seen: dict[str, int] = {}
         for no, line in host_lines(path.read_text()):
+            nth = seen.get(line, 0)
+            seen[line] = nth + 1
             if any(f == path.name and text in line for f, text in EQUIVALENT):
                 continue
             new = None if "k_clamp(int32_t" in line else _drop_clamp(line)   # not the definition
             if new is not None and new != line:
-                out.append(Mutant(rel, no, line, new, "clamp dropped", tests))
+                out.append(Mutant(rel, no, line, new, "clamp dropped", tests, nth))
             for kind, pat, rep in LINE_MUTATIONS:
                 new = re.sub(pat, rep, line, count=1)
-                if new != line:
-                    out.append(Mutant(rel, no, line, new, kind, tests))
+                if new != line and not EQUIVALENT_NEW.search(new):
+                    out.append(Mutant(rel, no, line, new, kind, tests, nth))
     return out
 
 
@@ -254,39 +290,98 @@ def kernel_sources(tree: Path, changed: Path) -> list[Path]:
     return [changed] if changed.suffix == ".c" else sorted((tree / KERNELS).glob("*.c"))
 
 
-def run_mutant(tree: Path, m: Mutant, timeout: float) -> str:
-    path = tree / m.path
-    original = path.read_text()
-    if m.path.startswith("firmware"):
-        lines = original.splitlines(keepends=True)
-        if lines[m.line - 1].rstrip("\n") != m.old:
-            return "stillborn"
-        lines[m.line - 1] = m.new + ("\n" if lines[m.line - 1].endswith("\n") else "")
-        mutated = "".join(lines)
-    else:
-        if m.old not in original:
-            return "stillborn"
-        mutated = original.replace(m.old, m.new, 1)
-    path.write_text(mutated)
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
-    try:
-        if m.path.startswith("firmware"):
-            if not build_objects(tree, kernel_sources(tree, path)):
-                return "stillborn"
-            lib = link_library(tree)
-            env["FW_KERNELS_LIB"] = str(lib)
+def apply(original: str, m: Mutant) -> str | None:
+    """The mutated text, or None when the mutated text is no longer in the source (stillborn)."""
+    if not m.path.startswith("firmware"):
+        return original.replace(m.old, m.new, 1) if m.old in original else None
+    lines = original.splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if line.rstrip("\n") == m.old]
+    if len(hits) <= m.nth:
+        return None
+    i = hits[m.nth]
+    lines[i] = m.new + ("\n" if lines[i].endswith("\n") else "")
+    return "".join(lines)
+
+
+class Runner:
+    """Runs mutants in prepared trees; tracks the running children so Ctrl-C can stop them."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.children: set[subprocess.Popen[str]] = set()
+
+    def _run(self, cmd: list[str], **kw: object) -> tuple[int | None, str]:
+        """Exit status (None on timeout) and output of cmd; its own process group so Ctrl-C reaches us first."""
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True, **kw)  # type: ignore[call-overload]
+        with self.lock:
+            self.children.add(p)
         try:
-            r = subprocess.run([sys.executable, *PYTEST, *m.tests], cwd=tree, env=env, capture_output=True,
-                               text=True, timeout=timeout)
+            out, _ = p.communicate(timeout=self.timeout)
+            return p.returncode, out
         except subprocess.TimeoutExpired:
-            return "killed"          # a mutant that makes the tests hang is noticed too
-        if r.returncode == 5:        # no test selected: a broken selection, not a kill
-            raise RuntimeError(f"no tests selected for {m.label()}: {' '.join(m.tests)}")
-        return "killed" if r.returncode != 0 else "survived"
-    finally:
-        path.write_text(original)
-        if m.path.startswith("firmware"):      # objects back to the unmutated sources
-            build_objects(tree, kernel_sources(tree, path))
+            self._kill(p)
+            p.communicate()
+            return None, ""
+        finally:
+            with self.lock:
+                self.children.discard(p)
+            if self.stop.is_set():
+                raise KeyboardInterrupt
+
+    @staticmethod
+    def _kill(p: subprocess.Popen[str]) -> None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def kill_all(self) -> None:
+        self.stop.set()
+        with self.lock:
+            for p in list(self.children):
+                self._kill(p)
+
+    def run_mutant(self, tree: Path, m: Mutant) -> str:
+        path = tree / m.path
+        original = path.read_text()
+        mutated = apply(original, m)
+        if mutated is None or mutated == original:
+            return "stillborn"
+        kernel = m.path.startswith("firmware")
+        path.write_text(mutated)
+        env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+        try:
+            if kernel:
+                if not build_objects(tree, kernel_sources(tree, path)):
+                    return "stillborn"
+                env["FW_KERNELS_LIB"] = str(link_library(tree))
+            rc, _ = self._run([sys.executable, *PYTEST, *m.tests], cwd=tree, env=env)
+            if rc is None:
+                return "killed"          # a mutant that makes the tests hang is noticed too
+            if rc == 5:                  # no test selected: a broken selection, not a kill
+                raise RuntimeError(f"no tests selected for {m.label()}: {' '.join(m.tests)}")
+            return "killed" if rc != 0 else "survived"
+        finally:
+            path.write_text(original)
+            if kernel:                   # objects back to the unmutated sources: copies, no rebuild
+                for o in (tree / "objs.clean").glob("*.o"):
+                    shutil.copy2(o, tree / "objs" / o.name)
+                link_library(tree)
+
+
+def prepare_tree(tree: Path) -> bool:
+    """Copy the repo into `tree` and build the unmutated kernels (kept in objs.clean for restoring)."""
+    copy_tree(tree)
+    if not build_objects(tree, sorted((tree / KERNELS).glob("*.c"))):
+        return False
+    shutil.copytree(tree / "objs", tree / "objs.clean")
+    link_library(tree)
+    return True
 
 
 def baseline(tree: Path, mutants: list[Mutant], timeout: float) -> list[str]:
@@ -325,10 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the selected mutants and stop")
     ap.add_argument("--filter", metavar="TEXT", help="only the mutants whose label (path:line kind) contains TEXT")
     ap.add_argument("--no-baseline", action="store_true", help="skip running the selections on the unmutated tree")
+    ap.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at the same time (default 2)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.max < 0:
         ap.error("--max must be >= 0")
+    if args.jobs < 1:
+        ap.error("--jobs must be >= 1")
     mutants: list[Mutant] = []
     if args.only != "passes":
         pool = kernel_mutants(REPO)
@@ -349,25 +447,46 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results: dict[str, list[Mutant]] = {"killed": [], "survived": [], "stillborn": []}
     start = time.monotonic()
+    runner = Runner(args.timeout)
+    jobs = max(1, min(args.jobs, len(mutants)))
+    pool_ex = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
         with tempfile.TemporaryDirectory(prefix="mutation_") as tmp:
-            tree = Path(tmp)
-            copy_tree(tree)
-            if not build_objects(tree, sorted((tree / KERNELS).glob("*.c"))):
-                print("error: the unmutated kernels do not build on the host", file=sys.stderr)
-                return 1
-            link_library(tree)
+            trees: queue.Queue[Path] = queue.Queue()
+            for j in range(jobs):
+                tree = Path(tmp) / f"t{j}"
+                tree.mkdir()
+                if not prepare_tree(tree):
+                    print("error: the unmutated kernels do not build on the host", file=sys.stderr)
+                    return 1
+                trees.put(tree)
             if not args.no_baseline:
-                bad = baseline(tree, mutants, args.timeout)
+                bad = baseline(Path(tmp) / "t0", mutants, args.timeout)
                 if bad:
                     print(f"error: the unmutated tree fails {', '.join(bad)}: fix that first", file=sys.stderr)
                     return 1
-            for k, m in enumerate(mutants, 1):
+
+            def one(m: Mutant) -> tuple[Mutant, str, float]:
+                tree = trees.get()
                 t0 = time.monotonic()
-                res = run_mutant(tree, m, args.timeout)
-                results[res].append(m)
-                log.info("[%d/%d] %-9s %s (%.0f s): %s", k, len(mutants), res, m.label(), time.monotonic() - t0,
-                         m.new.strip()[:90])
+                try:
+                    return m, runner.run_mutant(tree, m), time.monotonic() - t0
+                finally:
+                    trees.put(tree)
+
+            futures = [pool_ex.submit(one, m) for m in mutants]
+            try:
+                for k, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+                    m, res, took = fut.result()
+                    results[res].append(m)
+                    log.info("[%d/%d] %-9s %s (%.0f s): %s", k, len(mutants), res, m.label(), took,
+                             m.new.strip()[:90])
+            finally:
+                # Ctrl-C or an error: stop the running tests before the trees are removed.
+                for f in futures:
+                    f.cancel()
+                runner.kill_all()
+                pool_ex.shutdown(wait=True)
     except KeyboardInterrupt:
         print("interrupted (the working tree was never modified)", file=sys.stderr)
         return 130

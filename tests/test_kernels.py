@@ -325,15 +325,21 @@ def pool_out(n: int, k: int, s: int, p: int, ceil: bool) -> int:
     return o
 
 
+def pool_shape(g: dict[str, int], ceil: bool) -> tuple[int, int, int, int] | None:
+    """(ph, pw, oh, ow) of pool geometry g, padding limited as torch does (<= kernel / 2); None: empty output."""
+    ph, pw = min(g["ph"], g["kh"] // 2), min(g["pw"], g["kw"] // 2)
+    oh, ow = pool_out(g["h"], g["kh"], g["sh"], ph, ceil), pool_out(g["w"], g["kw"], g["sw"], pw, ceil)
+    return None if oh < 1 or ow < 1 else (ph, pw, oh, ow)
+
+
 @SETTINGS
 @given(seed=seeds, g=pool_geom, ceil=st.booleans(), zp=zps, m=st.integers(1 << 30, (1 << 31) - 1),
        s=st.integers(-10, 2))
 def test_quantized_avg_pool2d(K, seed, g, ceil, zp, m, s):
-    # torch: pad <= kernel / 2
-    ph, pw = min(g["ph"], g["kh"] // 2), min(g["pw"], g["kw"] // 2)
-    oh, ow = pool_out(g["h"], g["kh"], g["sh"], ph, ceil), pool_out(g["w"], g["kw"], g["sw"], pw, ceil)
-    if oh < 1 or ow < 1:
+    shape = pool_shape(g, ceil)
+    if shape is None:
         return
+    ph, pw, oh, ow = shape
     rng = rng_from(seed)
     x = s8(rng, 1, g["h"], g["w"], g["c"])
     want = ops.quantized_avg_pool2d(nhwc_to_torch(x), [g["kh"], g["kw"]], [g["sh"], g["sw"]],
@@ -351,10 +357,10 @@ def test_quantized_avg_pool2d(K, seed, g, ceil, zp, m, s):
        # [-128, 127] (no fused activation, the common case) often, else any range.
        lo=st.one_of(st.just(-128), st.integers(-128, 0)), hi=st.one_of(st.just(127), st.integers(0, 127)))
 def test_quantized_max_pool2d(K, seed, g, zp, lo, hi, fill):
-    ph, pw = min(g["ph"], g["kh"] // 2), min(g["pw"], g["kw"] // 2)
-    oh, ow = pool_out(g["h"], g["kh"], g["sh"], ph, False), pool_out(g["w"], g["kw"], g["sw"], pw, False)
-    if oh < 1 or ow < 1:
+    shape = pool_shape(g, False)
+    if shape is None:
         return
+    ph, pw, oh, ow = shape
     rng = rng_from(seed)
     x = s8(rng, 2, g["h"], g["w"], g["c"])
     # Windows of -128 only (random data almost never has one) check the running maximum's start value.
@@ -425,9 +431,11 @@ def test_quantize_dequantize(K, seed, scale, zp, dt):
     np.testing.assert_array_equal(q, want)
     back = ops.dequantize_per_tensor(torch.from_numpy(q), scale, zp, int(info.min), int(info.max),
                                      TDT[dt]).numpy()
-    f = np.zeros(500, np.float32)
+    # One guard element past the end: a loop running one step too far would write it.
+    f = np.full(501, 7.0, np.float32)
     K.fn("dequantize_f32", True)(ptr(q), KDT[dt], 500, scale, zp, ptr(f))
-    np.testing.assert_array_equal(f.view(np.int32), back.view(np.int32))
+    np.testing.assert_array_equal(f[:500].view(np.int32), back.view(np.int32))
+    assert f[500] == 7.0
 
 
 # ---------------------------------------------------------------- min / max, pad, transpose
