@@ -591,6 +591,15 @@ def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, gro
             dw_buffer_size(c_in, c_in * dm, kh, kw, (ph, pw), in_off), (c_in, dm)
 
 
+@pytest.mark.parametrize("kh,kw,c", [(4, 4, 16), (4, 4, 15), (16, 16, 1), (1, 1, 255), (1, 1, 256), (3, 3, 29)])
+def test_avgpool_scratch_at_the_table_threshold(K, kh, kw, c):
+    """The average pool's term table starts at exactly 256 taps x channels, in the kernel and the planner alike."""
+    from aot.passes.kernel_scratch import avgpool_buffer_size
+    q = QPool(1, 16, 16, c, 16, 16, kh, kw, 1, 1, 0, 0)
+    want = 1024 if kh * kw * c >= 256 else 0
+    assert K.lib.qavgpool_s8_get_buffer_size(C.byref(q)) == want == avgpool_buffer_size(kh, kw, c)
+
+
 # ---------------------------------------------------------------- MVE vs portable on QEMU
 @pytest.mark.skipif(ARM_GCC is None or shutil.which("qemu-system-arm") is None,
                     reason="needs arm-none-eabi-gcc and qemu-system-arm")
