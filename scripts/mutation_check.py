@@ -218,7 +218,7 @@ PASS_MUTANTS: list[tuple[str, str, str, str, list[str]]] = [
      PASS_TESTS_FAST),
     ("aot/passes/kernel_scratch.py", "return 256 * 4 if k_h * k_w * c >= 256 else 0",
      "return 256 * 4 if k_h * k_w * c > 256 else 0", "wrong constant", ["tests/test_kernels.py", "-k",
-                                                                       "test_scratch_sizes or avg_pool"]),
+                                                                       "test_scratch_sizes or avg_pool or avgpool_scratch"]),
     ("aot/passes/kernel_scratch.py", "return groups == 1 and -127 <= input_offset <= 128",
      "return groups == 1 and -128 <= input_offset <= 128", "wrong constant", PASS_TESTS_FAST),
     ("aot/passes/lut_backends.py", "return torch.sign(x) * torch.floor(x.abs() + 0.5)",
