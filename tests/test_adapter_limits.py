@@ -225,7 +225,7 @@ def test_every_adapter_has_a_verifier_entry() -> None:
     # Every registry entry (firmware/ops/*.def) with a prepare function, and nothing else.
     entries = set()
     for path in OPS_DIR.glob("*.def"):
-        entries |= {f"{n}.{o}" for n, o in re.findall(r'^ET_OP\("([^"]+)", "([^"]+)", \w+, \w+\)', path.read_text(),
+        entries |= {f"{n}.{o}" for n, o in re.findall(r'^ET_OP\("([^"]+)", "([^"]+)", \w+, \w+(?:, \d+)?\)', path.read_text(),
                                                       re.M)}
     assert len(entries) > 40
     assert entries == set(al.REGISTRY_ENTRY.values()) and set(al.REGISTRY_ENTRY) == set(al.ADAPTERS)

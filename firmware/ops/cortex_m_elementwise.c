@@ -31,6 +31,19 @@ ET_PREPARE static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_t
                  op);
 }
 
+/* add and mul keep their checked parameters in the call's state (cortex_m_ops.def
+ * gives each the size of its params struct): eval hands them to the kernel as they
+ * are, with no argument unpacking per inference. */
+ET_PREPARE static et_status keep_params(et_kernel_ctx *ctx, const char *op, const void *p, size_t size) {
+  if (!ctx->state || ctx->state_size < size)
+    return et_fail(ctx, ET_E_INTERNAL, "%s: the registry gives %u bytes of state, the plan needs %u", op,
+                   (unsigned)(ctx->state ? ctx->state_size : 0), (unsigned)size);
+  memcpy(ctx->state, p, size);
+  return ET_OK;
+}
+_Static_assert(sizeof(qadd_params) == 44, "cortex_m_ops.def gives cortex_m::quantized_add 44 bytes of state");
+_Static_assert(sizeof(qmul_params) == 20, "cortex_m_ops.def gives cortex_m::quantized_mul 20 bytes of state");
+
 /* add/mul eval: the int8 operands (self at 0, other at `other`, out at `iout`)
  * and their lengths; false when one is empty (nothing to compute). */
 typedef struct {
@@ -63,18 +76,14 @@ ET_PREPARE et_status op_cortex_m_quantized_add_out_prepare(et_kernel_ctx *ctx, e
   CM_TRY(cm_int(ctx, op, args, 11, "activation_min", -128, 127, &p.act_min));
   CM_TRY(cm_int(ctx, op, args, 12, "activation_max", -128, 127, &p.act_max));
   CM_TRY(cm_act(ctx, op, p.act_min, p.act_max));
-  return bcast(ctx, op, a, b, out);
+  CM_TRY(bcast(ctx, op, a, b, out));
+  return keep_params(ctx, op, &p, sizeof p);
 }
 
 et_status op_cortex_m_quantized_add_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)nargs;
   operands_s8 o;
-  if (!operands(args, 4, 13, &o)) return ET_OK;
-  qadd_params p;
-  p.a_zp = cm_i(args, 1), p.a_mult = cm_i(args, 2), p.a_shift = cm_i(args, 3);
-  p.b_zp = cm_i(args, 5), p.b_mult = cm_i(args, 6), p.b_shift = cm_i(args, 7);
-  p.out_zp = cm_i(args, 8), p.out_mult = cm_i(args, 9), p.out_shift = cm_i(args, 10);
-  p.act_min = cm_i(args, 11), p.act_max = cm_i(args, 12);
-  qadd_s8(o.a, o.alen, o.b, o.blen, o.out, &p);
+  if (operands(args, 4, 13, &o)) qadd_s8(o.a, o.alen, o.b, o.blen, o.out, (const qadd_params *)ctx->state);
   return ET_OK;
 }
 
@@ -88,16 +97,14 @@ ET_PREPARE et_status op_cortex_m_quantized_mul_out_prepare(et_kernel_ctx *ctx, e
   CM_TRY(cm_int(ctx, op, args, 4, "output_zero_point", -128, 127, &p.out_zp));
   CM_TRY(cm_int(ctx, op, args, 5, "output_multiplier", 0, INT32_MAX, &p.out_mult));
   CM_TRY(cm_int(ctx, op, args, 6, "output_shift", -31, 31, &p.out_shift));
-  return bcast(ctx, op, a, b, out);
+  CM_TRY(bcast(ctx, op, a, b, out));
+  return keep_params(ctx, op, &p, sizeof p);
 }
 
 et_status op_cortex_m_quantized_mul_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)nargs;
   operands_s8 o;
-  if (!operands(args, 2, 7, &o)) return ET_OK;
-  qmul_params p;
-  p.a_zp = cm_i(args, 1), p.b_zp = cm_i(args, 3), p.out_zp = cm_i(args, 4);
-  p.out_mult = cm_i(args, 5), p.out_shift = cm_i(args, 6);
-  qmul_s8(o.a, o.alen, o.b, o.blen, o.out, &p);
+  if (operands(args, 2, 7, &o)) qmul_s8(o.a, o.alen, o.b, o.blen, o.out, (const qmul_params *)ctx->state);
   return ET_OK;
 }
 
