@@ -31,10 +31,12 @@ ET_PREPARE static et_status bcast(et_kernel_ctx *ctx, const char *op, const et_t
                  op);
 }
 
-/* add and mul keep their checked parameters in the call's state (cortex_m_ops.def
- * gives each the size of its params struct): eval hands them to the kernel as they
- * are, with no argument unpacking per inference. */
-ET_PREPARE static et_status keep_params(et_kernel_ctx *ctx, const char *op, const void *p, size_t size) {
+/* The end of add's and mul's prepare: the operands' shapes checked, then the checked
+ * parameters kept in the call's state (cortex_m_ops.def gives each the size of its
+ * params struct), so eval hands them to the kernel with no unpacking per inference. */
+ET_PREPARE static et_status operands_then_keep(et_kernel_ctx *ctx, const char *op, const et_tensor *a, const et_tensor *b,
+                                               const et_tensor *out, const void *p, size_t size) {
+  CM_TRY(bcast(ctx, op, a, b, out));
   if (!ctx->state || ctx->state_size < size)
     return et_fail(ctx, ET_E_INTERNAL, "%s: the registry gives %u bytes of state, the plan needs %u", op,
                    (unsigned)(ctx->state ? ctx->state_size : 0), (unsigned)size);
@@ -76,15 +78,7 @@ ET_PREPARE et_status op_cortex_m_quantized_add_out_prepare(et_kernel_ctx *ctx, e
   CM_TRY(cm_int(ctx, op, args, 11, "activation_min", -128, 127, &p.act_min));
   CM_TRY(cm_int(ctx, op, args, 12, "activation_max", -128, 127, &p.act_max));
   CM_TRY(cm_act(ctx, op, p.act_min, p.act_max));
-  CM_TRY(bcast(ctx, op, a, b, out));
-  return keep_params(ctx, op, &p, sizeof p);
-}
-
-et_status op_cortex_m_quantized_add_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  (void)nargs;
-  operands_s8 o;
-  if (operands(args, 4, 13, &o)) qadd_s8(o.a, o.alen, o.b, o.blen, o.out, (const qadd_params *)ctx->state);
-  return ET_OK;
+  return operands_then_keep(ctx, op, a, b, out, &p, sizeof p);
 }
 
 ET_PREPARE et_status op_cortex_m_quantized_mul_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
@@ -97,16 +91,19 @@ ET_PREPARE et_status op_cortex_m_quantized_mul_out_prepare(et_kernel_ctx *ctx, e
   CM_TRY(cm_int(ctx, op, args, 4, "output_zero_point", -128, 127, &p.out_zp));
   CM_TRY(cm_int(ctx, op, args, 5, "output_multiplier", 0, INT32_MAX, &p.out_mult));
   CM_TRY(cm_int(ctx, op, args, 6, "output_shift", -31, 31, &p.out_shift));
-  CM_TRY(bcast(ctx, op, a, b, out));
-  return keep_params(ctx, op, &p, sizeof p);
+  return operands_then_keep(ctx, op, a, b, out, &p, sizeof p);
 }
 
-et_status op_cortex_m_quantized_mul_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  (void)nargs;
-  operands_s8 o;
-  if (operands(args, 2, 7, &o)) qmul_s8(o.a, o.alen, o.b, o.blen, o.out, (const qmul_params *)ctx->state);
-  return ET_OK;
-}
+/* add's and mul's eval: the kernel on the two operands (other at `iother`, out at
+ * `iout`), with the parameters prepare kept in the call's state. */
+#define BINARY_EVAL(name, iother, iout, kernel, params_t)                                                       \
+  et_status name(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {                                       \
+    operands_s8 o;                                                                                            \
+    if (operands(args, iother, iout, &o)) kernel(o.a, o.alen, o.b, o.blen, o.out, (const params_t *)ctx->state); \
+    return (void)nargs, ET_OK;                                                                                \
+  }
+BINARY_EVAL(op_cortex_m_quantized_add_out, 4, 13, qadd_s8, qadd_params)
+BINARY_EVAL(op_cortex_m_quantized_mul_out, 2, 7, qmul_s8, qmul_params)
 
 ET_PREPARE et_status op_cortex_m_quantized_div_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_div";
