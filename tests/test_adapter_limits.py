@@ -433,7 +433,7 @@ def _c_bounds(c_file: str, pattern: str) -> list[int]:
 
 def _range_checks() -> list[tuple[str, str, int, int, str]]:
     """(op, argument, lo, hi, message format) of emlkit_ops.c's hand-written range checks, read from the C source."""
-    up = _c_bounds("emlkit_ops.c", r"if \(sh < (\d+) \|\| sw < \d+ \|\| sh > (\d+) \|\| sw > \d+\)")
+    up = _c_bounds("emlkit_ops.c", r"if \(a\.x < (\d+) \|\| a\.y < \d+ \|\| a\.x > (\d+) \|\| a\.y > \d+\)")
     ln = _c_bounds("emlkit_ops.c", r"if \(eps_term < ([^|]+) \|\| eps_term > ([^|]+) \|\| shift < ([^|]+) \|\| "
                                    r"shift > ([^|]+) \|\| zp < ([^|]+) \|\| zp > ([^)]+)\)")
     return [("emlkit::upsample_nearest2d", "scale_h", up[0], up[1], "FMT_UPSAMPLE_FACTORS"),

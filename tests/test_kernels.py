@@ -325,29 +325,30 @@ def pool_out(n: int, k: int, s: int, p: int, ceil: bool) -> int:
     return o
 
 
-def pool_shape(g: dict[str, int], ceil: bool) -> tuple[int, int, int, int] | None:
-    """(ph, pw, oh, ow) of pool geometry g, padding limited as torch does (<= kernel / 2); None: empty output."""
+def pool_case(g: dict[str, int], ceil: bool, seed: int, n: int) -> tuple[np.ndarray, QPool, list[int]] | None:
+    """A pool test case of geometry g: random NHWC input of batch n, the kernel's QPool and the
+    reference's padding (limited as torch does, <= kernel / 2); None when the output is empty."""
     ph, pw = min(g["ph"], g["kh"] // 2), min(g["pw"], g["kw"] // 2)
     oh, ow = pool_out(g["h"], g["kh"], g["sh"], ph, ceil), pool_out(g["w"], g["kw"], g["sw"], pw, ceil)
-    return None if oh < 1 or ow < 1 else (ph, pw, oh, ow)
+    if oh < 1 or ow < 1:
+        return None
+    x = s8(rng_from(seed), n, g["h"], g["w"], g["c"])
+    return x, QPool(n, g["h"], g["w"], g["c"], oh, ow, g["kh"], g["kw"], g["sh"], g["sw"], ph, pw), [ph, pw]
 
 
 @SETTINGS
 @given(seed=seeds, g=pool_geom, ceil=st.booleans(), zp=zps, m=st.integers(1 << 30, (1 << 31) - 1),
        s=st.integers(-10, 2))
 def test_quantized_avg_pool2d(K, seed, g, ceil, zp, m, s):
-    shape = pool_shape(g, ceil)
-    if shape is None:
+    case = pool_case(g, ceil, seed, 1)
+    if case is None:
         return
-    ph, pw, oh, ow = shape
-    rng = rng_from(seed)
-    x = s8(rng, 1, g["h"], g["w"], g["c"])
+    x, p, pad = case
     want = ops.quantized_avg_pool2d(nhwc_to_torch(x), [g["kh"], g["kw"]], [g["sh"], g["sw"]],
-                                    [ph, pw], ceil, zp, m, s, torch.empty(0, dtype=torch.uint8))
+                                    pad, ceil, zp, m, s, torch.empty(0, dtype=torch.uint8))
     want = torch_to_nhwc(want)
-    p = QPool(1, g["h"], g["w"], g["c"], oh, ow, g["kh"], g["kw"], g["sh"], g["sw"], ph, pw)
     for ref in (True, False):
-        out = np.zeros((1, oh, ow, g["c"]), np.int8)
+        out = np.zeros_like(want)
         K.conv("qavgpool_s8", ref, p, ptr(x), ptr(out), zp, m, s)
         np.testing.assert_array_equal(out, want)
 
@@ -357,23 +358,20 @@ def test_quantized_avg_pool2d(K, seed, g, ceil, zp, m, s):
        # [-128, 127] (no fused activation, the common case) often, else any range.
        lo=st.one_of(st.just(-128), st.integers(-128, 0)), hi=st.one_of(st.just(127), st.integers(0, 127)))
 def test_quantized_max_pool2d(K, seed, g, zp, lo, hi, fill):
-    shape = pool_shape(g, False)
-    if shape is None:
+    case = pool_case(g, False, seed, 2)
+    if case is None:
         return
-    ph, pw, oh, ow = shape
-    rng = rng_from(seed)
-    x = s8(rng, 2, g["h"], g["w"], g["c"])
+    x, p, pad = case
     # Windows of -128 only (random data almost never has one) check the running maximum's start value.
     if fill == "int8 min":
         x[:] = -128
     elif fill == "extremes":
         x = np.where(x < 96, np.int8(-128), np.int8(127)).astype(np.int8)
     want = ops.quantized_max_pool2d(nhwc_to_torch(x), [g["kh"], g["kw"]], [g["sh"], g["sw"]],
-                                    [ph, pw], [1, 1], False, zp, zp, lo, hi)
+                                    pad, [1, 1], False, zp, zp, lo, hi)
     want = torch_to_nhwc(want)
-    p = QPool(2, g["h"], g["w"], g["c"], oh, ow, g["kh"], g["kw"], g["sh"], g["sw"], ph, pw)
     for f in both(K, "qmaxpool_s8"):
-        out = np.zeros((2, oh, ow, g["c"]), np.int8)
+        out = np.zeros_like(want)
         f(C.byref(p), ptr(x), ptr(out), lo, hi)
         np.testing.assert_array_equal(out, want)
 

@@ -8,8 +8,8 @@
 #include <arm_mve.h>
 
 /* Hand-scheduled MVE loops are naked functions taking their argument block in r0; entry and exit save and
- * restore what AAPCS says a callee keeps (r4-r11, lr, d8-d15). */
-#define K_ASM_LOOP(name, args_t) __attribute__((naked, noinline)) static void name(args_t *a)
+ * restore what AAPCS says a callee keeps (r4-r11, lr, d8-d15). `a` is only read by the asm. */
+#define K_ASM_LOOP(name, args_t) __attribute__((naked, noinline)) static void name(args_t *a __attribute__((unused)))
 #define K_ASM_SAVE "push {r4-r11, lr}\n" "vpush {d8-d15}\n"
 #define K_ASM_RESTORE "vpop {d8-d15}\n" "pop {r4-r11, pc}\n"
 

@@ -272,7 +272,6 @@ typedef struct {
 } conv_k16_args;
 
 K_ASM_LOOP(conv_k16_group, const conv_k16_args) {
-  (void)a;
   __asm volatile(
       K_ASM_SAVE
       "mov r12, r0\n"
@@ -379,7 +378,6 @@ typedef struct {
 } conv_pix_args;
 
 K_ASM_LOOP(conv_pixel_groups, conv_pix_args) {
-  (void)a;
   __asm volatile(
       K_ASM_SAVE
       "mov r10, r0\n"

@@ -220,7 +220,6 @@ typedef struct {
 } dw_run_args;
 
 K_ASM_LOOP(dw_run16, const dw_run_args) {
-  (void)a;
   __asm volatile(
       K_ASM_SAVE
       "ldr r1, [r0, #0]\n"

@@ -7,10 +7,11 @@
 
 ET_PREPARE et_status aten_select_copy_int_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::select_copy.int_out";
-  et_tensor *self = NULL, *out = NULL;
-  int64_t dim = 0, index = 0;
-  et_status st;
-  if ((st = aten_self_ints_out(ctx, op, args, nargs, &self, &dim, &index, &out))) return st;
+  aten_self_ints a;
+  const et_status st = aten_self_ints_out(ctx, op, args, nargs, &a);
+  if (st) return st;
+  const et_tensor *self = a.self, *out = a.out;
+  int64_t dim = a.x, index = a.y;
   if (self->dim < 1 || out->dim != self->dim - 1) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output rank must be input rank - 1", op);
   if (dim < 0) dim += self->dim;
   if (dim < 0 || dim >= self->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim out of range", op);

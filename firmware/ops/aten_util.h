@@ -65,15 +65,20 @@ static inline et_status aten_self_out(et_kernel_ctx *ctx, const char *op, et_val
 }
 /* (self, int, int, out) ops, out of self's dtype: select_copy (dim, index) and
  * emlkit::upsample_nearest2d (factors). Arguments are checked in schema order. */
+typedef struct {
+  et_tensor *self, *out;
+  int64_t x, y; /* the two ints, in schema order */
+} aten_self_ints;
 static inline et_status aten_self_ints_out(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
-                                           et_tensor **self, int64_t *x, int64_t *y, et_tensor **out) {
+                                           aten_self_ints *a) {
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, self)) ||
-      (st = aten_int(ctx, op, args, 1, x)) || (st = aten_int(ctx, op, args, 2, y)) || (st = aten_tensor(ctx, op, args, 3, out)))
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &a->self)) ||
+      (st = aten_int(ctx, op, args, 1, &a->x)) || (st = aten_int(ctx, op, args, 2, &a->y)) ||
+      (st = aten_tensor(ctx, op, args, 3, &a->out)))
     return st;
-  if ((*self)->dtype != (*out)->dtype)
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name((*self)->dtype),
-                   et_dtype_name((*out)->dtype));
+  if (a->self->dtype != a->out->dtype)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(a->self->dtype),
+                   et_dtype_name(a->out->dtype));
   return ET_OK;
 }
 /* Scalar (int, double or bool) as double; *present=false for None when allowed. */

@@ -18,16 +18,15 @@ static bool is_nhwc(const et_tensor *t) { return memcmp(t->dim_order, k_nhwc, si
 
 ET_PREPARE et_status emlkit_upsample_nearest2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "emlkit::upsample_nearest2d";
-  et_tensor *self = NULL, *out = NULL;
-  int64_t sh = 0, sw = 0;
-  et_status st;
-  if ((st = aten_self_ints_out(ctx, op, args, nargs, &self, &sh, &sw, &out))) return st;
-  if (self->dim != 4 || out->dim != 4) return et_fail(ctx, ET_E_INVALID_ARG, "%s: tensors must be 4-D", op);
-  if (sh < 1 || sw < 1 || sh > 4096 || sw > 4096)
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: factors %ld x %ld out of range [1, 4096]", op, (long)sh, (long)sw);
-  if (out->sizes[0] != self->sizes[0] || out->sizes[1] != self->sizes[1] || (int64_t)out->sizes[2] != self->sizes[2] * sh ||
-      (int64_t)out->sizes[3] != self->sizes[3] * sw)
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape is not the input's scaled by %ld x %ld", op, (long)sh, (long)sw);
+  aten_self_ints a;
+  const et_status st = aten_self_ints_out(ctx, op, args, nargs, &a);
+  if (st) return st;
+  if (a.self->dim != 4 || a.out->dim != 4) return et_fail(ctx, ET_E_INVALID_ARG, "%s: tensors must be 4-D", op);
+  if (a.x < 1 || a.y < 1 || a.x > 4096 || a.y > 4096)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: factors %ld x %ld out of range [1, 4096]", op, (long)a.x, (long)a.y);
+  if (a.out->sizes[0] != a.self->sizes[0] || a.out->sizes[1] != a.self->sizes[1] || (int64_t)a.out->sizes[2] != a.self->sizes[2] * a.x ||
+      (int64_t)a.out->sizes[3] != a.self->sizes[3] * a.y)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape is not the input's scaled by %ld x %ld", op, (long)a.x, (long)a.y);
   return ET_OK;
 }
 
