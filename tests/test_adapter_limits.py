@@ -42,6 +42,9 @@ def _functions(text: str) -> dict[str, str]:
     for m in heads:
         end = text.find("\n}\n", m.start())
         out[m.group(1)] = text[m.start():end]
+    # cortex_m_conv.c's CONV_OP(name, kind, nhwc) defines op_cortex_m_<name>_out_prepare calling conv_prepare.
+    for name, kind, nhwc in re.findall(r"^CONV_OP\((\w+), (\w+), (\w+)\)", text, re.M):
+        out[f"op_cortex_m_{name}_out_prepare"] = f'return conv_prepare(ctx, "cortex_m::{name}", args, nargs, {kind}, {nhwc});'
     return out
 
 

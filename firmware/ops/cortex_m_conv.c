@@ -190,39 +190,19 @@ static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, 
   return ET_OK;
 }
 
-ET_PREPARE et_status op_cortex_m_quantized_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_prepare(ctx, "cortex_m::quantized_conv2d", args, nargs, CONV, false);
-}
-et_status op_cortex_m_quantized_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_eval(ctx, "cortex_m::quantized_conv2d", args, CONV, false);
-}
-ET_PREPARE et_status op_cortex_m_quantized_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_prepare(ctx, "cortex_m::quantized_conv2d_nhwc", args, nargs, CONV, true);
-}
-et_status op_cortex_m_quantized_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_eval(ctx, "cortex_m::quantized_conv2d_nhwc", args, CONV, true);
-}
-ET_PREPARE et_status op_cortex_m_quantized_depthwise_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_prepare(ctx, "cortex_m::quantized_depthwise_conv2d", args, nargs, DEPTHWISE, false);
-}
-et_status op_cortex_m_quantized_depthwise_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_eval(ctx, "cortex_m::quantized_depthwise_conv2d", args, DEPTHWISE, false);
-}
-ET_PREPARE et_status op_cortex_m_quantized_depthwise_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_prepare(ctx, "cortex_m::quantized_depthwise_conv2d_nhwc", args, nargs, DEPTHWISE, true);
-}
-et_status op_cortex_m_quantized_depthwise_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_eval(ctx, "cortex_m::quantized_depthwise_conv2d_nhwc", args, DEPTHWISE, true);
-}
-ET_PREPARE et_status op_cortex_m_quantized_transpose_conv2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_prepare(ctx, "cortex_m::quantized_transpose_conv2d", args, nargs, TRANSPOSE, false);
-}
-et_status op_cortex_m_quantized_transpose_conv2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_eval(ctx, "cortex_m::quantized_transpose_conv2d", args, TRANSPOSE, false);
-}
-ET_PREPARE et_status op_cortex_m_quantized_transpose_conv2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_prepare(ctx, "cortex_m::quantized_transpose_conv2d_nhwc", args, nargs, TRANSPOSE, true);
-}
-et_status op_cortex_m_quantized_transpose_conv2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return conv_eval(ctx, "cortex_m::quantized_transpose_conv2d_nhwc", args, TRANSPOSE, true);
-}
+/* The registry's entry points of the six conv ops: prepare and eval of cortex_m::NAME
+ * (tests/test_adapter_limits.py reads these lines as the functions they define). */
+#define CONV_OP(name, kind, nhwc)                                                                               \
+  ET_PREPARE et_status op_cortex_m_##name##_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { \
+    return conv_prepare(ctx, "cortex_m::" #name, args, nargs, kind, nhwc);                                     \
+  }                                                                                                            \
+  et_status op_cortex_m_##name##_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {                    \
+    (void)nargs;                                                                                               \
+    return conv_eval(ctx, "cortex_m::" #name, args, kind, nhwc);                                               \
+  }
+CONV_OP(quantized_conv2d, CONV, false)
+CONV_OP(quantized_conv2d_nhwc, CONV, true)
+CONV_OP(quantized_depthwise_conv2d, DEPTHWISE, false)
+CONV_OP(quantized_depthwise_conv2d_nhwc, DEPTHWISE, true)
+CONV_OP(quantized_transpose_conv2d, TRANSPOSE, false)
+CONV_OP(quantized_transpose_conv2d_nhwc, TRANSPOSE, true)
