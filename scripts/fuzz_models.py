@@ -343,7 +343,9 @@ def main(argv: list[str] | None = None) -> int:
             small = spec if args.no_shrink else shrink(spec, defect, args.target, args.executor, work,
                                                        args.timeout, args.min_snr)
             repro = out / "defects" / f"{defect}_{args.seed}_{i:05d}.py"
-            repro.write_text(source(small) + f"# {args.target}: {defect}: {detail}\n")
+            # The detail can span lines (a traceback): every line a comment, so the repro still imports.
+            note = "".join(f"# {line}\n" for line in f"{args.target}: {defect}: {detail}".splitlines())
+            repro.write_text(source(small) + note)
             oc.detail += f" (repro: {repro})"
         else:
             path.unlink()
