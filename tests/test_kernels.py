@@ -97,9 +97,11 @@ def test_quantized_add(K, seed, za, zb, zo, ma, mb, mo, sa, sb, so, broadcast, l
     want = torch_to_nhwc(want).reshape(-1)
     p = QAdd(za, ma, sa, zb, mb, sb, zo, mo, so, lo, hi)
     for f in both(K, "qadd_s8"):
-        out = np.zeros(max(a.size, b.size), np.int8)
+        n_out = max(a.size, b.size)
+        out = np.full(n_out + 16, 7, np.int8)  # guard bytes: a block loop running too far would write them
         f(ptr(a), a.size, ptr(b), b.size, ptr(out), C.byref(p))
-        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(out[:n_out], want)
+        assert (out[n_out:] == 7).all()
 
 
 @SETTINGS
@@ -112,9 +114,10 @@ def test_quantized_mul_broadcast(K, seed, za, zb, zo, m, s, bc):
     want = torch_to_nhwc(ops.quantized_mul(nhwc_to_torch(a), za, nhwc_to_torch(b), zb, zo, m, s))
     p = QMul(za, zb, zo, m, s)
     for f in both(K, "qmul_s8"):
-        out = np.zeros(a.size, np.int8)
+        out = np.full(a.size + 16, 7, np.int8)  # guard bytes, as in test_quantized_add
         f(ptr(a), a.size, ptr(b), b.size, ptr(out), C.byref(p))
-        np.testing.assert_array_equal(out, want.reshape(-1))
+        np.testing.assert_array_equal(out[:a.size], want.reshape(-1))
+        assert (out[a.size:] == 7).all()
 
 
 # ---------------------------------------------------------------- div
@@ -424,8 +427,11 @@ def test_quantize_dequantize(K, seed, scale, zp, dt):
     x[:3] = [0.5 * scale, -0.5 * scale, 2.5 * scale]  # ties: rint rounds half to even
     want = ops.quantize_per_tensor(torch.from_numpy(x), scale, zp, int(info.min), int(info.max),
                                    TDT[dt]).numpy()
-    q = np.zeros(500, dt)
+    # One guard element past the end here too (see below).
+    q = np.full(501, 7, dt)
     K.fn("quantize_f32", True)(ptr(x), 500, scale, zp, int(info.min), int(info.max), KDT[dt], ptr(q))
+    assert q[500] == 7
+    q = q[:500].copy()
     np.testing.assert_array_equal(q, want)
     back = ops.dequantize_per_tensor(torch.from_numpy(q), scale, zp, int(info.min), int(info.max),
                                      TDT[dt]).numpy()
