@@ -71,9 +71,31 @@ def _c_text(path: Path) -> str:
     return _STRING.sub('""', _COMMENT.sub(" ", path.read_text()))
 
 
+_MACRO = re.compile(r"^#define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+
+
+def _expand_generators(text: str) -> str:
+    """`text` plus the expansion of each top-level call of a function-like macro defined in it (e.g.
+    cortex_m_conv.c's CONV_OP(name, ...), which defines two entry points per call): enough for
+    _DEFINITION to see the functions they define (parameters substituted, `##` pasted)."""
+    out = [text]
+    for m in _MACRO.finditer(text):
+        name, params = m.group(1), [p.strip() for p in m.group(2).split(",")]
+        body = "\n".join(line.rstrip("\\").strip() for line in m.group(3).split("\n"))
+        for call in re.finditer(rf"^{name}\(([^\n]*)\)[ \t]*;?[ \t]*$", text, re.M):
+            args = [a.strip() for a in call.group(1).split(",")]
+            if len(args) != len(params):
+                continue
+            exp = body
+            for param, arg in zip(params, args):
+                exp = re.sub(rf"\b{param}\b", arg, exp)
+            out.append(re.sub(r"\s*##\s*", "", exp))
+    return "\n".join(out)
+
+
 def c_symbols(path: Path) -> tuple[set[str], set[str]]:
     """(functions a C file defines with external linkage, identifiers it mentions)."""
-    text = _c_text(path)
+    text = _expand_generators(_c_text(path))
     defined = {m.group("name") for m in _DEFINITION.finditer(text)
                if "static" not in m.group("head").split() and m.group("name") not in ("if", "for", "while", "switch")}
     return defined, set(_IDENT.findall(text))
