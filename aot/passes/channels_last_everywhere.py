@@ -66,10 +66,30 @@ def _needs_copy(n: torch.fx.Node) -> bool:
     return not val.is_contiguous(memory_format=torch.channels_last)
 
 
-def _propagate_strides(gm: torch.fx.GraphModule) -> None:
-    vals = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
-    mode = next(v.fake_mode for v in vals if hasattr(v, "fake_mode"))
-    FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*vals)
+class _Strides:
+    """Recomputes, node by node in graph order, the fake values of the ops after the first copy: a copy
+    changes the strides of everything after it (a permute of a channels-last tensor is no longer the
+    channels-last tensor the export saw). Each node is recomputed once, from its inputs' current values,
+    just before it is judged, so the whole pass costs one propagation however many copies it inserts."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.gm = gm
+        self.prop: FakeTensorProp | None = None
+        self.mode: Any = None
+
+    def refresh(self, n: torch.fx.Node) -> None:
+        if n.op != "call_function":
+            return
+        if self.prop is None:
+            vals = [m.meta["val"] for m in self.gm.graph.nodes if m.op == "placeholder"]
+            self.mode = next(v.fake_mode for v in vals if hasattr(v, "fake_mode"))
+            self.prop = FakeTensorProp(self.gm, self.mode)
+        env = self.prop.env
+        for x in n.all_input_nodes:
+            if x not in env:
+                env[x] = x.meta["val"]
+        with self.mode:
+            env[n] = self.prop.run_node(n)  # also stores n.meta["val"]
 
 
 @declare("pre_quant", ("aten.permute", "aten.transpose", "aten.view", "aten.reshape", "one-channel 4-D outputs"),
@@ -84,13 +104,10 @@ class ChannelsLastEverywhere(Rewrite):
 
     def run(self, gm: torch.fx.GraphModule) -> list[str]:
         g, copied = gm.graph, []
-        stale = False
+        strides = _Strides(gm)
         for n in list(g.nodes):
-            if stale:
-                # A copy changes the strides of everything after it (a permute of a channels-last tensor is no
-                # longer the channels-last tensor the export saw): recompute them before judging the next op.
-                _propagate_strides(gm)
-                stale = False
+            if copied:
+                strides.refresh(n)
             if not _needs_copy(n):
                 continue
             with g.inserting_after(n):
@@ -100,7 +117,6 @@ class ChannelsLastEverywhere(Rewrite):
             val = n.meta["val"]
             cl.meta["val"] = val.clone(memory_format=torch.channels_last)
             copied.append(n.name)
-            stale = True
         if copied:
             g.lint()
             gm.recompile()
