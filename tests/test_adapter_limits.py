@@ -16,6 +16,7 @@ import executorch.backends.cortex_m.passes  # noqa: F401  (registers torch.ops.c
 import executorch.exir.passes.dim_order_ops_registry  # noqa: F401  (registers torch.ops.dim_order_ops)
 import aot.emlkit_ops  # noqa: F401  (registers torch.ops.emlkit)
 from aot import adapter_limits as al
+from aot.deploy.export import expand_generators
 from aot.errors import EXIT_UNSUPPORTED, AotError
 
 OPS_DIR = Path(__file__).resolve().parent.parent / "firmware" / "ops"
@@ -42,9 +43,6 @@ def _functions(text: str) -> dict[str, str]:
     for m in heads:
         end = text.find("\n}\n", m.start())
         out[m.group(1)] = text[m.start():end]
-    # cortex_m_conv.c's CONV_OP(name, kind, nhwc) defines op_cortex_m_<name>_out_prepare calling conv_prepare.
-    for name, kind, nhwc in re.findall(r"^CONV_OP\((\w+), (\w+), (\w+)\)", text, re.M):
-        out[f"op_cortex_m_{name}_out_prepare"] = f'return conv_prepare(ctx, "cortex_m::{name}", args, nargs, {kind}, {nhwc});'
     return out
 
 
@@ -57,7 +55,8 @@ def c_limits() -> list[tuple[str, str, str, int | None, int | None, int]]:
     """(op, kind, arg name, lo, hi, max entries) for every range check of every cortex_m:: prepare function."""
     rows = []
     for path in sorted(p for g in CM_SOURCES for p in OPS_DIR.glob(g)):
-        funcs = _functions(path.read_text())
+        # generating macros (cortex_m_conv.c's CONV_OP) expanded as `export` does
+        funcs = _functions(expand_generators(path.read_text()))
 
         def reach(name: str, seen: set[str]) -> set[str]:
             seen.add(name)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from aot.deploy.build import cmake_binary
-from aot.deploy.export import c_array, export_compiled, program_facts, registration, source_closure
+from aot.deploy.export import (c_array, expand_generators, export_compiled, program_facts, registration,
+                               source_closure)
 from aot.errors import AotError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -241,3 +242,14 @@ def test_ethos_u_export_runs_the_npu_through_the_api(tmp_path: Path, compiled) -
                      str(elf)], elf, work, NpuSpec.parse("ethos-u55-128"), b.npu.base, b.npu.irq, reach, 30.0)
     assert "RESULT: PASS conv_relu" in out.console, out.console[-3000:]
     assert re.search(r"EthosUBackend\s+1 calls", out.console), out.console[-2000:]
+
+
+def test_generating_macros_expand_like_the_preprocessor() -> None:
+    # `#p` joins the literal before it, `##` pastes, a plain parameter is substituted; calls with another
+    # argument count are not expanded.
+    text = ('#define GEN(name, kind) \\\n'
+            '  int op_##name##_prepare(int x) { return check("ns::" #name, kind, #kind); }\n'
+            'GEN(conv, CONV)\nGEN(only_one)\n')
+    exp = expand_generators(text)
+    assert 'int op_conv_prepare(int x) { return check("ns::conv", CONV, "CONV"); }' in exp
+    assert "op_only_one_prepare" not in exp

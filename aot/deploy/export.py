@@ -74,10 +74,11 @@ def _c_text(path: Path) -> str:
 _MACRO = re.compile(r"^#define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
 
 
-def _expand_generators(text: str) -> str:
+def expand_generators(text: str) -> str:
     """`text` plus the expansion of each top-level call of a function-like macro defined in it (e.g.
     cortex_m_conv.c's CONV_OP(name, ...), which defines two entry points per call): enough for
-    _DEFINITION to see the functions they define (parameters substituted, `##` pasted)."""
+    _DEFINITION (and tests/test_adapter_limits.py) to see the functions they define: parameters
+    substituted, `#param` stringified (joined to a string literal just before it), `##` pasted."""
     out = [text]
     for m in _MACRO.finditer(text):
         name, params = m.group(1), [p.strip() for p in m.group(2).split(",")]
@@ -88,6 +89,8 @@ def _expand_generators(text: str) -> str:
                 continue
             exp = body
             for param, arg in zip(params, args):
+                exp = re.sub(rf'"([^"\\\n]*)"\s*(?<!#)#\s*{param}\b', lambda q: f'"{q.group(1)}{arg}"', exp)
+                exp = re.sub(rf"(?<!#)#\s*{param}\b(?!\s*#)", f'"{arg}"', exp)
                 exp = re.sub(rf"\b{param}\b", arg, exp)
             out.append(re.sub(r"\s*##\s*", "", exp))
     return "\n".join(out)
@@ -95,7 +98,7 @@ def _expand_generators(text: str) -> str:
 
 def c_symbols(path: Path) -> tuple[set[str], set[str]]:
     """(functions a C file defines with external linkage, identifiers it mentions)."""
-    text = _expand_generators(_c_text(path))
+    text = expand_generators(_c_text(path))
     defined = {m.group("name") for m in _DEFINITION.finditer(text)
                if "static" not in m.group("head").split() and m.group("name") not in ("if", "for", "while", "switch")}
     return defined, set(_IDENT.findall(text))
