@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
       case K_DWCONV: {
         qconv_params p = {r[F_N], r[F_IH], r[F_IW], r[F_IC], r[F_OH], r[F_OW], r[F_OC], r[F_KH], r[F_KW], r[F_SH], r[F_SW],
                           r[F_PH], r[F_PW], r[F_DH], r[F_DW], r[F_KIND] == K_CONV ? 1 : r[F_IC], r[F_IOFF], r[F_OOFF],
-                          r[F_AMIN], r[F_AMAX], NULL};
+                          r[F_AMIN], r[F_AMAX], NULL, NULL};
         p.beff = (const int32_t *)at(blob, r[F_KS]); /* the program's folded window bias, or NULL */
         cmsis_nn_per_channel_quant_params q = {m, s};
         cmsis_nn_dims bdim = {1, 1, 1, r[F_OC]};
