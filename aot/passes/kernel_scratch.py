@@ -42,13 +42,13 @@ def conv_fast_ok(groups: int, input_offset: int) -> bool:
 
 
 def conv_buffer_size(out_c: int, k_h: int, k_w: int, in_c: int, pad: tuple[int, int], groups: int,
-                     input_offset: int, folded: bool = False) -> int:
-    """qconv2d_s8_get_buffer_size: the folded per-channel bias (unless the program carries it: `folded`),
-    then one im2col row."""
+                     input_offset: int) -> int:
+    """qconv2d_s8_get_buffer_size: the folded per-channel bias (also when the program carries it: the DSP
+    path copies it), then one im2col row."""
     if not conv_fast_ok(groups, input_offset):
         return 0
     direct = k_h == 1 and k_w == 1 and pad == (0, 0)
-    return (0 if folded else _ceil(out_c, 4) * 4) + (0 if direct else _ceil(k_h * k_w * in_c, 16))
+    return _ceil(out_c, 4) * 4 + (0 if direct else _ceil(k_h * k_w * in_c, 16))
 
 
 def dw_buffer_size(in_c: int, out_c: int, k_h: int, k_w: int, pad: tuple[int, int] = (0, 0),
@@ -65,8 +65,8 @@ def dw_buffer_size(in_c: int, out_c: int, k_h: int, k_w: int, pad: tuple[int, in
 
 
 def multiplier_forms(n: int, out_c: int, depthwise: bool) -> tuple[bool, bool]:
-    """(the program carries the padded folded bias a kernel reads in place, and the depthwise blocks), from the
-    length n of the multipliers tensor (aot/passes/window_bias.py; the runtime's conv_point_ext)."""
+    """(the program carries the folded bias a kernel reads in place, and the depthwise blocks), from the length n
+    of the multipliers tensor (aot/passes/window_bias.py; the runtime's conv_point_ext)."""
     if out_c <= 0:
         return False, False
     blocks = depthwise and n == 2 * out_c + _ceil(out_c, 16) // 16 * 48
@@ -153,8 +153,7 @@ class KernelScratch(PassBase):
             stride, pad = tuple(n.args[3]), tuple(n.args[4])
             if name in CONV_OPS:
                 groups = in_c // ws[3] if ws[3] else 1
-                folded, _ = multiplier_forms(_numel(n.args[8]), ws[0], False)
-                need = conv_buffer_size(ws[0], ws[1], ws[2], ws[3], pad, groups, int(n.args[6]), folded)
+                need = conv_buffer_size(ws[0], ws[1], ws[2], ws[3], pad, groups, int(n.args[6]))
                 self.variants[conv_variant(ws[0], ws[1], ws[2], ws[3], stride, pad, groups, int(n.args[6]))] += 1
             else:
                 folded, blocks = multiplier_forms(_numel(n.args[9]), ws[3], True)

@@ -42,13 +42,14 @@ static int conv_direct(const qconv_params *p) {
 }
 
 /* Scratch of the MVE fast path: the per-channel bias with the input-offset
- * term (out_c int32, rounded up to whole vectors; none when the program
- * carries it, p->beff), then one im2col row unless the convolution reads its
- * rows straight from the input. The same size on every build, so that a
- * program plans the same memory for any core. */
+ * term (out_c int32, rounded up to whole vectors; unused by the MVE path when
+ * the program carries it, p->beff, but the DSP path copies it there: its
+ * pixel loop runs faster so), then one im2col row unless the convolution
+ * reads its rows straight from the input. The same size on every build, so
+ * that a program plans the same memory for any core. */
 size_t qconv2d_s8_get_buffer_size(const qconv_params *p) {
   if (!conv_fast_ok(p)) return 0;
-  const size_t beff = p->beff ? 0 : ((size_t)p->out_c + 3) / 4 * 16;
+  const size_t beff = ((size_t)p->out_c + 3) / 4 * 16;
   const size_t row = conv_direct(p) ? 0 : ((size_t)p->k_h * p->k_w * p->in_c + 15) / 16 * 16;
   return beff + row;
 }
@@ -489,7 +490,7 @@ k_status qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w
   }
   if (scratch_size < qconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
   const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c;
-  int8_t *row = (int8_t *)scratch + (p->beff ? 0 : ((size_t)OC + 3) / 4 * 16);
+  int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
   /* The start values, read in whole vectors (out_c rounded up to 4): the
    * program's folded bias (aot/passes/window_bias.py, padded there), or with
    * a zero offset (aot/passes/fold_input_offset.py) the bias itself where
@@ -518,8 +519,7 @@ k_status qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w
 #if FW_HAVE_DSP
 /* DSP extension (Cortex-M4/M7/M33), groups == 1 with an input offset in the
  * int8 pad range, the same scratch as the MVE path: the per-channel bias with
- * input_offset * sum(weights) folded in (the program's, the bias itself for a
- * zero offset, else computed per call), then one im2col row whose padding
+ * input_offset * sum(weights) folded in, then one im2col row whose padding
  * taps hold -input_offset (so that they contribute nothing). Each output
  * pixel's K-byte row (the input itself for 1x1 convolutions without padding;
  * for interior pixels with dil_w == 1 the k_h input runs of k_w*C bytes, no
@@ -669,17 +669,15 @@ k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w
   if (scratch_size < qconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
   const int32_t C = p->in_c, K = p->k_h * p->k_w * C, kwc = p->k_w * C, OC = p->out_c;
   const int32_t OC4 = OC & ~3;
-  int8_t *row = (int8_t *)scratch + (p->beff ? 0 : ((size_t)OC + 3) / 4 * 16);
-  /* read per channel, never past out_c: the bias itself serves a zero offset */
-  const int32_t *beff = p->beff ? p->beff : (p->input_offset == 0 ? bias : NULL);
-  if (!beff) {
-    int32_t *b = (int32_t *)scratch;
+  int32_t *beff = (int32_t *)scratch;
+  int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
+  if (p->beff && p->input_offset) /* folded at compile time (aot/passes/window_bias.py) */
+    for (int32_t o = 0; o < OC; o++) beff[o] = p->beff[o];
+  else
     for (int32_t o = 0; o < OC; o++)
-      b[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
-                       (p->input_offset ? (uint32_t)p->input_offset * (uint32_t)k_sum_s8_dsp(w + (size_t)o * K, K)
-                                        : 0u));
-    beff = b;
-  }
+      beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
+                          (p->input_offset ? (uint32_t)p->input_offset * (uint32_t)k_sum_s8_dsp(w + (size_t)o * K, K)
+                                           : 0u));
   const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max; /* *p may alias the output */
   const int direct = conv_direct(p);
   if (direct && p->stride_h == 1 && p->stride_w == 1) {
