@@ -42,6 +42,11 @@ FMT_NHWC_VARIANT = "%s: %s must be a contiguous NHWC tensor"
 FMT_REQUANT = "%s: %s multiplier %lld / shift %lld outside [0, 2^31) / [-31, 31]"
 FMT_ACT = "%s: activation_min %d > activation_max %d"
 FMT_GROUPED_TRANSPOSE = "%s: grouped transposed convolution is not supported"
+FMT_EXT_FORM = ("%s: requantize_multipliers has %u entries: %d multipliers and the folded window bias need a constant "
+                "convolution or depth-multiplier-1 depthwise")
+FMT_WINDOW_BIAS = "%s: folded window bias of channel %d is %ld, the weights give %ld"
+FMT_WINDOW_BIAS_PAD = "%s: folded window bias of padding channel %d is %ld, not 0"
+FMT_DW_BLOCK = "%s: 16-channel block of channel %d: %s is %ld, expected %ld"
 FMT_POOL_DILATION = "%s: dilation %d,%d not supported (only 1)"
 FMT_POOL_PADDING = "%s: padding must be at most half the kernel size"
 FMT_POOL_CEIL = "%s: ceil_mode=True is not supported (as in the reference)"
@@ -225,6 +230,51 @@ def check_requant_tensors(a: Args, im: int, ish: int) -> None:
         check_requant(a, "per-channel", int(mv), int(sv))
 
 
+def _extended(kind: str, n: int, out_c: int) -> bool:
+    """cortex_m_conv.c conv_extended: the multipliers tensor's length is one of the window-bias forms."""
+    if out_c <= 0:
+        return False
+    if kind == "conv":
+        return n in (2 * out_c, out_c + (out_c + 3) // 4 * 4)
+    return n == 2 * out_c or (kind == "depthwise" and n == 2 * out_c + (out_c + 15) // 16 * 48)
+
+
+def check_window_bias(a: Args, kind: str, nhwc: bool, ioff: int, im: int, ish: int) -> None:
+    """cortex_m_conv.c conv_window_bias: the entries after the multipliers (aot/passes/window_bias.py) agree
+    with the weights, bias, multipliers and shifts."""
+    from aot.passes.window_bias import dw_blocks, window_bias  # here: aot.passes imports this module
+
+    x, wm, mm = a.tensor(0), a.tensor(1), a.tensor(im)
+    dw = kind == "depthwise"
+    out_c, n = int(wm.shape[3] if dw else wm.shape[0]), int(mm.numel())
+    if not _extended(kind, n, out_c):
+        return
+    m, s, w = a.constant(a.values[im]), a.constant(a.values[ish]), a.constant(a.values[1])
+    if m is None or s is None or w is None:
+        return    # the firmware refuses non-constant ones too; the emitter makes them constants
+    b = a.constant(a.values[2]) if a.values[2] is not None else None
+    in_c = int(x.shape[3] if nhwc else x.shape[1])
+    if kind == "transpose" or s.numel() != out_c or (a.values[2] is not None and b is None) or (dw and out_c != in_c):
+        _fail(FMT_EXT_FORM, a.op, n, out_c)
+    m, s = m.flatten().to(torch.int64), s.flatten().to(torch.int64)
+    want = window_bias(w, b, int(a.values[ioff]), dw).to(torch.int64)
+    tail = m[out_c:]
+    for o in range(out_c):
+        if tail[o] != want[o]:
+            _fail(FMT_WINDOW_BIAS, a.op, o, int(tail[o]), int(want[o]))
+    for o in range(out_c, n - out_c if kind == "conv" else out_c):
+        if tail[o] != 0:
+            _fail(FMT_WINDOW_BIAS_PAD, a.op, o, int(tail[o]))
+    if not dw or n == 2 * out_c:
+        return
+    got, blocks = m[2 * out_c:], dw_blocks(want, m[:out_c], s).to(torch.int64)
+    bad = (got != blocks).nonzero()
+    if len(bad):
+        i = int(bad[0])
+        _fail(FMT_DW_BLOCK, a.op, i // 48 * 16 + i % 16, ("folded window bias", "multiplier", "shift")[i % 48 // 16],
+              int(got[i]), int(blocks[i]))
+
+
 # ----------------------------------------------------------------- one function per adapter
 I8 = SCALAR_TYPE[torch.int8]
 I32 = SCALAR_TYPE[torch.int32]
@@ -266,6 +316,7 @@ def _conv(kind: str, nhwc: bool) -> Callable[[Args], None]:
                 _fail(FMT_GROUPED_TRANSPOSE, a.op)
         if a.values[2] is not None:
             check_dtype(a, 2, "bias", I32)
+        check_window_bias(a, kind, nhwc, i, im, ish)
         check_requant_tensors(a, im, ish)
     return check
 

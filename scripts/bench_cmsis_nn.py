@@ -44,7 +44,7 @@ KINDS = {"quantized_conv2d": 1, "quantized_depthwise_conv2d": 2, "quantized_line
 CLASS = {1: "conv", 2: "depthwise", 3: "fully connected", 4: "add", 5: "average pool", 6: "max pool", 7: "mul"}
 F = {n: i for i, n in enumerate(
     "KIND N IH IW IC OH OW OC KH KW SH SW PH PW DH DW MULT IOFF OOFF AMIN AMAX W B M S KS FOFF QM QS AZP AM AS BZP BM BS "
-    "ELEMS INLEN OUTLEN".split())}
+    "ELEMS INLEN OUTLEN DB".split())}
 # --core: (compile target, board, QEMU machine)
 CORES = {"cortex-m55": ("cortex-m55", "corstone-300", "mps3-an547"), "cortex-m4": ("cortex-m4", "mps2-an386", "mps2-an386"),
          "cortex-m33": ("cortex-m33", "mps2-an505", "mps2-an505")}
@@ -79,7 +79,7 @@ class Blob:
         recs = bytearray()
         for lay in self.layers:
             r = list(lay.rec)
-            for k in ("W", "B", "M", "S", "KS"):
+            for k in ("W", "B", "M", "S", "KS", "DB"):
                 r[F[k]] = r[F[k]] + head if r[F[k]] >= 0 else -1
             recs += struct.pack(f"<{LAYER_WORDS}i", *r)
         total = head + len(self.data)
@@ -142,7 +142,7 @@ def extract(pte: bytes) -> Blob:
         args = list(a.args)
         lay = Layer(n, kind, name)
         r = lay.rec
-        for k in ("W", "B", "M", "S", "KS"):
+        for k in ("W", "B", "M", "S", "KS", "DB"):
             r[F[k]] = -1
         r[F["KIND"]] = kind
         if kind in (1, 2):
@@ -160,10 +160,16 @@ def extract(pte: bytes) -> Blob:
                 i += 1
             r[F["IOFF"]], r[F["OOFF"]] = ival(args[i]), ival(args[i + 1])
             mraw = const(args[i + 2])
-            if mraw is not None and len(mraw) == 8 * oc:
-                # multipliers followed by the folded window bias (aot/passes/window_bias.py): ours gets
-                # the bias as the program carries it, CMSIS-NN the multipliers alone
-                r[F["M"]], r[F["KS"]] = blob.add(mraw[:4 * oc]), blob.add(mraw[4 * oc:])
+            blocks = 4 * (2 * oc + (oc + 15) // 16 * 48)
+            if mraw is not None and (len(mraw) == 4 * (oc + (oc + 3) // 4 * 4) if kind == 1
+                                     else len(mraw) in (8 * oc, blocks)):
+                # multipliers followed by the folded window bias and, for depthwise, the 16-channel blocks
+                # (aot/passes/window_bias.py; the runtime's conv_point_ext): ours gets them as the program
+                # carries them, CMSIS-NN the multipliers alone
+                r[F["M"]] = blob.add(mraw[:4 * oc])
+                r[F["KS"]] = blob.add(mraw[4 * oc:8 * oc] if kind == 2 else mraw[4 * oc:])
+                if len(mraw) == blocks and kind == 2:
+                    r[F["DB"]] = blob.add(mraw[8 * oc:])
             else:
                 r[F["M"]] = put(args[i + 2])
             r[F["S"]] = put(args[i + 3])

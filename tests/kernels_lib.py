@@ -81,7 +81,7 @@ class QConv(C.Structure):
     _fields_ = [(n, i32) for n in ("batch", "in_h", "in_w", "in_c", "out_h", "out_w", "out_c",
                                     "k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w",
                                     "dil_h", "dil_w", "groups", "input_offset", "output_offset",
-                                    "act_min", "act_max")] + [("beff", C.c_void_p)]
+                                    "act_min", "act_max")] + [("beff", C.c_void_p), ("dwblk", C.c_void_p)]
 
 
 class QLinear(C.Structure):

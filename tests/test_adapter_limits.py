@@ -558,3 +558,41 @@ def test_loader_aliasing_check_on_a_real_program() -> None:
     assert str(err.value).startswith("the firmware would refuse the program for cortex-m55 at load: corrupt program: ")
     out_t.allocation_info = saved
     assert al.check_aliasing(prog) is None
+
+
+def test_window_bias_forms_checked_like_the_firmware() -> None:
+    """cortex_m_conv.c conv_window_bias, mirrored: the entries WindowBias puts after the multipliers (the folded
+    window bias, padded to 4 channels for a convolution; the depthwise 16-channel blocks) must agree with the
+    weights, bias, multipliers and shifts; each disagreement gives the firmware's message."""
+    from aot.passes.window_bias import dw_blocks
+
+    conv, dw, tr = "cortex_m::quantized_conv2d", "cortex_m::quantized_depthwise_conv2d", \
+        "cortex_m::quantized_transpose_conv2d"
+    m8, _ = _requant(8)
+    ext = torch.cat([m8, _z(8, dtype=torch.int32)])     # zero weights and bias: every start value is 0
+    assert _tweak(conv, requantize_multipliers=ext) is None
+    bad = ext.clone()
+    bad[8 + 3] = 5
+    assert _tweak(conv, requantize_multipliers=bad) == al.c_format(al.FMT_WINDOW_BIAS, conv, 3, 5, 0)
+    # 6 channels: 6 start values and 2 padding entries
+    m6, s6 = _requant(6)
+    six = {"weight": _z(6, 3, 3, 4), "bias": _z(6, dtype=torch.int32), "requantize_shifts": s6, "out": _cl(1, 6, 3, 3)}
+    ext6 = torch.cat([m6, _z(8, dtype=torch.int32)])
+    assert _tweak(conv, requantize_multipliers=ext6, **six) is None
+    ext6[6 + 7] = 1
+    assert _tweak(conv, requantize_multipliers=ext6, **six) == al.c_format(al.FMT_WINDOW_BIAS_PAD, conv, 7, 1)
+    # depthwise, 4 channels: 4 start values, then one block of 16 channels
+    m4, s4 = _requant(4)
+    blk = torch.cat([m4, _z(4, dtype=torch.int32), dw_blocks(_z(4, dtype=torch.int32), m4, s4)])
+    assert blk.numel() == 8 + 48 and _tweak(dw, requantize_multipliers=blk) is None
+    bad = blk.clone()
+    bad[4 + 1] += 1    # channel 1's start value: checked against the weights
+    assert _tweak(dw, requantize_multipliers=bad) == al.c_format(al.FMT_WINDOW_BIAS, dw, 1, 1, 0)
+    # entries of the blocks (start value, multiplier, shift), past out_c too
+    for i, ch, what, want in ((8 + 1, 1, "folded window bias", 0), (8 + 16 + 2, 2, "multiplier", 1 << 30),
+                              (8 + 32 + 5, 5, "shift", 0)):
+        bad = blk.clone()
+        bad[i] += 1
+        assert _tweak(dw, requantize_multipliers=bad) == al.c_format(al.FMT_DW_BLOCK, dw, ch, what, want + 1, want)
+    # a transposed convolution takes none of these forms
+    assert _tweak(tr, requantize_multipliers=ext) == al.c_format(al.FMT_EXT_FORM, tr, 16, 8)

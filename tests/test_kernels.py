@@ -584,15 +584,24 @@ def test_kernels_compile_for_dsp(tmp_path, flags):
 def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, groups, in_off):
     """aot/passes/kernel_scratch.py plans exactly what <kernel>_get_buffer_size asks for."""
     from aot.passes.kernel_scratch import avgpool_buffer_size, conv_buffer_size, dw_buffer_size
-    p = QConv(1, 8, 8, cin * groups, 8, 8, cout * groups, kh, kw, 1, 1, ph, pw, 1, 1, groups, in_off, 0, -128, 127)
-    assert K.lib.qconv2d_s8_get_buffer_size(C.byref(p)) == \
-        conv_buffer_size(cout * groups, kh, kw, cin, (ph, pw), groups, in_off)
+    # With the program's depthwise blocks (p->dwblk, given with p->beff): no scratch for them. The kernels read
+    # only whether the pointers are set here; the address is never dereferenced. A convolution's scratch does
+    # not depend on p->beff.
+    anywhere = C.cast(C.pointer(C.c_int32(0)), C.c_void_p)
+    for beff in (None, anywhere):
+        p = QConv(1, 8, 8, cin * groups, 8, 8, cout * groups, kh, kw, 1, 1, ph, pw, 1, 1, groups, in_off, 0, -128,
+                  127, beff)
+        assert K.lib.qconv2d_s8_get_buffer_size(C.byref(p)) == \
+            conv_buffer_size(cout * groups, kh, kw, cin, (ph, pw), groups, in_off)
     q = QPool(1, 8, 8, cin, 8, 8, kh, kw, 1, 1, 0, 0)
     assert K.lib.qavgpool_s8_get_buffer_size(C.byref(q)) == avgpool_buffer_size(kh, kw, cin)
     for c_in, dm in ((cin, 1), (cin, 4), (cin, 3), (1, 64), (1, 1)):
-        d = QConv(1, 8, 8, c_in, 8, 8, c_in * dm, kh, kw, 1, 1, ph, pw, 1, 1, c_in, in_off, 0, -128, 127)
-        assert K.lib.qdwconv2d_s8_get_buffer_size(C.byref(d)) == \
-            dw_buffer_size(c_in, c_in * dm, kh, kw, (ph, pw), in_off), (c_in, dm)
+        for beff, blk in ((None, None), (anywhere, None), (None, anywhere), (anywhere, anywhere)):
+            d = QConv(1, 8, 8, c_in, 8, 8, c_in * dm, kh, kw, 1, 1, ph, pw, 1, 1, c_in, in_off, 0, -128, 127,
+                      beff, blk)
+            assert K.lib.qdwconv2d_s8_get_buffer_size(C.byref(d)) == \
+                dw_buffer_size(c_in, c_in * dm, kh, kw, (ph, pw), in_off, beff is not None and blk is not None), \
+                (c_in, dm, beff, blk)
 
 
 @pytest.mark.parametrize("kh,kw,c", [(4, 4, 16), (4, 4, 15), (16, 16, 1), (1, 1, 255), (1, 1, 256), (3, 3, 29)])

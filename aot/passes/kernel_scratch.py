@@ -43,7 +43,8 @@ def conv_fast_ok(groups: int, input_offset: int) -> bool:
 
 def conv_buffer_size(out_c: int, k_h: int, k_w: int, in_c: int, pad: tuple[int, int], groups: int,
                      input_offset: int) -> int:
-    """qconv2d_s8_get_buffer_size: the folded per-channel bias, then one im2col row."""
+    """qconv2d_s8_get_buffer_size: the folded per-channel bias (also when the program carries it: the DSP
+    path copies it), then one im2col row."""
     if not conv_fast_ok(groups, input_offset):
         return 0
     direct = k_h == 1 and k_w == 1 and pad == (0, 0)
@@ -51,13 +52,26 @@ def conv_buffer_size(out_c: int, k_h: int, k_w: int, in_c: int, pad: tuple[int, 
 
 
 def dw_buffer_size(in_c: int, out_c: int, k_h: int, k_w: int, pad: tuple[int, int] = (0, 0),
-                   input_offset: int = 0) -> int:
+                   input_offset: int = 0, blocks: bool = False) -> int:
     """qdwconv2d_s8_get_buffer_size: a one-channel input runs as a convolution (weights transposed into
     scratch, then the convolution's scratch); else per 16 channels the folded bias, multipliers and
-    shifts, and with a depth multiplier one window of input values."""
+    shifts (none when the program carries them: `blocks`), and with a depth multiplier one window of
+    input values."""
     if in_c == 1 and out_c > 1 and -127 <= input_offset <= 128:
         return _ceil(out_c * k_h * k_w, 16) + conv_buffer_size(out_c, k_h, k_w, 1, pad, 1, input_offset)
+    if blocks and in_c == out_c:
+        return 0
     return _ceil(out_c, 16) // 16 * 192 + (k_h * k_w * 4 if 0 < in_c < out_c else 0)
+
+
+def multiplier_forms(n: int, out_c: int, depthwise: bool) -> tuple[bool, bool]:
+    """(the program carries the folded bias a kernel reads in place, and the depthwise blocks), from the length n
+    of the multipliers tensor (aot/passes/window_bias.py; the runtime's conv_point_ext)."""
+    if out_c <= 0:
+        return False, False
+    blocks = depthwise and n == 2 * out_c + _ceil(out_c, 16) // 16 * 48
+    beff = n == out_c + (out_c if depthwise else _ceil(out_c, 4)) or blocks
+    return beff, blocks
 
 
 def avgpool_buffer_size(k_h: int, k_w: int, c: int) -> int:
@@ -88,6 +102,12 @@ def dw_variant(in_c: int, out_c: int, input_offset: int = 0) -> str:
 
 def _shape(n: Any) -> list[int]:
     return list(n.meta["val"].shape)
+
+
+def _numel(n: Any) -> int:
+    """Entries of a tensor argument (a graph node), -1 when unknown."""
+    v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+    return int(v.numel()) if v is not None else -1
 
 
 def _resize(alloc: torch.fx.Node, size: int) -> None:
@@ -136,7 +156,8 @@ class KernelScratch(PassBase):
                 need = conv_buffer_size(ws[0], ws[1], ws[2], ws[3], pad, groups, int(n.args[6]))
                 self.variants[conv_variant(ws[0], ws[1], ws[2], ws[3], stride, pad, groups, int(n.args[6]))] += 1
             else:
-                need = dw_buffer_size(in_c, ws[3], ws[1], ws[2], pad, int(n.args[7]))
+                folded, blocks = multiplier_forms(_numel(n.args[9]), ws[3], True)
+                need = dw_buffer_size(in_c, ws[3], ws[1], ws[2], pad, int(n.args[7]), folded and blocks)
                 self.variants[dw_variant(in_c, ws[3], int(n.args[7]))] += 1
             changed |= self._fit(n.args[-1], need)
         return PassResult(graph_module, changed)

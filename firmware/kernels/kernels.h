@@ -185,10 +185,18 @@ typedef struct {
   int32_t input_offset, output_offset;
   int32_t act_min, act_max;
   /* NULL, or per output channel bias + input_offset * sum(all the channel's
-   * weights), computed at compile time (aot/passes/window_bias.py); the
-   * groups == 1 conv and depth-multiplier-1 depthwise fast paths start full
-   * windows from it instead of summing the weights on every call. */
+   * weights), computed at compile time (aot/passes/window_bias.py); the conv
+   * paths (fast and general) and the depth-multiplier-1 depthwise start full
+   * windows from it instead of summing the weights on every call. Conv: out_c
+   * entries rounded up to a multiple of 4, zero past out_c (the MVE fast path
+   * reads whole vectors of it in place); depthwise: out_c entries. */
   const int32_t *beff;
+  /* NULL, or (depth multiplier 1 only) per 16 channels 48 int32: the 16
+   * channels' beff, multipliers and shifts, zero past out_c, also computed
+   * at compile time, given with beff: the MVE depthwise loops read all three
+   * from one pointer (without it they build these blocks in scratch on every
+   * call). */
+  const int32_t *dwblk;
 } qconv_params;
 
 /* The family's signatures: the portable `_ref` form, the weight-free

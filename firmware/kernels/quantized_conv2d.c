@@ -42,9 +42,11 @@ static int conv_direct(const qconv_params *p) {
 }
 
 /* Scratch of the MVE fast path: the per-channel bias with the input-offset
- * term (out_c int32, rounded up to whole vectors), then one im2col row unless
- * the convolution reads its rows straight from the input. The same size on
- * every build, so that a program plans the same memory for any core. */
+ * term (out_c int32, rounded up to whole vectors; unused by the MVE path when
+ * the program carries it, p->beff, but the DSP path copies it there: its
+ * pixel loop runs faster so), then one im2col row unless the convolution
+ * reads its rows straight from the input. The same size on every build, so
+ * that a program plans the same memory for any core. */
 size_t qconv2d_s8_get_buffer_size(const qconv_params *p) {
   if (!conv_fast_ok(p)) return 0;
   const size_t beff = ((size_t)p->out_c + 3) / 4 * 16;
@@ -53,14 +55,14 @@ size_t qconv2d_s8_get_buffer_size(const qconv_params *p) {
 }
 
 #if FW_HAVE_MVE
-/* General path (grouped convs, K beyond the fast path's stack buffers,
- * input offsets outside the int8 pad range). Four output channels at a time
- * share each 16-byte input load (one VLDRB + four VLDRB + four VMLADAVA per
- * 64 MACs). The input offset is applied as offset * sum(weights over the
- * valid taps): the full-window sums are computed once per channel group;
- * border pixels add them up on the fly. With groups == 1 and dil_w == 1,
- * each kernel row is one contiguous run of (valid kx) * C bytes in both
- * input and weights. */
+/* General path (grouped convs, input offsets outside the int8 pad range).
+ * Four output channels at a time share each 16-byte input load (one VLDRB +
+ * four VLDRB + four VMLADAVA per 64 MACs). The input offset is applied as
+ * offset * sum(weights over the valid taps): full windows start from the
+ * program's folded bias (p->beff), or without it from full-window sums
+ * computed once per channel group and call; border pixels add the sums up on
+ * the fly. With groups == 1 and dil_w == 1, each kernel row is one contiguous
+ * run of (valid kx) * C bytes in both input and weights. */
 static void conv_mve_general(const qconv_params *p, const int8_t *in, const int8_t *w,
                              const int32_t *bias, const int32_t *mult, const int32_t *shift,
                              int8_t *out) {
@@ -73,12 +75,14 @@ static void conv_mve_general(const qconv_params *p, const int8_t *in, const int8
     const int32_t nout = p->out_c - o0 < 4 ? p->out_c - o0 : 4;
     const mve_pred16_t pst = vctp32q((uint32_t)nout);
     const int8_t *wc[4];
-    int32_t full_wsum[4], base[4], gidx[4];
+    int32_t full_base[4], base[4], gidx[4]; /* start values of full / border windows */
     for (int j = 0; j < 4; j++) {
       const int32_t o = o0 + (j < nout ? j : 0); /* spare lanes repeat channel o0 */
       wc[j] = w + (size_t)o * ktot;
-      full_wsum[j] = k_sum_s8_mve(wc[j], ktot);
       base[j] = bias ? bias[o] : 0;
+      full_base[j] = p->beff ? p->beff[o]
+                             : (int32_t)((uint32_t)base[j] +
+                                         (uint32_t)p->input_offset * (uint32_t)k_sum_s8_mve(wc[j], ktot));
       gidx[j] = o / og;
     }
     /* all four channels must read the same input slice to share loads */
@@ -141,8 +145,8 @@ static void conv_mve_general(const qconv_params *p, const int8_t *in, const int8
             full = 0;
           }
           for (int j = 0; j < 4; j++)
-            acc[j] = (int32_t)((uint32_t)base[j] + (uint32_t)acc[j] +
-                               (uint32_t)p->input_offset * (uint32_t)(full ? full_wsum[j] : ws[j]));
+            acc[j] = full ? (int32_t)((uint32_t)full_base[j] + (uint32_t)acc[j])
+                          : (int32_t)((uint32_t)base[j] + (uint32_t)acc[j] + (uint32_t)p->input_offset * (uint32_t)ws[j]);
           int32x4_t r = k_requantize_mve(k_vec4_s32(acc), vm, vs);
           r = vminq_s32(vmaxq_s32(vaddq_s32(r, voff), vlo), vhi);
           vstrbq_p_s32(out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * p->out_c + o0, r, pst);
@@ -159,7 +163,8 @@ static void conv_mve_general(const qconv_params *p, const int8_t *in, const int8
  * their four sums are requantized as one vector. Padding taps are filled with
  * -input_offset so that (x + input_offset) is 0 there, which lets the input
  * offset be applied once per channel as input_offset * sum(all its weights),
- * folded into the bias (computed once per call into scratch). */
+ * folded into the bias (the program's, p->beff, read in place; else computed
+ * per call into scratch). */
 /* Byte copy / fill with whole vectors and one predicated tail. */
 static inline void copy_s8(int8_t *dst, const int8_t *src, int32_t n) {
   for (; n >= 16; n -= 16, dst += 16, src += 16) vstrbq_s8(dst, vldrbq_s8(src));
@@ -485,20 +490,24 @@ k_status qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w
   }
   if (scratch_size < qconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
   const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c;
-  int32_t *beff = (int32_t *)scratch;
   int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
-  /* a zero offset (folded into the bias at compile time where there is no
-   * padding: aot/passes/fold_input_offset.py) or the folded bias given by the
-   * program (aot/passes/window_bias.py) needs no pass over the weights */
-  if (p->input_offset == 0)
-    for (int32_t o = 0; o < OC; o++) beff[o] = bias ? bias[o] : 0;
-  else if (p->beff)
-    for (int32_t o = 0; o < OC; o++) beff[o] = p->beff[o];
-  else
-    for (int32_t o = 0; o < OC; o++)
-      beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
-                          (uint32_t)p->input_offset * (uint32_t)k_sum_s8_mve(w + (size_t)o * K, K));
-  for (int32_t o = OC; o < (OC + 3) / 4 * 4; o++) beff[o] = 0;
+  /* The start values, read in whole vectors (out_c rounded up to 4): the
+   * program's folded bias (aot/passes/window_bias.py, padded there), or with
+   * a zero offset (aot/passes/fold_input_offset.py) the bias itself where
+   * out_c is a multiple of 4; else built here. */
+  const int32_t *beff = p->beff;
+  if (!beff && p->input_offset == 0 && bias && (OC & 3) == 0) beff = bias;
+  if (!beff) {
+    int32_t *b = (int32_t *)scratch;
+    if (p->input_offset == 0)
+      for (int32_t o = 0; o < OC; o++) b[o] = bias ? bias[o] : 0;
+    else
+      for (int32_t o = 0; o < OC; o++)
+        b[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
+                         (uint32_t)p->input_offset * (uint32_t)k_sum_s8_mve(w + (size_t)o * K, K));
+    for (int32_t o = OC; o < (OC + 3) / 4 * 4; o++) b[o] = 0;
+    beff = b;
+  }
   if (conv_direct(p) && p->stride_h == 1 && p->stride_w == 1 && p->in_c <= 16)
     conv_k16(p, in, w, mult, shift, out, beff);
   else

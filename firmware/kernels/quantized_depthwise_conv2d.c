@@ -32,9 +32,10 @@ void qdwconv2d_s8_ref(const qconv_params *p, const int8_t *in, const int8_t *w,
 }
 
 /* Scratch of the MVE path, per 16 channels: the per-channel bias with the
- * input-offset term for windows inside the input, the multipliers, the shifts;
- * with a depth multiplier, one window of input values (int32 per tap).
- * The same size on every build. */
+ * input-offset term for windows inside the input, the multipliers, the shifts
+ * (none when the program carries these blocks: p->dwblk); with a depth
+ * multiplier, one window of input values (int32 per tap). The same size on
+ * every build. */
 /* A convolution of a one-channel input (depthwise with in_c 1 and a depth
  * multiplier) is run as an ordinary convolution: its weights transposed to
  * OHWI rows in scratch, then qconv2d_s8's pixel-by-pixel path. */
@@ -44,7 +45,7 @@ static int dw_as_conv(const qconv_params *p) {
 static qconv_params dw_conv_params(const qconv_params *p) {
   qconv_params c = *p;
   c.groups = 1;
-  c.beff = NULL; /* the transposed weights' sums are the conv kernel's own */
+  c.beff = c.dwblk = NULL; /* the transposed weights' sums are the conv kernel's own */
   return c;
 }
 
@@ -67,6 +68,7 @@ size_t qdwconv2d_s8_get_buffer_size(const qconv_params *p) {
     const qconv_params c = dw_conv_params(p);
     return ((size_t)p->out_c * p->k_h * p->k_w + 15) / 16 * 16 + qconv2d_s8_get_buffer_size(&c);
   }
+  if (p->dwblk && p->beff && p->out_c == p->in_c) return 0; /* both the program's (DSP: beff, MVE: blocks) */
   const size_t blocks = ((size_t)p->out_c + 15) / 16 * 192; /* DW_BLOCK int32 per 16 channels */
   const int mult = p->in_c > 0 && p->out_c > p->in_c;    /* depth multiplier > 1: one window of values */
   return blocks + (mult ? (size_t)p->k_h * p->k_w * 4 : 0);
@@ -191,9 +193,10 @@ static void dw_store_tail(const qconv_params *p, int32x4x4_t a, const int32_t *m
   }
 }
 
-/* Per 16-channel group, in scratch: the folded bias for full windows, then
- * the group's multipliers and shifts (zero past the last channel), so that
- * one pointer reaches all three with immediate offsets. */
+/* Per 16-channel group: the folded bias for full windows, then the group's
+ * multipliers and shifts (zero past the last channel), so that one pointer
+ * reaches all three with immediate offsets. The program's own (p->dwblk,
+ * aot/passes/window_bias.py), else built in scratch per call. */
 #define DW_BLOCK 48 /* int32 per group */
 
 /* A run of output pixels of one row whose windows lie inside the input, one
@@ -212,7 +215,7 @@ typedef struct {
   int32_t xstep;     /* 32: dil_w * C */
   int32_t wstep;     /* 36: C */
   int32_t xadj;      /* 40: next tap row: dil_h * in_w * C - kw * xstep */
-  const int32_t *g;  /* 44: the group's scratch block */
+  const int32_t *g;  /* 44: the group's block */
   int32_t off;       /* 48 */
   int32_t pad_[3];
   int32_t lo[4];     /* 64 */
@@ -407,25 +410,14 @@ static void dw_mult4(const qconv_params *p, const int8_t *in, const int8_t *w, c
     }
 }
 
-k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
-                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                          int8_t *out, void *scratch, size_t scratch_size) {
-  const int32_t dm = p->out_c / p->in_c;
-  int ok = p->out_c == p->in_c * dm && (dm == 1 || dm % 4 == 0);
-  for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]);
-  if (!ok) {
-    qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
-    return K_OK;
-  }
-  if (scratch_size < qdwconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
-  if (dw_as_conv(p)) DW_AS_CONV(qconv2d_s8_mve);
-  if (dm > 1) {
-    dw_mult4(p, in, w, bias, mult, shift, out, (int32_t *)scratch + ((size_t)p->out_c + 15) / 16 * DW_BLOCK);
-    return K_OK;
-  }
-  const int32_t C = p->in_c, taps = p->k_h * p->k_w, C16 = C & ~15;
-  const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
-  int32_t *blocks = (int32_t *)scratch;
+/* The blocks built per call, for programs that do not carry them (compiled
+ * by ExecuTorch's own flow, or older ones): into scratch, from the folded
+ * bias the program gives (p->beff) or from the weights. Out of line: inlined,
+ * it costs the pixel loops below registers. */
+static __attribute__((noinline)) const int32_t *dw_blocks(const qconv_params *p, const int8_t *w,
+                                                          const int32_t *bias, const int32_t *mult,
+                                                          const int32_t *shift, int32_t *blocks) {
+  const int32_t C = p->in_c, taps = p->k_h * p->k_w;
   for (int32_t c0 = 0; c0 < C; c0 += 16) {
     int32_t *g = blocks + (c0 / 16) * DW_BLOCK;
     for (int v = 0; v < 4; v++) {
@@ -443,6 +435,28 @@ k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t 
       vstrwq_s32(g + 32 + 4 * v, vldrwq_z_s32(shift + c, pr));
     }
   }
+  return blocks;
+}
+
+k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
+                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                          int8_t *out, void *scratch, size_t scratch_size) {
+  const int32_t dm = p->out_c / p->in_c;
+  int ok = p->out_c == p->in_c * dm && (dm == 1 || dm % 4 == 0);
+  for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]);
+  if (!ok) {
+    qdwconv2d_s8_ref(p, in, w, bias, mult, shift, out);
+    return K_OK;
+  }
+  if (scratch_size < qdwconv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  if (dw_as_conv(p)) DW_AS_CONV(qconv2d_s8_mve);
+  if (dm > 1) {
+    dw_mult4(p, in, w, bias, mult, shift, out, (int32_t *)scratch + ((size_t)p->out_c + 15) / 16 * DW_BLOCK);
+    return K_OK;
+  }
+  const int32_t C = p->in_c, C16 = C & ~15;
+  const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
+  const int32_t *blocks = p->dwblk ? p->dwblk : dw_blocks(p, w, bias, mult, shift, (int32_t *)scratch);
   dw_run_args ra __attribute__((aligned(16)));
   ra.opix = C, ra.kw = p->k_w, ra.kh = p->k_h, ra.xstep = xstep, ra.wstep = C;
   ra.xadj = ystep - p->k_w * xstep, ra.xpix = p->stride_w * C, ra.off = p->output_offset;
@@ -478,8 +492,9 @@ k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t 
             g.nky = p->k_h, g.nkx = p->k_w, g.xstep = xstep, g.wstep = C, g.off = p->input_offset;
             g.xadj = ystep - g.nkx * xstep, g.wadj = 0;
             const int8_t *x0 = in + (((size_t)b * p->in_h + iy0) * p->in_w + (size_t)(ox2 * p->stride_w - p->pad_w)) * C;
-            dw_store_tail(p, dw_taps_tail(&g, x0 + C16, w + C16, blocks + (C16 / 16) * DW_BLOCK, C - C16, 1),
-                          mult + C16, shift + C16, op2 + C16, C - C16);
+            const int32_t *gb = blocks + (C16 / 16) * DW_BLOCK;
+            dw_store_tail(p, dw_taps_tail(&g, x0 + C16, w + C16, gb, C - C16, 1), gb + 16, gb + 32, op2 + C16,
+                          C - C16);
           }
           ox = ox_b - 1;
           continue;
@@ -499,14 +514,15 @@ k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t 
         const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
         int32_t c0 = 0;
         for (; c0 + 16 <= C; c0 += 16) {
+          /* the block's multipliers and shifts: one pointer for all three */
           const int32_t *gb = blocks + (c0 / 16) * DW_BLOCK;
-          dw_pixel16(p, &g, x0 + c0, w0 + c0, full ? gb : (bias ? bias + c0 : NULL), mult + c0, shift + c0,
-                     op + c0, full);
+          dw_pixel16(p, &g, x0 + c0, w0 + c0, full ? gb : (bias ? bias + c0 : NULL), gb + 16, gb + 32, op + c0,
+                     full);
         }
         if (c0 < C) {
-          const int32_t *ib = full ? blocks + (c0 / 16) * DW_BLOCK : (bias ? bias + c0 : NULL);
-          dw_store_tail(p, dw_taps_tail(&g, x0 + c0, w0 + c0, ib, C - c0, full), mult + c0, shift + c0, op + c0,
-                        C - c0);
+          const int32_t *gb = blocks + (c0 / 16) * DW_BLOCK;
+          dw_store_tail(p, dw_taps_tail(&g, x0 + c0, w0 + c0, full ? gb : (bias ? bias + c0 : NULL), C - c0, full),
+                        gb + 16, gb + 32, op + c0, C - c0);
         }
       }
     }
@@ -520,8 +536,8 @@ k_status qdwconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t 
  * each into the even and odd channels' int16 halves, SADD16 adds the input
  * offset to both input halves (x + offset fits int16), and SMLABB / SMLATT
  * accumulate the four channels' products. Windows inside the input skip the
- * SADD16: their offset term is folded into a per-channel start value in
- * scratch (the first in_c int32 of the MVE path's per-16-channel blocks).
+ * SADD16: their offset term is folded into a per-channel start value, the
+ * program's (p->beff) or computed per call into scratch.
  * The last 1-3 channels run the portable arithmetic. A one-channel input with a depth multiplier runs as a
  * convolution (weights transposed into scratch, then qconv2d_s8_dsp), as on
  * MVE; other depth multipliers run the portable code. */

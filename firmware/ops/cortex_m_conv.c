@@ -9,25 +9,52 @@
 
 typedef enum { CONV, DEPTHWISE, TRANSPOSE } conv_kind;
 
-/* The multipliers tensor may carry out_c more entries after the out_c
- * multipliers (aot/passes/window_bias.py): per channel, bias + input_offset *
- * sum(all the channel's weights), the start value of windows that lie inside
- * the input, computed at compile time. ExecuTorch's reference and CMSIS-NN
- * read only the first out_c entries. Checked here, once at load, against the
- * weights, so that a wrong tail fails the load instead of the outputs. */
+/* The multipliers tensor may carry more entries after the out_c multipliers
+ * (aot/passes/window_bias.py), told apart by its length: per channel, bias +
+ * input_offset * sum(all the channel's weights), the start value of windows
+ * that lie inside the input, computed at compile time (conv: padded with
+ * zeros to a multiple of 4 channels, which the MVE fast path reads in whole
+ * vectors; depthwise: out_c entries, then for the MVE loops, per 16 channels,
+ * 48 int32: the 16 start values, multipliers and shifts, zero past out_c).
+ * ExecuTorch's reference and CMSIS-NN read only the first out_c entries.
+ * Checked here, once at load, against the weights, bias, multipliers and
+ * shifts, so that a wrong entry fails the load instead of the outputs. */
+static size_t conv_beff_len(conv_kind kind, size_t oc) { return kind == CONV ? (oc + 3) / 4 * 4 : oc; }
+static size_t conv_blocks_len(size_t oc) { return (oc + 15) / 16 * 48; }
+
+/* Whether the multipliers tensor has one of those lengths (the older
+ * unpadded 2 x out_c form of a convolution included: checked, not used). */
+ET_PREPARE static bool conv_extended(conv_kind kind, const qconv_params *p, const et_tensor *mt) {
+  const size_t n = et_tensor_numel(mt), oc = (size_t)p->out_c;
+  if (oc == 0) return false;
+  if (kind == TRANSPOSE) return n == 2 * oc; /* refused by conv_window_bias, with the reason */
+  return n == 2 * oc || n == oc + conv_beff_len(kind, oc) || (kind == DEPTHWISE && n == 2 * oc + conv_blocks_len(oc));
+}
+
+/* p->beff and p->dwblk from a checked multipliers tensor. */
+static void conv_point_ext(conv_kind kind, qconv_params *p, const et_tensor *mt) {
+  const size_t n = et_tensor_numel(mt), oc = (size_t)p->out_c;
+  const int32_t *m = (const int32_t *)mt->data;
+  p->beff = p->dwblk = NULL;
+  if (oc == 0 || m == NULL || kind == TRANSPOSE) return;
+  if (n == oc + conv_beff_len(kind, oc) || (kind == DEPTHWISE && n == 2 * oc + conv_blocks_len(oc))) p->beff = m + oc;
+  if (kind == DEPTHWISE && n == 2 * oc + conv_blocks_len(oc)) p->dwblk = m + 2 * oc;
+}
+
 ET_PREPARE static et_status conv_window_bias(et_kernel_ctx *ctx, const char *op, const qconv_params *p,
                                              conv_kind kind, const et_tensor *w, const et_tensor *bias,
                                              const et_tensor *mt, const et_tensor *st) {
   const int32_t n = p->out_c;
   CM_TRY(cm_dtype(ctx, op, mt, "requantize_multipliers", ET_DT_INT));
-  if (kind == TRANSPOSE || et_tensor_numel(st) != (size_t)n || mt->data == NULL || w->data == NULL ||
-      (bias && bias->data == NULL) || (kind == CONV && p->groups != 1) || (kind == DEPTHWISE && p->out_c != p->in_c))
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: requantize_multipliers has %u entries: 2 x %d (with the folded window "
-                   "bias) needs a constant groups-1 convolution or depth-multiplier-1 depthwise", op,
+  if (kind == TRANSPOSE || et_tensor_numel(st) != (size_t)n || mt->data == NULL || st->data == NULL ||
+      w->data == NULL || (bias && bias->data == NULL) || (kind == DEPTHWISE && p->out_c != p->in_c))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: requantize_multipliers has %u entries: %d multipliers and the "
+                   "folded window bias need a constant convolution or depth-multiplier-1 depthwise", op,
                    (unsigned)et_tensor_numel(mt), (int)n);
-  const int32_t *tail = (const int32_t *)mt->data + n, *b = bias ? (const int32_t *)bias->data : NULL;
+  const int32_t *mv = (const int32_t *)mt->data, *sv = (const int32_t *)st->data;
+  const int32_t *tail = mv + n, *b = bias ? (const int32_t *)bias->data : NULL;
   const int8_t *wv = (const int8_t *)w->data;
-  const int32_t taps = p->k_h * p->k_w, k = kind == CONV ? taps * p->in_c : taps;
+  const int32_t taps = p->k_h * p->k_w, k = kind == CONV ? taps * (p->in_c / p->groups) : taps;
   for (int32_t o = 0; o < n; o++) {
     uint32_t ws = 0;
     for (int32_t t = 0; t < k; t++) ws += (uint32_t)(kind == CONV ? wv[(size_t)o * k + t] : wv[(size_t)t * n + o]);
@@ -36,6 +63,24 @@ ET_PREPARE static et_status conv_window_bias(et_kernel_ctx *ctx, const char *op,
       return et_fail(ctx, ET_E_INVALID_ARG, "%s: folded window bias of channel %d is %ld, the weights give %ld", op,
                      (int)o, (long)tail[o], (long)want);
   }
+  const size_t total = et_tensor_numel(mt);
+  const int32_t nb = kind == CONV ? (int32_t)(total - (size_t)n) : n; /* conv: padded, or the older 2 x out_c */
+  for (int32_t o = n; o < nb; o++)
+    if (tail[o] != 0)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: folded window bias of padding channel %d is %ld, not 0", op, (int)o,
+                     (long)tail[o]);
+  if (kind != DEPTHWISE || total == 2 * (size_t)n) return ET_OK;
+  static const char *const what[3] = {"folded window bias", "multiplier", "shift"};
+  const int32_t *blk = mv + 2 * n;
+  for (int32_t c0 = 0; c0 < n; c0 += 16, blk += 48)
+    for (int32_t part = 0; part < 3; part++)
+      for (int32_t j = 0; j < 16; j++) {
+        const int32_t c = c0 + j, *src = part == 0 ? tail : (part == 1 ? mv : sv);
+        const int32_t want = c < n ? src[c] : 0;
+        if (blk[16 * part + j] != want)
+          return et_fail(ctx, ET_E_INVALID_ARG, "%s: 16-channel block of channel %d: %s is %ld, expected %ld", op,
+                         (int)c, what[part], (long)blk[16 * part + j], (long)want);
+      }
   return ET_OK;
 }
 
@@ -59,7 +104,7 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_
   CM_TRY(cm_pair(ctx, op, args, i++, "dilation", 1, 4096, dil));
   if (kind == DEPTHWISE) CM_TRY(cm_int(ctx, op, args, i++, "depth_multiplier", 1, 65536, &dm));
   qconv_params p;
-  p.beff = NULL; /* eval points it at a folded window bias, if the program has one */
+  p.beff = p.dwblk = NULL; /* set from the multipliers tensor once it is checked */
   CM_TRY(cm_int(ctx, op, args, i++, "input_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.input_offset));
   CM_TRY(cm_int(ctx, op, args, i++, "output_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.output_offset));
   CM_TRY(cm_tensor(ctx, op, args, i++, "requantize_multipliers", false, &mt));
@@ -112,13 +157,12 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_
                    (int)dout[0], (int)dout[1], (int)dout[2], (int)dout[3], (int)p.batch, (int)p.out_h, (int)p.out_w,
                    (int)p.out_c);
   CM_TRY(cm_per_channel(ctx, op, bias, "bias", p.out_c));
-  if (et_tensor_numel(mt) == 2 * (size_t)p.out_c && p.out_c > 0) {
-    CM_TRY(conv_window_bias(ctx, op, &p, kind, w, bias, mt, st));
+  if (conv_extended(kind, &p, mt)) {
     CM_TRY(cm_dtype(ctx, op, st, "requantize_shifts", ET_DT_INT));
-    if (st->data == NULL)
-      return et_fail(ctx, ET_E_INVALID_ARG, "%s: requantize_multipliers/shifts must be constant tensors", op);
+    CM_TRY(conv_window_bias(ctx, op, &p, kind, w, bias, mt, st));
     for (int32_t o = 0; o < p.out_c; o++)
       CM_TRY(cm_requant(ctx, op, "per-channel", ((const int32_t *)mt->data)[o], ((const int32_t *)st->data)[o]));
+    conv_point_ext(kind, &p, mt);
   } else {
     CM_TRY(cm_requant_tensors(ctx, op, mt, st, p.out_c));
   }
@@ -167,7 +211,7 @@ static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, 
   p.stride_h = stride[0], p.stride_w = stride[1], p.pad_h = pad[0], p.pad_w = pad[1];
   p.dil_h = dil[0], p.dil_w = dil[1];
   p.groups = kind == DEPTHWISE ? p.in_c : p.in_c / w->sizes[3];
-  p.beff = et_tensor_numel(mt) == 2 * (size_t)p.out_c ? (const int32_t *)mt->data + p.out_c : NULL;
+  conv_point_ext(kind, &p, mt);
   size_t need = 0;
   if (kind == CONV) need = qconv2d_s8_get_buffer_size(&p);
   if (kind == DEPTHWISE) need = qdwconv2d_s8_get_buffer_size(&p);

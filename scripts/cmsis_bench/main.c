@@ -24,7 +24,7 @@ enum { K_CONV = 1, K_DWCONV = 2, K_LINEAR = 3, K_ADD = 4, K_AVGPOOL = 5, K_MAXPO
 enum {
   F_KIND, F_N, F_IH, F_IW, F_IC, F_OH, F_OW, F_OC, F_KH, F_KW, F_SH, F_SW, F_PH, F_PW, F_DH, F_DW, F_MULT, F_IOFF,
   F_OOFF, F_AMIN, F_AMAX, F_W, F_B, F_M, F_S, F_KS, F_FOFF, F_QM, F_QS, F_AZP, F_AM, F_AS, F_BZP, F_BM, F_BS, F_ELEMS,
-  F_INLEN, F_OUTLEN
+  F_INLEN, F_OUTLEN, F_DB
 };
 
 static void out(const char *s) { plat_write(s, strlen(s)); }
@@ -79,8 +79,9 @@ int main(int argc, char **argv) {
       case K_DWCONV: {
         qconv_params p = {r[F_N], r[F_IH], r[F_IW], r[F_IC], r[F_OH], r[F_OW], r[F_OC], r[F_KH], r[F_KW], r[F_SH], r[F_SW],
                           r[F_PH], r[F_PW], r[F_DH], r[F_DW], r[F_KIND] == K_CONV ? 1 : r[F_IC], r[F_IOFF], r[F_OOFF],
-                          r[F_AMIN], r[F_AMAX], NULL};
+                          r[F_AMIN], r[F_AMAX], NULL, NULL};
         p.beff = (const int32_t *)at(blob, r[F_KS]); /* the program's folded window bias, or NULL */
+        p.dwblk = (const int32_t *)at(blob, r[F_DB]); /* its depthwise 16-channel blocks, or NULL */
         cmsis_nn_per_channel_quant_params q = {m, s};
         cmsis_nn_dims bdim = {1, 1, 1, r[F_OC]};
         if (r[F_KIND] == K_CONV) {

@@ -87,6 +87,8 @@ static UNUSED_FN long conv_trial(int t, int depthwise) {
     }
   const int32_t *bias = (t & 1) ? g_bias : NULL;
   if ((t >> 1) & 1) p.beff = window_bias(&p, g_w, bias, depthwise); /* as the compiler stores it */
+  /* with the MVE blocks too (a program compiled for an MVE core): the DSP reads beff, no scratch */
+  if (p.beff && depthwise && p.out_c == p.in_c && ((t >> 2) & 1)) p.dwblk = dw_blocks(&p, p.beff, g_mult, g_shift);
   const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
   poison(g_a, g_b, n);
   k_status st;

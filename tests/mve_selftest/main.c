@@ -93,6 +93,10 @@ static void random_conv_wide(qconv_params *p, int depthwise, int t) {
       p->out_c = p->in_c;
       if (t % 5 == 3) p->in_c = rr(1, 3), p->out_c = p->in_c * 4 * rr(1, 17); /* depth multiplier 4..68 */
       p->groups = p->in_c;
+    } else if (t % 6 == 5) { /* grouped: the general path */
+      p->groups = rr(2, 4);
+      p->in_c = rr(1, 12) * p->groups;
+      p->out_c = rr(1, 20) * p->groups;
     } else {
       p->groups = 1;
       p->in_c = rr(1, 48);
@@ -110,7 +114,8 @@ static void rq_vec_n(int n) {
 
 /* Trials [0, TRIALS) on random_conv shapes; [TRIALS, 2 * TRIALS) on the
  * wide ones with vector-friendly requantization, every other pair of them
- * with the folded window bias as the compiler stores it. */
+ * with the folded window bias as the compiler stores it, half of those
+ * depthwise ones with the 16-channel blocks too (no scratch for them). */
 static long conv_trial(int t, int depthwise) {
   qconv_params p;
   if (t < TRIALS) random_conv(&p, depthwise);
@@ -122,6 +127,7 @@ static long conv_trial(int t, int depthwise) {
   else rq_vec_n(p.out_c);
   const int32_t *bias = (t & 1) ? g_bias : NULL;
   if (t >= TRIALS && ((t >> 1) & 1)) p.beff = window_bias(&p, g_w, bias, depthwise);
+  if (p.beff && depthwise && p.out_c == p.in_c && ((t >> 2) & 1)) p.dwblk = dw_blocks(&p, p.beff, g_mult, g_shift);
   const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
   const long d = depthwise ? CHECK(n, qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
                                    conv_mve(qdwconv2d_s8_mve, qdwconv2d_s8_get_buffer_size, &p, bias))
@@ -379,15 +385,15 @@ static void bench(void) {
      the whole model against CMSIS-NN) */
   {
     static const struct { const char *name; qconv_params c; int dw; } mv2[] = {
-        {"mv2_conv1x1_48x48x16_8", {1, 48, 48, 16, 48, 48, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
-        {"mv2_conv1x1_3x3x56_336", {1, 3, 3, 56, 3, 3, 336, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
-        {"mv2_conv1x1_3x3x336_56", {1, 3, 3, 336, 3, 3, 56, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
-        {"mv2_conv1x1_12x12x96_16", {1, 12, 12, 96, 12, 12, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0},
-        {"mv2_dw3x3_3x3x336", {1, 3, 3, 336, 3, 3, 336, 3, 3, 1, 1, 1, 1, 1, 1, 336, 128, -5, -128, 127, NULL}, 1},
-        {"mv2_dw3x3s2_6x6x192", {1, 6, 6, 192, 3, 3, 192, 3, 3, 2, 2, 1, 1, 1, 1, 192, 128, -5, -128, 127, NULL}, 1},
-        {"mv2_dw3x3s2_12x12x96", {1, 12, 12, 96, 6, 6, 96, 3, 3, 2, 2, 1, 1, 1, 1, 96, 128, -5, -128, 127, NULL}, 1},
+        {"mv2_conv1x1_48x48x16_8", {1, 48, 48, 16, 48, 48, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL, NULL}, 0},
+        {"mv2_conv1x1_3x3x56_336", {1, 3, 3, 56, 3, 3, 336, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL, NULL}, 0},
+        {"mv2_conv1x1_3x3x336_56", {1, 3, 3, 336, 3, 3, 56, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL, NULL}, 0},
+        {"mv2_conv1x1_12x12x96_16", {1, 12, 12, 96, 12, 12, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL, NULL}, 0},
+        {"mv2_dw3x3_3x3x336", {1, 3, 3, 336, 3, 3, 336, 3, 3, 1, 1, 1, 1, 1, 1, 336, 128, -5, -128, 127, NULL, NULL}, 1},
+        {"mv2_dw3x3s2_6x6x192", {1, 6, 6, 192, 3, 3, 192, 3, 3, 2, 2, 1, 1, 1, 1, 192, 128, -5, -128, 127, NULL, NULL}, 1},
+        {"mv2_dw3x3s2_12x12x96", {1, 12, 12, 96, 6, 6, 96, 3, 3, 2, 2, 1, 1, 1, 1, 96, 128, -5, -128, 127, NULL, NULL}, 1},
         /* DS-CNN's first layer: a one-channel 10x4 convolution, lowered as depthwise x64 */
-        {"dscnn_dw10x4s2_49x10x1_x64", {1, 49, 10, 1, 25, 5, 64, 10, 4, 2, 2, 5, 1, 1, 1, 1, 128, -5, -128, 127, NULL}, 1},
+        {"dscnn_dw10x4s2_49x10x1_x64", {1, 49, 10, 1, 25, 5, 64, 10, 4, 2, 2, 5, 1, 1, 1, 1, 128, -5, -128, 127, NULL, NULL}, 1},
     };
     for (size_t i = 0; i < sizeof mv2 / sizeof mv2[0]; i++) {
       bench_conv_inputs(&mv2[i].c, g_in, g_w, fill_bias, g_mult, g_shift);

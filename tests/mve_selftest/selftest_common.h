@@ -65,8 +65,10 @@ static UNUSED_FN size_t bcast_case(int t, int8_t *a, int8_t *b, size_t pad, size
 }
 
 /* The folded window bias the compiler stores (aot/passes/window_bias.py): per
- * output channel bias + input_offset * sum(all its weights), int32 wrap. */
-static int32_t g_beff[1024];
+ * output channel bias + input_offset * sum(all its weights), int32 wrap; for
+ * a convolution then zeros up to a multiple of 4 channels (what its program
+ * carries); junk past that, which no kernel may read. */
+static int32_t g_beff[1024 + 16];
 static UNUSED_FN const int32_t *window_bias(const qconv_params *p, const int8_t *w, const int32_t *bias,
                                             int depthwise) {
   const int32_t k = p->k_h * p->k_w * (depthwise ? 1 : p->in_c / p->groups);
@@ -75,7 +77,23 @@ static UNUSED_FN const int32_t *window_bias(const qconv_params *p, const int8_t 
     for (int32_t t = 0; t < k; t++) s += (uint32_t)(depthwise ? w[(size_t)t * p->out_c + o] : w[(size_t)o * k + t]);
     g_beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) + (uint32_t)p->input_offset * s);
   }
+  const int32_t end = depthwise ? p->out_c : (p->out_c + 3) / 4 * 4;
+  for (int32_t o = p->out_c; o < end; o++) g_beff[o] = 0;
+  for (int32_t o = end; o < (int32_t)(sizeof g_beff / sizeof g_beff[0]); o++) g_beff[o] = 0x5A5A5A5A;
   return g_beff;
+}
+/* The depthwise blocks the compiler stores after them (dw_blocks): per 16
+ * channels the start values, multipliers and shifts, zero past out_c. */
+static int32_t g_dwblk[1024 / 16 * 48];
+static UNUSED_FN const int32_t *dw_blocks(const qconv_params *p, const int32_t *beff, const int32_t *mult,
+                                          const int32_t *shift) {
+  for (int32_t c0 = 0; c0 < p->out_c; c0 += 16)
+    for (int32_t j = 0; j < 16; j++) {
+      const int32_t c = c0 + j, in = c < p->out_c;
+      int32_t *g = g_dwblk + c0 / 16 * 48 + j;
+      g[0] = in ? beff[c] : 0, g[16] = in ? mult[c] : 0, g[32] = in ? shift[c] : 0;
+    }
+  return g_dwblk;
 }
 
 /* A random pooling shape with c channels (windows up to 4x4, strides up to
@@ -100,15 +118,15 @@ typedef struct {
   int dw, on;
 } bench_layer;
 static const bench_layer g_bench_layers[] = {
-    {"conv3x3_16x16x16_32", {1, 16, 16, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 128, -5, -128, 127, NULL}, 0,
+    {"conv3x3_16x16x16_32", {1, 16, 16, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 128, -5, -128, 127, NULL, NULL}, 0,
      BENCH_ON_MVE | BENCH_ON_DSP},
-    {"dwconv3x3_25x5x64", {1, 25, 5, 64, 25, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, 128, -5, -128, 127, NULL}, 1,
+    {"dwconv3x3_25x5x64", {1, 25, 5, 64, 25, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, 128, -5, -128, 127, NULL, NULL}, 1,
      BENCH_ON_MVE | BENCH_ON_DSP},
-    {"conv1x1_25x5x64_64", {1, 25, 5, 64, 25, 5, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL}, 0,
+    {"conv1x1_25x5x64_64", {1, 25, 5, 64, 25, 5, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, 128, -5, -128, 127, NULL, NULL}, 0,
      BENCH_ON_MVE | BENCH_ON_DSP},
-    {"dwconv3x3_3x3x960", {1, 3, 3, 960, 3, 3, 960, 3, 3, 1, 1, 1, 1, 1, 1, 960, 128, -5, -128, 127, NULL}, 1,
+    {"dwconv3x3_3x3x960", {1, 3, 3, 960, 3, 3, 960, 3, 3, 1, 1, 1, 1, 1, 1, 960, 128, -5, -128, 127, NULL, NULL}, 1,
      BENCH_ON_DSP},
-    {"dwconv3x3_6x6x384", {1, 6, 6, 384, 6, 6, 384, 3, 3, 1, 1, 1, 1, 1, 1, 384, 128, -5, -128, 127, NULL}, 1,
+    {"dwconv3x3_6x6x384", {1, 6, 6, 384, 6, 6, 384, 3, 3, 1, 1, 1, 1, 1, 1, 384, 128, -5, -128, 127, NULL, NULL}, 1,
      BENCH_ON_DSP},
 };
 #define N_BENCH_LAYERS (sizeof g_bench_layers / sizeof g_bench_layers[0])
