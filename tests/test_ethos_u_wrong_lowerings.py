@@ -3,6 +3,8 @@ compile-time checks (tosa_check, compile_check) still catch the original problem
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -100,6 +102,66 @@ def test_explicit_npu_clamp_leaves_own_range_activations_and_cortex_m() -> None:
     p.set_target(get_target("cortex-m55"), None)
     p(_quantized_like_ethos_u(_TwoBranches("relu").eval(), x))
     assert p.report()["rewritten"] == []
+
+
+# ------------------------------------------------------------------ avg pool zero point (ExecuTorch's constant folding)
+
+POOL_INTO_LINEAR = Path(__file__).parent / "data" / "fuzz_repros" / "ethos_u55_128_avg_pool_into_linear.py"
+
+
+def _pool_zero_points(tosa: bytes) -> list[tuple[int, int]]:
+    """(input_zp, output_zp) of every AVG_POOL2D in a TOSA flatbuffer."""
+    import tempfile
+
+    import tosa_serializer as ts  # type: ignore[import-not-found]
+
+    ser = ts.TosaSerializer("")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "g.tosa"
+        path.write_bytes(tosa)
+        assert ser.loadTosaFlatbuffer(str(path))
+    bb = ser.regions[0].basicBlocks[0]
+    return [tuple(int(bb.getTensorByName(name).data[0]) for name in op.inputs[1:3])
+            for op in bb.operators if str(op.op) == "Op.AVG_POOL2D"]
+
+
+@pytest.mark.parametrize("with_pass", [True, False], ids=["fixed", "original"])
+def test_npu_pool_zero_point_reaches_the_tosa_graph(with_pass: bool) -> None:
+    from aot.compile import make_options
+    from aot.load import load_model
+    from aot.lower import ethos_u
+    from aot.passes.npu_pool_zero_point import NpuPoolZeroPoint
+    from aot.targets import get_target
+
+    model = load_model(str(POOL_INTO_LINEAR))
+    opts = make_options()
+    if not with_pass:
+        opts.pre_edge_passes = [p for p in opts.pre_edge_passes if not isinstance(p, NpuPoolZeroPoint)]
+    with torch.no_grad():
+        low = ethos_u.lower(model.module, model.inputs, [model.inputs], get_target("ethos-u55-128"), opts)
+    pool = next(n for n in low.quantized.graph.nodes if n.target is torch.ops.aten.avg_pool2d.default)
+    zp = pool.args[0].args[2]  # the dequantize before the pool (the pool shares its qparams)
+    scale = next(iter(pool.users)).args[1]
+    folded = max(-128, min(127, round(zp / scale) + zp))  # ExecuTorch quantizes the constant: 127
+    assert (zp, folded) == (3, 127)
+    (part,) = low.extra["vela_partitions"]
+    assert _pool_zero_points(part.tosa) == ([(zp, zp)] if with_pass else [(folded, folded)])
+    if with_pass:
+        assert low.extra["npu_pool_zero_point"]["pools"] == [{"node": pool.name, "zero_point": zp, "folded_to": folded}]
+
+
+def test_npu_pool_zero_point_fixes_pool_into_linear(tmp_path) -> None:
+    rep = _compile(tmp_path, str(POOL_INTO_LINEAR), "ethos-u55-128").report
+    assert max(r["max_steps"] for r in rep["tosa_check"]["outputs"]) <= 3, rep["tosa_check"]
+    assert all(d["checked"] and d["max_diff_steps"] == 0 for d in rep["npu_check"]["delegates"])
+
+
+def test_tosa_check_refuses_pool_into_linear_without_the_fix(tmp_path) -> None:
+    from aot.passes.npu_pool_zero_point import NpuPoolZeroPoint
+
+    with pytest.raises(AotError) as err:
+        _compile(tmp_path, str(POOL_INTO_LINEAR), "ethos-u55-128", drop=NpuPoolZeroPoint)
+    assert "TOSA lowering" in str(err.value) and "5 steps" in str(err.value) and "\n" not in str(err.value)
 
 
 # ------------------------------------------------------------------ fused q/k/v projection (Vela 5.1.0 on the U55/U65)
