@@ -249,7 +249,7 @@ def compile_model(
                   "symmetric_weight_range", "int8_matmul_on_u55",
                   "fc_rows_as_pixels", "conv1d_as_conv2d", "channels_last_everywhere", "dw_one_channel_as_conv",
                   "fold_input_offset", "window_bias",
-                  "kernel_scratch", "split_batched_matmul", "explicit_npu_clamp",
+                  "kernel_scratch", "split_batched_matmul", "explicit_npu_clamp", "npu_pool_zero_point",
                   "split_fused_projection"):
         if extra in lowered.extra:
             report[extra] = lowered.extra[extra]

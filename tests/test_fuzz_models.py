@@ -93,3 +93,22 @@ def test_fixed_repro_is_bit_exact(tmp_path: Path, repro: str) -> None:
         o = execute(res, board, sim, 300, "mve", None)
         assert o.status == "PASS", (board, o.reason)
         assert all(d.max_steps == 0 for d in o.result.outputs), board
+
+
+@needs_qemu
+@pytest.mark.parametrize("target,board", [("ethos-u55-128", "corstone-300"), ("ethos-u65-256", "corstone-300"),
+                                          ("ethos-u85-256", "an547-u85"), ("ethos-u55-128-a16w8", "corstone-300")])
+def test_fixed_ethos_u_repro_is_bit_exact(tmp_path: Path, target: str, board: str) -> None:
+    """The Ethos-U defect the generator found (avg pool -> Linear, refused by tosa_check), fixed at its cause:
+    compiles within tosa_check's bound, and the host runtime and QEMU with the co-simulated NPU match exactly."""
+    from aot.compile import TOSA_AGREEMENT_STEPS, compile_model, make_options
+    from aot.run import execute
+
+    res = compile_model(str(REPROS / "ethos_u55_128_avg_pool_into_linear.py"), target, tmp_path,
+                        options=make_options())
+    per_step = 2 ** (res.target.activation_bits - 8)
+    assert all(r["max_steps"] / per_step <= TOSA_AGREEMENT_STEPS for r in res.report["tosa_check"]["outputs"])
+    for b, sim in (("host", "auto"), (board, "qemu")):
+        o = execute(res, b, sim, 300, "mve", None)
+        assert o.status == "PASS", (b, o.reason)
+        assert all(d.max_steps == 0 for d in o.result.outputs), b

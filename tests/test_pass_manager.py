@@ -32,7 +32,7 @@ def test_configured_order() -> None:
                       "ChannelsLastEverywhere"],
         "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                            "OwnOutputQparams"],
-        "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool", "ExplicitNpuClamp"],
+        "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
         "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
         "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
         "check": ["VerifyProgram"],

@@ -24,7 +24,10 @@ FLOORS = {
     ("gru_kws", "cortex-m55"): 36.0, ("gru_kws", "ethos-u55-128"): 35.0,
     ("transformer_block", "ethos-u55-128"): 33.0, ("unet_small", "ethos-u55-128"): 50.0,
     ("unet_small", "cortex-m55"): 50.0, ("transformer_block", "cortex-m55"): 33.0,
-    ("mobilenet_v3_small", "cortex-m55"): 40.0, ("mobilenet_v3_small", "ethos-u55-128"): 40.0,
+    ("mobilenet_v3_small", "cortex-m55"): 40.0,
+    # 38.4 dB since npu_pool_zero_point.py: the NPU now follows the quantized model (tosa_check 3 -> 1 step);
+    # 44.8 before was ties rounded one way by luck on this one input (16 fresh inputs: 40.2 -> 39.1 dB).
+    ("mobilenet_v3_small", "ethos-u55-128"): 34.0,
 }
 # Refused at compile time, with the op (or pattern) the one error line must name.
 # (branch_concat on Ethos-U was, until explicit_npu_clamp.py: tests/test_ethos_u_wrong_lowerings.py.)

@@ -139,6 +139,18 @@ def make_quantizer(spec: EthosUCompileSpec, activation_bits: int = 8) -> Any:
     return quantizer
 
 
+@contextlib.contextmanager
+def _arm_pipeline_parts(options: LowerOptions) -> Iterator[None]:
+    """Our passes with a part inside ExecuTorch's Arm TOSA pipeline (`arm_pipeline()`) switch it on for this
+    lowering only: the part is registered for the whole process, a compile without the pass must not see it."""
+    with contextlib.ExitStack() as stack:
+        for p in options.pre_edge_passes:
+            part = getattr(p, "arm_pipeline", None)
+            if part is not None:
+                stack.enter_context(part())
+        yield
+
+
 @dataclass
 class _Workspace:
     """One Ethos-U compile's Vela folder (removed at the end when it is temporary) and compile spec."""
@@ -166,7 +178,7 @@ class _EthosU(Flow):
     def to_edge(self, ws: _Workspace, exported: torch.export.ExportedProgram, target: Target,
                 options: LowerOptions) -> tuple[Any, dict[str, Any]]:
         _clear_artefacts(ws.workdir)
-        with stdout_to_log(log, "Vela"):
+        with stdout_to_log(log, "Vela"), _arm_pipeline_parts(options):
             try:
                 edge = to_edge_transform_and_lower(
                     exported,

@@ -31,6 +31,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - explicit_npu_clamp.py: conv/linear + ReLU/ReLU6 whose zero point is not int8's minimum (a concat
   branch) gets a quantize/dequantize before the activation on Ethos-U, so it stays an int8 CLAMP
   (ExecuTorch's fold would drop its lower bound).
+- npu_pool_zero_point.py: average pools keep their real zero points in the TOSA graph on Ethos-U
+  (ExecuTorch's constant folding quantized them: 3 -> 127, and every rounding tie went one way).
 - split_fused_projection.py: a fused q/k/v Linear read part by part (reshape, permute, select) -> one
   Linear per part on Ethos-U55/U65 (Vela 5.1.0 loses a sliced MATMUL operand's offset there).
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
@@ -58,6 +60,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.activation_alone import ActivationAlone
     from aot.passes.channels_last_everywhere import ChannelsLastEverywhere
     from aot.passes.explicit_npu_clamp import ExplicitNpuClamp
+    from aot.passes.npu_pool_zero_point import NpuPoolZeroPoint
     from aot.passes.contiguous_view_base import ContiguousViewBase
     from aot.passes.conv1d_as_conv2d import Conv1dAsConv2d
     from aot.passes.fc_rows_as_pixels import FcRowsAsPixels
@@ -94,7 +97,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
         FcRowsAsPixels(), AvgPoolForNpu(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
         Int8MatmulOnU55(), UpsampleSharedQparams(), ActivationAlone(), SymmetricWeightRange(), OwnOutputQparams(),
         LutFusion(enabled=opts.lut_fusion, choose_backend=backend_for), EmlkitSoftmax(), EmlkitAvgPool(),
-        ExplicitNpuClamp(),
+        ExplicitNpuClamp(), NpuPoolZeroPoint(),
         DepthwiseOneChannelAsConv(), FoldInputOffset(), WindowBias(), Int8LayerNorm(),
         CancelTransposes(), ContiguousViewBase(), Int8Upsample(), KernelScratch(),
         VerifyProgram(allow_float=allow_float),

@@ -1,0 +1,148 @@
+"""Average pools on Ethos-U keep their real zero points in the TOSA graph (inside ExecuTorch's Arm pipeline).
+
+Matches, in ExecuTorch 1.5.1's Arm TOSA pipeline (Ethos-U flows), every
+`tosa.AVG_POOL2D` whose input or output zero point is an `aten.full` that
+carries quantization parameters (`output_qparams` in its meta). That is every
+quantized pool: RewriteAvgPool2dPass makes each zero point a one-element
+`full` with `call_scalar(zp, meta)`, and the meta it copies is the pool's own.
+
+Produces the same `full` nodes without `input_qparams` / `output_qparams`, so
+ComputeConstantOpsAOTPass (the next pass) evaluates them as the plain int8
+values they are. On the converted graph (before to_edge) the pass changes
+nothing; the report lists the int8 pools whose zero point the folding would
+have changed, with the value it would have had.
+
+Why: ComputeConstantOpsAOTPass quantizes a constant that has output_qparams,
+so each zero point z became clamp(round(z / scale) + z, -128, 127): 3 -> 127 at
+scale 0.0176 (random model 100:56); a positive z saturates to 127 once
+z * (1 / scale + 1) >= 127, a negative one to -128 likewise (0 and -128 stay).
+The input and output zero points change together, so the mean is the same, but
+TOSA rounds sum / count half away from the input zero point (its reciprocal
+multiplier is a little above 1/count): with 127 every tie went down, with -128
+every tie up. A 2x2 pool ties on about a quarter of its outputs, and PyTorch's
+reference rounds ties to even, so about one output in eight was one step off,
+all in the same direction, and a Linear after the pool summed them (model
+100:56 on ethos-u55-128: 5 steps off the quantized model, refused by
+tosa_check). With the real zero point ties go away from it, both ways: model
+100:56 is 3 steps from the quantized model (tosa_check allows 4) and the NPU
+is bit-exact with the TOSA graph. (Pools whose input and output zero points
+differ would have been off by the difference of the two quantized values; the
+Arm quantizer gives a pool its input's qparams, so that did not occur.)
+
+The Arm-pipeline part is registered once per process with ExecuTorch's
+`register_pass_insertions_after(RewriteAvgPool2dPass, ...)` (as lut_ethos_u.py
+does for TABLE) and acts only while `arm_pipeline()` is entered, which the
+Ethos-U flow does around its lowering when this pass is configured and the
+target is an Ethos-U one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+
+from aot.passes._graph import Rewrite
+from aot.passes.manager import declare
+
+log = logging.getLogger(__name__)
+aten = torch.ops.aten
+qd = torch.ops.quantized_decomposed
+
+POOLS = {aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim}
+QPARAM_KEYS = ("input_qparams", "output_qparams")
+
+# Whether the Arm-pipeline part acts: set only for the lowering of a compile that configured the pass.
+_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("npu_pool_zero_point", default=False)
+_installed = False
+
+
+def raw_zero_points(gm: torch.fx.GraphModule, avg_pool_op: Any, full_op: Any) -> list[str]:
+    """Drop the qparams from the `full` zero-point arguments of every AVG_POOL2D; the pools changed."""
+    done = []
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n.target != avg_pool_op:
+            continue
+        changed = False
+        for zp in n.args[1:3]:  # AVG_POOL2D(input, input_zp, output_zp, kernel, stride, pad, acc_type)
+            if isinstance(zp, torch.fx.Node) and zp.target == full_op and any(k in zp.meta for k in QPARAM_KEYS):
+                for k in QPARAM_KEYS:
+                    zp.meta.pop(k, None)
+                changed = True
+        if changed:
+            done.append(n.name)
+    return done
+
+
+def install_arm_hook() -> None:
+    """Register the Arm-pipeline part after RewriteAvgPool2dPass, once per process."""
+    global _installed
+    if _installed:
+        return
+    from executorch.backends.arm._passes.arm_pass import ArmPass
+    from executorch.backends.arm._passes.arm_pass_manager import register_pass_insertions_after
+    from executorch.backends.arm._passes.rewrite_avg_pool2d_pass import RewriteAvgPool2dPass
+    from executorch.exir.dialects._ops import ops as exir_ops
+    from executorch.exir.pass_base import PassResult
+
+    class RawPoolZeroPointsPass(ArmPass):
+        """The zero points of tosa.AVG_POOL2D as plain constants (see aot/passes/npu_pool_zero_point.py)."""
+
+        _passes_required_after: set[Any] = set()
+
+        def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+            if not _ACTIVE.get():
+                return PassResult(graph_module, False)
+            done = raw_zero_points(graph_module, exir_ops.backend.tosa.AVG_POOL2D.default,
+                                   exir_ops.edge.aten.full.default)
+            if done:
+                log.debug("average pools with their real zero points: %s", ", ".join(done))
+            return PassResult(graph_module, bool(done))
+
+    register_pass_insertions_after(RewriteAvgPool2dPass, [RawPoolZeroPointsPass()])
+    _installed = True
+
+
+def folded_zero_point(pool: torch.fx.Node) -> dict[str, Any] | None:
+    """For an int8 `dequantize -> pool -> quantize`: its zero point and the value ExecuTorch's constant folding
+    gives it (quantized with the pool's output qparams), when the two differ; else None."""
+    dq, users = pool.args[0], list(pool.users)
+    if not isinstance(dq, torch.fx.Node) or dq.target != qd.dequantize_per_tensor.default or len(users) != 1 \
+            or users[0].target != qd.quantize_per_tensor.default:
+        return None
+    zp, dtype = dq.args[2], dq.args[-1]
+    if not isinstance(zp, int) or dtype != torch.int8:
+        return None
+    qargs = users[0].args[1:]
+    folded = int(qd.quantize_per_tensor.default(torch.tensor([float(zp)]), *qargs)[0])
+    return None if folded == zp else {"node": pool.name, "zero_point": zp, "folded_to": folded}
+
+
+@declare("pre_edge", ("aten.avg_pool2d", "aten.adaptive_avg_pool2d", "aten.mean.dim", "tosa.AVG_POOL2D"))
+@dataclass
+class NpuPoolZeroPoint(Rewrite):
+    report_key: str = "npu_pool_zero_point"
+    report_name = "pools"
+
+    def set_target(self, target: Any, options: Any) -> None:
+        self.active = target.flow == "ethos_u"
+        if self.active:
+            install_arm_hook()
+
+    @contextlib.contextmanager
+    def arm_pipeline(self) -> Iterator[None]:
+        """Entered by the Ethos-U flow around ExecuTorch's lowering: the Arm-pipeline part acts inside."""
+        token = _ACTIVE.set(self.active)
+        try:
+            yield
+        finally:
+            _ACTIVE.reset(token)
+
+    def run(self, gm: torch.fx.GraphModule) -> list[Any]:
+        # The graph is left as it is; the report names the pools whose zero point the Arm-pipeline part keeps.
+        found = [folded_zero_point(n) for n in gm.graph.nodes if n.op == "call_function" and n.target in POOLS]
+        return [f for f in found if f is not None]
