@@ -41,6 +41,7 @@ from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
+# looked up when the pass runs: the quantized_decomposed ops exist once the quantizer's modules are imported
 qd = torch.ops.quantized_decomposed
 
 RELU = {aten.relu.default, aten.relu_.default}
@@ -48,8 +49,6 @@ HARDTANH = {aten.hardtanh.default, aten.hardtanh_.default}
 # What ExecuTorch's FuseQuantizedActivationPass folds an activation into (edge convolution / linear).
 PRODUCERS = {aten.conv1d.default, aten.conv2d.default, aten.convolution.default, aten.conv_transpose2d.input,
              aten.linear.default}
-QUANTIZE = qd.quantize_per_tensor.default
-DEQUANTIZE = qd.dequantize_per_tensor.default
 
 
 def lost_lower_bound(n: torch.fx.Node) -> dict[str, Any] | None:
@@ -67,7 +66,7 @@ def lost_lower_bound(n: torch.fx.Node) -> dict[str, Any] | None:
             or len(src.users) != 1:
         return None
     users = list(n.users)
-    if len(users) != 1 or users[0].target != QUANTIZE:
+    if len(users) != 1 or users[0].target != qd.quantize_per_tensor.default:
         return None
     scale, zp, qmin, qmax = users[0].args[1:5]
     if not all(isinstance(v, int) for v in (zp, qmin, qmax)) or zp == qmin:
@@ -93,8 +92,8 @@ class ExplicitNpuClamp(Rewrite):
                 continue
             src, qargs = n.args[0], tuple(next(iter(n.users)).args[1:])
             with g.inserting_before(n):
-                q = g.call_function(QUANTIZE, (src, *qargs))
-                dq = g.call_function(DEQUANTIZE, (q, *qargs))
+                q = g.call_function(qd.quantize_per_tensor.default, (src, *qargs))
+                dq = g.call_function(qd.dequantize_per_tensor.default, (q, *qargs))
             for new in (q, dq):
                 new.meta.update({k: v for k, v in src.meta.items() if k != "val"})
                 if "val" in src.meta:  # fake tensors: q has the codes' dtype, dq the producer's
