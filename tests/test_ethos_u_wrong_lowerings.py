@@ -4,6 +4,7 @@ compile-time checks (tosa_check, compile_check) still catch the original problem
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -280,8 +281,8 @@ class _PartsQKV(torch.nn.Module):
 FORMS = ["chunk", "split", "slice", "unbind_after_reshape", "select_after_reshape"]
 
 
-@pytest.mark.parametrize("form", FORMS)
-def test_split_fused_projection_takes_chunk_split_slice_and_unbind(form: str) -> None:
+def _split_parts(form: str) -> tuple[Any, torch.nn.Module, tuple[torch.Tensor], torch.fx.GraphModule]:
+    """SplitFusedProjection (ethos-u55-128) run on _PartsQKV(form): (pass, model, inputs, rewritten graph)."""
     from aot.lower.export import export_graph
     from aot.passes.split_fused_projection import SplitFusedProjection
     from aot.targets import get_target
@@ -290,7 +291,12 @@ def test_split_fused_projection_takes_chunk_split_slice_and_unbind(form: str) ->
     net, x = _PartsQKV(form).eval(), (torch.randn(1, 5, 8),)
     p = SplitFusedProjection()
     p.set_target(get_target("ethos-u55-128"), None)
-    gm = p(export_graph(net, x))
+    return p, net, x, p(export_graph(net, x))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_split_fused_projection_takes_chunk_split_slice_and_unbind(form: str) -> None:
+    p, net, x, gm = _split_parts(form)
     (entry,) = p.report()["rewritten"]
     assert entry["rows"] == [[0, 8], [8, 16], [16, 24]], entry
     cuts = {torch.ops.aten.chunk.default, torch.ops.aten.split.Tensor, torch.ops.aten.split_with_sizes.default,
@@ -302,15 +308,7 @@ def test_split_fused_projection_takes_chunk_split_slice_and_unbind(form: str) ->
 
 @pytest.mark.parametrize("form", ["whole_read_too", "strided_slice", "token_dim"])
 def test_split_fused_projection_leaves_other_readers(form: str) -> None:
-    from aot.lower.export import export_graph
-    from aot.passes.split_fused_projection import SplitFusedProjection
-    from aot.targets import get_target
-
-    torch.manual_seed(0)
-    net, x = _PartsQKV(form).eval(), (torch.randn(1, 5, 8),)
-    p = SplitFusedProjection()
-    p.set_target(get_target("ethos-u55-128"), None)
-    gm = p(export_graph(net, x))
+    p, net, x, gm = _split_parts(form)
     assert p.report()["rewritten"] == []
     torch.testing.assert_close(gm(*x), net(*x))
 
