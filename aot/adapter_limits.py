@@ -231,12 +231,13 @@ def check_requant_tensors(a: Args, im: int, ish: int) -> None:
 
 
 def _extended(kind: str, n: int, out_c: int) -> bool:
-    """cortex_m_conv.c conv_extended: the multipliers tensor's length is one of the window-bias forms."""
+    """cortex_m_conv.c conv_extended: the multipliers tensor's length is one of the window-bias forms (the
+    forms the kernels read, as the scratch planner tells them apart, or the older unpadded 2 x out_c)."""
+    from aot.passes.kernel_scratch import multiplier_forms  # here: aot.passes imports this module
+
     if out_c <= 0:
         return False
-    if kind == "conv":
-        return n in (2 * out_c, out_c + (out_c + 3) // 4 * 4)
-    return n == 2 * out_c or (kind == "depthwise" and n == 2 * out_c + (out_c + 15) // 16 * 48)
+    return n == 2 * out_c or (kind != "transpose" and any(multiplier_forms(n, out_c, kind == "depthwise")))
 
 
 def check_window_bias(a: Args, kind: str, nhwc: bool, ioff: int, im: int, ish: int) -> None:
