@@ -114,6 +114,16 @@ def test_ethos_u_on_qemu_runs_the_firmware(compiled) -> None:
     assert o.status == "PASS" and o.board == "an547-u85" and "stand-in for corstone-320" in o.label
 
 
+def test_cortex_m85_on_qemu_runs_on_the_stand_in(compiled) -> None:
+    """QEMU has no Cortex-M85: a cortex-m85 program runs on the labelled AN547 stand-in (M55 + MVE) instead
+    of SKIPping, as Ethos-U85 programs do."""
+    from aot.run import execute
+
+    o = execute(compiled("add", "cortex-m85"), "corstone-320", "qemu", 120, "mve", None)
+    assert o.status == "PASS" and o.board == "an547-u85", o.reason
+    assert "stand-in for corstone-320" in o.label and "M55" in o.label
+
+
 _DILATED = module_source("""
     self.c1 = nn.Conv2d(3, 8, 3, padding=2, dilation=2)
     self.c2 = nn.Conv2d(8, 8, 3, padding=3, dilation=(3, 2), groups=8)""",

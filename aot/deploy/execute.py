@@ -158,6 +158,14 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
         raise AotError(str(err)) from err
     if sim == "auto":
         sim = "fvp" if _fvp_available(b) else "qemu"
+    stand_in = ""
+    if sim == "qemu" and b.qemu is None:
+        # As for Ethos-U programs: QEMU has no Cortex-M85, so the labelled stand-in (AN547 map,
+        # Cortex-M55 + MVE: the same instruction set the M85 image is built for) runs the program.
+        alt = stand_in_for(b)
+        if alt is not None:
+            stand_in = f"stand-in for {b.name}: {alt.name}, Cortex-M55 + MVE (instruction counts of an M55)"
+            b = alt
     from aot.deploy.build import BuildError
     from aot.deploy.program_image import program_image
 
@@ -201,7 +209,7 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
     res = _from_sim(sres)
     if save_outputs and res is not None and res.status in ("pass", "fail"):
         _save_npy(sres.output_data, cres.bpte, save_outputs)
-    return DeployResult(sim, res, image_bytes=size, fit=fit, board=b.name, label=b.label,
+    return DeployResult(sim, res, image_bytes=size, fit=fit, board=b.name, label=stand_in or b.label,
                         etdump=_keep_etdump(sres, etdump))
 
 
