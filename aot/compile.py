@@ -109,6 +109,8 @@ def _tosa_agreement(lowered: Lowered, tosa_out: list[torch.Tensor], qparams: lis
 # tosa_reference_model against the fake-quantized torch model, in int8-sized steps: the zoo's programs
 # agree within 1 (rounding); a lowering that drops an op is off by tens of steps or more.
 TOSA_AGREEMENT_STEPS = 4
+# Lowered.extra entries that are the flow's working data, not a pass's report (aot/lower/ethos_u.py).
+FLOW_EXTRAS = frozenset({"vela_partitions", "workdir", "compile_spec"})
 
 
 def _refuse_wrong_lowering(check: dict[str, Any], target: Target) -> None:
@@ -244,15 +246,10 @@ def compile_model(
     if tosa_graphs and lowered.quantized is not None:
         report["tosa_check"] = _tosa_agreement(lowered, device_out, report["output_qparams"])
         _refuse_wrong_lowering(report["tosa_check"], target)
-    for extra in ("lut_fusion", "verify", "linear_to_conv", "avgpool_for_npu", "cancel_transposes",
-                  "activation_alone", "fold_linear_batchnorm",
-                  "symmetric_weight_range", "int8_matmul_on_u55",
-                  "fc_rows_as_pixels", "conv1d_as_conv2d", "channels_last_everywhere", "dw_one_channel_as_conv",
-                  "fold_input_offset", "window_bias",
-                  "kernel_scratch", "split_batched_matmul", "explicit_npu_clamp", "npu_pool_zero_point",
-                  "split_fused_projection"):
-        if extra in lowered.extra:
-            report[extra] = lowered.extra[extra]
+    # Every pass's own report entry (its report_key); the flow's working data stays out.
+    for extra, value in lowered.extra.items():
+        if extra not in FLOW_EXTRAS:
+            report[extra] = value
     if board is not None and needs is not None and board != "host":
         report["fit"] = fit_report(board, needs, bpte.stat().st_size, f"{model.name} ({target.name})", pte)
     emit.write_report(report, rep)

@@ -112,3 +112,26 @@ def test_fixed_ethos_u_repro_is_bit_exact(tmp_path: Path, target: str, board: st
         o = execute(res, b, sim, 300, "mve", None)
         assert o.status == "PASS", (b, o.reason)
         assert all(d.max_steps == 0 for d in o.result.outputs), b
+
+
+@needs_qemu
+def test_a16w8_conv_into_mul_add_compiles_and_is_bit_exact(tmp_path: Path) -> None:
+    """Random models 100:34 / 100:46: an int16 conv read by a mul and an add compiles for ethos-u55-128-a16w8 (the
+    consumers read its int16 output), runs bit-exactly on the host and under QEMU, and without the pass Vela
+    refuses it, naming the Conv2D."""
+    from aot.compile import compile_model, make_options
+    from aot.errors import AotError
+    from aot.passes.npu_a16w8_conv_rescale import NpuA16w8ConvRescale
+    from aot.run import execute
+
+    src = str(REPROS / "ethos_u55_128_a16w8_conv_into_mul_add.py")
+    res = compile_model(src, "ethos-u55-128-a16w8", tmp_path / "on", options=make_options())
+    assert res.report["npu_a16w8_conv_rescale"]["rescales"]
+    assert res.report["tosa_check"]["outputs"][0]["max_steps"] == 0
+    for b, sim in (("host", "auto"), ("corstone-300", "qemu")):
+        o = execute(res, b, sim, 300, "mve", None)
+        assert o.status == "PASS" and all(d.max_steps == 0 for d in o.result.outputs), (b, o.reason)
+    opts = make_options()
+    opts.pre_edge_passes = [p for p in opts.pre_edge_passes if not isinstance(p, NpuA16w8ConvRescale)]
+    with pytest.raises(AotError, match="Conv2D"):
+        compile_model(src, "ethos-u55-128-a16w8", tmp_path / "off", options=opts)

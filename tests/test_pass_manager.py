@@ -28,11 +28,12 @@ def test_configured_order() -> None:
     got = {s: [pass_name(p) for p in getattr(opts, STAGE_FIELD[s])] for s in STAGES}
     assert got == {
         "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "FoldLinearBatchNorm", "SplitFusedProjection",
-                      "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "SplitBatchedMatmul",
+                      "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise", "SplitBatchedMatmul",
                       "ChannelsLastEverywhere"],
         "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                            "OwnOutputQparams"],
-        "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
+        "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool", "ExplicitNpuClamp", "NpuPoolZeroPoint",
+                     "NpuA16w8ConvRescale"],
         "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
         "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
         "check": ["VerifyProgram"],
@@ -66,7 +67,9 @@ def test_declarations_hold_whatever_the_listing_order(shuffle: str) -> None:
     assert names.index("ChannelsLastEverywhere") == max(names.index(n) for n in names
                                                          if n in ("Relu6ToHardtanh", "Conv1dAsConv2d", "LinearToConv",
                                                                   "FcRowsAsPixels", "AvgPoolForNpu", "SplitBatchedMatmul",
-                                                                  "FoldLinearBatchNorm", "ChannelsLastEverywhere"))
+                                                                  "NpuPoolAsDepthwise", "FoldLinearBatchNorm",
+                                                                  "ChannelsLastEverywhere"))
+    assert names.index("AvgPoolForNpu") < names.index("NpuPoolAsDepthwise")
     assert names.index("FoldLinearBatchNorm") < names.index("LinearToConv")
     assert names.index("SplitFusedProjection") < min(names.index("FcRowsAsPixels"), names.index("LinearToConv"))
     assert names.index("Int8MatmulOnU55") < names.index("UpsampleSharedQparams") < names.index("ActivationAlone")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -178,6 +179,61 @@ def test_avgpool_rewrite_leaves_what_it_cannot_do() -> None:
     gm = p(export_graph(torch.nn.AvgPool2d(5).eval(), (torch.randn(1, 2, 10, 10),)))
     assert not p.rewritten and "prime factor" in p.skipped[0]["reason"]
     assert any(n.target is torch.ops.aten.avg_pool2d.default for n in gm.graph.nodes)
+
+
+class _Head(torch.nn.Module):
+    """features -> pool -> flatten -> Linear: the classifier head NpuPoolAsDepthwise looks for."""
+
+    def __init__(self, pool: Any, c: int = 6) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, c, 3, padding=1)
+        self.pool = pool
+        self.fc = torch.nn.Linear(c, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.pool(torch.relu(self.conv(x))), 1))
+
+
+@pytest.mark.parametrize("pool", ["adaptive", "avg", "mean"])
+def test_npu_pool_as_depthwise_keeps_float_function(pool: str) -> None:
+    from aot.passes.npu_pool_as_depthwise import NpuPoolAsDepthwise
+
+    h, w = 5, 7
+    p = {"adaptive": torch.nn.AdaptiveAvgPool2d(1), "avg": torch.nn.AvgPool2d((h, w)),
+         "mean": _Mean()}[pool]
+    mod = _Head(p).eval()
+    x = torch.randn(1, 3, h, w)
+    rw = NpuPoolAsDepthwise()
+    rw.set_target(get_target(U55), None)
+    gm = rw(export_graph(mod, (x,)))
+    assert len(rw.done) == 1, gm.graph
+    convs = [n for n in gm.graph.nodes if n.target is torch.ops.aten.conv2d.default]
+    assert len(convs) == 2 and convs[1].args[6] == 6         # depthwise: groups = channels
+    assert not [n for n in gm.graph.nodes if n.target in (torch.ops.aten.avg_pool2d.default, torch.ops.aten.mean.dim,
+                                                          torch.ops.aten.adaptive_avg_pool2d.default)]
+    out = gm(x)
+    torch.testing.assert_close(out[0] if isinstance(out, (tuple, list)) else out, mod(x), rtol=1e-5, atol=1e-6)
+
+
+class _Mean(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=(2, 3), keepdim=True)
+
+
+@pytest.mark.parametrize("case", ["not_whole_map", "not_before_classifier", "window_too_tall", "cortex_m"])
+def test_npu_pool_as_depthwise_leaves_the_rest(case: str) -> None:
+    from aot.passes.npu_pool_as_depthwise import NpuPoolAsDepthwise
+
+    x = torch.randn(1, 3, 70 if case == "window_too_tall" else 4, 4)
+    mod: torch.nn.Module = _Head(torch.nn.AdaptiveAvgPool2d(1))
+    if case == "not_whole_map":
+        mod = torch.nn.Sequential(torch.nn.AvgPool2d(2), torch.nn.Flatten(), torch.nn.Linear(12, 2))
+    elif case == "not_before_classifier":
+        mod = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.ReLU())
+    rw = NpuPoolAsDepthwise()
+    rw.set_target(get_target("cortex-m55" if case == "cortex_m" else U55), None)
+    rw(export_graph(mod.eval(), (x,)))
+    assert rw.done == []
 
 
 # ------------------------------------------------------------------ Ethos-U55: one partition, exact on the NPU model

@@ -8,6 +8,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - fold_linear_batchnorm.py: Linear + BatchNorm1d -> one Linear (Cortex-M; prepare_pt2e folds only convs).
 - linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
 - avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.
+- npu_pool_as_depthwise.py: whole-map average pools before the classifier -> depthwise convs with
+  weights 1/(H*W) on Ethos-U, so the mean gets its own output qparams (the Arm quantizer shares the input's).
 - cancel_transposes.py: cortex_m::transpose pairs that undo each other (q @ k^T) removed.
 - fold_input_offset.py: Cortex-M convolutions without padding get input_offset * sum(w) folded into
   their bias at compile time (offset 0), so the kernels skip that per-call pass over the weights.
@@ -33,6 +35,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
   (ExecuTorch's fold would drop its lower bound).
 - npu_pool_zero_point.py: average pools keep their real zero points in the TOSA graph on Ethos-U
   (ExecuTorch's constant folding quantized them: 3 -> 127, and every rounding tie went one way).
+- npu_a16w8_conv_rescale.py: on int16 Ethos-U targets an int16 convolution's int32 consumers (add, mul)
+  read its int16 output, not its accumulator (Vela 5.1.0 refuses int32 convolution outputs on the U55).
 - split_fused_projection.py: a fused q/k/v Linear read part by part (reshape, permute, select) -> one
   Linear per part on Ethos-U55/U65 (Vela 5.1.0 loses a sliced MATMUL operand's offset there).
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
@@ -60,6 +64,8 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.activation_alone import ActivationAlone
     from aot.passes.channels_last_everywhere import ChannelsLastEverywhere
     from aot.passes.explicit_npu_clamp import ExplicitNpuClamp
+    from aot.passes.npu_a16w8_conv_rescale import NpuA16w8ConvRescale
+    from aot.passes.npu_pool_as_depthwise import NpuPoolAsDepthwise
     from aot.passes.npu_pool_zero_point import NpuPoolZeroPoint
     from aot.passes.contiguous_view_base import ContiguousViewBase
     from aot.passes.conv1d_as_conv2d import Conv1dAsConv2d
@@ -94,10 +100,10 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     install(opts, [
         Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), SplitFusedProjection(),
         LinearToConv(mode=opts.linear_mode),
-        FcRowsAsPixels(), AvgPoolForNpu(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
+        FcRowsAsPixels(), AvgPoolForNpu(), NpuPoolAsDepthwise(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
         Int8MatmulOnU55(), UpsampleSharedQparams(), ActivationAlone(), SymmetricWeightRange(), OwnOutputQparams(),
         LutFusion(enabled=opts.lut_fusion, choose_backend=backend_for), EmlkitSoftmax(), EmlkitAvgPool(),
-        ExplicitNpuClamp(), NpuPoolZeroPoint(),
+        ExplicitNpuClamp(), NpuPoolZeroPoint(), NpuA16w8ConvRescale(),
         DepthwiseOneChannelAsConv(), FoldInputOffset(), WindowBias(), Int8LayerNorm(),
         CancelTransposes(), ContiguousViewBase(), Int8Upsample(), KernelScratch(),
         VerifyProgram(allow_float=allow_float),

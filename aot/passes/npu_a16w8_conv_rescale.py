@@ -1,0 +1,150 @@
+"""int16 convolutions feeding int32 arithmetic keep their int16 output on Ethos-U (inside ExecuTorch's Arm pipeline).
+
+Matches, in ExecuTorch 1.5.1's Arm TOSA pipeline on int16-activation targets
+(`ethos-u55-128-a16w8`), a `tosa.RESCALE` to int32 that reads a convolution's
+accumulator directly (`tosa.CONV2D` / `DEPTHWISE_CONV2D` on an int16 input)
+while the convolution also has its ordinary int16 output RESCALE. That is what
+RewriteConvPass makes of an A16W8 convolution whose output feeds an add, mul
+or other op InsertRescaleInt32Pass widened to int32: it folds the consumer's
+int16 -> int32 rescale into the convolution's and skips the int16 step.
+
+Produces `conv -> RESCALE(int16) -> RESCALE(int32)`: the consumer's rescale
+reads the convolution's int16 output again, with its own scale (the combined
+scale divided by the convolution's, per channel) and the int16 zero point.
+
+Why: Vela 5.1.0 cannot give a convolution an int32 output on the Ethos-U55
+("Non-passthrough operation (Conv2D) could not run on NPU"), so every a16w8
+model with a convolution before a residual add or a gating mul was refused
+(random models 100:34, 100:46; mobilenet_v2's inverted residuals). The int16
+step is also what the quantized PyTorch model does (the convolution's output is
+quantized to int16 before the add reads it), so the NPU now rounds and clamps
+where the reference does.
+
+The Arm-pipeline part is registered once per process after RewriteConvPass
+(as npu_pool_zero_point.py does after RewriteAvgPool2dPass) and acts only while
+`arm_pipeline()` is entered for an int16-activation Ethos-U compile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+
+from aot.passes._graph import Rewrite
+from aot.passes.manager import declare
+
+log = logging.getLogger(__name__)
+
+_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("npu_a16w8_conv_rescale", default=False)
+_installed = False
+_done: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("npu_a16w8_conv_rescale_done", default=None)
+_REL_TOL = 1e-6
+
+
+def _uniform_ratio(combined: list[float], conv: list[float]) -> float | None:
+    """combined[i] / conv[i] when it is the same for every channel (the consumer's per-tensor scale)."""
+    if not conv or len(combined) not in (1, len(conv)):
+        return None
+    ratios = [combined[i % len(combined)] / c for i, c in enumerate(conv) if c]
+    if len(ratios) != len(conv) or any(abs(r - ratios[0]) > _REL_TOL * abs(ratios[0]) for r in ratios):
+        return None
+    return ratios[0]
+
+
+def split_int32_rescales(gm: torch.fx.GraphModule, rescale_op: Any, conv_ops: set[Any]) -> list[str]:
+    """Rewire every int32 RESCALE of an int16 convolution's accumulator through its int16 RESCALE; the names."""
+    pos = {n: i for i, n in enumerate(gm.graph.nodes)}
+    done = []
+    for r in list(gm.graph.nodes):
+        if r.op != "call_function" or r.target != rescale_op or r.args[1] is not torch.int32:
+            continue
+        conv = r.args[0]
+        if not isinstance(conv, torch.fx.Node) or conv.target not in conv_ops:
+            continue
+        x = conv.args[0]
+        xval = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not isinstance(xval, torch.Tensor) or xval.dtype != torch.int16:
+            continue
+        narrow = [u for u in conv.users if u.op == "call_function" and u.target == rescale_op
+                  and u.args[1] is torch.int16 and pos[u] < pos[r]]
+        if not narrow:
+            log.debug("%s: no int16 output before it; left as ExecuTorch made it", r.name)
+            continue
+        d = narrow[0]
+        scale = _uniform_ratio(list(r.args[2]), list(d.args[2]))
+        if scale is None:
+            continue
+        r.args = (d, torch.int32, [scale], d.args[4], r.args[4])
+        done.append(r.name)
+    if done:
+        gm.graph.lint()
+        gm.recompile()
+    return done
+
+
+def install_arm_hook() -> None:
+    """Register the Arm-pipeline part after RewriteConvPass, once per process."""
+    global _installed
+    if _installed:
+        return
+    from executorch.backends.arm._passes.arm_pass import ArmPass
+    from executorch.backends.arm._passes.arm_pass_manager import register_pass_insertions_after
+    from executorch.backends.arm._passes.rewrite_conv_pass import RewriteConvPass
+    from executorch.exir.dialects._ops import ops as exir_ops
+    from executorch.exir.pass_base import PassResult
+
+    tosa = exir_ops.backend.tosa
+    convs = {tosa.CONV2D.default, tosa.DEPTHWISE_CONV2D.default}
+
+    class Int16ConvOutputPass(ArmPass):
+        """int32 consumers of an int16 convolution read its int16 output (aot/passes/npu_a16w8_conv_rescale.py)."""
+
+        _passes_required_after: set[Any] = set()
+
+        def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+            if not _ACTIVE.get():
+                return PassResult(graph_module, False)
+            done = split_int32_rescales(graph_module, tosa.RESCALE.default, convs)
+            record = _done.get()
+            if record is not None:
+                record.extend(done)
+            if done:
+                log.debug("int16 convolutions' int32 consumers through the int16 output: %s", ", ".join(done))
+            return PassResult(graph_module, bool(done))
+
+    register_pass_insertions_after(RewriteConvPass, [Int16ConvOutputPass()])
+    _installed = True
+
+
+@declare("pre_edge", ("tosa.CONV2D", "tosa.DEPTHWISE_CONV2D", "tosa.RESCALE"))
+@dataclass
+class NpuA16w8ConvRescale(Rewrite):
+    report_key: str = "npu_a16w8_conv_rescale"
+    report_name = "rescales"
+
+    def set_target(self, target: Any, options: Any) -> None:
+        self.active = target.flow == "ethos_u" and target.activation_bits == 16
+        if self.active:
+            install_arm_hook()
+
+    @contextlib.contextmanager
+    def arm_pipeline(self) -> Iterator[None]:
+        """Entered by the Ethos-U flow around ExecuTorch's lowering: the Arm-pipeline part acts inside."""
+        self.done = []
+        token, rec = _ACTIVE.set(self.active), _done.set(self.done)
+        try:
+            yield
+        finally:
+            _ACTIVE.reset(token)
+            _done.reset(rec)
+
+    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        return gm  # the work is done inside the Arm pipeline (arm_pipeline); the report lists it
+
+    def run(self, gm: torch.fx.GraphModule) -> list[str]:
+        return list(self.done)
