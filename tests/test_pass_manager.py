@@ -28,7 +28,7 @@ def test_configured_order() -> None:
     got = {s: [pass_name(p) for p in getattr(opts, STAGE_FIELD[s])] for s in STAGES}
     assert got == {
         "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "FoldLinearBatchNorm", "SplitFusedProjection",
-                      "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise", "SplitBatchedMatmul",
+                      "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise", "SplitBatchedMatmul",
                       "ChannelsLastEverywhere"],
         "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                            "OwnOutputQparams"],

@@ -39,6 +39,7 @@ One pass per file, each file's docstring says what it matches and what it emits:
   read its int16 output, not its accumulator (Vela 5.1.0 refuses int32 convolution outputs on the U55).
 - split_fused_projection.py: a fused q/k/v Linear read part by part (reshape, permute, select) -> one
   Linear per part on Ethos-U55/U65 (Vela 5.1.0 loses a sliced MATMUL operand's offset there).
+- split_as_slices.py: split/chunk -> one slice per read piece on Cortex-M (no kernel returns a tensor list).
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
   entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
 - own_output_qparams.py (quantizer annotation): softmax and whole-window average pools that feed the final
@@ -88,6 +89,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.kernel_scratch import KernelScratch
     from aot.passes.linear_to_conv import LinearToConv
     from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
+    from aot.passes.split_as_slices import SplitAsSlices
     from aot.passes.split_batched_matmul import SplitBatchedMatmul
     from aot.passes.split_fused_projection import SplitFusedProjection
     from aot.passes.window_bias import WindowBias
@@ -98,7 +100,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     # Listed in the order they used to be appended; the manager orders them by their declarations
     # (stage, runs_after, runs_before) and keeps this order only where those leave a choice.
     install(opts, [
-        Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), SplitFusedProjection(),
+        Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), SplitFusedProjection(), SplitAsSlices(),
         LinearToConv(mode=opts.linear_mode),
         FcRowsAsPixels(), AvgPoolForNpu(), NpuPoolAsDepthwise(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
         Int8MatmulOnU55(), UpsampleSharedQparams(), ActivationAlone(), SymmetricWeightRange(), OwnOutputQparams(),

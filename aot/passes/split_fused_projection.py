@@ -95,7 +95,7 @@ def _dim(u: torch.fx.Node, pos: int, default: int = 0) -> Any:
     return u.args[pos] if len(u.args) > pos else u.kwargs.get("dim", default)
 
 
-def _pieces(u: torch.fx.Node, axis: int) -> list[tuple[torch.fx.Node, int, int]] | None:
+def split_pieces(u: torch.fx.Node, axis: int) -> list[tuple[torch.fx.Node, int, int]] | None:
     """(getitem, offset, size) for every read piece of a split/chunk along `axis`; None if not one."""
     vals = u.meta.get("val")
     if not isinstance(vals, (list, tuple)) or not all(isinstance(v, torch.Tensor) for v in vals):
@@ -127,7 +127,7 @@ def _feature_slices(lin: torch.fx.Node, ax: int, n_out: int) -> list[_Part] | No
                 return None
             out.append(_Part(u, a, b))
         elif u.op == "call_function" and u.target in SPLITS and _dim(u, 2) % (ax + 1) == ax:
-            pieces = _pieces(u, ax)
+            pieces = split_pieces(u, ax)
             if pieces is None:
                 return None
             out.extend(_Part(g, off, off + size) for g, off, size in pieces)
