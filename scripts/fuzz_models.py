@@ -23,8 +23,10 @@ A refusal that names the op (the verifier's "op X ... no firmware kernel", a
 float island naming its op, a Vela rejection quoting Vela) and an NPU-model SKIP
 that names the command are counted, not defects.
 
-The executor is a parameter: `qemu` runs Cortex-M programs on the Corstone-300
-image under QEMU (`python -m aot run` machinery, aot.run.execute); `host` runs
+The executor is a parameter: `qemu` runs Cortex-M programs under QEMU on the
+target's suite boards in order (`python -m aot run` machinery, aot.run.execute:
+cortex-m0plus on the micro:bit, then the an385-m0plus stand-in for what 16 KiB
+cannot hold; cortex-m85 on the labelled an547-u85 stand-in); `host` runs
 the same runtime natively, and Ethos-U programs on the NPU functional model.
 `auto` is qemu for Cortex-M targets and host for Ethos-U targets (until the
 Ethos-U firmware path runs under QEMU, then pass --executor qemu).
