@@ -171,3 +171,22 @@ def test_run_ethos_u_host_cli_in_a_fresh_process(tmp_path: Path) -> None:
         proc = _aot(["run", "add", "--target", "ethos-u55-128", "--board", "host", "-o", str(tmp_path / "o")], tmp_path)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert "PASS" in proc.stdout and "Ethos-U55 functional model" in proc.stdout
+
+
+_UPSAMPLE_7x11 = module_source("""
+    self.c = nn.Conv2d(3, 8, 3, padding=1)
+    self.d = nn.Conv2d(8, 4, 1)""", """
+    y = nn.functional.interpolate(torch.relu(self.c(x)), size=(7, 11), mode="nearest")
+    return self.d(y)""", "torch.randn(1, 3, 5, 6)", name="Up")
+
+
+@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
+def test_non_integer_upsample_is_refused_by_name(tmp_path: Path, target: str) -> None:
+    """5x6 -> 7x11 nearest: no kernel takes it; one line naming the op, its sizes and source line, exit 4 (was an
+    internal error: the host reference has no int8 channels-last nearest kernel)."""
+    (tmp_path / "up.py").write_text(_UPSAMPLE_7x11)
+    proc = _aot(["compile", str(tmp_path / "up.py"), "--target", target, "-o", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 4, proc.stderr[-2000:]
+    err = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "aten::upsample_nearest2d" in err[0] and "5x6 -> 7x11" in err[0] and "up.py:" in err[0]
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr

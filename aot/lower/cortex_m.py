@@ -16,7 +16,7 @@ from executorch.exir import to_edge_transform_and_lower
 
 from aot.errors import AotError
 from aot.lower import LowerOptions
-from aot.lower.flow import Flow
+from aot.lower.flow import Flow, run_post_passes
 from aot.targets import Target
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class _CortexM(Flow):
             ep = p(ep)
         edge._edge_programs["forward"] = ep
         if options.post_passes:
-            edge = edge.transform(list(options.post_passes))
+            edge = run_post_passes(edge, list(options.post_passes))
         return edge, {}
 
 

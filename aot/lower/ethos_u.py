@@ -27,7 +27,7 @@ from executorch.exir.lowered_backend_module import get_lowered_submodules
 
 from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
 from aot.lower import LowerOptions
-from aot.lower.flow import Flow
+from aot.lower.flow import Flow, run_post_passes
 from aot.native_output import stdout_to_log
 from aot.targets import Target
 
@@ -195,7 +195,7 @@ class _EthosU(Flow):
                                "compile the model for a cortex-m target", EXIT_UNSUPPORTED) from exc
             partitions = vela_partitions(edge, ws.workdir, target)
         # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.
-        edge = edge.transform([ReplaceQuantNodesPass()] + list(options.post_passes))
+        edge = run_post_passes(edge, [ReplaceQuantNodesPass()] + list(options.post_passes))
         return edge, {"vela_partitions": partitions, "workdir": None if ws.temporary else ws.workdir,
                       "compile_spec": ws.spec}
 

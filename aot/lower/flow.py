@@ -7,6 +7,7 @@ from typing import Any, Iterator
 
 import torch
 
+from aot.errors import AotError
 from aot.lower import Lowered, LowerOptions, bind_passes, pass_reports, run_program_checks
 from aot.lower.export import export_module, quantize
 from aot.targets import Target
@@ -46,3 +47,19 @@ class Flow:
             edge, extra = self.to_edge(ws, export_module(quantized, inputs), target, options)
             run_program_checks(options, edge)
         return Lowered(edge=edge, inputs=inputs, quantized=quantized, extra={**extra, **pass_reports(options)})
+
+
+def run_post_passes(edge: Any, passes: list[Any]) -> Any:
+    """edge.transform(passes); a pass that refuses the program (AotError) is not an internal error, but
+    ExecuTorch's pass manager wraps it in a bare Exception: unwrap it."""
+    try:
+        return edge.transform(passes)
+    except AotError:
+        raise
+    except Exception as exc:
+        inner: BaseException | None = exc
+        while inner is not None and not isinstance(inner, AotError):
+            inner = inner.__cause__
+        if inner is not None:
+            raise inner from None
+        raise

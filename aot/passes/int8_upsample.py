@@ -10,8 +10,8 @@ factor k is floor(dst / k), which is what that op computes.
 
 Why: torch's CPU kernel has no int8 channels-last nearest upsample (the host
 reference could not run the program), and our firmware implements the
-emlkit op with block copies (firmware/ops/emlkit_ops.c). Non-integer factors
-are left alone, and the compile refuses them by name.
+emlkit op with block copies (firmware/ops/emlkit_ops.c). An integer upsample by
+a non-integer factor is refused here, by name, with its sizes (no kernel takes it).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 import aot.emlkit_ops  # noqa: F401  (defines emlkit::upsample_nearest2d)
+from aot.errors import EXIT_UNSUPPORTED, AotError
 from aot.passes._graph import Recorder
 from aot.passes.manager import declare
 
@@ -45,6 +46,22 @@ def _factors(n: torch.fx.Node) -> tuple[int, int] | None:
     return oh // h, ow // w
 
 
+def _refuse_non_integer(n: torch.fx.Node) -> None:
+    """An integer upsample that _factors cannot take has no kernel anywhere: say so by name, before the host
+    reference (torch has no int8 channels-last nearest kernel) fails on it."""
+    from aot.verify import _source_line
+
+    x = n.args[0]
+    xv, yv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None, n.meta.get("val")
+    if not isinstance(xv, torch.Tensor) or not isinstance(yv, torch.Tensor) or xv.dtype.is_floating_point:
+        return
+    size = "x".join(map(str, xv.shape[2:])) + " -> " + "x".join(map(str, yv.shape[2:]))
+    raise AotError(f"op aten::upsample_nearest2d (node {n.name}, at {_source_line(n)}) cannot be lowered: nearest "
+                   f"upsampling {size} is not by an integer factor in H and W, and the firmware's upsample kernel "
+                   "(emlkit::upsample_nearest2d) takes integer factors only; resize to a multiple of the input size",
+                   EXIT_UNSUPPORTED)
+
+
 @declare("post", ("aten.upsample_nearest2d",))
 class Int8Upsample(Recorder, PassBase):
     report_key = "int8_upsample"
@@ -58,6 +75,7 @@ class Int8Upsample(Recorder, PassBase):
                 continue
             f = _factors(n)
             if f is None:
+                _refuse_non_integer(n)
                 continue
             with g.inserting_before(n):
                 up = g.call_function(exir_ops.edge.emlkit.upsample_nearest2d.default, (n.args[0], f[0], f[1]))
