@@ -367,7 +367,7 @@ def test_chunk_and_slice_attention_pass_on_every_target(tmp_path, form: str, tar
     assert all(d.max_steps == 0 for d in o.result.outputs)
 
 
-def test_split_fused_projection_on_cortex_m_takes_split_and_chunk_only() -> None:
+def test_split_fused_projection_on_cortex_m_takes_feature_cuts_only() -> None:
     from aot.lower.export import export_graph
     from aot.passes.split_fused_projection import SplitFusedProjection
     from aot.targets import get_target
@@ -378,5 +378,6 @@ def test_split_fused_projection_on_cortex_m_takes_split_and_chunk_only() -> None
         p = SplitFusedProjection()
         p.set_target(get_target("cortex-m55"), None)
         p(export_graph(_PartsQKV(form).eval(), x))
-        # No firmware kernel for split_with_sizes_copy; slices, selects and unbinds have theirs.
-        assert len(p.report()["rewritten"]) == (1 if form in ("chunk", "split") else 0), form
+        # Cuts of the feature dim (chunk, split, slices) give each part its own Linear and output qparams
+        # (gru_kws 33.6 -> 35.0 dB); the grouped reshape forms (select, unbind) keep their kernels.
+        assert len(p.report()["rewritten"]) == (1 if form in ("chunk", "split", "slice") else 0), form
