@@ -40,9 +40,9 @@ from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 
-_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("npu_a16w8_conv_rescale", default=False)
+# While a compile that configured the pass lowers: the list its Arm-pipeline part records into; else None.
+_RECORD: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("npu_a16w8_conv_rescale", default=None)
 _installed = False
-_done: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("npu_a16w8_conv_rescale_done", default=None)
 _REL_TOL = 1e-6
 
 
@@ -107,12 +107,11 @@ def install_arm_hook() -> None:
         _passes_required_after: set[Any] = set()
 
         def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-            if not _ACTIVE.get():
+            record = _RECORD.get()
+            if record is None:
                 return PassResult(graph_module, False)
             done = split_int32_rescales(graph_module, tosa.RESCALE.default, convs)
-            record = _done.get()
-            if record is not None:
-                record.extend(done)
+            record.extend(done)
             if done:
                 log.debug("int16 convolutions' int32 consumers through the int16 output: %s", ", ".join(done))
             return PassResult(graph_module, bool(done))
@@ -136,12 +135,11 @@ class NpuA16w8ConvRescale(Rewrite):
     def arm_pipeline(self) -> Iterator[None]:
         """Entered by the Ethos-U flow around ExecuTorch's lowering: the Arm-pipeline part acts inside."""
         self.done = []
-        token, rec = _ACTIVE.set(self.active), _done.set(self.done)
+        token = _RECORD.set(self.done if self.active else None)
         try:
             yield
         finally:
-            _ACTIVE.reset(token)
-            _done.reset(rec)
+            _RECORD.reset(token)
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         return gm  # the work is done inside the Arm pipeline (arm_pipeline); the report lists it
