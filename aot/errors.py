@@ -40,3 +40,14 @@ class AotError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def cause_chain(exc: BaseException, context: bool = False) -> list[BaseException]:
+    """EXC and the exceptions it was raised from (`__cause__`; with CONTEXT also `__context__`), outermost first.
+    ExecuTorch's pass manager and Vela wrap the error that says what went wrong in one or more others."""
+    chain: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and all(e is not c for c in chain):
+        chain.append(e)
+        e = e.__cause__ or (e.__context__ if context else None)
+    return chain

@@ -101,3 +101,19 @@ def test_vela_rejecting_a_partition_is_one_line(tmp_path: Path) -> None:
     model = _write(tmp_path, "vela_rejects.py", _VELA_REJECTS)
     line = _error_line(_run(["compile", str(model), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path), 4)
     assert "Vela could not compile an NPU partition for ethos-u55-128" in line and "cortex-m" in line
+
+
+def test_cause_chain_outermost_first_and_cut_at_loops() -> None:
+    from aot.errors import AotError, cause_chain
+    inner = AotError("op X is not supported", 4)
+    mid = RuntimeError("pass failed")
+    mid.__cause__ = inner
+    outer = Exception("pass manager")
+    outer.__cause__ = mid
+    assert cause_chain(outer) == [outer, mid, inner]
+    ctx = ValueError("while handling")
+    ctx.__context__ = outer
+    assert cause_chain(ctx) == [ctx]
+    assert cause_chain(ctx, context=True) == [ctx, outer, mid, inner]
+    inner.__cause__ = outer  # a cycle ends the chain instead of looping
+    assert cause_chain(outer) == [outer, mid, inner]

@@ -14,7 +14,7 @@ from aot.passes.manager import ALL, STAGE_FIELD, STAGES, PassOrderError, order, 
 
 PASSES_DIR = Path(__file__).resolve().parent.parent / "aot" / "passes"
 # Modules of aot/passes that hold helpers of a pass, not a pass.
-HELPERS = {"__init__", "manager", "lut_backends", "lut_ethos_u", "_graph", "_quantizer_hooks"}
+HELPERS = {"__init__", "manager", "lut_backends", "lut_ethos_u", "_graph", "_quantizer_hooks", "_arm_hook"}
 
 
 def _configured() -> list[object]:

@@ -14,7 +14,7 @@ from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
 from executorch.backends.cortex_m.target_config import CortexMTargetConfig
 from executorch.exir import to_edge_transform_and_lower
 
-from aot.errors import AotError
+from aot.errors import AotError, cause_chain
 from aot.lower import LowerOptions
 from aot.lower.flow import Flow, run_post_passes
 from aot.targets import Target
@@ -30,9 +30,7 @@ def _pass_failure(exc: BaseException) -> str:
     """'<pass>: <innermost error>' from ExecuTorch's pass-manager exception chain."""
     outer = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     m = re.search(r"running the '(\w+)' pass", outer)
-    inner: BaseException = exc
-    while inner.__cause__ is not None:
-        inner = inner.__cause__
+    inner = cause_chain(exc)[-1]
     why = str(inner).strip().splitlines()[0] if str(inner).strip() else type(inner).__name__
     return f"{m.group(1) if m else 'a pass'}: {type(inner).__name__}: {why}"
 

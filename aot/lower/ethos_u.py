@@ -25,7 +25,7 @@ from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import Replace
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from executorch.exir.lowered_backend_module import get_lowered_submodules
 
-from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
+from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError, cause_chain
 from aot.lower import LowerOptions
 from aot.lower.flow import Flow, run_post_passes
 from aot.native_output import stdout_to_log
@@ -48,14 +48,8 @@ class VelaPartition:
 
 def _raised_in_vela(exc: BaseException) -> bool:
     """True when the error (or one it wraps) was raised while ExecuTorch's vela_compile ran."""
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if any(os.path.basename(f.filename) == "arm_vela.py" for f in traceback.extract_tb(e.__traceback__)):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
+    return any(os.path.basename(f.filename) == "arm_vela.py"
+               for e in cause_chain(exc, context=True) for f in traceback.extract_tb(e.__traceback__))
 
 
 def _tosa_dumps(workdir: str) -> dict[str, bytes]:

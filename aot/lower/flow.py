@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import torch
 
-from aot.errors import AotError
+from aot.errors import AotError, cause_chain
 from aot.lower import Lowered, LowerOptions, bind_passes, pass_reports, run_program_checks
 from aot.lower.export import export_module, quantize
 from aot.targets import Target
@@ -57,9 +57,7 @@ def run_post_passes(edge: Any, passes: list[Any]) -> Any:
     except AotError:
         raise
     except Exception as exc:
-        inner: BaseException | None = exc
-        while inner is not None and not isinstance(inner, AotError):
-            inner = inner.__cause__
+        inner = next((e for e in cause_chain(exc) if isinstance(e, AotError)), None)
         if inner is not None:
             raise inner from None
         raise

@@ -20,29 +20,26 @@ step is also what the quantized PyTorch model does (the convolution's output is
 quantized to int16 before the add reads it), so the NPU now rounds and clamps
 where the reference does.
 
-The Arm-pipeline part is registered once per process after RewriteConvPass
-(as npu_pool_zero_point.py does after RewriteAvgPool2dPass) and acts only while
-`arm_pipeline()` is entered for an int16-activation Ethos-U compile.
+The Arm-pipeline part is an `ArmPipelineHook` (aot/passes/_arm_hook.py) after
+RewriteConvPass: registered once per process, acting only while `arm_pipeline()`
+is entered for an int16-activation Ethos-U compile.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
+from aot.passes._arm_hook import ArmPipelineHook
 from aot.passes._graph import Rewrite
 from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 
-# While a compile that configured the pass lowers: the list its Arm-pipeline part records into; else None.
-_RECORD: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("npu_a16w8_conv_rescale", default=None)
-_installed = False
 _REL_TOL = 1e-6
 
 
@@ -87,37 +84,18 @@ def split_int32_rescales(gm: torch.fx.GraphModule, rescale_op: Any, conv_ops: se
     return done
 
 
-def install_arm_hook() -> None:
-    """Register the Arm-pipeline part after RewriteConvPass, once per process."""
-    global _installed
-    if _installed:
-        return
-    from executorch.backends.arm._passes.arm_pass import ArmPass
-    from executorch.backends.arm._passes.arm_pass_manager import register_pass_insertions_after
+def _after() -> type:
     from executorch.backends.arm._passes.rewrite_conv_pass import RewriteConvPass
+    return RewriteConvPass
+
+
+def _arm_rewrite(gm: torch.fx.GraphModule) -> list[str]:
     from executorch.exir.dialects._ops import ops as exir_ops
-    from executorch.exir.pass_base import PassResult
-
     tosa = exir_ops.backend.tosa
-    convs = {tosa.CONV2D.default, tosa.DEPTHWISE_CONV2D.default}
+    return split_int32_rescales(gm, tosa.RESCALE.default, {tosa.CONV2D.default, tosa.DEPTHWISE_CONV2D.default})
 
-    class Int16ConvOutputPass(ArmPass):
-        """int32 consumers of an int16 convolution read its int16 output (aot/passes/npu_a16w8_conv_rescale.py)."""
 
-        _passes_required_after: set[Any] = set()
-
-        def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-            record = _RECORD.get()
-            if record is None:
-                return PassResult(graph_module, False)
-            done = split_int32_rescales(graph_module, tosa.RESCALE.default, convs)
-            record.extend(done)
-            if done:
-                log.debug("int16 convolutions' int32 consumers through the int16 output: %s", ", ".join(done))
-            return PassResult(graph_module, bool(done))
-
-    register_pass_insertions_after(RewriteConvPass, [Int16ConvOutputPass()])
-    _installed = True
+ARM_HOOK = ArmPipelineHook("npu_a16w8_conv_rescale", _after, _arm_rewrite)
 
 
 @declare("pre_edge", ("tosa.CONV2D", "tosa.DEPTHWISE_CONV2D", "tosa.RESCALE"))
@@ -129,17 +107,12 @@ class NpuA16w8ConvRescale(Rewrite):
     def set_target(self, target: Any, options: Any) -> None:
         self.active = target.flow == "ethos_u" and target.activation_bits == 16
         if self.active:
-            install_arm_hook()
+            ARM_HOOK.install()
 
-    @contextlib.contextmanager
-    def arm_pipeline(self) -> Iterator[None]:
+    def arm_pipeline(self) -> contextlib.AbstractContextManager[None]:
         """Entered by the Ethos-U flow around ExecuTorch's lowering: the Arm-pipeline part acts inside."""
-        self.done = []
-        token = _RECORD.set(self.done if self.active else None)
-        try:
-            yield
-        finally:
-            _RECORD.reset(token)
+        self.done: list[str] = []
+        return ARM_HOOK.active(self.done if self.active else None)
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         return gm  # the work is done inside the Arm pipeline (arm_pipeline); the report lists it

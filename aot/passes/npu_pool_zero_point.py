@@ -29,23 +29,22 @@ is bit-exact with the TOSA graph. (Pools whose input and output zero points
 differ would have been off by the difference of the two quantized values; the
 Arm quantizer gives a pool its input's qparams, so that did not occur.)
 
-The Arm-pipeline part is registered once per process with ExecuTorch's
-`register_pass_insertions_after(RewriteAvgPool2dPass, ...)` (as lut_ethos_u.py
-does for TABLE) and acts only while `arm_pipeline()` is entered, which the
-Ethos-U flow does around its lowering when this pass is configured and the
-target is an Ethos-U one.
+The Arm-pipeline part is an `ArmPipelineHook` (aot/passes/_arm_hook.py) after
+RewriteAvgPool2dPass: registered once per process, acting only while
+`arm_pipeline()` is entered, which the Ethos-U flow does around its lowering
+when this pass is configured and the target is an Ethos-U one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
+from aot.passes._arm_hook import ArmPipelineHook
 from aot.passes._graph import Rewrite
 from aot.passes.manager import declare
 
@@ -56,9 +55,6 @@ qd = torch.ops.quantized_decomposed
 POOLS = {aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim}
 QPARAM_KEYS = ("input_qparams", "output_qparams")
 
-# Whether the Arm-pipeline part acts: set only for the lowering of a compile that configured the pass.
-_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("npu_pool_zero_point", default=False)
-_installed = False
 
 
 def raw_zero_points(gm: torch.fx.GraphModule, avg_pool_op: Any, full_op: Any) -> list[str]:
@@ -78,33 +74,17 @@ def raw_zero_points(gm: torch.fx.GraphModule, avg_pool_op: Any, full_op: Any) ->
     return done
 
 
-def install_arm_hook() -> None:
-    """Register the Arm-pipeline part after RewriteAvgPool2dPass, once per process."""
-    global _installed
-    if _installed:
-        return
-    from executorch.backends.arm._passes.arm_pass import ArmPass
-    from executorch.backends.arm._passes.arm_pass_manager import register_pass_insertions_after
+def _after() -> type:
     from executorch.backends.arm._passes.rewrite_avg_pool2d_pass import RewriteAvgPool2dPass
+    return RewriteAvgPool2dPass
+
+
+def _arm_rewrite(gm: torch.fx.GraphModule) -> list[str]:
     from executorch.exir.dialects._ops import ops as exir_ops
-    from executorch.exir.pass_base import PassResult
+    return raw_zero_points(gm, exir_ops.backend.tosa.AVG_POOL2D.default, exir_ops.edge.aten.full.default)
 
-    class RawPoolZeroPointsPass(ArmPass):
-        """The zero points of tosa.AVG_POOL2D as plain constants (see aot/passes/npu_pool_zero_point.py)."""
 
-        _passes_required_after: set[Any] = set()
-
-        def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-            if not _ACTIVE.get():
-                return PassResult(graph_module, False)
-            done = raw_zero_points(graph_module, exir_ops.backend.tosa.AVG_POOL2D.default,
-                                   exir_ops.edge.aten.full.default)
-            if done:
-                log.debug("average pools with their real zero points: %s", ", ".join(done))
-            return PassResult(graph_module, bool(done))
-
-    register_pass_insertions_after(RewriteAvgPool2dPass, [RawPoolZeroPointsPass()])
-    _installed = True
+ARM_HOOK = ArmPipelineHook("npu_pool_zero_point", _after, _arm_rewrite)
 
 
 def folded_zero_point(pool: torch.fx.Node) -> dict[str, Any] | None:
@@ -131,16 +111,11 @@ class NpuPoolZeroPoint(Rewrite):
     def set_target(self, target: Any, options: Any) -> None:
         self.active = target.flow == "ethos_u"
         if self.active:
-            install_arm_hook()
+            ARM_HOOK.install()
 
-    @contextlib.contextmanager
-    def arm_pipeline(self) -> Iterator[None]:
+    def arm_pipeline(self) -> contextlib.AbstractContextManager[None]:
         """Entered by the Ethos-U flow around ExecuTorch's lowering: the Arm-pipeline part acts inside."""
-        token = _ACTIVE.set(self.active)
-        try:
-            yield
-        finally:
-            _ACTIVE.reset(token)
+        return ARM_HOOK.active([] if self.active else None)
 
     def run(self, gm: torch.fx.GraphModule) -> list[Any]:
         # The graph is left as it is; the report names the pools whose zero point the Arm-pipeline part keeps.
