@@ -1,6 +1,6 @@
 """CPU/NPU accuracy parity: int8 SNR of every zoo model on cortex-m55 against ethos-u55-128.
 
-Usage: .venv/bin/python scripts/parity.py [--models a,b] [--samples K] [--markdown]
+Usage: .venv/bin/python scripts/parity.py [--models a,b] [--samples K] [--held-out M] [--markdown]
 
 Both targets quantize the same model with the same calibration: ModelInputs
 plus K-1 inputs drawn from the same distribution (per-tensor mean and std of
@@ -15,6 +15,16 @@ the NPU's TOSA rescale round differently on about 1% of elements. A gap above
 Each target's quantized (fake-quant) PyTorch model is scored on the same inputs
 too: where the two quantized models agree but the programs do not, the gap is
 in a lowering's integer arithmetic, not in the quantization.
+
+With --held-out M the figures are taken over M further inputs of the same
+distribution (another seed) that calibration did not see, instead of the K.
+
+The "input-dependent" column is how much of the float model's output changes
+with the input: the RMS over outputs of their standard deviation across the
+scored inputs, in % of the outputs' RMS. Near 0 % the output is the same for
+every input (a deep untrained network whose signal dies out before the
+classifier): the SNR then scores how one constant rounds, and a gap between
+targets is a step of rounding, not accuracy one of them loses.
 """
 
 from __future__ import annotations
@@ -46,9 +56,24 @@ def samples(inputs: tuple[torch.Tensor, ...], k: int, seed: int = 0) -> list[tup
     return out
 
 
-def snr(model: str, target_name: str, k: int) -> tuple[float, float] | str:
-    """Pooled SNR over k inputs of MODEL lowered for TARGET, and of its quantized PyTorch model (an error
-    line if it does not compile)."""
+def scored_inputs(zm: models.ZooModel, k: int, held_out: int) -> list[tuple[torch.Tensor, ...]]:
+    """The inputs figures are taken over: the K calibration inputs, or HELD_OUT fresh ones."""
+    return samples(zm.inputs, held_out + 1, seed=1)[1:] if held_out else samples(zm.inputs, k)
+
+
+def input_dependence(model: str, k: int, held_out: int = 0) -> float:
+    """% of the float output's RMS that varies with the input, over the scored inputs."""
+    zm = models.build(model)
+    with torch.no_grad():
+        outs = torch.stack([torch.cat([t.flatten() for t in numerics.flatten_outputs(zm.module(*x))])
+                            for x in scored_inputs(zm, k, held_out)])
+    rms = float(outs.pow(2).mean().sqrt())
+    return 0.0 if rms == 0.0 else 100.0 * float(outs.std(0, correction=0).pow(2).mean().sqrt()) / rms
+
+
+def snr(model: str, target_name: str, k: int, held_out: int = 0) -> tuple[float, float] | str:
+    """Pooled SNR of MODEL lowered for TARGET and of its quantized PyTorch model, calibrated on k inputs and
+    scored on them (or on HELD_OUT fresh ones); an error line if it does not compile."""
     target = get_target(target_name)
     zm = models.build(model)
     data = samples(zm.inputs, k)
@@ -65,7 +90,7 @@ def snr(model: str, target_name: str, k: int) -> tuple[float, float] | str:
                 names = reference.delegate_names(low.edge.exported_program().graph_module)
                 tosa = {n: p.tosa for n, p in zip(names, low.extra["vela_partitions"])}
             ref, got, fq = [], [], []
-            for sample in data:
+            for sample in scored_inputs(zm, k, held_out):
                 # In the layout the program takes (the Cortex-M flow runs channels-last).
                 lay = tuple(a.contiguous(memory_format=torch.channels_last)
                             if b.dim() == 4 and b.is_contiguous(memory_format=torch.channels_last)
@@ -83,15 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="all")
     ap.add_argument("--samples", type=int, default=8, help="inputs to calibrate on and score (default 8)")
+    ap.add_argument("--held-out", type=int, default=0, metavar="M",
+                    help="score on M fresh inputs calibration did not see (default 0: on the K it did)")
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
     args = ap.parse_args(argv)
+    if args.samples < 1 or args.held_out < 0:
+        ap.error("--samples must be at least 1 and --held-out at least 0")
     setup_logging(False)
     warnings.filterwarnings("ignore")
     names = list(models.ZOO) if args.models == "all" else args.models.split(",")
     rows, bad, both = [], 0, 0
     for m in names:
-        got = {t: snr(m, t, args.samples) for t in (CPU, NPU)}
-        row: dict[str, object] = {"model": m}
+        got = {t: snr(m, t, args.samples, args.held_out) for t in (CPU, NPU)}
+        row: dict[str, object] = {"model": m, "input_dependent_pct": input_dependence(m, args.samples, args.held_out)}
         for t, v in got.items():
             row[t], row[f"{t} quantized model"] = (v, None) if isinstance(v, str) else v
         cpu, npu = row[CPU], row[NPU]
@@ -102,13 +131,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({**row, "gap_db": gap, "ok": ok})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     if args.markdown:
-        print(f"| model | {CPU} SNR dB | its quantized model | {NPU} SNR dB | its quantized model | gap dB (NPU - CPU) |")
-        print("|---|---|---|---|---|---|")
+        print(f"| model | input-dependent | {CPU} SNR dB | its quantized model | {NPU} SNR dB | its quantized model "
+              "| gap dB (NPU - CPU) |")
+        print("|---|---|---|---|---|---|---|")
         for r in rows:
             def f(v: object) -> str:
                 return "refused" if not isinstance(v, float) else ("inf" if math.isinf(v) else f"{v:.1f}")
             gap = "-" if r["gap_db"] is None else f"{r['gap_db']:+.1f}"
-            print(f"| {r['model']} | {f(r[CPU])} | {f(r[f'{CPU} quantized model'])} | {f(r[NPU])} "
+            print(f"| {r['model']} | {r['input_dependent_pct']:.1f} % | {f(r[CPU])} | {f(r[f'{CPU} quantized model'])} | {f(r[NPU])} "
                   f"| {f(r[f'{NPU} quantized model'])} | {gap} |")
     print(f"{len(rows) - bad} of {len(rows)} models: the CPU within {LIMIT_DB} dB of the NPU or above it; "
           f"{both} within {LIMIT_DB} dB both ways", file=sys.stderr)
