@@ -7,7 +7,7 @@ the shape of small 1-D CNNs for accelerometer or audio-feature data.
 import torch
 import torch.nn as nn
 
-from aot.models._init import trained_like
+from aot.models._init import settle_batchnorm, trained_like
 
 torch.manual_seed(0)
 
@@ -30,3 +30,4 @@ class Conv1dNet(nn.Module):
 
 ModelUnderTest = trained_like(Conv1dNet())
 ModelInputs = (torch.randn(1, 8, 64),)
+settle_batchnorm(ModelUnderTest, ModelInputs)

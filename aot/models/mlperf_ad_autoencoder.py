@@ -8,7 +8,7 @@ of 4 frames-windows at once, as the benchmark scores a clip.
 import torch
 import torch.nn as nn
 
-from aot.models._init import trained_like
+from aot.models._init import settle_batchnorm, trained_like
 
 torch.manual_seed(0)
 
@@ -33,3 +33,4 @@ class DcaseAutoencoder(nn.Module):
 
 ModelUnderTest = trained_like(DcaseAutoencoder())
 ModelInputs = (torch.randn(4, 640),)
+settle_batchnorm(ModelUnderTest, ModelInputs)

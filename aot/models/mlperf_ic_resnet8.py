@@ -7,7 +7,7 @@ conv shortcut), global average pooling and a 10-way classifier.
 import torch
 import torch.nn as nn
 
-from aot.models._init import trained_like
+from aot.models._init import settle_batchnorm, trained_like
 
 torch.manual_seed(0)
 
@@ -42,3 +42,4 @@ class ResNet8(nn.Module):
 
 ModelUnderTest = trained_like(ResNet8())
 ModelInputs = (torch.randn(1, 3, 32, 32),)
+settle_batchnorm(ModelUnderTest, ModelInputs)

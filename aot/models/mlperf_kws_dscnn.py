@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 from aot.models._blocks import PooledClassifier
-from aot.models._init import trained_like
+from aot.models._init import settle_batchnorm, trained_like
 
 torch.manual_seed(0)
 
@@ -30,3 +30,4 @@ class DsCnn(PooledClassifier):
 
 ModelUnderTest = trained_like(DsCnn())
 ModelInputs = (torch.randn(1, 1, 49, 10),)
+settle_batchnorm(ModelUnderTest, ModelInputs)

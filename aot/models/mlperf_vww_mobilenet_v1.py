@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from aot.models._blocks import PooledClassifier
-from aot.models._init import trained_like
+from aot.models._init import settle_batchnorm, trained_like
 
 torch.manual_seed(0)
 
@@ -34,3 +34,4 @@ class MobileNetV1(PooledClassifier):
 
 ModelUnderTest = trained_like(MobileNetV1())
 ModelInputs = (torch.randn(1, 3, 96, 96),)
+settle_batchnorm(ModelUnderTest, ModelInputs)

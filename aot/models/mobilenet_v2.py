@@ -7,6 +7,8 @@ shape allows), a final 1x1 conv to 1280 channels, global pooling and a classifie
 import torch
 import torch.nn as nn
 
+from aot.models._init import settle_batchnorm
+
 torch.manual_seed(0)
 
 
@@ -76,3 +78,4 @@ class MobileNetV2(nn.Module):
 
 ModelUnderTest = MobileNetV2().eval()
 ModelInputs = (torch.rand(1, 3, 96, 96) * 2 - 1,)
+settle_batchnorm(ModelUnderTest, ModelInputs)

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from aot.models._init import trained_like
+from aot.models._init import settle_batchnorm, trained_like
 
 torch.manual_seed(0)
 
@@ -76,3 +76,4 @@ class MobileNetV3Small(nn.Module):
 
 ModelUnderTest = trained_like(MobileNetV3Small())
 ModelInputs = (torch.randn(1, 3, 64, 64),)
+settle_batchnorm(ModelUnderTest, ModelInputs)
