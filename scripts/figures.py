@@ -2,10 +2,12 @@
 """README figures from a suite run: per model, instructions with MVE and portable kernels, MACs per
 instruction, effect of LUT fusion, arena and image bytes, and Vela's two cycle estimates (NPU only, total).
 
-Usage: ./test_cortex_m.sh --out out/suite && .venv/bin/python scripts/figures.py out/suite/results.json [--cores]
+Usage: ./test_cortex_m.sh --out out/suite && .venv/bin/python scripts/figures.py out/suite/results.json [--cores|--zoo]
 Prints a markdown table (QEMU -icount shift=0: instruction counts, not cycles). --cores prints the
 cores x models table instead: instructions per inference on each core's board, memory per model and
-per image, and for a program that does not fit, the memory that is short.
+per image, and for a program that does not fit, the memory that is short. --zoo prints the issue-18
+zoo's per-target table: status, instructions, NPU cycles and SNR on cortex-m55, ethos-u55-128 and
+ethos-u85-256, and the M4 / M3 instruction counts.
 """
 
 from __future__ import annotations
@@ -67,14 +69,49 @@ def cores_table(rows: list[dict]) -> None:
     print("| image B (.text + .data) | | | " + " | ".join(images) + " |")
 
 
+ZOO_COLUMNS = [("cortex-m55", "cortex-m55"), ("ethos-u55-128", "ethos-u55-128"),
+               ("ethos-u85-256", "ethos-u85-256 (an547-u85 stand-in)")]
+
+
+def zoo_table(rows: list[dict], names: list[str]) -> None:
+    by = {(r["model"], r["target"]): r for r in rows if r["variant"] == "main"}
+    f = lambda v: "-" if v is None else f"{v:,}"  # noqa: E731
+
+    def cell(r: dict | None) -> str:
+        if r is None:
+            return "-"
+        if r["status"] != "PASS":
+            return _short_fit(r) if r["status"] == "SKIP" else r["status"]
+        parts = ["PASS", f"{f(r.get('count'))} instr."]
+        if r.get("vela_npu_only_cycles_estimate") is not None:
+            parts.append(f"{f(r['vela_npu_only_cycles_estimate'])} NPU cycles")
+        if r.get("snr_db") is not None:
+            parts.append(f"{r['snr_db']:.1f} dB")
+        return ", ".join(parts)
+
+    print("| model | " + " | ".join(c[1] for c in ZOO_COLUMNS) + " | M4 / M3 instr. (PASS) |")
+    print("|---|" + "---|" * len(ZOO_COLUMNS) + "---|")
+    for m in names:
+        if not any((m, t) in by for t, _ in ZOO_COLUMNS):
+            continue
+        small = [f"{core} {f(r['count'])}" for core, t in (("M4", "cortex-m4"), ("M3", "cortex-m3"))
+                 if (r := by.get((m, t))) is not None and r["status"] == "PASS"]
+        print(f"| {m} | " + " | ".join(cell(by.get((m, t))) for t, _ in ZOO_COLUMNS) + f" | {', '.join(small) or '-'} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", type=Path)
     ap.add_argument("--cores", action="store_true", help="the cores x models table")
+    ap.add_argument("--zoo", action="store_true", help="the issue-18 zoo's per-target table")
     args = ap.parse_args()
     rows = json.loads(args.results.read_text())
     if args.cores:
         cores_table(rows)
+        return 0
+    if args.zoo:
+        from aot.models import NEW_MODELS
+        zoo_table(rows, list(NEW_MODELS))
         return 0
     by = {(r["model"], r["target"], r["variant"]): r for r in rows}
     models = list(dict.fromkeys(r["model"] for r in rows))
