@@ -13,21 +13,22 @@ from toolchain import needs_qemu
 from aot import models
 from aot.errors import AotError
 
-# SNR floors (dB, ModelInputs): ~4 dB under the figures measured when the models were added (README).
+# SNR floors (dB, ModelInputs): ~4 dB under the figures measured when the models were added (README); for the
+# models with BatchNorm, under those measured after aot/models/_init.py's settle_batchnorm (their outputs now
+# depend on the input, so the figures are lower: e.g. mlperf_kws_dscnn 48.4 -> 37.4 dB, mobilenet_v3_small
+# 44.1 -> 31.0 dB on cortex-m55, 28.7 dB on ethos-u55-128).
 FLOORS = {
     ("branch_concat", "cortex-m55"): 31.0, ("branch_concat", "ethos-u55-128"): 32.0,
-    ("mlperf_kws_dscnn", "cortex-m55"): 42.0, ("mlperf_kws_dscnn", "ethos-u55-128"): 42.0,
+    ("mlperf_kws_dscnn", "cortex-m55"): 33.0, ("mlperf_kws_dscnn", "ethos-u55-128"): 33.0,
     ("mlperf_ic_resnet8", "cortex-m55"): 35.0, ("mlperf_ic_resnet8", "ethos-u55-128"): 30.0,
-    ("mlperf_ad_autoencoder", "cortex-m55"): 35.0, ("mlperf_ad_autoencoder", "ethos-u55-128"): 35.0,
+    ("mlperf_ad_autoencoder", "cortex-m55"): 27.0, ("mlperf_ad_autoencoder", "ethos-u55-128"): 26.0,
     ("mlperf_vww_mobilenet_v1", "cortex-m55"): 30.0, ("mlperf_vww_mobilenet_v1", "ethos-u55-128"): 38.0,
-    ("conv1d_timeseries", "cortex-m55"): 50.0, ("conv1d_timeseries", "ethos-u55-128"): 50.0,
+    ("conv1d_timeseries", "cortex-m55"): 40.0, ("conv1d_timeseries", "ethos-u55-128"): 40.0,
     ("gru_kws", "cortex-m55"): 36.0, ("gru_kws", "ethos-u55-128"): 35.0,
     ("transformer_block", "ethos-u55-128"): 33.0, ("unet_small", "ethos-u55-128"): 50.0,
     ("unet_small", "cortex-m55"): 50.0, ("transformer_block", "cortex-m55"): 33.0,
-    ("mobilenet_v3_small", "cortex-m55"): 40.0,
-    # 38.4 dB since npu_pool_zero_point.py: the NPU now follows the quantized model (tosa_check 3 -> 1 step);
-    # 44.8 before was ties rounded one way by luck on this one input (16 fresh inputs: 40.2 -> 39.1 dB).
-    ("mobilenet_v3_small", "ethos-u55-128"): 34.0,
+    ("mobilenet_v3_small", "cortex-m55"): 27.0,
+    ("mobilenet_v3_small", "ethos-u55-128"): 25.0,
 }
 # Refused at compile time, with the op (or pattern) the one error line must name.
 # (branch_concat on Ethos-U was, until explicit_npu_clamp.py: tests/test_ethos_u_wrong_lowerings.py.)
