@@ -38,7 +38,6 @@ when this pass is configured and the target is an Ethos-U one.
 from __future__ import annotations
 
 import contextlib
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +47,6 @@ from aot.passes._arm_hook import ArmPipelineHook
 from aot.passes._graph import Rewrite
 from aot.passes.manager import declare
 
-log = logging.getLogger(__name__)
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
 
