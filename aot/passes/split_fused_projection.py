@@ -193,14 +193,14 @@ class SplitFusedProjection(Rewrite):
     report_key: str = "split_fused_projection"
 
     # Whether only cuts of the feature dim are taken (Cortex-M), or every form (Ethos-U55/U65).
-    split_only: bool = False
+    feature_cuts_only: bool = False
 
     def set_target(self, target: Any, options: Any) -> None:
         npu = target.npu or ""
         vela_slices = target.flow == "ethos_u" and (npu.startswith("ethos-u55") or npu.startswith("ethos-u65"))
         # Cortex-M: the firmware has no split_with_sizes kernel; a Linear per piece needs no copy either.
-        self.split_only = target.flow == "cortex_m"
-        self.active = vela_slices or self.split_only
+        self.feature_cuts_only = target.flow == "cortex_m"
+        self.active = vela_slices or self.feature_cuts_only
 
     def run(self, gm: torch.fx.GraphModule) -> list[Any]:
         done: list[Any] = []
@@ -215,7 +215,7 @@ class SplitFusedProjection(Rewrite):
         if ops is None:
             return False
         n_out = int(ops.w.shape[0])
-        if self.split_only:
+        if self.feature_cuts_only:
             parts = _feature_slices(lin, len(ops.lead), n_out)
         else:
             parts = _grouped(lin, ops.lead, n_out) or _feature_slices(lin, len(ops.lead), n_out)
