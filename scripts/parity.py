@@ -64,19 +64,23 @@ def scored_inputs(zm: models.ZooModel, k: int, held_out: int) -> list[tuple[torc
     return samples(zm.inputs, held_out + 1, seed=1)[1:] if held_out else samples(zm.inputs, k)
 
 
-def input_dependence(model: str, k: int, held_out: int = 0) -> float:
-    """% of the float output's RMS that varies with the input, over the scored inputs."""
-    zm = models.build(model)
+def float_outputs(zm: models.ZooModel, inputs: list[tuple[torch.Tensor, ...]]) -> list[torch.Tensor]:
+    """Per input, the float model's outputs flattened into one tensor (the reference both targets are scored on)."""
     with torch.no_grad():
-        outs = torch.stack([torch.cat([t.flatten() for t in numerics.flatten_outputs(zm.module(*x))])
-                            for x in scored_inputs(zm, k, held_out)])
-    rms = float(outs.pow(2).mean().sqrt())
-    return 0.0 if rms == 0.0 else 100.0 * float(outs.std(0, correction=0).pow(2).mean().sqrt()) / rms
+        return [torch.cat([t.flatten() for t in numerics.flatten_outputs(zm.module(*x))]) for x in inputs]
 
 
-def snr(model: str, target_name: str, k: int, held_out: int = 0) -> tuple[float, float] | str:
-    """Pooled SNR of MODEL lowered for TARGET and of its quantized PyTorch model, calibrated on k inputs and
-    scored on them (or on HELD_OUT fresh ones); an error line if it does not compile."""
+def input_dependence(outs: list[torch.Tensor]) -> float:
+    """% of the float output's RMS that varies with the input, over the scored inputs' OUTS."""
+    o = torch.stack(outs)
+    rms = float(o.pow(2).mean().sqrt())
+    return 0.0 if rms == 0.0 else 100.0 * float(o.std(0, correction=0).pow(2).mean().sqrt()) / rms
+
+
+def snr(model: str, target_name: str, k: int, scored: list[tuple[torch.Tensor, ...]],
+        ref: list[torch.Tensor]) -> tuple[float, float] | str:
+    """Pooled SNR against REF (float_outputs of SCORED) of MODEL lowered for TARGET, calibrated on k inputs, and
+    of its quantized PyTorch model; an error line if it does not compile."""
     target = get_target(target_name)
     zm = models.build(model)
     data = samples(zm.inputs, k)
@@ -92,13 +96,12 @@ def snr(model: str, target_name: str, k: int, held_out: int = 0) -> tuple[float,
             if target.flow == "ethos_u":
                 names = reference.delegate_names(low.edge.exported_program().graph_module)
                 tosa = {n: p.tosa for n, p in zip(names, low.extra["vela_partitions"])}
-            ref, got, fq = [], [], []
-            for sample in scored_inputs(zm, k, held_out):
+            got, fq = [], []
+            for sample in scored:
                 # In the layout the program takes (the Cortex-M flow runs channels-last).
                 lay = tuple(a.contiguous(memory_format=torch.channels_last)
                             if b.dim() == 4 and b.is_contiguous(memory_format=torch.channels_last)
                             and not b.is_contiguous() else a for a, b in zip(sample, low.inputs))
-                ref += [t.flatten() for t in numerics.flatten_outputs(zm.module(*sample))]
                 got += [t.float().flatten() for t in reference.run_lowered(low.edge, lay, tosa, [])]
                 fq += [t.float().flatten() for t in numerics.flatten_outputs(low.quantized(*sample))]
     except AotError as err:
@@ -122,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     names = list(models.ZOO) if args.models == "all" else args.models.split(",")
     rows, bad, both = [], 0, 0
     for m in names:
-        got = {t: snr(m, t, args.samples, args.held_out) for t in (CPU, NPU)}
-        row: dict[str, object] = {"model": m, "input_dependent_pct": input_dependence(m, args.samples, args.held_out)}
+        zm = models.build(m)
+        scored = scored_inputs(zm, args.samples, args.held_out)
+        ref = float_outputs(zm, scored)  # once per model: the float model does not depend on the target
+        got = {t: snr(m, t, args.samples, scored, ref) for t in (CPU, NPU)}
+        row: dict[str, object] = {"model": m, "input_dependent_pct": input_dependence(ref)}
         for t, v in got.items():
             row[t], row[f"{t} quantized model"] = (v, None) if isinstance(v, str) else v
         cpu, npu = row[CPU], row[NPU]
