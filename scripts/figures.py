@@ -29,6 +29,10 @@ CORE_COLUMNS = [
 ]
 
 
+def _num(v: int | None) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
 def _short_fit(r: dict) -> str:
     """'SKIP: ram 33,720 / 16,384 B' for a program that does not fit."""
     bad = [m for m in (r.get("fit") or {}).get("memories", []) if not m["fits"]]
@@ -41,7 +45,6 @@ def cores_table(rows: list[dict]) -> None:
     by = {(r["model"], r["target"], r["asked_board"] or r["board"]): r for r in rows if r["variant"] == "main"}
     cols = [c for c in CORE_COLUMNS if any((m, c[0], c[1]) in by for m in {r["model"] for r in rows})]
     models = list(dict.fromkeys(r["model"] for r in rows))
-    f = lambda v: "-" if v is None else f"{v:,}"  # noqa: E731
     print("| model | arena B | .bpte B | " + " | ".join(c[2] for c in cols) + " |")
     print("|---|---|---|" + "---|" * len(cols))
     for m in models:
@@ -54,18 +57,18 @@ def cores_table(rows: list[dict]) -> None:
             arena = arena if arena is not None else r.get("arena_bytes")
             model_b = model_b if model_b is not None else r.get("model_bytes")
             if r["status"] == "PASS":
-                cell = f(r["count"]) + ("" if r.get("max_steps") in (0, None) else f" ({r['max_steps']} steps)")
+                cell = _num(r["count"]) + ("" if r.get("max_steps") in (0, None) else f" ({r['max_steps']} steps)")
             else:
                 cell = _short_fit(r) if r["status"] == "SKIP" else r["status"]
             if (r.get("arena_bytes"), r.get("model_bytes")) != (arena, model_b):  # e.g. MVE kernel sums
-                cell += f" (arena {f(r.get('arena_bytes'))}, .bpte {f(r.get('model_bytes'))})"
+                cell += f" (arena {_num(r.get('arena_bytes'))}, .bpte {_num(r.get('model_bytes'))})"
             cells.append(cell)
-        print(f"| {m} | {f(arena)} | {f(model_b)} | " + " | ".join(cells) + " |")
+        print(f"| {m} | {_num(arena)} | {_num(model_b)} | " + " | ".join(cells) + " |")
     images = []
     for t, b, _ in cols:
         sizes = {r["image_bytes"] for r in rows if r["target"] == t and (r["asked_board"] or r["board"]) == b
                  and r["variant"] == "main" and r.get("image_bytes")}
-        images.append(f(max(sizes)) if sizes else "-")
+        images.append(_num(max(sizes)) if sizes else "-")
     print("| image B (.text + .data) | | | " + " | ".join(images) + " |")
 
 
@@ -75,16 +78,15 @@ ZOO_COLUMNS = [("cortex-m55", "cortex-m55"), ("ethos-u55-128", "ethos-u55-128"),
 
 def zoo_table(rows: list[dict], names: list[str]) -> None:
     by = {(r["model"], r["target"]): r for r in rows if r["variant"] == "main"}
-    f = lambda v: "-" if v is None else f"{v:,}"  # noqa: E731
 
     def cell(r: dict | None) -> str:
         if r is None:
             return "-"
         if r["status"] != "PASS":
             return _short_fit(r) if r["status"] == "SKIP" else r["status"]
-        parts = ["PASS", f"{f(r.get('count'))} instr."]
+        parts = ["PASS", f"{_num(r.get('count'))} instr."]
         if r.get("vela_npu_only_cycles_estimate") is not None:
-            parts.append(f"{f(r['vela_npu_only_cycles_estimate'])} NPU cycles")
+            parts.append(f"{_num(r['vela_npu_only_cycles_estimate'])} NPU cycles")
         if r.get("snr_db") is not None:
             parts.append(f"{r['snr_db']:.1f} dB")
         return ", ".join(parts)
@@ -94,7 +96,7 @@ def zoo_table(rows: list[dict], names: list[str]) -> None:
     for m in names:
         if not any((m, t) in by for t, _ in ZOO_COLUMNS):
             continue
-        small = [f"{core} {f(r['count'])}" for core, t in (("M4", "cortex-m4"), ("M3", "cortex-m3"))
+        small = [f"{core} {_num(r['count'])}" for core, t in (("M4", "cortex-m4"), ("M3", "cortex-m3"))
                  if (r := by.get((m, t))) is not None and r["status"] == "PASS"]
         print(f"| {m} | " + " | ".join(cell(by.get((m, t))) for t, _ in ZOO_COLUMNS) + f" | {', '.join(small) or '-'} |")
 
