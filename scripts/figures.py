@@ -107,7 +107,15 @@ def main() -> int:
     ap.add_argument("--cores", action="store_true", help="the cores x models table")
     ap.add_argument("--zoo", action="store_true", help="the issue-18 zoo's per-target table")
     args = ap.parse_args()
-    rows = json.loads(args.results.read_text())
+    try:
+        rows = json.loads(args.results.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        ap.error(f"cannot read {args.results} as a suite's results.json ({err}); run ./test_cortex_m.sh --out DIR "
+                 "and pass DIR/results.json")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"model", "target", "variant", "status"} <= r.keys()
+                                              for r in rows):
+        ap.error(f"{args.results} is not a suite's results.json (a list of result rows with model, target, variant "
+                 "and status); run ./test_cortex_m.sh --out DIR and pass DIR/results.json")
     if args.cores:
         cores_table(rows)
         return 0

@@ -24,3 +24,15 @@ def test_zoo_table(tmp_path: Path) -> None:
     assert out[0].startswith("| model | cortex-m55 | ethos-u55-128 | ethos-u85-256")
     assert out[2:] == ["| gru_kws | PASS, 1,000 instr., 40.0 dB | PASS, 1,000 instr., 9,685 NPU cycles, 40.0 dB | FAIL "
                        "| M4 186,160 |"]
+
+
+def test_bad_results_file_is_one_line(tmp_path: Path) -> None:
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{not json")
+    wrong_shape = tmp_path / "wrong.json"
+    wrong_shape.write_text(json.dumps({"model": "x"}))
+    for path in (tmp_path / "missing.json", bad_json, wrong_shape):
+        p = subprocess.run([sys.executable, "scripts/figures.py", str(path), "--zoo"], capture_output=True, text=True,
+                           cwd=Path(__file__).resolve().parents[1])
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert "results.json" in p.stderr.strip().splitlines()[-1]
