@@ -77,6 +77,8 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
     from aot.passes.int8_matmul_on_u55 import Int8MatmulOnU55
     from aot.passes.lut_backends import backend_for
     from aot.passes.lut_fusion import LutFusion
+    from aot.passes.npu_hardswish_floor import NpuHardswishFloor
+    from aot.passes.npu_softmax_ranges import NpuSoftmaxRanges
     from aot.passes.own_output_qparams import OwnOutputQparams
     from aot.passes.symmetric_weight_range import SymmetricWeightRange
     from aot.passes.upsample_shared_qparams import UpsampleSharedQparams
@@ -103,7 +105,7 @@ def configure(opts: LowerOptions, allow_float: bool = False) -> None:
         Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), SplitFusedProjection(), SplitAsSlices(),
         LinearToConv(mode=opts.linear_mode),
         FcRowsAsPixels(), AvgPoolForNpu(), NpuPoolAsDepthwise(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
-        Int8MatmulOnU55(), UpsampleSharedQparams(), ActivationAlone(), SymmetricWeightRange(), OwnOutputQparams(),
+        Int8MatmulOnU55(), UpsampleSharedQparams(), ActivationAlone(), SymmetricWeightRange(), OwnOutputQparams(), NpuSoftmaxRanges(), NpuHardswishFloor(),
         LutFusion(enabled=opts.lut_fusion, choose_backend=backend_for), EmlkitSoftmax(), EmlkitAvgPool(),
         ExplicitNpuClamp(), NpuPoolZeroPoint(), NpuA16w8ConvRescale(),
         DepthwiseOneChannelAsConv(), FoldInputOffset(), WindowBias(), Int8LayerNorm(),
