@@ -587,6 +587,18 @@ def _upsample(a: Args) -> None:
         _fail(FMT_UPSAMPLE_FACTORS, a.op, sh, sw)
 
 
+def _upsample_index(a: Args) -> None:
+    _same_dtype(a, 0, "out")
+    x = a.tensor(0)
+    if x.dim() != 4 or a.tensor("out").dim() != 4:
+        _fail(FMT_UPSAMPLE_RANK, a.op)
+    for i, name in ((1, "rows"), (2, "cols")):
+        lim = x.shape[i + 1]
+        for k, v in enumerate(a.values[i]):
+            if not 0 <= int(v) < lim:
+                _fail(FMT_LIST_RANGE, a.op, name, k, int(v), 0, lim - 1)
+
+
 def _layer_norm(a: Args) -> None:
     if (_dtype_code(a, 0), _dtype_code(a, "out"), _dtype_code(a, 1), _dtype_code(a, 2)) != (I8, I8, I32, I32):
         _fail(FMT_LN_DTYPES, a.op)
@@ -761,6 +773,7 @@ ADAPTERS: dict[str, Callable[[Args], None]] = {
     "emlkit::softmax": _emlkit_softmax,
     "emlkit::quantized_avg_pool2d": _emlkit_avg_pool,
     "emlkit::upsample_nearest2d": _upsample,
+    "emlkit::upsample_nearest2d_index": _upsample_index,
     "emlkit::quantized_layer_norm": _layer_norm,
 }
 # aten:: and dim_order_ops:: adapters by edge op (name.overload): (registry overload, name in the C messages, check).

@@ -27,6 +27,10 @@ module registers the ops; the passes that emit them import it.
   torch's CPU kernel has no int8 channels-last nearest upsample, and the firmware implements
   this op (firmware/ops/emlkit_ops.c), so quantized programs use it in place of
   `aten::upsample_nearest2d` (aot/passes/int8_upsample.py).
+- `emlkit::upsample_nearest2d_index(x, rows, cols)`: nearest resizing of a 4-D tensor by any factor, any
+  dtype: out[n, c, i, j] = x[n, c, rows[i], cols[j]], in x's memory format. The index tables are what
+  torch's own kernel picks (its float index rule, which integer arithmetic does not reproduce for
+  non-integer factors), computed on the host by aot/passes/int8_upsample.py.
 - `emlkit::quantized_layer_norm(x, gain, bias, eps_term, shift, out_zero_point)`: int8 layer norm over
   the last dim in integer arithmetic (int32/int64 sums, an integer square root); see below.
   aot/passes/int8_layer_norm.py replaces `dequantize -> native_layer_norm -> quantize` with it.
@@ -77,6 +81,39 @@ def _upsample_out_impl(x: torch.Tensor, scale_h: int, scale_w: int, *, out: torc
 def _upsample_fake(x: torch.Tensor, scale_h: int, scale_w: int) -> torch.Tensor:
     n, c, h, w = x.shape
     return torch.empty((n, c, h * scale_h, w * scale_w), dtype=x.dtype, device=x.device,
+                       memory_format=_memory_format(x))
+
+
+_lib.define("upsample_nearest2d_index(Tensor x, int[] rows, int[] cols) -> Tensor")
+_lib.define("upsample_nearest2d_index.out(Tensor x, int[] rows, int[] cols, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def upsample_nearest2d_index_reference(x: torch.Tensor, rows: Sequence[int], cols: Sequence[int]) -> torch.Tensor:
+    if x.dim() != 4 or not rows or not cols:
+        raise ValueError(f"emlkit::upsample_nearest2d_index takes a 4-D tensor and non-empty index lists, got "
+                         f"{x.dim()}-D, {len(rows)} rows, {len(cols)} cols")
+    h, w = x.shape[2], x.shape[3]
+    if not all(0 <= r < h for r in rows) or not all(0 <= c < w for c in cols):
+        raise ValueError(f"emlkit::upsample_nearest2d_index: an index is outside the {h}x{w} input")
+    y = x.index_select(2, torch.tensor(list(rows), dtype=torch.long)).index_select(
+        3, torch.tensor(list(cols), dtype=torch.long))
+    return y.contiguous(memory_format=_memory_format(x))
+
+
+@impl(_lib, "upsample_nearest2d_index", "CompositeExplicitAutograd")  # type: ignore[misc]
+def _upsample_index_impl(x: torch.Tensor, rows: list[int], cols: list[int]) -> torch.Tensor:
+    return upsample_nearest2d_index_reference(x, rows, cols)
+
+
+@impl(_lib, "upsample_nearest2d_index.out", "CompositeExplicitAutograd")  # type: ignore[misc]
+def _upsample_index_out_impl(x: torch.Tensor, rows: list[int], cols: list[int], *, out: torch.Tensor) -> torch.Tensor:
+    out.copy_(upsample_nearest2d_index_reference(x, rows, cols))
+    return out
+
+
+@register_fake("emlkit::upsample_nearest2d_index")  # type: ignore[misc]
+def _upsample_index_fake(x: torch.Tensor, rows: list[int], cols: list[int]) -> torch.Tensor:
+    return torch.empty((x.shape[0], x.shape[1], len(rows), len(cols)), dtype=x.dtype, device=x.device,
                        memory_format=_memory_format(x))
 
 

@@ -98,6 +98,7 @@ DATA_MOVEMENT = {
     "aten::max_pool2d", "aten::max_pool2d_with_indices",   # order-preserving: exact on int codes
     "aten::upsample_nearest2d",                            # copies elements: exact on int codes
     "emlkit::upsample_nearest2d",
+    "emlkit::upsample_nearest2d_index",
     "dim_order_ops::_clone_dim_order", "dim_order_ops::_to_dim_order_copy",
 }
 # Our own ops (aot/emlkit_ops.py): integer kernels only; a float tensor reaching one is a broken program.

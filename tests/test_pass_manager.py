@@ -31,7 +31,7 @@ def test_configured_order() -> None:
                       "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise", "SplitBatchedMatmul",
                       "ChannelsLastEverywhere"],
         "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
-                           "OwnOutputQparams"],
+                           "OwnOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
         "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool", "ExplicitNpuClamp", "NpuPoolZeroPoint",
                      "NpuA16w8ConvRescale"],
         "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],

@@ -252,6 +252,35 @@ def test_int8_upsample_runs_exactly_on_host(tmp_path) -> None:
     assert all(d.max_steps == 0 for d in o.result.outputs)
 
 
+# (input h, w) and the interpolate call: sizes, non-integer and fractional scale factors, downscaling.
+_RESIZES = [((4, 3), {"size": (82, 5)}), ((5, 6), {"size": (7, 11)}), ((7, 9), {"size": (3, 4)}),
+            ((6, 5), {"scale_factor": 1.5}), ((9, 10), {"scale_factor": (2.3, 0.7)}),
+            ((13, 7), {"scale_factor": 1.7, "recompute_scale_factor": True}), ((3, 3), {"size": (9, 6)})]
+
+
+@pytest.mark.parametrize("hw,kw", _RESIZES, ids=lambda v: str(v))
+def test_upsample_index_tables_are_torchs_choice(hw: tuple[int, int], kw: dict) -> None:
+    """emlkit::upsample_nearest2d_index with the tables int8_upsample.py takes from torch equals torch's nearest
+    resize, for both memory formats (torch's float index rule is not integer division: 4 -> 82 rows takes row 1
+    for output row 41, where 41 * 4 // 82 = 2)."""
+    from aot.passes.int8_upsample import torch_indices
+
+    x = torch.randint(-128, 128, (2, 3, *hw), dtype=torch.int8)
+    want = torch.nn.functional.interpolate(x.float(), mode="nearest", **kw).to(torch.int8)
+    # What F.interpolate calls: the .vec overload with an output size, or with scale factors.
+    sf = kw.get("scale_factor")
+    if "size" in kw or kw.get("recompute_scale_factor"):
+        call = (list(want.shape[2:]), None)
+    else:
+        call = (None, [float(v) for v in (sf if isinstance(sf, tuple) else (sf, sf))])
+    rows, cols = torch_indices(torch.ops.aten.upsample_nearest2d.vec, call, {}, *hw)
+    if hw == (4, 3):
+        assert rows[41] == 1 and 41 * 4 // 82 == 2
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        got = torch.ops.emlkit.upsample_nearest2d_index(x.contiguous(memory_format=fmt), rows, cols)
+        assert torch.equal(got, want) and got.is_contiguous(memory_format=fmt)
+
+
 @pytest.mark.parametrize("n,rows,scale_in", [(32, 16, 0.02), (7, 5, 0.5), (256, 3, 0.004)])
 def test_emlkit_layer_norm_reference_tracks_float(n: int, rows: int, scale_in: float) -> None:
     """The integer layer norm is within one output step of quantize(layer_norm(dequantize(x))), mostly equal."""

@@ -23,7 +23,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
   Cortex-M, so it runs on int8 codes.
 - int8_layer_norm.py: dequantize -> layer_norm -> quantize -> emlkit::quantized_layer_norm (integer
   arithmetic; aot/emlkit_ops.py).
-- int8_upsample.py: integer nearest upsampling -> emlkit::upsample_nearest2d (aot/emlkit_ops.py).
+- int8_upsample.py: integer nearest upsampling -> emlkit::upsample_nearest2d, any other nearest
+  resize -> emlkit::upsample_nearest2d_index with torch's own row/column tables (aot/emlkit_ops.py).
 - symmetric_weight_range.py (quantizer annotation): int8 weights over [-127, 127] like the Arm
   quantizer, not [-128, 127] which clips each channel's largest weight (Cortex-M).
 - int8_matmul_on_u55.py (quantizer config): bmm/mm in int8 on a16w8 U55/U65 targets, which
@@ -45,6 +46,10 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - own_output_qparams.py (quantizer annotation): softmax and whole-window average pools that feed the final
   classifier observe their own output qparams on Cortex-M (ExecuTorch fixes softmax at 1/256 and pools at
   their input's).
+- npu_softmax_ranges.py (quantizer annotation): the sum inside ExecuTorch's NPU softmax decomposition
+  gets its exact range [0, N] on int8 Ethos-U targets (observed, it saturated on unseen inputs).
+- npu_hardswish_floor.py (quantizer annotation): a tensor that only feeds hardswish is observed from -3
+  up on Ethos-U, as ExecuTorch's Cortex-M flow clamps it (hardswish is 0 below -3).
 - emlkit_softmax.py: dq -> softmax -> q -> emlkit::softmax (integer, free output scale) on Cortex-M.
 - emlkit_avg_pool.py: dq -> average pool / mean -> q -> emlkit::quantized_avg_pool2d (integer sum,
   requantized to the pool's own output qparams) on Cortex-M.

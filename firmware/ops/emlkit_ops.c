@@ -43,8 +43,15 @@ static void repeat_units(uint8_t *d, const uint8_t *s, size_t units, size_t ub, 
     for (size_t r = 0; r < rep; r++, d += ub) memcpy(d, s, ub);
 }
 
+/* Source row or column of output row or column k: from the index table when there is one (the _index
+ * op), else k / f (integer factor f). */
+static inline size_t src_of(const et_value *table, size_t k, size_t f) {
+  return table ? (size_t)et_list_int(table, (uint32_t)k) : k / f;
+}
+
 /* Any pair of dim orders: one element at a time through the strides. */
-static void upsample_strided(const et_tensor *self, et_tensor *out, size_t sh, size_t sw, size_t es) {
+static void upsample_strided(const et_tensor *self, et_tensor *out, size_t sh, size_t sw, const et_value *rows,
+                             const et_value *cols, size_t es) {
   size_t si[ET_MAX_DIM], so[ET_MAX_DIM];
   et_tensor_strides(self, si);
   et_tensor_strides(out, so);
@@ -54,7 +61,8 @@ static void upsample_strided(const et_tensor *self, et_tensor *out, size_t sh, s
     for (int32_t c = 0; c < out->sizes[1]; c++)
       for (int32_t y = 0; y < out->sizes[2]; y++)
         for (int32_t x = 0; x < out->sizes[3]; x++) {
-          const size_t io = (size_t)n * si[0] + (size_t)c * si[1] + ((size_t)y / sh) * si[2] + ((size_t)x / sw) * si[3];
+          const size_t io = (size_t)n * si[0] + (size_t)c * si[1] + src_of(rows, (size_t)y, sh) * si[2] +
+                            src_of(cols, (size_t)x, sw) * si[3];
           const size_t oo = (size_t)n * so[0] + (size_t)c * so[1] + (size_t)y * so[2] + (size_t)x * so[3];
           memcpy(d + oo * es, s + io * es, es);
         }
@@ -67,7 +75,7 @@ et_status emlkit_upsample_nearest2d_out(et_kernel_ctx *ctx, et_value **args, uin
   const size_t sh = (size_t)args[1]->u.i, sw = (size_t)args[2]->u.i;
   const size_t es = et_dtype_size(self->dtype);
   if (!et_same_dim_order(self, out) || !(et_dim_order_is_identity(self) || is_nhwc(self))) {
-    upsample_strided(self, out, sh, sw, es);
+    upsample_strided(self, out, sh, sw, NULL, NULL, es);
     return ET_OK;
   }
   const size_t n = (size_t)self->sizes[0], c = (size_t)self->sizes[1];
@@ -83,6 +91,80 @@ et_status emlkit_upsample_nearest2d_out(et_kernel_ctx *ctx, et_value **args, uin
       repeat_units(d, s, w, ub, sw);
       for (size_t r = 1; r < sh; r++) memcpy(d + r * out_row, d, out_row);
       d += sh * out_row;
+    }
+  }
+  return ET_OK;
+}
+
+/* ---------------------------------------------------------------- upsample_nearest2d_index
+ * out[n, c, i, j] = x[n, c, rows[i], cols[j]]: nearest resizing to any size, any dtype, with the index
+ * tables the compiler took from torch's own kernel (aot/passes/int8_upsample.py: torch's float index
+ * rule is not integer division). Prepare checks every index once; eval trusts them. Same dim order on
+ * both sides (NCHW or channels-last): one output row at a time from its source row, and a row whose
+ * source row is the previous row's is a block copy of that row. Other pairs: through the strides. */
+
+ET_PREPARE et_status emlkit_upsample_nearest2d_index_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "emlkit::upsample_nearest2d_index";
+  et_tensor *self, *out;
+  const et_status st = aten_self_out(ctx, op, args, nargs, 5, 3, &self, &out);
+  if (st) return st;
+  if (self->dtype != out->dtype)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(self->dtype),
+                   et_dtype_name(out->dtype));
+  if (self->dim != 4 || out->dim != 4) return et_fail(ctx, ET_E_INVALID_ARG, "%s: tensors must be 4-D", op);
+  if (out->sizes[0] != self->sizes[0] || out->sizes[1] != self->sizes[1])
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: output batch and channels are not the input's", op);
+  for (uint32_t k = 1; k <= 2; k++) {
+    const char *name = k == 1 ? "rows" : "cols";
+    if (args[k]->tag != ET_TAG_INT_LIST)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u (%s) must be an int list", op, (unsigned)k, name);
+    const uint32_t len = args[k]->u.list.len;
+    const int64_t lim = self->sizes[k + 1];
+    if ((int64_t)len != (int64_t)out->sizes[k + 1])
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s has %u entries for an output of %ld", op, name, (unsigned)len,
+                     (long)out->sizes[k + 1]);
+    for (uint32_t i = 0; i < len; i++) {
+      const int64_t v = et_list_int(args[k], i);
+      if (v < 0 || v >= lim)
+        return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s[%u] = %lld is outside [%lld, %lld]", op, name, (unsigned)i,
+                       (long long)v, 0LL, (long long)(lim - 1));
+    }
+  }
+  return ET_OK;
+}
+
+et_status emlkit_upsample_nearest2d_index_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)nargs;
+  const et_tensor *const self = args[0]->u.t;
+  const et_value *const rows = args[1], *const cols = args[2];
+  et_tensor *const out = args[3]->u.t;
+  const size_t es = et_dtype_size(self->dtype);
+  if (!et_same_dim_order(self, out) || !(et_dim_order_is_identity(self) || is_nhwc(self))) {
+    upsample_strided(self, out, 1, 1, rows, cols, es);
+    return ET_OK;
+  }
+  const size_t n = (size_t)self->sizes[0], c = (size_t)self->sizes[1];
+  const size_t h = (size_t)self->sizes[2], w = (size_t)self->sizes[3];
+  const size_t oh = (size_t)out->sizes[2], ow = (size_t)out->sizes[3];
+  const bool nhwc = is_nhwc(self) && !et_dim_order_is_identity(self);
+  const size_t outer = nhwc ? n : n * c; /* planes of h rows */
+  const size_t ub = nhwc ? c * es : es;  /* bytes per unit (a pixel when channels-last, else an element) */
+  const size_t in_row = w * ub, out_row = ow * ub;
+  const uint8_t *s = self->data;
+  uint8_t *d = out->data;
+  for (size_t p = 0; p < outer; p++, s += h * in_row) {
+    for (size_t i = 0; i < oh; i++, d += out_row) {
+      const size_t r = src_of(rows, i, 1);
+      if (i > 0 && r == src_of(rows, i - 1, 1)) {
+        memcpy(d, d - out_row, out_row);
+        continue;
+      }
+      const uint8_t *const src = s + r * in_row;
+      if (ub == 1) {
+        for (size_t j = 0; j < ow; j++) d[j] = src[src_of(cols, j, 1)];
+      } else {
+        for (size_t j = 0; j < ow; j++) memcpy(d + j * ub, src + src_of(cols, j, 1) * ub, ub);
+      }
     }
   }
   return ET_OK;
