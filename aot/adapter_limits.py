@@ -86,8 +86,8 @@ FMT_DIM_ORDER_DISAGREE = "%s: dim_order disagrees with the output tensor"
 FMT_UPSAMPLE_RANK = "%s: tensors must be 4-D"
 FMT_UPSAMPLE_FACTORS = "%s: factors %ld x %ld out of range [1, 4096]"
 FMT_LN_DTYPES = "%s: needs int8 input and output, int32 gain and bias"
-FMT_LN_LAYOUT = "%s: input and output must be contiguous and of one shape"
-FMT_LN_LAST_DIM = "%s: last dim %lu (at most 65536) and gain/bias sizes disagree"
+FMT_LN_LAYOUT = "%s: input and output must be of one shape and dim order"
+FMT_LN_LAST_DIM = "%s: %lu gain/bias entries (at most 65536) are not x's innermost dims"
 FMT_LN_RANGE = "%s: eps_term, shift or zero point out of range"
 FMT_EXP_TABLE_LEN = "%s: exp_table must have 256 entries, got %u"
 FMT_EXP_TABLE_FIRST = "%s: exp_table[0] = %ld must be in [1, 2^22]"
@@ -603,11 +603,14 @@ def _layer_norm(a: Args) -> None:
     if (_dtype_code(a, 0), _dtype_code(a, "out"), _dtype_code(a, 1), _dtype_code(a, 2)) != (I8, I8, I32, I32):
         _fail(FMT_LN_DTYPES, a.op)
     x, out = a.tensor(0), a.tensor("out")
-    if (x.dim() < 1 or tuple(x.shape) != tuple(out.shape) or _dim_order(x) != list(range(x.dim()))
-            or _dim_order(out) != list(range(out.dim()))):
+    if x.dim() < 1 or tuple(x.shape) != tuple(out.shape) or _dim_order(x) != _dim_order(out):
         _fail(FMT_LN_LAYOUT, a.op)
-    n = x.shape[-1]
-    if n == 0 or n > LN_MAX_LAST_DIM or a.tensor(1).numel() != n or a.tensor(2).numel() != n:
+    n, inner = a.tensor(1).numel(), 1
+    for d in reversed(_dim_order(x)):      # rows: the innermost dims in memory holding n codes
+        if inner >= n:
+            break
+        inner *= x.shape[d]
+    if n == 0 or n > LN_MAX_LAST_DIM or inner != n or a.tensor(2).numel() != n:
         _fail(FMT_LN_LAST_DIM, a.op, n)
     eps, shift, zp = (int(v) for v in a.values[3:6])
     if eps < 1 or eps > LN_MAX_EPS_TERM or shift < 0 or shift > LN_MAX_SHIFT or zp < -128 or zp > 127:

@@ -118,7 +118,10 @@ def _upsample_index_fake(x: torch.Tensor, rows: list[int], cols: list[int]) -> t
 
 
 # ---------------------------------------------------------------- quantized_layer_norm
-# int8 layer norm over the last dim, integer arithmetic only (the firmware computes the same steps):
+# int8 layer norm over rows of N = gain.numel() codes consecutive in memory (x's dim order): the last dim
+# of a contiguous tensor, or the normalised dims when they are x's innermost in memory (LayerNorm over
+# [T, C] of a contiguous (B, T, C), over [C, H, W] of a channels-last map), with gain/bias in that memory
+# order. Integer arithmetic only (the firmware computes the same steps):
 #   per row of N codes q: s = sum q, ss = sum q^2 (the input zero point cancels out),
 #   d_i = N * q_i - s = N * (q_i - mean), S = N * ss - s^2 + eps_term = N^2 * (var + eps / scale_in^2),
 #   so d_i / sqrt(S) is the normalised value. 1 / sqrt(S) comes from an integer square root of S
@@ -142,11 +145,14 @@ def layer_norm_row_reciprocal(s_total: int) -> tuple[int, int]:
 
 def quantized_layer_norm_reference(x: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, eps_term: int,
                                    shift: int, out_zero_point: int) -> torch.Tensor:
-    n = x.shape[-1]
-    if gain.numel() != n or bias.numel() != n or eps_term < 1 or not 0 <= shift <= 30:
-        raise ValueError("emlkit::quantized_layer_norm: gain/bias must have the last dim's size, eps_term >= 1, "
-                         "0 <= shift <= 30")
-    q = x.reshape(-1, n).to(torch.int64)
+    n = gain.numel()
+    order = list(x.dim_order())
+    inner = math.prod(x.shape[d] for d in order[-k:]) if (k := _inner_dims(x, n)) else 0
+    if inner != n or bias.numel() != n or eps_term < 1 or not 0 <= shift <= 30:
+        raise ValueError("emlkit::quantized_layer_norm: gain/bias must have the size of x's innermost dims in memory, "
+                         "eps_term >= 1, 0 <= shift <= 30")
+    mem = x.permute(order)                    # memory order: rows of n consecutive codes
+    q = mem.reshape(-1, n).to(torch.int64)
     s = q.sum(dim=1)
     ss = (q * q).sum(dim=1)
     total = n * ss - s * s + eps_term
@@ -157,7 +163,20 @@ def quantized_layer_norm_reference(x: torch.Tensor, gain: torch.Tensor, bias: to
     norm = (d * inv + (1 << (sh - 1))) >> sh
     acc = norm * gain.to(torch.int64).reshape(1, n) + (bias.to(torch.int64).reshape(1, n) << 16)
     out = ((acc + (1 << (15 + shift))) >> (16 + shift)) + out_zero_point
-    return out.clamp(-128, 127).to(torch.int8).reshape(x.shape)
+    back = [order.index(d) for d in range(x.dim())]
+    return out.clamp(-128, 127).to(torch.int8).reshape(mem.shape).permute(back)
+
+
+def _inner_dims(x: torch.Tensor, n: int) -> int:
+    """k such that x's k innermost dims in memory hold n elements, else 0."""
+    order, size = list(x.dim_order()), 1
+    for k in range(1, x.dim() + 1):
+        size *= x.shape[order[-k]]
+        if size == n:
+            return k
+        if size > n:
+            break
+    return 0
 
 
 @impl(_lib, "quantized_layer_norm", "CompositeExplicitAutograd")  # type: ignore[misc]

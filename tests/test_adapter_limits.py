@@ -388,6 +388,7 @@ def test_compile_refuses_what_the_device_would(tmp_path: Path) -> None:
     ("emlkit::upsample_nearest2d_index", {"cols": [0, 1, -1, 2, 2]}, "FMT_LIST_RANGE", ("cols", 2, -1, 0, 2)),
     ("emlkit::quantized_layer_norm", {"gain": _z(8, dtype=torch.int8)}, "FMT_LN_DTYPES", ()),
     ("emlkit::quantized_layer_norm", {"x": _z(8, 2).t()}, "FMT_LN_LAYOUT", ()),
+    ("emlkit::quantized_layer_norm", {"x": _z(2, 3, 4), "out": _z(2, 3, 4)}, "FMT_LN_LAST_DIM", (8,)),
     ("emlkit::quantized_layer_norm", {"bias": _z(7, dtype=torch.int32)}, "FMT_LN_LAST_DIM", (8,)),
     ("aten::add.Tensor", {"out": _z(2, 4, dtype=torch.float16)}, "FMT_BIN_DTYPE", ("float16",)),
     ("aten::add.Tensor", {"out": _z(2, 4, dtype=torch.int32)}, "FMT_BIN_FLOAT_IN", ("int32",)),
@@ -495,6 +496,13 @@ def test_emlkit_table_and_window_bounds_same_as_firmware() -> None:
         g = _z(last, dtype=torch.int32)
         msg = run(op, [_z(1, last), g, g, 1, 10, 0], _z(1, last))
         assert msg == (None if ok else al.c_format(al.FMT_LN_LAST_DIM, op, last))
+    # Rows over several dims: the innermost ones in memory (T, C of a contiguous tensor; H, W, C of a
+    # channels-last map), not others.
+    for x, n, ok in ((_z(2, 3, 4), 12, True), (_cl(1, 4, 3, 5), 60, True), (_cl(1, 4, 3, 5), 15, False),
+                     (_cl(1, 4, 3, 5), 20, True), (_z(1, 4, 3, 5), 15, True)):
+        g = _z(n, dtype=torch.int32)
+        msg = run(op, [x, g, g, 1, 10, 0], torch.empty_like(x))
+        assert msg == (None if ok else al.c_format(al.FMT_LN_LAST_DIM, op, n)), (x.shape, n)
 
 
 def test_compile_refuses_an_emlkit_op_the_device_would() -> None:

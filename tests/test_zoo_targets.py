@@ -16,7 +16,8 @@ from aot.errors import AotError
 # SNR floors (dB, ModelInputs): ~4 dB under the figures measured when the models were added (README); for the
 # models with BatchNorm, under those measured after aot/models/_init.py's settle_batchnorm (their outputs now
 # depend on the input, so the figures are lower: e.g. mlperf_kws_dscnn 48.4 -> 37.4 dB, mobilenet_v3_small
-# 44.1 -> 31.0 dB on cortex-m55, 28.7 dB on ethos-u55-128).
+# 44.1 -> 31.0 dB on cortex-m55, 28.7 dB on ethos-u55-128; 25.9 since npu_pool_as_depthwise.py also takes its
+# squeeze-excite pools, which made its TOSA graph agree with its quantized model: 0 steps, was 6).
 FLOORS = {
     ("branch_concat", "cortex-m55"): 31.0, ("branch_concat", "ethos-u55-128"): 32.0,
     ("mlperf_kws_dscnn", "cortex-m55"): 33.0, ("mlperf_kws_dscnn", "ethos-u55-128"): 33.0,
@@ -28,7 +29,7 @@ FLOORS = {
     ("transformer_block", "ethos-u55-128"): 33.0, ("unet_small", "ethos-u55-128"): 50.0,
     ("unet_small", "cortex-m55"): 50.0, ("transformer_block", "cortex-m55"): 33.0,
     ("mobilenet_v3_small", "cortex-m55"): 27.0,
-    ("mobilenet_v3_small", "ethos-u55-128"): 25.0,
+    ("mobilenet_v3_small", "ethos-u55-128"): 22.0,
 }
 # Refused at compile time, with the op (or pattern) the one error line must name.
 # (branch_concat on Ethos-U was, until explicit_npu_clamp.py: tests/test_ethos_u_wrong_lowerings.py.)
@@ -340,6 +341,40 @@ def test_int8_layer_norm_runs_exactly(tmp_path, harsh: bool) -> None:
     if not harsh:
         assert float(res.report["numerics"]["snr_db"]) >= 30.0
     for board, sim in (("host", "auto"), ("corstone-300", "qemu"), ("mps2-an385", "qemu")):
+        o = execute(res, board, sim, 300, "mve", None)
+        assert o.status == "PASS", (board, o.reason)
+        assert all(d.max_steps == 0 for d in o.result.outputs), board
+
+
+# LayerNorm over several trailing dims: [T, C] of a contiguous (B, T, C); [C, H, W] of a conv's channels-last
+# map (rows are whole samples in memory, gamma/beta permuted to H, W, C); [H, W] of that map (not innermost in
+# memory: copied to NCHW first, and back).
+_LN_DIMS = {"tc": ("nn.Linear(16, 16)", "[6, 16]", "torch.randn(2, 6, 16)", 0),
+            "chw": ("nn.Conv2d(3, 8, 3, padding=1)", "[8, 6, 5]", "torch.randn(1, 3, 6, 5)", 0),
+            "hw": ("nn.Conv2d(3, 8, 3, padding=1)", "[6, 5]", "torch.randn(1, 3, 6, 5)", 2)}
+
+
+@needs_qemu
+@pytest.mark.parametrize("case", sorted(_LN_DIMS))
+def test_layer_norm_over_several_dims_runs_exactly(tmp_path, case: str) -> None:
+    """Was refused by name on Cortex-M ("normalises over more than the last dim")."""
+    from aot.compile import compile_model, make_options
+    from aot.run import execute
+
+    layer, shape, inputs, copies = _LN_DIMS[case]
+    src = tmp_path / "ln.py"
+    src.write_text(module_source(f"""
+    self.a = {layer}
+    self.norm = nn.LayerNorm({shape})
+    with torch.no_grad():
+        self.norm.weight.uniform_(0.5, 1.5)
+        self.norm.bias.uniform_(-0.3, 0.3)""", "return torch.relu(self.norm(self.a(x)))", inputs))
+    res = compile_model(str(src), "cortex-m55", tmp_path, options=make_options())
+    ops = res.report["ops"]
+    assert ops.get("emlkit::quantized_layer_norm") == 1 and "aten::native_layer_norm" not in ops, ops
+    assert ops.get("dim_order_ops::_clone_dim_order", 0) == copies, ops
+    assert float(res.report["numerics"]["snr_db"]) >= 30.0
+    for board, sim in (("host", "auto"), ("corstone-300", "qemu")):
         o = execute(res, board, sim, 300, "mve", None)
         assert o.status == "PASS", (board, o.reason)
         assert all(d.max_steps == 0 for d in o.result.outputs), board

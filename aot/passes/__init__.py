@@ -8,7 +8,7 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - fold_linear_batchnorm.py: Linear + BatchNorm1d -> one Linear (Cortex-M; prepare_pt2e folds only convs).
 - linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
 - avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.
-- npu_pool_as_depthwise.py: whole-map average pools before the classifier -> depthwise convs with
+- npu_pool_as_depthwise.py: whole-map average pools (global, squeeze-excite) -> depthwise convs with
   weights 1/(H*W) on Ethos-U, so the mean gets its own output qparams (the Arm quantizer shares the input's).
 - cancel_transposes.py: cortex_m::transpose pairs that undo each other (q @ k^T) removed.
 - fold_input_offset.py: Cortex-M convolutions without padding get input_offset * sum(w) folded into
@@ -21,7 +21,7 @@ One pass per file, each file's docstring says what it matches and what it emits:
   every hardsigmoid on Cortex-M, quantized on their own, not folded into the producer.
 - upsample_shared_qparams.py (quantizer config): nearest upsampling shares its input's qparams on
   Cortex-M, so it runs on int8 codes.
-- int8_layer_norm.py: dequantize -> layer_norm -> quantize -> emlkit::quantized_layer_norm (integer
+- int8_layer_norm.py: dequantize -> layer_norm (any trailing dims) -> quantize -> emlkit::quantized_layer_norm (integer
   arithmetic; aot/emlkit_ops.py).
 - int8_upsample.py: integer nearest upsampling -> emlkit::upsample_nearest2d, any other nearest
   resize -> emlkit::upsample_nearest2d_index with torch's own row/column tables (aot/emlkit_ops.py).

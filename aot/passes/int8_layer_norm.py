@@ -2,12 +2,18 @@
 
 Matches, in the lowered ExportedProgram, `cortex_m::dequantize_per_tensor(x) ->
 aten::native_layer_norm(., [N], gamma, beta, eps) -> getitem 0 -> cortex_m::quantize_per_tensor`
-with int8 codes in and out, normalisation over the last dim only and constant
-gamma/beta (elementwise affine) that nothing else reads.
+with int8 codes in and out, constant gamma/beta (elementwise affine) that nothing
+else reads, and normalised dims that are the input's innermost in memory: the last
+dim, the last k of a contiguous tensor (LayerNorm over [T, C]), or C, H and W of a
+channels-last map (LayerNorm over [C, H, W]). Other normalised dims (H and W of a
+channels-last map) get a copy of the input in NCHW order first. The op writes in
+its input's dim order; a copy back to the order ExecuTorch gave the output is
+dropped when it only fed a copy to the op's order, else added.
 
 Produces `emlkit::quantized_layer_norm(x, gain, bias, eps_term, shift, out_zp)` (aot/emlkit_ops.py
 says what it computes): gamma and beta become int32 gain/bias in units of the output scale
-times 2^shift (shift as large as keeps every |gain|, |bias| under 2^30), and
+times 2^shift (shift as large as keeps every |gain|, |bias| under 2^30), flattened in the
+input's memory order (the op normalises rows of numel(gain) consecutive codes), and
 eps_term = max(1, round(N^2 * eps / scale_in^2)) carries eps in the squared-code units of
 the row statistics (the input zero point cancels out of mean and variance).
 
@@ -53,8 +59,11 @@ def _set_constant(ep: Any, node: torch.fx.Node, data: torch.Tensor) -> bool:
     else:
         return False
     val = node.meta.get("val")
-    if isinstance(val, torch.Tensor):
-        node.meta["val"] = val.to(data.dtype)
+    mode = getattr(val, "fake_mode", None)
+    if mode is not None:
+        node.meta["val"] = mode.from_tensor(data, static_shapes=True)
+    elif isinstance(val, torch.Tensor):
+        node.meta["val"] = data
     return True
 
 
@@ -70,6 +79,12 @@ def integer_params(gamma: torch.Tensor, beta: torch.Tensor, eps: float, n: int, 
     bias = torch.round(b * (1 << shift)).to(torch.int32)
     eps_term = max(1, round(n * n * eps / (scale_in * scale_in)))
     return gain, bias, eps_term, shift
+
+
+def in_dim_order(t: torch.Tensor, order: list[int]) -> torch.Tensor:
+    """T's values laid out in dim order ORDER (a fake tensor stays fake)."""
+    back = [order.index(d) for d in range(t.dim())]
+    return t.permute(order).contiguous().permute(back)
 
 
 @declare("program", ("aten.native_layer_norm",))
@@ -89,8 +104,6 @@ class Int8LayerNorm:
         dq, shape, w, b, eps = args[:5]
         if not isinstance(dq, torch.fx.Node) or dq.target is not cm.dequantize_per_tensor.default:
             return "input is not dequantized int8"
-        if len(shape) != 1:
-            return "normalises over more than the last dim"
         if not (isinstance(w, torch.fx.Node) and isinstance(b, torch.fx.Node) and is_param_node(ep, w)
                 and is_param_node(ep, b) and len(w.users) == 1 and len(b.users) == 1):
             return "no constant gamma/beta of its own"
@@ -103,16 +116,44 @@ class Int8LayerNorm:
         xq = dq.args[0]
         xv, qv = xq.meta.get("val"), q.meta.get("val")
         if not isinstance(xv, torch.Tensor) or xv.dtype != torch.int8 or q.args[5] != torch.int8 or \
-                not xv.is_contiguous() or int(shape[0]) != xv.shape[-1] or not isinstance(qv, torch.Tensor):
-            return "not int8 contiguous codes in and out"
+                not isinstance(qv, torch.Tensor):
+            return "not int8 codes in and out"
+        k, d = len(shape), xv.dim()
+        if k == 0 or k > d or list(xv.shape[d - k:]) != list(shape):
+            return f"normalized_shape {list(shape)} is not the trailing sizes of a {list(xv.shape)} input"
+        inner = list(xv.dim_order())[d - k:]      # the k innermost dims in memory
+        to_contiguous = sorted(inner) != list(range(d - k, d))
+        if to_contiguous:                         # e.g. over H, W of a channels-last map: copy to NCHW first
+            inner = list(range(d - k, d))
         gamma, beta = get_param_tensor(ep, w), get_param_tensor(ep, b)
         if gamma is None or beta is None:
             return "gamma/beta not found"
-        ip = integer_params(gamma, beta, float(eps if eps is not None else 1e-5), int(shape[0]), float(dq.args[1]),
+        mem = [i - (d - k) for i in inner]        # gamma/beta in the input's memory order
+        gamma, beta = gamma.permute(mem).flatten(), beta.permute(mem).flatten()
+        ip = integer_params(gamma, beta, float(eps if eps is not None else 1e-5), gamma.numel(), float(dq.args[1]),
                             float(q.args[1]))
         if ip is None:
             return "gamma/beta too large for int32 in units of the output scale"
-        return dq, xq, w, b, getitems[0], q, ip
+        return dq, xq, w, b, getitems[0], q, ip, to_contiguous
+
+    @staticmethod
+    def _rewire(g: torch.fx.Graph, q: torch.fx.Node, new: torch.fx.Node, xorder: list[int]) -> None:
+        """Give q's users NEW's output. ExecuTorch writes a layer norm's output contiguous and copies it
+        to channels-last for the next conv: such copies to NEW's own order are dropped; anyone else that
+        read q's order gets one copy back to it."""
+        clone = exir_ops.edge.dim_order_ops._clone_dim_order.default
+        qorder = list(q.meta["val"].dim_order())
+        if qorder != xorder:
+            for u in list(q.users):
+                if u.target is clone and list(u.kwargs.get("dim_order") or []) == xorder:
+                    u.replace_all_uses_with(new)
+                    g.erase_node(u)
+            if q.users:
+                with g.inserting_after(new):
+                    back = g.call_function(clone, (new,), {"dim_order": qorder})
+                back.meta.update(q.meta)
+                q.replace_all_uses_with(back)
+        q.replace_all_uses_with(new)
 
     def __call__(self, ep: Any) -> Any:
         self.replaced, self.skipped = [], []
@@ -124,18 +165,26 @@ class Int8LayerNorm:
             if isinstance(m, str):
                 self.skipped.append(f"{ln.name}: {m}")
                 continue
-            dq, xq, w, b, item, q, (gain, bias, eps_term, shift) = m
+            dq, xq, w, b, item, q, (gain, bias, eps_term, shift), to_contiguous = m
             _set_constant(ep, w, gain)
             _set_constant(ep, b, bias)
+            x_in = xq
             with g.inserting_before(q):
+                if to_contiguous:
+                    order = list(range(xq.meta["val"].dim()))
+                    x_in = g.call_function(exir_ops.edge.dim_order_ops._clone_dim_order.default, (xq,),
+                                           {"dim_order": order})
+                    x_in.meta.update(xq.meta)
+                    x_in.meta["val"] = in_dim_order(xq.meta["val"], order)
                 new = g.call_function(exir_ops.edge.emlkit.quantized_layer_norm.default,
-                                      (xq, w, b, eps_term, shift, int(q.args[2])))
+                                      (x_in, w, b, eps_term, shift, int(q.args[2])))
             new.meta.update(q.meta)
-            new.meta["val"] = q.meta["val"]
+            xorder = list(x_in.meta["val"].dim_order())
+            new.meta["val"] = in_dim_order(q.meta["val"], xorder)  # the op writes in its input's order
             for k in ("stack_trace", "nn_module_stack", "from_node", "source_fn_stack"):
                 if k in ln.meta:
                     new.meta[k] = ln.meta[k]
-            q.replace_all_uses_with(new)
+            self._rewire(g, q, new, xorder)
             for dead in (q, item, ln):
                 g.erase_node(dead)
             if not dq.users:

@@ -171,7 +171,9 @@ et_status emlkit_upsample_nearest2d_index_out(et_kernel_ctx *ctx, et_value **arg
 }
 
 /* ---------------------------------------------------------------- quantized_layer_norm
- * int8 layer norm over the last dim in integer arithmetic, step for step the
+ * int8 layer norm over rows of numel(gain) codes consecutive in memory (the
+ * last dim, or the normalised dims when they are innermost in x's dim order),
+ * in integer arithmetic, step for step the
  * Python reference (aot/emlkit_ops.py, quantized_layer_norm_reference):
  * row sums in int32/int64, 1/sqrt of the scaled variance from an integer
  * square root and one 64-bit division per row, Q16 normalised values, then a
@@ -215,11 +217,15 @@ ET_PREPARE et_status emlkit_quantized_layer_norm_out_prepare(et_kernel_ctx *ctx,
     return st;
   if (x->dtype != ET_DT_CHAR || out->dtype != ET_DT_CHAR || gain->dtype != ET_DT_INT || bias->dtype != ET_DT_INT)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: needs int8 input and output, int32 gain and bias", op);
-  if (x->dim < 1 || !aten_same_shape(x, out) || !et_dim_order_is_identity(x) || !et_dim_order_is_identity(out))
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output must be contiguous and of one shape", op);
-  const size_t n = (size_t)x->sizes[x->dim - 1];
-  if (n == 0 || n > 65536 || et_tensor_numel(gain) != n || et_tensor_numel(bias) != n)
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: last dim %lu (at most 65536) and gain/bias sizes disagree", op, (unsigned long)n);
+  if (x->dim < 1 || !aten_same_shape(x, out) || !et_same_dim_order(x, out))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output must be of one shape and dim order", op);
+  /* Rows are n = numel(gain) codes consecutive in memory: x's innermost dims in its dim order. */
+  const size_t n = et_tensor_numel(gain);
+  size_t inner = 1;
+  for (int32_t k = (int32_t)x->dim - 1; k >= 0 && inner < n; k--) inner *= (size_t)x->sizes[x->dim_order[k]];
+  if (n == 0 || n > 65536 || inner != n || et_tensor_numel(bias) != n)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: %lu gain/bias entries (at most 65536) are not x's innermost dims", op,
+                   (unsigned long)n);
   if (eps_term < 1 || eps_term > ((int64_t)1 << 40) || shift < 0 || shift > 30 || zp < -128 || zp > 127)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: eps_term, shift or zero point out of range", op);
   return ET_OK;
@@ -234,7 +240,7 @@ et_status emlkit_quantized_layer_norm_out(et_kernel_ctx *ctx, et_value **args, u
   const int shift = (int)args[4]->u.i;
   const int32_t zp = (int32_t)args[5]->u.i;
   et_tensor *const out = args[6]->u.t;
-  const size_t n = (size_t)x->sizes[x->dim - 1];
+  const size_t n = et_tensor_numel(args[1]->u.t);
   const size_t rows = n ? et_tensor_numel(x) / n : 0;
   const int8_t *in = x->data;
   int8_t *o = out->data;
