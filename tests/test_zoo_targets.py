@@ -351,13 +351,16 @@ def test_int8_layer_norm_runs_exactly(tmp_path, harsh: bool) -> None:
 # memory: copied to NCHW first, and back).
 _LN_DIMS = {"tc": ("nn.Linear(16, 16)", "[6, 16]", "torch.randn(2, 6, 16)", 0),
             "chw": ("nn.Conv2d(3, 8, 3, padding=1)", "[8, 6, 5]", "torch.randn(1, 3, 6, 5)", 0),
-            "hw": ("nn.Conv2d(3, 8, 3, padding=1)", "[6, 5]", "torch.randn(1, 3, 6, 5)", 2)}
+            "hw": ("nn.Conv2d(3, 8, 3, padding=1)", "[6, 5]", "torch.randn(1, 3, 6, 5)", 2),
+            # no gamma/beta in the model: the pass adds gamma 1, beta 0 as constants (was refused by name)
+            "no_affine": ("nn.Linear(16, 16)", "16, elementwise_affine=False", "torch.randn(2, 6, 16)", 0),
+            "no_bias": ("nn.Linear(16, 16)", "[6, 16], bias=False", "torch.randn(2, 6, 16)", 0)}
 
 
 @needs_qemu
 @pytest.mark.parametrize("case", sorted(_LN_DIMS))
 def test_layer_norm_over_several_dims_runs_exactly(tmp_path, case: str) -> None:
-    """Was refused by name on Cortex-M ("normalises over more than the last dim")."""
+    """Was refused by name on Cortex-M ("normalises over more than the last dim", "no constant gamma/beta")."""
     from aot.compile import compile_model, make_options
     from aot.run import execute
 
@@ -367,8 +370,9 @@ def test_layer_norm_over_several_dims_runs_exactly(tmp_path, case: str) -> None:
     self.a = {layer}
     self.norm = nn.LayerNorm({shape})
     with torch.no_grad():
-        self.norm.weight.uniform_(0.5, 1.5)
-        self.norm.bias.uniform_(-0.3, 0.3)""", "return torch.relu(self.norm(self.a(x)))", inputs))
+        for p, lo, hi in ((self.norm.weight, 0.5, 1.5), (self.norm.bias, -0.3, 0.3)):
+            if p is not None:
+                p.uniform_(lo, hi)""", "return torch.relu(self.norm(self.a(x)))", inputs))
     res = compile_model(str(src), "cortex-m55", tmp_path, options=make_options())
     ops = res.report["ops"]
     assert ops.get("emlkit::quantized_layer_norm") == 1 and "aten::native_layer_norm" not in ops, ops

@@ -2,8 +2,8 @@
 
 Matches, in the lowered ExportedProgram, `cortex_m::dequantize_per_tensor(x) ->
 aten::native_layer_norm(., [N], gamma, beta, eps) -> getitem 0 -> cortex_m::quantize_per_tensor`
-with int8 codes in and out, constant gamma/beta (elementwise affine) that nothing
-else reads, and normalised dims that are the input's innermost in memory: the last
+with int8 codes in and out, constant gamma/beta that nothing else reads (or none:
+`elementwise_affine=False` or `bias=False` get gamma 1 and beta 0 as new constants), and normalised dims that are the input's innermost in memory: the last
 dim, the last k of a contiguous tensor (LayerNorm over [T, C]), or C, H and W of a
 channels-last map (LayerNorm over [C, H, W]). Other normalised dims (H and W of a
 channels-last map) get a copy of the input in NCHW order first. The op writes in
@@ -30,8 +30,9 @@ import operator
 from typing import Any
 
 import torch
-from executorch.backends.transforms.utils import get_param_tensor, is_param_node
+from executorch.backends.transforms.utils import create_constant_placeholder, get_param_tensor, is_param_node
 from executorch.exir.dialects._ops import ops as exir_ops
+from torch.export.graph_signature import InputKind
 
 import aot.emlkit_ops  # noqa: F401  (defines emlkit::quantized_layer_norm)
 from aot.passes.manager import declare
@@ -65,6 +66,18 @@ def _set_constant(ep: Any, node: torch.fx.Node, data: torch.Tensor) -> bool:
     elif isinstance(val, torch.Tensor):
         node.meta["val"] = data
     return True
+
+
+def _constant(ep: Any, ln: torch.fx.Node, node: torch.fx.Node | None, data: torch.Tensor,
+              what: str) -> torch.fx.Node:
+    """NODE's constant replaced by DATA, or a new lifted constant holding DATA when the layer norm had none."""
+    if node is not None:
+        _set_constant(ep, node, data)
+        return node
+    g = ep.graph_module.graph
+    first_input = next(n for n in g.nodes if n.op == "placeholder" and n.name in ep.graph_signature.user_inputs)
+    with g.inserting_before(first_input):
+        return create_constant_placeholder(ep, g, f"{ln.name}_{what}", InputKind.CONSTANT_TENSOR, data)
 
 
 def integer_params(gamma: torch.Tensor, beta: torch.Tensor, eps: float, n: int, scale_in: float,
@@ -104,9 +117,9 @@ class Int8LayerNorm:
         dq, shape, w, b, eps = args[:5]
         if not isinstance(dq, torch.fx.Node) or dq.target is not cm.dequantize_per_tensor.default:
             return "input is not dequantized int8"
-        if not (isinstance(w, torch.fx.Node) and isinstance(b, torch.fx.Node) and is_param_node(ep, w)
-                and is_param_node(ep, b) and len(w.users) == 1 and len(b.users) == 1):
-            return "no constant gamma/beta of its own"
+        for t in (w, b):   # None: LayerNorm(elementwise_affine=False) or bias=False (gamma 1, beta 0)
+            if t is not None and not (isinstance(t, torch.fx.Node) and is_param_node(ep, t) and len(t.users) == 1):
+                return "gamma/beta are not constants of its own"
         getitems = [u for u in ln.users if u.target is operator.getitem]
         if len(getitems) != len(ln.users) or any(u.args[1] != 0 for u in getitems) or len(getitems) != 1:
             return "mean/rstd outputs are used"
@@ -125,7 +138,8 @@ class Int8LayerNorm:
         to_contiguous = sorted(inner) != list(range(d - k, d))
         if to_contiguous:                         # e.g. over H, W of a channels-last map: copy to NCHW first
             inner = list(range(d - k, d))
-        gamma, beta = get_param_tensor(ep, w), get_param_tensor(ep, b)
+        gamma = torch.ones(list(shape)) if w is None else get_param_tensor(ep, w)
+        beta = torch.zeros(list(shape)) if b is None else get_param_tensor(ep, b)
         if gamma is None or beta is None:
             return "gamma/beta not found"
         mem = [i - (d - k) for i in inner]        # gamma/beta in the input's memory order
@@ -166,8 +180,8 @@ class Int8LayerNorm:
                 self.skipped.append(f"{ln.name}: {m}")
                 continue
             dq, xq, w, b, item, q, (gain, bias, eps_term, shift), to_contiguous = m
-            _set_constant(ep, w, gain)
-            _set_constant(ep, b, bias)
+            w = _constant(ep, ln, w, gain, "gain")
+            b = _constant(ep, ln, b, bias, "bias")
             x_in = xq
             with g.inserting_before(q):
                 if to_contiguous:
