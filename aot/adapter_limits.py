@@ -23,6 +23,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from aot.emlkit_ops import innermost_hold
+
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 CM_MAX_OFFSET = 65536     # firmware/ops/cortex_m_util.h
@@ -605,12 +607,8 @@ def _layer_norm(a: Args) -> None:
     x, out = a.tensor(0), a.tensor("out")
     if x.dim() < 1 or tuple(x.shape) != tuple(out.shape) or _dim_order(x) != _dim_order(out):
         _fail(FMT_LN_LAYOUT, a.op)
-    n, inner = a.tensor(1).numel(), 1
-    for d in reversed(_dim_order(x)):      # rows: the innermost dims in memory holding n codes
-        if inner >= n:
-            break
-        inner *= x.shape[d]
-    if n == 0 or n > LN_MAX_LAST_DIM or inner != n or a.tensor(2).numel() != n:
+    n = a.tensor(1).numel()
+    if n == 0 or n > LN_MAX_LAST_DIM or not innermost_hold(x, n) or a.tensor(2).numel() != n:
         _fail(FMT_LN_LAST_DIM, a.op, n)
     eps, shift, zp = (int(v) for v in a.values[3:6])
     if eps < 1 or eps > LN_MAX_EPS_TERM or shift < 0 or shift > LN_MAX_SHIFT or zp < -128 or zp > 127:

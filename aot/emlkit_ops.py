@@ -147,8 +147,7 @@ def quantized_layer_norm_reference(x: torch.Tensor, gain: torch.Tensor, bias: to
                                    shift: int, out_zero_point: int) -> torch.Tensor:
     n = gain.numel()
     order = list(x.dim_order())
-    inner = math.prod(x.shape[d] for d in order[-k:]) if (k := _inner_dims(x, n)) else 0
-    if inner != n or bias.numel() != n or eps_term < 1 or not 0 <= shift <= 30:
+    if not innermost_hold(x, n) or bias.numel() != n or eps_term < 1 or not 0 <= shift <= 30:
         raise ValueError("emlkit::quantized_layer_norm: gain/bias must have the size of x's innermost dims in memory, "
                          "eps_term >= 1, 0 <= shift <= 30")
     mem = x.permute(order)                    # memory order: rows of n consecutive codes
@@ -167,16 +166,15 @@ def quantized_layer_norm_reference(x: torch.Tensor, gain: torch.Tensor, bias: to
     return out.clamp(-128, 127).to(torch.int8).reshape(mem.shape).permute(back)
 
 
-def _inner_dims(x: torch.Tensor, n: int) -> int:
-    """k such that x's k innermost dims in memory hold n elements, else 0."""
-    order, size = list(x.dim_order()), 1
-    for k in range(1, x.dim() + 1):
-        size *= x.shape[order[-k]]
-        if size == n:
-            return k
-        if size > n:
+def innermost_hold(x: torch.Tensor, n: int) -> bool:
+    """Whether some of x's innermost dims in memory (its dim order) hold exactly n elements: the rows
+    emlkit::quantized_layer_norm normalises (firmware/ops/emlkit_ops.c checks the same at load)."""
+    size = 1
+    for d in reversed(list(x.dim_order())):
+        if size >= n:
             break
-    return 0
+        size *= x.shape[d]
+    return n > 0 and size == n
 
 
 @impl(_lib, "quantized_layer_norm", "CompositeExplicitAutograd")  # type: ignore[misc]

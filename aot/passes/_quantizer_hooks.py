@@ -53,6 +53,20 @@ def matched_key() -> str:
     return PatternMatcher.Q_PATTERN_MATCHED_KEY
 
 
+def retype_edge(src: torch.fx.Node, user: torch.fx.Node, new: Callable[[Any, Any], Any]) -> bool:
+    """Give the edge SRC -> USER the qspec `new(SRC's output qspec, USER's input qspec for SRC)` on both of
+    its ends (one observer); False, and nothing changed, if either end is not annotated or `new` gives None."""
+    out_ann, in_ann = src.meta.get(Q_ANNOTATION_KEY), user.meta.get(Q_ANNOTATION_KEY)
+    if out_ann is None or out_ann.output_qspec is None or in_ann is None or src not in in_ann.input_qspec_map:
+        return False
+    spec = new(out_ann.output_qspec, in_ann.input_qspec_map[src])
+    if spec is None:
+        return False
+    out_ann.output_qspec = spec
+    in_ann.input_qspec_map[src] = spec
+    return True
+
+
 Candidates = Callable[[torch.fx.GraphModule], list[torch.fx.Node]]
 
 

@@ -157,17 +157,18 @@ class Int8LayerNorm:
         read q's order gets one copy back to it."""
         clone = exir_ops.edge.dim_order_ops._clone_dim_order.default
         qorder = list(q.meta["val"].dim_order())
-        if qorder != xorder:
-            for u in list(q.users):
-                if u.target is clone and list(u.kwargs.get("dim_order") or []) == xorder:
-                    u.replace_all_uses_with(new)
-                    g.erase_node(u)
-            if q.users:
-                with g.inserting_after(new):
-                    back = g.call_function(clone, (new,), {"dim_order": qorder})
-                back.meta.update(q.meta)
-                q.replace_all_uses_with(back)
-        q.replace_all_uses_with(new)
+        if qorder == xorder:
+            q.replace_all_uses_with(new)
+            return
+        for u in list(q.users):
+            if u.target is clone and list(u.kwargs.get("dim_order") or []) == xorder:
+                u.replace_all_uses_with(new)
+                g.erase_node(u)
+        if q.users:
+            with g.inserting_after(new):
+                back = g.call_function(clone, (new,), {"dim_order": qorder})
+            back.meta.update(q.meta)
+            q.replace_all_uses_with(back)
 
     def __call__(self, ep: Any) -> Any:
         self.replaced, self.skipped = [], []

@@ -38,13 +38,20 @@ from aot.passes.manager import declare
 _UPSAMPLE = {exir_ops.edge.aten.upsample_nearest2d.vec, exir_ops.edge.aten.upsample_nearest2d.default}
 
 
-def _factors(n: torch.fx.Node) -> tuple[int, int] | None:
+def _int_io(n: torch.fx.Node) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The input and output values of the upsample N when its input is integer (quantized), else None."""
     x = n.args[0]
     xv, yv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None, n.meta.get("val")
-    if not isinstance(xv, torch.Tensor) or not isinstance(yv, torch.Tensor) or xv.dim() != 4:
+    if not isinstance(xv, torch.Tensor) or not isinstance(yv, torch.Tensor) or xv.dtype.is_floating_point:
         return None
-    if xv.dtype.is_floating_point:
+    return xv, yv
+
+
+def _factors(n: torch.fx.Node) -> tuple[int, int] | None:
+    io = _int_io(n)
+    if io is None or io[0].dim() != 4:
         return None
+    xv, yv = io
     (h, w), (oh, ow) = xv.shape[2:], yv.shape[2:]
     if h == 0 or w == 0 or oh % h or ow % w:
         return None
@@ -77,12 +84,10 @@ def torch_indices(op: object, args: tuple, kwargs: dict, h: int, w: int) -> tupl
 
 def index_tables(n: torch.fx.Node) -> tuple[list[int], list[int]] | None:
     """torch_indices of the integer upsample N, or None if N is not one we can number."""
-    x = n.args[0]
-    xv, yv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None, n.meta.get("val")
-    if not isinstance(xv, torch.Tensor) or not isinstance(yv, torch.Tensor) or xv.dim() != 4 or yv.dim() != 4:
+    io = _int_io(n)
+    if io is None or io[0].dim() != 4 or io[1].dim() != 4:
         return None
-    if xv.dtype.is_floating_point:
-        return None
+    xv, yv = io
     op = torch.ops.aten.upsample_nearest2d.vec if n.target is exir_ops.edge.aten.upsample_nearest2d.vec \
         else torch.ops.aten.upsample_nearest2d.default
     tables = torch_indices(op, tuple(n.args[1:]), dict(n.kwargs), xv.shape[2], xv.shape[3])
@@ -96,10 +101,10 @@ def _refuse(n: torch.fx.Node) -> None:
     reference (torch has no int8 channels-last nearest kernel) fails on it."""
     from aot.verify import _source_line
 
-    x = n.args[0]
-    xv, yv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None, n.meta.get("val")
-    if not isinstance(xv, torch.Tensor) or not isinstance(yv, torch.Tensor) or xv.dtype.is_floating_point:
+    io = _int_io(n)
+    if io is None:
         return
+    xv, yv = io
     size = "x".join(map(str, xv.shape[2:])) + " -> " + "x".join(map(str, yv.shape[2:]))
     raise AotError(f"op aten::upsample_nearest2d (node {n.name}, at {_source_line(n)}) cannot be lowered: nearest "
                    f"resizing {size} of a {xv.dim()}-D tensor is not supported on Cortex-M (4-D, fewer than 2^24 "

@@ -25,10 +25,9 @@ from typing import Any
 import torch
 from torchao.quantization.pt2e.observer import ObserverBase, PartialWrapper
 from torchao.quantization.pt2e.quantizer import QuantizationSpec
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from aot.lower.quantizer_steps import WithSteps
-from aot.passes._quantizer_hooks import QuantizerHook
+from aot.passes._quantizer_hooks import QuantizerHook, retype_edge
 from aot.passes.manager import declare
 
 aten = torch.ops.aten
@@ -70,15 +69,9 @@ def floor_inputs(model: torch.fx.GraphModule, record: list[str]) -> None:
         src = hs.args[0]
         if not isinstance(src, torch.fx.Node) or len(src.users) != 1:
             continue  # another user would see the clipped values
-        out_ann, in_ann = src.meta.get(Q_ANNOTATION_KEY), hs.meta.get(Q_ANNOTATION_KEY)
-        if out_ann is None or in_ann is None or src not in in_ann.input_qspec_map:
-            continue
-        new = floored_spec(out_ann.output_qspec)
-        if new is None or in_ann.input_qspec_map[src] != out_ann.output_qspec:
-            continue
-        out_ann.output_qspec = new
-        in_ann.input_qspec_map[src] = new
-        record.append(src.name)
+        # Only where both ends share one plain observer spec: that observer is the one floored.
+        if retype_edge(src, hs, lambda out, inp: floored_spec(out) if inp == out else None):
+            record.append(src.name)
 
 
 @declare("quantizer_hook", ("aten.hardswish",), runs_after=("Int8MatmulOnU55",))

@@ -27,10 +27,9 @@ from typing import Any
 
 import torch
 from torchao.quantization.pt2e.quantizer import FixedQParamsQuantizationSpec
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from aot.lower.quantizer_steps import WithSteps
-from aot.passes._quantizer_hooks import QuantizerHook
+from aot.passes._quantizer_hooks import QuantizerHook, retype_edge
 from aot.passes.manager import declare
 
 aten = torch.ops.aten
@@ -74,23 +73,13 @@ def _fixed(hi: float) -> FixedQParamsQuantizationSpec:
                                         quant_min=-128, quant_max=127, qscheme=torch.per_tensor_affine)
 
 
-def _set_output(n: torch.fx.Node, user: torch.fx.Node, spec: FixedQParamsQuantizationSpec) -> bool:
-    """N's output and USER's input from N quantized by SPEC; False if either is not annotated."""
-    out_ann, in_ann = n.meta.get(Q_ANNOTATION_KEY), user.meta.get(Q_ANNOTATION_KEY)
-    if out_ann is None or out_ann.output_qspec is None or in_ann is None or n not in in_ann.input_qspec_map:
-        return False
-    out_ann.output_qspec = spec
-    in_ann.input_qspec_map[n] = spec
-    return True
-
-
 def fix_ranges(model: torch.fx.GraphModule, record: list[str]) -> None:
     for n in list(model.graph.nodes):
         parts = softmax_parts(n)
         if parts is None:
             continue
         s, r, count = parts
-        if _set_output(s, r, _fixed(float(count))):
+        if retype_edge(s, r, lambda out, inp: _fixed(float(count))):
             record.append(f"{n.name} (N={count})")
 
 
