@@ -122,7 +122,7 @@ def _refuse_wrong_lowering(check: dict[str, Any], target: Target) -> None:
                 f"ExecuTorch's TOSA lowering for {target.name} computes output {i} {steps:g} steps away from the "
                 "quantized model it was given (tosa_reference_model vs the fake-quantized graph), so the NPU would "
                 "give wrong answers (an ExecuTorch 1.5.1 Arm-flow lowering bug our passes do not work around yet; "
-                "README 'Not supported yet'): compile for a cortex-m target")
+                "README 'Not supported yet'): compile for a cortex-m target", EXIT_UNSUPPORTED)
 
 
 def compile_model(

@@ -62,6 +62,22 @@ class DelegateIO:
     outputs: list[torch.Tensor]
 
 
+# Ops that only pick or order elements, which torch's CPU kernels refuse on small integer types
+# (max_pool2d_with_indices on int8 codes: "input_depth * input_height * input_width <= max of integer_t").
+ORDER_OPS_ON_CODES = frozenset({"aten::max_pool2d_with_indices", "aten::adaptive_max_pool2d"})
+
+
+def _on_codes(target: Any, args: Any, kwargs: Any) -> Any:
+    """Run an element-picking op on integer codes in float32, which holds every int8/int16 code exactly."""
+    x = args[0]
+    if not isinstance(x, torch.Tensor) or x.dtype.is_floating_point:
+        return target(*args, **kwargs)
+    out = target(x.to(torch.float32), *args[1:], **kwargs)
+    if isinstance(out, tuple):
+        return (out[0].to(x.dtype), *out[1:])
+    return out.to(x.dtype)
+
+
 class _Interpreter(torch.fx.Interpreter):
     def __init__(self, gm: torch.fx.GraphModule, tosa_graphs: dict[str, bytes]) -> None:
         super().__init__(gm)
@@ -81,6 +97,8 @@ class _Interpreter(torch.fx.Interpreter):
             self.delegate_io.append(DelegateIO(name, list(operands), outs))
             return tuple(outs)
         # What torch.fx.Interpreter.call_function does, with dilated integer convolutions made computable.
+        if str(getattr(getattr(target, "_schema", None), "name", "")) in ORDER_OPS_ON_CODES:
+            return _on_codes(target, args, kwargs)
         return exact_int_conv.call(target, args, kwargs)
 
     def run_node(self, n: torch.fx.Node) -> Any:

@@ -36,14 +36,22 @@ class OpUse:
     source: str
 
 
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent) + "/"
+
+
 def _source_line(node: torch.fx.Node) -> str:
     trace = node.meta.get("stack_trace") or ""
-    # The last 'File ..., line N' frame is the user's line that created the op.
+    # The last 'File ..., line N' frame outside torch is the user's line that created the op, wherever the
+    # user's code is installed (site-packages included); failing that, torch's own line (an nn.Module's).
     frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', trace)
+    inside_torch = None
     for f, line, fn, code in reversed(frames):
-        if "/site-packages/" not in f and "/torch/" not in f and not f.startswith("<"):
+        if f.startswith("<"):
+            continue
+        if not str(Path(f).resolve()).startswith(_TORCH_DIR) and "/torch/" not in f:
             return f"{f}:{line} ({code.strip()})"
-    return "unknown source line"
+        inside_torch = inside_torch or f"{f}:{line} ({code.strip()})"
+    return inside_torch or "unknown source line"
 
 
 def edge_op_name(node: torch.fx.Node) -> str | None:

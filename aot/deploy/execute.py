@@ -304,7 +304,7 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
     elif sim == "auto":
         sim = "fvp"
     from aot.deploy.build import BuildError
-    from aot.deploy.program_image import program_image
+    from aot.deploy.program_image import OpSet, program_image
 
     try:
         img = program_image(b.name, _build_options(kernels, b), _program_file(cres))
@@ -312,6 +312,12 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
         raise AotError(f"firmware image for {b.name} does not build: {err}") from err
     size = _image_size(img)
     from aot.deploy.sim_qemu import SimError
+
+    if not OpSet.of_file(_program_file(cres)).npu:
+        # Nothing was delegated (e.g. a reshape alone): the image is built without the Ethos-U driver, and
+        # the program runs on the CPU with nothing to co-simulate.
+        npu = None
+        label = (label + "; " if label else "") + "no NPU partition: every op on the CPU"
 
     try:
         if sim == "fvp":
@@ -325,8 +331,9 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
 
             sres = run_qemu(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs), npu=npu,
                             etdump=bool(etdump))
-            label = label or f"QEMU + co-simulated {npu} (functional model)"
-            label += "; NPU cycles: Vela estimate"
+            if npu is not None:
+                label = label or f"QEMU + co-simulated {npu} (functional model)"
+                label += "; NPU cycles: Vela estimate"
     except SimError as err:
         raise _sim_error(err) from err
     if getattr(sres, "skip_reason", ""):

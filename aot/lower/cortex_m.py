@@ -14,7 +14,7 @@ from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
 from executorch.backends.cortex_m.target_config import CortexMTargetConfig
 from executorch.exir import to_edge_transform_and_lower
 
-from aot.errors import AotError, cause_chain
+from aot.errors import EXIT_UNSUPPORTED, AotError, cause_chain
 from aot.lower import LowerOptions
 from aot.lower.flow import Flow, run_post_passes
 from aot.targets import Target
@@ -47,6 +47,11 @@ class _CortexM(Flow):
     def prepare(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
                 calibration: list[tuple[torch.Tensor, ...]], options: LowerOptions
                 ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], list[tuple[torch.Tensor, ...]]]:
+        for name, sub in module.named_modules():
+            if any(p.dim() == 5 for p in sub.parameters(recurse=False)):
+                raise AotError(f"layer '{name}' ({type(sub).__name__}) has 5-D weights: 3-D convolutions are not "
+                               "supported on Cortex-M targets (the kernels are 2-D, NHWC); fold the depth dim into "
+                               "the batch or channels and use a 2-D layer", EXIT_UNSUPPORTED)
         if options.explicit_layout:
             return module, inputs, calibration
         # The dim-order flow runs CMSIS-NN's NHWC kernels on channels-last tensors.
@@ -68,7 +73,7 @@ class _CortexM(Flow):
         except Exception as exc:  # ExecuTorch wraps a failing pass in a bare Exception: name the pass and its error
             raise AotError(f"ExecuTorch's Cortex-M lowering failed for {target.name}: {_pass_failure(exc)}; the "
                            "model has an op pattern ExecuTorch 1.5.1 cannot lower for Cortex-M (run with -v for the "
-                           "trace): try an ethos-u target or rewrite that layer") from exc
+                           "trace): try an ethos-u target or rewrite that layer", EXIT_UNSUPPORTED) from exc
         for p in options.program_passes:
             ep = p(ep)
         edge._edge_programs["forward"] = ep

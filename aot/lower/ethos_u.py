@@ -95,26 +95,43 @@ def vela_partitions(edge: Any, workdir: str, target: Target) -> list[VelaPartiti
     with contextlib.suppress(FileNotFoundError), open(os.path.join(workdir, "out.tosa"), "rb") as f:
         last_tosa = f.read()
     parts: list[VelaPartition] = []
+    used: set[bytes] = set()
     for name, module, _ in get_lowered_submodules(edge.exported_program().graph_module):
         if module.backend_id != "EthosUBackend":
             continue
-        tags = {n.meta.get("delegation_tag") for n in module.original_module.graph_module.graph.nodes} - {None, ""}
-        if len(tags) != 1 or next(iter(tags)) not in dumps:
-            raise AotError(f"internal: no TOSA graph dumped for delegate {name} (tags {sorted(tags)}, dumps "
-                           f"{sorted(dumps)})", EXIT_INTERNAL)
-        tosa = dumps[next(iter(tags))]
         blob = bytes(module.processed_bytes)
-        if tosa == last_tosa:
-            summary = _vela_summary_csv(os.path.join(workdir, "output"))
+        # The partition's own ops carry its tag; a placeholder fed by an earlier partition keeps that one's.
+        tags = {n.meta.get("delegation_tag") for n in module.original_module.graph_module.graph.nodes
+                if n.op == "call_function"} - {None, ""}
+        tag = next(iter(tags)) if len(tags) == 1 else None
+        if tag in dumps and dumps[tag] == last_tosa:
+            tosa, summary = last_tosa, _vela_summary_csv(os.path.join(workdir, "output"))
         else:
-            with tempfile.TemporaryDirectory(prefix="aot_vela_part_") as tmp:
-                again = vela_compile(tosa, list(compile_spec(target, tmp).compiler_flags), intermediate_path=tmp)
-                summary = _vela_summary_csv(os.path.join(tmp, "output"))
-            if bytes(again.processed_bytes) != blob:
-                raise AotError(f"internal: Vela compiled delegate {name}'s TOSA graph to a different blob on a "
-                               "second run", EXIT_INTERNAL)
+            # ExecuTorch names a dump by the first tag its Arm passes left in the graph, which may be none
+            # (output_<spec>.tosa) or a neighbour's: try the tagged dump first, then every other one, and keep
+            # the graph Vela compiles to this delegate's blob.
+            ordered = ([dumps[tag]] if tag in dumps else []) + [d for d in [*dumps.values(), last_tosa]
+                                                                  if d and d not in used]
+            found = next(((t, summ) for t in dict.fromkeys(ordered) if (summ := _recompiled(t, blob, target))), None)
+            if found is None:
+                raise AotError(f"internal: no dumped TOSA graph compiles to delegate {name}'s blob (tags "
+                               f"{sorted(tags)}, dumps {sorted(dumps)})", EXIT_INTERNAL)
+            tosa, summary = found
+        used.add(tosa)
         parts.append(VelaPartition(tosa, summary, blob))
     return parts
+
+
+def _recompiled(tosa: bytes, blob: bytes, target: Target) -> dict[str, str] | None:
+    """Vela's summary for TOSA when Vela compiles it to BLOB (it is deterministic), else None."""
+    with tempfile.TemporaryDirectory(prefix="aot_vela_part_") as tmp:
+        try:
+            again = vela_compile(tosa, list(compile_spec(target, tmp).compiler_flags), intermediate_path=tmp)
+        except Exception:  # another partition's graph may not even compile alone: it is not this one
+            return None
+        if bytes(again.processed_bytes) != blob:
+            return None
+        return _vela_summary_csv(os.path.join(tmp, "output")) or {"matched": "1"}
 
 
 def compile_spec(target: Target, workdir: str) -> EthosUCompileSpec:

@@ -3,7 +3,8 @@ steps every flow shares (our passes around torchao's prepare/calibrate/convert).
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import torch
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
@@ -12,9 +13,23 @@ from aot.errors import EXIT_UNSUPPORTED, AotError
 from aot.lower import LowerOptions, apply_quantizer_hooks
 
 
+@contextlib.contextmanager
+def _no_fused_attention() -> Iterator[None]:
+    """nn.MultiheadAttention and nn.TransformerEncoderLayer take a fused fast path in eval mode without grad
+    (aten::_native_multi_head_attention, aten::_transformer_encoder_layer_fwd): single ops no backend lowers or
+    quantizes. PyTorch's public switch makes them export as the matmuls, softmax and layer norms they are."""
+    was = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(was)
+
+
 def export_module(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.export.ExportedProgram:
     try:
-        return torch.export.export(module, inputs, strict=True)
+        with _no_fused_attention():
+            return torch.export.export(module, inputs, strict=True)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AotError(

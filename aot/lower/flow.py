@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import re
+import traceback
 from typing import Any, Iterator
 
 import torch
@@ -40,13 +43,43 @@ class Flow:
 
     def lower(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
               calibration: list[tuple[torch.Tensor, ...]], target: Target, options: LowerOptions) -> Lowered:
-        with self.workspace(target, options) as ws:
-            module, inputs, calibration = self.prepare(module, inputs, calibration, options)
-            bind_passes(options, target)
-            quantized = quantize(module, inputs, calibration, self.quantizer(ws, target, options), target, options)
-            edge, extra = self.to_edge(ws, export_module(quantized, inputs), target, options)
-            run_program_checks(options, edge)
+        try:
+            with self.workspace(target, options) as ws:
+                module, inputs, calibration = self.prepare(module, inputs, calibration, options)
+                bind_passes(options, target)
+                quantized = quantize(module, inputs, calibration, self.quantizer(ws, target, options), target,
+                                     options)
+                edge, extra = self.to_edge(ws, export_module(quantized, inputs), target, options)
+                run_program_checks(options, edge)
+        except AotError:
+            raise
+        except Exception as exc:
+            if not raised_outside_toolkit(exc):
+                raise  # our own bug: an internal error with its traceback under -v
+            raise AotError(f"ExecuTorch's lowering for {target.name} failed: {failure_line(exc)}; the model has an "
+                           "op or pattern the quantizer or lowering of ExecuTorch 1.5.1 cannot handle for this target "
+                           "(-v shows the trace): rewrite that layer or try another target", EXIT_UNSUPPORTED) from exc
         return Lowered(edge=edge, inputs=inputs, quantized=quantized, extra={**extra, **pass_reports(options)})
+
+
+_TOOLKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def raised_outside_toolkit(exc: BaseException) -> bool:
+    """True when the innermost error was raised by code outside this toolkit (ExecuTorch, torch, torchao)."""
+    inner = cause_chain(exc, context=True)[-1]
+    frames = traceback.extract_tb(inner.__traceback__)
+    return bool(frames) and not os.path.abspath(frames[-1].filename).startswith(_TOOLKIT_DIR + os.sep)
+
+
+def failure_line(exc: BaseException) -> str:
+    """'<Type>: <first line>' of the innermost error, with the graph node torch.fx names when it names one."""
+    chain = cause_chain(exc, context=True)
+    inner = chain[-1]
+    text = str(inner).strip()
+    first = text.splitlines()[0] if text else ""
+    node = next((m.group(1) for e in chain if (m := re.search(r"While executing %(\w+)", str(e)))), None)
+    return f"{type(inner).__name__}: {first[:300]}" + (f" (at node {node})" if node else "")
 
 
 def run_post_passes(edge: Any, passes: list[Any]) -> Any:
