@@ -7,7 +7,7 @@ For each model (default: mobilenet_v2) the script compiles it for cortex-m55, ta
 conv / depthwise / fully connected / add / mul / average and max pool layer from the program (shapes,
 strides, pads, offsets, multipliers and shifts, activation ranges, weights, biases, kernel sums),
 builds one Corstone-300 image with our kernels and CMSIS-NN compiled from the checkout you pass (the
-flags of ../shared/NOTES.md: -mcpu=cortex-m55 -Ofast, ARM_MATH_MVEI and ARM_MATH_DSP), runs both on the
+flags -mcpu=cortex-m55 -Ofast, ARM_MATH_MVEI and ARM_MATH_DSP), runs both on the
 same random inputs under QEMU (-icount: instructions) in one run, checks the outputs byte for byte,
 and prints per-layer, per-class and whole-model ratios (table, JSON, plot).
 
@@ -17,8 +17,8 @@ DSP-extension kernels and CMSIS-NN's DSP-only variant (ARM_MATH_DSP, no MVE). --
 the same for the Cortex-M33 (Armv8-M Mainline with the DSP extension) on mps2-an505
 (-mcpu=cortex-m33 -mfpu=fpv5-sp-d16 -mfloat-abi=hard, the board's start-up and link script).
 
-Without --cmsis-nn it prints the CMSIS-NN figures recorded in ../shared/NOTES.md, labelled as stored
-figures from 2026-12-03, next to nothing measured: fetch CMSIS-NN (outside this repository) to measure.
+--cmsis-nn is required: fetch CMSIS-NN yourself, outside this repository, and pass its path. Nothing
+is printed that this run did not measure.
 """
 
 from __future__ import annotations
@@ -48,8 +48,6 @@ F = {n: i for i, n in enumerate(
 # --core: (compile target, board, QEMU machine)
 CORES = {"cortex-m55": ("cortex-m55", "corstone-300", "mps3-an547"), "cortex-m4": ("cortex-m4", "mps2-an386", "mps2-an386"),
          "cortex-m33": ("cortex-m33", "mps2-an505", "mps2-an505")}
-# Stored figures (../shared/NOTES.md, measured 2026-12-03 on the 64 kernel layers of mobilenet_v2): a fallback only.
-STORED = {"ours": 11_543_280, "cmsis": 12_458_466, "date": "2026-12-03"}
 
 
 @dataclass
@@ -336,10 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if args.cmsis_nn is None:
-        print("no --cmsis-nn checkout given: nothing measured. Stored figures (../shared/NOTES.md, measured "
-              f"{STORED['date']}, not this run): mobilenet_v2 64 layers, ours {STORED['ours']:,}, CMSIS-NN "
-              f"{STORED['cmsis']:,} instructions ({STORED['ours'] / STORED['cmsis']:.3f}x).")
-        return 0
+        print("error: no --cmsis-nn checkout given: fetch CMSIS-NN outside this repository and pass its path "
+              "(--cmsis-nn /path/to/CMSIS-NN)", file=sys.stderr)
+        return 2
     if not (args.cmsis_nn / "Include" / "arm_nnfunctions.h").is_file():
         print(f"error: {args.cmsis_nn} is not a CMSIS-NN checkout (no Include/arm_nnfunctions.h)", file=sys.stderr)
         return 2

@@ -1,8 +1,7 @@
 """Instructions per call of the cortex_m:: kernels under QEMU (-icount shift=0),
-portable C vs Helium (MVE), on the reference shapes of NOTES.md and on MobileNetV2's
-hardest shapes. The CMSIS-NN column holds figures recorded on 2026-12-03 (../shared/NOTES.md),
-labelled as stored, not measured by this script: scripts/bench_cmsis_nn.py --cmsis-nn PATH
-builds CMSIS-NN and measures both side by side in one run.
+portable C vs Helium (MVE), on a set of reference shapes and on MobileNetV2's hardest
+shapes. For CMSIS-NN beside ours, scripts/bench_cmsis_nn.py --cmsis-nn PATH builds a
+CMSIS-NN checkout you fetched and measures both side by side in one run.
 
 Builds tests/mve_selftest with -DBENCH twice: for cortex-m55 (portable `_ref`
 and `_mve` in one image; GCC may auto-vectorise the portable code there) and
@@ -23,23 +22,10 @@ from aot.deploy.boards import REPO_ROOT as ROOT
 
 log = logging.getLogger("bench_kernels")
 
-# CMSIS-NN v7 (GCC 12.2, -Ofast) on the same QEMU model, instructions per call
-# (NOTES.md). The LUT figure is per element x 8192 elements.
-CMSIS_MVE = {
-    "conv3x3_16x16x16_32": 387_477,
-    "dwconv3x3_25x5x64": 166_872,
-    "conv1x1_25x5x64_64": 202_875,
-    "fc_640_128": 40_158,
-    "add_8192": 112_727,
-    "avgpool_8x8x64": 5_016,
-    "softmax_1x1000": 553_469,  # CMSIS-NN has no MVE softmax with GCC 12: scalar figure
-    "lut_8192": round(0.31 * 8192),
-}
-CMSIS_C = {"conv3x3_16x16x16_32": 3_288_172, "lut_8192": 5 * 8192}
 NOTES = {
     "avgpool_8x8x64": "global 8x8 window; float32 sums in the reference's order (bit-exact), so no integer shortcut",
     "softmax_1x1000": "float32 like the reference; no MVE variant",
-    "fc_640_128": "kernel_sum form; CMSIS adds 36,906 once for kernel sums",
+    "fc_640_128": "kernel_sum form",
 }
 
 
@@ -80,24 +66,16 @@ def main() -> int:
         log.error("bench_kernels: no BENCH lines in the output:\n%s", runs["mve"].stdout)
         return 1
     log.info("QEMU mps3-an547, -icount shift=0 (calibration: %s)", calib)
-    log.info("CMSIS-NN column: stored figures from ../shared/NOTES.md (2026-12-03), not measured here; "
-             "scripts/bench_cmsis_nn.py --cmsis-nn PATH measures side by side")
-    hdr = f"{'kernel':26} {'pure C':>10} {'C (M55)':>10} {'MVE':>10} {'C/MVE':>7} {'CMSIS (st.)':>11} {'MVE/CMSIS':>9}  note"
+    hdr = f"{'kernel':26} {'pure C':>10} {'C (M55)':>10} {'MVE':>10} {'C/MVE':>7}  note"
     log.info(hdr)
     log.info("-" * len(hdr))
     for name, (ref, mve) in mve_rows.items():
         pure = c_rows.get(name, (None, None))[0]
-        best = mve if mve is not None else ref
-        cm = CMSIS_MVE.get(name)
-        ratio = f"{best / cm:9.2f}" if cm else f"{'':9}"
         speedup = f"{pure / mve:7.1f}" if (mve and pure and pure > 0) else f"{'':7}"
         note = NOTES.get(name, "")
-        if name in CMSIS_C and pure and pure > 0:
-            note = (note + "; " if note else "") + f"pure C / CMSIS C = {pure / CMSIS_C[name]:.2f}"
         pure_s = f"{pure:,}" if pure and pure > 0 else "-"
         ref_s = f"{ref:,}" if ref >= 0 else "-"
-        log.info(f"{name:26} {pure_s:>10} {ref_s:>10} {('-' if mve is None else f'{mve:,}'):>10} {speedup} "
-                 f"{(f'{cm:,}' if cm else '-'):>11} {ratio}  {note}")
+        log.info(f"{name:26} {pure_s:>10} {ref_s:>10} {('-' if mve is None else f'{mve:,}'):>10} {speedup}  {note}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The runner's one-line JSON result (see /work/shared/LAYOUT.md), parsed.
+"""The runner's one-line JSON result (format: docs/result-line.md), parsed.
 
 Every board's runner prints exactly one line like
   {"status": "pass", "cases": 1, "outputs": [{"max_abs": 0.0, "max_steps": 0}],

@@ -1,4 +1,4 @@
-/* Start-up for the MVE self-test image (recipe in /work/shared/NOTES.md):
+/* Start-up for the MVE self-test image (the same recipe as boards/common/cortexm):
  * enable the FPU/MVE coprocessors, copy .data, zero .bss, open the
  * semihosting handles, run constructors, then exit(main()). */
 #include <stdint.h>
