@@ -1,4 +1,4 @@
-"""`emlkit` (or `python -m aot`): compile | run | export | inspect | flash | models | suite. Argument parsing only."""
+"""`emlkit` (or `python -m aot`): compile | run | export | inspect | flash | models | suite | opsuite. Argument parsing only."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", metavar="PATH", help=".pt file with a list of input tuples (default: ModelInputs)")
     p.add_argument("--no-lut-fusion", action="store_true", help="keep pointwise chains as separate ops")
     p.add_argument("--explicit-layout", action="store_true", help="Cortex-M explicit-layout lowering (NHWC variants)")
-    p.add_argument("--allow-float", action="store_true", help="warn instead of failing on float islands")
+    p.add_argument("--allow-float", action="store_true",
+                   help="run ops that have no int8 kernel in float on the device (between dequantize and quantize) "
+                        "instead of refusing the model; the run reports each float op and its share of the count")
     p.add_argument("--per-channel-linear", choices=["auto", "all", "off"], default="all",
                    help="Cortex-M: quantize Linear weights per output channel as 1x1 convs "
                         "(all, the default: every layer, the NPU flow's accuracy; auto: only where it is cheap or "
@@ -160,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
                        add_help=False)
     s.add_argument("suite_args", nargs=argparse.REMAINDER)
     s.set_defaults(func=cmd_suite)
+    from aot.opsuite import add_parser as add_opsuite
+
+    add_opsuite(sub)
     return ap
 
 

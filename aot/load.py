@@ -35,16 +35,19 @@ def _as_input_tuple(obj: object, what: str) -> tuple[torch.Tensor, ...]:
 
 
 def load_model(spec: str) -> LoadedModel:
-    """MODEL is a zoo name or a path to a .py file defining ModelUnderTest and ModelInputs."""
+    """MODEL is a zoo name, a path to a .py file defining ModelUnderTest and ModelInputs, or a case file (.pt)
+    holding the dict {"ModelUnderTest": module, "ModelInputs": tuple} (`emlkit opsuite` writes them)."""
     path = Path(spec)
     if spec in models.ZOO:
         zm = models.build(spec)
         src = Path(models.__file__).parent / f"{spec}.py"
         return LoadedModel(spec, zm.module, zm.inputs, spec, hashlib.sha256(src.read_bytes()).hexdigest()[:16])
+    if path.suffix == ".pt":
+        return _load_case_file(spec, path)
     if path.suffix != ".py":
         raise AotError(
-            f"unknown model '{spec}': give a zoo name ({', '.join(models.ZOO)}) "
-            "or a path to a .py file defining ModelUnderTest and ModelInputs"
+            f"unknown model '{spec}': give a zoo name ({', '.join(models.ZOO)}), "
+            "a path to a .py file defining ModelUnderTest and ModelInputs, or a .pt case file"
         )
     if not path.is_file():
         raise AotError(f"model file not found: {spec}")
@@ -57,19 +60,47 @@ def load_model(spec: str) -> LoadedModel:
         loader.loader.exec_module(module)
     except Exception as exc:  # user code: report, don't crash
         raise AotError(f"model file {spec} failed to import: {type(exc).__name__}: {exc}") from exc
-    missing = [a for a in ("ModelUnderTest", "ModelInputs") if not hasattr(module, a)]
+    return _model_from(spec, path, vars(module), "model file", "add `ModelUnderTest = MyModule()` and "
+                       "`ModelInputs = (example_tensor, ...)`")
+
+
+def _model_from(spec: str, path: Path, found: dict[str, object], what: str, hint: str) -> LoadedModel:
+    """The LoadedModel of a model file's or case file's ModelUnderTest and ModelInputs."""
+    missing = [a for a in ("ModelUnderTest", "ModelInputs") if a not in found]
     if missing:
-        raise AotError(
-            f"model file {spec} does not define {' and '.join(missing)}: add `ModelUnderTest = MyModule()` "
-            "and `ModelInputs = (example_tensor, ...)`"
-        )
-    net = module.ModelUnderTest
+        raise AotError(f"{what} {spec} does not define {' and '.join(missing)}: {hint}")
+    net = found["ModelUnderTest"]
     if isinstance(net, type) and issubclass(net, torch.nn.Module):
         net = net()
     if not isinstance(net, torch.nn.Module):
         raise AotError(f"ModelUnderTest in {spec} must be a torch.nn.Module, got {type(net).__name__}")
-    inputs = _as_input_tuple(module.ModelInputs, f"ModelInputs in {spec}")
+    inputs = _as_input_tuple(found["ModelInputs"], f"ModelInputs in {spec}")
     return LoadedModel(path.stem, net.eval(), inputs, str(path), hashlib.sha256(path.read_bytes()).hexdigest()[:16])
+
+
+def _load_case_file(spec: str, path: Path) -> LoadedModel:
+    """A case file: torch.save of {"ModelUnderTest": module, "ModelInputs": tuple}. Loading unpickles the
+    module, which imports the module that defines its class: run only case files you trust, as model files."""
+    if not path.is_file():
+        raise AotError(f"case file not found: {spec}")
+    try:
+        data = torch.load(path, weights_only=False)
+    except (ImportError, AttributeError) as exc:  # the pickled class's module or name is gone
+        raise AotError(f"case file {spec}: the class of its model cannot be found here ({type(exc).__name__}: "
+                       f"{_first_line(exc)}); the module defining it must be importable") from None
+    except Exception as exc:
+        raise AotError(f"case file {spec} is not a torch .pt file ({type(exc).__name__}: {_first_line(exc)}); save "
+                       "the dict {'ModelUnderTest': module, 'ModelInputs': tuple} with torch.save") from None
+    if not isinstance(data, dict):
+        raise AotError(f"case file {spec} holds a {type(data).__name__}, not the dict "
+                       "{'ModelUnderTest': module, 'ModelInputs': tuple}")
+    return _model_from(spec, path, data, "case file", "save the dict {'ModelUnderTest': module, "
+                       "'ModelInputs': tuple} with torch.save")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no message"
 
 
 def load_calibration(path: str | None, example: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, ...]]:
