@@ -325,10 +325,10 @@ def _conv(kind: str, nhwc: bool) -> Callable[[Args], None]:
 
 
 def _add(a: Args) -> None:
-    for i, name, lo, hi in ((1, "self_zero_point", -128, 127), (2, "self_multiplier", 0, INT32_MAX),
+    for i, name, lo, hi in ((1, "self_zero_point", -128, 127), (2, "self_multiplier", INT32_MIN, INT32_MAX),
                             (3, "self_shift", -31, 31), (5, "other_zero_point", -128, 127),
-                            (6, "other_multiplier", 0, INT32_MAX), (7, "other_shift", -31, 31),
-                            (8, "output_zero_point", -128, 127), (9, "output_multiplier", 0, INT32_MAX),
+                            (6, "other_multiplier", INT32_MIN, INT32_MAX), (7, "other_shift", -31, 31),
+                            (8, "output_zero_point", -128, 127), (9, "output_multiplier", INT32_MIN, INT32_MAX),
                             (10, "output_shift", -31, 31)):
         check_int(a, i, name, lo, hi)
     check_act(a, check_int(a, 11, "activation_min", -128, 127), check_int(a, 12, "activation_max", -128, 127))
@@ -798,6 +798,404 @@ _ATEN.update({
     "dim_order_ops::_clone_dim_order.default": ("out", "dim_order_ops::_clone_dim_order", _dim_order_copy(False)),
     "dim_order_ops::_to_dim_order_copy.default": ("out", "dim_order_ops::_to_dim_order_copy", _dim_order_copy(True)),
 })
+# ----------------------------------------------------------------- the float32 kernels (aten_float_*.c)
+# Their prepare functions check argument kinds, dtypes, dims and a few geometry limits; the dtypes
+# (FMT_DTYPE: "self must be float32, got int8") and those limits are mirrored here, in the C order.
+FMT_CONV3D = "%s: 3-D convolution (5-D input) is not supported; 1-D and 2-D are"
+FMT_CONV_RANK = "%s: input and weight must be 3-D or 4-D (1-D or 2-D convolution), got %u-D and %u-D"
+FMT_WORD = "%s: argument %u must be '%s' or '%s'"
+FMT_DECIMALS = "%s: decimals %lld outside [-30, 30]"
+FMT_DUP_DIM = "%s: dim %u appears twice"
+FMT_DTYPE_ARG = "%s: dtype argument differs from the output's %s"
+FMT_NO_STATS = "%s: training=False without running statistics"
+FMT_MASK_INDEX = "%s: boolean mask indices are not supported"
+FMT_INDEX_TENSORS = "%s: more than %d index tensors"
+FMT_DIVISOR = "%s: divisor_override must be None or a nonzero int"
+FMT_BAG_MODE = "%s: mode %lld is not sum, mean or max"
+FMT_POOL_RANK = "%s: input must be 3-D or 4-D, got %u-D"
+FMT_UPSAMPLE_4D = "%s: input must be 4-D, got %u-D"
+MAX_INDEX_TENSORS = 4   # aten_float_index.c (AF_MAX_OPS - 1)
+
+_I64 = SCALAR_TYPE[torch.int64]
+_FLT = (F32,)
+_FLT_INT = (F32, *INT_CODES)
+_INTS_NO_BOOL = tuple(c for c in INT_CODES if c != SCALAR_TYPE[torch.bool])
+W_F32, W_ANY, W_INT = "float32", "float32, an integer or bool", "an integer or bool"
+
+
+def _nth(a: Args, i: int | str, k: int = 0) -> Any:
+    """Tensor i (or "out"), output k of a node with several (max_pool2d_with_indices: values, indices)."""
+    t = a.tensor(i)
+    return t[k] if isinstance(t, (tuple, list)) else (t if k == 0 else None)
+
+
+def _want(a: Args, t: Any, name: str, codes: Sequence[int], want: str) -> None:
+    """aten_float.h af_dtype."""
+    if isinstance(t, torch.Tensor) and SCALAR_TYPE.get(t.dtype, -1) not in codes:
+        _fail(FMT_DTYPE, a.op, name, want, _dtype_name(SCALAR_TYPE.get(t.dtype, -1)))
+
+
+def _is_tensor(a: Args, i: int) -> bool:
+    return isinstance(a.tensor(i), torch.Tensor)
+
+
+def _same(a: Args, t: Any, out: Any) -> None:
+    if isinstance(t, torch.Tensor) and isinstance(out, torch.Tensor) and t.dtype != out.dtype:
+        _fail(FMT_IO_DTYPE, a.op, _dtype_name(SCALAR_TYPE.get(t.dtype, -1)), _dtype_name(SCALAR_TYPE.get(out.dtype, -1)))
+
+
+def _dims(a: Args, dims: Any, rank: int) -> None:
+    """aten_float_reduce.c red_mask / flip's dims: in range, no repeats."""
+    seen: set[int] = set()
+    for d in ([dims] if isinstance(dims, int) else dims or []):
+        k = _aten_dim(a, int(d), rank)
+        if k in seen:
+            _fail(FMT_DUP_DIM, a.op, k)
+        seen.add(k)
+
+
+# unary ops: dtype rule (aten_float_unary.c k_info), "f32", "f32int", "int" or "any"
+_UNARY = {"abs": "f32int", "neg": "f32int", "exp": "f32", "expm1": "f32", "log": "f32", "log2": "f32", "log10": "f32",
+          "log1p": "f32", "sqrt": "f32", "rsqrt": "f32", "reciprocal": "f32", "ceil": "f32int", "floor": "f32int",
+          "round": "f32int", "trunc": "f32int", "sign": "f32int", "erf": "f32", "gelu": "f32", "elu": "f32",
+          "leaky_relu": "f32", "hardswish": "f32", "hardsigmoid": "f32", "silu": "f32", "softplus": "f32",
+          "threshold": "f32", "bitwise_not": "int", "logical_not": "any"}
+
+
+def _float_unary(rule: str, word: int | None = None, decimals: bool = False) -> Callable[[Args], None]:
+    def check(a: Args) -> None:
+        if word is not None and a.values[word] not in ("none", "tanh"):
+            _fail(FMT_WORD, a.op, word, "none", "tanh")
+        if decimals and not -30 <= int(a.values[1]) <= 30:
+            _fail(FMT_DECIMALS, a.op, int(a.values[1]))
+        x, out = a.tensor(0), a.tensor("out")
+        if rule == "f32":
+            _want(a, x, "self", _FLT, W_F32)
+            _want(a, out, "out", _FLT, W_F32)
+        elif rule == "any":
+            _want(a, x, "self", _FLT_INT, W_ANY)
+            _want(a, out, "out", _FLT_INT, W_ANY)
+        else:
+            _want(a, x, "self", INT_CODES if rule == "int" else _FLT_INT, W_INT if rule == "int" else W_ANY)
+            if x.dtype != out.dtype:
+                _fail(FMT_UN_DTYPES, a.op)
+    return check
+
+
+def _glu(a: Args) -> None:
+    _aten_dim(a, int(a.values[1]), a.tensor(0).dim())
+    _want(a, a.tensor(0), "self", _FLT, W_F32)
+    _want(a, a.tensor("out"), "out", _FLT, W_F32)
+
+
+def _float_binary(kind: str, mode: bool = False) -> Callable[[Args], None]:
+    """aten_float_binary.c binary_prepare: kind "arith" (float32 or integer output), "float" (pow, atan2), "cmp"
+    (comparisons and logical ops) or "bitwise"."""
+    def check(a: Args) -> None:
+        out = a.tensor("out")
+        oc = SCALAR_TYPE.get(out.dtype, -1)
+        if kind == "bitwise":
+            _want(a, out, "out", INT_CODES, W_INT)
+        elif kind == "float":
+            _want(a, out, "out", _FLT, W_F32)
+        else:
+            _want(a, out, "out", _FLT_INT, W_ANY)
+        for i, name in ((0, "self"), (1, "other")):
+            if not _is_tensor(a, i):
+                continue
+            t = a.tensor(i)
+            if kind == "cmp":
+                _want(a, t, name, _FLT_INT, W_ANY)
+            elif kind == "bitwise":
+                _want(a, t, name, INT_CODES, W_INT)
+            elif kind == "float" or oc == F32:
+                _want(a, t, name, _FLT, W_F32)
+            else:
+                _want(a, t, name, INT_CODES, "an integer (the output is)")
+        if mode:
+            rm = a.values[2]
+            if rm not in (None, "trunc", "floor"):
+                _fail(FMT_WORD, a.op, 2, "trunc", "floor")
+            if rm is None and oc != F32:
+                _fail(FMT_BIN_INT_DIV, a.op)
+    return check
+
+
+def _where(a: Args) -> None:
+    _want(a, a.tensor(0), "condition", (SCALAR_TYPE[torch.bool], 0), "bool or uint8")
+    out = a.tensor("out")
+    for i in (1, 2):
+        if _is_tensor(a, i) and a.tensor(i).dtype != out.dtype:
+            _fail(FMT_IO_DTYPE, a.op, _dtype_name(_dtype_code(a, i)), _dtype_name(_dtype_code(a, "out")))
+
+
+def _clamp_tensor(a: Args) -> None:
+    _want(a, a.tensor(0), "self", _FLT, W_F32)
+    _want(a, a.tensor("out"), "out", _FLT, W_F32)
+    for i, name in ((1, "min"), (2, "max")):
+        if _is_tensor(a, i):
+            _want(a, a.tensor(i), name, _FLT, W_F32)
+
+
+def _float_reduce(kind: str, dim: int | None, dtype_arg: int | None = None) -> Callable[[Args], None]:
+    """aten_float_reduce.c reduce_prepare / red_dtypes: kind "sum" (sum, prod), "mean" (mean, var), "arg" (argmax,
+    argmin), "ext" (amax, amin, max/min over a dim), "median", "any"."""
+    def check(a: Args) -> None:
+        x, out, idx = a.tensor(0), _nth(a, "out", 0), _nth(a, "out", 1)
+        if dim is not None:
+            _dims(a, a.values[dim], x.dim())
+        if dtype_arg is not None and len(a.values) > dtype_arg and a.values[dtype_arg] is not None \
+                and a.values[dtype_arg] != out.dtype:
+            _fail(FMT_DTYPE_ARG, a.op, _dtype_name(SCALAR_TYPE.get(out.dtype, -1)))
+        ints_ok = kind not in ("mean", "median")
+        _want(a, x, "self", _FLT_INT if ints_ok else _FLT, W_ANY if ints_ok else W_F32)
+        if kind == "arg":
+            _want(a, out, "out", (_I64,), "int64")
+            return
+        if idx is not None:
+            _want(a, idx, "indices", (_I64,), "int64")
+        if kind == "any":
+            _want(a, out, "out", (SCALAR_TYPE[torch.bool], 0), "bool or uint8")
+        elif kind == "sum":
+            flt = x.dtype == torch.float32
+            _want(a, out, "out", _FLT if flt else (_I64, I32), W_F32 if flt else "int64 or int32")
+        elif out.dtype != x.dtype:
+            _fail(FMT_IO_DTYPE, a.op, _dtype_name(SCALAR_TYPE.get(x.dtype, -1)), _dtype_name(SCALAR_TYPE.get(out.dtype, -1)))
+    return check
+
+
+def _cumsum(a: Args) -> None:
+    x, out = a.tensor(0), a.tensor("out")
+    _aten_dim(a, int(a.values[1]), x.dim())
+    if len(a.values) > 2 and a.values[2] is not None and a.values[2] != out.dtype:
+        _fail(FMT_DTYPE_ARG, a.op, _dtype_name(SCALAR_TYPE.get(out.dtype, -1)))
+    _want(a, x, "self", _FLT_INT, W_ANY)
+    flt = x.dtype == torch.float32
+    _want(a, out, "out", _FLT if flt else (_I64,), W_F32 if flt else "int64")
+
+
+def _log_softmax(a: Args) -> None:
+    _aten_dim(a, int(a.values[1]), a.tensor(0).dim())
+    _want(a, a.tensor(0), "self", _FLT, W_F32)
+    _want(a, a.tensor("out"), "out", _FLT, W_F32)
+
+
+def _norm(affine: tuple[int, ...], training: int | None = None) -> Callable[[Args], None]:
+    """native_layer_norm, native_group_norm and the batch norms: float32 input, output and parameters."""
+    def check(a: Args) -> None:
+        _want(a, a.tensor(0), "input", _FLT, W_F32)
+        _want(a, _nth(a, "out", 0), "out", _FLT, W_F32)
+        for i in affine:
+            if _is_tensor(a, i):
+                _want(a, a.tensor(i), "weight" if (i - affine[0]) % 2 == 0 else "bias", _FLT, W_F32)
+        if training is not None and not a.values[training]:
+            _fail(FMT_NO_STATS, a.op)
+    return check
+
+
+def _conv(a: Args) -> None:
+    x, w = a.tensor(0), a.tensor(1)
+    if x.dim() == 5:
+        _fail(FMT_CONV3D, a.op)
+    if x.dim() not in (3, 4) or w.dim() != x.dim():
+        _fail(FMT_CONV_RANK, a.op, x.dim(), w.dim())
+    for i, name in ((0, "input"), (1, "weight"), ("out", "out"), (2, "bias")):
+        if i == "out" or _is_tensor(a, i):   # type: ignore[arg-type]
+            _want(a, a.tensor(i), name, _FLT, W_F32)
+
+
+def _matmul(names: tuple[tuple[int | str, str], ...]) -> Callable[[Args], None]:
+    def check(a: Args) -> None:
+        for i, name in names:
+            if i == "out" or _is_tensor(a, i):   # type: ignore[arg-type]
+                _want(a, a.tensor(i), name, _FLT, W_F32)
+    return check
+
+
+def _pool(kind: str) -> Callable[[Args], None]:
+    """aten_float_pool.c: kind "max", "avg", "amax" (adaptive max), "aavg", "bilinear", "nearest"."""
+    def check(a: Args) -> None:
+        x, out = a.tensor(0), _nth(a, "out", 0)
+        if kind in ("max", "amax"):
+            _want(a, x, "self", (F32, *_INTS_NO_BOOL), "float32 or an integer")
+            _same(a, x, out)
+            _want(a, _nth(a, "out", 1), "indices", (_I64,), "int64")
+        elif kind == "nearest":
+            _same(a, x, out)
+        else:
+            _want(a, x, "input" if kind == "bilinear" else "self", _FLT, W_F32)
+            _want(a, out, "out", _FLT, W_F32)
+        if kind == "avg" and len(a.values) > 6 and a.values[6] is not None and int(a.values[6]) == 0:
+            _fail(FMT_DIVISOR, a.op)
+        if kind in ("max", "avg"):
+            k = list(a.values[1])
+            k = k * 2 if len(k) == 1 else k
+            p = list(a.values[3]) if a.values[3] is not None else [0]
+            p = p * 2 if len(p) == 1 else p
+            if p[0] > k[0] // 2 or p[1] > k[1] // 2:
+                _fail(FMT_POOL_PADDING, a.op)
+        if kind in ("bilinear", "nearest"):
+            if x.dim() != 4:
+                _fail(FMT_UPSAMPLE_4D, a.op, x.dim())
+        elif x.dim() not in (3, 4):
+            _fail(FMT_POOL_RANK, a.op, x.dim())
+    return check
+
+
+def _val(v: Any) -> Any:
+    return v.meta.get("val") if isinstance(v, torch.fx.Node) else v
+
+
+def _index_tensors(a: Args, i: int) -> None:
+    n = 0
+    for v in a.values[i]:
+        t = _val(v)
+        if not isinstance(t, torch.Tensor):
+            continue
+        if t.dtype in (torch.bool, torch.uint8):
+            _fail(FMT_MASK_INDEX, a.op)
+        _want(a, t, "indices", (_I64, I32), "int64 or int32")
+        if n == MAX_INDEX_TENSORS:
+            _fail(FMT_INDEX_TENSORS, a.op, MAX_INDEX_TENSORS)
+        n += 1
+
+
+def _data(kind: str) -> Callable[[Args], None]:
+    """aten_float_index.c: the copies (out of self's dtype), index ops, creation ops."""
+    def check(a: Args) -> None:
+        out = a.tensor("out")
+        if kind in ("full", "arange", "empty"):
+            if kind == "full":
+                _want(a, out, "out", (F32, SCALAR_TYPE[torch.float64], *INT_CODES), "float32, float64, an integer or bool")
+            elif kind == "arange":
+                _want(a, out, "out", (F32, _I64, I32), "float32, int64 or int32")
+            return
+        x = a.tensor(0)
+        if kind == "full_like":
+            _want(a, out, "out", (F32, SCALAR_TYPE[torch.float64], *INT_CODES), "float32, float64, an integer or bool")
+            return
+        if kind == "copy":
+            src = a.tensor(1)
+            if src.dtype != out.dtype:
+                _want(a, src, "src", _FLT_INT, W_ANY)
+                _want(a, out, "out", _FLT_INT, W_ANY)
+            return
+        if kind == "split":
+            for t in out if isinstance(out, (list, tuple)) else [out]:
+                _same(a, x, t)
+            return
+        _same(a, x, out)
+        if kind == "flip":
+            _dims(a, a.values[1], x.dim())
+        elif kind == "slice_scatter":
+            _same(a, a.tensor(1), out)
+        elif kind in ("index_select", "gather"):
+            _aten_dim(a, int(a.values[1]), x.dim())
+            _want(a, a.tensor(2), "index", (_I64, I32), "int64 or int32")
+        elif kind == "embedding":
+            _want(a, a.tensor(1), "indices", (_I64, I32), "int64 or int32")
+        elif kind == "index":
+            _index_tensors(a, 1)
+        elif kind == "index_put":
+            _same(a, a.tensor(2), out)
+            _index_tensors(a, 1)
+    return check
+
+
+def _embedding_bag(a: Args) -> None:
+    _want(a, a.tensor(0), "weight", _FLT, W_F32)
+    _want(a, a.tensor(1), "indices", (_I64, I32), "int64 or int32")
+    _want(a, a.tensor(2), "offsets", (_I64, I32), "int64 or int32")
+    for k in (1, 2, 3):
+        _want(a, _nth(a, "out", k), "out", (_I64, I32), "int64 or int32")  # the Arm flow narrows to int32
+    if int(a.values[4]) not in (0, 1, 2):
+        _fail(FMT_BAG_MODE, a.op, int(a.values[4]))
+    if len(a.values) > 6 and _is_tensor(a, 6):
+        _want(a, a.tensor(6), "per_sample_weights", _FLT, W_F32)
+
+
+_FLOAT_ATEN: dict[str, tuple[str, str, Callable[[Args], None]]] = {
+    "aten::convolution.default": ("out", "aten::convolution.out", _conv),
+    "aten::mm.default": ("out", "aten::mm.out", _matmul(((0, "self"), (1, "mat2"), ("out", "out")))),
+    "aten::bmm.default": ("out", "aten::bmm.out", _matmul(((0, "self"), (1, "mat2"), ("out", "out")))),
+    "aten::addmm.default": ("out", "aten::addmm.out", _matmul(((1, "self"), (2, "mat2"), ("out", "out"), (0, "self")))),
+    "aten::linear.default": ("out", "aten::linear.out", _matmul(((0, "input"), (1, "weight"), ("out", "out"), (2, "bias")))),
+    "aten::_trilinear.default": ("out", "aten::_trilinear.out", _matmul((("out", "out"), (0, "i1"), (1, "i2"), (2, "i3")))),
+    "aten::max_pool2d_with_indices.default": ("out", "aten::max_pool2d_with_indices.out", _pool("max")),
+    "aten::avg_pool2d.default": ("out", "aten::avg_pool2d.out", _pool("avg")),
+    "aten::_adaptive_avg_pool2d.default": ("out", "aten::_adaptive_avg_pool2d.out", _pool("aavg")),
+    "aten::adaptive_max_pool2d.default": ("out", "aten::adaptive_max_pool2d.out", _pool("amax")),
+    "aten::upsample_nearest2d.vec": ("vec_out", "aten::upsample_nearest2d.vec_out", _pool("nearest")),
+    "aten::upsample_bilinear2d.vec": ("vec_out", "aten::upsample_bilinear2d.vec_out", _pool("bilinear")),
+    "aten::round.decimals": ("decimals_out", "aten::round.decimals_out", _float_unary("f32", decimals=True)),
+    "aten::pow.Tensor_Scalar": ("Tensor_Scalar_out", "aten::pow.Tensor_Scalar_out", _float_unary("f32")),
+    "aten::fmod.Scalar": ("Scalar_out", "aten::fmod.Scalar_out", _float_unary("f32")),
+    "aten::remainder.Scalar": ("Scalar_out", "aten::remainder.Scalar_out", _float_unary("f32")),
+    "aten::glu.default": ("out", "aten::glu.out", _glu),
+    "aten::maximum.default": ("out", "aten::maximum.out", _float_binary("arith")),
+    "aten::minimum.default": ("out", "aten::minimum.out", _float_binary("arith")),
+    "aten::div.Tensor_mode": ("out_mode", "aten::div.out_mode", _float_binary("arith", mode=True)),
+    "aten::fmod.Tensor": ("Tensor_out", "aten::fmod.Tensor_out", _float_binary("arith")),
+    "aten::remainder.Tensor": ("Tensor_out", "aten::remainder.Tensor_out", _float_binary("arith")),
+    "aten::pow.Tensor_Tensor": ("Tensor_Tensor_out", "aten::pow.Tensor_Tensor_out", _float_binary("float")),
+    "aten::pow.Scalar": ("Scalar_out", "aten::pow.Scalar_out", _float_binary("float")),
+    "aten::atan2.default": ("out", "aten::atan2.out", _float_binary("float")),
+    "aten::where.self": ("self_out", "aten::where.self_out", _where),
+    "aten::clamp.Tensor": ("Tensor_out", "aten::clamp.Tensor_out", _clamp_tensor),
+    "aten::sum.dim_IntList": ("IntList_out", "aten::sum.IntList_out", _float_reduce("sum", 1, 3)),
+    "aten::mean.default": ("dtype_out", "aten::mean.dtype_out", _float_reduce("mean", None, 1)),
+    "aten::prod.dim_int": ("int_out", "aten::prod.int_out", _float_reduce("sum", 1, 3)),
+    "aten::amax.default": ("out", "aten::amax.out", _float_reduce("ext", 1)),
+    "aten::amin.default": ("out", "aten::amin.out", _float_reduce("ext", 1)),
+    "aten::argmax.default": ("out", "aten::argmax.out", _float_reduce("arg", 1)),
+    "aten::argmin.default": ("out", "aten::argmin.out", _float_reduce("arg", 1)),
+    "aten::max.dim": ("dim_max", "aten::max.dim_max", _float_reduce("ext", 1)),
+    "aten::min.dim": ("dim_min", "aten::min.dim_min", _float_reduce("ext", 1)),
+    "aten::any.dim": ("out", "aten::any.out", _float_reduce("any", 1)),
+    "aten::any.dims": ("dims_out", "aten::any.dims_out", _float_reduce("any", 1)),
+    "aten::any.default": ("all_out", "aten::any.all_out", _float_reduce("any", None)),
+    "aten::var.correction": ("correction_out", "aten::var.correction_out", _float_reduce("mean", 1)),
+    "aten::median.dim": ("dim_values", "aten::median.dim_values", _float_reduce("median", 1)),
+    "aten::median.default": ("out", "aten::median.out", _float_reduce("median", None)),
+    "aten::cumsum.default": ("out", "aten::cumsum.out", _cumsum),
+    "aten::_log_softmax.default": ("out", "aten::_log_softmax.out", _log_softmax),
+    "aten::native_layer_norm.default": ("out", "aten::native_layer_norm.out", _norm((2, 3))),
+    "aten::native_group_norm.default": ("out", "aten::native_group_norm.out", _norm((1, 2))),
+    "aten::_native_batch_norm_legit_no_training.default": (
+        "out", "aten::_native_batch_norm_legit_no_training.out", _norm((1, 2, 3, 4))),
+    "aten::_native_batch_norm_legit.no_stats": ("no_stats_out", "aten::_native_batch_norm_legit.no_stats_out",
+                                                _norm((1, 2), training=3)),
+    "aten::expand_copy.default": ("out", "aten::expand_copy.out", _data("copy_same")),
+    "aten::repeat.default": ("out", "aten::repeat.out", _data("copy_same")),
+    "aten::flip.default": ("out", "aten::flip.out", _data("flip")),
+    "aten::constant_pad_nd.default": ("out", "aten::constant_pad_nd.out", _data("copy_same")),
+    "aten::copy.default": ("out", "aten::copy.out", _data("copy")),
+    "aten::slice_scatter.default": ("out", "aten::slice_scatter.out", _data("slice_scatter")),
+    "aten::split_with_sizes_copy.default": ("out", "aten::split_with_sizes_copy.out", _data("split")),
+    "aten::index_select.default": ("out", "aten::index_select.out", _data("index_select")),
+    "aten::embedding.default": ("out", "aten::embedding.out", _data("embedding")),
+    "aten::_embedding_bag.default": ("out", "aten::_embedding_bag.out", _embedding_bag),
+    "aten::gather.default": ("out", "aten::gather.out", _data("gather")),
+    "aten::index.Tensor": ("Tensor_out", "aten::index.Tensor_out", _data("index")),
+    "aten::index_put.default": ("out", "aten::index_put.out", _data("index_put")),
+    "aten::full.default": ("out", "aten::full.out", _data("full")),
+    "aten::full_like.default": ("out", "aten::full_like.out", _data("full_like")),
+    "aten::scalar_tensor.default": ("out", "aten::scalar_tensor.out", _data("full")),
+    "aten::arange.default": ("out", "aten::arange.out", _data("arange")),
+    "aten::arange.start_step": ("start_out", "aten::arange.start_out", _data("arange")),
+    "dim_order_ops::_empty_dim_order.default": ("out", "dim_order_ops::_empty_dim_order.out", _data("empty")),
+}
+_FLOAT_ATEN.update({f"aten::{n}.default": ("out", f"aten::{n}.out",
+                                           _float_unary(rule, word=1 if n == "gelu" else None))
+                    for n, rule in _UNARY.items()})
+_FLOAT_ATEN.update({f"aten::{n}.{o}": (f"{o}_out", f"aten::{n}.{o}_out", _float_binary("cmp"))
+                    for n in ("gt", "ge", "lt", "le", "eq", "ne") for o in ("Tensor", "Scalar")})
+_FLOAT_ATEN.update({f"aten::logical_{n}.default": ("out", f"aten::logical_{n}.out", _float_binary("cmp"))
+                    for n in ("and", "or", "xor")})
+_FLOAT_ATEN.update({f"aten::bitwise_{n}.Tensor": ("Tensor_out", f"aten::bitwise_{n}.Tensor_out", _float_binary("bitwise"))
+                    for n in ("and", "or", "xor")})
+_ATEN.update(_FLOAT_ATEN)
+
 # The registry entry (firmware/ops/*.def: "name.overload") whose prepare function each check mirrors.
 REGISTRY_ENTRY = {k: f"{k}.out" for k in ADAPTERS}
 for _key, (_overload, _c_name, _check) in _ATEN.items():

@@ -26,12 +26,45 @@ class LoadedModel:
     fingerprint: str     # hash of the model source, for caches
 
 
+def _structure(obj: object) -> list | None | bool:
+    """The nesting of tuples/lists of tensors in obj: None for a tensor, the list of its items' structures for a
+    tuple or list; False when obj holds anything else or an empty sequence."""
+    if isinstance(obj, torch.Tensor):
+        return None
+    if isinstance(obj, (tuple, list)) and obj:
+        items = [_structure(o) for o in obj]
+        return False if any(i is False for i in items) else items
+    return False
+
+
+def _leaves(obj: object) -> list[torch.Tensor]:
+    return [obj] if isinstance(obj, torch.Tensor) else [t for o in obj for t in _leaves(o)]  # type: ignore[union-attr]
+
+
+def _rebuild(structure: list, flat: list[torch.Tensor]) -> tuple:
+    """The nested tuples of `structure`, filled from `flat` in order (consumed)."""
+    return tuple(flat.pop(0) if s is None else _rebuild(s, flat) for s in structure)
+
+
+class FlatInputs(torch.nn.Module):
+    """A model whose inputs nest tuples of tensors (e.g. index_put's tuple of index tensors), taking them flat:
+    programs and bundled inputs hold a flat list of tensors, so the model is exported through this."""
+
+    def __init__(self, inner: torch.nn.Module, structure: list) -> None:
+        super().__init__()
+        self.inner = inner
+        self.structure = structure
+
+    def forward(self, *flat: torch.Tensor) -> object:
+        return self.inner(*_rebuild(self.structure, list(flat)))
+
+
 def _as_input_tuple(obj: object, what: str) -> tuple[torch.Tensor, ...]:
     if isinstance(obj, torch.Tensor):
         return (obj,)
-    if isinstance(obj, (tuple, list)) and obj and all(isinstance(t, torch.Tensor) for t in obj):
-        return tuple(obj)
-    raise AotError(f"{what} must be a tensor or a tuple of tensors, got {type(obj).__name__}")
+    if _structure(obj) not in (False, None):
+        return tuple(_leaves(obj))
+    raise AotError(f"{what} must be a tensor or a tuple of tensors (tuples may nest), got {type(obj).__name__}")
 
 
 def load_model(spec: str) -> LoadedModel:
@@ -75,6 +108,9 @@ def _model_from(spec: str, path: Path, found: dict[str, object], what: str, hint
     if not isinstance(net, torch.nn.Module):
         raise AotError(f"ModelUnderTest in {spec} must be a torch.nn.Module, got {type(net).__name__}")
     inputs = _as_input_tuple(found["ModelInputs"], f"ModelInputs in {spec}")
+    structure = _structure(found["ModelInputs"])
+    if isinstance(structure, list) and any(s is not None for s in structure):
+        net = FlatInputs(net, structure)  # nested tuples: the program takes their tensors flat, in order
     return LoadedModel(path.stem, net.eval(), inputs, str(path), hashlib.sha256(path.read_bytes()).hexdigest()[:16])
 
 

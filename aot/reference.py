@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import aot.emlkit_ops  # noqa: F401  (registers emlkit:: ops, which lowered programs may call)
-from aot.errors import EXIT_INTERNAL, AotError
+from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
 from aot import exact_int_conv
 from aot.native_output import stdout_to_log
 
@@ -46,8 +46,13 @@ def run_tosa(tosa: bytes, inputs: Sequence[torch.Tensor], like_outputs: Sequence
     import tosa_reference_model as ref  # type: ignore[import-not-found]
 
     with stdout_to_log(log, "tosa_reference_model"):
-        outs, status = ref.run(tosa, [tensor_to_numpy(t) for t in inputs], verbosity="NONE",
-                               initialize_variable_tensor_from_numpy=True)
+        try:
+            outs, status = ref.run(tosa, [tensor_to_numpy(t) for t in inputs], verbosity="NONE",
+                                   initialize_variable_tensor_from_numpy=True)
+        except ValueError as exc:  # its inputs do not match the graph's (seen: a lone fill with no input)
+            raise AotError(f"an NPU partition's TOSA graph does not take the {len(inputs)} input(s) its delegate call "
+                           f"passes ({exc}): ExecuTorch 1.5.1 partitioned an op group the NPU cannot be called with; "
+                           "compile for a cortex-m target", EXIT_UNSUPPORTED) from exc
     if status != ref.GraphStatus.TOSA_VALID:
         raise AotError(f"tosa_reference_model rejected a delegated TOSA graph (status {status})", EXIT_INTERNAL)
     return [numpy_to_tensor(o, l) for o, l in zip(outs, like_outputs)]

@@ -104,11 +104,14 @@ DATA_MOVEMENT = {
     "aten::split_with_sizes_copy", "aten::t_copy", "aten::transpose_copy", "aten::constant_pad_nd",
     "aten::index_select", "aten::flip", "aten::repeat", "aten::stack", "aten::unbind_copy",
     "aten::max_pool2d", "aten::max_pool2d_with_indices",   # order-preserving: exact on int codes
+    "aten::amax", "aten::amin",                            # (the quantizer shares their qparams)
+    "aten::index_put",                                     # assigns elements: exact (accumulate is not: below)
     "aten::upsample_nearest2d",                            # copies elements: exact on int codes
     "emlkit::upsample_nearest2d",
     "emlkit::upsample_nearest2d_index",
     "dim_order_ops::_clone_dim_order", "dim_order_ops::_to_dim_order_copy",
 }
+CODES = (torch.int8, torch.int16, torch.uint8)   # dtypes of quantized codes
 # Our own ops (aot/emlkit_ops.py): integer kernels only; a float tensor reaching one is a broken program.
 INTEGER_ONLY_NAMESPACES = {"emlkit"}
 # ops whose presence is how quantized data enters/leaves float (not compute).
@@ -170,6 +173,10 @@ def check_program(gm: torch.fx.GraphModule) -> ProgramCheck:
             partitions += 1
             continue
         name = edge_op_name(n)
+        if name == "aten::index_put" and len(n.args) > 3 and n.args[3] and _dtype(n.args[0]) in CODES:
+            broken.append(Finding(n.name, name, _source_line(n), "index_put with accumulate=True on integer codes "
+                                  "adds codes of two scales"))
+            continue
         if name is None or name in QDQ or name in DATA_MOVEMENT:
             continue
         ns = name.split("::")[0]
@@ -181,7 +188,7 @@ def check_program(gm: torch.fx.GraphModule) -> ProgramCheck:
         if ns not in ("aten",):
             quantized += 1       # cortex_m:: and emlkit:: kernels run on integer data by construction
             continue
-        ints = [a.name for a in n.all_input_nodes if _dtype(a) in (torch.int8, torch.int16, torch.uint8)]
+        ints = [a.name for a in n.all_input_nodes if _dtype(a) in CODES]
         if ints:
             broken.append(Finding(n.name, name, _source_line(n),
                                   f"float kernel {name} reads integer tensor(s) {', '.join(ints)} without a dequantize"))

@@ -172,8 +172,106 @@ def valid(op: str) -> tuple[list[Any], torch.Tensor]:
         "dim_order_ops::_clone_dim_order.default": ([_cl(1, 4, 2, 2), False, [0, 2, 3, 1]], _cl(1, 4, 2, 2)),
         "dim_order_ops::_to_dim_order_copy.default": ([_z(2, 4, dtype=f), False, None], _z(2, 4)),
     }
+    others.update(_float_kernels_valid())
     args, out = table[op.split("::")[1]] if op.startswith("cortex_m::") else others[op]
     return list(args), out
+
+
+def _float_kernels_valid() -> dict[str, tuple[list[Any], Any]]:
+    """Arguments the float32 kernels' adapters (firmware/ops/aten_float_*.c) accept."""
+    f, i64, b = torch.float32, torch.int64, torch.bool
+
+    def x(*shape: int, dtype: torch.dtype = f) -> torch.Tensor:
+        return torch.zeros(shape, dtype=dtype)
+
+    unary = ("abs", "neg", "exp", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "ceil", "floor",
+             "round", "trunc", "sign", "erf", "hardswish", "hardsigmoid", "silu")
+    v: dict[str, tuple[list[Any], Any]] = {f"aten::{n}.default": ([x(2, 4)], x(2, 4)) for n in unary}
+    v.update({f"aten::{n}.{o}": ([x(2, 4), x(2, 4) if o == "Tensor" else 0.5], x(2, 4, dtype=b))
+              for n in ("gt", "ge", "lt", "le", "eq", "ne") for o in ("Tensor", "Scalar")})
+    v.update({f"aten::logical_{n}.default": ([x(2, 4, dtype=b), x(2, 4)], x(2, 4, dtype=b)) for n in ("and", "or", "xor")})
+    v.update({f"aten::bitwise_{n}.Tensor": ([x(2, 4, dtype=b), x(2, 4, dtype=b)], x(2, 4, dtype=b)) for n in ("and", "or", "xor")})
+    v.update({
+        "aten::gelu.default": ([x(2, 4), "tanh"], x(2, 4)),
+        "aten::elu.default": ([x(2, 4), 1.0, 1.0, 1.0], x(2, 4)),
+        "aten::leaky_relu.default": ([x(2, 4), 0.1], x(2, 4)),
+        "aten::softplus.default": ([x(2, 4), 1.0, 20.0], x(2, 4)),
+        "aten::threshold.default": ([x(2, 4), 0.1, 0.0], x(2, 4)),
+        "aten::bitwise_not.default": ([x(2, 4, dtype=b)], x(2, 4, dtype=b)),
+        "aten::logical_not.default": ([x(2, 4)], x(2, 4, dtype=b)),
+        "aten::round.decimals": ([x(2, 4), 2], x(2, 4)),
+        "aten::pow.Tensor_Scalar": ([x(2, 4), 2.0], x(2, 4)),
+        "aten::fmod.Scalar": ([x(2, 4), 1.5], x(2, 4)),
+        "aten::remainder.Scalar": ([x(2, 4), 1.5], x(2, 4)),
+        "aten::glu.default": ([x(2, 4), -1], x(2, 2)),
+        "aten::maximum.default": ([x(2, 4), x(2, 4)], x(2, 4)),
+        "aten::minimum.default": ([x(2, 4, dtype=i64), x(2, 4, dtype=i64)], x(2, 4, dtype=i64)),
+        "aten::div.Tensor_mode": ([x(2, 4), x(2, 4), "floor"], x(2, 4)),
+        "aten::fmod.Tensor": ([x(2, 4), x(2, 4)], x(2, 4)),
+        "aten::remainder.Tensor": ([x(2, 4), x(2, 4)], x(2, 4)),
+        "aten::pow.Tensor_Tensor": ([x(2, 4), x(2, 4)], x(2, 4)),
+        "aten::pow.Scalar": ([2.0, x(2, 4)], x(2, 4)),
+        "aten::atan2.default": ([x(2, 4), x(2, 4)], x(2, 4)),
+        "aten::where.self": ([x(2, 4, dtype=b), x(2, 4), x(1, 4)], x(2, 4)),
+        "aten::clamp.Tensor": ([x(2, 4), x(2, 4), None], x(2, 4)),
+        "aten::convolution.default": ([x(1, 3, 8, 8), x(6, 3, 3, 3), x(6), [1, 1], [0, 0], [1, 1], False, [0, 0], 1],
+                                      x(1, 6, 6, 6)),
+        "aten::mm.default": ([x(3, 4), x(4, 5)], x(3, 5)),
+        "aten::bmm.default": ([x(2, 3, 4), x(2, 4, 5)], x(2, 3, 5)),
+        "aten::addmm.default": ([x(5), x(3, 4), x(4, 5), 1, 1], x(3, 5)),
+        "aten::linear.default": ([x(2, 3, 4), x(5, 4), None], x(2, 3, 5)),
+        "aten::_trilinear.default": ([x(2, 4), x(5, 4, 3), x(2, 3), [1, 3], [0], [1, 2], [2, 3], 1], x(2, 5)),
+        "aten::max_pool2d_with_indices.default": ([x(1, 3, 8, 8, dtype=torch.int8), [2, 2], [2, 2], [0, 0], [1, 1], False],
+                                                  (x(1, 3, 4, 4, dtype=torch.int8), x(1, 3, 4, 4, dtype=i64))),
+        "aten::avg_pool2d.default": ([x(1, 3, 8, 8), [3, 3], [2, 2], [1, 1], True, False, None], x(1, 3, 4, 4)),
+        "aten::_adaptive_avg_pool2d.default": ([x(1, 3, 8, 8), [3, 2]], x(1, 3, 3, 2)),
+        "aten::adaptive_max_pool2d.default": ([x(3, 8, 8), [3, 2]], (x(3, 3, 2), x(3, 3, 2, dtype=i64))),
+        "aten::upsample_nearest2d.vec": ([x(1, 2, 4, 4, dtype=torch.int8), [8, 7], None], x(1, 2, 8, 7, dtype=torch.int8)),
+        "aten::upsample_bilinear2d.vec": ([x(1, 2, 4, 4), None, True, [2.0, 2.0]], x(1, 2, 8, 8)),
+        "aten::sum.dim_IntList": ([x(2, 4, 3), [1], False, None], x(2, 3)),
+        "aten::mean.default": ([x(2, 4), None], x()),
+        "aten::prod.dim_int": ([x(2, 4, dtype=i64), 1, False, None], x(2, dtype=i64)),
+        "aten::amax.default": ([x(2, 4), [1], True], x(2, 1)),
+        "aten::amin.default": ([x(2, 4), [], False], x()),
+        "aten::argmax.default": ([x(2, 4), None, False], x(dtype=i64)),
+        "aten::argmin.default": ([x(2, 4), 1, False], x(2, dtype=i64)),
+        "aten::max.dim": ([x(2, 4), 1, False], (x(2), x(2, dtype=i64))),
+        "aten::min.dim": ([x(2, 4), -1, True], (x(2, 1), x(2, 1, dtype=i64))),
+        "aten::any.dim": ([x(2, 4, dtype=b), 1, False], x(2, dtype=b)),
+        "aten::any.dims": ([x(2, 4), None, False], x(dtype=b)),
+        "aten::any.default": ([x(2, 4)], x(dtype=b)),
+        "aten::var.correction": ([x(2, 4), [-1], 1, False], x(2)),
+        "aten::median.dim": ([x(2, 5), 1, False], (x(2), x(2, dtype=i64))),
+        "aten::median.default": ([x(2, 5)], x()),
+        "aten::cumsum.default": ([x(2, 4), 1, None], x(2, 4)),
+        "aten::_log_softmax.default": ([x(2, 4), -1, False], x(2, 4)),
+        "aten::native_layer_norm.default": ([x(2, 3, 8), [8], x(8), x(8), 1e-5], (x(2, 3, 8), x(2, 3, 1), x(2, 3, 1))),
+        "aten::native_group_norm.default": ([x(1, 4, 3, 3), x(4), None, 1, 4, 9, 2, 1e-5], (x(1, 4, 3, 3), x(1, 2), x(1, 2))),
+        "aten::_native_batch_norm_legit_no_training.default": ([x(1, 4, 3, 3), x(4), x(4), x(4), x(4), 0.1, 1e-5],
+                                                               (x(1, 4, 3, 3), x(0), x(0))),
+        "aten::_native_batch_norm_legit.no_stats": ([x(1, 4, 3, 3), None, None, True, 0.1, 1e-5], (x(1, 4, 3, 3), x(4), x(4))),
+        "aten::expand_copy.default": ([x(4, 1), [3, 4, 5], False], x(3, 4, 5)),
+        "aten::repeat.default": ([x(2, 3), [2, 1, 3]], x(2, 2, 9)),
+        "aten::flip.default": ([x(2, 3, 4), [0, -1]], x(2, 3, 4)),
+        "aten::constant_pad_nd.default": ([x(1, 2, 4, 4), [1, 2, 0, 1], 0.5], x(1, 2, 5, 7)),
+        "aten::copy.default": ([x(2, 4), x(4, dtype=i64), False], x(2, 4)),
+        "aten::slice_scatter.default": ([x(4, 6), x(4, 2), 1, 1, 5, 2], x(4, 6)),
+        "aten::split_with_sizes_copy.default": ([x(3, 10), [2, 8], 1], [x(3, 2), x(3, 8)]),
+        "aten::index_select.default": ([x(3, 5), 1, x(2, dtype=i64)], x(3, 2)),
+        "aten::embedding.default": ([x(10, 5), x(2, 4, dtype=i64), -1, False, False], x(2, 4, 5)),
+        "aten::gather.default": ([x(3, 5), 1, x(3, 4, dtype=i64), False], x(3, 4)),
+        "aten::_embedding_bag.default": ([x(10, 4), x(6, dtype=i64), x(2, dtype=i64), False, 1, False, None, False, -1],
+                                         (x(2, 4), x(6, dtype=i64), x(2, dtype=i64), x(2, dtype=i64))),
+        "aten::index.Tensor": ([x(5, 3), [None, x(2, dtype=i64)]], x(5, 2)),
+        "aten::index_put.default": ([x(5, 3), [x(2, dtype=i64)], x(3), True], x(5, 3)),
+        "aten::full.default": ([[2, 3], 1.5], x(2, 3)),
+        "aten::full_like.default": ([x(2, 3), 0], x(2, 3, dtype=b)),
+        "aten::scalar_tensor.default": ([-1.0], x()),
+        "aten::arange.default": ([4], x(4, dtype=i64)),
+        "aten::arange.start_step": ([0, 1.0, 0.25], x(4)),
+        "dim_order_ops::_empty_dim_order.default": ([[2, 3]], x(2, 3)),
+    })
+    return v
 
 
 def run(op: str, args: list[Any], out: torch.Tensor) -> str | None:
@@ -415,6 +513,30 @@ def test_compile_refuses_what_the_device_would(tmp_path: Path) -> None:
     ("dim_order_ops::_clone_dim_order.default", {"dim_order": [0, 2, 3, 4]}, "FMT_DIM_ORDER_RANGE", ()),
     ("dim_order_ops::_clone_dim_order.default", {"dim_order": [0, 2, 3]}, "FMT_DIM_ORDER_RANK", ()),
     ("dim_order_ops::_clone_dim_order.default", {"dim_order": None}, "FMT_DIM_ORDER_NONE", ()),
+    # the float32 kernels (aten_float_*.c)
+    ("aten::convolution.default", {"input": _z(1, 3, 4, 4, 4, dtype=torch.float32),
+                                   "weight": _z(6, 3, 3, 3, 3, dtype=torch.float32)}, "FMT_CONV3D", ()),
+    ("aten::convolution.default", {"input": _z(3, dtype=torch.float32)}, "FMT_CONV_RANK", (1, 4)),
+    ("aten::exp.default", {"self": _z(2, 4)}, "FMT_DTYPE", ("self", "float32", "int8")),
+    ("aten::abs.default", {"out": _z(2, 4, dtype=torch.int32)}, "FMT_UN_DTYPES", ()),
+    ("aten::gelu.default", {"approximate": "erf"}, "FMT_WORD", (1, "none", "tanh")),
+    ("aten::round.decimals", {"decimals": 31}, "FMT_DECIMALS", (31,)),
+    ("aten::div.Tensor_mode", {"self": _z(2, 4, dtype=torch.int64), "other": _z(2, 4, dtype=torch.int64),
+                               "rounding_mode": None, "out": _z(2, 4, dtype=torch.int64)}, "FMT_BIN_INT_DIV", ()),
+    ("aten::gt.Tensor", {"other": _z(2, 4, dtype=torch.float16)}, "FMT_DTYPE",
+     ("other", "float32, an integer or bool", "float16")),
+    ("aten::where.self", {"other": _z(2, 4, dtype=torch.int64)}, "FMT_IO_DTYPE", ("int64", "float32")),
+    ("aten::sum.dim_IntList", {"dim": [1, -2]}, "FMT_DUP_DIM", (1,)),
+    ("aten::argmax.default", {"out": torch.zeros((), dtype=torch.int32)}, "FMT_DTYPE", ("out", "int64", "int32")),
+    ("aten::var.correction", {"self": _z(2, 4)}, "FMT_DTYPE", ("self", "float32", "int8")),
+    ("aten::_native_batch_norm_legit.no_stats", {"training": False}, "FMT_NO_STATS", ()),
+    ("aten::max_pool2d_with_indices.default", {"padding": [2, 2]}, "FMT_POOL_PADDING", ()),
+    ("aten::avg_pool2d.default", {"divisor_override": 0}, "FMT_DIVISOR", ()),
+    ("aten::upsample_bilinear2d.vec", {"input": _z(2, 4, 4, dtype=torch.float32)}, "FMT_UPSAMPLE_4D", (3,)),
+    ("aten::index.Tensor", {"indices": [_z(5, dtype=torch.bool)]}, "FMT_MASK_INDEX", ()),
+    ("aten::index_put.default", {"indices": [_z(2, dtype=torch.int64)] * 5, "self": _z(5, 3, 2, 2, 2, dtype=torch.float32),
+                                 "out": _z(5, 3, 2, 2, 2, dtype=torch.float32)}, "FMT_INDEX_TENSORS", (4,)),
+    ("aten::flip.default", {"dims": [1, -2]}, "FMT_DUP_DIM", (1,)),
 ])
 def test_refusal_message_of_aten_and_emlkit_adapters(op: str, changes: dict[str, Any], fmt: str,
                                                      fmt_args: tuple[Any, ...]) -> None:

@@ -139,7 +139,8 @@ REPORT_INT8 = {"ops": {"cortex_m::quantize_per_tensor": 1, "cortex_m::quantized_
 
 
 def _raw(**kw: Any) -> dict[str, Any]:
-    return {"exit": 0, "line": "", "report": REPORT_INT8, "compare": [{"ok": True, "max_abs": 0.01, "dtype": "float32"}],
+    return {"exit": 0, "line": "", "report": REPORT_INT8,
+            "compare": [{"ok": True, "max_abs": 0.01, "dtype": "float32"}],
             "count": 1000, "per_op": [], "seconds": 1.0, **kw}
 
 
@@ -250,6 +251,23 @@ def test_merge_refuses_overlaps_and_other_measurements(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ case files (aot/load.py)
 
+class _IndexPut(torch.nn.Module):
+    def forward(self, x: torch.Tensor, idx: tuple[torch.Tensor, ...], v: torch.Tensor) -> torch.Tensor:
+        return x.index_put(idx, v)
+
+
+def test_nested_input_tuples_are_taken_flat(tmp_path: Path) -> None:
+    """index_put's suite case passes a tuple of index tensors inside the inputs: the program takes them flat."""
+    from aot.load import load_model
+
+    x, rows, cols, v = torch.randn(4, 5), torch.tensor([0, 2]), torch.tensor([1, 3]), torch.randn(2)
+    p = tmp_path / "index_put_case.pt"
+    torch.save({"ModelUnderTest": _IndexPut(), "ModelInputs": (x, (rows, cols), v)}, p)
+    m = load_model(str(p))
+    assert [t.shape for t in m.inputs] == [(4, 5), (2,), (2,), (2,)]
+    assert torch.equal(m.module(*m.inputs), x.index_put((rows, cols), v))
+
+
 def test_case_file_loads_and_bad_ones_say_why(tmp_path: Path) -> None:
     from aot.load import load_model
 
@@ -260,10 +278,10 @@ def test_case_file_loads_and_bad_ones_say_why(tmp_path: Path) -> None:
     bad = {"missing.pt": None, "text.pt": b"not a zip or pickle", "list.pt": [1, 2],
            "nokeys.pt": {"ModelUnderTest": torch.nn.ReLU()},
            "notmodule.pt": {"ModelUnderTest": 3, "ModelInputs": (torch.zeros(1),)},
-           "nested.pt": {"ModelUnderTest": torch.nn.ReLU(), "ModelInputs": (torch.zeros(1), (torch.zeros(1),))}}
+           "notensor.pt": {"ModelUnderTest": torch.nn.ReLU(), "ModelInputs": (torch.zeros(1), "x")}}
     want = {"missing.pt": "case file not found", "text.pt": "is not a torch .pt file", "list.pt": "holds a list",
             "nokeys.pt": "does not define ModelInputs", "notmodule.pt": "must be a torch.nn.Module",
-            "nested.pt": "must be a tensor or a tuple of tensors"}
+            "notensor.pt": "must be a tensor or a tuple of tensors"}
     for name, content in bad.items():
         p = tmp_path / name
         if isinstance(content, bytes):
@@ -290,7 +308,8 @@ def test_bad_arguments_exit_2(tmp_path: Path, args: list[str], says: str) -> Non
 
 
 def test_no_case_matches_k_exits_2(tmp_path: Path) -> None:
-    line = _one_error_line(_emlkit(["opsuite", "--targets", "cortex-m55", "-k", "no_such_op_anywhere", "--out", str(tmp_path / "o")], tmp_path), 2)
+    args = ["opsuite", "--targets", "cortex-m55", "-k", "no_such_op_anywhere", "--out", str(tmp_path / "o")]
+    line = _one_error_line(_emlkit(args, tmp_path), 2)
     assert "no case" in line and "no_such_op_anywhere" in line
 
 

@@ -24,6 +24,7 @@ from executorch.backends.arm.util._factory import create_partitioner, create_qua
 from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from executorch.exir.lowered_backend_module import get_lowered_submodules
+from torch.fx.passes.operator_support import OperatorSupportBase
 
 from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError, cause_chain
 from aot.lower import LowerOptions
@@ -35,6 +36,32 @@ log = logging.getLogger(__name__)
 
 # Vela writes its summary CSV (cycles, SRAM, flash) without verbose flags; they only add stdout noise.
 VELA_FLAGS: list[str] = []
+
+
+# Ops whose Ethos-U85 command streams use features our functional NPU model (aot/npu/) and the firmware's
+# command-stream checker do not have yet: indexed DMA (gather/scatter from index_select, embedding,
+# index_put, index) and the elementwise SELECT of where, plus REDUCE_MIN. A U85 program could not be
+# checked bit for bit with them on the NPU, so the partitioner leaves them on the CPU (int8 kernels, or
+# float under --allow-float). The U55 has none of these commands: Vela places them on the CPU anyway.
+# The fills that feed a where (masked_fill's full_like) stay with it: alone, a fill becomes a partition
+# whose TOSA graph has no input while the delegate call passes one.
+U85_CPU_OPS = frozenset({"aten::index_select", "aten::embedding", "aten::index_put", "aten::index", "aten::gather",
+                         "aten::scatter", "aten::where", "aten::amin", "aten::full_like", "aten::full"})
+
+
+class _KeepOnCpu(OperatorSupportBase):
+    """Partitioner check: nodes of the named ops are not given to the NPU."""
+
+    def __init__(self, ops: frozenset[str]) -> None:
+        self.ops = ops
+
+    def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
+        schema = getattr(node.target, "_schema", None)   # torch and edge op overloads have one
+        return node.op != "call_function" or getattr(schema, "name", None) not in self.ops
+
+
+def partitioner_checks(target: Target) -> list[OperatorSupportBase]:
+    return [_KeepOnCpu(U85_CPU_OPS)] if (target.npu or "").startswith("ethos-u85") else []
 
 
 @dataclass
@@ -193,7 +220,7 @@ class _EthosU(Flow):
             try:
                 edge = to_edge_transform_and_lower(
                     exported,
-                    partitioner=[create_partitioner(ws.spec)],
+                    partitioner=[create_partitioner(ws.spec, partitioner_checks(target))],
                     compile_config=EdgeCompileConfig(_check_ir_validity=False),
                 )
             except Exception as exc:

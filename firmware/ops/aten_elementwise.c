@@ -4,50 +4,7 @@
  * compute in int64 and wrap to the output type, as PyTorch does. */
 #include "aten_util.h"
 
-/* Strides of `t` seen from `out`'s logical dims: dims aligned right,
- * broadcast dims get stride 0. */
-ET_PREPARE static et_status bcast_strides(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const et_tensor *out, size_t *st) {
-  size_t ts[ET_MAX_DIM];
-  if (t->dim > out->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input rank %u exceeds output rank %u", op, t->dim, out->dim);
-  et_tensor_strides(t, ts);
-  uint8_t lead = out->dim - t->dim;
-  for (uint8_t d = 0; d < out->dim; d++) {
-    if (d < lead) {
-      st[d] = 0;
-      continue;
-    }
-    int32_t s = t->sizes[d - lead];
-    if (s == out->sizes[d]) st[d] = s == 1 ? 0 : ts[d - lead];
-    else if (s == 1) st[d] = 0;
-    else return et_fail(ctx, ET_E_INVALID_ARG, "%s: shapes are not broadcastable to the output", op);
-  }
-  return ET_OK;
-}
-
 static bool is_float_dt(int dt) { return dt == ET_DT_FLOAT || dt == ET_DT_DOUBLE; }
-static bool is_int_dt(int dt) {
-  return dt == ET_DT_BYTE || dt == ET_DT_CHAR || dt == ET_DT_SHORT || dt == ET_DT_INT || dt == ET_DT_LONG || dt == ET_DT_BOOL;
-}
-
-static int64_t elem_i64(int dt, const void *p, size_t i) {
-  if (dt == ET_DT_LONG) {
-    int64_t v = 0;
-    memcpy(&v, (const uint8_t *)p + 8 * i, 8);
-    return v;
-  }
-  return (int64_t)et_elem_as_double(dt, p, i);
-}
-static void store_i64(int dt, void *p, size_t i, int64_t v) {
-  uint8_t *b = p;
-  switch (dt) {
-    case ET_DT_BYTE: b[i] = (uint8_t)v; break;
-    case ET_DT_CHAR: { int8_t x = (int8_t)(uint8_t)v; memcpy(b + i, &x, 1); break; }
-    case ET_DT_BOOL: b[i] = v != 0; break;
-    case ET_DT_SHORT: { int16_t x = (int16_t)(uint16_t)v; memcpy(b + 2 * i, &x, 2); break; }
-    case ET_DT_INT: { int32_t x = (int32_t)(uint32_t)v; memcpy(b + 4 * i, &x, 4); break; }
-    default: memcpy(b + 8 * i, &v, 8); break;
-  }
-}
 
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV } binop;
 
@@ -56,10 +13,10 @@ ET_PREPARE static et_status binary_check(et_kernel_ctx *ctx, const char *op, bin
                               double alpha, const et_tensor *out) {
   et_status st;
   size_t sa[ET_MAX_DIM], sb[ET_MAX_DIM] = {0};
-  if ((st = bcast_strides(ctx, op, a, out, sa))) return st;
-  if (b && (st = bcast_strides(ctx, op, b, out, sb))) return st;
+  if ((st = aten_bcast_strides(ctx, op, a, out, sa))) return st;
+  if (b && (st = aten_bcast_strides(ctx, op, b, out, sb))) return st;
   bool flt = is_float_dt(out->dtype);
-  if (!flt && !is_int_dt(out->dtype)) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported", op, et_dtype_name(out->dtype));
+  if (!flt && !aten_is_int_dt(out->dtype)) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported", op, et_dtype_name(out->dtype));
   if (!flt && (is_float_dt(a->dtype) || (b && is_float_dt(b->dtype))))
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: float input with integer output %s", op, et_dtype_name(out->dtype));
   if (!flt && k == OP_DIV) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: integer output for true division", op);
@@ -72,8 +29,8 @@ ET_PREPARE static et_status binary_check(et_kernel_ctx *ctx, const char *op, bin
 static et_status binary(et_kernel_ctx *ctx, const char *op, binop k, const et_tensor *a, const et_tensor *b, double bs,
                         double alpha, et_tensor *out) {
   size_t sa[ET_MAX_DIM], sb[ET_MAX_DIM] = {0};
-  (void)bcast_strides(ctx, op, a, out, sa); /* checked at prepare: computes the strides */
-  if (b) (void)bcast_strides(ctx, op, b, out, sb);
+  (void)aten_bcast_strides(ctx, op, a, out, sa); /* checked at prepare: computes the strides */
+  if (b) (void)aten_bcast_strides(ctx, op, b, out, sb);
   const bool flt = is_float_dt(out->dtype);
   size_t os[ET_MAX_DIM];
   et_tensor_strides(out, os);
@@ -111,14 +68,14 @@ static et_status binary(et_kernel_ctx *ctx, const char *op, binop k, const et_te
       et_elem_from_double(out->dtype, out->data, io.off, r);
     } else {
       /* unsigned arithmetic: wraps like PyTorch's integer kernels, no UB */
-      uint64_t x = (uint64_t)elem_i64(a->dtype, a->data, ia.off);
-      uint64_t y = b ? (uint64_t)elem_i64(b->dtype, b->data, ib.off) : (uint64_t)(int64_t)bs, al = (uint64_t)(int64_t)alpha, r;
+      uint64_t x = (uint64_t)aten_i64(a->dtype, a->data, ia.off);
+      uint64_t y = b ? (uint64_t)aten_i64(b->dtype, b->data, ib.off) : (uint64_t)(int64_t)bs, al = (uint64_t)(int64_t)alpha, r;
       switch (k) {
         case OP_ADD: r = x + al * y; break;
         case OP_SUB: r = x - al * y; break;
         default: r = x * y; break;
       }
-      store_i64(out->dtype, out->data, io.off, (int64_t)r);
+      aten_store_i64(out->dtype, out->data, io.off, (int64_t)r);
     }
     et_iter_next(&io), et_iter_next(&ia), et_iter_next(&ib);
   }
@@ -173,7 +130,7 @@ ET_PREPARE static et_status unary_check(et_kernel_ctx *ctx, const char *op, unop
   if (a->dtype != out->dtype) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output dtypes differ", op);
   if (k != U_CLAMP && !is_float_dt(out->dtype))
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported (float only)", op, et_dtype_name(out->dtype));
-  if (!is_float_dt(out->dtype) && !is_int_dt(out->dtype))
+  if (!is_float_dt(out->dtype) && !aten_is_int_dt(out->dtype))
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported", op, et_dtype_name(out->dtype));
   return ET_OK;
 }

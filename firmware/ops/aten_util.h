@@ -46,11 +46,13 @@ static inline et_status aten_nargs(et_kernel_ctx *ctx, const char *op, uint32_t 
   return ET_OK;
 }
 static inline et_status aten_tensor(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, et_tensor **t) {
+  *t = NULL;
   if (args[i]->tag != ET_TAG_TENSOR) return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u is not a tensor", op, (unsigned)i);
   *t = args[i]->u.t;
   return ET_OK;
 }
 static inline et_status aten_int(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, int64_t *v) {
+  *v = 0;
   if (args[i]->tag != ET_TAG_INT) return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u is not an int", op, (unsigned)i);
   *v = args[i]->u.i;
   return ET_OK;
@@ -72,6 +74,7 @@ typedef struct {
 static inline et_status aten_self_ints_out(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
                                            aten_self_ints *a) {
   et_status st;
+  memset(a, 0, sizeof *a);
   if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &a->self)) ||
       (st = aten_int(ctx, op, args, 1, &a->x)) || (st = aten_int(ctx, op, args, 2, &a->y)) ||
       (st = aten_tensor(ctx, op, args, 3, &a->out)))
@@ -140,6 +143,57 @@ static inline void aten_store(int dtype, void *data, size_t i, double v) {
   if (isnan(v)) v = 0;
   v = v < lo ? lo : v > hi ? hi : v;
   et_elem_from_double(dtype, data, i, v);
+}
+
+/* Strides of `t` seen from `out`'s logical dims: dims aligned right,
+ * broadcast dims get stride 0 (PyTorch broadcasting). Prepare checks the
+ * shapes with it; eval calls it again only to compute the strides. */
+static inline et_status aten_bcast_strides(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const et_tensor *out,
+                                           size_t *st) {
+  size_t ts[ET_MAX_DIM];
+  if (t->dim > out->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input rank %u exceeds output rank %u", op, t->dim, out->dim);
+  et_tensor_strides(t, ts);
+  uint8_t lead = out->dim - t->dim;
+  for (uint8_t d = 0; d < out->dim; d++) {
+    if (d < lead) {
+      st[d] = 0;
+      continue;
+    }
+    int32_t s = t->sizes[d - lead];
+    if (s == out->sizes[d]) st[d] = s == 1 ? 0 : ts[d - lead];
+    else if (s == 1) st[d] = 0;
+    else return et_fail(ctx, ET_E_INVALID_ARG, "%s: shapes are not broadcastable to the output", op);
+  }
+  return ET_OK;
+}
+
+static inline bool aten_is_int_dt(int dt) {
+  return dt == ET_DT_BYTE || dt == ET_DT_CHAR || dt == ET_DT_SHORT || dt == ET_DT_INT || dt == ET_DT_LONG || dt == ET_DT_BOOL;
+}
+/* Element i of an integer (or bool) tensor's data, exact for int64. */
+static inline int64_t aten_i64(int dt, const void *p, size_t i) {
+  const uint8_t *b = p;
+  switch (dt) {
+    case ET_DT_LONG: { int64_t v; memcpy(&v, b + 8 * i, 8); return v; }
+    case ET_DT_INT: { int32_t v; memcpy(&v, b + 4 * i, 4); return v; }
+    case ET_DT_SHORT: { int16_t v; memcpy(&v, b + 2 * i, 2); return v; }
+    case ET_DT_CHAR: { int8_t v; memcpy(&v, b + i, 1); return v; }
+    case ET_DT_BYTE: return b[i];
+    case ET_DT_BOOL: return b[i] != 0;
+    default: return (int64_t)et_elem_as_double(dt, p, i);
+  }
+}
+/* Store v into an integer (or bool) tensor, wrapping like PyTorch's integer kernels. */
+static inline void aten_store_i64(int dt, void *p, size_t i, int64_t v) {
+  uint8_t *b = p;
+  switch (dt) {
+    case ET_DT_BYTE: b[i] = (uint8_t)v; break;
+    case ET_DT_CHAR: { int8_t x = (int8_t)(uint8_t)v; memcpy(b + i, &x, 1); break; }
+    case ET_DT_BOOL: b[i] = v != 0; break;
+    case ET_DT_SHORT: { int16_t x = (int16_t)(uint16_t)v; memcpy(b + 2 * i, &x, 2); break; }
+    case ET_DT_INT: { int32_t x = (int32_t)(uint32_t)v; memcpy(b + 4 * i, &x, 4); break; }
+    default: memcpy(b + 8 * i, &v, 8); break;
+  }
 }
 
 #endif

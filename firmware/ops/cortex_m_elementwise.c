@@ -67,13 +67,13 @@ ET_PREPARE et_status op_cortex_m_quantized_add_out_prepare(et_kernel_ctx *ctx, e
   qadd_params p;
   CM_TRY(cm_binary(ctx, op, args, nargs, 13, 4, &a, &b, &out));
   CM_TRY(cm_int(ctx, op, args, 1, "self_zero_point", -128, 127, &p.a_zp));
-  CM_TRY(cm_int(ctx, op, args, 2, "self_multiplier", 0, INT32_MAX, &p.a_mult));
+  CM_TRY(cm_int(ctx, op, args, 2, "self_multiplier", INT32_MIN, INT32_MAX, &p.a_mult));
   CM_TRY(cm_int(ctx, op, args, 3, "self_shift", -31, 31, &p.a_shift));
   CM_TRY(cm_int(ctx, op, args, 5, "other_zero_point", -128, 127, &p.b_zp));
-  CM_TRY(cm_int(ctx, op, args, 6, "other_multiplier", 0, INT32_MAX, &p.b_mult));
+  CM_TRY(cm_int(ctx, op, args, 6, "other_multiplier", INT32_MIN, INT32_MAX, &p.b_mult));
   CM_TRY(cm_int(ctx, op, args, 7, "other_shift", -31, 31, &p.b_shift));
   CM_TRY(cm_int(ctx, op, args, 8, "output_zero_point", -128, 127, &p.out_zp));
-  CM_TRY(cm_int(ctx, op, args, 9, "output_multiplier", 0, INT32_MAX, &p.out_mult));
+  CM_TRY(cm_int(ctx, op, args, 9, "output_multiplier", INT32_MIN, INT32_MAX, &p.out_mult));
   CM_TRY(cm_int(ctx, op, args, 10, "output_shift", -31, 31, &p.out_shift));
   CM_TRY(cm_int(ctx, op, args, 11, "activation_min", -128, 127, &p.act_min));
   CM_TRY(cm_int(ctx, op, args, 12, "activation_max", -128, 127, &p.act_max));

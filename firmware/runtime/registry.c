@@ -22,6 +22,9 @@ et_status et_no_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
 #include "cortex_m_ops.def"
 #include "aten_ops.def"
 #include "emlkit_ops.def"
+#ifndef ET_REGISTRY_NO_FLOAT_OPS /* boards whose full image leaves them out (CMakeLists.txt) */
+#include "aten_float_ops.def"
+#endif
 #undef ET_OP_
 
 typedef struct {
@@ -37,6 +40,9 @@ static const entry k_ops[] = {
 #include "cortex_m_ops.def"
 #include "aten_ops.def"
 #include "emlkit_ops.def"
+#ifndef ET_REGISTRY_NO_FLOAT_OPS /* boards whose full image leaves them out (CMakeLists.txt) */
+#include "aten_float_ops.def"
+#endif
 #undef ET_OP_
 #undef ET_OP
     {NULL, NULL, NULL, NULL, 0},

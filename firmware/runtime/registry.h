@@ -1,5 +1,5 @@
 /* Operator registry: op name + overload -> adapter, built at compile time
- * from firmware/ops/cortex_m_ops.def, aten_ops.def and emlkit_ops.def. */
+ * from firmware/ops/cortex_m_ops.def, aten_ops.def, emlkit_ops.def and aten_float_ops.def. */
 #ifndef ET_REGISTRY_H
 #define ET_REGISTRY_H
 
