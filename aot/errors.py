@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# Exit statuses shared by every command (README "Exit statuses" and `--help` print EXIT_TABLE).
+# Exit statuses shared by every command (README.md "Exit statuses" and `--help` print EXIT_TABLE).
 EXIT_OK = 0
 EXIT_MISMATCH = 1      # the device's outputs differ from the expected ones
 EXIT_USAGE = 2         # bad arguments or input files: unknown model/target/board, missing file, bad model file

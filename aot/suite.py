@@ -113,7 +113,7 @@ def run_case(case: Case, outdir: str, timeout: float) -> Row:
             # the device computed what Vela compiled. A known, flagged Vela miscompile, not our failure.
             row.status = "MISCOMPILED"
             row.reason = (f"Vela's command stream is {flagged[0]['max_diff_steps']} steps off its TOSA graph "
-                          f"(flagged at compile time; README: Known Vela miscompiles); {o.reason}")
+                          f"(flagged at compile time; docs/ethos-u.md: Known Vela miscompiles); {o.reason}")
         row.board = o.board  # a stand-in board may run what the target's own board cannot run here
         row.image_bytes = o.image_bytes
         row.fit = o.fit.to_dict() if o.fit is not None else None

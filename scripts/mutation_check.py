@@ -209,7 +209,7 @@ def kernel_mutants(root: Path) -> list[Mutant]:
 
 # ---------------------------------------------------------------- pass mutants, curated
 PASS_TESTS_FAST = ["tests/test_kernels.py", "-k", "test_scratch_sizes"]
-# tests/test_passes_lut.py cases on small graphs (the zoo cases compile whole models: minutes).
+# tests/passes/test_lut_fusion.py cases on small graphs (the zoo cases compile whole models: minutes).
 LUT_FAST = ("single_op_chain or random_chains or internal_requantization or branch_stops or multi_input_op "
             "or only_the_table_op or round_half_away")
 PASS_MUTANTS: list[tuple[str, str, str, str, list[str]]] = [
@@ -222,15 +222,15 @@ PASS_MUTANTS: list[tuple[str, str, str, str, list[str]]] = [
     ("aot/passes/kernel_scratch.py", "return groups == 1 and -127 <= input_offset <= 128",
      "return groups == 1 and -128 <= input_offset <= 128", "wrong constant", PASS_TESTS_FAST),
     ("aot/passes/lut_backends.py", "return torch.sign(x) * torch.floor(x.abs() + 0.5)",
-     "return torch.round(x)", "rounding", ["tests/test_passes_lut.py", "-k", LUT_FAST]),
+     "return torch.round(x)", "rounding", ["tests/passes/test_lut_fusion.py", "-k", LUT_FAST]),
     ("aot/passes/lut_fusion.py", "    region.output_q.replace_all_uses_with(replacement)\n",
      "    pass\n", "skip a rewrite step",
-     ["tests/test_passes_lut.py", "-k", LUT_FAST]),
+     ["tests/passes/test_lut_fusion.py", "-k", LUT_FAST]),
     ("aot/passes/manager.py", "    if len(out) != len(decl):", "    if False:", "skip a check",
-     ["tests/test_pass_manager.py"]),
+     ["tests/passes/test_manager.py"]),
     ("aot/passes/manager.py", "            if rank[decl[first][0]] > rank[decl[then][0]]:",
      "            if rank[decl[first][0]] > rank[decl[then][0]] + 1:", "wrong constant",
-     ["tests/test_pass_manager.py"]),
+     ["tests/passes/test_manager.py"]),
     ("aot/adapter_limits.py", "    if lo > hi:\n        _fail(FMT_ACT", "    if lo > hi + 1:\n        _fail(FMT_ACT",
      "off by one", ["tests/test_adapter_limits.py", "-k", "not compile_refuses"]),
     ("aot/adapter_limits.py", "    if mult < 0 or mult > INT32_MAX or shift < -31 or shift > 31:",

@@ -18,8 +18,15 @@ run_pytest() {
   return "$rc"
 }
 
+# One pytest worker per core (EMLKIT_TEST_WORKERS=N to choose; 0 runs in this process). A test file stays
+# on one worker (--dist loadfile): its module fixtures are built once, and the builds and compiled programs
+# that files share are cached on disk behind locks (aot/deploy/locks.py), so a second worker reuses them.
+WORKERS="${EMLKIT_TEST_WORKERS:-auto}"
+XDIST=(-n "$WORKERS" --dist loadfile)
+if [ "$WORKERS" = "0" ]; then XDIST=(); fi
+
 SLOW=0
 if [ "${1:-}" = "--slow" ]; then SLOW=1; shift; fi
-run_pytest -m "not slow" -q "$@"
-if [ "$SLOW" -eq 1 ]; then run_pytest -m "slow" -q "$@"; fi
+run_pytest "${XDIST[@]}" -m "not slow" -q "$@"
+if [ "$SLOW" -eq 1 ]; then run_pytest "${XDIST[@]}" -m "slow" -q "$@"; fi
 ./test_cortex_m.sh --quick

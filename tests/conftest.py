@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from aot.deploy.locks import held
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Compiled programs are cached here by compile_model's cache key (model source,
@@ -21,7 +23,9 @@ def compile_cached(model: str, target: str, lut_fusion: bool = True, explicit_la
 
     variant = f"lut{int(lut_fusion)}-el{int(explicit_layout)}-af{int(allow_float)}"
     opts = make_options(lut_fusion, explicit_layout, allow_float)
-    return compile_model(model, target, CACHE / target / variant, options=opts, reuse_cache=True)
+    out = CACHE / target / variant
+    with held(out / Path(model).stem):  # parallel workers: one compiles, the other then reuses it
+        return compile_model(model, target, out, options=opts, reuse_cache=True)
 
 
 @pytest.fixture(scope="session")

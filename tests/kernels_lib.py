@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aot.deploy.locks import held
+
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "firmware" / "kernels"
 BUILD = ROOT / "build" / "kernels-host"
@@ -57,15 +59,16 @@ def build_library() -> Path:
     given = os.environ.get("FW_KERNELS_LIB")
     if given:
         return Path(given)
-    try:
-        lib = _cmake_build()
-    except subprocess.CalledProcessError as e:
-        log.warning("CMake build of fw_kernels_shared failed (%s); compiling kernels directly", e.stderr[-500:])
-        lib = None
-    if lib is None:
-        log.warning("boards/host/board.cmake missing or no library built; compiling kernels directly")
-        lib = _direct_build()
-    return lib
+    with held(BUILD):  # parallel test workers build it once
+        try:
+            lib = _cmake_build()
+        except subprocess.CalledProcessError as e:
+            log.warning("CMake build of fw_kernels_shared failed (%s); compiling kernels directly", e.stderr[-500:])
+            lib = None
+        if lib is None:
+            log.warning("boards/host/board.cmake missing or no library built; compiling kernels directly")
+            lib = _direct_build()
+        return lib
 
 
 class QAdd(C.Structure):

@@ -8,6 +8,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from aot.deploy.locks import held
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "npu-check-host"
 SOURCES = [ROOT / "tests" / "npu_check" / "shim.c", ROOT / "firmware" / "npu" / "ethosu_blob.c",
@@ -32,6 +34,11 @@ class Check:
 
 def build(sanitize: bool = False) -> Path:
     out = BUILD / ("libnpucheck-asan.so" if sanitize else "libnpucheck.so")
+    with held(out):  # parallel test workers build it once
+        return _build_locked(out, sanitize)
+
+
+def _build_locked(out: Path, sanitize: bool) -> Path:
     if out.exists() and all(out.stat().st_mtime >= s.stat().st_mtime for s in SOURCES):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ DATA_MOVEMENT = {
 # SNR floors (dB) of the lowered int8 program against the float model on ModelInputs.
 # One int8 quantization of a well-scaled tensor gives ~40 dB; each requantizing layer
 # adds noise, so the floor drops with depth. Floors sit ~5 dB under the measured figure
-# (README lists the measured ones) so a real regression fails, run-to-run noise doesn't.
+# (docs/results.md lists the measured ones) so a real regression fails, run-to-run noise doesn't.
 SNR_FLOOR = {
     "add": 30.0, "mul": 30.0, "conv_relu": 30.0, "dw_separable": 25.0, "mlp": 25.0,
     "pool": 30.0, "softmax": 25.0, "lut_activations": 25.0, "mobilenet_v2": 30.0,
@@ -32,7 +32,7 @@ SNR_FLOOR = {
 
 
 def _params():
-    # The issue-18 zoo (models.NEW_MODELS) has its own per-target expectations in tests/test_zoo_targets.py.
+    # The newer zoo models (models.NEW_MODELS) has its own per-target expectations in tests/test_zoo_targets.py.
     for m in (m for m in models.ZOO if m not in models.NEW_MODELS):
         for t in TARGETS:
             marks = [pytest.mark.slow] if m == "mobilenet_v2" or t == "ethos-u85-256" else []

@@ -1,5 +1,5 @@
 """The bad-input campaign: every class of mistake a user can make ends with one `error:` line naming the
-problem and the fix, the documented exit status (README "Exit statuses"), no traceback, and nothing lost.
+problem and the fix, the documented exit status (README.md "Exit statuses"), no traceback, and nothing lost.
 (tests/test_aot_errors.py covers the model-file and model-content classes of `compile`; this file the rest.)"""
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def _program(compiled, model: str, target: str = TARGET):
     return res, blobs, tosas
 
 
-# Zoo programs Vela 5.1.0 miscompiles on plain lowering (README, "Known Vela miscompiles"; the minimal case is
+# Zoo programs Vela 5.1.0 miscompiles on plain lowering (docs/ethos-u.md, "Known Vela miscompiles"; the minimal case is
 # test_vela_batched_matmul_of_slices_reads_batch0_for_every_batch): the compile-time check must say so.
 VELA_MISCOMPILES = {"transformer_block"}
 
@@ -210,7 +210,7 @@ def test_vela_int16_fc_batch_miscompile_is_caught_at_compile_time(tmp_path: Path
     input's 1xN layout while its OFM is Nx1, and Vela pads the missing rows instead of reading them, so no command
     reads batch row 1. The compile-time check runs the command stream on the functional model and flags it; at
     batch 1 the same layers are bit-exact, and so is batch 2 with our default passes (fc_rows_as_pixels runs the
-    rows as pixels). (If a newer Vela fixes this, the first half fails: drop the README note 'Known Vela
+    rows as pixels). (If a newer Vela fixes this, the first half fails: drop the docs/ethos-u.md note 'Known Vela
     miscompiles'.)"""
     import tosa_reference_model as ref  # type: ignore[import-not-found]
 

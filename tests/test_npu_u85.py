@@ -36,7 +36,7 @@ def compiled():
     return lambda model: compile_for_npu(model, TARGET)
 
 
-# Zoo programs Vela 5.1.0 miscompiles on plain lowering (README, "Known Vela miscompiles"): the compile-time check
+# Zoo programs Vela 5.1.0 miscompiles on plain lowering (docs/ethos-u.md, "Known Vela miscompiles"): the compile-time check
 # (Vela's stream on the functional model against TOSA) must say so.
 VELA_MISCOMPILES = {"transformer_block"}
 

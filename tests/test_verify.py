@@ -25,7 +25,7 @@ def test_aten_conv_on_int8_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     # which leaves aten.convolution / aten.hardsigmoid running on raw int8 data.
     from executorch.backends.cortex_m.passes.activation_fusion_pass import ActivationFusionPass
 
-    # ActivationAlone (issue 18) quantizes every hardsigmoid on its own, so nothing is fused any more: without
+    # ActivationAlone quantizes every hardsigmoid on its own, so nothing is fused any more: without
     # it the conv + hardsigmoid pattern is fused and the broken fold leaves the conv reading int8.
     from aot.passes.activation_alone import ActivationAlone
 

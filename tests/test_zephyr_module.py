@@ -1,6 +1,6 @@
 """The Zephyr module description and west manifest, checked for structure against the rules Zephyr and
 west apply. No Zephyr tree is available on these machines (it does not fit the 500 MB the machines may
-fetch), so the module and the sample are not built here; see README "Zephyr"."""
+fetch), so the module and the sample are not built here; see firmware/README.md "Zephyr"."""
 
 from __future__ import annotations
 

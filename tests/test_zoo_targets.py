@@ -1,4 +1,4 @@
-"""The zoo added for issue 18: each model compiles for cortex-m55 and ethos-u55-128 above an SNR floor,
+"""The newer zoo models (models.NEW_MODELS): each model compiles for cortex-m55 and ethos-u55-128 above an SNR floor,
 or is refused with one error line that names the op; and the fixes its patterns needed."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from toolchain import needs_qemu
 from aot import models
 from aot.errors import AotError
 
-# SNR floors (dB, ModelInputs): ~4 dB under the figures measured when the models were added (README); for the
+# SNR floors (dB, ModelInputs): ~4 dB under the figures measured when the models were added (docs/zoo.md); for the
 # models with BatchNorm, under those measured after aot/models/_init.py's settle_batchnorm (their outputs now
 # depend on the input, so the figures are lower: e.g. mlperf_kws_dscnn 48.4 -> 37.4 dB, mobilenet_v3_small
 # 44.1 -> 31.0 dB on cortex-m55, 28.7 dB on ethos-u55-128; 25.9 since npu_pool_as_depthwise.py also takes its
@@ -35,7 +35,7 @@ FLOORS = {
 # (branch_concat on Ethos-U was, until explicit_npu_clamp.py: tests/test_ethos_u_wrong_lowerings.py.)
 REFUSED: dict[tuple[str, str], str] = {}
 FAST = {"branch_concat", "conv1d_timeseries"}
-# Vela 5.1.0 miscompiles (README, "Known Vela miscompiles") that our rewrites do not avoid: none left in the zoo
+# Vela 5.1.0 miscompiles (docs/ethos-u.md, "Known Vela miscompiles") that our rewrites do not avoid: none left in the zoo
 # (transformer_block's per-head q @ k^T: split_fused_projection.py on the U55/U65, split_batched_matmul.py on the U85).
 VELA_MISCOMPILED: set[tuple[str, str]] = set()
 

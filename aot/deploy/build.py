@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aot.deploy.boards import BOARDS_DIR, REPO_ROOT, Board, BoardError, load_board
+from aot.deploy.locks import held
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,11 @@ def build_image(board: str, opts: BuildOptions | None = None, jobs: int = 2, for
                     f"bytes at {b.model.address:#x} ([model].max_size in board.toml): use a smaller model"
                 )
     bdir = build_dir_for(board, opts)
+    with held(bdir):  # one build of a folder at a time; a waiter then finds it up to date
+        return _build_locked(board, b, opts, bdir, jobs, force)
+
+
+def _build_locked(board: str, b: Board | None, opts: BuildOptions, bdir: Path, jobs: int, force: bool) -> BuildResult:
     elf = bdir / ("runner.elf" if b is not None else "runner")
     stamp = bdir / ".inputs.sha256"
     digest = _inputs_digest(board, opts)

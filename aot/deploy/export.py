@@ -246,7 +246,7 @@ def _library(root: Path, facts: ProgramFacts) -> tuple[list[str], list[str]]:
     picked = [FIRMWARE / "include" / "emlkit.h", FIRMWARE / "lib" / "CMakeLists.txt"]
     for d in ("runtime", "api"):
         picked += sorted((FIRMWARE / d).glob("*.[ch]"))
-    picked += sources
+    picked += [FIRMWARE / "ops" / "registry.c", *sources]  # the operator table, compiled against the cut .def files
     picked += sorted(p for d in ("ops", "kernels") for p in (FIRMWARE / d).glob("*.h"))
     if facts.delegates:
         picked += sorted((FIRMWARE / "npu").glob("*.[ch]"))

@@ -6,7 +6,7 @@
 
 The board's full image (aot/deploy/build.py, every operator registered) is built once and cached; its
 objects and libraries are what a program's image links from. For a program, only the operator table
-(firmware/runtime/registry.c) is compiled again, against the firmware's ops/*.def cut down to the
+(firmware/ops/registry.c) is compiled again, against the firmware's ops/*.def cut down to the
 program's operators (aot/deploy/opset.py), and the runner is linked with --gc-sections, so only the
 adapters and kernels that table reaches stay in. Programs without an Ethos-U delegate link
 runner/cpu_only.c instead of runner/npu.c and so carry no backend or driver.
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from aot.deploy.boards import BoardError
+from aot.deploy.locks import held
 from aot.deploy.build import FIRMWARE_DIR, BuildError, BuildOptions, BuildResult, build_image, image_sizes
 from aot.deploy.opset import ETHOSU_BACKEND, program_facts, registration
 from aot.errors import EXIT_USAGE, AotError
@@ -40,7 +41,7 @@ from aot.errors import EXIT_USAGE, AotError
 log = logging.getLogger(__name__)
 
 RECIPE = "link_recipe.txt"          # written by firmware/CMakeLists.txt
-REGISTRY_C = FIRMWARE_DIR / "runtime" / "registry.c"
+REGISTRY_C = FIRMWARE_DIR / "ops" / "registry.c"
 CORE_ENTRY_C = FIRMWARE_DIR / "tools" / "core_entry.c"
 NPU_OBJECT = "npu.c"                # runner/npu.c's object: replaced by cpu_only.c without a delegate
 
@@ -219,6 +220,11 @@ def core_size(board: str, opts: BuildOptions | None = None) -> CoreSize:
     if board == "host":
         raise AotError("the core is sized for a board's CPU: give --board corstone-300 or another board", EXIT_USAGE)
     base = build_image(board, opts or BuildOptions())
+    with held(base.build_dir / "core"):  # the folder is rebuilt from scratch: one caller at a time
+        return _core_size_locked(base)
+
+
+def _core_size_locked(base: BuildResult) -> CoreSize:
     recipe = read_recipe(base.build_dir)
     out_dir = base.build_dir / "core"
     shutil.rmtree(out_dir, ignore_errors=True)

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from aot.deploy.locks import held
 from aot.deploy.result import ResultError, RunResult, parse_result
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,11 @@ def _run(cmd: list[str], what: str) -> None:
 def build_host_runner(build_type: str = "Release", sanitize: bool = False, jobs: int = 2) -> Path:
     """Configure and build the host runner if its sources changed; returns its path."""
     bdir = host_build_dir(build_type, sanitize)
+    with held(bdir):  # one build of a folder at a time; a waiter then finds it up to date
+        return _build_host_locked(bdir, build_type, sanitize, jobs)
+
+
+def _build_host_locked(bdir: Path, build_type: str, sanitize: bool, jobs: int) -> Path:
     runner = bdir / "runner"
     stamp_file = bdir / ".emlfw-stamp"
     stamp = _sources_stamp(f"{build_type}:{sanitize}")

@@ -41,7 +41,7 @@ ZOO: dict[str, str] = {
     "mlperf_ic_resnet8": "MLPerf Tiny IC: ResNet-8, 32x32 CIFAR-10 -> 10",
     "mlperf_ad_autoencoder": "MLPerf Tiny AD: FC autoencoder 640-128x4-8-128x4-640, BatchNorm1d, batch 4",
 }
-# Models added with issue 18 (README: "Model zoo"); the default suite keeps the original list.
+# The newer zoo models (docs/zoo.md); the default suite keeps the original list.
 NEW_MODELS = list(ZOO)[list(ZOO).index("branch_concat"):]
 
 

@@ -46,5 +46,5 @@ def warn_on_mismatch(rows: Sequence[dict[str, Any]]) -> None:
         if r.get("checked") and r["max_diff_steps"]:
             log.warning("Vela's command stream for %s disagrees with its TOSA graph on the NPU functional model: "
                         "%d output elements off, up to %d steps; the NPU would not reproduce the expected outputs "
-                        "(README: 'Known Vela miscompiles'; compile for a cortex-m target or change the layer)",
+                        "(docs/ethos-u.md: 'Known Vela miscompiles'; compile for a cortex-m target or change the layer)",
                         r["delegate"], r["elements_differing"], r["max_diff_steps"])

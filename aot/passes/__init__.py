@@ -55,9 +55,10 @@ One pass per file, each file's docstring says what it matches and what it emits:
   requantized to the pool's own output qparams) on Cortex-M.
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 
-Each pass class declares its `stage`, `targets`, `runs_after` and `runs_before`; `configure` hands
-them to aot/passes/manager.py, which orders them and refuses undeclared passes, unknown names,
-constraints against the stage order and cycles (tests/test_pass_manager.py checks the order).
+Each pass class derives from manager.Pass and declares its `stage`, `ops`, `order`, `runs_after` and
+`runs_before`; `configure` builds every pass aot/passes/manager.py discovers in this package's modules,
+and the manager orders them and refuses undeclared passes, unknown names, constraints against the stage
+order, repeated orders and cycles (tests/passes/test_manager.py checks the order).
 """
 
 from __future__ import annotations
@@ -66,54 +67,7 @@ from aot.lower import LowerOptions
 
 
 def configure(opts: LowerOptions, allow_float: bool = False) -> None:
-    """Add our passes to `opts` (called by the CLI for every compile)."""
-    from aot.passes.activation_alone import ActivationAlone
-    from aot.passes.channels_last_everywhere import ChannelsLastEverywhere
-    from aot.passes.explicit_npu_clamp import ExplicitNpuClamp
-    from aot.passes.npu_a16w8_conv_rescale import NpuA16w8ConvRescale
-    from aot.passes.npu_pool_as_depthwise import NpuPoolAsDepthwise
-    from aot.passes.npu_pool_zero_point import NpuPoolZeroPoint
-    from aot.passes.contiguous_view_base import ContiguousViewBase
-    from aot.passes.conv1d_as_conv2d import Conv1dAsConv2d
-    from aot.passes.fc_rows_as_pixels import FcRowsAsPixels
-    from aot.passes.emlkit_avg_pool import EmlkitAvgPool
-    from aot.passes.emlkit_softmax import EmlkitSoftmax
-    from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
-    from aot.passes.int8_matmul_on_u55 import Int8MatmulOnU55
-    from aot.passes.lut_backends import backend_for
-    from aot.passes.lut_fusion import LutFusion
-    from aot.passes.npu_hardswish_floor import NpuHardswishFloor
-    from aot.passes.npu_softmax_ranges import NpuSoftmaxRanges
-    from aot.passes.own_output_qparams import OwnOutputQparams
-    from aot.passes.symmetric_weight_range import SymmetricWeightRange
-    from aot.passes.upsample_shared_qparams import UpsampleSharedQparams
-    from aot.passes.avgpool_for_npu import AvgPoolForNpu
-    from aot.passes.cancel_transposes import CancelTransposes
-    from aot.passes.dw_one_channel_as_conv import DepthwiseOneChannelAsConv
-    from aot.passes.fold_input_offset import FoldInputOffset
-    from aot.passes.int8_layer_norm import Int8LayerNorm
-    from aot.passes.int8_upsample import Int8Upsample
-    from aot.passes.kernel_scratch import KernelScratch
-    from aot.passes.linear_to_conv import LinearToConv
-    from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
-    from aot.passes.split_as_slices import SplitAsSlices
-    from aot.passes.split_batched_matmul import SplitBatchedMatmul
-    from aot.passes.split_fused_projection import SplitFusedProjection
-    from aot.passes.window_bias import WindowBias
-    from aot.passes.verify_program import VerifyProgram
+    """Add every pass of this package to `opts` (called by the CLI for every compile)."""
+    from aot.passes.manager import discover, install
 
-    from aot.passes.manager import install
-
-    # Listed in the order they used to be appended; the manager orders them by their declarations
-    # (stage, runs_after, runs_before) and keeps this order only where those leave a choice.
-    install(opts, [
-        Relu6ToHardtanh(), Conv1dAsConv2d(), FoldLinearBatchNorm(), SplitFusedProjection(), SplitAsSlices(),
-        LinearToConv(mode=opts.linear_mode),
-        FcRowsAsPixels(), AvgPoolForNpu(), NpuPoolAsDepthwise(), SplitBatchedMatmul(), ChannelsLastEverywhere(),
-        Int8MatmulOnU55(), UpsampleSharedQparams(), ActivationAlone(), SymmetricWeightRange(), OwnOutputQparams(), NpuSoftmaxRanges(), NpuHardswishFloor(),
-        LutFusion(enabled=opts.lut_fusion, choose_backend=backend_for), EmlkitSoftmax(), EmlkitAvgPool(),
-        ExplicitNpuClamp(), NpuPoolZeroPoint(), NpuA16w8ConvRescale(),
-        DepthwiseOneChannelAsConv(), FoldInputOffset(), WindowBias(), Int8LayerNorm(),
-        CancelTransposes(), ContiguousViewBase(), Int8Upsample(), KernelScratch(),
-        VerifyProgram(allow_float=allow_float),
-    ])
+    install(opts, [cls.create(opts, allow_float) for cls in discover()])

@@ -15,6 +15,8 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import torch
 
+from aot.passes.manager import Pass
+
 log = logging.getLogger(__name__)
 
 # Meta keys that tell later passes and error messages where an op came from.
@@ -71,6 +73,27 @@ def copy_meta(src: torch.fx.Node, nodes: Iterable[torch.fx.Node]) -> None:
                 new.meta[k] = src.meta[k]
 
 
+def qparams(node: torch.fx.Node) -> tuple[float, int, int, int, torch.dtype]:
+    """(scale, zero point, qmin, qmax, dtype) of a per-tensor quantize/dequantize node."""
+    _, scale, zp, qmin, qmax, dtype = node.args[:6]
+    return float(scale), int(zp), int(qmin), int(qmax), dtype  # type: ignore[arg-type]
+
+
+def per_tensor_qparams(node: torch.fx.Node) -> bool:
+    """Q/DQ with plain scalar scale/zero point (not tensors, not per channel)."""
+    if len(node.args) < 6:
+        return False
+    _, scale, zp, _, _, dtype = node.args[:6]
+    return isinstance(scale, float) and isinstance(zp, int) and dtype in (torch.int8, torch.int16)
+
+
+def copy_region_meta(src: torch.fx.Node, dst: torch.fx.Node) -> None:
+    """Give a node that replaces a q/dq region the region's provenance and value meta (val included)."""
+    for k in ("stack_trace", "nn_module_stack", "source_fn_stack", "val", "tensor_meta"):
+        if k in src.meta:
+            dst.meta[k] = src.meta[k]
+
+
 def reaches(start: torch.fx.Node, verdict: Callable[[torch.fx.Node], bool | None]) -> bool:
     """Walk the call_function users of `start` and theirs; True as soon as `verdict` says True.
 
@@ -122,15 +145,15 @@ def wrap_int32(v: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------- pass skeletons
 
 @dataclass
-class Rewrite:
+class Rewrite(Pass):
     """Base of the pre-quantization rewrites: a report listing the nodes the last run changed.
 
-    Subclasses name the list's report entry (`report_name`) and set `active` in set_target.
+    Subclasses name the list's report entry (`report_name`); the manager sets `applicable` (set_target).
     """
 
     report_key: str = ""
     done: list[Any] = field(default_factory=list)
-    active: bool = False
+    applicable: bool = False  # until bound to a target it applies to
     report_name: ClassVar[str] = "rewritten"
 
     def report(self) -> dict[str, Any]:
@@ -138,7 +161,7 @@ class Rewrite:
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         self.done = []
-        if self.active:
+        if self.applicable:
             self.done = self.run(gm)
         return gm
 
@@ -146,7 +169,7 @@ class Rewrite:
         raise NotImplementedError
 
 
-class Recorder:
+class Recorder(Pass):
     """Mixin for the post-edge and program passes: the names of the nodes the last run changed."""
 
     report_key: ClassVar[str] = ""
@@ -163,11 +186,11 @@ class Recorder:
 class ProgramRewrite(Recorder):
     """Base of the passes that edit cortex_m:: nodes of the final ExportedProgram in place.
 
-    `ops` are cortex_m:: op names (those this ExecuTorch lacks are skipped); `rewrite` changes one
+    `cm_ops` are cortex_m:: op names (those this ExecuTorch lacks are skipped); `rewrite` changes one
     node and says whether it did. The report gives the count (`report_name`).
     """
 
-    ops: ClassVar[tuple[str, ...]] = ()
+    cm_ops: ClassVar[tuple[str, ...]] = ()  # not `ops`: that is the declaration's (aot/passes/manager.py)
 
     def report(self) -> dict[str, Any]:
         return {self.report_name: len(self.done)}
@@ -176,7 +199,7 @@ class ProgramRewrite(Recorder):
         from executorch.exir.dialects._ops import ops as exir_ops
 
         cm = exir_ops.edge.cortex_m
-        names = {getattr(cm, n).default: n for n in self.ops if hasattr(cm, n)}
+        names = {getattr(cm, n).default: n for n in self.cm_ops if hasattr(cm, n)}
         self.done = [n.name for n in calls(ep.graph_module, names) if self.rewrite(ep, n, names[n.target])]
         if self.done:
             ep.graph_module.recompile()

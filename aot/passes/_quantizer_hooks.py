@@ -16,31 +16,34 @@ from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from aot.lower.quantizer_steps import WithSteps
+from aot.passes.manager import Pass, applies_to
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class QuantizerHook:
-    """Base of the hooks: `configure` runs only for targets `applies` accepts (the Cortex-M flow by
-    default) and records in `done`, which the report lists under `report_name`."""
+class QuantizerHook(Pass):
+    """Base of the hooks (an adapter: ExecuTorch's quantizer is wrapped, not a graph rewritten):
+    `configure` runs only for targets the declaration covers (aot/passes/manager.py) and records in
+    `done`, which the report lists under `report_name`."""
 
     report_key: str = ""
     done: list[str] = field(default_factory=list)
     report_name: ClassVar[str] = "done"
+    flows: ClassVar[tuple[str, ...]] = ("cortex_m",)  # an undeclared hook: the Cortex-M flow's quantizer
 
     def report(self) -> dict[str, Any]:
         return {self.report_name: list(self.done)}
 
-    def applies(self, target: Any) -> bool:
-        return target.flow == "cortex_m"
+    def applies(self, target: Any, options: Any = None) -> bool:
+        return applies_to(type(self), target, options)
 
     def configure(self, quantizer: Any, target: Any) -> Any:
         raise NotImplementedError
 
     def __call__(self, quantizer: Any, target: Any, options: Any) -> Any:
         self.done = []
-        if not self.applies(target):
+        if not self.applies(target, options):
             return quantizer
         return self.configure(quantizer, target)
 

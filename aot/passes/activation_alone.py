@@ -100,7 +100,8 @@ def candidates(gm: torch.fx.GraphModule, hardsigmoid: bool = True) -> list[torch
     return out
 
 
-@declare("quantizer_hook", ("aten.relu", "aten.hardtanh", "aten.clamp", "aten.hardsigmoid"))
+@declare("quantizer_hook", ("aten.relu", "aten.hardtanh", "aten.clamp", "aten.hardsigmoid"),
+         order=140, flows=("cortex_m",))
 @dataclass
 class ActivationAlone(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""

@@ -54,16 +54,14 @@ def small_factors(k: int) -> list[int] | None:
     return out if k == 1 else None
 
 
-@declare("pre_quant", ("aten.avg_pool2d",), runs_after=("Conv1dAsConv2d",))
+# CMSIS-NN pools take any stride.
+@declare("pre_quant", ("aten.avg_pool2d",), runs_after=("Conv1dAsConv2d",),
+         order=80, flows=("ethos_u",))
 @dataclass
 class AvgPoolForNpu(Rewrite):
     report_key: str = "avgpool_for_npu"
-    active: bool = True  # the Ethos-U flow until set_target says otherwise
+    applicable: bool = True  # until bound (aot.passes.manager.Pass)
     skipped: list[dict[str, Any]] = field(default_factory=list)
-
-    def set_target(self, target: Any, options: Any) -> None:
-        # Cortex-M's CMSIS-NN pool takes any stride; only the NPU has the limit.
-        self.active = target.flow == "ethos_u"
 
     @property
     def rewritten(self) -> list[Any]:

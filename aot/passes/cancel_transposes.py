@@ -19,7 +19,7 @@ from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from executorch.exir.dialects._ops import ops as exir_ops
 
-from aot.passes.manager import declare
+from aot.passes.manager import Pass, declare
 
 
 def _is_transpose(n: Any) -> bool:
@@ -32,8 +32,8 @@ def _compose(p: list[int], q: list[int]) -> list[int]:
     return [p[i] for i in q]
 
 
-@declare("post", ("cortex_m.transpose",))
-class CancelTransposes(PassBase):
+@declare("post", ("cortex_m.transpose",), order=290)
+class CancelTransposes(Pass, PassBase):
     report_key = "cancel_transposes"
 
     def __init__(self) -> None:

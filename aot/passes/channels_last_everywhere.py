@@ -93,14 +93,11 @@ class _Strides:
 
 
 @declare("pre_quant", ("aten.permute", "aten.transpose", "aten.view", "aten.reshape", "one-channel 4-D outputs"),
-         runs_after=("*",))
+         runs_after=("*",), order=110, flows=("cortex_m",), options={"explicit_layout": False})
 @dataclass
 class ChannelsLastEverywhere(Rewrite):
     report_key: str = "channels_last_everywhere"
     report_name = "copied"
-
-    def set_target(self, target: Any, options: Any) -> None:
-        self.active = target.flow == "cortex_m" and not options.explicit_layout
 
     def run(self, gm: torch.fx.GraphModule) -> list[str]:
         g, copied = gm.graph, []

@@ -56,7 +56,7 @@ def _needs_copy(n: torch.fx.Node) -> bool:
     return isinstance(val, torch.Tensor) and not val.is_contiguous()
 
 
-@declare("post", ("aten.view_copy",))
+@declare("post", ("aten.view_copy",), order=300)
 class ContiguousViewBase(Recorder, PassBase):
     report_key = "contiguous_view_base"
     report_name = "copied"
@@ -65,7 +65,7 @@ class ContiguousViewBase(Recorder, PassBase):
         super().__init__()
         self.channels_last = True
 
-    def set_target(self, target: Any, options: Any) -> None:
+    def bind(self, target: Any, options: Any) -> None:
         # Only the dim-order Cortex-M flow wants 4-D activations channels-last (an Ethos-U delegate or the
         # explicit-layout flow takes what the graph gives it); the contiguous base is right for every flow.
         self.channels_last = target.flow == "cortex_m" and not options.explicit_layout

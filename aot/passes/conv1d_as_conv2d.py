@@ -49,14 +49,14 @@ def _one(v: Any) -> int:
 
 @declare("pre_quant", ("aten.conv1d", "aten.batch_norm", "aten.max_pool1d", "aten.avg_pool1d",
                        "aten.adaptive_avg_pool1d"),
-         runs_after=("Relu6ToHardtanh",))
+         runs_after=("Relu6ToHardtanh",), order=20)
 @dataclass
 class Conv1dAsConv2d(Rewrite):
     report_key: str = "conv1d_as_conv2d"
-    active: bool = True                # every flow: the 2-D forms are what the quantizers and NPUs take
+    applicable: bool = True                # every flow: the 2-D forms are what the quantizers and NPUs take
     channels_last: bool = True
 
-    def set_target(self, target: Any, options: Any) -> None:
+    def bind(self, target: Any, options: Any) -> None:
         # The Cortex-M flow runs NHWC kernels and its quantizer takes only channels-last convs and pools.
         self.channels_last = target.flow == "cortex_m" and not options.explicit_layout
 

@@ -27,36 +27,33 @@ import torch
 from executorch.backends.transforms.utils import get_param_tensor, is_param_node, set_param_tensor
 from executorch.exir.dialects._ops import ops as exir_ops
 
-from aot.passes.manager import declare
+from aot.passes.manager import Pass, declare
 
 DW_TO_CONV = {"quantized_depthwise_conv2d": "quantized_conv2d",
               "quantized_depthwise_conv2d_nhwc": "quantized_conv2d_nhwc"}
 DM_ARG = 6  # depth_multiplier: the one argument the depthwise schema has and the conv schema has not
 
 
-# Cores whose firmware runs the portable C kernels: their depthwise loop is cheaper than the
-# convolution loop on one input channel (mlperf_kws_dscnn on the M3: 37.3 M -> 40.8 M instructions
-# with the rewrite), so the program keeps the depthwise node there.
-PORTABLE_CPUS = frozenset({"cortex-m0", "cortex-m0plus", "cortex-m3"})
+# Cores with CMSIS-NN kernels. The others (cortex-m0, m0plus, m3) run the portable C kernels: their
+# depthwise loop is cheaper than the convolution loop on one input channel (mlperf_kws_dscnn on the M3:
+# 37.3 M -> 40.8 M instructions with the rewrite), so the program keeps the depthwise node there.
+CMSIS_NN_CPUS = ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m85")
 
 
-@declare("program", ("cortex_m.quantized_depthwise_conv2d",), runs_before=("FoldInputOffset",))
-class DepthwiseOneChannelAsConv:
+@declare("program", ("cortex_m.quantized_depthwise_conv2d",), runs_before=("FoldInputOffset",),
+         order=250, flows=("cortex_m",), targets=CMSIS_NN_CPUS)
+class DepthwiseOneChannelAsConv(Pass):
     report_key = "dw_one_channel_as_conv"
 
     def __init__(self) -> None:
         self.rewritten = 0
-        self.enabled = True
-
-    def set_target(self, target: Any, options: Any) -> None:
-        self.enabled = getattr(target, "cpu", "") not in PORTABLE_CPUS
 
     def report(self) -> dict[str, Any]:
         return {"rewritten_convolutions": self.rewritten}
 
     def __call__(self, ep: Any) -> Any:
         self.rewritten = 0
-        if not self.enabled:
+        if not self.applicable:
             return ep
         cm = exir_ops.edge.cortex_m
         targets = {getattr(cm, dw).default: (dw, getattr(cm, conv).default)

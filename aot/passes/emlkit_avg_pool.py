@@ -21,14 +21,15 @@ import torch
 
 import aot.emlkit_ops as eo
 from aot.passes.emlkit_softmax import CortexMLowering
-from aot.passes.lut_fusion import _qparams
+from aot.passes._graph import qparams
 from aot.passes.own_output_qparams import AVG_POOLS, OWN_QPARAMS_KEY, pool_geometry
 from aot.passes.manager import declare
 
 log = logging.getLogger(__name__)
 
 
-@declare("pre_edge", ("aten.avg_pool2d", "aten.mean"), runs_after=("LutFusion", "EmlkitSoftmax"))
+@declare("pre_edge", ("aten.avg_pool2d", "aten.mean"), runs_after=("LutFusion", "EmlkitSoftmax"),
+         order=210, flows=("cortex_m",))
 @dataclass
 class EmlkitAvgPool(CortexMLowering):
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
@@ -45,7 +46,7 @@ class EmlkitAvgPool(CortexMLowering):
         if geom is None:
             return None
         k, s = geom
-        (s_in, zp_in), (s_out, zp_out) = _qparams(dq)[:2], _qparams(q)[:2]
+        (s_in, zp_in), (s_out, zp_out) = qparams(dq)[:2], qparams(q)[:2]
         try:
             mult, shift = eo.multiplier_shift(s_in / (s_out * k[0] * k[1]))
             if not 1 <= shift <= 62 or k[0] * k[1] > 1 << 16:

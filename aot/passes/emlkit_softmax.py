@@ -19,9 +19,10 @@ from typing import Any
 import torch
 
 import aot.emlkit_ops as eo
-from aot.passes.lut_fusion import DQ_TARGETS, Q_TARGETS, _copy_meta, _per_tensor_qparams, _qparams, _unique_attr
+from aot.passes._graph import copy_region_meta, per_tensor_qparams, qparams, unique_name
+from aot.passes.lut_fusion import DQ_TARGETS, Q_TARGETS
 from aot.passes.own_output_qparams import SOFTMAX
-from aot.passes.manager import declare
+from aot.passes.manager import Pass, declare
 
 log = logging.getLogger(__name__)
 
@@ -30,21 +31,21 @@ def match_dq_op_q(n: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | Non
     """(dequantize, quantize) around `n` when it reads one int8 dequantize and only feeds one int8 quantize."""
     dq = n.args[0] if n.args else None
     if not (isinstance(dq, torch.fx.Node) and dq.op == "call_function" and dq.target in DQ_TARGETS
-            and _per_tensor_qparams(dq) and isinstance(dq.args[0], torch.fx.Node)):
+            and per_tensor_qparams(dq) and isinstance(dq.args[0], torch.fx.Node)):
         return None
     if len(n.users) != 1:
         return None
     q = next(iter(n.users))
-    if q.op != "call_function" or q.target not in Q_TARGETS or not _per_tensor_qparams(q):
+    if q.op != "call_function" or q.target not in Q_TARGETS or not per_tensor_qparams(q):
         return None
-    if _qparams(dq)[4] != torch.int8 or _qparams(q)[4] != torch.int8 or _qparams(q)[2:4] != (-128, 127):
+    if qparams(dq)[4] != torch.int8 or qparams(q)[4] != torch.int8 or qparams(q)[2:4] != (-128, 127):
         return None
     return dq, q
 
 
 def replace(gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node, q: torch.fx.Node,
             new: torch.fx.Node) -> None:
-    _copy_meta(q, new)
+    copy_region_meta(q, new)
     new.meta["stack_trace"] = n.meta.get("stack_trace", "")
     q.replace_all_uses_with(new)
     for dead in (q, n, dq):
@@ -53,7 +54,7 @@ def replace(gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node, q: to
 
 
 @dataclass
-class CortexMLowering:
+class CortexMLowering(Pass):
     """What the pre-edge passes lowering to emlkit:: ops share: on for Cortex-M targets only, the walk
     over `dequantize -> op -> quantize` matches, and a report of the nodes they lowered.
 
@@ -62,11 +63,8 @@ class CortexMLowering:
     """
 
     report_key: str = ""
-    enabled: bool = False
+    applicable: bool = False  # until bound (aot.passes.manager.Pass)
     lowered: list[dict[str, Any]] = field(default_factory=list)
-
-    def set_target(self, target: Any, options: Any) -> None:
-        self.enabled = target.flow == "cortex_m"
 
     def report(self) -> dict[str, Any]:
         return {"lowered": list(self.lowered)}
@@ -80,7 +78,7 @@ class CortexMLowering:
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         self.lowered = []
-        if not self.enabled:
+        if not self.applicable:
             return gm
         for n in list(gm.graph.nodes):
             m = match_dq_op_q(n) if n.op == "call_function" and self.takes(n) else None
@@ -101,7 +99,7 @@ class CortexMLowering:
         return gm
 
 
-@declare("pre_edge", ("aten.softmax",), runs_after=("LutFusion",))
+@declare("pre_edge", ("aten.softmax",), runs_after=("LutFusion",), order=200, flows=("cortex_m",))
 @dataclass
 class EmlkitSoftmax(CortexMLowering):
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
@@ -113,7 +111,7 @@ class EmlkitSoftmax(CortexMLowering):
 
     def lower(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node,
               q: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, Any]] | None:
-        s_in, s_out, zp_out = _qparams(dq)[0], _qparams(q)[0], _qparams(q)[1]
+        s_in, s_out, zp_out = qparams(dq)[0], qparams(q)[0], qparams(q)[1]
         try:
             mult, shift = eo.softmax_output_requant(s_out)
             if not 1 <= shift <= 62:
@@ -123,7 +121,7 @@ class EmlkitSoftmax(CortexMLowering):
             return None
         rank = len(n.meta["val"].shape)
         dim = int(n.args[1]) % max(rank, 1)
-        name = _unique_attr(gm, "_aot_softmax_exp")
+        name = unique_name(gm, "_aot_softmax_exp")
         gm.register_buffer(name, eo.softmax_exp_table(s_in))
         table = gm.graph.get_attr(name)
         new = gm.graph.call_function(torch.ops.emlkit.softmax.default, (dq.args[0], table, dim, zp_out, mult, shift))

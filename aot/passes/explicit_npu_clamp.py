@@ -76,13 +76,10 @@ def lost_lower_bound(n: torch.fx.Node) -> dict[str, Any] | None:
     return {"node": n.name, "producer": src.name, "max": upper, "scale": float(scale), "zero_point": zp, "qmin": qmin}
 
 
-@declare("pre_edge", ("aten.relu", "aten.hardtanh"))
+@declare("pre_edge", ("aten.relu", "aten.hardtanh"), order=220, flows=("ethos_u",))
 @dataclass
 class ExplicitNpuClamp(Rewrite):
     report_key: str = "explicit_npu_clamp"
-
-    def set_target(self, target: Any, options: Any) -> None:
-        self.active = target.flow == "ethos_u"
 
     def run(self, gm: torch.fx.GraphModule) -> list[Any]:
         g, done = gm.graph, []

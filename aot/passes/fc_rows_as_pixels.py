@@ -11,7 +11,7 @@ viewed back to [..., N]: one image of M x 1 pixels with C channels. In the
 NHWC layout the NPU works in, both permutes are the identity on the data
 (x is already [1, M, 1, C] in NHWC), so the delegate holds one 1x1 conv.
 
-Why: Vela 5.1.0 miscompiles int16 fully connected stacks at batch > 1 (README,
+Why: Vela 5.1.0 miscompiles int16 fully connected stacks at batch > 1 (docs/ethos-u.md,
 "Known Vela miscompiles"): the command stream never reads batch rows 1 and 3
 of fc_autoencoder's [4, 128] input and is off by up to 951 steps. The same
 layers as a 1x1 conv over batch rows ([M, C, 1, 1]) are miscompiled the same
@@ -34,14 +34,11 @@ from aot.passes.manager import declare
 aten = torch.ops.aten
 
 
-@declare("pre_quant", ("aten.linear",))
+@declare("pre_quant", ("aten.linear",), order=70, flows=("ethos_u",), bits=("a16w8",))
 @dataclass
 class FcRowsAsPixels(LinearRewrite):
     report_key: str = "fc_rows_as_pixels"
     what = "linear rows as conv pixels"
-
-    def set_target(self, target: Any, options: Any) -> None:
-        self.active = target.flow == "ethos_u" and target.activation_bits == 16
 
     def rewrite_linear(self, gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands) -> bool:
         x, w, b_node, xval, lead = ops.x, ops.w, ops.b_node, ops.xval, ops.lead

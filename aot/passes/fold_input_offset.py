@@ -29,11 +29,11 @@ CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
 OFFSET_ARG, BIAS_ARG, PAD_ARG = 6, 2, 4
 
 
-@declare("program", ("cortex_m.quantized_conv2d",))
+@declare("program", ("cortex_m.quantized_conv2d",), order=260, flows=("cortex_m",))
 class FoldInputOffset(ProgramRewrite):
     report_key = "fold_input_offset"
     report_name = "folded_convolutions"
-    ops = CONV_OPS
+    cm_ops = CONV_OPS
 
     def rewrite(self, ep: Any, n: torch.fx.Node, op: str) -> bool:
         off, bias, pad = int(n.args[OFFSET_ARG]), n.args[BIAS_ARG], tuple(n.args[PAD_ARG])

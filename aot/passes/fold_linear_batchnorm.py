@@ -51,17 +51,15 @@ def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
     return w2, b2
 
 
+# The Arm flow folds BatchNorm itself.
 @declare("pre_quant", ("aten.linear", "aten.batch_norm"),
-         runs_after=("Conv1dAsConv2d",), runs_before=("LinearToConv", "FcRowsAsPixels"))
+         runs_after=("Conv1dAsConv2d",), runs_before=("LinearToConv", "FcRowsAsPixels"),
+         order=30, flows=("cortex_m",))
 @dataclass
 class FoldLinearBatchNorm(Rewrite):
     report_key: str = "fold_linear_batchnorm"
     report_name = "folded"
-    active: bool = True
-
-    def set_target(self, target: Any, options: Any) -> None:
-        # The Arm (Ethos-U) flow folds BatchNorm itself; its programs stay as they were.
-        self.active = target.flow == "cortex_m"
+    applicable: bool = True  # until bound (aot.passes.manager.Pass)
 
     def run(self, gm: torch.fx.GraphModule) -> list[str]:
         return rewrite_calls(gm, aten.batch_norm.default, self._fold, "batch norm folded into linear")

@@ -35,7 +35,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from torch.export.graph_signature import InputKind
 
 import aot.emlkit_ops  # noqa: F401  (defines emlkit::quantized_layer_norm)
-from aot.passes.manager import declare
+from aot.passes.manager import Pass, declare
 
 MAX_SHIFT = 30
 
@@ -100,8 +100,8 @@ def in_dim_order(t: torch.Tensor, order: list[int]) -> torch.Tensor:
     return t.permute(order).contiguous().permute(back)
 
 
-@declare("program", ("aten.native_layer_norm",))
-class Int8LayerNorm:
+@declare("program", ("aten.native_layer_norm",), order=280, flows=("cortex_m",))
+class Int8LayerNorm(Pass):
     report_key = "int8_layer_norm"
 
     def __init__(self) -> None:

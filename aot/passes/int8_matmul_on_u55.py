@@ -31,17 +31,14 @@ MATMULS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default, torch.ops.aten
 
 
 @declare("quantizer_hook", ("aten.bmm", "aten.mm", "aten.matmul"),
-         runs_before=("ActivationAlone", "SymmetricWeightRange"))
+         runs_before=("ActivationAlone", "SymmetricWeightRange"),
+         order=120, flows=("ethos_u",), targets=("ethos-u55*", "ethos-u65*"), bits=("a16w8",))
 @dataclass
 class Int8MatmulOnU55(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for int16-activation U55/U65 targets."""
 
     report_key: str = "int8_matmul_on_u55"
     report_name = "int8_targets"
-
-    def applies(self, target: Any) -> bool:
-        npu = target.npu or ""
-        return target.flow == "ethos_u" and target.activation_bits == 16 and npu.startswith(("ethos-u55", "ethos-u65"))
 
     def configure(self, quantizer: Any, target: Any) -> Any:
         from executorch.backends.arm.quantizer import get_symmetric_quantization_config

@@ -111,7 +111,7 @@ def _refuse(n: torch.fx.Node) -> None:
                    "elements per channel); resize a 4-D tensor or split it into smaller maps", EXIT_UNSUPPORTED)
 
 
-@declare("post", ("aten.upsample_nearest2d",))
+@declare("post", ("aten.upsample_nearest2d",), order=310)
 class Int8Upsample(Recorder, PassBase):
     report_key = "int8_upsample"
     report_name = "replaced"

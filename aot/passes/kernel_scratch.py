@@ -25,7 +25,7 @@ from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from executorch.exir import memory
 from executorch.exir.dialects._ops import ops as exir_ops
 
-from aot.passes.manager import declare
+from aot.passes.manager import Pass, declare
 
 # Runs after: CortexMPassManager (creates the nodes), CancelTransposes. Precedes: VerifyProgram.
 CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
@@ -116,8 +116,8 @@ def _resize(alloc: torch.fx.Node, size: int) -> None:
 
 
 @declare("post", ("cortex_m.quantized_conv2d", "cortex_m.quantized_depthwise_conv2d", "cortex_m.quantized_avg_pool2d"),
-         runs_after=("*", "FoldInputOffset"))
-class KernelScratch(PassBase):
+         runs_after=("*", "FoldInputOffset"), order=320)
+class KernelScratch(Pass, PassBase):
     report_key = "kernel_scratch"
 
     def __init__(self) -> None:

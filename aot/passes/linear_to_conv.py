@@ -138,20 +138,22 @@ def _needs_int8_output(n: torch.fx.Node) -> bool:
     return reaches(n, verdict)
 
 
-@declare("pre_quant", ("aten.linear",))
+# The Arm quantizer is per-channel for linear already.
+@declare("pre_quant", ("aten.linear",),
+         order=60, flows=("cortex_m",))
 @dataclass
 class LinearToConv(LinearRewrite):
     mode: str = "all"                  # "all", "auto" or "off" (see the module docstring)
     report_key: str = "linear_to_conv"
-    active: bool = True
+    applicable: bool = True  # until bound (aot.passes.manager.Pass)
     what = "linear -> 1x1 conv"
 
-    def set_target(self, target: Any, options: Any) -> None:
-        # Only the Cortex-M quantizer is per-tensor for linear; the Arm (Ethos-U) one is per-channel already.
-        self.active = target.flow == "cortex_m"
+    @classmethod
+    def create(cls, opts: Any, allow_float: bool) -> "LinearToConv":
+        return cls(mode=opts.linear_mode)
 
     def report(self) -> dict[str, Any]:
-        return {"mode": self.mode if self.active else "off", **super().report()}
+        return {"mode": self.mode if self.applicable else "off", **super().report()}
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         if self.mode not in ("auto", "all", "off"):

@@ -23,7 +23,9 @@ import torch
 
 # Registers torch.ops.cortex_m; the passes package must load first (ops.operators alone is a circular import).
 import executorch.backends.cortex_m.passes  # noqa: F401
+from aot.passes import lut_fusion
 from aot.passes.lut_fusion import Region, emit_table_op, evaluate_chain, fill_undefined
+from aot.passes.manager import declare
 
 
 def all_codes(dtype: torch.dtype) -> torch.Tensor:
@@ -98,3 +100,13 @@ def backend_for(target: Any, options: Any) -> Any:
         from aot.passes.lut_ethos_u import EthosULut
         return EthosULut()
     return Unsupported(f"LUT fusion has no table lowering for {target.flow} yet; region left to the backend")
+
+
+@declare("pre_edge", ("quantized_decomposed.dequantize_per_tensor", "aten pointwise ops",
+                      "quantized_decomposed.quantize_per_tensor"), order=190, options={"lut_fusion": True})
+class LutFusion(lut_fusion.LutFusion):
+    """LUT fusion as the manager runs it: lut_fusion.LutFusion with this module's backend per target."""
+
+    @classmethod
+    def create(cls, opts: Any, allow_float: bool) -> "LutFusion":
+        return cls(choose_backend=backend_for)

@@ -29,7 +29,7 @@ TOSA front end does compile int16 TABLE + RESCALE into one 16-bit LUT
 int16 regions are fused by default (target ethos-u55-128-a16w8). `EthosULut(int16=False)`
 leaves them alone and lists them as skipped with the reason (for a backend that cannot take them).
 tosa_reference_model runs our int16 TABLE + RESCALE exactly as `int16_table_lookup` says
-(tests/test_passes_lut_ethos_u.py, all 65536 codes).
+(tests/passes/test_lut_ethos_u.py, all 65536 codes).
 
 Not fused on Ethos-U (listed as skipped, with the reason): a lone scalar
 add/sub/mul/div, neg or clamp/relu (one elementwise NPU op or a fused activation

@@ -31,7 +31,8 @@ from typing import Any, Callable
 
 import torch
 
-from aot.passes.manager import declare
+from aot.passes._graph import copy_region_meta, per_tensor_qparams, qparams, unique_name
+from aot.passes.manager import Pass
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,11 @@ class Region:
 
     @property
     def in_qparams(self) -> tuple[float, int, int, int, torch.dtype]:
-        return _qparams(self.input_dq)
+        return qparams(self.input_dq)
 
     @property
     def out_qparams(self) -> tuple[float, int, int, int, torch.dtype]:
-        return _qparams(self.output_q)
+        return qparams(self.output_q)
 
     def chain_names(self) -> list[str]:
         return [op_label(n) for n in self.ops]
@@ -107,19 +108,6 @@ def _fmt(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _qparams(node: torch.fx.Node) -> tuple[float, int, int, int, torch.dtype]:
-    _, scale, zp, qmin, qmax, dtype = node.args[:6]
-    return float(scale), int(zp), int(qmin), int(qmax), dtype  # type: ignore[arg-type]
-
-
-def _per_tensor_qparams(node: torch.fx.Node) -> bool:
-    """Q/DQ with plain scalar scale/zero point (not tensors, not per channel)."""
-    if len(node.args) < 6:
-        return False
-    _, scale, zp, _, _, dtype = node.args[:6]
-    return isinstance(scale, float) and isinstance(zp, int) and dtype in (torch.int8, torch.int16)
-
-
 def _const_value(node: Any, gm: torch.fx.GraphModule) -> Any:
     """The value of a constant operand, or None when it is not a compile-time constant."""
     if isinstance(node, (int, float, bool)) or node is None or isinstance(node, str):
@@ -132,7 +120,7 @@ def _const_value(node: Any, gm: torch.fx.GraphModule) -> Any:
             return obj.detach().clone()
         return None
     if (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in DQ_TARGETS
-            and _per_tensor_qparams(node) and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "get_attr"):
+            and per_tensor_qparams(node) and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "get_attr"):
         # Arm's quantizer turns a scalar operand into a quantized constant: its value is dequantize(code).
         obj = gm
         for part in str(node.args[0].target).split("."):
@@ -199,7 +187,7 @@ def find_regions(gm: torch.fx.GraphModule, report: FusionReport | None = None) -
     regions: list[Region] = []
     taken: set[torch.fx.Node] = set()
     for q_out in reversed(list(gm.graph.nodes)):
-        if q_out.op != "call_function" or q_out.target not in Q_TARGETS or not _per_tensor_qparams(q_out):
+        if q_out.op != "call_function" or q_out.target not in Q_TARGETS or not per_tensor_qparams(q_out):
             continue
         if q_out in taken:
             continue
@@ -223,14 +211,14 @@ def _grow(q_out: torch.fx.Node, report: FusionReport | None) -> Region | None:
     consumer = q_out
     stop_reason = ""
     while isinstance(cur, torch.fx.Node):
-        if cur.op == "call_function" and cur.target in DQ_TARGETS and _per_tensor_qparams(cur):
+        if cur.op == "call_function" and cur.target in DQ_TARGETS and per_tensor_qparams(cur):
             src = cur.args[0]
             if ops and isinstance(src, torch.fx.Node):
                 # The region input may have other users: it stays for them.
                 best = Region(src, cur, list(reversed(ops)), list(interior), q_out)
             # Continue through an internal requantization q -> dq (dropped when fused).
             if (isinstance(src, torch.fx.Node) and src.op == "call_function" and src.target in Q_TARGETS
-                    and _per_tensor_qparams(src) and _only_user(src, cur) and _only_user(cur, consumer)):
+                    and per_tensor_qparams(src) and _only_user(src, cur) and _only_user(cur, consumer)):
                 interior = interior + [cur, src]
                 consumer, cur = src, src.args[0]
                 continue
@@ -293,23 +281,20 @@ def evaluate_chain(ops: list[torch.fx.Node], x: torch.Tensor) -> torch.Tensor:
     return cur
 
 
-@declare("pre_edge", ("quantized_decomposed.dequantize_per_tensor", "aten pointwise ops",
-                      "quantized_decomposed.quantize_per_tensor"))
 @dataclass
-class LutFusion:
+class LutFusion(Pass):
     """The pass: `gm -> gm`, configured with a backend that builds and emits tables."""
 
     backend: Any = None                        # aot.passes.lut_backends.LutBackend
-    enabled: bool = True
-    # (target, options) -> backend; given by aot.passes.configure, which keeps this module free of
-    # an import of lut_backends (that module builds on this one).
+    # (target, options) -> backend: the declared pass (lut_backends.LutFusion, which builds on this
+    # module) gives lut_backends.backend_for.
     choose_backend: Callable[[Any, Any], Any] | None = None
     report_key: str = "lut_fusion"
     last: FusionReport = field(default_factory=FusionReport)
 
-    def set_target(self, target: Any, options: Any) -> None:
+    def bind(self, target: Any, options: Any) -> None:
         if self.choose_backend is None:
-            raise RuntimeError("LutFusion.set_target needs choose_backend (aot.passes.lut_backends.backend_for)")
+            raise RuntimeError("LutFusion.bind needs choose_backend (aot.passes.lut_backends.backend_for)")
         self.backend = self.choose_backend(target, options)
 
     def report(self) -> dict[str, Any]:
@@ -321,7 +306,7 @@ class LutFusion:
         rep = FusionReport()
         self.last = rep
         rep.ops_before = _count_ops(gm)
-        if not self.enabled or self.backend is None:
+        if not self.applicable or self.backend is None:
             rep.ops_after = rep.ops_before
             return gm
         replaced: dict[torch.fx.Node, torch.fx.Node] = {}
@@ -361,27 +346,14 @@ def remove_region(gm: torch.fx.GraphModule, region: Region, replacement: torch.f
             gm.graph.erase_node(n)
 
 
-def _unique_attr(gm: torch.fx.GraphModule, stem: str) -> str:
-    i = 0
-    while hasattr(gm, f"{stem}_{i}"):
-        i += 1
-    return f"{stem}_{i}"
-
-
-def _copy_meta(src: torch.fx.Node, dst: torch.fx.Node) -> None:
-    for k in ("stack_trace", "nn_module_stack", "source_fn_stack", "val", "tensor_meta"):
-        if k in src.meta:
-            dst.meta[k] = src.meta[k]
-
-
 def emit_table_op(gm: torch.fx.GraphModule, region: Region, table: torch.Tensor, op: Any) -> torch.fx.Node:
     """Replace `region` by `op(region input, table)`, the table a new buffer; every backend's emit uses this."""
-    name = _unique_attr(gm, "_aot_lut")
+    name = unique_name(gm, "_aot_lut")
     gm.register_buffer(name, table)
     with gm.graph.inserting_before(region.output_q):
         lut = gm.graph.get_attr(name)
         node = gm.graph.call_function(op, (region.input_node, lut))
-    _copy_meta(region.output_q, node)
+    copy_region_meta(region.output_q, node)
     node.meta["stack_trace"] = region.ops[0].meta.get("stack_trace", "")
     remove_region(gm, region, node)
     return node

@@ -98,21 +98,21 @@ def _arm_rewrite(gm: torch.fx.GraphModule) -> list[str]:
 ARM_HOOK = ArmPipelineHook("npu_a16w8_conv_rescale", _after, _arm_rewrite)
 
 
-@declare("pre_edge", ("tosa.CONV2D", "tosa.DEPTHWISE_CONV2D", "tosa.RESCALE"))
+@declare("pre_edge", ("tosa.CONV2D", "tosa.DEPTHWISE_CONV2D", "tosa.RESCALE"),
+         order=240, flows=("ethos_u",), bits=("a16w8",))
 @dataclass
 class NpuA16w8ConvRescale(Rewrite):
     report_key: str = "npu_a16w8_conv_rescale"
     report_name = "rescales"
 
-    def set_target(self, target: Any, options: Any) -> None:
-        self.active = target.flow == "ethos_u" and target.activation_bits == 16
-        if self.active:
+    def bind(self, target: Any, options: Any) -> None:
+        if self.applicable:
             ARM_HOOK.install()
 
     def arm_pipeline(self) -> contextlib.AbstractContextManager[None]:
         """Entered by the Ethos-U flow around ExecuTorch's lowering: the Arm-pipeline part acts inside."""
         self.done: list[str] = []
-        return ARM_HOOK.active(self.done if self.active else None)
+        return ARM_HOOK.active(self.done if self.applicable else None)
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         return gm  # the work is done inside the Arm pipeline (arm_pipeline); the report lists it

@@ -74,16 +74,13 @@ def floor_inputs(model: torch.fx.GraphModule, record: list[str]) -> None:
             record.append(src.name)
 
 
-@declare("quantizer_hook", ("aten.hardswish",), runs_after=("Int8MatmulOnU55",))
+@declare("quantizer_hook", ("aten.hardswish",), runs_after=("Int8MatmulOnU55",), order=180, flows=("ethos_u",))
 @dataclass
 class NpuHardswishFloor(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Ethos-U flow."""
 
     report_key: str = "npu_hardswish_floor"
     report_name = "floored"
-
-    def applies(self, target: Any) -> bool:
-        return target.flow == "ethos_u"
 
     def configure(self, quantizer: Any, target: Any) -> Any:
         return WithSteps(quantizer, after=lambda m: floor_inputs(m, self.done))

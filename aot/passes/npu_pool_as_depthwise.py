@@ -17,7 +17,7 @@ Why: the Arm quantizer gives average pools their input's qparams (TOSA
 AVG_POOL2D has zero points but no output scale), and a global mean's range is
 a fraction of its input's, so the classifier read a few dozen codes; on the CPU
 `own_output_qparams.py` fixes the same format loss. Measured with
-scripts/parity.py (8 inputs), see README "CPU/NPU accuracy parity".
+scripts/parity.py (8 inputs), see docs/parity.md.
 Squeeze-excite pools too: with its input's scale a 4x4 pool's mean is an exact
 tie (a sum of 8 mod 16) once in 16, and TOSA's AVG_POOL2D rounds ties up where
 the quantized PyTorch model rounds them to even; through mobilenet_v3_small's
@@ -49,13 +49,10 @@ MAX_KERNEL_TAPS = 4096
 
 
 @declare("pre_quant", ("aten.avg_pool2d", "aten.adaptive_avg_pool2d", "aten.mean"),
-         runs_after=("AvgPoolForNpu", "Conv1dAsConv2d"))
+         runs_after=("AvgPoolForNpu", "Conv1dAsConv2d"), order=90, flows=("ethos_u",))
 @dataclass
 class NpuPoolAsDepthwise(Rewrite):
     report_key: str = "npu_pool_as_depthwise"
-
-    def set_target(self, target: Any, options: Any) -> None:
-        self.active = target.flow == "ethos_u"
 
     def run(self, gm: torch.fx.GraphModule) -> list[str]:
         done: list[str] = []

@@ -100,20 +100,20 @@ def folded_zero_point(pool: torch.fx.Node) -> dict[str, Any] | None:
     return None if folded == zp else {"node": pool.name, "zero_point": zp, "folded_to": folded}
 
 
-@declare("pre_edge", ("aten.avg_pool2d", "aten.adaptive_avg_pool2d", "aten.mean.dim", "tosa.AVG_POOL2D"))
+@declare("pre_edge", ("aten.avg_pool2d", "aten.adaptive_avg_pool2d", "aten.mean.dim", "tosa.AVG_POOL2D"),
+         order=230, flows=("ethos_u",))
 @dataclass
 class NpuPoolZeroPoint(Rewrite):
     report_key: str = "npu_pool_zero_point"
     report_name = "pools"
 
-    def set_target(self, target: Any, options: Any) -> None:
-        self.active = target.flow == "ethos_u"
-        if self.active:
+    def bind(self, target: Any, options: Any) -> None:
+        if self.applicable:
             ARM_HOOK.install()
 
     def arm_pipeline(self) -> contextlib.AbstractContextManager[None]:
         """Entered by the Ethos-U flow around ExecuTorch's lowering: the Arm-pipeline part acts inside."""
-        return ARM_HOOK.active([] if self.active else None)
+        return ARM_HOOK.active([] if self.applicable else None)
 
     def run(self, gm: torch.fx.GraphModule) -> list[Any]:
         # The graph is left as it is; the report names the pools whose zero point the Arm-pipeline part keeps.

@@ -83,16 +83,14 @@ def fix_ranges(model: torch.fx.GraphModule, record: list[str]) -> None:
             record.append(f"{n.name} (N={count})")
 
 
-@declare("quantizer_hook", ("aten.softmax",), runs_after=("Int8MatmulOnU55",))
+@declare("quantizer_hook", ("aten.softmax",), runs_after=("Int8MatmulOnU55",),
+         order=170, flows=("ethos_u",), bits=("int8",))
 @dataclass
 class NpuSoftmaxRanges(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for int8 Ethos-U targets."""
 
     report_key: str = "npu_softmax_ranges"
     report_name = "softmaxes"
-
-    def applies(self, target: Any) -> bool:
-        return target.flow == "ethos_u" and target.activation_bits == 8
 
     def configure(self, quantizer: Any, target: Any) -> Any:
         return WithSteps(quantizer, after=lambda m: fix_ranges(m, self.done))

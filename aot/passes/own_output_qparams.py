@@ -15,7 +15,7 @@ probabilities peak at 0.23 uses 58 of 256 codes; average pools share their
 input's qparams, so a global average pool, whose output range is a fraction
 of its input's, uses a few dozen codes. Ethos-U's quantizer observes both
 outputs, which is the CPU/NPU SNR gap (softmax 6.4 dB, global_avgpool 4.2 dB,
-attention 1.9 dB, see README "CPU/NPU accuracy parity").
+attention 1.9 dB, see docs/parity.md).
 
 What this does: before ExecuTorch's pattern quantizers run, each such op is
 annotated with the quantizer's int8 per-tensor activation spec on its input and
@@ -135,7 +135,8 @@ def candidates(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return out
 
 
-@declare("quantizer_hook", ("aten.softmax", "aten.avg_pool2d", "aten.mean"), runs_after=("Int8MatmulOnU55",))
+@declare("quantizer_hook", ("aten.softmax", "aten.avg_pool2d", "aten.mean"), runs_after=("Int8MatmulOnU55",),
+         order=160, flows=("cortex_m",))
 @dataclass
 class OwnOutputQparams(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""

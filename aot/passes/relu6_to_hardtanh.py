@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from aot.passes.manager import declare
+from aot.passes.manager import Pass, declare
 
 aten = torch.ops.aten
 
 
-@declare("pre_quant", ("aten.relu6",))
-class Relu6ToHardtanh:
+@declare("pre_quant", ("aten.relu6",), order=10)
+class Relu6ToHardtanh(Pass):
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         changed = False
         for n in gm.graph.nodes:

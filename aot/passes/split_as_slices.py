@@ -29,13 +29,10 @@ from aot.passes.split_fused_projection import SPLITS, split_pieces
 aten = torch.ops.aten
 
 
-@declare("pre_quant", ("aten.split", "aten.chunk"), runs_after=("SplitFusedProjection",))
+@declare("pre_quant", ("aten.split", "aten.chunk"), runs_after=("SplitFusedProjection",), order=50, flows=("cortex_m",))
 @dataclass
 class SplitAsSlices(Rewrite):
     report_key: str = "split_as_slices"
-
-    def set_target(self, target: Any, options: Any) -> None:
-        self.active = target.flow == "cortex_m"
 
     def run(self, gm: torch.fx.GraphModule) -> list[str]:
         done = [n.name for n in list(gm.graph.nodes)

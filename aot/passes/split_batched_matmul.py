@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from aot.passes.manager import declare
+from aot.passes.manager import Pass, declare
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -62,25 +62,22 @@ def _val(n: Any) -> torch.Tensor | None:
     return v if isinstance(v, torch.Tensor) else None
 
 
-@declare("pre_quant", ("aten.matmul", "aten.bmm"))
+# On the U55/U65 the split does not help.
+@declare("pre_quant", ("aten.matmul", "aten.bmm"),
+         order=100, flows=("ethos_u",), targets=("ethos-u85*",))
 @dataclass
-class SplitBatchedMatmul:
-    enabled: bool = True
-    active: bool = False
+class SplitBatchedMatmul(Pass):
+    applicable: bool = False  # until bound (aot.passes.manager.Pass)
     report_key: str = "split_batched_matmul"
     rewritten: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
-
-    def set_target(self, target: Any, options: Any) -> None:
-        # Ethos-U85 only: on the U55/U65 the split does not help (module docstring).
-        self.active = target.flow == "ethos_u" and (target.npu or "").startswith("ethos-u85")
 
     def report(self) -> dict[str, Any]:
         return {"rewritten": list(self.rewritten), "skipped": list(self.skipped)}
 
     def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         self.rewritten, self.skipped = [], []
-        if not self.enabled or not self.active:
+        if not self.applicable:
             return gm
         for n in list(gm.graph.nodes):
             if n.op == "call_function" and n.target in MATMULS:

@@ -25,7 +25,7 @@ Why: Vela 5.1.0 (regor) lowers a TOSA MATMUL on the U55/U65 to elementwise MULs
 and reductions per row, and when an operand is a SLICE of a tensor (here of the
 qkv tensor after its TRANSPOSE and RESHAPE) the command stream reads it from the
 start of the sliced tensor: the slice's offset is lost, at batch 2 and, after
-split_batched_matmul.py's split, at batch 1 too (README, "Known Vela
+split_batched_matmul.py's split, at batch 1 too (docs/ethos-u.md, "Known Vela
 miscompiles"). transformer_block's delegate was 6 steps off in 396 outputs (the
 compile-time NPU check, aot/npu/compile_check.py) and its run a MISCOMPILED; a
 reshape + unbind form 57 steps off; with `chunk(3, -1)` or `y[..., :d]` read
@@ -187,7 +187,7 @@ def _grouped(lin: torch.fx.Node, lead: list[int], n_out: int) -> list[_Part] | N
 
 
 @declare("pre_quant", ("aten.linear", "aten.select", "aten.unbind", "aten.slice", "aten.split", "aten.chunk"),
-         runs_before=("FcRowsAsPixels", "LinearToConv"))
+         runs_before=("FcRowsAsPixels", "LinearToConv"), order=40, targets=("cortex-m*", "ethos-u55*", "ethos-u65*"))
 @dataclass
 class SplitFusedProjection(Rewrite):
     report_key: str = "split_fused_projection"
@@ -195,12 +195,9 @@ class SplitFusedProjection(Rewrite):
     # Whether only cuts of the feature dim are taken (Cortex-M), or every form (Ethos-U55/U65).
     feature_cuts_only: bool = False
 
-    def set_target(self, target: Any, options: Any) -> None:
-        npu = target.npu or ""
-        vela_slices = target.flow == "ethos_u" and (npu.startswith("ethos-u55") or npu.startswith("ethos-u65"))
+    def bind(self, target: Any, options: Any) -> None:
         # Cortex-M: the firmware has no split_with_sizes kernel; a Linear per piece needs no copy either.
         self.feature_cuts_only = target.flow == "cortex_m"
-        self.active = vela_slices or self.feature_cuts_only
 
     def run(self, gm: torch.fx.GraphModule) -> list[Any]:
         done: list[Any] = []

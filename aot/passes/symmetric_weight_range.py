@@ -61,7 +61,7 @@ def narrow_weights(model: torch.fx.GraphModule, record: list[str]) -> None:
                 record.append(inp.name)
 
 
-@declare("quantizer_hook", ("aten.conv2d", "aten.linear"))
+@declare("quantizer_hook", ("aten.conv2d", "aten.linear"), order=150, flows=("cortex_m",))
 @dataclass
 class SymmetricWeightRange(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""

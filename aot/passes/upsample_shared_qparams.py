@@ -30,7 +30,7 @@ UPSAMPLE = [aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default]
 
 
 @declare("quantizer_hook", ("aten.upsample_nearest2d",), runs_after=("Int8MatmulOnU55",),
-         runs_before=("ActivationAlone", "SymmetricWeightRange"))
+         runs_before=("ActivationAlone", "SymmetricWeightRange"), order=130, flows=("cortex_m",))
 @dataclass
 class UpsampleSharedQparams(QuantizerHook):
     """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow (the Arm quantizer already

@@ -20,18 +20,22 @@ import torch
 
 from aot import adapter_limits, verify
 from aot.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
-from aot.passes.manager import declare
+from aot.passes.manager import Pass, declare
 
 
-@declare("check", ("every non-delegated op",), runs_after=("*",))
+@declare("check", ("every non-delegated op",), runs_after=("*",), order=330)
 @dataclass
-class VerifyProgram:
+class VerifyProgram(Pass):
     allow_float: bool = False
     target: str = "?"
     report_key: str = "verify"
     last: dict[str, Any] = field(default_factory=dict)
 
-    def set_target(self, target: Any, options: Any) -> None:
+    @classmethod
+    def create(cls, opts: Any, allow_float: bool) -> "VerifyProgram":
+        return cls(allow_float=allow_float)
+
+    def bind(self, target: Any, options: Any) -> None:
         self.target = target.name
 
     def report(self) -> dict[str, Any]:

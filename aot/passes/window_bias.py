@@ -72,11 +72,11 @@ def dw_blocks(beff: torch.Tensor, mult: torch.Tensor, shift: torch.Tensor) -> to
 
 
 @declare("program", ("cortex_m.quantized_conv2d", "cortex_m.quantized_depthwise_conv2d"),
-         runs_after=("FoldInputOffset",))
+         runs_after=("FoldInputOffset",), order=270, flows=("cortex_m",))
 class WindowBias(ProgramRewrite):
     report_key = "window_bias"
     report_name = "nodes_with_folded_window_bias"
-    ops = (*CONV_OPS, *DW_OPS)
+    cm_ops = (*CONV_OPS, *DW_OPS)
     blocks = True    # store the depthwise 16-channel blocks (targets whose kernels have MVE)
 
     def __init__(self) -> None:
@@ -84,7 +84,7 @@ class WindowBias(ProgramRewrite):
         self.dw_blocks = 0
         self.bytes_added = 0
 
-    def set_target(self, target: Any, options: Any) -> None:
+    def bind(self, target: Any, options: Any) -> None:
         self.blocks = target.isa == "MVE"   # cores without MVE read the start values alone
 
     def report(self) -> dict[str, Any]:

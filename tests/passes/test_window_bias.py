@@ -188,7 +188,7 @@ def test_grouped_conv_folded_and_padded(compiled, tmp_path: Path) -> None:
     from test_runtime import _run_raw
 
     op = "cortex_m::quantized_conv2d"
-    res = compiled(str(Path(__file__).parent / "models" / "grouped_conv.py"), "cortex-m55")
+    res = compiled(str(Path(__file__).resolve().parent.parent / "models" / "grouped_conv.py"), "cortex-m55")
     report = json.loads(res.report_path.read_text())
     assert report["window_bias"]["nodes_with_folded_window_bias"] == 3
     assert report["kernel_scratch"]["kernels"].get("conv_mve_general") == 2

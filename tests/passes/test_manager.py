@@ -1,0 +1,198 @@
+"""aot/passes/manager.py: passes are discovered from aot/passes, declare their stage, ops and order,
+and the manager orders and checks them."""
+
+from __future__ import annotations
+
+import itertools
+import pkgutil
+
+import pytest
+
+import aot.passes
+from aot.compile import make_options
+from aot.errors import EXIT_INTERNAL
+from aot.lower import LowerOptions
+from aot.passes import configure
+from aot.targets import get_target
+from aot.passes.manager import (ALL, NOT_PASS_MODULES, STAGE_FIELD, STAGES, Pass, PassOrderError, discover, order,
+                                pass_name, pipeline)
+
+EXPECTED = {
+    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "FoldLinearBatchNorm", "SplitFusedProjection",
+                  "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
+                  "SplitBatchedMatmul", "ChannelsLastEverywhere"],
+    "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
+                       "OwnOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
+    "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool", "ExplicitNpuClamp", "NpuPoolZeroPoint",
+                 "NpuA16w8ConvRescale"],
+    "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
+    "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
+    "check": ["VerifyProgram"],
+}
+
+
+def _configured_in(opts: LowerOptions) -> list[object]:
+    return [p for s in STAGES for p in getattr(opts, STAGE_FIELD[s])]
+
+
+def _configured() -> list[object]:
+    opts = LowerOptions()
+    configure(opts)
+    return _configured_in(opts)
+
+
+def _only(names: list[str], *drop: str) -> list[str]:
+    return [n for n in names if n not in drop]
+
+
+CORTEX_M = {
+    "pre_quant": _only(EXPECTED["pre_quant"], "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
+                       "SplitBatchedMatmul"),
+    "quantizer_hook": _only(EXPECTED["quantizer_hook"], "Int8MatmulOnU55", "NpuSoftmaxRanges", "NpuHardswishFloor"),
+    "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitAvgPool"],
+    "program": EXPECTED["program"],
+    "post": EXPECTED["post"],
+    "check": EXPECTED["check"],
+}
+ETHOS_U = {
+    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "SplitFusedProjection", "AvgPoolForNpu", "NpuPoolAsDepthwise"],
+    "quantizer_hook": ["NpuSoftmaxRanges", "NpuHardswishFloor"],
+    "pre_edge": ["LutFusion", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
+    "program": [],
+    "post": EXPECTED["post"],
+    "check": EXPECTED["check"],
+}
+PER_TARGET = {
+    "cortex-m55": CORTEX_M,
+    "cortex-m4": CORTEX_M,
+    "ethos-u55-128": ETHOS_U,
+    "ethos-u85-256": {**ETHOS_U, "pre_quant": _only(ETHOS_U["pre_quant"], "SplitFusedProjection") + ["SplitBatchedMatmul"]},
+}
+
+
+def test_every_pass_is_installed() -> None:
+    assert pipeline(make_options()) == EXPECTED
+
+
+@pytest.mark.parametrize("target", list(PER_TARGET))
+def test_pipeline_per_target(target: str) -> None:
+    assert pipeline(make_options(), get_target(target)) == PER_TARGET[target]
+
+
+def test_pipeline_follows_the_options() -> None:
+    m55 = get_target("cortex-m55")
+    got = pipeline(make_options(lut_fusion=False, explicit_layout=True), m55)
+    assert got == {**CORTEX_M, "pre_quant": _only(CORTEX_M["pre_quant"], "ChannelsLastEverywhere"),
+                   "pre_edge": ["EmlkitSoftmax", "EmlkitAvgPool"]}
+    # Portable-kernel cores keep the one-channel depthwise; a16w8 NPU targets get their own fixes.
+    assert "DepthwiseOneChannelAsConv" not in pipeline(make_options(), get_target("cortex-m3"))["program"]
+    a16 = pipeline(make_options(), get_target("ethos-u55-128-a16w8"))
+    assert "Int8MatmulOnU55" in a16["quantizer_hook"] and "NpuA16w8ConvRescale" in a16["pre_edge"]
+    assert "NpuSoftmaxRanges" not in a16["quantizer_hook"]
+
+
+def test_binding_sets_the_managers_verdict() -> None:
+    from aot.lower import bind_passes
+
+    opts = make_options()
+    bind_passes(opts, get_target("ethos-u85-256"))
+    on = {pass_name(p) for p in _configured_in(opts) if p.applicable}  # type: ignore[attr-defined]
+    assert on == set(itertools.chain(*PER_TARGET["ethos-u85-256"].values()))
+
+
+def test_discovery_finds_every_pass_module() -> None:
+    modules = {m.name for m in pkgutil.iter_modules(aot.passes.__path__)}
+    pass_modules = {m for m in modules if not m.startswith("_")} - NOT_PASS_MODULES
+    found = discover()
+    assert {c.__module__.rsplit(".", 1)[-1] for c in found} == pass_modules
+    assert sorted(pass_name(c()) for c in found) == sorted(itertools.chain(*EXPECTED.values()))
+    assert NOT_PASS_MODULES <= modules, "NOT_PASS_MODULES names a module that is gone"
+
+
+def test_declarations_are_valid() -> None:
+    import torch
+
+    import executorch.backends.cortex_m.ops.operators  # noqa: F401  (registers cortex_m::)
+
+    classes = discover()
+    assert len({c.order for c in classes}) == len(classes), "orders are unique"
+    for c in classes:
+        assert issubclass(c, Pass) and c.stage in STAGES and c.ops, c.__name__
+        for op in c.ops:
+            ns, _, name = op.partition(".")
+            if ns in ("aten", "cortex_m", "quantized_decomposed") and " " not in op:
+                packet, _, overload = name.partition(".")
+                assert hasattr(getattr(torch.ops, ns), packet), f"{c.__name__}: unknown op {op}"
+                assert not overload or hasattr(getattr(getattr(torch.ops, ns), packet), overload), op
+    order([c() for c in classes])  # acyclic, consistent with the stage order
+
+
+def _respects(seq: list[object]) -> None:
+    pos = {pass_name(p): i for i, p in enumerate(seq)}
+    for p in seq:
+        stage = type(p).stage  # type: ignore[attr-defined]
+        for a in type(p).runs_after:  # type: ignore[attr-defined]
+            if a == ALL:
+                assert all(pos[pass_name(q)] < pos[pass_name(p)] for q in seq
+                           if type(q).stage == stage and q is not p), pass_name(p)  # type: ignore[attr-defined]
+            else:
+                assert pos[a] < pos[pass_name(p)], f"{a} must run before {pass_name(p)}"
+        for b in type(p).runs_before:  # type: ignore[attr-defined]
+            assert pos[pass_name(p)] < pos[b], f"{pass_name(p)} must run before {b}"
+
+
+@pytest.mark.parametrize("shuffle", ["as_given", "reversed", "rotated"])
+def test_order_does_not_depend_on_the_listing(shuffle: str) -> None:
+    passes = _configured()
+    given = {"as_given": passes, "reversed": passes[::-1], "rotated": passes[5:] + passes[:5]}[shuffle]
+    got = order(given)
+    _respects(got)
+    assert [pass_name(p) for p in got] == list(itertools.chain(*EXPECTED.values()))
+
+
+_orders = itertools.count(1)
+
+
+def _pass(name: str, stage: str = "pre_quant", after: tuple[str, ...] = (), before: tuple[str, ...] = (),
+          ops: tuple[str, ...] = ("aten.x",), rank: int | None = None) -> object:
+    cls = type(name, (Pass,), {"stage": stage, "ops": ops, "runs_after": after, "runs_before": before,
+                               "order": next(_orders) if rank is None else rank})
+    return cls()
+
+
+def test_manager_orders_topologically_and_by_order() -> None:
+    a, b, c = _pass("A", after=("C",)), _pass("B"), _pass("C", before=("B",))
+    assert [pass_name(p) for p in order([a, b, c])] == ["C", "A", "B"]
+    last = _pass("Last", after=(ALL,))
+    assert [pass_name(p) for p in order([last, a, b, c])][-1] == "Last"
+    # Unconstrained passes run by `order`, not by the listing.
+    x, y = _pass("X", rank=2), _pass("Y", rank=1)
+    assert [pass_name(p) for p in order([x, y])] == ["Y", "X"]
+
+
+@pytest.mark.parametrize("passes, message", [
+    (lambda: [_pass("A", after=("B",)), _pass("B", after=("A",))], "cycle among A, B"),
+    (lambda: [_pass("A", after=("Nope",))], "unknown pass 'Nope'"),
+    (lambda: [_pass("A", stage="post", before=("B",)), _pass("B", stage="pre_quant")], "against the stage order"),
+    (lambda: [_pass("A", stage="pre_edge", before=("B",)), _pass("B", stage="quantizer_hook")],
+     "against the stage order"),   # adjacent stages too
+    (lambda: [_pass("A", stage="sometime")], "unknown stage"),
+    (lambda: [_pass("A", ops=())], "declares no ops"),
+    (lambda: [type("Bare", (), {})()], "does not declare stage, ops, order"),
+    (lambda: [_pass("A", after=(ALL,)), _pass("B", after=(ALL,))], "both run after every other pass"),
+    (lambda: [_pass("A"), _pass("A")], "given twice"),
+    (lambda: [_pass("A", before=(ALL,))], "only allowed in runs_after"),
+    (lambda: [_pass("A", rank=7), _pass("B", rank=7)], "same order"),
+])
+def test_manager_refuses_bad_declarations(passes: object, message: str) -> None:
+    with pytest.raises(PassOrderError, match=message) as err:
+        order(passes())  # type: ignore[operator]
+    assert err.value.exit_code == EXIT_INTERNAL
+    assert str(err.value).startswith("internal error in the pass declarations: ")
+
+
+def test_declare_refuses_a_class_that_is_not_a_pass() -> None:
+    from aot.passes.manager import declare
+
+    with pytest.raises(PassOrderError, match="does not derive"):
+        declare("post", ("aten.x",), order=1)(type("Loose", (), {}))
