@@ -153,7 +153,6 @@ def image_table(rows: list[dict], target: str) -> list[str]:
 
 
 def _zoo_names() -> list[str]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from aot.models import NEW_MODELS
     return list(NEW_MODELS)
 

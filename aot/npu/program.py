@@ -69,6 +69,20 @@ def _cortex_m_ops() -> None:
     import aot.emlkit_ops  # noqa: F401  our emlkit:: ops (int8 upsample, layer norm) may be in the CPU part
 
 
+
+def _call_overload(fn: Any, idx: Sequence[int], arg: Callable[[int, Any], Any], values: list[Any]) -> Any:
+    """An out-variant overload called with the instruction's arguments in schema order, its out last."""
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for i, s in zip(idx, fn._schema.arguments):
+        v = values[i] if s.is_out else arg(i, s.type)
+        if s.kwarg_only:
+            kwargs[s.name] = v
+        else:
+            args.append(v)
+    res = fn(*args, **kwargs)
+    return res if isinstance(res, torch.Tensor) else res[0]
+
 def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
             on_op: Callable[[int, TraceEntry], None] | None = None) -> ProgramRun:
     """Execute a .pte's forward method; Ethos-U delegates run on the functional model.
@@ -146,6 +160,11 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
                     raise NpuError(f"CPU op {op.name} has no host implementation") from None
                 fn = packet.default
                 schema = fn._schema.arguments
+                if ns == "aten" and len(a.args) != len(schema) + 1 and op.overload and hasattr(packet, op.overload):
+                    # the call's arguments are the overload's (e.g. mean.dtype_out: dim, keepdim, dtype, out),
+                    # not the default's: call the overload with its own keyword-only arguments and out
+                    values[a.args[-1]] = _call_overload(getattr(packet, op.overload), a.args, arg, values)
+                    continue
                 args = [arg(i, s.type) for i, s in zip(a.args, schema)]
                 out_idx = a.args[len(schema)]
                 res = exact_int_conv.call(fn, args, {})   # dilated integer convs computable on the CPU
