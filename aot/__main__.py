@@ -1,3 +1,3 @@
-from aot.cli import main
+from emlkit.cli import main
 
 raise SystemExit(main())

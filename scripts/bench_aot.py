@@ -2,7 +2,7 @@
 """Compile time per zoo model and target: ours vs ExecuTorch's example compiler, in the same run.
 
 Both are timed the same way, as the command a user types, wall clock including
-Python start-up: ours is `python -m aot compile MODEL --target T` (writes .pte,
+Python start-up: ours is `python -m emlkit compile MODEL --target T` (writes .pte,
 .bpte with the lowered program's outputs, and the report; runs the host
 reference, the verifier and, for Ethos-U, tosa_reference_model); the reference
 is the wheel's `executorch.backends.arm.scripts.aot_arm_compiler --quantize
@@ -28,7 +28,7 @@ log = logging.getLogger("bench_aot")
 
 def _ours(name: str, target: str, workdir: Path) -> tuple[float | None, float | None]:
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "aot", "compile", name, "--target", target, "-o", str(workdir)],
+    proc = subprocess.run([sys.executable, "-m", "emlkit", "compile", name, "--target", target, "-o", str(workdir)],
                           capture_output=True, text=True)
     dt = time.monotonic() - t0
     if proc.returncode != 0:
@@ -56,7 +56,7 @@ def main() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from aot import models
+    from emlkit import models
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="all")
@@ -71,7 +71,7 @@ def main() -> int:
         for name in names:
             for target in args.targets.split(","):
                 ours, inproc = _ours(name, target, Path(tmp) / "ours")
-                theirs = None if args.no_reference else _theirs(ROOT / "aot" / "models" / f"{name}.py", target, Path(tmp))
+                theirs = None if args.no_reference else _theirs(ROOT / "emlkit" / "models" / f"{name}.py", target, Path(tmp))
                 ratio = round(ours / theirs, 2) if ours and theirs else None
                 rows.append({"model": name, "target": target, "ours_s": ours and round(ours, 1),
                              "ours_in_process_s": inproc, "reference_s": theirs and round(theirs, 1), "ratio": ratio})

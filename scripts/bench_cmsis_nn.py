@@ -162,7 +162,7 @@ def extract(pte: bytes) -> Blob:
             if mraw is not None and (len(mraw) == 4 * (oc + (oc + 3) // 4 * 4) if kind == 1
                                      else len(mraw) in (8 * oc, blocks)):
                 # multipliers followed by the folded window bias and, for depthwise, the 16-channel blocks
-                # (aot/passes/window_bias.py; the runtime's conv_point_ext): ours gets them as the program
+                # (emlkit/passes/window_bias.py; the runtime's conv_point_ext): ours gets them as the program
                 # carries them, CMSIS-NN the multipliers alone
                 r[F["M"]] = blob.add(mraw[:4 * oc])
                 r[F["KS"]] = blob.add(mraw[4 * oc:8 * oc] if kind == 2 else mraw[4 * oc:])
@@ -244,7 +244,7 @@ def extract(pte: bytes) -> Blob:
 
 
 def build(cmsis: Path, out: Path, board: str = "corstone-300") -> Path:
-    from aot.deploy.build import cmake_binary
+    from emlkit.deploy.build import cmake_binary
 
     cmake = cmake_binary()
     if cmake is None:
@@ -263,7 +263,7 @@ def build(cmsis: Path, out: Path, board: str = "corstone-300") -> Path:
 
 def run(elf: Path, table: bytes, workdir: Path, timeout: float, board: str = "corstone-300",
         machine: str = "mps3-an547") -> list[dict[str, Any]]:
-    from aot.deploy.boards import load_board
+    from emlkit.deploy.boards import load_board
 
     b = load_board(board)
     qemu = shutil.which("qemu-system-arm")
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.cmsis_nn / "Include" / "arm_nnfunctions.h").is_file():
         print(f"error: {args.cmsis_nn} is not a CMSIS-NN checkout (no Include/arm_nnfunctions.h)", file=sys.stderr)
         return 2
-    from aot.compile import compile_model, make_options
+    from emlkit.compile import compile_model, make_options
 
     target, board, machine = CORES[args.core]
     args.out.mkdir(parents=True, exist_ok=True)

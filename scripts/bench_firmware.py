@@ -31,11 +31,11 @@ def lib_text(build_dir: Path, lib: str) -> int | None:
 
 
 def main() -> int:
-    from aot import models
-    from aot.logsetup import setup_logging
-    from aot.compile import compile_model, make_options
-    from aot.deploy.build import BuildOptions, build_image
-    from aot.run import execute
+    from emlkit import models
+    from emlkit.logsetup import setup_logging
+    from emlkit.compile import compile_model, make_options
+    from emlkit.deploy.build import BuildOptions, build_image
+    from emlkit.run import execute
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="all")

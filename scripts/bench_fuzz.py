@@ -90,7 +90,7 @@ def make_seeds(dest: Path) -> None:
     (dest / "seed_float.bpte").write_bytes(serialize_from_bundled_program_to_flatbuffer(bp))
     (dest / "seed_float.pte").write_bytes(et.buffer)
     # and a quantized program with an Ethos-U delegate (the loader reaches the delegate parser through it)
-    from aot.compile import compile_model, make_options
+    from emlkit.compile import compile_model, make_options
 
     res = compile_model("conv_relu", "ethos-u55-128", REPO / "build" / "fuzz-seeds", options=make_options(), reuse_cache=True)
     (dest / "seed_ethosu.bpte").write_bytes(res.bpte.read_bytes())
@@ -100,7 +100,7 @@ def make_ethosu_seeds(dest: Path) -> None:
     """The delegate data of small zoo programs for the Ethos-U55, U65 and U85 (compiled, cached in build/)."""
     from executorch.exir._serialize._program import deserialize_pte_binary
 
-    from aot.compile import compile_model, make_options
+    from emlkit.compile import compile_model, make_options
 
     for model, target in (("conv_relu", "ethos-u55-128"), ("lut_activations", "ethos-u65-256"),
                           ("attention", "ethos-u85-256"), ("pool", "ethos-u85-256")):

@@ -17,8 +17,8 @@ import logging
 import sys
 from pathlib import Path
 
-from aot.deploy import kernel_selftest as selftest
-from aot.deploy.boards import REPO_ROOT as ROOT
+from emlkit.deploy import kernel_selftest as selftest
+from emlkit.deploy.boards import REPO_ROOT as ROOT
 
 log = logging.getLogger("bench_kernels")
 

@@ -2,7 +2,7 @@
 
 Printed, not asserted. NPU cycles are Vela's estimate for the delegates. Instructions per inference on
 Cortex-M targets are measured: the program runs on corstone-300 under QEMU (-icount shift=0, so
-instructions, not cycles) with the MVE kernels, as `python -m aot run` does (--no-run skips that).
+instructions, not cycles) with the MVE kernels, as `python -m emlkit run` does (--no-run skips that).
 
     .venv/bin/python scripts/bench_lut.py [--models lut_activations mobilenet_v2] [--targets cortex-m55 ethos-u55-128 ethos-u55-128-a16w8]
 """
@@ -20,14 +20,14 @@ log = logging.getLogger("bench_lut")
 
 
 def compile_one(model: str, target: str, fusion: bool, out: Path, run: bool = True) -> dict[str, Any]:
-    from aot.compile import compile_model, make_options
+    from emlkit.compile import compile_model, make_options
 
     res = compile_model(model, target, out / ("fused" if fusion else "unfused"),
                         options=make_options(lut_fusion=fusion, allow_float=True))
     rep = res.report
     instr = None
     if run and res.target.flow == "cortex_m":
-        from aot.run import execute
+        from emlkit.run import execute
 
         o = execute(res, "corstone-300", "qemu", 600, "mve", None)  # QEMU models only the M55 board
         instr = o.result.total if o.status == "PASS" and o.result is not None else None

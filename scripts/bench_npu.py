@@ -17,7 +17,7 @@ log = logging.getLogger("bench_npu")
 
 
 def main(argv: list[str] | None = None) -> int:
-    from aot import models
+    from emlkit import models
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(models.ZOO), help="comma-separated zoo models (default: all)")
@@ -34,14 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     from executorch.exir._serialize._program import deserialize_pte_binary
 
-    from aot.compile import compile_model, make_options
-    from aot.errors import AotError
-    from aot.lower import LowerOptions
-    from aot.npu.blob import parse_blob
-    from aot.npu.commands import decode
-    from aot.npu.errors import NpuError
-    from aot.npu.run import machine_for, run_blob
-    from aot.npu.program import run_bundled
+    from emlkit.compile import compile_model, make_options
+    from emlkit.errors import AotError
+    from emlkit.lower import LowerOptions
+    from emlkit.npu.blob import parse_blob
+    from emlkit.npu.commands import decode
+    from emlkit.npu.errors import NpuError
+    from emlkit.npu.run import machine_for, run_blob
+    from emlkit.npu.program import run_bundled
 
     rows = []
     for name in [m for m in args.models.split(",") if m]:

@@ -26,7 +26,7 @@ TARGETS = ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"]
 
 
 def _host_outputs(bpte: bytes) -> tuple[list[bytes], float, str]:
-    from aot.npu.program import run_bundled
+    from emlkit.npu.program import run_bundled
 
     t0 = time.monotonic()
     d = run_bundled(bpte)
@@ -36,12 +36,12 @@ def _host_outputs(bpte: bytes) -> tuple[list[bytes], float, str]:
 
 
 def bench(model: str, target: str, out: Path) -> dict[str, Any]:
-    from aot.compile import compile_model, make_options
-    from aot.deploy.execute import stand_in_for
-    from aot.deploy.boards import load_board
-    from aot.deploy.sim_qemu import run_qemu
-    from aot.npu.program import _bp_tensor
-    from aot.targets import get_target
+    from emlkit.compile import compile_model, make_options
+    from emlkit.deploy.execute import stand_in_for
+    from emlkit.deploy.boards import load_board
+    from emlkit.deploy.sim_qemu import run_qemu
+    from emlkit.npu.program import _bp_tensor
+    from emlkit.targets import get_target
 
     tgt = get_target(target)
     cres = compile_model(model, target, out / "programs", options=make_options(), reuse_cache=True)
@@ -88,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        from aot import models
+        from emlkit import models
     except ImportError:
-        print("error: the aot package is not importable: run ./scripts/setup.sh (it installs it into .venv)", file=sys.stderr)
+        print("error: the emlkit package is not importable: run ./scripts/setup.sh (it installs it into .venv)", file=sys.stderr)
         return 2
     names = list(models.ZOO) if args.models == "all" else args.models.split(",")
     unknown = [m for m in names if m not in models.ZOO]

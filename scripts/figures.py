@@ -138,7 +138,7 @@ def figures_table(rows: list[dict]) -> list[str]:
 
 def image_table(rows: list[dict], target: str) -> list[str]:
     """Image and arena sizes per model on TARGET: `image B` is the .text + .data of the per-program image
-    the row ran (aot/deploy/program_image.py: only the program's operators linked), `arena B` the planned
+    the row ran (emlkit/deploy/program_image.py: only the program's operators linked), `arena B` the planned
     tensor memory."""
     main_ = {r["model"]: r for r in rows if r["target"] == target and r["variant"] == "main"}
     portable = {r["model"]: r for r in rows if r["target"] == target and r["variant"] == "portable"}
@@ -153,7 +153,7 @@ def image_table(rows: list[dict], target: str) -> list[str]:
 
 
 def _zoo_names() -> list[str]:
-    from aot.models import NEW_MODELS
+    from emlkit.models import NEW_MODELS
     return list(NEW_MODELS)
 
 

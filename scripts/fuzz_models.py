@@ -12,7 +12,7 @@ slice, reshape/permute round trips, activations, nearest upsample; and a head
 that is either the feature map or flatten + Linear (+ softmax).
 
 Per model, a defect is any of:
-- crash: an exception other than aot's one-line AotError (a traceback);
+- crash: an exception other than emlkit's one-line AotError (a traceback);
 - refusal that does not name the op: an AotError whose line names no op;
 - hang: the compile or the run exceeds --timeout;
 - wrong answer: the device output differs from the host reference (the bundled
@@ -24,7 +24,7 @@ float island naming its op, a Vela rejection quoting Vela) and an NPU-model SKIP
 that names the command are counted, not defects.
 
 The executor is a parameter: `qemu` runs Cortex-M programs under QEMU on the
-target's suite boards in order (`python -m aot run` machinery, aot.run.execute:
+target's suite boards in order (`python -m emlkit run` machinery, emlkit.run.execute:
 cortex-m0plus on the micro:bit, then the an385-m0plus stand-in for what 16 KiB
 cannot hold; cortex-m85 on the labelled an547-u85 stand-in); `host` runs
 the same runtime natively, and Ethos-U programs on the NPU functional model.
@@ -233,10 +233,10 @@ def _alarm(_sig: int, _frame: Any) -> None:
 
 def check(path: Path, target: str, executor: str, outdir: Path, timeout: float, min_snr: float) -> tuple[str, str, str, float | None]:
     """(kind, defect, detail, snr) for one model file."""
-    from aot.compile import compile_model, make_options
-    from aot.errors import AotError
-    from aot.run import execute
-    from aot.targets import get_target
+    from emlkit.compile import compile_model, make_options
+    from emlkit.errors import AotError
+    from emlkit.run import execute
+    from emlkit.targets import get_target
 
     tgt = get_target(target)
     # Under QEMU, the target's suite boards in order: a program the first cannot hold (the micro:bit's
@@ -326,12 +326,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-shrink", action="store_true")
     args = ap.parse_args(argv)
 
-    from aot.logsetup import setup_logging
-    from aot.targets import get_target
+    from emlkit.logsetup import setup_logging
+    from emlkit.targets import get_target
 
     setup_logging(False)
     warnings.filterwarnings("ignore")
-    logging.getLogger("aot").setLevel(logging.WARNING)
+    logging.getLogger("emlkit").setLevel(logging.WARNING)
     get_target(args.target)
     out = Path(args.out) / args.target
     (out / "defects").mkdir(parents=True, exist_ok=True)

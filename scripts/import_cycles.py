@@ -1,4 +1,4 @@
-"""Import cycles among this repo's Python modules (aot/ and scripts/), found with ast.
+"""Import cycles among this repo's Python modules (emlkit/ and scripts/), found with ast.
 
 Every `import x` / `from x import y` naming one of our modules counts, at module level and
 inside functions alike (a deferred import hides a cycle at import time but it is still one
@@ -23,7 +23,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("aot", "scripts")
+PACKAGES = ("emlkit", "scripts")
 
 
 def module_name(root: Path, path: Path) -> str:

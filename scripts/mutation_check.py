@@ -2,7 +2,7 @@
 
 Each mutant is one small source change: in firmware/kernels (the code the host build compiles, not
 the MVE/DSP branches): a loop bound off by one, a clamp dropped, a rounding term removed, a shift
-one bit wrong, a saturation bound or an offset sign changed; in aot/ (passes and the verifier): a
+one bit wrong, a saturation bound or an offset sign changed; in emlkit/ (passes and the verifier): a
 wrong constant or a skipped rewrite/check (a curated list). The script copies the tree into one
 temporary folder per job (-j) once, applies each change there (the working tree is never touched, so
 Ctrl-C cannot leave a mutant behind), rebuilds only the mutated kernel's object (a header: all of
@@ -46,7 +46,7 @@ log = logging.getLogger("mutation_check")
 
 REPO = Path(__file__).resolve().parent.parent
 KERNELS = Path("firmware/kernels")
-COPY = ("aot", "firmware", "tests", "scripts", "pytest.ini")
+COPY = ("emlkit", "firmware", "tests", "scripts", "pytest.ini")
 PYTEST = ["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--no-header"]
 
 # Which tests cover which kernel source (tests/test_kernels.py; the header is in every kernel).
@@ -213,30 +213,30 @@ PASS_TESTS_FAST = ["tests/test_kernels.py", "-k", "test_scratch_sizes"]
 LUT_FAST = ("single_op_chain or random_chains or internal_requantization or branch_stops or multi_input_op "
             "or only_the_table_op or round_half_away")
 PASS_MUTANTS: list[tuple[str, str, str, str, list[str]]] = [
-    ("aot/passes/kernel_scratch.py", "return _ceil(out_c, 4) * 4 + (0 if direct else _ceil(k_h * k_w * in_c, 16))",
+    ("emlkit/passes/kernel_scratch.py", "return _ceil(out_c, 4) * 4 + (0 if direct else _ceil(k_h * k_w * in_c, 16))",
      "return _ceil(out_c, 4) * 4 + (0 if direct else _ceil(k_h * k_w * in_c, 8))", "wrong constant",
      PASS_TESTS_FAST),
-    ("aot/passes/kernel_scratch.py", "return 256 * 4 if k_h * k_w * c >= 256 else 0",
+    ("emlkit/passes/kernel_scratch.py", "return 256 * 4 if k_h * k_w * c >= 256 else 0",
      "return 256 * 4 if k_h * k_w * c > 256 else 0", "wrong constant", ["tests/test_kernels.py", "-k",
                                                                        "test_scratch_sizes or avg_pool or avgpool_scratch"]),
-    ("aot/passes/kernel_scratch.py", "return groups == 1 and -127 <= input_offset <= 128",
+    ("emlkit/passes/kernel_scratch.py", "return groups == 1 and -127 <= input_offset <= 128",
      "return groups == 1 and -128 <= input_offset <= 128", "wrong constant", PASS_TESTS_FAST),
-    ("aot/passes/lut_backends.py", "return torch.sign(x) * torch.floor(x.abs() + 0.5)",
+    ("emlkit/passes/lut_backends.py", "return torch.sign(x) * torch.floor(x.abs() + 0.5)",
      "return torch.round(x)", "rounding", ["tests/passes/test_lut_fusion.py", "-k", LUT_FAST]),
-    ("aot/passes/lut_fusion.py", "    region.output_q.replace_all_uses_with(replacement)\n",
+    ("emlkit/passes/lut_fusion.py", "    region.output_q.replace_all_uses_with(replacement)\n",
      "    pass\n", "skip a rewrite step",
      ["tests/passes/test_lut_fusion.py", "-k", LUT_FAST]),
-    ("aot/passes/manager.py", "    if len(out) != len(decl):", "    if False:", "skip a check",
+    ("emlkit/passes/manager.py", "    if len(out) != len(decl):", "    if False:", "skip a check",
      ["tests/passes/test_manager.py"]),
-    ("aot/passes/manager.py", "            if rank[decl[first][0]] > rank[decl[then][0]]:",
+    ("emlkit/passes/manager.py", "            if rank[decl[first][0]] > rank[decl[then][0]]:",
      "            if rank[decl[first][0]] > rank[decl[then][0]] + 1:", "wrong constant",
      ["tests/passes/test_manager.py"]),
-    ("aot/adapter_limits.py", "    if lo > hi:\n        _fail(FMT_ACT", "    if lo > hi + 1:\n        _fail(FMT_ACT",
+    ("emlkit/adapter_limits.py", "    if lo > hi:\n        _fail(FMT_ACT", "    if lo > hi + 1:\n        _fail(FMT_ACT",
      "off by one", ["tests/test_adapter_limits.py", "-k", "not compile_refuses"]),
-    ("aot/adapter_limits.py", "    if mult < 0 or mult > INT32_MAX or shift < -31 or shift > 31:",
+    ("emlkit/adapter_limits.py", "    if mult < 0 or mult > INT32_MAX or shift < -31 or shift > 31:",
      "    if mult < 0 or mult > INT32_MAX or shift < -31 or shift > 32:", "wrong constant",
      ["tests/test_adapter_limits.py", "-k", "not compile_refuses"]),
-    ("aot/adapter_limits.py", "    if ozp != -128:\n        _fail(FMT_SOFTMAX_ZP", "    if ozp > 0:\n        _fail(FMT_SOFTMAX_ZP",
+    ("emlkit/adapter_limits.py", "    if ozp != -128:\n        _fail(FMT_SOFTMAX_ZP", "    if ozp > 0:\n        _fail(FMT_SOFTMAX_ZP",
      "skip a check", ["tests/test_adapter_limits.py", "-k", "not compile_refuses"]),
 ]
 
@@ -411,7 +411,7 @@ def _sigterm(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)
-    ap = argparse.ArgumentParser(description="Mutation check over firmware/kernels and aot passes")
+    ap = argparse.ArgumentParser(description="Mutation check over firmware/kernels and emlkit passes")
     ap.add_argument("--max", type=int, default=40, help="kernel mutants sampled (default 40; all pass mutants run)")
     ap.add_argument("--seed", type=int, default=20, help="sampling seed")
     ap.add_argument("--only", choices=["kernels", "passes"], help="one group only")

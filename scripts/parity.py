@@ -40,11 +40,11 @@ import warnings
 
 import torch
 
-from aot import models, numerics, reference
-from aot.logsetup import setup_logging
-from aot.compile import make_options
-from aot.errors import AotError
-from aot.targets import get_target
+from emlkit import models, numerics, reference
+from emlkit.logsetup import setup_logging
+from emlkit.compile import make_options
+from emlkit.errors import AotError
+from emlkit.targets import get_target
 
 CPU, NPU = "cortex-m55", "ethos-u55-128"
 LIMIT_DB = 1.0
@@ -87,9 +87,9 @@ def snr(model: str, target_name: str, k: int, scored: list[tuple[torch.Tensor, .
     opts = make_options()
     try:
         if target.flow == "cortex_m":
-            from aot.lower import cortex_m as flow
+            from emlkit.lower import cortex_m as flow
         else:
-            from aot.lower import ethos_u as flow
+            from emlkit.lower import ethos_u as flow
         with torch.no_grad():
             low = flow.lower(zm.module, zm.inputs, data, target, opts)
             tosa = None

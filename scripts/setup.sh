@@ -36,7 +36,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   echo "$want" > "$STAMP"
 fi
 # The toolkit itself, editable, with the `emlkit` command (no dependencies: they are pinned above).
-if [ ! -x "$VENV/bin/emlkit" ] || ! "$VENV/bin/python" -c "import aot, sys; sys.exit(0 if aot.__file__.startswith('$ROOT/') else 1)" 2>/dev/null; then
+if [ ! -x "$VENV/bin/emlkit" ] || ! "$VENV/bin/python" -c "import emlkit, sys; sys.exit(0 if emlkit.__file__.startswith('$ROOT/') else 1)" 2>/dev/null; then
   log "installing the emlkit package (editable)"
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT" 2>&1 | { grep -v '^WARNING: Location' || true; }
 fi

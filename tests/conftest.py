@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aot.deploy.locks import held
+from emlkit.deploy.locks import held
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,8 +18,8 @@ CACHE = Path(os.environ.get("AOT_TEST_CACHE", ROOT / "build" / "test-programs"))
 
 def compile_cached(model: str, target: str, lut_fusion: bool = True, explicit_layout: bool = False,
                    allow_float: bool = False):
-    """Compile (or reuse) MODEL for TARGET; returns aot.compile.CompileResult."""
-    from aot.compile import compile_model, make_options
+    """Compile (or reuse) MODEL for TARGET; returns emlkit.compile.CompileResult."""
+    from emlkit.compile import compile_model, make_options
 
     variant = f"lut{int(lut_fusion)}-el{int(explicit_layout)}-af{int(allow_float)}"
     opts = make_options(lut_fusion, explicit_layout, allow_float)

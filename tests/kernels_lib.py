@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aot.deploy.locks import held
+from emlkit.deploy.locks import held
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "firmware" / "kernels"

@@ -1,4 +1,4 @@
-"""Model files for tests that compile a model of their own: the file convention of `python -m aot compile FILE.py`
+"""Model files for tests that compile a model of their own: the file convention of `python -m emlkit compile FILE.py`
 (ModelUnderTest, ModelInputs) around the parts a test states (layers, forward, inputs), so each test shows only
 its model."""
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from aot.npu.run import run_blob
+from emlkit.npu.run import run_blob
 
 # Zoo models whose NPU compile + model run take 20-75 s each here: the slow pass runs them (scripts/test.sh --slow).
 SLOW_ZOO = {"mobilenet_v2", "mobilenet_v3_small", "gru_kws", "mlperf_vww_mobilenet_v1", "mlperf_ic_resnet8"}
@@ -19,9 +19,9 @@ def compile_for_npu(model: str, target: str) -> Any:
     (global_avgpool; conv1d_timeseries' 1-D max pool on the U85)."""
     from conftest import CACHE
 
-    from aot.compile import compile_model, make_options
-    from aot.errors import AotError
-    from aot.lower import LowerOptions
+    from emlkit.compile import compile_model, make_options
+    from emlkit.errors import AotError
+    from emlkit.lower import LowerOptions
 
     try:
         return compile_model(model, target, CACHE / target / "npu-plain", options=LowerOptions(), reuse_cache=True)

@@ -1,6 +1,6 @@
 """Compile-time verifier and firmware op adapters agree (issue 20): every limit the cortex_m::, emlkit:: and
 aten:: adapters' prepare functions check (read from firmware/ops/*.c) and the loader's aliasing check
-(firmware/runtime/method.c) are checked by aot/adapter_limits.py with the same message text; a lowered
+(firmware/runtime/method.c) are checked by emlkit/adapter_limits.py with the same message text; a lowered
 program with an argument the device would refuse is refused at compile time."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import torch
 
 import executorch.backends.cortex_m.passes  # noqa: F401  (registers torch.ops.cortex_m)
 import executorch.exir.passes.dim_order_ops_registry  # noqa: F401  (registers torch.ops.dim_order_ops)
-import aot.emlkit_ops  # noqa: F401  (registers torch.ops.emlkit)
-from aot import adapter_limits as al
-from aot.deploy.export import expand_generators
-from aot.errors import EXIT_UNSUPPORTED, AotError
+import emlkit.emlkit_ops  # noqa: F401  (registers torch.ops.emlkit)
+from emlkit import adapter_limits as al
+from emlkit.deploy.export import expand_generators
+from emlkit.errors import EXIT_UNSUPPORTED, AotError
 
 OPS_DIR = Path(__file__).resolve().parent.parent / "firmware" / "ops"
 METHOD_C = OPS_DIR.parent / "runtime" / "method.c"
@@ -428,10 +428,10 @@ def test_refusal_message(op: str, changes: dict[str, Any], fmt: str, fmt_args: t
 def test_compile_refuses_what_the_device_would(tmp_path: Path) -> None:
     """A lowered program whose softmax and conv arguments are made out of range is refused by the program
     verifier with the device's message (the real flow: node arguments and constants of an ExportedProgram)."""
-    from aot.compile import make_options
-    from aot.lower import cortex_m
-    from aot.passes.verify_program import VerifyProgram
-    from aot.targets import get_target
+    from emlkit.compile import make_options
+    from emlkit.lower import cortex_m
+    from emlkit.passes.verify_program import VerifyProgram
+    from emlkit.targets import get_target
 
     class M(torch.nn.Module):
         def __init__(self) -> None:
@@ -630,10 +630,10 @@ def test_emlkit_table_and_window_bounds_same_as_firmware() -> None:
 def test_compile_refuses_an_emlkit_op_the_device_would() -> None:
     """A real lowered program (its softmax lowered to emlkit::softmax by our passes) made out of range is refused
     by the program verifier with the device's message and EXIT_UNSUPPORTED."""
-    from aot.compile import make_options
-    from aot.lower import cortex_m
-    from aot.passes.verify_program import VerifyProgram
-    from aot.targets import get_target
+    from emlkit.compile import make_options
+    from emlkit.lower import cortex_m
+    from emlkit.passes.verify_program import VerifyProgram
+    from emlkit.targets import get_target
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 10), torch.nn.Softmax(dim=-1)).eval()
@@ -664,11 +664,11 @@ def test_loader_aliasing_check_on_a_real_program() -> None:
     its input (as a damaged memory plan would), compile refuses it with the loader's message and EXIT_INTERNAL."""
     from executorch.exir import ExecutorchBackendConfig
 
-    from aot.compile import make_options
-    from aot.errors import EXIT_INTERNAL
-    from aot.lower import cortex_m
-    from aot.passes.verify_program import check_memory_plan
-    from aot.targets import get_target
+    from emlkit.compile import make_options
+    from emlkit.errors import EXIT_INTERNAL
+    from emlkit.lower import cortex_m
+    from emlkit.passes.verify_program import check_memory_plan
+    from emlkit.targets import get_target
 
     assert re.search(r'"corrupt program: instruction %" PRIu32 " writes its output over its argument %" PRIu32',
                      METHOD_C.read_text())
@@ -700,7 +700,7 @@ def test_window_bias_forms_checked_like_the_firmware() -> None:
     """cortex_m_conv.c conv_window_bias, mirrored: the entries WindowBias puts after the multipliers (the folded
     window bias, padded to 4 channels for a convolution; the depthwise 16-channel blocks) must agree with the
     weights, bias, multipliers and shifts; each disagreement gives the firmware's message."""
-    from aot.passes.window_bias import dw_blocks
+    from emlkit.passes.window_bias import dw_blocks
 
     conv, dw, tr = "cortex_m::quantized_conv2d", "cortex_m::quantized_depthwise_conv2d", \
         "cortex_m::quantized_transpose_conv2d"

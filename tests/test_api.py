@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from aot.deploy.build import cmake_binary
-from aot.deploy.program_io import bundled_case
+from emlkit.deploy.build import cmake_binary
+from emlkit.deploy.program_io import bundled_case
 
 REPO = Path(__file__).resolve().parents[1]
 API_TEST = REPO / "tests" / "api"
@@ -98,7 +98,7 @@ def test_api_runs_bit_exact_and_reports_the_tensors(how: str, consumers, compile
 
 
 def test_inspector_reads_the_api_etdump(consumers, compiled, tmp_path: Path) -> None:
-    from aot.etdump import inspect_etdump
+    from emlkit.etdump import inspect_etdump
 
     cres = compiled("conv_relu", "cortex-m55")
     got, _ = _run(consumers["find_package"], cres, tmp_path)

@@ -1,6 +1,6 @@
 """The bad-input campaign: every class of mistake a user can make ends with one `error:` line naming the
 problem and the fix, the documented exit status (README.md "Exit statuses"), no traceback, and nothing lost.
-(tests/test_aot_errors.py covers the model-file and model-content classes of `compile`; this file the rest.)"""
+(tests/test_compile_errors.py covers the model-file and model-content classes of `compile`; this file the rest.)"""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _aot(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "aot", *args], cwd=cwd, env=e, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=cwd, env=e, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -123,12 +123,12 @@ def test_qemu_missing(tmp_path: Path) -> None:
 
 
 def test_damaged_program_for_a_program_image(tmp_path: Path) -> None:
-    """aot.deploy.program_image on a damaged program (no build needed: it is refused while reading): one line that
+    """emlkit.deploy.program_image on a damaged program (no build needed: it is refused while reading): one line that
     names the file, usage status 2."""
     for name, data in (("garbage.pte", b"ET12" + bytes(range(256)) * 2), ("empty.bpte", b"")):
         f = tmp_path / name
         f.write_bytes(data)
-        p = subprocess.run([sys.executable, "-m", "aot.deploy.program_image", str(f)], cwd=tmp_path,
+        p = subprocess.run([sys.executable, "-m", "emlkit.deploy.program_image", str(f)], cwd=tmp_path,
                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
         line = _one_line(p, 2)
         assert line.startswith(f"error: {f}: ") and "does not parse" in line, line

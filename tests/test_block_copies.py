@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aot.run import execute
+from emlkit.run import execute
 
 ROOT = Path(__file__).resolve().parent.parent
 

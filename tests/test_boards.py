@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from aot.deploy import boards as B
-from aot.deploy.build import BuildError, BuildOptions, build_image, emdl_image
-from aot.deploy.sim_fvp import fvp_command, run_fvp
-from aot.deploy.sim_qemu import SimError, qemu_command, run_command, run_qemu
+from emlkit.deploy import boards as B
+from emlkit.deploy.build import BuildError, BuildOptions, build_image, emdl_image
+from emlkit.deploy.sim_fvp import fvp_command, run_fvp
+from emlkit.deploy.sim_qemu import SimError, qemu_command, run_command, run_qemu
 from toolchain import HAVE_ARM_GCC, needs_gcc, needs_qemu
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,7 +119,7 @@ def test_generated_files_follow_toml(tmp_path: Path) -> None:
 
 
 def test_boards_cli_check() -> None:
-    p = subprocess.run([sys.executable, str(REPO / "aot/deploy/boards.py"), "check"], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, str(REPO / "emlkit/deploy/boards.py"), "check"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert "corstone-300: ok" in p.stderr and "corstone-320: ok" in p.stderr
 

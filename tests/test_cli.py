@@ -1,4 +1,4 @@
-"""The toolkit as an installed package: the `emlkit` command with every subcommand, `python -m aot` as an
+"""The toolkit as an installed package: the `emlkit` command with every subcommand, `python -m emlkit` as an
 alias, and no sys.path manipulation anywhere (everything imports through the installed package)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ SUBCOMMANDS = ["compile", "run", "export", "inspect", "flash", "models", "suite"
 
 def test_console_script_is_installed() -> None:
     (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "emlkit"]
-    assert ep.value == "aot.cli:main"
+    assert ep.value == "emlkit.cli:main"
     script = Path(sys.executable).parent / "emlkit"
     assert script.is_file(), "the venv has no emlkit command: run ./scripts/setup.sh"
 
@@ -24,7 +24,7 @@ def test_console_script_is_installed() -> None:
 def test_every_subcommand_through_emlkit_and_python_m_aot() -> None:
     # PYTHONPATH: a git worktree that shares another checkout's venv must run its own sources.
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for cmd in ([str(Path(sys.executable).parent / "emlkit")], [sys.executable, "-m", "aot"]):
+    for cmd in ([str(Path(sys.executable).parent / "emlkit")], [sys.executable, "-m", "emlkit"]):
         r = subprocess.run([*cmd, "--help"], capture_output=True, text=True, env=env, timeout=300)
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("usage: emlkit")

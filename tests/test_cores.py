@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from aot.deploy import boards as B
-from aot.deploy.build import BuildOptions, build_image
-from aot.deploy.sim_qemu import run_qemu
-from aot.targets import get_target
+from emlkit.deploy import boards as B
+from emlkit.deploy.build import BuildOptions, build_image
+from emlkit.deploy.sim_qemu import run_qemu
+from emlkit.targets import get_target
 from toolchain import HAVE_ARM_GCC, needs_gcc, needs_qemu
 
 REPO = Path(__file__).resolve().parents[1]
@@ -226,7 +226,7 @@ def test_float_abi_of_the_images(runners: dict[str, Path]) -> None:
 
 
 def _run(compiled, model: str, target: str, board: str):
-    from aot.run import execute
+    from emlkit.run import execute
 
     return execute(compiled(model, target), board, "qemu", 600, "mve", None)
 

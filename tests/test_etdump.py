@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from aot.errors import AotError
-from aot.etdump import etdumps_from_log, inspect_etdump
+from emlkit.errors import AotError
+from emlkit.etdump import etdumps_from_log, inspect_etdump
 
 
 def _block(data: bytes, crc: int | None = None, length: int | None = None) -> str:
@@ -42,7 +42,7 @@ def test_log_blocks_are_checked() -> None:
 
 
 def _emlkit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aot", *args], capture_output=True, text=True, timeout=900)
+    return subprocess.run([sys.executable, "-m", "emlkit", *args], capture_output=True, text=True, timeout=900)
 
 
 def test_inspect_cli_errors(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_inspect_cli_errors(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_inspector_reads_the_host_runner_etdump(tmp_path: Path, compiled) -> None:
     """Per-instruction events of every bundled test case; their totals are the runner's per-operator counts."""
-    from aot.deploy.sim_host import run_host
+    from emlkit.deploy.sim_host import run_host
 
     cres = compiled("mlp", "cortex-m55")
     res = run_host(cres.bpte, etdump=tmp_path / "run.etdp")

@@ -1,4 +1,4 @@
-"""aot/lower/ethos_u.py records each NPU partition (TOSA graph, Vela blob, Vela estimates) through public
+"""emlkit/lower/ethos_u.py records each NPU partition (TOSA graph, Vela blob, Vela estimates) through public
 ExecuTorch interfaces: the TOSA backend's intermediate dump and the delegates' processed_bytes."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from aot.compile import make_options
-from aot.lower import ethos_u
-from aot.reference import delegate_names
-from aot.targets import get_target
+from emlkit.compile import make_options
+from emlkit.lower import ethos_u
+from emlkit.reference import delegate_names
+from emlkit.targets import get_target
 from executorch.exir.lowered_backend_module import get_lowered_submodules
 
 pytest.importorskip("ethosu.vela")

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 import torch
 
-from aot import models
-from aot.errors import AotError
+from emlkit import models
+from emlkit.errors import AotError
 
 
 def _compile(tmp_path, model: str, target: str, drop: type | None = None):
     """Compile MODEL for TARGET with our passes, or with pass class DROP left out."""
-    from aot.compile import compile_model, make_options
-    from aot.passes.manager import STAGE_FIELD
+    from emlkit.compile import compile_model, make_options
+    from emlkit.passes.manager import STAGE_FIELD
 
     opts = make_options()
     if drop is not None:
@@ -40,7 +40,7 @@ def test_explicit_npu_clamp_fixes_relu6_into_cat(tmp_path) -> None:
 
 
 def test_tosa_check_refuses_relu6_into_cat_without_the_fix(tmp_path) -> None:
-    from aot.passes.explicit_npu_clamp import ExplicitNpuClamp
+    from emlkit.passes.explicit_npu_clamp import ExplicitNpuClamp
 
     with pytest.raises(AotError) as err:
         _compile(tmp_path, "branch_concat", "ethos-u55-128", drop=ExplicitNpuClamp)
@@ -49,9 +49,9 @@ def test_tosa_check_refuses_relu6_into_cat_without_the_fix(tmp_path) -> None:
 
 def _quantized_like_ethos_u(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.fx.GraphModule:
     """The converted graph the Ethos-U flow hands to its pre-edge passes (Arm quantizer, no passes of ours)."""
-    from aot.lower import LowerOptions, ethos_u
-    from aot.lower.export import quantize
-    from aot.targets import get_target
+    from emlkit.lower import LowerOptions, ethos_u
+    from emlkit.lower.export import quantize
+    from emlkit.targets import get_target
 
     target = get_target("ethos-u55-128")
     quantizer = ethos_u.make_quantizer(ethos_u.compile_spec(target, "unused"))
@@ -72,8 +72,8 @@ class _TwoBranches(torch.nn.Module):
 
 @pytest.mark.parametrize("act", ["relu", "hardtanh"])
 def test_explicit_npu_clamp_keeps_the_quantized_function(act: str) -> None:
-    from aot.passes.explicit_npu_clamp import ExplicitNpuClamp
-    from aot.targets import get_target
+    from emlkit.passes.explicit_npu_clamp import ExplicitNpuClamp
+    from emlkit.targets import get_target
 
     torch.manual_seed(0)
     net, x = _TwoBranches(act).eval(), (torch.randn(1, 3, 6, 6),)
@@ -90,8 +90,8 @@ def test_explicit_npu_clamp_keeps_the_quantized_function(act: str) -> None:
 
 
 def test_explicit_npu_clamp_leaves_own_range_activations_and_cortex_m() -> None:
-    from aot.passes.explicit_npu_clamp import ExplicitNpuClamp
-    from aot.targets import get_target
+    from emlkit.passes.explicit_npu_clamp import ExplicitNpuClamp
+    from emlkit.targets import get_target
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.ReLU()).eval()
@@ -128,11 +128,11 @@ def _pool_zero_points(tosa: bytes) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("with_pass", [True, False], ids=["fixed", "original"])
 def test_npu_pool_zero_point_reaches_the_tosa_graph(with_pass: bool) -> None:
-    from aot.compile import make_options
-    from aot.load import load_model
-    from aot.lower import ethos_u
-    from aot.passes.npu_pool_zero_point import NpuPoolZeroPoint
-    from aot.targets import get_target
+    from emlkit.compile import make_options
+    from emlkit.load import load_model
+    from emlkit.lower import ethos_u
+    from emlkit.passes.npu_pool_zero_point import NpuPoolZeroPoint
+    from emlkit.targets import get_target
 
     model = load_model(str(POOL_INTO_LINEAR))
     opts = make_options()
@@ -158,7 +158,7 @@ def test_npu_pool_zero_point_fixes_pool_into_linear(tmp_path) -> None:
 
 
 def test_tosa_check_refuses_pool_into_linear_without_the_fix(tmp_path) -> None:
-    from aot.passes.npu_pool_zero_point import NpuPoolZeroPoint
+    from emlkit.passes.npu_pool_zero_point import NpuPoolZeroPoint
 
     with pytest.raises(AotError) as err:
         _compile(tmp_path, str(POOL_INTO_LINEAR), "ethos-u55-128", drop=NpuPoolZeroPoint)
@@ -191,7 +191,7 @@ ModelInputs = (torch.randn(1, 16, 32),)
 
 @pytest.mark.parametrize("with_pass", [True, False], ids=["split", "fused"])
 def test_split_fused_projection_fixes_vela_on_u55(tmp_path, with_pass: bool) -> None:
-    from aot.passes.split_fused_projection import SplitFusedProjection
+    from emlkit.passes.split_fused_projection import SplitFusedProjection
 
     src = tmp_path / "fused_qk.py"
     src.write_text(FUSED_QKV)
@@ -199,15 +199,15 @@ def test_split_fused_projection_fixes_vela_on_u55(tmp_path, with_pass: bool) -> 
     rows = res.report["npu_check"]["delegates"]
     assert rows and all(r["checked"] for r in rows), rows
     worst = max(r["max_diff_steps"] for r in rows)
-    # Fused: the compile-time check (aot/npu/compile_check.py) still sees Vela's wrong stream.
+    # Fused: the compile-time check (emlkit/npu/compile_check.py) still sees Vela's wrong stream.
     assert (worst == 0) if with_pass else (worst > 0), rows
     assert len(res.report.get("split_fused_projection", {}).get("rewritten", [])) == (1 if with_pass else 0)
 
 
 def test_split_fused_projection_keeps_float_function() -> None:
-    from aot.lower.export import export_graph
-    from aot.passes.split_fused_projection import SplitFusedProjection
-    from aot.targets import get_target
+    from emlkit.lower.export import export_graph
+    from emlkit.passes.split_fused_projection import SplitFusedProjection
+    from emlkit.targets import get_target
 
     zm = models.build("transformer_block")
     for target, splits in (("ethos-u55-128", 1), ("ethos-u65-256", 1), ("ethos-u85-256", 0), ("cortex-m55", 0)):
@@ -234,9 +234,9 @@ class _UnbindQKV(torch.nn.Module):
 
 
 def test_split_fused_projection_takes_unbind_and_unread_parts() -> None:
-    from aot.lower.export import export_graph
-    from aot.passes.split_fused_projection import SplitFusedProjection
-    from aot.targets import get_target
+    from emlkit.lower.export import export_graph
+    from emlkit.passes.split_fused_projection import SplitFusedProjection
+    from emlkit.targets import get_target
 
     torch.manual_seed(0)
     net, x = _UnbindQKV().eval(), (torch.randn(1, 5, 8),)
@@ -283,9 +283,9 @@ FORMS = ["chunk", "split", "slice", "unbind_after_reshape", "select_after_reshap
 
 def _split_parts(form: str) -> tuple[Any, torch.nn.Module, tuple[torch.Tensor], torch.fx.GraphModule]:
     """SplitFusedProjection (ethos-u55-128) run on _PartsQKV(form): (pass, model, inputs, rewritten graph)."""
-    from aot.lower.export import export_graph
-    from aot.passes.split_fused_projection import SplitFusedProjection
-    from aot.targets import get_target
+    from emlkit.lower.export import export_graph
+    from emlkit.passes.split_fused_projection import SplitFusedProjection
+    from emlkit.targets import get_target
 
     torch.manual_seed(0)
     net, x = _PartsQKV(form).eval(), (torch.randn(1, 5, 8),)
@@ -342,7 +342,7 @@ ModelInputs = (torch.randn(1, 16, 32),)
 @pytest.mark.parametrize("with_pass", [True, False], ids=["split", "fused"])
 @pytest.mark.parametrize("form", sorted(ATTENTION_PARTS))
 def test_split_fused_projection_fixes_chunk_and_slice_on_u55(tmp_path, form: str, with_pass: bool) -> None:
-    from aot.passes.split_fused_projection import SplitFusedProjection
+    from emlkit.passes.split_fused_projection import SplitFusedProjection
 
     src = tmp_path / f"attention_{form}.py"
     src.write_text(ATTENTION.format(parts=ATTENTION_PARTS[form]))
@@ -357,7 +357,7 @@ def test_split_fused_projection_fixes_chunk_and_slice_on_u55(tmp_path, form: str
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256", "cortex-m55"])
 @pytest.mark.parametrize("form", sorted(ATTENTION_PARTS))
 def test_chunk_and_slice_attention_pass_on_every_target(tmp_path, form: str, target: str) -> None:
-    from aot.run import execute
+    from emlkit.run import execute
 
     src = tmp_path / f"attention_{form}.py"
     src.write_text(ATTENTION.format(parts=ATTENTION_PARTS[form]))
@@ -368,9 +368,9 @@ def test_chunk_and_slice_attention_pass_on_every_target(tmp_path, form: str, tar
 
 
 def test_split_fused_projection_on_cortex_m_takes_feature_cuts_only() -> None:
-    from aot.lower.export import export_graph
-    from aot.passes.split_fused_projection import SplitFusedProjection
-    from aot.targets import get_target
+    from emlkit.lower.export import export_graph
+    from emlkit.passes.split_fused_projection import SplitFusedProjection
+    from emlkit.targets import get_target
 
     torch.manual_seed(0)
     x = (torch.randn(1, 5, 8),)

@@ -1,4 +1,4 @@
-"""aot/exact_int_conv.py: a dilated cortex_m:: convolution computed undilated on zero-dilated weights gives the
+"""emlkit/exact_int_conv.py: a dilated cortex_m:: convolution computed undilated on zero-dilated weights gives the
 integer sums of the dilated one (checked exactly in float64, where torch has a dilated CPU kernel), and the op
 itself runs through ExecuTorch's own reference where torch's int32 dilated conv would fail."""
 
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import executorch.backends.cortex_m.passes  # noqa: F401  (registers torch.ops.cortex_m)
-from aot import exact_int_conv
+from emlkit import exact_int_conv
 
 
 @pytest.mark.parametrize("dilation, padding, stride, groups", [((2, 2), (2, 2), (1, 1), 1), ((3, 2), (3, 1), (2, 1), 1),

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from aot.deploy.build import cmake_binary
-from aot.deploy.export import (c_array, expand_generators, export_compiled, program_facts, registration,
+from emlkit.deploy.build import cmake_binary
+from emlkit.deploy.export import (c_array, expand_generators, export_compiled, program_facts, registration,
                                source_closure)
-from aot.errors import AotError
+from emlkit.errors import AotError
 
 REPO = Path(__file__).resolve().parents[1]
 GCC = shutil.which("arm-none-eabi-gcc")
@@ -76,7 +76,7 @@ def test_existing_folder_is_kept_unless_forced(tmp_path: Path, compiled) -> None
         export_compiled(cres, "no-such-board", out, force=True)
     with pytest.raises(AotError, match="not one"):
         export_compiled(cres, "host", out, force=True)
-    import aot.deploy.export as ex
+    import emlkit.deploy.export as ex
 
     real = ex._readme
 
@@ -102,7 +102,7 @@ def test_existing_folder_is_kept_unless_forced(tmp_path: Path, compiled) -> None
 
 
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "aot", "export", "conv_relu", "--target", "cortex-m55", "--board", "nope",
+    r = subprocess.run([sys.executable, "-m", "emlkit", "export", "conv_relu", "--target", "cortex-m55", "--board", "nope",
                         "-o", str(tmp_path / "p")], capture_output=True, text=True, timeout=600)
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("error: unknown board 'nope'") and "Traceback" not in r.stderr
@@ -171,7 +171,7 @@ def test_exported_project_builds_outside_and_passes_on_plain_qemu(tmp_path: Path
 
     # ExecuTorch's Inspector reads the ETDump the firmware printed; its per-operator counts are the firmware's.
     prof = tmp_path / "prof.json"
-    r = subprocess.run([sys.executable, "-m", "aot", "inspect", "--log", str(tmp_path / "console.txt"), "--etrecord",
+    r = subprocess.run([sys.executable, "-m", "emlkit", "inspect", "--log", str(tmp_path / "console.txt"), "--etrecord",
                         str(proj / "model" / "model.etrecord"), "--json", str(prof)], capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr
@@ -189,7 +189,7 @@ def test_exported_project_builds_outside_and_passes_on_plain_qemu(tmp_path: Path
     assert any(row["source"] == "conv_relu.py:15" for row in p["rows"])
 
     # The same ELF as the MPS3 SD-card images: loaded raw at the CPU addresses, as the MCC does, it boots.
-    r = subprocess.run([sys.executable, "-m", "aot", "flash", str(elf), "--mps3-dir", str(tmp_path / "sd")],
+    r = subprocess.run([sys.executable, "-m", "emlkit", "flash", str(elf), "--mps3-dir", str(tmp_path / "sd")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     txt = (tmp_path / "sd" / "MB" / "HBI0309C" / "AN547" / "images.txt").read_text()
@@ -217,9 +217,9 @@ def test_exported_project_builds_outside_and_passes_on_plain_qemu(tmp_path: Path
 @needs_tools
 def test_ethos_u_export_runs_the_npu_through_the_api(tmp_path: Path, compiled) -> None:
     """An Ethos-U program exports with the NPU driver behind the same API. QEMU has no NPU: plain QEMU
-    gets a clean npu_config failure; with the NPU co-simulated (aot/deploy/npu_cosim.py) it passes."""
-    from aot.deploy.boards import load_board
-    from aot.deploy.npu_cosim import NpuSpec, run_cosim
+    gets a clean npu_config failure; with the NPU co-simulated (emlkit/deploy/npu_cosim.py) it passes."""
+    from emlkit.deploy.boards import load_board
+    from emlkit.deploy.npu_cosim import NpuSpec, run_cosim
 
     cres = compiled("conv_relu", "ethos-u55-128")
     proj = tmp_path / "proj"

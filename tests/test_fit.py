@@ -1,4 +1,4 @@
-"""The compile-time memory fit check (aot/deploy/fit.py): its prediction against what the runner
+"""The compile-time memory fit check (emlkit/deploy/fit.py): its prediction against what the runner
 reports and does, the one-line message per memory, and how compile, run and the suite use it."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from aot.deploy import boards as B
-from aot.deploy import fit
-from aot.deploy.build import build_image
+from emlkit.deploy import boards as B
+from emlkit.deploy import fit
+from emlkit.deploy.build import build_image
 from toolchain import needs_gcc, needs_qemu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def test_image_facts_and_layout() -> None:
 def test_prediction_matches_the_runner(compiled, model: str, target: str, board: str) -> None:
     """Runtime memory predicted from the program's counts and the image's struct sizes equals what the
     runner computes on the device (32-bit soft-float, hard-float and MVE builds)."""
-    from aot.run import execute
+    from emlkit.run import execute
 
     o = execute(compiled(model, target), board, "qemu", 300, "mve", None)
     assert o.status == "PASS", o.reason
@@ -67,7 +67,7 @@ def test_prediction_matches_the_runner(compiled, model: str, target: str, board:
 def test_a_program_the_check_refuses_does_not_fit_on_the_device(compiled) -> None:
     """conv_relu needs ~34 KB of RAM; the micro:bit has 16 KiB. Run anyway (no check): the runner
     itself cannot place its arena, so the check refused for the reason the device fails."""
-    from aot.deploy.sim_qemu import run_qemu
+    from emlkit.deploy.sim_qemu import run_qemu
 
     cres = compiled("conv_relu", "cortex-m0plus")
     b = B.load_board("microbit")
@@ -115,7 +115,7 @@ def test_an_image_that_does_not_link_is_a_code_fit_failure() -> None:
 
 def _aot(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "aot", *args], cwd=tmp, env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=tmp, env=env, capture_output=True, text=True,
                           timeout=900)
 
 
@@ -134,7 +134,7 @@ def test_cli_compile_and_run_exit_4_with_one_line(tmp_path: Path) -> None:
 
 @needs_qemu
 def test_suite_row_is_a_skip_naming_why(tmp_path: Path) -> None:
-    from aot.suite import Case, run_case
+    from emlkit.suite import Case, run_case
 
     row = run_case(Case("conv_relu", "cortex-m0plus", "microbit", "qemu"), str(tmp_path), 120)
     assert row.status == "SKIP" and "does not fit microbit: ram needs" in row.reason

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from aot.deploy.boards import load_board
-from aot.deploy.flash import (Segment, find_pyocd, images_txt, load_segments, mps3_images, pyocd_command,
+from emlkit.deploy.boards import load_board
+from emlkit.deploy.flash import (Segment, find_pyocd, images_txt, load_segments, mps3_images, pyocd_command,
                               write_mps3)
-from aot.errors import AotError
+from emlkit.errors import AotError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -113,7 +113,7 @@ def test_pyocd_command_line() -> None:
 
 
 def _emlkit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aot", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 def test_cli_errors_and_dry_run(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from aot.deploy.sim_host import run_host
+from emlkit.deploy.sim_host import run_host
 
 ROOT = Path(__file__).resolve().parent.parent
 ATOL, RTOL = (float(re.search(rf"#define ET_FLOAT_{k} (\S+)", (ROOT / "firmware/runtime/runtime.h").read_text()).group(1))
@@ -358,7 +358,7 @@ def _run_error(tmp_path: Path, name: str, model: nn.Module, inputs: tuple[Any, .
 
 
 def test_conv3d_is_refused_at_load_by_name(tmp_path: Path) -> None:
-    from aot import adapter_limits as al
+    from emlkit import adapter_limits as al
 
     err = _run_error(tmp_path, "c3d", nn.Conv3d(2, 3, 2).eval(), (r(1, 2, 3, 4, 4),), (torch.zeros(1, 3, 2, 3, 3),))
     assert al.c_format(al.FMT_CONV3D, "aten::convolution.out") in err
@@ -402,8 +402,8 @@ def test_float_kernels_on_the_board(board: str, tmp_path: Path) -> None:
     stand-in): the board's own image of this program's operators, under QEMU."""
     import shutil
 
-    from aot.deploy.program_image import program_image
-    from aot.deploy.sim_qemu import run_qemu
+    from emlkit.deploy.program_image import program_image
+    from emlkit.deploy.sim_qemu import run_qemu
 
     if shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None:
         pytest.skip("qemu-system-arm or arm-none-eabi-gcc not installed")

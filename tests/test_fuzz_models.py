@@ -85,8 +85,8 @@ REPROS = ROOT / "tests" / "data" / "fuzz_repros"
                                    "cortex_m55_reshape_into_avg_pool", "cortex_m55_one_channel_upsample_into_conv"])
 def test_fixed_repro_is_bit_exact(tmp_path: Path, repro: str) -> None:
     """Defects the generator found, fixed at their cause: host runtime and QEMU both match the expected outputs."""
-    from aot.compile import compile_model, make_options
-    from aot.run import execute
+    from emlkit.compile import compile_model, make_options
+    from emlkit.run import execute
 
     res = compile_model(str(REPROS / f"{repro}.py"), "cortex-m55", tmp_path, options=make_options())
     for board, sim in (("host", "auto"), ("corstone-300", "qemu")):
@@ -101,8 +101,8 @@ def test_fixed_repro_is_bit_exact(tmp_path: Path, repro: str) -> None:
 def test_fixed_ethos_u_repro_is_bit_exact(tmp_path: Path, target: str, board: str) -> None:
     """The Ethos-U defect the generator found (avg pool -> Linear, refused by tosa_check), fixed at its cause:
     compiles within tosa_check's bound, and the host runtime and QEMU with the co-simulated NPU match exactly."""
-    from aot.compile import TOSA_AGREEMENT_STEPS, compile_model, make_options
-    from aot.run import execute
+    from emlkit.compile import TOSA_AGREEMENT_STEPS, compile_model, make_options
+    from emlkit.run import execute
 
     res = compile_model(str(REPROS / "ethos_u55_128_avg_pool_into_linear.py"), target, tmp_path,
                         options=make_options())
@@ -119,10 +119,10 @@ def test_a16w8_conv_into_mul_add_compiles_and_is_bit_exact(tmp_path: Path) -> No
     """Random models 100:34 / 100:46: an int16 conv read by a mul and an add compiles for ethos-u55-128-a16w8 (the
     consumers read its int16 output), runs bit-exactly on the host and under QEMU, and without the pass Vela
     refuses it, naming the Conv2D."""
-    from aot.compile import compile_model, make_options
-    from aot.errors import AotError
-    from aot.passes.npu_a16w8_conv_rescale import NpuA16w8ConvRescale
-    from aot.run import execute
+    from emlkit.compile import compile_model, make_options
+    from emlkit.errors import AotError
+    from emlkit.passes.npu_a16w8_conv_rescale import NpuA16w8ConvRescale
+    from emlkit.run import execute
 
     src = str(REPROS / "ethos_u55_128_a16w8_conv_into_mul_add.py")
     res = compile_model(src, "ethos-u55-128-a16w8", tmp_path / "on", options=make_options())

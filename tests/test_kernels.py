@@ -584,8 +584,8 @@ def test_kernels_compile_for_dsp(tmp_path, flags):
        # The fast paths' input-offset bounds (a pad byte must be representable) and either side of them.
        in_off=st.one_of(st.sampled_from([-128, -127, 128, 129]), st.integers(-300, 300)))
 def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, groups, in_off):
-    """aot/passes/kernel_scratch.py plans exactly what <kernel>_get_buffer_size asks for."""
-    from aot.passes.kernel_scratch import avgpool_buffer_size, conv_buffer_size, dw_buffer_size
+    """emlkit/passes/kernel_scratch.py plans exactly what <kernel>_get_buffer_size asks for."""
+    from emlkit.passes.kernel_scratch import avgpool_buffer_size, conv_buffer_size, dw_buffer_size
     # With the program's depthwise blocks (p->dwblk, given with p->beff): no scratch for them. The kernels read
     # only whether the pointers are set here; the address is never dereferenced. A convolution's scratch does
     # not depend on p->beff.
@@ -609,7 +609,7 @@ def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, gro
 @pytest.mark.parametrize("kh,kw,c", [(4, 4, 16), (4, 4, 15), (16, 16, 1), (1, 1, 255), (1, 1, 256), (3, 3, 29)])
 def test_avgpool_scratch_at_the_table_threshold(K, kh, kw, c):
     """The average pool's term table starts at exactly 256 taps x channels, in the kernel and the planner alike."""
-    from aot.passes.kernel_scratch import avgpool_buffer_size
+    from emlkit.passes.kernel_scratch import avgpool_buffer_size
     q = QPool(1, 16, 16, c, 16, 16, kh, kw, 1, 1, 0, 0)
     want = 1024 if kh * kw * c >= 256 else 0
     assert K.lib.qavgpool_s8_get_buffer_size(C.byref(q)) == want == avgpool_buffer_size(kh, kw, c)
@@ -621,7 +621,7 @@ def test_avgpool_scratch_at_the_table_threshold(K, kh, kw, c):
 def test_mve_matches_portable_on_qemu(tmp_path):
     """tests/mve_selftest: every *_mve kernel against its *_ref twin on the
     Cortex-M55 model, 60 random cases each, byte for byte."""
-    from aot.deploy import kernel_selftest as selftest
+    from emlkit.deploy import kernel_selftest as selftest
 
     r = selftest.run(selftest.build(tmp_path / "selftest.elf"), timeout=120)
     lines = r.stdout.splitlines()
@@ -641,7 +641,7 @@ def test_dsp_matches_portable_on_qemu(tmp_path):
     tails, borders, groups, depth multipliers, broadcasts, unaligned operands
     and outputs), byte for byte, scratch canaries intact; and
     k_requantize_dsp against k_requantize on 200,000 values (ties included)."""
-    from aot.deploy import kernel_selftest as selftest
+    from emlkit.deploy import kernel_selftest as selftest
 
     r = selftest.run(selftest.build_dsp(tmp_path / "dsp_selftest.elf"), timeout=120, machine="mps2-an386")
     lines = r.stdout.splitlines()
@@ -651,14 +651,14 @@ def test_dsp_matches_portable_on_qemu(tmp_path):
                            "qavgpool_s8", "qmul_s8", "qmaxpool_s8", "qlut_s8"}, r.stdout
 
 
-# ---------------------------------------------------------------- emlkit:: ops (aot/emlkit_ops.py)
+# ---------------------------------------------------------------- emlkit:: ops (emlkit/emlkit_ops.py)
 @SETTINGS
 @given(seed=seeds, outer=st.integers(1, 4), length=st.integers(1, 300), inner=st.integers(1, 4),
        in_scale=st.floats(1e-3, 0.5), out_scale=st.floats(1.0 / 4000, 1.0 / 200), zp=zps)
 def test_emlkit_softmax(K, seed, outer, length, inner, in_scale, out_scale, zp):
     """Bit-exact with the reference; and the reference is a softmax: within half an output step (plus the
     table's rounding) of float64 softmax wherever the output is not clamped."""
-    import aot.emlkit_ops as eo
+    import emlkit.emlkit_ops as eo
 
     rng = rng_from(seed)
     x = s8(rng, outer, length, inner)
@@ -681,7 +681,7 @@ def test_emlkit_softmax(K, seed, outer, length, inner, in_scale, out_scale, zp):
 def test_emlkit_avg_pool2d(K, seed, n, h, w, c, data, izp, ozp, in_scale, ratio):
     """Bit-exact with the reference; and the reference is an average pool: within half an output step of
     the float mean of the dequantized window wherever the output is not clamped."""
-    import aot.emlkit_ops as eo
+    import emlkit.emlkit_ops as eo
 
     kh, kw = data.draw(st.integers(1, h)), data.draw(st.integers(1, w))
     sh, sw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))

@@ -1,5 +1,5 @@
 """Ethos-U in the firmware: the delegate parser and command-stream checker (C, on the host), and the whole
-firmware (EthosUBackend + driver) under QEMU with the NPU co-simulated (aot/deploy/npu_cosim.py), including
+firmware (EthosUBackend + driver) under QEMU with the NPU co-simulated (emlkit/deploy/npu_cosim.py), including
 every fault the driver must report with its own status."""
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ class _Recording:
 
 def model_extents(blob: bytes) -> dict[int, int]:
     """Highest byte + 1 the functional model reads or writes in each region while running the blob."""
-    from aot.npu.blob import parse_blob
-    from aot.npu.commands import decode
-    from aot.npu.run import machine_for
+    from emlkit.npu.blob import parse_blob
+    from emlkit.npu.commands import decode
+    from emlkit.npu.run import machine_for
 
     vb = parse_blob(blob)
     m = machine_for(vb)
@@ -193,7 +193,7 @@ def test_checker_survives_random_corruption(compiled) -> None:
 
 
 def _run(bpte: Path | bytes, board: str, **kw: Any) -> Any:
-    from aot.deploy.sim_qemu import run_qemu
+    from emlkit.deploy.sim_qemu import run_qemu
 
     return run_qemu(bpte, board, timeout=120, **kw)
 
@@ -216,8 +216,8 @@ def test_firmware_runs_zoo_bit_exact(compiled, model: str, target: str) -> None:
 def test_firmware_runs_u85_resize(compiled) -> None:
     """unet_small's nearest upsample is an NPU_OP_RESIZE on the U85: the firmware's stream checker bounds its IFM
     (KERNEL_HEIGHT x KERNEL_WIDTH) and OFM, and the program runs bit-exact with the NPU co-simulated."""
-    from aot.npu.blob import parse_blob
-    from aot.npu.commands import decode
+    from emlkit.npu.blob import parse_blob
+    from emlkit.npu.commands import decode
     from npu_helpers import program_parts
 
     res = compiled("unet_small", "ethos-u85-256")
@@ -299,9 +299,9 @@ def test_fault_corrupt_delegate(compiled) -> None:
 
 def test_no_cosim_means_no_npu(compiled, tmp_path: Path) -> None:
     """Without the co-simulation QEMU's NPU window reads 0: the driver says so instead of hanging."""
-    from aot.deploy.boards import load_board
-    from aot.deploy.build import build_image
-    from aot.deploy.sim_qemu import classify, prepare_run, qemu_command, run_command
+    from emlkit.deploy.boards import load_board
+    from emlkit.deploy.build import build_image
+    from emlkit.deploy.sim_qemu import classify, prepare_run, qemu_command, run_command
 
     b = load_board("corstone-300")
     elf, wd, model_bin = prepare_run(compiled("conv_relu", "ethos-u55-128").bpte, b, tmp_path, "qemu",
@@ -320,7 +320,7 @@ def test_cortex_m_programs_leave_the_npu_alone(compiled) -> None:
 
 
 def test_npu_spec_and_register_model() -> None:
-    from aot.deploy.npu_cosim import CONFIG, ID, PROT, RESET, STATUS, NpuModel, NpuSpec
+    from emlkit.deploy.npu_cosim import CONFIG, ID, PROT, RESET, STATUS, NpuModel, NpuSpec
 
     s = NpuSpec.parse("ethos-u55-128")
     assert s.config_word() & 0xF == 7 and s.config_word() >> 28 == 0
@@ -336,7 +336,7 @@ def test_npu_spec_and_register_model() -> None:
 
 
 def test_guest_memory_bus_error() -> None:
-    from aot.deploy.npu_cosim import GuestMemory, NpuBusError
+    from emlkit.deploy.npu_cosim import GuestMemory, NpuBusError
 
     mem = GuestMemory(gdb=None, reachable=[(0x1000, 0x2000, "sram")])  # type: ignore[arg-type]
     with pytest.raises(NpuBusError):
@@ -354,7 +354,7 @@ MODELS = Path(__file__).resolve().parent / "models"
 @pytest.mark.parametrize("model", ["residual_kws", "gated_mlp"])
 def test_firmware_runs_independent_models(tmp_path: Path, model: str, target: str) -> None:
     """Models written outside the zoo, compiled and run through the firmware with the co-simulated NPU."""
-    from aot.compile import compile_model, make_options
+    from emlkit.compile import compile_model, make_options
 
     res = compile_model(str(MODELS / f"{model}.py"), target, tmp_path, options=make_options())
     r = _run(res.bpte, BOARD[target])
@@ -370,7 +370,7 @@ def test_sim_fvp_without_fvp_is_one_line_and_exit_5(tmp_path: Path) -> None:
     import sys
 
     root = Path(__file__).resolve().parent.parent
-    p = subprocess.run([sys.executable, "-m", "aot", "run", "conv_relu", "--target", "ethos-u55-128", "--sim", "fvp",
+    p = subprocess.run([sys.executable, "-m", "emlkit", "run", "conv_relu", "--target", "ethos-u55-128", "--sim", "fvp",
                         "-o", str(tmp_path)], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 5, p.stderr[-1500:]

@@ -1,4 +1,4 @@
-"""Ethos-U55 functional model (aot/npu): zoo programs bit-exact against tosa_reference_model and the
+"""Ethos-U55 functional model (emlkit/npu): zoo programs bit-exact against tosa_reference_model and the
 bundled expected outputs, decoder against Vela's own disassembly, weight/scale decoding, numerics corner
 cases on hand-built command streams, and clear errors for corrupt blobs."""
 
@@ -14,18 +14,18 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from aot.npu.blob import parse_blob
-from aot.npu.commands import CMD0_NAMES, CMD1_NAMES, decode, disassemble
-from aot.npu.errors import NpuError
-from aot.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, rescale
-from aot.npu.run import run_blob
+from emlkit.npu.blob import parse_blob
+from emlkit.npu.commands import CMD0_NAMES, CMD1_NAMES, decode, disassemble
+from emlkit.npu.errors import NpuError
+from emlkit.npu.execute import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, Machine, rescale
+from emlkit.npu.run import run_blob
 
 from npu_helpers import SLOW_ZOO, bit_exact_vs_tosa, compile_for_npu, program_parts, tosa_inputs
 from npu_helpers import feature_map as _fm
 from model_files import module_source
 
 TARGET = "ethos-u55-128"
-from aot import models as _zoo
+from emlkit import models as _zoo
 
 # Every zoo model; the big one is slow.
 ZOO = [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_ZOO else m for m in _zoo.ZOO]
@@ -38,7 +38,7 @@ def compiled():
 
 
 def _program(compiled, model: str, target: str = TARGET):
-    from aot.errors import AotError
+    from emlkit.errors import AotError
 
     try:
         res = compiled(model, target)
@@ -73,7 +73,7 @@ def test_int16_elementwise_bit_exact_vs_tosa(compiled, model: str) -> None:
 
 @pytest.mark.parametrize("model", ZOO)
 def test_zoo_whole_program_matches_bundled(compiled, model: str) -> None:
-    from aot.npu.program import run_bundled
+    from emlkit.npu.program import run_bundled
 
     res, _, _ = _program(compiled, model)
     if model in VELA_MISCOMPILES:
@@ -92,7 +92,7 @@ def test_zoo_whole_program_matches_bundled(compiled, model: str) -> None:
 def test_u65_dedicated_sram_programs(compiled, model: str) -> None:
     """Ethos-U65 programs (Vela's Dedicated_Sram_384KB mode, ExecuTorch's U65 default) keep feature maps in
     the separate fast scratch, region 2: bit-exact with TOSA and the bundled outputs."""
-    from aot.npu.program import run_bundled
+    from emlkit.npu.program import run_bundled
 
     res, blobs, tosas = _program(compiled, model, "ethos-u65-256")
     regions = {c.param & 7 for b in blobs for c in decode(parse_blob(b).commands)
@@ -110,10 +110,10 @@ def test_channels_last_module_runs_in_program_dim_order(target: str, tmp_path: P
     the host executor must hand the delegate and read back bytes in each value's dim order."""
     from executorch.exir._serialize._program import deserialize_pte_binary
 
-    from aot.compile import compile_model, make_options
-    from aot.npu.program import run_bundled
+    from emlkit.compile import compile_model, make_options
+    from emlkit.npu.program import run_bundled
 
-    src = (Path(__file__).resolve().parent.parent / "aot" / "models" / "relu6_net.py").read_text()
+    src = (Path(__file__).resolve().parent.parent / "emlkit" / "models" / "relu6_net.py").read_text()
     src = src.replace("ModelUnderTest = Relu6Net().eval()",
                       "ModelUnderTest = Relu6Net().eval().to(memory_format=torch.channels_last)")
     assert "channels_last" in src
@@ -145,8 +145,8 @@ _UPSAMPLE_MODEL = module_source("""
 
 
 def _compile_source(src: str, name: str, target: str, tmp_path: Path, plain: bool = False):
-    from aot.compile import compile_model, make_options
-    from aot.lower import LowerOptions
+    from emlkit.compile import compile_model, make_options
+    from emlkit.lower import LowerOptions
 
     (tmp_path / f"{name}.py").write_text(src)
     return compile_model(str(tmp_path / f"{name}.py"), target, tmp_path / ("plain" if plain else "out"),
@@ -154,7 +154,7 @@ def _compile_source(src: str, name: str, target: str, tmp_path: Path, plain: boo
 
 
 def _check_program(res, trials: int = 10) -> None:
-    from aot.npu.program import run_bundled
+    from emlkit.npu.program import run_bundled
 
     blobs, tosas = program_parts(res)
     bit_exact_vs_tosa(blobs, tosas, res.pte.stem, trials=trials)
@@ -187,7 +187,7 @@ def test_transpose_conv_and_nearest_upsample_programs(target: str, nearest: bool
 def test_u85_resize_program_is_checked(tmp_path: Path) -> None:
     """The U85 runs a nearest upsample as NPU_OP_RESIZE: modelled, so the compile-time check covers it and the
     whole program matches its bundled outputs."""
-    from aot.npu.program import run_bundled
+    from emlkit.npu.program import run_bundled
 
     res = _compile_source(_UPSAMPLE_MODEL.replace("NEAREST", "True"), "decoder", "ethos-u85-256", tmp_path)
     assert any(c.name == "NPU_OP_RESIZE" for b in program_parts(res)[0] for c in decode(parse_blob(b).commands, 0, "u85"))
@@ -214,7 +214,7 @@ def test_vela_int16_fc_batch_miscompile_is_caught_at_compile_time(tmp_path: Path
     miscompiles'.)"""
     import tosa_reference_model as ref  # type: ignore[import-not-found]
 
-    with caplog.at_level(logging.WARNING, logger="aot"):
+    with caplog.at_level(logging.WARNING, logger="emlkit"):
         res = _compile_source(_FC_STACK.replace("BATCH", "2"), "fc_b2", "ethos-u55-128-a16w8", tmp_path, plain=True)
     (check,) = res.report["npu_check"]["delegates"]
     assert check["checked"] and check["max_diff_steps"] > 100, check
@@ -274,7 +274,7 @@ def test_register_map_covers_u55() -> None:
 def test_weight_stream_round_trip(o, kh, kw, i, obd, mode, bits, dil, seed) -> None:
     from ethosu import mlw_codec
 
-    from aot.npu.weights import decode_weights
+    from emlkit.npu.weights import decode_weights
 
     dw = mode == "dw"
     i = 1 if dw else i
@@ -285,7 +285,7 @@ def test_weight_stream_round_trip(o, kh, kw, i, obd, mode, bits, dil, seed) -> N
 
 
 def test_scale_stream_fields() -> None:
-    from aot.npu.weights import decode_scales
+    from emlkit.npu.weights import decode_scales
 
     raw = b""
     want = [(-(1 << 39), 0xFFFFFFFF, 63), ((1 << 39) - 1, 1, 0), (-5, 1 << 31, 31)]
@@ -346,7 +346,7 @@ def _asm(*cmds: tuple) -> np.ndarray:
 
 
 def _machine(scratch: int = 4096) -> Machine:
-    from aot.npu.blob import VelaBlob
+    from emlkit.npu.blob import VelaBlob
 
     return Machine(VelaBlob(np.zeros(0, np.uint32), 0, b"", scratch, [], [], None))
 
@@ -514,8 +514,8 @@ def test_wrong_input_size_is_a_clear_error(compiled) -> None:
 
 
 def test_machine_follows_the_driver_header() -> None:
-    from aot.npu.blob import DriverConfig, VelaBlob
-    from aot.npu.run import machine_for
+    from emlkit.npu.blob import DriverConfig, VelaBlob
+    from emlkit.npu.run import machine_for
 
     def blob(product: int) -> VelaBlob:
         return VelaBlob(np.zeros(0, np.uint32), 0, b"", 16, [], [], DriverConfig(product, 8, 0, 0))
@@ -547,8 +547,8 @@ ModelInputs = (torch.randn(1, 16, 96),)
     "transformer_block's q @ k^T is this case. Passes (and this xfail fails) once Vela is fixed."))
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
 def test_vela_batched_matmul_of_slices_reads_batch0_for_every_batch(target: str, tmp_path: Path) -> None:
-    from aot.compile import compile_model
-    from aot.lower import LowerOptions
+    from emlkit.compile import compile_model
+    from emlkit.lower import LowerOptions
     from npu_helpers import program_parts
 
     (tmp_path / "qk.py").write_text(_BATCHED_MATMUL_OF_SLICES)

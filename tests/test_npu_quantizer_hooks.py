@@ -9,12 +9,12 @@ import json
 import pytest
 import torch
 
-from aot import numerics, reference
-from aot.compile import make_options
-from aot.lower import ethos_u
-from aot.passes.npu_hardswish_floor import NpuHardswishFloor
-from aot.passes.npu_softmax_ranges import NpuSoftmaxRanges
-from aot.targets import get_target
+from emlkit import numerics, reference
+from emlkit.compile import make_options
+from emlkit.lower import ethos_u
+from emlkit.passes.npu_hardswish_floor import NpuHardswishFloor
+from emlkit.passes.npu_softmax_ranges import NpuSoftmaxRanges
+from emlkit.targets import get_target
 from scripts import parity
 
 U55 = "ethos-u55-128"

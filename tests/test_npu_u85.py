@@ -1,4 +1,4 @@
-"""Ethos-U85 on the functional model (aot/npu/execute_u85.py): zoo programs bit-exact against
+"""Ethos-U85 on the functional model (emlkit/npu/execute_u85.py): zoo programs bit-exact against
 tosa_reference_model and their bundled expected outputs, the decoder and its field positions against regor's
 own disassembly, and hand-built command streams for the U85-only semantics (transposed and chained OFMs,
 pooling SUM/NONE/AVERAGE, LUT RAM slots, matmul) and for what is not modelled."""
@@ -13,19 +13,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aot.npu import regs_u85 as R
-from aot.npu.blob import DriverConfig, VelaBlob, parse_blob
-from aot.npu.commands import decode, disassemble
-from aot.npu.errors import NpuError
-from aot.npu.run import machine_for
-from aot.npu.execute import reciprocal_scale
-from aot.npu.execute_u85 import MachineU85
+from emlkit.npu import regs_u85 as R
+from emlkit.npu.blob import DriverConfig, VelaBlob, parse_blob
+from emlkit.npu.commands import decode, disassemble
+from emlkit.npu.errors import NpuError
+from emlkit.npu.run import machine_for
+from emlkit.npu.execute import reciprocal_scale
+from emlkit.npu.execute_u85 import MachineU85
 
 from npu_helpers import SLOW_ZOO, bit_exact_vs_tosa, compile_for_npu, program_parts
 from npu_helpers import feature_map as _fm
 
 TARGET = "ethos-u85-256"
-from aot import models as _zoo
+from emlkit import models as _zoo
 
 ZOO = [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_ZOO else m for m in _zoo.ZOO]
 
@@ -65,7 +65,7 @@ def test_zoo_bit_exact_vs_tosa(compiled, model: str) -> None:
 
 @pytest.mark.parametrize("model", ZOO)
 def test_zoo_whole_program_matches_bundled(compiled, model: str) -> None:
-    from aot.npu.program import run_bundled
+    from emlkit.npu.program import run_bundled
 
     res, _, _ = _program(compiled, model)
     if model in VELA_MISCOMPILES:
@@ -284,7 +284,7 @@ def test_unmodelled_u85_features_are_clear_errors(extra: list[tuple], message: s
 from hypothesis import assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from aot.npu.weights_u85 import _order, decode_scales_u85, decode_weights_u85  # noqa: E402
+from emlkit.npu.weights_u85 import _order, decode_scales_u85, decode_weights_u85  # noqa: E402
 
 
 @settings(max_examples=40, deadline=None)
@@ -379,8 +379,8 @@ ModelInputs = (torch.randn(1, 4, 7, 6),)
 def test_resize_bit_exact_vs_tosa(scale: int, mode: str, align: bool | None, hw_mode: int, tmp_path: Path) -> None:
     """Upsample modules whose TOSA RESIZE Vela maps to one NPU_OP_RESIZE: bit-exact with tosa_reference_model
     on random full-range inputs (the conv before it spreads its IFM over the whole int8 range)."""
-    from aot.compile import compile_model
-    from aot.lower import LowerOptions
+    from emlkit.compile import compile_model
+    from emlkit.lower import LowerOptions
 
     extra = "" if align is None else f", align_corners={align}"
     (tmp_path / "up.py").write_text(_RESIZE_MODULE.format(scale=scale, mode=mode, extra=extra))
@@ -539,8 +539,8 @@ ModelInputs = (torch.randn(1, 32, 12, 10),)
 def test_sparse_2_4_conv_bit_exact_vs_tosa(tmp_path: Path) -> None:
     """Vela encodes 2:4 sparse conv weights in the sparse format (WEIGHT_FORMAT weight_sparsity, both SWD and
     FWD, part-kernel-first and depth-first): the functional model is bit-exact with tosa_reference_model."""
-    from aot.compile import compile_model
-    from aot.lower import LowerOptions
+    from emlkit.compile import compile_model
+    from emlkit.lower import LowerOptions
 
     (tmp_path / "sparse.py").write_text(_SPARSE_MODULE)
     res = compile_model(str(tmp_path / "sparse.py"), TARGET, tmp_path / "out", options=LowerOptions())

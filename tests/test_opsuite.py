@@ -1,5 +1,5 @@
 """`emlkit opsuite`: ExecuTorch's operator suite captured with its own discovery, planned in shards, run through
-our pipeline, classified and merged (aot/opsuite/)."""
+our pipeline, classified and merged (emlkit/opsuite/)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import torch
 
-from aot.errors import AotError
-from aot.opsuite import classify as cl
-from aot.opsuite import report
-from aot.opsuite.plugin import Record
-from aot.opsuite.run import ETREF_FLOW, Case, plan, parse_shard, select, shard_name
+from emlkit.errors import AotError
+from emlkit.opsuite import classify as cl
+from emlkit.opsuite import report
+from emlkit.opsuite.plugin import Record
+from emlkit.opsuite.run import ETREF_FLOW, Case, plan, parse_shard, select, shard_name
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -32,7 +32,7 @@ def _py(code: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 
 
 def _emlkit(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aot", *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=cwd, env=ENV, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -48,7 +48,7 @@ def _one_error_line(p: subprocess.CompletedProcess[str], status: int) -> str:
 
 CAPTURE_SUMMARY = """
 import json, torch
-from aot.opsuite.capture import capture
+from emlkit.opsuite.capture import capture
 s = capture(["cortex-m55", "ethos-u55-128"])
 by = {}
 for r in s.records:
@@ -249,7 +249,7 @@ def test_merge_refuses_overlaps_and_other_measurements(tmp_path: Path) -> None:
         report.merge([str(tmp_path / "missing.json")])
 
 
-# ------------------------------------------------------------------ case files (aot/load.py)
+# ------------------------------------------------------------------ case files (emlkit/load.py)
 
 class _IndexPut(torch.nn.Module):
     def forward(self, x: torch.Tensor, idx: tuple[torch.Tensor, ...], v: torch.Tensor) -> torch.Tensor:
@@ -258,7 +258,7 @@ class _IndexPut(torch.nn.Module):
 
 def test_nested_input_tuples_are_taken_flat(tmp_path: Path) -> None:
     """index_put's suite case passes a tuple of index tensors inside the inputs: the program takes them flat."""
-    from aot.load import load_model
+    from emlkit.load import load_model
 
     x, rows, cols, v = torch.randn(4, 5), torch.tensor([0, 2]), torch.tensor([1, 3]), torch.randn(2)
     p = tmp_path / "index_put_case.pt"
@@ -269,7 +269,7 @@ def test_nested_input_tuples_are_taken_flat(tmp_path: Path) -> None:
 
 
 def test_case_file_loads_and_bad_ones_say_why(tmp_path: Path) -> None:
-    from aot.load import load_model
+    from emlkit.load import load_model
 
     good = tmp_path / "relu_case.pt"
     torch.save({"ModelUnderTest": torch.nn.ReLU(), "ModelInputs": (torch.randn(2, 3),)}, good)
@@ -322,7 +322,7 @@ def test_merge_bad_shard_file_exits_2(tmp_path: Path) -> None:
 
 
 def test_case_timeout_kills_the_worker(tmp_path: Path) -> None:
-    from aot.opsuite.pool import run_jobs
+    from emlkit.opsuite.pool import run_jobs
 
     got: list[dict[str, Any]] = []
     job = {"kind": "emlkit", "case_file": "x.pt", "target": "cortex-m55", "allow_float": False, "sim_timeout": 1,
@@ -359,7 +359,7 @@ def test_ctrl_c_leaves_earlier_shard_files_whole(tmp_path: Path) -> None:
     out.mkdir()
     earlier = out / "opsuite-1-of-1.json"
     earlier.write_text('{"earlier": true}\n')
-    proc = subprocess.Popen([sys.executable, "-m", "aot", "opsuite", "--targets", "cortex-m55", "-k", r"^test_relu\.py",
+    proc = subprocess.Popen([sys.executable, "-m", "emlkit", "opsuite", "--targets", "cortex-m55", "-k", r"^test_relu\.py",
                              "--out", str(out)], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None

@@ -1,4 +1,4 @@
-"""Per-program runner images (aot/deploy/program_image.py): only the program's operators are linked,
+"""Per-program runner images (emlkit/deploy/program_image.py): only the program's operators are linked,
 the Ethos-U backend only with a delegate, unknown operators are refused with one line; the runtime's own
 snprintf (firmware/runtime/et_fmt.c) matches the C library's; the runtime core links alone."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from aot.deploy.build import build_image
-from aot.deploy.program_image import OpSet, core_size, program_image
-from aot.deploy.result import parse_result
-from aot.errors import EXIT_UNSUPPORTED, AotError
+from emlkit.deploy.build import build_image
+from emlkit.deploy.program_image import OpSet, core_size, program_image
+from emlkit.deploy.result import parse_result
+from emlkit.errors import EXIT_UNSUPPORTED, AotError
 from toolchain import needs_gcc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def test_unregistered_operator_is_refused() -> None:
     with pytest.raises(AotError, match=r"no firmware kernel is registered for cortex_m::no_such_op\.out") as err:
         program_image("corstone-300", None, OpSet.parse("cortex_m::no_such_op.out"))
     assert err.value.exit_code == EXIT_UNSUPPORTED
-    p = subprocess.run([sys.executable, "-m", "aot.deploy.program_image", "--ops", "cortex_m::no_such_op.out"],
+    p = subprocess.run([sys.executable, "-m", "emlkit.deploy.program_image", "--ops", "cortex_m::no_such_op.out"],
                        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert p.returncode == EXIT_UNSUPPORTED
     assert p.stdout.strip().splitlines()[-1].startswith("error: no firmware kernel is registered")

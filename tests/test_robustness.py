@@ -13,14 +13,14 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from aot import models, numerics, reference
-from aot.compile import compile_model, make_options
-from aot.load import load_model
-from aot.lower import cortex_m
-from aot.lower.export import export_graph
-from aot.passes.avgpool_for_npu import AvgPoolForNpu, small_factors
-from aot.passes.linear_to_conv import LinearToConv
-from aot.targets import get_target
+from emlkit import models, numerics, reference
+from emlkit.compile import compile_model, make_options
+from emlkit.load import load_model
+from emlkit.lower import cortex_m
+from emlkit.lower.export import export_graph
+from emlkit.passes.avgpool_for_npu import AvgPoolForNpu, small_factors
+from emlkit.passes.linear_to_conv import LinearToConv
+from emlkit.targets import get_target
 
 log = logging.getLogger(__name__)
 M55 = get_target("cortex-m55")
@@ -131,7 +131,7 @@ def test_linear_into_lut_lowers(tmp_path: Path) -> None:
 
 
 def test_per_channel_linear_runs_exactly_on_host(compiled, tmp_path: Path) -> None:
-    from aot.run import execute
+    from emlkit.run import execute
 
     for res in (compile_model("mlp", "cortex-m55", tmp_path, options=_options("all")),
                 compiled("attention", "cortex-m55")):
@@ -196,7 +196,7 @@ class _Head(torch.nn.Module):
 
 @pytest.mark.parametrize("pool", ["adaptive", "avg", "mean"])
 def test_npu_pool_as_depthwise_keeps_float_function(pool: str) -> None:
-    from aot.passes.npu_pool_as_depthwise import NpuPoolAsDepthwise
+    from emlkit.passes.npu_pool_as_depthwise import NpuPoolAsDepthwise
 
     h, w = 5, 7
     p = {"adaptive": torch.nn.AdaptiveAvgPool2d(1), "avg": torch.nn.AvgPool2d((h, w)),
@@ -221,7 +221,7 @@ class _Mean(torch.nn.Module):
 
 
 def _npu_pool_rewrite() -> Any:
-    from aot.passes.npu_pool_as_depthwise import NpuPoolAsDepthwise
+    from emlkit.passes.npu_pool_as_depthwise import NpuPoolAsDepthwise
 
     rw = NpuPoolAsDepthwise()
     rw.set_target(get_target(U55), None)
@@ -243,7 +243,7 @@ def test_npu_pool_as_depthwise_takes_squeeze_excite_pools() -> None:
 
 @pytest.mark.parametrize("case", ["not_whole_map", "window_too_tall", "cortex_m"])
 def test_npu_pool_as_depthwise_leaves_the_rest(case: str) -> None:
-    from aot.passes.npu_pool_as_depthwise import NpuPoolAsDepthwise
+    from emlkit.passes.npu_pool_as_depthwise import NpuPoolAsDepthwise
 
     x = torch.randn(1, 3, 70 if case == "window_too_tall" else 4, 4)
     mod: torch.nn.Module = _Head(torch.nn.AdaptiveAvgPool2d(1))
@@ -281,7 +281,7 @@ U55_CASES = {"relu6_net": 37.0, "global_avgpool": 40.0, "pool_stride4": 37.0, "c
 
 @pytest.mark.parametrize("name", list(U55_CASES))
 def test_ethos_u55_one_partition_exact_on_npu_model(compiled, tmp_path: Path, name: str) -> None:
-    from aot.run import execute
+    from emlkit.run import execute
 
     if name in models.ZOO:
         res = compiled(name, U55)

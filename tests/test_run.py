@@ -1,4 +1,4 @@
-"""`python -m aot run`: compile + build + execute + check, on the host and on corstone-300 under QEMU."""
+"""`python -m emlkit run`: compile + build + execute + check, on the host and on corstone-300 under QEMU."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aot import models
+from emlkit import models
 
 from model_files import module_source
 
@@ -22,11 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _aot(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "aot", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def _run_outcome(compiled, model: str, board: str, kernels: str = "mve", timeout: float = 600):
-    from aot.run import execute
+    from emlkit.run import execute
 
     return execute(compiled(model, "cortex-m55"), board, "qemu", timeout, kernels, None)
 
@@ -83,7 +83,7 @@ def _wrong_expected(bpte: Path, out: Path) -> None:
 
 @pytest.mark.parametrize("board", ["host", "corstone-300"])
 def test_wrong_expected_output_fails_with_exit_1(compiled, tmp_path: Path, board: str) -> None:
-    from aot.run import execute
+    from emlkit.run import execute
 
     cres = compiled("add", "cortex-m55")
     bad = tmp_path / "bad.bpte"
@@ -104,7 +104,7 @@ def test_simulator_timeout_exits_3(tmp_path: Path) -> None:
 def test_ethos_u_on_qemu_runs_the_firmware(compiled) -> None:
     """On a board, an Ethos-U program runs in the firmware (EthosUBackend + driver) with the NPU co-simulated,
     and says so; the U85 runs on the labelled stand-in board because QEMU has no Cortex-M85."""
-    from aot.run import execute
+    from emlkit.run import execute
 
     o = execute(compiled("add", "ethos-u55-128"), "corstone-300", "qemu", 120, "mve", None)
     assert o.status == "PASS", o.reason
@@ -117,7 +117,7 @@ def test_ethos_u_on_qemu_runs_the_firmware(compiled) -> None:
 def test_cortex_m85_on_qemu_runs_on_the_stand_in(compiled) -> None:
     """QEMU has no Cortex-M85: a cortex-m85 program runs on the labelled AN547 stand-in (M55 + MVE) instead
     of SKIPping, as Ethos-U85 programs do."""
-    from aot.run import execute
+    from emlkit.run import execute
 
     o = execute(compiled("add", "cortex-m85"), "corstone-320", "qemu", 120, "mve", None)
     assert o.status == "PASS" and o.board == "an547-u85", o.reason

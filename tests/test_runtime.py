@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aot.deploy.result import ResultError, parse_result
-from aot.deploy.sim_host import build_host_runner, run_host, save_outputs_npy
+from emlkit.deploy.result import ResultError, parse_result
+from emlkit.deploy.sim_host import build_host_runner, run_host, save_outputs_npy
 
 SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer", "UndefinedBehaviorSanitizer")
 

@@ -1,4 +1,4 @@
-"""Repository structure: no import cycles among aot/ and scripts/ (scripts/import_cycles.py), no monkeypatching
+"""Repository structure: no import cycles among emlkit/ and scripts/ (scripts/import_cycles.py), no monkeypatching
 of other projects (issue 20: public ExecuTorch API only)."""
 
 from __future__ import annotations
@@ -19,33 +19,33 @@ def test_no_import_cycles() -> None:
 
 
 def test_checker_finds_a_cycle(tmp_path: Path) -> None:
-    pkg = tmp_path / "aot"
+    pkg = tmp_path / "emlkit"
     (pkg / "sub").mkdir(parents=True)
     (tmp_path / "scripts").mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "sub" / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("def f():\n    from aot.sub import b\n")   # deferred imports count
+    (pkg / "a.py").write_text("def f():\n    from emlkit.sub import b\n")   # deferred imports count
     (pkg / "sub" / "b.py").write_text("from ..c import x\n")
-    (pkg / "c.py").write_text("import aot.a\nx = 1\n")
-    (pkg / "d.py").write_text("from aot import c\n")
+    (pkg / "c.py").write_text("import emlkit.a\nx = 1\n")
+    (pkg / "d.py").write_text("from emlkit import c\n")
     g = graph(tmp_path)
-    assert g["aot.d"] == {"aot.c"}
-    assert cycles(g) == [["aot.a", "aot.c", "aot.sub.b"]]
+    assert g["emlkit.d"] == {"emlkit.c"}
+    assert cycles(g) == [["emlkit.a", "emlkit.c", "emlkit.sub.b"]]
     assert main(["--root", str(tmp_path)]) == 1
     (pkg / "c.py").write_text("x = 1\n")
     assert main(["--root", str(tmp_path)]) == 0
 
 
 def _foreign_names(tree: ast.Module) -> set[str]:
-    """Names a module binds by importing from other projects (anything not aot/scripts/tests)."""
+    """Names a module binds by importing from other projects (anything not emlkit/scripts/tests)."""
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                and node.module.split(".")[0] not in ("aot", "scripts", "tests", "__future__"):
+                and node.module.split(".")[0] not in ("emlkit", "aot", "scripts", "tests", "__future__"):
             out.update(a.asname or a.name for a in node.names)
         elif isinstance(node, ast.Import):
             out.update((a.asname or a.name).split(".")[0] for a in node.names
-                       if a.name.split(".")[0] not in ("aot", "scripts", "tests"))
+                       if a.name.split(".")[0] not in ("emlkit", "aot", "scripts", "tests"))
     return out
 
 
@@ -77,11 +77,11 @@ def test_checker_finds_a_monkeypatch() -> None:
 
 
 # Nothing is known and tolerated any more (issue 20 removed the EthosUBackend patch and the swap of F in
-# ExecuTorch's cortex_m operators module: aot/exact_int_conv.py now calls the ops with zero-dilated weights).
+# ExecuTorch's cortex_m operators module: emlkit/exact_int_conv.py now calls the ops with zero-dilated weights).
 KNOWN: dict[str, list[str]] = {}
 
 
-@pytest.mark.parametrize("path", sorted(str(p.relative_to(REPO)) for d in ("aot", "scripts")
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(REPO)) for d in ("emlkit", "aot", "scripts")
                                         for p in (REPO / d).rglob("*.py")))
 def test_no_monkeypatching_of_other_projects(path: str) -> None:
     # An entry of KNOWN that no longer patches fails too, so the list cannot go stale.

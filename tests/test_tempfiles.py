@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _aot(args: list[str], tmp: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
-    return subprocess.run([sys.executable, "-m", "aot", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -56,7 +56,7 @@ def test_ctrl_c_during_run_kills_the_simulator(tmp_path: Path, empty_tmp: Path) 
     before = bpte.read_bytes()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(empty_tmp)}
     # the portable-kernel image takes seconds under QEMU: time to interrupt it
-    proc = subprocess.Popen([sys.executable, "-m", "aot", "run", "mobilenet_v2", "--target", "cortex-m55", "-o", str(out),
+    proc = subprocess.Popen([sys.executable, "-m", "emlkit", "run", "mobilenet_v2", "--target", "cortex-m55", "-o", str(out),
                              "--kernels", "portable"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 300
@@ -74,7 +74,7 @@ def test_ctrl_c_during_run_kills_the_simulator(tmp_path: Path, empty_tmp: Path) 
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from aot import emit
+    from emlkit import emit
 
     f = tmp_path / "p.bpte"
     emit.atomic_write(f, b"old")
@@ -98,7 +98,7 @@ def test_ctrl_c_during_compile_keeps_the_previous_program(tmp_path: Path, empty_
     before = {p.name: p.read_bytes() for p in out.glob("dw_separable_ethos-u55-128.*") if p.is_file()}
     assert len(before) == 4  # .pte, .bpte, .etrecord, .json
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(empty_tmp)}
-    proc = subprocess.Popen([sys.executable, "-m", "aot", "compile", "dw_separable", "--target", "ethos-u55-128",
+    proc = subprocess.Popen([sys.executable, "-m", "emlkit", "compile", "dw_separable", "--target", "ethos-u55-128",
                              "--no-lut-fusion", "-o", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     # Three quarters into the time the first compile took (imports are the first ~half): inside quantization or

@@ -24,7 +24,7 @@ USER_MODELS = ["lstm_kws", "transformer_encoder_cls", "prelu_ceil_adaptive_pool"
 
 
 def _emlkit(args: list[str], cwd: Path, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aot", *args], cwd=cwd, env=dict(os.environ), capture_output=True,
+    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=cwd, env=dict(os.environ), capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -1,15 +1,15 @@
-"""Program verifier (aot/verify.py): broken programs are errors, float islands listed with source lines."""
+"""Program verifier (emlkit/verify.py): broken programs are errors, float islands listed with source lines."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from aot import models, verify
-from aot.compile import make_options
-from aot.errors import AotError
-from aot.lower import cortex_m
-from aot.targets import get_target
+from emlkit import models, verify
+from emlkit.compile import make_options
+from emlkit.errors import AotError
+from emlkit.lower import cortex_m
+from emlkit.targets import get_target
 
 M55 = get_target("cortex-m55")
 
@@ -27,7 +27,7 @@ def test_aten_conv_on_int8_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
 
     # ActivationAlone quantizes every hardsigmoid on its own, so nothing is fused any more: without
     # it the conv + hardsigmoid pattern is fused and the broken fold leaves the conv reading int8.
-    from aot.passes.activation_alone import ActivationAlone
+    from emlkit.passes.activation_alone import ActivationAlone
 
     monkeypatch.setattr(ActivationFusionPass, "_get_validated_qparams", lambda self, node, inp: None)
     opts = make_options(False, False, True)   # --allow-float never excuses this
@@ -71,7 +71,7 @@ def test_emlkit_ops_are_known_and_integer_only() -> None:
     assert any(verify.edge_op_name(n) == "emlkit::softmax" for n in gm.graph.nodes)
     assert low.extra["verify"]["ok"]
     # ... and one where an emlkit op reads float data is broken.
-    import aot.emlkit_ops as eo
+    import emlkit.emlkit_ops as eo
 
     g = torch.fx.Graph()
     x = g.placeholder("x")

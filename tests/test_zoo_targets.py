@@ -10,11 +10,11 @@ import torch
 from model_files import module_source
 from toolchain import needs_qemu
 
-from aot import models
-from aot.errors import AotError
+from emlkit import models
+from emlkit.errors import AotError
 
 # SNR floors (dB, ModelInputs): ~4 dB under the figures measured when the models were added (docs/zoo.md); for the
-# models with BatchNorm, under those measured after aot/models/_init.py's settle_batchnorm (their outputs now
+# models with BatchNorm, under those measured after emlkit/models/_init.py's settle_batchnorm (their outputs now
 # depend on the input, so the figures are lower: e.g. mlperf_kws_dscnn 48.4 -> 37.4 dB, mobilenet_v3_small
 # 44.1 -> 31.0 dB on cortex-m55, 28.7 dB on ethos-u55-128; 25.9 since npu_pool_as_depthwise.py also takes its
 # squeeze-excite pools, which made its TOSA graph agree with its quantized model: 0 steps, was 6).
@@ -76,13 +76,13 @@ def test_new_zoo_model(compiled, model: str, target: str) -> None:
 # ------------------------------------------------------------------ the passes behind them
 
 def _graph(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.fx.GraphModule:
-    from aot.lower.export import export_graph
+    from emlkit.lower.export import export_graph
 
     return export_graph(module, inputs)
 
 
 def test_fold_linear_batchnorm_keeps_float_function() -> None:
-    from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
+    from emlkit.passes.fold_linear_batchnorm import FoldLinearBatchNorm
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5), torch.nn.ReLU()).eval()
@@ -97,7 +97,7 @@ def test_fold_linear_batchnorm_keeps_float_function() -> None:
 
 
 def test_conv1d_as_conv2d_keeps_float_function() -> None:
-    from aot.passes.conv1d_as_conv2d import Conv1dAsConv2d
+    from emlkit.passes.conv1d_as_conv2d import Conv1dAsConv2d
 
     zm = models.build("conv1d_timeseries")
     p = Conv1dAsConv2d()
@@ -112,7 +112,7 @@ def test_symmetric_weight_range_narrows_only_weights() -> None:
     from torchao.quantization.pt2e.quantizer import QuantizationSpec
     from torchao.quantization.pt2e import MinMaxObserver
 
-    from aot.passes.symmetric_weight_range import narrowed
+    from emlkit.passes.symmetric_weight_range import narrowed
 
     w = QuantizationSpec(dtype=torch.int8, observer_or_fake_quant_ctr=MinMaxObserver, qscheme=torch.per_tensor_symmetric)
     a = QuantizationSpec(dtype=torch.int8, observer_or_fake_quant_ctr=MinMaxObserver, qscheme=torch.per_tensor_affine)
@@ -141,7 +141,7 @@ def test_free_output_qparams_close_the_npu_gap(compiled, model: str, op: str) ->
 
 def test_own_output_qparams_leaves_partial_windows_alone() -> None:
     # A padded average pool has windows with fewer taps: not an emlkit pool (its divisor varies).
-    from aot.passes.own_output_qparams import pool_geometry
+    from emlkit.passes.own_output_qparams import pool_geometry
 
     class Pools(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -184,8 +184,8 @@ ModelInputs = (torch.randn(1, 16, 96),)
 
 
 def _compile_qk(tmp_path, target: str, with_pass: bool):
-    from aot.compile import compile_model, make_options
-    from aot.passes.split_batched_matmul import SplitBatchedMatmul
+    from emlkit.compile import compile_model, make_options
+    from emlkit.passes.split_batched_matmul import SplitBatchedMatmul
 
     src = tmp_path / "qk.py"
     src.write_text(_QK_SOURCE)
@@ -205,8 +205,8 @@ def test_split_batched_matmul_fixes_vela_on_u85(tmp_path, with_pass: bool) -> No
 
 
 def test_split_batched_matmul_keeps_float_function() -> None:
-    from aot.passes.split_batched_matmul import SplitBatchedMatmul
-    from aot.targets import get_target
+    from emlkit.passes.split_batched_matmul import SplitBatchedMatmul
+    from emlkit.targets import get_target
 
     zm = models.build("transformer_block")
     for target, splits in (("ethos-u85-256", 2), ("ethos-u55-128", 0), ("cortex-m55", 0)):
@@ -222,7 +222,7 @@ def test_split_batched_matmul_keeps_float_function() -> None:
 @pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last])
 @pytest.mark.parametrize("sh,sw", [(2, 2), (3, 1), (1, 4)])
 def test_emlkit_upsample_reference_is_torch_nearest(fmt: torch.memory_format, sh: int, sw: int) -> None:
-    from aot.emlkit_ops import upsample_nearest2d_reference
+    from emlkit.emlkit_ops import upsample_nearest2d_reference
 
     x = torch.randn(2, 3, 5, 4).contiguous(memory_format=fmt)
     want = torch.nn.functional.interpolate(x, scale_factor=(sh, sw), mode="nearest")
@@ -240,8 +240,8 @@ UPSAMPLE_MODEL = module_source("""
 
 def test_int8_upsample_runs_exactly_on_host(tmp_path) -> None:
     """Nearest upsample by (3, 2) on channels-last int8: emlkit::upsample_nearest2d, bit-exact in the host runtime."""
-    from aot.compile import compile_model, make_options
-    from aot.run import execute
+    from emlkit.compile import compile_model, make_options
+    from emlkit.run import execute
 
     src = tmp_path / "up.py"
     src.write_text(UPSAMPLE_MODEL)
@@ -264,7 +264,7 @@ def test_upsample_index_tables_are_torchs_choice(hw: tuple[int, int], kw: dict) 
     """emlkit::upsample_nearest2d_index with the tables int8_upsample.py takes from torch equals torch's nearest
     resize, for both memory formats (torch's float index rule is not integer division: 4 -> 82 rows takes row 1
     for output row 41, where 41 * 4 // 82 = 2)."""
-    from aot.passes.int8_upsample import torch_indices
+    from emlkit.passes.int8_upsample import torch_indices
 
     x = torch.randint(-128, 128, (2, 3, *hw), dtype=torch.int8)
     want = torch.nn.functional.interpolate(x.float(), mode="nearest", **kw).to(torch.int8)
@@ -285,7 +285,7 @@ def test_upsample_index_tables_are_torchs_choice(hw: tuple[int, int], kw: dict) 
 @pytest.mark.parametrize("n,rows,scale_in", [(32, 16, 0.02), (7, 5, 0.5), (256, 3, 0.004)])
 def test_emlkit_layer_norm_reference_tracks_float(n: int, rows: int, scale_in: float) -> None:
     """The integer layer norm is within one output step of quantize(layer_norm(dequantize(x))), mostly equal."""
-    from aot.passes.int8_layer_norm import integer_params
+    from emlkit.passes.int8_layer_norm import integer_params
 
     g = torch.Generator().manual_seed(n)
     q = torch.randint(-128, 128, (rows, n), generator=g, dtype=torch.int8)
@@ -330,8 +330,8 @@ HARSH_ROWS = "x[0, 1] = 0.7; x[0, 2] = 0.01 * torch.randn(24); x[0, 3] = 40.0 * 
 def test_int8_layer_norm_runs_exactly(tmp_path, harsh: bool) -> None:
     """LayerNorm on Cortex-M: emlkit::quantized_layer_norm, no float op, bit-exact on the host runtime and
     under QEMU on the M55 and on the M3 (no FPU)."""
-    from aot.compile import compile_model, make_options
-    from aot.run import execute
+    from emlkit.compile import compile_model, make_options
+    from emlkit.run import execute
 
     src = tmp_path / "ln.py"
     src.write_text(LAYER_NORM_MODEL.replace("HARSH", HARSH_ROWS if harsh else ""))
@@ -361,8 +361,8 @@ _LN_DIMS = {"tc": ("nn.Linear(16, 16)", "[6, 16]", "torch.randn(2, 6, 16)", 0),
 @pytest.mark.parametrize("case", sorted(_LN_DIMS))
 def test_layer_norm_over_several_dims_runs_exactly(tmp_path, case: str) -> None:
     """Was refused by name on Cortex-M ("normalises over more than the last dim", "no constant gamma/beta")."""
-    from aot.compile import compile_model, make_options
-    from aot.run import execute
+    from emlkit.compile import compile_model, make_options
+    from emlkit.run import execute
 
     layer, shape, inputs, copies = _LN_DIMS[case]
     src = tmp_path / "ln.py"

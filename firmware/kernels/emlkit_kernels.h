@@ -1,4 +1,4 @@
-/* Kernels of our own emlkit:: operators (aot/emlkit_ops.py holds the Python
+/* Kernels of our own emlkit:: operators (emlkit/emlkit_ops.py holds the Python
  * references they match bit for bit). Integer arithmetic only; the same
  * conventions as kernels.h (pre-validated inputs, NHWC 4-D activations). */
 #ifndef FW_EMLKIT_KERNELS_H

@@ -3,7 +3,7 @@
  * difference of two int8 codes is 0..255 and the zero point cancels), the
  * probability is one rounded 64-bit division per element, the output a
  * multiplier/shift requantization. Same operations as the Python reference
- * (aot/emlkit_ops.py), hence bit-exact. No MVE variant: the 64-bit division
+ * (emlkit/emlkit_ops.py), hence bit-exact. No MVE variant: the 64-bit division
  * dominates and Helium has no integer divide. */
 #include "emlkit_kernels.h"
 

@@ -185,7 +185,7 @@ typedef struct {
   int32_t input_offset, output_offset;
   int32_t act_min, act_max;
   /* NULL, or per output channel bias + input_offset * sum(all the channel's
-   * weights), computed at compile time (aot/passes/window_bias.py); the conv
+   * weights), computed at compile time (emlkit/passes/window_bias.py); the conv
    * paths (fast and general) and the depth-multiplier-1 depthwise start full
    * windows from it instead of summing the weights on every call. Conv: out_c
    * entries rounded up to a multiple of 4, zero past out_c (the MVE fast path

@@ -492,8 +492,8 @@ k_status qconv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w
   const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c;
   int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
   /* The start values, read in whole vectors (out_c rounded up to 4): the
-   * program's folded bias (aot/passes/window_bias.py, padded there), or with
-   * a zero offset (aot/passes/fold_input_offset.py) the bias itself where
+   * program's folded bias (emlkit/passes/window_bias.py, padded there), or with
+   * a zero offset (emlkit/passes/fold_input_offset.py) the bias itself where
    * out_c is a multiple of 4; else built here. */
   const int32_t *beff = p->beff;
   if (!beff && p->input_offset == 0 && bias && (OC & 3) == 0) beff = bias;
@@ -671,7 +671,7 @@ k_status qconv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w
   const int32_t OC4 = OC & ~3;
   int32_t *beff = (int32_t *)scratch;
   int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
-  if (p->beff && p->input_offset) /* folded at compile time (aot/passes/window_bias.py) */
+  if (p->beff && p->input_offset) /* folded at compile time (emlkit/passes/window_bias.py) */
     for (int32_t o = 0; o < OC; o++) beff[o] = p->beff[o];
   else
     for (int32_t o = 0; o < OC; o++)

@@ -196,7 +196,7 @@ static void dw_store_tail(const qconv_params *p, int32x4x4_t a, const int32_t *m
 /* Per 16-channel group: the folded bias for full windows, then the group's
  * multipliers and shifts (zero past the last channel), so that one pointer
  * reaches all three with immediate offsets. The program's own (p->dwblk,
- * aot/passes/window_bias.py), else built in scratch per call. */
+ * emlkit/passes/window_bias.py), else built in scratch per call. */
 #define DW_BLOCK 48 /* int32 per group */
 
 /* A run of output pixels of one row whose windows lie inside the input, one
@@ -423,7 +423,7 @@ static __attribute__((noinline)) const int32_t *dw_blocks(const qconv_params *p,
     for (int v = 0; v < 4; v++) {
       const int32_t c = c0 + 4 * v;
       const mve_pred16_t pr = vctp32q((uint32_t)(C - c > 0 ? C - c : 0));
-      if (p->beff) { /* folded at compile time (aot/passes/window_bias.py) */
+      if (p->beff) { /* folded at compile time (emlkit/passes/window_bias.py) */
         vstrwq_s32(g + 4 * v, vldrwq_z_s32(p->beff + c, pr));
       } else {
         int32x4_t ws = vdupq_n_s32(0);
@@ -679,7 +679,7 @@ static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w,
   const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max;
   const int32_t off2 = (int32_t)(((uint32_t)(uint16_t)off << 16) | (uint16_t)off);
   const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
-  if (!p->beff) /* else folded at compile time (aot/passes/window_bias.py) */
+  if (!p->beff) /* else folded at compile time (emlkit/passes/window_bias.py) */
     for (int32_t c = 0; c < C; c++) {
       uint32_t ws = 0;
       for (int32_t t = 0; t < taps; t++) ws += (uint32_t)w[(size_t)t * C + c];

@@ -83,7 +83,7 @@ et_status ethosu_init(ethosu_device *d, const ethosu_hal *hal, char *msg, size_t
   if (d->config == 0 && rd(d, NPU_ID) == 0)
     return et_msgf(msg, cap, ET_E_NPU_CONFIG,
                 "no Ethos-U responds at 0x%08lx (ID and CONFIG read 0): on QEMU the NPU is co-simulated only when "
-                "run through aot run / aot.deploy.sim_qemu",
+                "run through emlkit run / emlkit.deploy.sim_qemu",
                 (unsigned long)hal->base);
   if (d->product > ETHOSU_PRODUCT_U85)
     return et_msgf(msg, cap, ET_E_NPU_CONFIG,

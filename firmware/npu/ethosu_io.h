@@ -1,7 +1,7 @@
 /* The only code that touches the NPU's registers. Each access is one out-of-line
  * function with a fixed instruction sequence, so that every register access the
  * driver makes is a single load or store at a known place: a debugger (or the
- * QEMU co-simulation in aot/deploy/npu_cosim.py, which plays the NPU through
+ * QEMU co-simulation in emlkit/deploy/npu_cosim.py, which plays the NPU through
  * QEMU's gdbstub) can observe them all. On hardware and FVPs they are plain
  * device-memory accesses with the barriers the NPU needs. */
 #ifndef ETHOSU_IO_H

@@ -14,7 +14,7 @@
  * The IFM size of a convolution or pool follows from the OFM size, kernel,
  * stride and padding; with IFM upscaling (U55) the IFM is half that.
  * Register and field positions: Vela's ethos_u55_regs (U55/U65) and the U85
- * register description (aot/npu/regs_u85.py, checked against regor). */
+ * register description (emlkit/npu/regs_u85.py, checked against regor). */
 #include "et_fmt.h"
 #include "ethosu_stream.h"
 

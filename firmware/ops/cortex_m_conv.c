@@ -4,13 +4,13 @@
  * _nhwc). Weights as the AoT pass stores them: conv/transpose OHWI
  * [O][KH][KW][I], depthwise 1HWO [1][KH][KW][O], both contiguous. The
  * program's scratch tensor (planned memory, sized at compile time by
- * aot/passes/kernel_scratch.py) must hold <kernel>_get_buffer_size bytes. */
+ * emlkit/passes/kernel_scratch.py) must hold <kernel>_get_buffer_size bytes. */
 #include "cortex_m_util.h"
 
 typedef enum { CONV, DEPTHWISE, TRANSPOSE } conv_kind;
 
 /* The multipliers tensor may carry more entries after the out_c multipliers
- * (aot/passes/window_bias.py), told apart by its length: per channel, bias +
+ * (emlkit/passes/window_bias.py), told apart by its length: per channel, bias +
  * input_offset * sum(all the channel's weights), the start value of windows
  * that lie inside the input, computed at compile time (conv: padded with
  * zeros to a multiple of 4 channels, which the MVE fast path reads in whole

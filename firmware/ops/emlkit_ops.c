@@ -1,5 +1,5 @@
 /* Adapters for our own emlkit:: operators (schemas and Python references:
- * aot/emlkit_ops.py; the outputs match those references bit for bit). */
+ * emlkit/emlkit_ops.py; the outputs match those references bit for bit). */
 #include "aten_util.h"
 
 /* ---------------------------------------------------------------- upsample_nearest2d
@@ -98,7 +98,7 @@ et_status emlkit_upsample_nearest2d_out(et_kernel_ctx *ctx, et_value **args, uin
 
 /* ---------------------------------------------------------------- upsample_nearest2d_index
  * out[n, c, i, j] = x[n, c, rows[i], cols[j]]: nearest resizing to any size, any dtype, with the index
- * tables the compiler took from torch's own kernel (aot/passes/int8_upsample.py: torch's float index
+ * tables the compiler took from torch's own kernel (emlkit/passes/int8_upsample.py: torch's float index
  * rule is not integer division). Prepare checks every index once; eval trusts them. Same dim order on
  * both sides (NCHW or channels-last): one output row at a time from its source row, and a row whose
  * source row is the previous row's is a block copy of that row. Other pairs: through the strides. */
@@ -174,7 +174,7 @@ et_status emlkit_upsample_nearest2d_index_out(et_kernel_ctx *ctx, et_value **arg
  * int8 layer norm over rows of numel(gain) codes consecutive in memory (the
  * last dim, or the normalised dims when they are innermost in x's dim order),
  * in integer arithmetic, step for step the
- * Python reference (aot/emlkit_ops.py, quantized_layer_norm_reference):
+ * Python reference (emlkit/emlkit_ops.py, quantized_layer_norm_reference):
  * row sums in int32/int64, 1/sqrt of the scaled variance from an integer
  * square root and one 64-bit division per row, Q16 normalised values, then a
  * per-channel int32 gain and bias with one rounding shift. No float, so a core

@@ -1,5 +1,5 @@
 /* Adapters for emlkit::softmax and emlkit::quantized_avg_pool2d, the ops with free output
- * qparams (semantics: aot/emlkit_ops.py; the layout ops are in emlkit_ops.c).
+ * qparams (semantics: emlkit/emlkit_ops.py; the layout ops are in emlkit_ops.c).
  * prepare checks every bound the kernels' int64 arithmetic relies on. */
 #include "cortex_m_util.h"
 #include "emlkit_kernels.h"

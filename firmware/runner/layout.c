@@ -1,4 +1,4 @@
-/* Sizes the host's memory-fit check (aot/deploy/fit.py) needs to predict the
+/* Sizes the host's memory-fit check (emlkit/deploy/fit.py) needs to predict the
  * runner's memory use for a program before running it: each symbol's size is
  * one figure of this build's ABI. The linker script puts .fw_layout in a
  * section that is not loaded (INFO), so the image does not grow; on the host

@@ -269,7 +269,7 @@ int main(int argc, char **argv) {
 #ifdef ET_FMT_FLOAT
     else plat_printf("\"max_abs\": %.9g", d->max_abs);
 #else
-    /* exact, and no decimal float conversion in the image: a hex-float string (aot/deploy/result.py) */
+    /* exact, and no decimal float conversion in the image: a hex-float string (emlkit/deploy/result.py) */
     else plat_printf("\"max_abs\": \"%a\"", d->max_abs);
 #endif
     if (d->max_steps >= 0) plat_printf(", \"max_steps\": %" PRId64, d->max_steps);

@@ -1,6 +1,6 @@
 /* The runner's Ethos-U part. npu.c registers the Ethos-U backend and brings up
  * the driver; cpu_only.c is linked instead into images for programs without a
- * delegate (aot/deploy/program_image.py), so they carry no backend or driver. */
+ * delegate (emlkit/deploy/program_image.py), so they carry no backend or driver. */
 #ifndef RUNNER_NPU_H
 #define RUNNER_NPU_H
 

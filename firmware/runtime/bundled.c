@@ -16,7 +16,7 @@ et_status et_bundle_load(et_bundle *b, const uint8_t *data, size_t len) {
   if (data == NULL || len < 8) return et_errf(b->msg, ET_E_INVALID_PROGRAM, "bundled program truncated: fewer than 8 bytes");
   if (memcmp(data + 4, FBB_FILE_IDENTIFIER, 4) != 0)
     return et_errf(b->msg, ET_E_INVALID_PROGRAM,
-                   "not a bundled program: identifier is not %s (give the .bpte that python -m aot compile writes)", FBB_FILE_IDENTIFIER);
+                   "not a bundled program: identifier is not %s (give the .bpte that python -m emlkit compile writes)", FBB_FILE_IDENTIFIER);
   if (!fb_root(&b->buf, FBB_FILE_IDENTIFIER, &b->root)) return CORRUPT(b->msg, "root");
   uint32_t version;
   if (!fb_u32(&b->root, FBB_BundledProgram__version, 0, &version)) return CORRUPT(b->msg, "version");

@@ -1,4 +1,4 @@
-/* Link root for measuring the runtime core (python -m aot.deploy.program_image --core):
+/* Link root for measuring the runtime core (python -m emlkit.deploy.program_image --core):
  * what any application calls to run a program (load, plan, build the method,
  * set an input, execute, read outputs, name a status), with no operator
  * registered, no delegate backend and no board. Whatever the linker keeps from

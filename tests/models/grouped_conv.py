@@ -1,6 +1,6 @@
 """Grouped convolutions with padding (not depthwise; one with 42 output channels, not a multiple of 4)
 and a depthwise layer whose channel count is not a multiple of 16: layers whose folded window bias
-(aot/passes/window_bias.py) the MVE general path and the depthwise 16-channel blocks read from the
+(emlkit/passes/window_bias.py) the MVE general path and the depthwise 16-channel blocks read from the
 program."""
 
 import torch

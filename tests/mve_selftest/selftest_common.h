@@ -64,7 +64,7 @@ static UNUSED_FN size_t bcast_case(int t, int8_t *a, int8_t *b, size_t pad, size
   return n * c;
 }
 
-/* The folded window bias the compiler stores (aot/passes/window_bias.py): per
+/* The folded window bias the compiler stores (emlkit/passes/window_bias.py): per
  * output channel bias + input_offset * sum(all its weights), int32 wrap; for
  * a convolution then zeros up to a multiple of 4 channels (what its program
  * carries); junk past that, which no kernel may read. */

@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
-from aot.compile import make_options
-from aot.lower.export import export_graph
-from aot.targets import get_target
+from emlkit.compile import make_options
+from emlkit.lower.export import export_graph
+from emlkit.targets import get_target
 
 
 def graph_of(module: torch.nn.Module, *inputs: torch.Tensor) -> torch.fx.GraphModule:

@@ -1,4 +1,4 @@
-"""aot/passes/avgpool_for_npu.py: on Ethos-U an average pool with stride > 3 becomes a mean (whole map) or a
+"""emlkit/passes/avgpool_for_npu.py: on Ethos-U an average pool with stride > 3 becomes a mean (whole map) or a
 cascade of small pools (same values); Cortex-M keeps the pool."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aot.passes.avgpool_for_npu import AvgPoolForNpu
+from emlkit.passes.avgpool_for_npu import AvgPoolForNpu
 from pass_graphs import bound, called, graph_of
 
 aten = torch.ops.aten

@@ -1,4 +1,4 @@
-"""aot/passes/dw_one_channel_as_conv.py: a depthwise convolution of a one-channel input becomes a
+"""emlkit/passes/dw_one_channel_as_conv.py: a depthwise convolution of a one-channel input becomes a
 convolution with OHWI weights at compile time, with the same integer results."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""aot/passes/fold_linear_batchnorm.py: Linear + BatchNorm1d -> one Linear with the same values (Cortex-M);
+"""emlkit/passes/fold_linear_batchnorm.py: Linear + BatchNorm1d -> one Linear with the same values (Cortex-M);
 the Ethos-U flow keeps the BatchNorm (the Arm flow folds it itself)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aot.passes.fold_linear_batchnorm import FoldLinearBatchNorm
+from emlkit.passes.fold_linear_batchnorm import FoldLinearBatchNorm
 from pass_graphs import bound, called, graph_of
 
 aten = torch.ops.aten

@@ -1,4 +1,4 @@
-"""The passes' shared helpers (aot/passes/_graph.py, _quantizer_hooks.py, lut_fusion.fill_undefined)."""
+"""The passes' shared helpers (emlkit/passes/_graph.py, _quantizer_hooks.py, lut_fusion.fill_undefined)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from aot.passes._graph import add_parameter, calls, reaches, unique_name, wrap_int32
-from aot.passes._quantizer_hooks import QuantizerHook
-from aot.passes.lut_fusion import fill_undefined
+from emlkit.passes._graph import add_parameter, calls, reaches, unique_name, wrap_int32
+from emlkit.passes._quantizer_hooks import QuantizerHook
+from emlkit.passes.lut_fusion import fill_undefined
 
 aten = torch.ops.aten
 

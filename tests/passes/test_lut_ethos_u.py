@@ -1,4 +1,4 @@
-"""LUT fusion on Ethos-U (aot/passes/lut_ethos_u.py): TOSA TABLE int8/int16, exact tables, fewer NPU ops."""
+"""LUT fusion on Ethos-U (emlkit/passes/lut_ethos_u.py): TOSA TABLE int8/int16, exact tables, fewer NPU ops."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import torch
 import torch.nn as nn
 from hypothesis import given, settings, strategies as st
 
-from aot.compile import make_options  # noqa: F401  (loads the cortex_m op library in a working order)
-from aot.lower import ethos_u
-from aot.passes.lut_ethos_u import EthosULut, INT16_ENTRIES, int16_table_lookup
-from aot.passes.lut_fusion import LutFusion
-from aot.reference import run_tosa
-from aot.targets import get_target
+from emlkit.compile import make_options  # noqa: F401  (loads the cortex_m op library in a working order)
+from emlkit.lower import ethos_u
+from emlkit.passes.lut_ethos_u import EthosULut, INT16_ENTRIES, int16_table_lookup
+from emlkit.passes.lut_fusion import LutFusion
+from emlkit.reference import run_tosa
+from emlkit.targets import get_target
 
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
@@ -322,7 +322,7 @@ def test_lut_activations_u55_fewer_npu_ops_cycles_and_not_less_accurate(zoo_u55:
 
 
 def test_lut_activations_u55_runs_on_npu_model(zoo_u55: Any) -> None:
-    from aot.npu.program import run_bundled
+    from emlkit.npu.program import run_bundled
 
     res = run_bundled(zoo_u55[0].bpte.read_bytes())
     assert res["status"] == "pass", res
@@ -336,7 +336,7 @@ def snr_on_fresh_inputs(module: nn.Module, example: tuple[torch.Tensor, ...], ta
     One figure over all n outputs: a single input's SNR moves by a few hundredths of a dB either way
     with where its values fall between codes, which is noise, not accuracy.
     """
-    from aot import numerics, reference
+    from emlkit import numerics, reference
 
     with torch.no_grad():
         low = ethos_u.lower(module.eval(), example, [example], target, make_options(lut_fusion=fusion, allow_float=True))
@@ -374,7 +374,7 @@ def test_chain_not_further_from_float_u55() -> None:
 
 @pytest.mark.slow
 def test_lut_activations_a16w8_int16_chains_fused(compiled: Any) -> None:
-    from aot import models
+    from emlkit import models
 
     on = compiled("lut_activations", "ethos-u55-128-a16w8", True).report
     off = compiled("lut_activations", "ethos-u55-128-a16w8", False).report
@@ -393,7 +393,7 @@ def test_lut_activations_a16w8_int16_chains_fused(compiled: Any) -> None:
 @pytest.mark.parametrize("fusion", [True, False])
 def test_lut_activations_a16w8_runs_on_npu_model(compiled: Any, fusion: bool) -> None:
     """int16 tables (fused TABLE+RESCALE and the backend's own) execute bit-exactly on the NPU model."""
-    from aot.npu.program import run_bundled
+    from emlkit.npu.program import run_bundled
 
     res = run_bundled(compiled("lut_activations", "ethos-u55-128-a16w8", fusion).bpte.read_bytes())
     assert res["status"] == "pass", res["outputs"]

@@ -1,4 +1,4 @@
-"""LUT fusion (aot/passes/lut_fusion.py): tables exact over the code domain, boundaries, fewer ops."""
+"""LUT fusion (emlkit/passes/lut_fusion.py): tables exact over the code domain, boundaries, fewer ops."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import torch
 import torch.nn as nn
 from hypothesis import given, settings, strategies as st
 
-from aot import models, numerics, reference
-from aot.compile import make_options
-from aot.errors import AotError
-from aot.lower import cortex_m
-from aot.passes.lut_backends import CortexMLut
-from aot.passes.lut_fusion import LutFusion, find_regions
-from aot.targets import get_target
+from emlkit import models, numerics, reference
+from emlkit.compile import make_options
+from emlkit.errors import AotError
+from emlkit.lower import cortex_m
+from emlkit.passes.lut_backends import CortexMLut
+from emlkit.passes.lut_fusion import LutFusion, find_regions
+from emlkit.targets import get_target
 
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
@@ -381,6 +381,6 @@ def test_fused_region_leaves_only_the_table_op() -> None:
 
 def test_round_half_away_on_ties() -> None:
     """ExecuTorch's build_activation_lut rounds half away from zero; torch.round would round ties to even."""
-    from aot.passes.lut_backends import round_half_away
+    from emlkit.passes.lut_backends import round_half_away
     x = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, -0.51], dtype=torch.float64)
     assert round_half_away(x).tolist() == [-3.0, -2.0, -1.0, 1.0, 2.0, 3.0, 0.0, -1.0]

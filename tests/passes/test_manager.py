@@ -1,4 +1,4 @@
-"""aot/passes/manager.py: passes are discovered from aot/passes, declare their stage, ops and order,
+"""emlkit/passes/manager.py: passes are discovered from emlkit/passes, declare their stage, ops and order,
 and the manager orders and checks them."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import pkgutil
 
 import pytest
 
-import aot.passes
-from aot.compile import make_options
-from aot.errors import EXIT_INTERNAL
-from aot.lower import LowerOptions
-from aot.passes import configure
-from aot.targets import get_target
-from aot.passes.manager import (ALL, NOT_PASS_MODULES, STAGE_FIELD, STAGES, Pass, PassOrderError, discover, order,
+import emlkit.passes
+from emlkit.compile import make_options
+from emlkit.errors import EXIT_INTERNAL
+from emlkit.lower import LowerOptions
+from emlkit.passes import configure
+from emlkit.targets import get_target
+from emlkit.passes.manager import (ALL, NOT_PASS_MODULES, STAGE_FIELD, STAGES, Pass, PassOrderError, discover, order,
                                 pass_name, pipeline)
 
 EXPECTED = {
@@ -92,7 +92,7 @@ def test_pipeline_follows_the_options() -> None:
 
 
 def test_binding_sets_the_managers_verdict() -> None:
-    from aot.lower import bind_passes
+    from emlkit.lower import bind_passes
 
     opts = make_options()
     bind_passes(opts, get_target("ethos-u85-256"))
@@ -101,7 +101,7 @@ def test_binding_sets_the_managers_verdict() -> None:
 
 
 def test_discovery_finds_every_pass_module() -> None:
-    modules = {m.name for m in pkgutil.iter_modules(aot.passes.__path__)}
+    modules = {m.name for m in pkgutil.iter_modules(emlkit.passes.__path__)}
     pass_modules = {m for m in modules if not m.startswith("_")} - NOT_PASS_MODULES
     found = discover()
     assert {c.__module__.rsplit(".", 1)[-1] for c in found} == pass_modules
@@ -192,7 +192,7 @@ def test_manager_refuses_bad_declarations(passes: object, message: str) -> None:
 
 
 def test_declare_refuses_a_class_that_is_not_a_pass() -> None:
-    from aot.passes.manager import declare
+    from emlkit.passes.manager import declare
 
     with pytest.raises(PassOrderError, match="does not derive"):
         declare("post", ("aten.x",), order=1)(type("Loose", (), {}))

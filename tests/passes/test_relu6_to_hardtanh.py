@@ -1,11 +1,11 @@
-"""aot/passes/relu6_to_hardtanh.py: F.relu6 -> hardtanh(0, 6), same values; other graphs untouched."""
+"""emlkit/passes/relu6_to_hardtanh.py: F.relu6 -> hardtanh(0, 6), same values; other graphs untouched."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from aot.passes.relu6_to_hardtanh import Relu6ToHardtanh
+from emlkit.passes.relu6_to_hardtanh import Relu6ToHardtanh
 from pass_graphs import called, graph_of
 
 aten = torch.ops.aten

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from aot.lower.export import export_graph
-from aot.passes.split_as_slices import SplitAsSlices
-from aot.passes.split_fused_projection import SPLITS
-from aot.targets import get_target
+from emlkit.lower.export import export_graph
+from emlkit.passes.split_as_slices import SplitAsSlices
+from emlkit.passes.split_fused_projection import SPLITS
+from emlkit.targets import get_target
 
 from model_files import module_source
 from toolchain import needs_qemu
@@ -65,8 +65,8 @@ _GATED = module_source("""
 @pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
 def test_gated_chunk_model_runs_bit_exact(tmp_path: Path, target: str) -> None:
     """A GLU-style `chunk` gate and a `split` into a cat: refused before (no split_with_sizes_copy kernel)."""
-    from aot.compile import compile_model, make_options
-    from aot.run import execute
+    from emlkit.compile import compile_model, make_options
+    from emlkit.run import execute
 
     (tmp_path / "gated.py").write_text(_GATED)
     res = compile_model(str(tmp_path / "gated.py"), target, tmp_path / "o", options=make_options())

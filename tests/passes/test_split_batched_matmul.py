@@ -1,4 +1,4 @@
-"""aot/passes/split_batched_matmul.py: on Ethos-U85 a matmul of two feature maps with batch > 1 becomes one
+"""emlkit/passes/split_batched_matmul.py: on Ethos-U85 a matmul of two feature maps with batch > 1 becomes one
 batch-1 matmul per entry, concatenated (same values); the pass does not apply on U55 or Cortex-M."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aot.passes.split_batched_matmul import SplitBatchedMatmul
+from emlkit.passes.split_batched_matmul import SplitBatchedMatmul
 from pass_graphs import bound, called, graph_of
 
 aten = torch.ops.aten

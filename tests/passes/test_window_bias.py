@@ -1,4 +1,4 @@
-"""aot/passes/window_bias.py: the folded bias of windows inside the input (bias + input_offset *
+"""emlkit/passes/window_bias.py: the folded bias of windows inside the input (bias + input_offset *
 sum(weights)) is computed at compile time and carried after the multipliers (convolutions: padded to a
 multiple of 4 channels; depthwise: then the MVE 16-channel blocks); the reference ignores it, the
 runtime and the verifier check it at load / compile time with the same message, the kernels use it."""
@@ -14,8 +14,8 @@ import torch
 
 # the passes package first: it avoids a circular import inside the wheel and registers cortex_m::
 import executorch.backends.cortex_m.passes  # noqa: F401
-from aot import adapter_limits as al
-from aot.passes.window_bias import conv_extension, dw_blocks, window_bias
+from emlkit import adapter_limits as al
+from emlkit.passes.window_bias import conv_extension, dw_blocks, window_bias
 
 
 def _rand(shape: tuple[int, ...], lo: int, hi: int, g: torch.Generator, dtype: torch.dtype = torch.int8) -> torch.Tensor:
@@ -100,7 +100,7 @@ def _conv_nodes(program, op: str) -> list[dict]:
 
 
 def _verifier_message(op: str, node: dict) -> str | None:
-    """aot/adapter_limits.py's mirror of the load check on these constants (the compile-time verifier's message)."""
+    """emlkit/adapter_limits.py's mirror of the load check on these constants (the compile-time verifier's message)."""
     dw = "depthwise" in op
     x = torch.zeros(node["in_sizes"], dtype=torch.int8).to(memory_format=torch.channels_last)
     m_i = 9 if dw else 8
@@ -148,7 +148,7 @@ def test_ds_cnn_depthwise_carry_checked_blocks(compiled, tmp_path: Path) -> None
     what the program's own weights, bias, multipliers and shifts give); the bundle passes on the host runner;
     the same program with one wrong start value or one wrong block entry is refused at load with a one-line
     reason, the verifier's message for the same constants."""
-    from aot.deploy.sim_host import build_host_runner
+    from emlkit.deploy.sim_host import build_host_runner
     from test_runtime import _run_raw
 
     op = "cortex_m::quantized_depthwise_conv2d"
@@ -184,7 +184,7 @@ def test_grouped_conv_folded_and_padded(compiled, tmp_path: Path) -> None:
     """tests/models/grouped_conv.py: its grouped convolutions (4 and 2 groups, padded) carry the folded bias
     padded to 4 channels (42 -> 44 entries), its 42-channel depthwise the blocks (3 blocks); the bundle passes
     on the host runner and a nonzero padding entry is refused at load, with the verifier's message."""
-    from aot.deploy.sim_host import build_host_runner
+    from emlkit.deploy.sim_host import build_host_runner
     from test_runtime import _run_raw
 
     op = "cortex_m::quantized_conv2d"
@@ -212,10 +212,10 @@ def test_grouped_conv_folded_and_padded(compiled, tmp_path: Path) -> None:
 
 
 def test_scratch_planner_reads_the_forms_by_length() -> None:
-    """aot/passes/kernel_scratch.py tells the forms apart as the runtime's conv_point_ext does: a convolution's
+    """emlkit/passes/kernel_scratch.py tells the forms apart as the runtime's conv_point_ext does: a convolution's
     padded start values (the older unpadded 2 x out_c form is checked at load but not read in place), a
     depthwise's start values alone or with the blocks."""
-    from aot.passes.kernel_scratch import multiplier_forms
+    from emlkit.passes.kernel_scratch import multiplier_forms
 
     assert multiplier_forms(42 + 44, 42, False) == (True, False)
     assert multiplier_forms(2 * 42, 42, False) == (False, False)

@@ -44,13 +44,13 @@ if(FW_CODE_IN_SRAM)
   list(APPEND _gen_args --code-in-fallback)
 endif()
 execute_process(
-  COMMAND ${FW_PYTHON} ${_fw_repo}/aot/deploy/boards.py gen ${BOARD_DIR} --out ${_gen_dir} ${_gen_args}
+  COMMAND ${FW_PYTHON} ${_fw_repo}/emlkit/deploy/boards.py gen ${BOARD_DIR} --out ${_gen_dir} ${_gen_args}
   RESULT_VARIABLE _gen_rc ERROR_VARIABLE _gen_err OUTPUT_VARIABLE _gen_out)
 if(NOT _gen_rc EQUAL 0)
   message(FATAL_ERROR "reading ${BOARD_DIR}/board.toml failed:\n${_gen_err}${_gen_out}")
 endif()
 set_property(DIRECTORY ${CMAKE_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-  ${BOARD_DIR}/board.toml ${_fw_repo}/aot/deploy/boards.py)
+  ${BOARD_DIR}/board.toml ${_fw_repo}/emlkit/deploy/boards.py)
 include(${_gen_dir}/board_flags.cmake)
 
 if(FW_USE_MVE)

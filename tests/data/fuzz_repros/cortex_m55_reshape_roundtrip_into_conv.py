@@ -18,4 +18,4 @@ class Fuzz(nn.Module):
 
 ModelUnderTest = Fuzz().eval()
 ModelInputs = (torch.randn(1, 4, 12, 12),)
-# cortex-m55: run-error: ERROR: instruction 2 (cortex_m::quantized_conv2d.out): cortex_m::quantized_conv2d: input must be channels-last (dim order 0,2,3,1); got dim order 0,1,2,3 (fixed: aot/passes/contiguous_view_base.py copies a 4-D view_copy output to channels-last for its readers; regression test in tests/test_fuzz_models.py)
+# cortex-m55: run-error: ERROR: instruction 2 (cortex_m::quantized_conv2d.out): cortex_m::quantized_conv2d: input must be channels-last (dim order 0,2,3,1); got dim order 0,1,2,3 (fixed: emlkit/passes/contiguous_view_base.py copies a 4-D view_copy output to channels-last for its readers; regression test in tests/test_fuzz_models.py)

@@ -13,4 +13,4 @@ class Fuzz(nn.Module):
 
 ModelUnderTest = Fuzz().eval()
 ModelInputs = (torch.randn(1, 4, 4, 8),)
-# cortex-m55: mismatch: FAIL: fail (fixed: aot/passes/contiguous_view_base.py; a regression test in tests/test_fuzz_models.py)
+# cortex-m55: mismatch: FAIL: fail (fixed: emlkit/passes/contiguous_view_base.py; a regression test in tests/test_fuzz_models.py)

@@ -1,7 +1,7 @@
 """Random models 100:34 and 100:46 (ethos-u55-128-a16w8), reduced: an int16 convolution whose output a gating
 mul and a residual add read. ExecuTorch's RewriteConvPass gave those consumers the convolution's accumulator
 rescaled straight to int32, which Vela 5.1.0 refuses on the U55 ("Non-passthrough operation (Conv2D) could not
-run on NPU"); fixed by aot/passes/npu_a16w8_conv_rescale.py."""
+run on NPU"); fixed by emlkit/passes/npu_a16w8_conv_rescale.py."""
 import torch
 import torch.nn as nn
 

@@ -1,0 +1,3 @@
+from emlkit.cli import main
+
+raise SystemExit(main())

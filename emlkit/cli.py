@@ -1,0 +1,195 @@
+"""`emlkit` (or `python -m emlkit`): compile | run | export | inspect | flash | models | suite | opsuite. Argument parsing only."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+import warnings
+
+from emlkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, AotError, exit_table_text
+from emlkit.logsetup import setup_logging
+
+log = logging.getLogger("emlkit")
+
+
+def _add_compile_args(p: argparse.ArgumentParser) -> None:
+    from emlkit.targets import TARGETS
+
+    p.add_argument("model", help="zoo model name (see `emlkit models`) or path to a .py file "
+                                 "defining ModelUnderTest and ModelInputs")
+    p.add_argument("--target", required=True, help=f"one of: {', '.join(TARGETS)}")
+    p.add_argument("--calibration", metavar="PATH", help=".pt file with a list of input tuples (default: ModelInputs)")
+    p.add_argument("--no-lut-fusion", action="store_true", help="keep pointwise chains as separate ops")
+    p.add_argument("--explicit-layout", action="store_true", help="Cortex-M explicit-layout lowering (NHWC variants)")
+    p.add_argument("--allow-float", action="store_true",
+                   help="run ops that have no int8 kernel in float on the device (between dequantize and quantize) "
+                        "instead of refusing the model; the run reports each float op and its share of the count")
+    p.add_argument("--per-channel-linear", choices=["auto", "all", "off"], default="all",
+                   help="Cortex-M: quantize Linear weights per output channel as 1x1 convs "
+                        "(all, the default: every layer, the NPU flow's accuracy; auto: only where it is cheap or "
+                        "needed, i.e. >= 4 rows or feeding a matmul/table; off: none)")
+    p.add_argument("--board", default=None,
+                   help="board to check the program's memory fit against / run on (default: the target's board; "
+                        "host runs natively)")
+
+
+def _options(args: argparse.Namespace):  # -> LowerOptions
+    from emlkit.compile import make_options
+
+    return make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float, args.per_channel_linear)
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from emlkit.compile import compile_model
+    from emlkit.summary import print_compile
+
+    from emlkit.errors import EXIT_FIT
+    from emlkit.targets import get_target
+
+    board = args.board or get_target(args.target).default_board
+    res = compile_model(args.model, args.target, args.output, args.calibration, _options(args), board=board)
+    print_compile(res.report)
+    log.info("program: %s  bundled: %s  report: %s", res.pte, res.bpte, res.report_path)
+    fit = res.report.get("fit") or {}
+    if fit.get("checked") and not fit.get("fits"):
+        raise AotError(fit["line"], EXIT_FIT)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from emlkit.run import run_model
+
+    return run_model(args, _options(args))
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from emlkit.deploy.export import cmd_export as export
+
+    return export(args, _options(args))
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from emlkit.etdump import cmd_inspect as inspect
+
+    return inspect(args.etdump, args.log, args.etrecord, args.sim, args.json)
+
+
+def cmd_flash(args: argparse.Namespace) -> int:
+    from emlkit.deploy.flash import cmd_flash as flash
+
+    return flash(args)
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    from emlkit.suite import main as suite
+
+    return suite(args.suite_args)
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from emlkit import models
+
+    t = Table(title="model zoo")
+    for col in ("name", "inputs", "parameters", "description"):
+        t.add_column(col)
+    for name, desc in models.ZOO.items():
+        zm = models.build(name)
+        params = sum(p.numel() for p in zm.module.parameters())
+        t.add_row(name, ", ".join("x".join(map(str, i.shape)) for i in zm.inputs), f"{params:,}", desc)
+    Console().print(t)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="emlkit", description="PyTorch -> quantized ExecuTorch programs for Cortex-M and Ethos-U",
+                                 epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging and full tracebacks")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compile", help="quantize and lower a model; write .pte, .bpte and a .json report")
+    _add_compile_args(c)
+    c.add_argument("-o", "--output", default="out", help="output folder (default: out)")
+    c.set_defaults(func=cmd_compile)
+    r = sub.add_parser("run", help="compile, build the firmware, run on a board/simulator and check outputs",
+                       description="MODEL may also be a bundled program (.bpte) compiled earlier for --target.",
+                       epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_compile_args(r)
+    r.add_argument("--sim", choices=["qemu", "fvp", "auto"], default="auto", help="simulator for Corstone boards")
+    r.add_argument("--save-outputs", metavar="DIR", help="write each output as the device produced it to DIR/output_<i>.npy")
+    r.add_argument("--timeout", type=float, default=120.0, help="simulator timeout in seconds (default 120)")
+    r.add_argument("--kernels", choices=["mve", "portable"], default="mve", help="kernel variant for MVE-capable boards")
+    r.add_argument("-o", "--output", default="out", help="folder for the compiled program (default: out)")
+    r.add_argument("--npu-trace", action="store_true", help="per-command trace of the Ethos-U functional model")
+    r.add_argument("--etdump", metavar="FILE", help="write the firmware's ETDump of the measured runs to FILE "
+                                                     "(read it with emlkit inspect)")
+    r.set_defaults(func=cmd_run)
+    e = sub.add_parser("export", help="write a self-contained CMake firmware project: runtime, this model's kernels, "
+                                      "board start-up, link script, toolchain file, the program in flash")
+    _add_compile_args(e)
+    e.add_argument("-o", "--output", required=True, help="project folder to write")
+    e.add_argument("--force", action="store_true", help="replace a non-empty output folder (only once the new "
+                                                        "project is complete)")
+    e.add_argument("--kernels", choices=["mve", "portable"], default="mve", help="kernel variant (CPU flags)")
+    e.set_defaults(func=cmd_export)
+    i = sub.add_parser("inspect", help="per-operator profile from an ETDump, read by ExecuTorch's Inspector")
+    i.add_argument("--etdump", metavar="FILE", help="an ETDump file (emlkit run --etdump)")
+    i.add_argument("--log", metavar="FILE", help="a console log with ETDUMP BEGIN/END blocks (exported firmware)")
+    i.add_argument("--etrecord", metavar="FILE", help="the program's ETRecord (emlkit compile writes NAME_TARGET.etrecord)")
+    i.add_argument("--sim", choices=["qemu", "fvp", "board"], default=None,
+                   help="where the counts come from, to name cycle counts (instructions always mean QEMU)")
+    i.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    i.set_defaults(func=cmd_inspect)
+    f = sub.add_parser("flash", help="program a board: pyOCD (CMSIS-DAP, ST-Link, J-Link) or an MPS3 SD card")
+    f.add_argument("elf", help="the image (build/app.elf of an exported project)")
+    how = f.add_mutually_exclusive_group(required=True)
+    how.add_argument("--probe", metavar="UID", help="pyOCD probe unique ID, or 'auto' for the only one connected")
+    how.add_argument("--mps3", metavar="DRIVE", help="the MPS3's mounted USB drive (V2M-MPS3): update its SD card")
+    how.add_argument("--mps3-dir", metavar="DIR", help="write the MPS3 SD-card files into DIR instead")
+    f.add_argument("--pyocd-target", metavar="NAME", help="pyOCD target type, e.g. stm32h743zitx (see pyocd list --targets)")
+    f.add_argument("--board", default="corstone-300", help="board whose memory map the image uses (for --mps3)")
+    f.add_argument("--frequency", type=int, metavar="HZ", help="SWD/JTAG clock for pyOCD")
+    f.add_argument("--erase", choices=["auto", "chip", "sector"], default="auto", help="pyOCD erase mode")
+    f.add_argument("--dry-run", action="store_true", help="print what would be done (pyOCD command, files) and stop")
+    f.set_defaults(func=cmd_flash)
+    m = sub.add_parser("models", help="list the model zoo")
+    m.set_defaults(func=cmd_models)
+    s = sub.add_parser("suite", help="every zoo model x target on the simulators, checked and tabulated "
+                                     "(what ./test_cortex_m.sh runs; `emlkit suite --help` for its options)",
+                       add_help=False)
+    s.add_argument("suite_args", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_suite)
+    from emlkit.opsuite import add_parser as add_opsuite
+
+    add_opsuite(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["suite"]:  # its own options, --help included, belong to the suite
+        return cmd_suite(argparse.Namespace(suite_args=argv[1:]))
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    setup_logging(args.verbose)
+    if not args.verbose:
+        warnings.filterwarnings("ignore")  # torch/torchao deprecation noise
+    try:
+        return int(args.func(args))
+    except AotError as err:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # anything else is a bug of ours: say so in one line, never a bare traceback
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: internal error (a bug in emlkit): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+              " (rerun with -v for the traceback and report it)", file=sys.stderr)
+        return EXIT_INTERNAL

@@ -1,0 +1,278 @@
+"""`compile`: model -> quantized, lowered ExecuTorch program + bundled test cases + report."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from executorch.exir import ExecutorchBackendConfig
+
+import emlkit
+from emlkit import emit, macs, numerics, program_info, reference, verify
+from emlkit.deploy.fit import ProgramNeeds
+from emlkit.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
+from emlkit.load import LoadedModel, load_calibration, load_model
+from emlkit.lower import LowerOptions, Lowered
+from emlkit.measures import VELA_NPU_ONLY_KEY, VELA_TOTAL_KEY
+from emlkit.npu import compile_check
+from emlkit.passes import configure
+from emlkit.passes.verify_program import check_memory_plan
+from emlkit.targets import TARGETS, Target, get_target
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CompileResult:
+    name: str
+    target: Target
+    pte: Path
+    bpte: Path
+    report_path: Path
+    report: dict[str, Any]
+
+
+def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_float: bool = False,
+                 linear_mode: str = "all") -> LowerOptions:
+    """LowerOptions with our passes configured (emlkit.passes.configure)."""
+    opts = LowerOptions(lut_fusion=lut_fusion, explicit_layout=explicit_layout, linear_mode=linear_mode)
+    configure(opts, allow_float=allow_float)
+    return opts
+
+
+def _flow(target: Target) -> Any:
+    if target.flow == "cortex_m":
+        from emlkit.lower import cortex_m
+        return cortex_m
+    from emlkit.lower import ethos_u
+    return ethos_u
+
+
+def cache_key(model: LoadedModel, target: Target, options: LowerOptions, calibration: str | None) -> str:
+    calib = hashlib.sha256(Path(calibration).read_bytes()).hexdigest()[:16] if calibration else "-"
+    src = Path(emlkit.__file__).parent
+    # The toolkit version here is the content of the AOT sources, so a change to a pass invalidates caches.
+    tool = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(src.rglob("*.py")))).hexdigest()[:16]
+    text = f"{model.fingerprint}|{target.name}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{calib}|{tool}|{emlkit.__version__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _vela_summary(lowered: Lowered) -> dict[str, Any] | None:
+    parts = lowered.extra.get("vela_partitions")
+    if parts is None:
+        return None
+
+    def num(row: dict[str, str], key: str) -> float:
+        try:
+            return float(row.get(key, 0) or 0)
+        except ValueError:
+            return 0.0
+
+    rows = [p.summary for p in parts]
+    return {
+        "partitions": len(rows),
+        # Vela's two cycle estimates differ by up to 6.8x on the zoo: named apart everywhere (emlkit/measures.py).
+        VELA_NPU_ONLY_KEY: int(sum(num(r, "cycles_npu") for r in rows)),
+        VELA_TOTAL_KEY: int(sum(num(r, "cycles_total") for r in rows)),
+        "sram_kib": round(max([num(r, "sram_memory_used") for r in rows], default=0.0), 2),
+        "flash_kib": round(sum(num(r, "off_chip_flash_memory_used") + num(r, "on_chip_flash_memory_used") for r in rows), 2),
+        "macs": int(sum(num(r, "nn_macs") for r in rows)),
+        "clock_hz": num(rows[0], "core_clock") if rows else 0.0,
+    }
+
+
+def _tosa_agreement(lowered: Lowered, tosa_out: list[torch.Tensor], qparams: list[Any]) -> dict[str, Any]:
+    """How far the program run with delegates on tosa_reference_model is from the fake-quantized torch model.
+
+    The two differ only where TOSA's integer arithmetic rounds differently from
+    PyTorch's float simulation of quantization, so the difference should be a
+    step or so; more points at a lowering bug.
+    """
+    with torch.no_grad():
+        fq = numerics.flatten_outputs(lowered.quantized(*lowered.inputs))
+    rows = []
+    for i, (a, b) in enumerate(zip(fq, tosa_out)):
+        diff = float((a.float() - b.float()).abs().max()) if a.numel() else 0.0
+        q = qparams[i] if i < len(qparams) else None
+        rows.append({"max_abs": diff, "max_steps": round(diff / q["scale"], 2) if q else None})
+    return {"reference": "tosa_reference_model vs fake-quantized torch model", "outputs": rows}
+
+
+# tosa_reference_model against the fake-quantized torch model, in int8-sized steps: the zoo's programs
+# agree within 1 (rounding); a lowering that drops an op is off by tens of steps or more.
+TOSA_AGREEMENT_STEPS = 4
+# Lowered.extra entries that are the flow's working data, not a pass's report (emlkit/lower/ethos_u.py).
+FLOW_EXTRAS = frozenset({"vela_partitions", "workdir", "compile_spec"})
+
+
+def _refuse_wrong_lowering(check: dict[str, Any], target: Target) -> None:
+    per_step = 2 ** (target.activation_bits - 8)
+    for i, row in enumerate(check["outputs"]):
+        steps = row.get("max_steps")
+        if steps is not None and steps / per_step > TOSA_AGREEMENT_STEPS:
+            raise AotError(
+                f"ExecuTorch's TOSA lowering for {target.name} computes output {i} {steps:g} steps away from the "
+                "quantized model it was given (tosa_reference_model vs the fake-quantized graph), so the NPU would "
+                "give wrong answers (an ExecuTorch 1.5.1 Arm-flow lowering bug our passes do not work around yet; "
+                "README 'Not supported yet'): compile for a cortex-m target", EXIT_UNSUPPORTED)
+
+
+def compile_model(
+    model_spec: str,
+    target_name: str,
+    outdir: str | Path,
+    calibration: str | None = None,
+    options: LowerOptions | None = None,
+    reuse_cache: bool = False,
+    board: str | None = None,
+) -> CompileResult:
+    """Compile MODEL for TARGET into OUTDIR. With `board` (a Cortex-M target), the report's "fit" says
+    whether the program fits that board's memories (emlkit/deploy/fit.py; builds its image, cached)."""
+    target = get_target(target_name)
+    options = options or LowerOptions()
+    model = load_model(model_spec)
+    out = Path(outdir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AotError(f"cannot create the output folder {out}: {exc.strerror or exc}: pass -o with a writable folder") from None
+    if not os.access(out, os.W_OK):
+        raise AotError(f"the output folder {out} is not writable: pass -o with a writable folder")
+    stem = f"{model.name}_{target.name}"
+    pte, bpte, rep = out / f"{stem}.pte", out / f"{stem}.bpte", out / f"{stem}.json"
+    etrecord = out / f"{stem}.etrecord"
+    key = cache_key(model, target, options, calibration)
+    if reuse_cache and pte.is_file() and bpte.is_file() and rep.is_file():
+        try:
+            old = json.loads(rep.read_text())
+        except json.JSONDecodeError:
+            old = {}
+        if old.get("cache_key") == key and (not (old.get("files") or {}).get("etrecord") or etrecord.is_file()):
+            log.debug("reusing cached program %s", bpte)
+            return CompileResult(model.name, target, pte, bpte, rep, old)
+
+    t0 = time.monotonic()
+    calib = load_calibration(calibration, model.inputs)
+    with torch.no_grad():
+        try:
+            float_out = numerics.flatten_outputs(model.module(*model.inputs))
+        except Exception as exc:  # the user's inputs do not fit the user's module
+            given = ", ".join(f"{str(t.dtype).replace('torch.', '')} {'x'.join(map(str, t.shape))}" for t in model.inputs)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise AotError(f"ModelInputs ({given}) do not fit ModelUnderTest of {model.source}: PyTorch raised "
+                           f"{type(exc).__name__}: {first}; give inputs of the shape and dtype the model takes") from None
+    if options.intermediates is None and target.flow == "ethos_u":
+        options.intermediates = str(out / f"{stem}.vela")
+    with torch.no_grad():
+        lowered = _flow(target).lower(model.module, model.inputs, calib, target, options)
+    tosa_graphs = None
+    if target.flow == "ethos_u":
+        names = reference.delegate_names(lowered.edge.exported_program().graph_module)
+        parts = lowered.extra["vela_partitions"]
+        if len(names) != len(parts):
+            raise AotError(f"internal: {len(names)} delegates but Vela compiled {len(parts)} graphs", EXIT_INTERNAL)
+        tosa_graphs = {n: p.tosa for n, p in zip(names, parts)}
+        tdir = out / f"{stem}.tosa"
+        tdir.mkdir(exist_ok=True)
+        for n, p in zip(names, parts):
+            (tdir / f"{n}.tosa").write_bytes(p.tosa)
+    calls: list[reference.DelegateIO] = []
+    with torch.no_grad():
+        device_out = reference.run_lowered(lowered.edge, lowered.inputs, tosa_graphs, calls)
+    npu_check = None
+    if tosa_graphs:
+        npu_check = compile_check.check_delegates({n: p.blob for n, p in zip(names, parts)}, calls)
+        compile_check.warn_on_mismatch(npu_check)
+    edge_before_emit = copy.deepcopy(lowered.edge)  # for the ETRecord: to_executorch changes the graph
+    try:
+        program = lowered.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
+    except Exception as exc:
+        raise AotError(f"ExecuTorch could not emit the program for {target.name}: {type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0] if str(exc) else ''}", EXIT_UNSUPPORTED) from exc
+    verify.check_supported(program, lowered.edge, target.name, list(TARGETS))
+    check_memory_plan(program.executorch_program, target.name)
+    needs = ProgramNeeds.from_program(program.executorch_program) if target.flow == "cortex_m" else None
+    compile_s = time.monotonic() - t0
+
+    # Each file is written then renamed, the report (which carries the cache key) last: a run stopped earlier
+    # leaves the previous files whole, and a report only ever vouches for files of its own key.
+    emit.write_pte(program, pte)
+    bundled = emit.bundle(program, [(lowered.inputs, device_out)])
+    emit.write_bpte(bundled, bpte)
+    etrecord_error = emit.write_etrecord(edge_before_emit, bundled, etrecord)
+    if etrecord_error:
+        log.warning("warning: no ETRecord for %s (emlkit inspect will show operator names without graph "
+                    "nodes): %s", stem, etrecord_error)
+    acc = numerics.compare(float_out, device_out)
+    report: dict[str, Any] = {
+        "model": model.name,
+        "source": model.source,
+        "target": target.name,
+        "cpu": target.cpu,
+        "flow": target.flow,
+        "toolkit_version": emlkit.__version__,
+        "cache_key": key,
+        "compile_seconds": round(compile_s, 2),
+        "inputs": [list(t.shape) for t in model.inputs],
+        "outputs": [list(t.shape) for t in float_out],
+        "macs": macs.model_macs(model.module, model.inputs),
+        "ops": program_info.op_histogram(program),
+        "delegated_ops": program_info.delegated_ops(lowered.edge),
+        "partitions": program_info.partition_count(lowered.edge),
+        "memory": program_info.memory_plan(program),
+        "program_needs": needs.to_dict() if needs is not None else None,
+        "numerics": {
+            "outputs": acc,
+            "snr_db": min(r["snr_db"] for r in acc),
+            "max_abs": max(r["max_abs"] for r in acc),
+            "reference": "tosa_reference_model + cortex_m Python references" if tosa_graphs else "cortex_m Python references",
+        },
+        "output_qparams": program_info.output_qparams(lowered.edge),
+        "vela": _vela_summary(lowered),
+        "notes": lowered.notes,
+        "files": {"pte": pte.name, "bpte": bpte.name, "etrecord": None if etrecord_error else etrecord.name},
+    }
+    if npu_check is not None:
+        report["npu_check"] = {"reference": "Vela's command streams on the NPU functional model vs "
+                                            "tosa_reference_model, same inputs", "delegates": npu_check}
+    if tosa_graphs and lowered.quantized is not None:
+        report["tosa_check"] = _tosa_agreement(lowered, device_out, report["output_qparams"])
+        _refuse_wrong_lowering(report["tosa_check"], target)
+    # Every pass's own report entry (its report_key); the flow's working data stays out.
+    for extra, value in lowered.extra.items():
+        if extra not in FLOW_EXTRAS:
+            report[extra] = value
+    if board is not None and needs is not None and board != "host":
+        report["fit"] = fit_report(board, needs, bpte.stat().st_size, f"{model.name} ({target.name})", pte)
+    emit.write_report(report, rep)
+    log.debug("wrote %s, %s, %s", pte, bpte, rep)
+    return CompileResult(model.name, target, pte, bpte, rep, report)
+
+
+def fit_report(board: str, needs: ProgramNeeds, bpte_bytes: int, what: str,
+               program: Path | None = None) -> dict[str, Any]:
+    """The report's "fit" entry: per memory, what the program needs on BOARD and what it has, with the
+    image that runs `program` (only its operators) when it is given."""
+    from emlkit.deploy.boards import BoardError
+    from emlkit.deploy.build import BuildError
+    from emlkit.deploy.fit import FitError, check_board
+
+    try:
+        res = check_board(board, needs, bpte_bytes, program=program)
+    except (BoardError, FitError) as err:
+        raise AotError(str(err)) from err
+    except BuildError as err:
+        log.warning("warning: no fit check for %s: its firmware image does not build (%s)", board,
+                    str(err).splitlines()[0])
+        return {"board": board, "checked": False, "reason": "firmware image does not build"}
+    if res is None:
+        return {"board": board, "checked": False, "reason": "arm-none-eabi-gcc not installed"}
+    return {"checked": True, **res.to_dict(), "line": res.line(what)}

@@ -1,0 +1,479 @@
+"""`emlkit export MODEL --target T --board B -o DIR`: a self-contained firmware project.
+
+DIR builds anywhere with CMake and arm-none-eabi-gcc alone:
+
+    DIR/CMakeLists.txt          the application + add_subdirectory(emlkit/lib)
+    DIR/cmake/arm-none-eabi.cmake   toolchain file
+    DIR/main.c                  runs the model on its test input, checks, prints on the UART
+    DIR/emlkit/                 the library: a subset of the repo's firmware/ in the same layout
+        include/emlkit.h        the C API
+        api/ runtime/           always
+        ops/ kernels/           only the files the program's operators need; ops/*.def list only them
+        npu/                    only for programs with an Ethos-U delegate
+        lib/CMakeLists.txt      the library build (the repo's firmware/lib/CMakeLists.txt)
+    DIR/board/                  start-up, platform layer (UART console), link script, generated memory map
+    DIR/model/                  model_data.c/.h (program as a 16-byte aligned constant array, test
+                                input, expected output), model.pte, model.etrecord, compile report
+    DIR/README.md
+
+The project is written to a temporary folder next to DIR and renamed into place at the end, so a failed or
+interrupted export leaves an existing DIR as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emlkit.deploy import boards
+from emlkit.deploy.boards import BOARDS_DIR, REPO_ROOT, Board, BoardError
+from emlkit.deploy.opset import IDENT as _IDENT
+from emlkit.deploy.opset import ETHOSU_BACKEND, ProgramFacts, program_facts, registration
+from emlkit.deploy.program_io import BundledCase, TensorBytes, bundled_case
+from emlkit.errors import AotError
+
+log = logging.getLogger(__name__)
+
+FIRMWARE = REPO_ROOT / "firmware"
+CORTEXM = BOARDS_DIR / "common" / "cortexm"
+TEMPLATES = FIRMWARE / "export"
+
+
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
+_DEFINITION = re.compile(r"^(?P<head>[A-Za-z_][\w \t\*]*?)\b(?P<name>[A-Za-z_]\w*)\s*\([^;{}]*\)\s*\{", re.M)
+
+
+@dataclass
+class ExportResult:
+    out: Path
+    model: str
+    target: str
+    board: str
+    operators: list[str]
+    sources: list[str]                     # library .c files copied, relative to emlkit/
+    model_bytes: int
+    uses_npu: bool
+    files: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- what the program needs
+
+
+def _c_text(path: Path) -> str:
+    return _STRING.sub('""', _COMMENT.sub(" ", path.read_text()))
+
+
+_MACRO = re.compile(r"^#define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+
+
+def expand_generators(text: str) -> str:
+    """`text` plus the expansion of each top-level call of a function-like macro defined in it (e.g.
+    cortex_m_conv.c's CONV_OP(name, ...), which defines two entry points per call): enough for
+    _DEFINITION (and tests/test_adapter_limits.py) to see the functions they define: parameters
+    substituted, `#param` stringified (joined to a string literal just before it), `##` pasted."""
+    out = [text]
+    for m in _MACRO.finditer(text):
+        name, params = m.group(1), [p.strip() for p in m.group(2).split(",")]
+        body = "\n".join(line.rstrip("\\").strip() for line in m.group(3).split("\n"))
+        for call in re.finditer(rf"^{name}\(([^\n]*)\)[ \t]*;?[ \t]*$", text, re.M):
+            args = [a.strip() for a in call.group(1).split(",")]
+            if len(args) != len(params):
+                continue
+            exp = body
+            for param, arg in zip(params, args):
+                exp = re.sub(rf'"([^"\\\n]*)"\s*(?<!#)#\s*{param}\b', lambda q: f'"{q.group(1)}{arg}"', exp)
+                exp = re.sub(rf"(?<!#)#\s*{param}\b(?!\s*#)", f'"{arg}"', exp)
+                exp = re.sub(rf"\b{param}\b", arg, exp)
+            out.append(re.sub(r"\s*##\s*", "", exp))
+    return "\n".join(out)
+
+
+def c_symbols(path: Path) -> tuple[set[str], set[str]]:
+    """(functions a C file defines with external linkage, identifiers it mentions)."""
+    text = expand_generators(_c_text(path))
+    defined = {m.group("name") for m in _DEFINITION.finditer(text)
+               if "static" not in m.group("head").split() and m.group("name") not in ("if", "for", "while", "switch")}
+    return defined, set(_IDENT.findall(text))
+
+
+def source_closure(adapters: set[str], dirs: tuple[Path, ...] = (FIRMWARE / "ops", FIRMWARE / "kernels")) -> list[Path]:
+    """The .c files of `dirs` that define the adapters, and every file they reach through the functions
+    the others define: whole files, so the copy links whatever the linker keeps."""
+    files = sorted(p for d in dirs for p in d.glob("*.c"))
+    defs: dict[Path, set[str]] = {}
+    uses: dict[Path, set[str]] = {}
+    owner: dict[str, Path] = {}
+    for f in files:
+        defs[f], uses[f] = c_symbols(f)
+        for name in defs[f]:
+            owner.setdefault(name, f)
+    missing = sorted(a for a in adapters if a not in owner)
+    if missing:
+        raise AotError(f"internal: no C file in firmware/ops defines {', '.join(missing)}")
+    need = {owner[a] for a in adapters}
+    todo = list(need)
+    while todo:
+        f = todo.pop()
+        for ident in uses[f]:
+            g = owner.get(ident)
+            if g is not None and g not in need:
+                need.add(g)
+                todo.append(g)
+    return sorted(need)
+
+
+# ---------------------------------------------------------------- generated C
+
+
+def c_array(decl: str, data: bytes) -> str:
+    """`decl = {...};` with the bytes as hex, 16 to a line."""
+    lines = [decl + " = {"]
+    for i in range(0, len(data), 16):
+        lines.append("  " + " ".join(f"0x{b:02x}," for b in data[i:i + 16]))
+    lines.append("};")
+    return "\n".join(lines)
+
+
+def _c_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _describe(t: TensorBytes) -> str:
+    return f"{t.c_type} {'x'.join(map(str, t.sizes))}, dim order {tuple(t.dim_order)}"
+
+
+def model_data(case: BundledCase, model: str, target: str, board: str, facts: ProgramFacts) -> tuple[str, str]:
+    """model_data.h and model_data.c."""
+    uses_npu = ETHOSU_BACKEND in facts.delegates
+    h = [
+        f"/* Generated by emlkit export: {model} compiled for {target}, for {board}. */",
+        "#ifndef EMLKIT_MODEL_DATA_H",
+        "#define EMLKIT_MODEL_DATA_H",
+        "",
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        "",
+        f"#define EMLKIT_MODEL_NAME {_c_string(model)}",
+        f"#define EMLKIT_MODEL_TARGET {_c_string(target)}",
+        f"#define EMLKIT_BOARD_NAME {_c_string(board)}",
+        f"#define EMLKIT_MODEL_USES_NPU {int(uses_npu)}",
+        f"#define EMLKIT_MODEL_INSTRUCTIONS {facts.instructions}u /* in the method's chains */",
+        f"#define EMLKIT_NUM_INPUTS {len(case.inputs)}u",
+        f"#define EMLKIT_NUM_OUTPUTS {len(case.expected)}u",
+        "",
+        "typedef struct {",
+        "  const void *data; /* in the tensor's dim order, as eml_set_input takes and eml_output gives it */",
+        "  size_t nbytes;",
+        "} emlkit_tensor_data;",
+        "",
+        "/* The compiled program (.pte), used in place: 16-byte aligned, in section .emlkit_model, which the",
+        " * link script puts in the board's model memory. */",
+        "extern const uint8_t emlkit_model[];",
+        "extern const size_t emlkit_model_size;",
+        "/* One test case: inputs, and the outputs the device must reproduce bit for bit (computed by the",
+        " * compiler from the lowered, quantized program). */",
+        "extern const emlkit_tensor_data emlkit_inputs[EMLKIT_NUM_INPUTS];",
+        "extern const emlkit_tensor_data emlkit_expected[EMLKIT_NUM_OUTPUTS];",
+        "",
+        "#endif",
+        "",
+    ]
+    c = [f"/* Generated by emlkit export: {model} compiled for {target}, for {board}. Do not edit. */",
+         '#include "model_data.h"', "",
+         "/* Where the program goes: section .emlkit_model, which board/link.ld places in the board's model",
+         " * memory. Another build (e.g. the Zephyr sample) may define its own placement. */",
+         "#ifndef EMLKIT_MODEL_ATTRIBUTES",
+         '#define EMLKIT_MODEL_ATTRIBUTES __attribute__((aligned(16), section(".emlkit_model")))',
+         "#endif", ""]
+    c.append(f"/* {len(case.program)} bytes */")
+    c.append(c_array(f"EMLKIT_MODEL_ATTRIBUTES const uint8_t emlkit_model[{len(case.program)}]", case.program))
+    c.append(f"const size_t emlkit_model_size = {len(case.program)};")
+    for kind, tensors in (("input", case.inputs), ("expected", case.expected)):
+        for i, t in enumerate(tensors):
+            c += ["", f"/* {kind} {i}: {_describe(t)} */"]
+            c.append(c_array(f"static const uint8_t {kind}_{i}[{max(len(t.data), 1)}] __attribute__((aligned(16)))",
+                             t.data or b"\0"))
+        arr = "emlkit_inputs" if kind == "input" else "emlkit_expected"
+        items = ", ".join(f"{{{kind}_{i}, {len(t.data)}u}}" for i, t in enumerate(tensors))
+        c += ["", f"const emlkit_tensor_data {arr}[{len(tensors)}] = {{{items}}};"]
+    c.append("")
+    return "\n".join(h), "\n".join(c)
+
+
+# ---------------------------------------------------------------- the project
+
+
+def _check_board(board_name: str, facts: ProgramFacts) -> Board:
+    if board_name == "host":
+        raise AotError("export writes firmware for a microcontroller board; 'host' is not one (use corstone-300)")
+    try:
+        b = boards.load_board(board_name)
+    except BoardError as err:
+        raise AotError(str(err)) from err
+    cmake = (b.directory / "board.cmake").read_text() if (b.directory / "board.cmake").is_file() else ""
+    if "common/cortexm/cortexm.cmake" not in cmake:
+        raise AotError(f"board '{b.name}' does not use the Cortex-M platform layer (boards/common/cortexm): export "
+                       "supports only those boards")
+    if b.uart_base is None:
+        raise AotError(f"board '{b.name}' has no uart_base in board.toml [board]: the exported firmware prints on the UART")
+    other = [d for d in facts.delegates if d != ETHOSU_BACKEND]
+    if other:
+        raise AotError(f"the program delegates to {', '.join(other)}; the firmware has only the {ETHOSU_BACKEND}")
+    if facts.delegates and b.npu is None:
+        raise AotError(f"the program has an Ethos-U delegate but board '{b.name}' has no NPU ([npu] in board.toml): "
+                       "export it for corstone-300 or corstone-320")
+    return b
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+
+
+def _library(root: Path, facts: ProgramFacts) -> tuple[list[str], list[str]]:
+    """emlkit/ in `root`; returns (operators, .c files relative to emlkit/)."""
+    tables, adapters = registration(facts.operators)
+    lib = root / "emlkit"
+    sources = source_closure(adapters)
+    picked = [FIRMWARE / "include" / "emlkit.h", FIRMWARE / "lib" / "CMakeLists.txt"]
+    for d in ("runtime", "api"):
+        picked += sorted((FIRMWARE / d).glob("*.[ch]"))
+    picked += [FIRMWARE / "ops" / "registry.c", *sources]  # the operator table, compiled against the cut .def files
+    picked += sorted(p for d in ("ops", "kernels") for p in (FIRMWARE / d).glob("*.h"))
+    if facts.delegates:
+        picked += sorted((FIRMWARE / "npu").glob("*.[ch]"))
+    for p in picked:
+        _copy(p, lib / p.relative_to(FIRMWARE))
+    for name, text in tables.items():
+        (lib / "ops" / name).write_text(text)
+    ops = [f"{n}.{o}" for n, o in facts.operators]
+    return ops, sorted(str(p.relative_to(FIRMWARE)) for p in picked if p.suffix == ".c")
+
+
+def _board(root: Path, b: Board, kernels: str) -> str:
+    """board/ in `root`; returns the CPU flags as a CMake list."""
+    d = root / "board"
+    for name in ("startup.c", "platform.c", "cortexm.h"):
+        _copy(CORTEXM / name, d / name)
+    link = b.directory / "link.ld" if (b.directory / "link.ld").is_file() else CORTEXM / "link.ld"
+    _copy(link, d / "link.ld")
+    _copy(FIRMWARE / "platform" / "platform.h", d / "platform.h")
+    _copy(FIRMWARE / "platform" / "plat_fmt.c", d / "plat_fmt.c")
+    (d / "board_memory.ld").write_text(boards.memory_ld(b))
+    (d / "board_config.h").write_text(boards.config_h(b, model_in_image=True))
+    flags = b.cflags if kernels == "mve" else b.nomve_cflags
+    return ";".join(flags)
+
+
+def _readme(model: str, target: str, b: Board, facts: ProgramFacts, case: BundledCase, report: dict[str, Any],
+            ops: list[str], sources: list[str]) -> str:
+    uses_npu = bool(facts.delegates)
+    mem = report.get("memory", {})
+    kernels = [s for s in sources if s.startswith(("ops/", "kernels/"))]
+    qemu = b.qemu is not None and not uses_npu
+    lines = [
+        f"# {model} for {target} on {b.name}",
+        "",
+        f"Written by `emlkit export {model} --target {target} --board {b.name}`: the emlkit runtime with only the "
+        "operators this program uses, the board's start-up code, link script and UART console, a toolchain file, "
+        "and the compiled program embedded in the image. It needs CMake (3.20 or newer) and the GNU Arm toolchain "
+        "(`arm-none-eabi-gcc` with newlib), nothing else.",
+        "",
+        "## Build",
+        "",
+        "```sh",
+        "cmake -S . -B build -DCMAKE_TOOLCHAIN_FILE=cmake/arm-none-eabi.cmake",
+        "cmake --build build",
+        "```",
+        "",
+        "`build/app.elf` is the image. `-DEMLKIT_ETDUMP=OFF` leaves out the profile dump; a toolchain that is not on "
+        "PATH: `ARM_NONE_EABI_PREFIX=/path/to/bin/arm-none-eabi- cmake ...`.",
+        "",
+        "## Run",
+        "",
+    ]
+    if qemu:
+        lines += [
+            f"Under QEMU (machine `{b.qemu.machine}`), with nothing but the image:",
+            "",
+            "```sh",
+            f"qemu-system-arm -M {b.qemu.machine} -nographic -icount shift=0 -kernel build/app.elf",
+            "```",
+            "",
+            "The firmware prints on UART0, which QEMU connects to its terminal with `-nographic`. It ends with "
+            "`RESULT: PASS ...` when every output equals the expected one bit for bit; then the core sleeps, as "
+            "a board would: quit QEMU with Ctrl-A X. Under `-icount shift=0` the counter is QEMU's instruction "
+            "count (`instructions`), not cycles.",
+            "",
+        ]
+    if uses_npu:
+        lines += [
+            "The program has an Ethos-U delegate. The image drives the NPU through emlkit's Ethos-U driver at "
+            f"{b.npu.base:#x} (interrupt {b.npu.irq}) and runs unchanged on an FVP with that NPU or on a board. "
+            "QEMU has no NPU: there the driver stops with `npu_config` (no Ethos-U responds). To run Ethos-U "
+            "programs under QEMU, emlkit co-simulates the NPU through QEMU's debug stub: `emlkit run MODEL "
+            f"--target {target}`.",
+            "",
+        ]
+    if b.fvp is not None:
+        variant = next(iter(b.fvp.variants))
+        lines += [
+            f"On an Arm FVP (`{variant}`; not run by emlkit's tests, no FVP was available):",
+            "",
+            "```sh",
+            f"{variant} -a build/app.elf -C {b.fvp.params[0]} "
+            + " ".join(f"-C {p}" for p in [*b.fvp.params[1:], *b.fvp.variants[variant]] if "uart0" in p or "num_macs" in p),
+            "```",
+            "",
+        ]
+    lines += [
+        "## Flash",
+        "",
+        "An MPS3 board (AN547 bitfile) loads images from its SD card at power-on. With the board's USB mass storage "
+        "mounted (it shows up as `V2M-MPS3`):",
+        "",
+        "```sh",
+        "emlkit flash build/app.elf --mps3 /media/$USER/V2M-MPS3",
+        "```",
+        "",
+        "writes one binary per memory the image uses into `SOFTWARE/` and points `MB/HBI0309C/AN547/images.txt` at "
+        "them (the previous images.txt is kept as images.bak). `--mps3-dir DIR` writes the same layout into a folder "
+        "instead. Boards with flash and a CMSIS-DAP, ST-Link or J-Link probe: `emlkit flash build/app.elf --probe "
+        "auto --pyocd-target <target>` (pyOCD). The UART runs at 115200 baud, 8N1. No board was flashed while "
+        "emlkit was developed: these steps are tested up to the files and commands they produce.",
+        "",
+        "## Profile",
+        "",
+        "With `EMLKIT_ETDUMP=ON` the firmware prints an ETDump (ExecuTorch's profiling format) of the measured run "
+        "between `ETDUMP BEGIN` and `ETDUMP END`. Save the console and read it with ExecuTorch's Inspector and the "
+        "program's ETRecord:",
+        "",
+        "```sh",
+        f"qemu-system-arm -M {b.qemu.machine if b.qemu else 'mps3-an547'} -nographic -icount shift=0 "
+        "-kernel build/app.elf | tee console.txt",
+        "emlkit inspect --log console.txt --etrecord model/model.etrecord",
+        "```",
+        "",
+        "## Use the library in your firmware",
+        "",
+        "`emlkit/` is a CMake library (`add_subdirectory(emlkit/lib)`, then link `emlkit::emlkit`); its one header is "
+        "`emlkit/include/emlkit.h`. `main.c` shows every step: give the library RAM (`eml_init`), load the program "
+        "from memory (`eml_load`), query inputs and outputs (`eml_input_info`: shape, dtype, scale, zero point), set "
+        "inputs, run, read outputs, profile. Every call returns a status; nothing is allocated dynamically.",
+        "",
+        f"This program needs {mem.get('arena_total', '?')} bytes of planned tensors plus the method's tables "
+        "(eml_load reports the exact total when memory is short).",
+        "",
+        "## What is in here",
+        "",
+        f"- `model/model_data.c`: the program ({len(case.program)} bytes) as a 16-byte aligned constant array in "
+        f"section `.emlkit_model`, which `board/link.ld` places in `{b.model.region}` at {b.model.address:#x}; "
+        f"{len(case.inputs)} test input(s) and {len(case.expected)} expected output(s).",
+        f"- `model/`: also the program as `model.pte`, its ETRecord and the compile report.",
+        f"- operators: {', '.join(ops) or 'none'}" + (f"; delegates: {', '.join(facts.delegates)}" if uses_npu else ""),
+        f"- their adapters and kernels (whole files; the linker drops what is not called): {', '.join(kernels)}",
+        "- `emlkit/ops/*.def`: the operator table cut down to these operators.",
+        f"- `board/`: {b.description}; memory map generated from emlkit's boards/{b.name}/board.toml.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_project(root: Path, model: str, target: str, b: Board, pte: Path, bpte: Path, report_path: Path,
+                  etrecord: Path | None, kernels: str = "mve") -> ExportResult:
+    """Everything into `root` (an empty folder)."""
+    case = bundled_case(bpte.read_bytes())
+    if case.program != pte.read_bytes():
+        raise AotError(f"{pte} and {bpte} hold different programs: compile again")
+    if not case.inputs or not case.expected:
+        raise AotError("the program has no inputs or no outputs: nothing to run")
+    facts = program_facts(case.program)
+    ops, sources = _library(root, facts)
+    cflags = _board(root, b, kernels)
+    name = re.sub(r"[^A-Za-z0-9_]", "_", f"{model}_{target}")
+    cm = (TEMPLATES / "CMakeLists.txt.in").read_text()
+    for k, v in {"NAME": name, "MODEL": model, "TARGET": target, "BOARD": b.name, "CFLAGS": cflags,
+                 "ETHOSU": "ON" if facts.delegates else "OFF"}.items():
+        cm = cm.replace(f"@{k}@", v)
+    (root / "CMakeLists.txt").write_text(cm)
+    _copy(FIRMWARE / "cmake" / "arm-none-eabi.cmake", root / "cmake" / "arm-none-eabi.cmake")
+    _copy(TEMPLATES / "main.c", root / "main.c")
+    h, c = model_data(case, model, target, b.name, facts)
+    (root / "model").mkdir(exist_ok=True)
+    (root / "model" / "model_data.h").write_text(h)
+    (root / "model" / "model_data.c").write_text(c)
+    _copy(pte, root / "model" / "model.pte")
+    _copy(report_path, root / "model" / "report.json")
+    if etrecord is not None and etrecord.is_file():
+        _copy(etrecord, root / "model" / "model.etrecord")
+    report = json.loads(report_path.read_text())
+    (root / "README.md").write_text(_readme(model, target, b, facts, case, report, ops, sources))
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    return ExportResult(root, model, target, b.name, ops, sources, len(case.program), bool(facts.delegates), files)
+
+
+def _install(tmp: Path, out: Path, force: bool) -> None:
+    """Rename the finished project into place; an existing folder goes only once the new one is complete."""
+    if out.exists() and not out.is_dir():
+        raise AotError(f"{out} exists and is not a folder: choose another -o")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise AotError(f"{out} exists and is not empty: choose another -o, or --force to replace it")
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    if out.is_dir():
+        out.rmdir()
+    tmp.rename(out)
+
+
+def export_compiled(cres: Any, board: str | None, out: Path, force: bool = False, kernels: str = "mve") -> ExportResult:
+    """Export an already compiled program (emlkit.compile.CompileResult)."""
+    if kernels not in ("mve", "portable"):
+        raise AotError(f"unknown kernel variant '{kernels}': use mve or portable")
+    board = board or cres.target.default_board
+    out = Path(out).resolve()
+    if out.exists() and not out.is_dir():
+        raise AotError(f"{out} exists and is not a folder: choose another -o")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise AotError(f"{out} exists and is not empty: choose another -o, or --force to replace it")
+    facts = program_facts(Path(cres.pte).read_bytes())
+    b = _check_board(board, facts)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        etrecord = (cres.report.get("files") or {}).get("etrecord")
+        res = write_project(tmp, cres.name, cres.target.name, b, Path(cres.pte), Path(cres.bpte), Path(cres.report_path),
+                            Path(cres.pte).parent / etrecord if etrecord else None, kernels)
+        _install(tmp, out, force)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    res.out = out
+    return res
+
+
+def cmd_export(args: Any, options: Any) -> int:
+    from emlkit.compile import compile_model
+    from emlkit.targets import get_target
+
+    target = get_target(args.target)
+    with tempfile.TemporaryDirectory(prefix="emlkit-export-") as work:
+        cres = compile_model(args.model, target.name, work, args.calibration, options)
+        res = export_compiled(cres, args.board, Path(args.output), args.force, args.kernels)
+    log.info("wrote %s: %s for %s on %s, program %d bytes, %d operators (%s)%s", res.out, res.model, res.target,
+             res.board, res.model_bytes, len(res.operators), ", ".join(res.operators),
+             ", Ethos-U delegate" if res.uses_npu else "")
+    log.info("build: cmake -S %s -B %s/build -DCMAKE_TOOLCHAIN_FILE=%s/cmake/arm-none-eabi.cmake && cmake --build %s/build",
+             res.out, res.out, res.out, res.out)
+    return 0

@@ -1,0 +1,362 @@
+"""Does a compiled program fit a board's memories? Checked before anything runs.
+
+What the runner (firmware/runner/main.c) will need, memory by memory:
+- the image: code, read-only data and the .data load image where board.toml [link] puts code;
+  .data, .bss, the libc heap and the stack where it puts data and the stack (read from the ELF);
+- the model slot: the 16-byte EMDL header + the .bpte, used in place (constants stay there);
+- the arena regions, filled the way the runner fills them: the planned arenas largest first, then
+  the runtime's own memory, the kernel scratch, delegate memory and the warm-up copy of the
+  outputs, each 16-byte aligned into the first region with room. The region holding the model
+  starts after it; the data region offers what the image leaves between the heap and the stack.
+
+The runtime's memory is predicted from the program's counts of values, tensors, operators,
+instructions and arguments times this build's struct sizes, which the image carries as symbol
+sizes (firmware/runner/layout.c); tests/test_fit.py checks the prediction against what the
+runner reports. A program that does not fit gets one line naming, per memory, what it needs and
+what the board has.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from emlkit.deploy.boards import EMDL_HEADER_SIZE, Board
+
+RUNTIME_ALIGN = 8      # firmware/runtime/method.c ALIGN: each runtime table is rounded up to it
+RUNNER_ALIGN = 16      # firmware/runner/main.c ALIGNMENT: every block the runner places
+REGION_ALIGN = 64      # boards/common/cortexm/platform.c: shared regions start 64-byte aligned
+LAYOUT_PREFIX = "fw_layout_"
+LAYOUT_NAMES = ("et_value", "et_tensor", "et_op_slot", "et_instr", "pointer")
+# Element sizes of ExecuTorch's ScalarType codes (executorch/exir/scalar_type.py).
+_ELEMENT_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2}
+_OVERFLOW_RE = re.compile(r"region [`'](\w+)' overflowed by (\d+) bytes")
+
+
+class FitError(ValueError):
+    """The image cannot be read or sized; the message names the fix."""
+
+
+# ---------------------------------------------------------------- the image
+
+
+class Section(NamedTuple):
+    """An ELF section header: where the section lives and whether it takes memory (SHF_ALLOC)."""
+
+    name: str
+    addr: int
+    size: int
+    alloc: bool
+
+
+@dataclass
+class ImageFacts:
+    """What a linked runner image occupies, and its ABI's struct sizes."""
+
+    sections: list[Section]
+    symbols: dict[str, tuple[int, int]]     # name -> (value, size)
+    layout: dict[str, int]                  # LAYOUT_NAMES -> bytes
+
+    def symbol(self, name: str) -> int:
+        try:
+            return self.symbols[name][0]
+        except KeyError:
+            raise FitError(f"the image has no symbol {name}: is it built with boards/common/cortexm/link.ld?") from None
+
+
+def read_image(elf: Path) -> ImageFacts:
+    """Sections, symbols and the layout sizes of a runner image (a plain ELF32 reader)."""
+    data = Path(elf).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 1 or data[5] != 1:
+        raise FitError(f"{elf}: not a little-endian 32-bit ELF image")
+    shoff, = struct.unpack_from("<I", data, 0x20)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x2E)
+    # (name, type, flags, addr, offset, size, link, info, addralign, entsize)
+    heads = [struct.unpack_from("<IIIIIIIIII", data, shoff + i * shentsize) for i in range(shnum)]
+
+    def cstr(table: int, off: int) -> str:
+        base = heads[table][4]
+        return data[base + off:data.index(b"\0", base + off)].decode()
+
+    sections = [Section(cstr(shstrndx, h[0]), h[3], h[5], bool(h[2] & 2)) for h in heads if h[0]]
+    symbols: dict[str, tuple[int, int]] = {}
+    for h in heads:
+        if h[1] != 2:  # SHT_SYMTAB
+            continue
+        entsize = h[9] or 16
+        for k in range(h[5] // entsize):
+            st_name, value, st_size = struct.unpack_from("<III", data, h[4] + k * entsize)
+            if st_name:
+                symbols[cstr(h[6], st_name)] = (value, st_size)
+    layout = {k: symbols[LAYOUT_PREFIX + k][1] for k in LAYOUT_NAMES if LAYOUT_PREFIX + k in symbols}
+    missing = [k for k in LAYOUT_NAMES if k not in layout]
+    if missing:
+        raise FitError(f"{elf} lacks the layout symbols {', '.join(LAYOUT_PREFIX + k for k in missing)} "
+                       "(firmware/runner/layout.c): rebuild the image")
+    return ImageFacts(sections, symbols, layout)
+
+
+# ---------------------------------------------------------------- the program
+
+
+@dataclass
+class ProgramNeeds:
+    """The memory a program asks the runner for, read off the program (board-independent)."""
+
+    arenas: list[int]           # planned arena bytes, memory ids 1..n
+    values: int
+    tensors: int
+    operators: int
+    instructions: int
+    arguments: int
+    output_bytes: int
+    delegate_bytes: int = 0     # device memory for delegates (Ethos-U scratch); not predicted here
+    kernel_state: int = 0       # the kernel calls' load-time state (registry state bytes, each rounded up)
+
+    def runtime_bytes(self, layout: dict[str, int]) -> int:
+        """firmware/runtime/method.c runtime_bytes() with this build's struct sizes."""
+        def up(n: int) -> int:
+            return (n + RUNTIME_ALIGN - 1) // RUNTIME_ALIGN * RUNTIME_ALIGN
+
+        return (up(layout["et_value"] * self.values) + up(layout["et_tensor"] * self.tensors)
+                + up(layout["et_op_slot"] * self.operators) + up(layout["et_instr"] * self.instructions)
+                + up(layout["pointer"] * self.arguments) + self.kernel_state)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ProgramNeeds":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+    @classmethod
+    def from_program(cls, prog: Any) -> "ProgramNeeds":
+        """From an ExecuTorch Program (executorch.exir.schema), e.g. manager.executorch_program."""
+        from executorch.exir.schema import DelegateCall, KernelCall, Tensor
+
+        plan = prog.execution_plan[0]
+        tensors = sum(1 for v in plan.values if isinstance(v.val, Tensor))
+        instrs = [i for c in plan.chains for i in c.instructions]
+        args = sum(len(i.instr_args.args) for i in instrs if isinstance(i.instr_args, (KernelCall, DelegateCall)))
+        out = 0
+        for idx in plan.outputs:
+            v = plan.values[idx].val
+            if isinstance(v, Tensor):
+                n = 1
+                for s in v.sizes:
+                    n *= int(s)
+                out += n * _ELEMENT_BYTES.get(int(v.scalar_type), 8)
+        from emlkit.deploy.opset import state_bytes
+
+        per_call = state_bytes()
+        state = 0
+        for i in instrs:
+            if isinstance(i.instr_args, KernelCall):
+                o = plan.operators[i.instr_args.op_index]
+                state += -(-per_call.get((o.name, o.overload), 0) // RUNTIME_ALIGN) * RUNTIME_ALIGN
+        return cls(arenas=[int(s) for s in plan.non_const_buffer_sizes[1:]], values=len(plan.values), tensors=tensors,
+                   operators=len(plan.operators), instructions=len(instrs), arguments=args, output_bytes=out,
+                   kernel_state=state)
+
+
+# ---------------------------------------------------------------- the check
+
+
+@dataclass
+class MemoryUse:
+    memory: str
+    size: int
+    parts: list[tuple[str, int]] = field(default_factory=list)   # (what, bytes)
+    slot: int | None = None      # the model slot's size, in the memory that holds it
+    unplaced: bool = False       # the runner could not place a piece charged here
+
+    @property
+    def need(self) -> int:
+        return sum(b for _, b in self.parts)
+
+    @property
+    def model_bytes(self) -> int:
+        return sum(b for w, b in self.parts if w == "model")
+
+    @property
+    def fits(self) -> bool:
+        if self.slot is not None and self.model_bytes > self.slot:
+            return False
+        return self.need <= self.size and not self.unplaced
+
+    def text(self) -> str:
+        parts = ", ".join(f"{w} {b:,}" for w, b in self.parts if b)
+        if self.slot is not None and self.model_bytes > self.slot:
+            return f"{self.memory} needs {self.model_bytes:,} B for the model (EMDL header + .bpte), has a {self.slot:,} B model slot"
+        return f"{self.memory} needs {self.need:,} B ({parts}), has {self.size:,} B"
+
+
+@dataclass
+class FitResult:
+    board: str
+    fits: bool
+    memories: list[MemoryUse]
+    runtime_bytes: int | None = None
+    note: str = ""
+
+    def line(self, what: str) -> str:
+        """One line: what does not fit where, with needs and sizes per memory."""
+        if self.fits:
+            return f"{what} fits {self.board}"
+        bad = [m.text() for m in self.memories if not m.fits]
+        return f"{what} does not fit {self.board}: " + "; ".join(bad) + (f" ({self.note})" if self.note else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"board": self.board, "fits": self.fits, "runtime_bytes": self.runtime_bytes,
+                "memories": [{"memory": m.memory, "size": m.size, "need": m.need, "fits": m.fits,
+                              "parts": {w: b for w, b in m.parts if b}} for m in self.memories]}
+
+
+def _memory_of(board: Board, addr: int) -> str | None:
+    for m in board.memories:
+        if m.contains(addr):
+            return m.name
+    return None
+
+
+_SECTION_KIND = {".vectors": "code", ".text": "code", ".ARM.extab": "code", ".ARM.exidx": "code",
+                 ".init_array": "code", ".eh_frame": "code", ".data": ".data+.bss", ".bss": ".data+.bss",
+                 ".heap": "libc heap", ".stack": "stack", ".model": "embedded model"}
+
+
+def image_use(board: Board, facts: ImageFacts) -> dict[str, list[tuple[str, int]]]:
+    """Bytes the image takes in each memory: code (+ the .data load image) and data (+ heap, stack)."""
+    use: dict[str, dict[str, int]] = {}
+
+    def add(mem: str, what: str, n: int) -> None:
+        acc = use.setdefault(mem, {})
+        acc[what] = acc.get(what, 0) + n
+
+    for s in facts.sections:
+        if not s.alloc or s.size == 0:
+            continue
+        mem = _memory_of(board, s.addr)
+        if mem is None:
+            raise FitError(f"image section {s.name} at {s.addr:#x} lies in no memory of {board.name}: rebuild the image")
+        add(mem, _SECTION_KIND.get(s.name, "code"), s.size)
+        if s.name == ".data" and "__data_load__" in facts.symbols:
+            load = _memory_of(board, facts.symbol("__data_load__"))
+            if load is not None:
+                add(load, ".data load image", s.size)
+    return {mem: list(acc.items()) for mem, acc in use.items()}
+
+
+@dataclass
+class _Region:
+    name: str
+    base: int
+    end: int
+    used: int = 0
+
+
+def arena_regions(board: Board, facts: ImageFacts, bpte_bytes: int) -> list[_Region]:
+    """The regions plat_regions() hands the runner (boards/common/cortexm/platform.c)."""
+    def up(n: int, a: int) -> int:
+        return (n + a - 1) // a * a
+
+    out = []
+    for name in board.arena_regions:
+        m = board.memory(name)
+        base, end = m.base, m.end
+        if name == board.model.region:
+            base = up(board.model.address + EMDL_HEADER_SIZE + bpte_bytes, REGION_ALIGN)
+        elif name == board.link.data:
+            base = up(facts.symbol("__heap_end__"), REGION_ALIGN)
+            limit = facts.symbol("__stack_limit__")
+            if base <= limit <= end:
+                end = limit
+        if base < end:
+            out.append(_Region(name, base, end))
+    return out
+
+
+def _place(regions: list[_Region], size: int) -> _Region | None:
+    """firmware/runner/main.c place(): first region, in order, with room; 16-byte aligned."""
+    for r in regions:
+        start = (r.base + r.used + RUNNER_ALIGN - 1) // RUNNER_ALIGN * RUNNER_ALIGN
+        pad = start - r.base
+        if pad <= r.end - r.base and size <= r.end - r.base - pad:
+            r.used = pad + size
+            return r
+    return None
+
+
+def check(board: Board, facts: ImageFacts, needs: ProgramNeeds, bpte_bytes: int) -> FitResult:
+    uses = {m.name: MemoryUse(m.name, m.size) for m in board.memories}
+    for mem, parts in image_use(board, facts).items():
+        uses[mem].parts.extend(parts)
+    uses[board.model.region].parts.append(("model", EMDL_HEADER_SIZE + bpte_bytes))
+    uses[board.model.region].slot = board.model.max_size
+    runtime = needs.runtime_bytes(facts.layout)
+    regions = arena_regions(board, facts, bpte_bytes)
+    items = [("arenas", needs.arenas[k] or 1)
+             for k in sorted(range(len(needs.arenas)), key=lambda i: (-needs.arenas[i], i))]  # main.c: largest first
+    items += [("runtime", runtime), ("kernel scratch", board.kernel_scratch)]
+    if needs.delegate_bytes:
+        items.append(("delegate memory", needs.delegate_bytes))
+    items.append(("output copy", needs.output_bytes or 1))
+    unplaced: list[str] = []
+    for what, size in items:
+        r = _place(regions, size)
+        if r is not None:
+            target = uses[r.name]
+        else:
+            # Charged to the arena memory with the most room left: there it comes closest to fitting.
+            room = {x.name: x.end - x.base - x.used for x in regions}
+            target = uses[max(room, key=lambda n: room[n]) if room else board.arena_regions[0]]
+            target.unplaced = True
+            unplaced.append(f"{what} ({size:,} B)")
+        acc = dict(target.parts)
+        acc[what] = acc.get(what, 0) + size
+        target.parts = list(acc.items())
+    note = f"no free block holds {', '.join(unplaced)}" if unplaced else ""
+    mems = [uses[m.name] for m in board.memories]
+    fits = all(m.fits for m in mems)
+    return FitResult(board.name, fits, mems, runtime, note if not fits else "")
+
+
+def overflow_result(board: Board, build_log: str) -> FitResult | None:
+    """A link that failed because the image does not fit: ld's "region `X' overflowed by N bytes"."""
+    found = _OVERFLOW_RE.findall(build_log)
+    if not found:
+        return None
+    mems = []
+    for region, over in found:
+        m = next((x for x in board.memories if x.name.upper() == region), None)
+        if m is None:
+            continue
+        mems.append(MemoryUse(m.name, m.size, [("image", m.size + int(over))]))
+    return FitResult(board.name, False, mems, note="the runner image does not link") if mems else None
+
+
+def check_board(board_name: str, needs: ProgramNeeds, bpte_bytes: int, kernels: str = "mve",
+                program: bytes | Path | None = None) -> FitResult | None:
+    """Build (cached) the runner image that would run `program` (.pte/.bpte: the image with only its
+    operators, emlkit/deploy/program_image.py; None: the board's full image) and check; None when no image
+    can be built here."""
+    import shutil
+
+    from emlkit.deploy.boards import load_board
+    from emlkit.deploy.build import BuildError, BuildOptions, build_image
+    from emlkit.deploy.program_image import program_image
+
+    board = load_board(board_name)
+    if shutil.which("arm-none-eabi-gcc") is None:
+        return None
+    opts = BuildOptions(mve=kernels == "mve" or not board.has_mve_variant)
+    try:
+        img = build_image(board.name, opts) if program is None else program_image(board.name, opts, program)
+    except BuildError as err:
+        res = overflow_result(board, str(err))
+        if res is None:
+            raise
+        return res
+    return check(board, read_image(img.elf), needs, bpte_bytes)

@@ -1,0 +1,290 @@
+"""Our own quantized operators (`emlkit::`), for semantics the `cortex_m::` op set lacks.
+
+Each op is defined here with its reference implementation, registered through
+torch.library. The reference is integer arithmetic only, so the firmware
+kernel (firmware/kernels/emlkit_*.c) can match it bit for bit. Importing this
+module registers the ops; the passes that emit them import it.
+
+- `emlkit::softmax(input, exp_table, dim, output_zero_point, output_multiplier, output_shift)`:
+  int8 softmax whose output scale and zero point are free (CMSIS-NN's and
+  `cortex_m::softmax` are fixed at 1/256, -128). Along `dim`:
+      d_j = max(x) - x_j                        (0..255, input zero point cancels)
+      e_j = exp_table[d_j]                      (int32, round(2^22 * exp(-d * s_in)))
+      s   = sum_j e_j                           (int64)
+      p_j = ((e_j << 31) + s) // (2 s)          (probability in Q30, rounded half up)
+      y_j = clamp(((p_j * M + 2^(T-1)) >> T) + zp_out, -128, 127)
+  with M in [2^30, 2^31) and 1 <= T <= 62 such that M / 2^T = 1 / (s_out * 2^30).
+- `emlkit::quantized_avg_pool2d(input, kernel_size, stride, input_zero_point,
+  output_zero_point, multiplier, shift)`: int8 average pool (no padding, no
+  ceil mode, so every window has k_h * k_w taps) whose output has its own
+  qparams (`cortex_m::quantized_avg_pool2d` keeps its input's):
+      sum = sum over the window of (x - zp_in)  (int64)
+      y   = clamp(((sum * M + 2^(T-1)) >> T) + zp_out, -128, 127)
+  with M / 2^T = s_in / (s_out * k_h * k_w). Logical NCHW, any memory format
+  (the output takes the input's).
+- `emlkit::upsample_nearest2d(x, scale_h, scale_w)`: nearest upsampling of a 4-D tensor by integer
+  factors, any dtype: out[n, c, h, w] = x[n, c, h // scale_h, w // scale_w], in x's memory format.
+  torch's CPU kernel has no int8 channels-last nearest upsample, and the firmware implements
+  this op (firmware/ops/emlkit_ops.c), so quantized programs use it in place of
+  `aten::upsample_nearest2d` (emlkit/passes/int8_upsample.py).
+- `emlkit::upsample_nearest2d_index(x, rows, cols)`: nearest resizing of a 4-D tensor by any factor, any
+  dtype: out[n, c, i, j] = x[n, c, rows[i], cols[j]], in x's memory format. The index tables are what
+  torch's own kernel picks (its float index rule, which integer arithmetic does not reproduce for
+  non-integer factors), computed on the host by emlkit/passes/int8_upsample.py.
+- `emlkit::quantized_layer_norm(x, gain, bias, eps_term, shift, out_zero_point)`: int8 layer norm over
+  the last dim in integer arithmetic (int32/int64 sums, an integer square root); see below.
+  emlkit/passes/int8_layer_norm.py replaces `dequantize -> native_layer_norm -> quantize` with it.
+
+Import this module before building or running a program that contains these ops.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch.library import Library, impl, register_fake
+
+_lib = Library("emlkit", "DEF")
+lib = _lib  # one library per namespace: every emlkit:: op below is defined in it
+_lib.define("upsample_nearest2d(Tensor x, int scale_h, int scale_w) -> Tensor")
+_lib.define("upsample_nearest2d.out(Tensor x, int scale_h, int scale_w, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def _memory_format(x: torch.Tensor) -> torch.memory_format:
+    return torch.channels_last if x.dim() == 4 and not x.is_contiguous() and \
+        x.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
+
+
+def upsample_nearest2d_reference(x: torch.Tensor, scale_h: int, scale_w: int) -> torch.Tensor:
+    if x.dim() != 4 or scale_h < 1 or scale_w < 1:
+        raise ValueError(f"emlkit::upsample_nearest2d takes a 4-D tensor and factors >= 1, got {x.dim()}-D, "
+                         f"{scale_h}x{scale_w}")
+    y = x.repeat_interleave(scale_h, dim=2).repeat_interleave(scale_w, dim=3)
+    return y.contiguous(memory_format=_memory_format(x))
+
+
+@impl(_lib, "upsample_nearest2d", "CompositeExplicitAutograd")  # type: ignore[misc]
+def _upsample_impl(x: torch.Tensor, scale_h: int, scale_w: int) -> torch.Tensor:
+    return upsample_nearest2d_reference(x, scale_h, scale_w)
+
+
+@impl(_lib, "upsample_nearest2d.out", "CompositeExplicitAutograd")  # type: ignore[misc]
+def _upsample_out_impl(x: torch.Tensor, scale_h: int, scale_w: int, *, out: torch.Tensor) -> torch.Tensor:
+    out.copy_(upsample_nearest2d_reference(x, scale_h, scale_w))
+    return out
+
+
+@register_fake("emlkit::upsample_nearest2d")  # type: ignore[misc]
+def _upsample_fake(x: torch.Tensor, scale_h: int, scale_w: int) -> torch.Tensor:
+    n, c, h, w = x.shape
+    return torch.empty((n, c, h * scale_h, w * scale_w), dtype=x.dtype, device=x.device,
+                       memory_format=_memory_format(x))
+
+
+_lib.define("upsample_nearest2d_index(Tensor x, int[] rows, int[] cols) -> Tensor")
+_lib.define("upsample_nearest2d_index.out(Tensor x, int[] rows, int[] cols, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def upsample_nearest2d_index_reference(x: torch.Tensor, rows: Sequence[int], cols: Sequence[int]) -> torch.Tensor:
+    if x.dim() != 4 or not rows or not cols:
+        raise ValueError(f"emlkit::upsample_nearest2d_index takes a 4-D tensor and non-empty index lists, got "
+                         f"{x.dim()}-D, {len(rows)} rows, {len(cols)} cols")
+    h, w = x.shape[2], x.shape[3]
+    if not all(0 <= r < h for r in rows) or not all(0 <= c < w for c in cols):
+        raise ValueError(f"emlkit::upsample_nearest2d_index: an index is outside the {h}x{w} input")
+    y = x.index_select(2, torch.tensor(list(rows), dtype=torch.long)).index_select(
+        3, torch.tensor(list(cols), dtype=torch.long))
+    return y.contiguous(memory_format=_memory_format(x))
+
+
+@impl(_lib, "upsample_nearest2d_index", "CompositeExplicitAutograd")  # type: ignore[misc]
+def _upsample_index_impl(x: torch.Tensor, rows: list[int], cols: list[int]) -> torch.Tensor:
+    return upsample_nearest2d_index_reference(x, rows, cols)
+
+
+@impl(_lib, "upsample_nearest2d_index.out", "CompositeExplicitAutograd")  # type: ignore[misc]
+def _upsample_index_out_impl(x: torch.Tensor, rows: list[int], cols: list[int], *, out: torch.Tensor) -> torch.Tensor:
+    out.copy_(upsample_nearest2d_index_reference(x, rows, cols))
+    return out
+
+
+@register_fake("emlkit::upsample_nearest2d_index")  # type: ignore[misc]
+def _upsample_index_fake(x: torch.Tensor, rows: list[int], cols: list[int]) -> torch.Tensor:
+    return torch.empty((x.shape[0], x.shape[1], len(rows), len(cols)), dtype=x.dtype, device=x.device,
+                       memory_format=_memory_format(x))
+
+
+# ---------------------------------------------------------------- quantized_layer_norm
+# int8 layer norm over rows of N = gain.numel() codes consecutive in memory (x's dim order): the last dim
+# of a contiguous tensor, or the normalised dims when they are x's innermost in memory (LayerNorm over
+# [T, C] of a contiguous (B, T, C), over [C, H, W] of a channels-last map), with gain/bias in that memory
+# order. Integer arithmetic only (the firmware computes the same steps):
+#   per row of N codes q: s = sum q, ss = sum q^2 (the input zero point cancels out),
+#   d_i = N * q_i - s = N * (q_i - mean), S = N * ss - s^2 + eps_term = N^2 * (var + eps / scale_in^2),
+#   so d_i / sqrt(S) is the normalised value. 1 / sqrt(S) comes from an integer square root of S
+#   scaled to 61-62 bits (k = (62 - bitlen(S)) // 2, t = isqrt(S << 2k) in [2^30, 2^31)) and one
+#   division inv = 2^62 // t: n_i = round(d_i * inv / 2^(46 - k)) is d_i / sqrt(S) in Q16.
+#   Per channel j: gain_j = round(gamma_j / scale_out * 2^shift), bias_j = round(beta_j / scale_out * 2^shift)
+#   (int32), out = clamp(round((n_i * gain_j + bias_j * 2^16) / 2^(16 + shift)) + out_zero_point, -128, 127),
+#   rounding half up (add half, arithmetic shift right).
+_lib.define("quantized_layer_norm(Tensor x, Tensor gain, Tensor bias, int eps_term, int shift, int out_zero_point) "
+            "-> Tensor")
+_lib.define("quantized_layer_norm.out(Tensor x, Tensor gain, Tensor bias, int eps_term, int shift, "
+            "int out_zero_point, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def layer_norm_row_reciprocal(s_total: int) -> tuple[int, int]:
+    """(inv, right shift) with d * inv >> shift = d / sqrt(S) in Q16 (before rounding); S >= 1."""
+    k = (62 - s_total.bit_length()) // 2
+    t = math.isqrt(s_total << (2 * k))
+    return (1 << 62) // t, 46 - k
+
+
+def quantized_layer_norm_reference(x: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, eps_term: int,
+                                   shift: int, out_zero_point: int) -> torch.Tensor:
+    n = gain.numel()
+    order = list(x.dim_order())
+    if not innermost_hold(x, n) or bias.numel() != n or eps_term < 1 or not 0 <= shift <= 30:
+        raise ValueError("emlkit::quantized_layer_norm: gain/bias must have the size of x's innermost dims in memory, "
+                         "eps_term >= 1, 0 <= shift <= 30")
+    mem = x.permute(order)                    # memory order: rows of n consecutive codes
+    q = mem.reshape(-1, n).to(torch.int64)
+    s = q.sum(dim=1)
+    ss = (q * q).sum(dim=1)
+    total = n * ss - s * s + eps_term
+    recip = [layer_norm_row_reciprocal(int(v)) for v in total.tolist()]
+    inv = torch.tensor([r[0] for r in recip], dtype=torch.int64).unsqueeze(1)
+    sh = torch.tensor([r[1] for r in recip], dtype=torch.int64).unsqueeze(1)
+    d = n * q - s.unsqueeze(1)
+    norm = (d * inv + (1 << (sh - 1))) >> sh
+    acc = norm * gain.to(torch.int64).reshape(1, n) + (bias.to(torch.int64).reshape(1, n) << 16)
+    out = ((acc + (1 << (15 + shift))) >> (16 + shift)) + out_zero_point
+    back = [order.index(d) for d in range(x.dim())]
+    return out.clamp(-128, 127).to(torch.int8).reshape(mem.shape).permute(back)
+
+
+def innermost_hold(x: torch.Tensor, n: int) -> bool:
+    """Whether some of x's innermost dims in memory (its dim order) hold exactly n elements: the rows
+    emlkit::quantized_layer_norm normalises (firmware/ops/emlkit_ops.c checks the same at load)."""
+    size = 1
+    for d in reversed(list(x.dim_order())):
+        if size >= n:
+            break
+        size *= x.shape[d]
+    return n > 0 and size == n
+
+
+@impl(_lib, "quantized_layer_norm", "CompositeExplicitAutograd")  # type: ignore[misc]
+def _layer_norm_impl(x: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, eps_term: int, shift: int,
+                     out_zero_point: int) -> torch.Tensor:
+    return quantized_layer_norm_reference(x, gain, bias, eps_term, shift, out_zero_point)
+
+
+@impl(_lib, "quantized_layer_norm.out", "CompositeExplicitAutograd")  # type: ignore[misc]
+def _layer_norm_out_impl(x: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, eps_term: int, shift: int,
+                         out_zero_point: int, *, out: torch.Tensor) -> torch.Tensor:
+    out.copy_(quantized_layer_norm_reference(x, gain, bias, eps_term, shift, out_zero_point))
+    return out
+
+
+@register_fake("emlkit::quantized_layer_norm")  # type: ignore[misc]
+def _layer_norm_fake(x: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, eps_term: int, shift: int,
+                     out_zero_point: int) -> torch.Tensor:
+    return torch.empty_like(x, dtype=torch.int8)
+
+
+# ---- softmax and average pool with free output qparams
+
+EXP_ONE_BITS = 22        # exp_table[0] = 2^22: 1/2^22 is far below one output step
+PROB_BITS = 30           # p_j in Q30
+
+
+lib.define("softmax(Tensor input, Tensor exp_table, int dim, int output_zero_point, int output_multiplier, "
+           "int output_shift) -> Tensor")
+lib.define("softmax.out(Tensor input, Tensor exp_table, int dim, int output_zero_point, int output_multiplier, "
+           "int output_shift, *, Tensor(a!) out) -> Tensor(a!)")
+lib.define("quantized_avg_pool2d(Tensor input, int[] kernel_size, int[] stride, int input_zero_point, "
+           "int output_zero_point, int multiplier, int shift) -> Tensor")
+lib.define("quantized_avg_pool2d.out(Tensor input, int[] kernel_size, int[] stride, int input_zero_point, "
+           "int output_zero_point, int multiplier, int shift, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def multiplier_shift(real: float) -> tuple[int, int]:
+    """(M, T) with M in [2^30, 2^31) and M / 2^T the closest such fraction to `real` (> 0)."""
+    if not (real > 0.0 and math.isfinite(real)):
+        raise ValueError(f"requantization factor {real} is not a positive finite number")
+    mant, exp = math.frexp(real)          # real = mant * 2^exp, mant in [0.5, 1)
+    m = round(mant * (1 << 31))
+    if m == 1 << 31:
+        m, exp = 1 << 30, exp + 1
+    return m, 31 - exp
+
+
+def softmax_exp_table(input_scale: float) -> torch.Tensor:
+    """exp_table[d] = round(2^22 * exp(-d * input_scale)) for d = 0..255 (float64 on the host)."""
+    d = torch.arange(256, dtype=torch.float64)
+    return torch.round(torch.exp(-d * input_scale) * (1 << EXP_ONE_BITS)).to(torch.int32)
+
+
+def softmax_output_requant(output_scale: float) -> tuple[int, int]:
+    return multiplier_shift(1.0 / (output_scale * (1 << PROB_BITS)))
+
+
+def _requant(v: torch.Tensor, multiplier: int, shift: int, zp: int) -> torch.Tensor:
+    # int64 throughout; >> is an arithmetic (floor) shift, so ties round up, as in the C kernels.
+    y = ((v * multiplier + (1 << (shift - 1))) >> shift) + zp
+    return y.clamp(-128, 127).to(torch.int8)
+
+
+def _check_requant(op: str, multiplier: int, shift: int) -> None:
+    if not (1 << 30 <= multiplier < 1 << 31) or not 1 <= shift <= 62:
+        raise ValueError(f"{op}: multiplier {multiplier} must be in [2^30, 2^31) and shift {shift} in [1, 62]")
+
+
+@register_fake("emlkit::softmax")
+def _softmax_meta(input: torch.Tensor, exp_table: torch.Tensor, dim: int, output_zero_point: int,
+                  output_multiplier: int, output_shift: int) -> torch.Tensor:
+    return torch.empty_like(input, dtype=torch.int8)
+
+
+@impl(lib, "softmax", "CompositeExplicitAutograd")
+def _softmax_impl(input: torch.Tensor, exp_table: torch.Tensor, dim: int, output_zero_point: int,
+                  output_multiplier: int, output_shift: int) -> torch.Tensor:
+    if input.dtype != torch.int8 or exp_table.dtype != torch.int32 or exp_table.numel() != 256:
+        raise TypeError("emlkit.softmax: expected int8 input and a 256-entry int32 exp_table")
+    _check_requant("emlkit.softmax", output_multiplier, output_shift)
+    x = input.to(torch.int64)
+    d = x.amax(dim=dim, keepdim=True) - x
+    e = exp_table.to(torch.int64)[d]
+    s = e.sum(dim=dim, keepdim=True)
+    p = ((e << 31) + s) // (2 * s)
+    return _requant(p, output_multiplier, output_shift, output_zero_point).contiguous(
+        memory_format=_memory_format(input))
+
+
+def _pool_out(n: int, k: int, s: int) -> int:
+    return (n - k) // s + 1
+
+
+@register_fake("emlkit::quantized_avg_pool2d")
+def _avg_pool_meta(input: torch.Tensor, kernel_size: Sequence[int], stride: Sequence[int], input_zero_point: int,
+                   output_zero_point: int, multiplier: int, shift: int) -> torch.Tensor:
+    n, c, h, w = input.shape
+    shape = (n, c, _pool_out(h, kernel_size[0], stride[0]), _pool_out(w, kernel_size[1], stride[1]))
+    return torch.empty(shape, dtype=torch.int8, device=input.device, memory_format=_memory_format(input))
+
+
+@impl(lib, "quantized_avg_pool2d", "CompositeExplicitAutograd")
+def _avg_pool_impl(input: torch.Tensor, kernel_size: Sequence[int], stride: Sequence[int], input_zero_point: int,
+                   output_zero_point: int, multiplier: int, shift: int) -> torch.Tensor:
+    if input.dtype != torch.int8 or input.dim() != 4:
+        raise TypeError("emlkit.quantized_avg_pool2d: expected a 4-D int8 input")
+    _check_requant("emlkit.quantized_avg_pool2d", multiplier, shift)
+    k, s = tuple(kernel_size), tuple(stride)
+    # Window sums of integers below 2^53 are exact in float64.
+    sums = F.avg_pool2d(input.to(torch.float64) - input_zero_point, k, s, divisor_override=1)
+    out = _requant(sums.round().to(torch.int64), multiplier, shift, output_zero_point)
+    return out.contiguous(memory_format=_memory_format(input))

@@ -1,0 +1,242 @@
+"""Ethos-U flow: Arm quantizer -> TOSA partitioner -> Vela; the CPU remainder uses cortex_m:: Q/DQ ops."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import glob
+import logging
+import os
+import shutil
+import tempfile
+import traceback
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+from executorch.backends.arm.ethosu import EthosUCompileSpec
+from executorch.backends.arm.arm_vela import vela_compile
+from executorch.backends.arm.quantizer import (
+    get_symmetric_a16w8_quantization_config,
+    get_symmetric_quantization_config,
+)
+from executorch.backends.arm.util._factory import create_partitioner, create_quantizer
+from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
+from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+from executorch.exir.lowered_backend_module import get_lowered_submodules
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from emlkit.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError, cause_chain
+from emlkit.lower import LowerOptions
+from emlkit.lower.flow import Flow, run_post_passes
+from emlkit.native_output import stdout_to_log
+from emlkit.targets import Target
+
+log = logging.getLogger(__name__)
+
+# Vela writes its summary CSV (cycles, SRAM, flash) without verbose flags; they only add stdout noise.
+VELA_FLAGS: list[str] = []
+
+
+# Ops whose Ethos-U85 command streams use features our functional NPU model (emlkit/npu/) and the firmware's
+# command-stream checker do not have yet: indexed DMA (gather/scatter from index_select, embedding,
+# index_put, index) and the elementwise SELECT of where, plus REDUCE_MIN. A U85 program could not be
+# checked bit for bit with them on the NPU, so the partitioner leaves them on the CPU (int8 kernels, or
+# float under --allow-float). The U55 has none of these commands: Vela places them on the CPU anyway.
+# The fills that feed a where (masked_fill's full_like) stay with it: alone, a fill becomes a partition
+# whose TOSA graph has no input while the delegate call passes one.
+U85_CPU_OPS = frozenset({"aten::index_select", "aten::embedding", "aten::index_put", "aten::index", "aten::gather",
+                         "aten::scatter", "aten::where", "aten::amin", "aten::full_like", "aten::full"})
+
+
+class _KeepOnCpu(OperatorSupportBase):
+    """Partitioner check: nodes of the named ops are not given to the NPU."""
+
+    def __init__(self, ops: frozenset[str]) -> None:
+        self.ops = ops
+
+    def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
+        schema = getattr(node.target, "_schema", None)   # torch and edge op overloads have one
+        return node.op != "call_function" or getattr(schema, "name", None) not in self.ops
+
+
+def partitioner_checks(target: Target) -> list[OperatorSupportBase]:
+    return [_KeepOnCpu(U85_CPU_OPS)] if (target.npu or "").startswith("ethos-u85") else []
+
+
+@dataclass
+class VelaPartition:
+    """One delegate as Vela compiled it: the TOSA graph it was given, the blob it wrote and its estimates."""
+
+    tosa: bytes
+    summary: dict[str, str]
+    blob: bytes
+
+
+def _raised_in_vela(exc: BaseException) -> bool:
+    """True when the error (or one it wraps) was raised while ExecuTorch's vela_compile ran."""
+    return any(os.path.basename(f.filename) == "arm_vela.py"
+               for e in cause_chain(exc, context=True) for f in traceback.extract_tb(e.__traceback__))
+
+
+def _tosa_dumps(workdir: str) -> dict[str, bytes]:
+    """TOSA graphs ExecuTorch's TOSA backend wrote (compile-spec option dump_intermediate_artifacts_to),
+    by delegation tag: it names them output_<tag>_<tosa spec>.tosa."""
+    out: dict[str, bytes] = {}
+    for path in glob.glob(os.path.join(workdir, "output_*.tosa")):
+        tag = os.path.basename(path)[len("output_"):].split("_", 1)[0]
+        with open(path, "rb") as f:
+            out[tag] = f.read()
+    return out
+
+
+def _vela_summary_csv(outdir: str) -> dict[str, str]:
+    summary: dict[str, str] = {}
+    for path in glob.glob(os.path.join(outdir, "*_summary_*.csv")):
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        if rows:
+            summary = rows[-1]
+    return summary
+
+
+def _clear_artefacts(workdir: str) -> None:
+    """Outputs of an earlier compile in a reused intermediates folder would pass for this one's."""
+    for path in [*glob.glob(os.path.join(workdir, "output_*.tosa")), os.path.join(workdir, "out.tosa"),
+                 *glob.glob(os.path.join(workdir, "output", "*_summary_*.csv"))]:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def vela_partitions(edge: Any, workdir: str, target: Target) -> list[VelaPartition]:
+    """Every delegate of the lowered program, in graph order: its TOSA graph, Vela blob and Vela estimates.
+
+    Public ExecuTorch interfaces only: the blob is the delegate's processed_bytes, the TOSA graph the
+    backend's intermediate dump (matched by the delegation tag kept in the delegate's original
+    program). Vela writes its summary CSV and its input (out.tosa) into one fixed folder, so after
+    lowering they hold the last partition's; any other partition is compiled again with vela_compile
+    (deterministic: its blob must equal the delegate's) to read its estimates.
+    """
+    dumps = _tosa_dumps(workdir)
+    last_tosa = b""
+    with contextlib.suppress(FileNotFoundError), open(os.path.join(workdir, "out.tosa"), "rb") as f:
+        last_tosa = f.read()
+    parts: list[VelaPartition] = []
+    used: set[bytes] = set()
+    for name, module, _ in get_lowered_submodules(edge.exported_program().graph_module):
+        if module.backend_id != "EthosUBackend":
+            continue
+        blob = bytes(module.processed_bytes)
+        # The partition's own ops carry its tag; a placeholder fed by an earlier partition keeps that one's.
+        tags = {n.meta.get("delegation_tag") for n in module.original_module.graph_module.graph.nodes
+                if n.op == "call_function"} - {None, ""}
+        tag = next(iter(tags)) if len(tags) == 1 else None
+        if tag in dumps and dumps[tag] == last_tosa:
+            tosa, summary = last_tosa, _vela_summary_csv(os.path.join(workdir, "output"))
+        else:
+            # ExecuTorch names a dump by the first tag its Arm passes left in the graph, which may be none
+            # (output_<spec>.tosa) or a neighbour's: try the tagged dump first, then every other one, and keep
+            # the graph Vela compiles to this delegate's blob.
+            ordered = ([dumps[tag]] if tag in dumps else []) + [d for d in [*dumps.values(), last_tosa]
+                                                                  if d and d not in used]
+            found = next(((t, summ) for t in dict.fromkeys(ordered) if (summ := _recompiled(t, blob, target))), None)
+            if found is None:
+                raise AotError(f"internal: no dumped TOSA graph compiles to delegate {name}'s blob (tags "
+                               f"{sorted(tags)}, dumps {sorted(dumps)})", EXIT_INTERNAL)
+            tosa, summary = found
+        used.add(tosa)
+        parts.append(VelaPartition(tosa, summary, blob))
+    return parts
+
+
+def _recompiled(tosa: bytes, blob: bytes, target: Target) -> dict[str, str] | None:
+    """Vela's summary for TOSA when Vela compiles it to BLOB (it is deterministic), else None."""
+    with tempfile.TemporaryDirectory(prefix="aot_vela_part_") as tmp:
+        try:
+            again = vela_compile(tosa, list(compile_spec(target, tmp).compiler_flags), intermediate_path=tmp)
+        except Exception:  # another partition's graph may not even compile alone: it is not this one
+            return None
+        if bytes(again.processed_bytes) != blob:
+            return None
+        return _vela_summary_csv(os.path.join(tmp, "output")) or {"matched": "1"}
+
+
+def compile_spec(target: Target, workdir: str) -> EthosUCompileSpec:
+    assert target.npu is not None
+    spec = EthosUCompileSpec(target.npu, extra_flags=VELA_FLAGS + list(target.vela_flags))
+    spec.dump_intermediate_artifacts_to(workdir)
+    return spec
+
+
+def make_quantizer(spec: EthosUCompileSpec, activation_bits: int = 8) -> Any:
+    quantizer = create_quantizer(spec)
+    if activation_bits == 16:
+        quantizer.set_global(get_symmetric_a16w8_quantization_config(is_per_channel=True))
+    else:
+        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+    return quantizer
+
+
+@contextlib.contextmanager
+def _arm_pipeline_parts(options: LowerOptions) -> Iterator[None]:
+    """Our passes with a part inside ExecuTorch's Arm TOSA pipeline (`arm_pipeline()`) switch it on for this
+    lowering only: the part is registered for the whole process, a compile without the pass must not see it."""
+    with contextlib.ExitStack() as stack:
+        for p in options.pre_edge_passes:
+            part = getattr(p, "arm_pipeline", None)
+            if part is not None:
+                stack.enter_context(part())
+        yield
+
+
+@dataclass
+class _Workspace:
+    """One Ethos-U compile's Vela folder (removed at the end when it is temporary) and compile spec."""
+
+    workdir: str
+    temporary: bool
+    spec: EthosUCompileSpec
+
+
+class _EthosU(Flow):
+    @contextlib.contextmanager
+    def workspace(self, target: Target, options: LowerOptions) -> Iterator[_Workspace]:
+        temporary = options.intermediates is None
+        workdir = options.intermediates or tempfile.mkdtemp(prefix="aot_vela_")
+        try:
+            os.makedirs(workdir, exist_ok=True)
+            yield _Workspace(workdir, temporary, compile_spec(target, workdir))
+        finally:
+            if temporary:  # Vela's intermediates were only needed while it ran
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    def quantizer(self, ws: _Workspace, target: Target, options: LowerOptions) -> Any:
+        return make_quantizer(ws.spec, target.activation_bits)
+
+    def to_edge(self, ws: _Workspace, exported: torch.export.ExportedProgram, target: Target,
+                options: LowerOptions) -> tuple[Any, dict[str, Any]]:
+        _clear_artefacts(ws.workdir)
+        with stdout_to_log(log, "Vela"), _arm_pipeline_parts(options):
+            try:
+                edge = to_edge_transform_and_lower(
+                    exported,
+                    partitioner=[create_partitioner(ws.spec, partitioner_checks(target))],
+                    compile_config=EdgeCompileConfig(_check_ir_validity=False),
+                )
+            except Exception as exc:
+                if not _raised_in_vela(exc):
+                    raise
+                # Vela (regor) raises plain RuntimeErrors for operators it cannot place.
+                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise AotError(f"Vela could not compile an NPU partition for {target.name}: {why}. ExecuTorch's "
+                               "partitioner gave the NPU an operator form Vela rejects: change that layer, or "
+                               "compile the model for a cortex-m target", EXIT_UNSUPPORTED) from exc
+            partitions = vela_partitions(edge, ws.workdir, target)
+        # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.
+        edge = run_post_passes(edge, [ReplaceQuantNodesPass()] + list(options.post_passes))
+        return edge, {"vela_partitions": partitions, "workdir": None if ws.temporary else ws.workdir,
+                      "compile_spec": ws.spec}
+
+
+# lower(module, inputs, calibration, target, options) -> Lowered: the steps of emlkit/lower/flow.py.
+lower = _EthosU().lower

@@ -1,0 +1,73 @@
+"""Our graph passes and quantizer configuration, added to LowerOptions by `configure`.
+
+One pass per file, each file's docstring says what it matches and what it emits:
+- lut_fusion.py (+ lut_backends.py, lut_ethos_u.py): pointwise chains -> one lookup table.
+- relu6_to_hardtanh.py: F.relu6 -> hardtanh(0, 6) so quantizers fuse it as activation bounds.
+- channels_last_everywhere.py: a channels-last copy after any op whose 4-D output is not (Cortex-M).
+- conv1d_as_conv2d.py: Conv1d (+ BatchNorm1d) and 1-D pools as 2-D ops over [N, C, 1, L] (every flow).
+- fold_linear_batchnorm.py: Linear + BatchNorm1d -> one Linear (Cortex-M; prepare_pt2e folds only convs).
+- linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
+- avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.
+- npu_pool_as_depthwise.py: whole-map average pools (global, squeeze-excite) -> depthwise convs with
+  weights 1/(H*W) on Ethos-U, so the mean gets its own output qparams (the Arm quantizer shares the input's).
+- cancel_transposes.py: cortex_m::transpose pairs that undo each other (q @ k^T) removed.
+- fold_input_offset.py: Cortex-M convolutions without padding get input_offset * sum(w) folded into
+  their bias at compile time (offset 0), so the kernels skip that per-call pass over the weights.
+- contiguous_view_base.py: a contiguous copy before a view_copy of a non-contiguous (channels-last)
+  tensor, which ExecuTorch would otherwise alias with contiguous strides.
+- kernel_scratch.py: conv/depthwise/avg-pool scratch tensors sized for our kernels; kernel variants
+  reported.
+- activation_alone.py (quantizer annotation): conv/linear/add + activation feeding a concat, and
+  every hardsigmoid on Cortex-M, quantized on their own, not folded into the producer.
+- upsample_shared_qparams.py (quantizer config): nearest upsampling shares its input's qparams on
+  Cortex-M, so it runs on int8 codes.
+- int8_layer_norm.py: dequantize -> layer_norm (any trailing dims) -> quantize -> emlkit::quantized_layer_norm (integer
+  arithmetic; emlkit/emlkit_ops.py).
+- int8_upsample.py: integer nearest upsampling -> emlkit::upsample_nearest2d, any other nearest
+  resize -> emlkit::upsample_nearest2d_index with torch's own row/column tables (emlkit/emlkit_ops.py).
+- symmetric_weight_range.py (quantizer annotation): int8 weights over [-127, 127] like the Arm
+  quantizer, not [-128, 127] which clips each channel's largest weight (Cortex-M).
+- int8_matmul_on_u55.py (quantizer config): bmm/mm in int8 on a16w8 U55/U65 targets, which
+  delegate matmuls only with int8 inputs.
+- fc_rows_as_pixels.py: Linear over M > 1 rows -> 1x1 conv over M pixels on int16 Ethos-U targets
+  (Vela 5.1.0 miscompiles int16 FC stacks at batch > 1).
+- explicit_npu_clamp.py: conv/linear + ReLU/ReLU6 whose zero point is not int8's minimum (a concat
+  branch) gets a quantize/dequantize before the activation on Ethos-U, so it stays an int8 CLAMP
+  (ExecuTorch's fold would drop its lower bound).
+- npu_pool_zero_point.py: average pools keep their real zero points in the TOSA graph on Ethos-U
+  (ExecuTorch's constant folding quantized them: 3 -> 127, and every rounding tie went one way).
+- npu_a16w8_conv_rescale.py: on int16 Ethos-U targets an int16 convolution's int32 consumers (add, mul)
+  read its int16 output, not its accumulator (Vela 5.1.0 refuses int32 convolution outputs on the U55).
+- split_fused_projection.py: a fused q/k/v Linear read part by part (reshape, permute, select) -> one
+  Linear per part on Ethos-U55/U65 (Vela 5.1.0 loses a sliced MATMUL operand's offset there).
+- split_as_slices.py: split/chunk -> one slice per read piece on Cortex-M (no kernel returns a tensor list).
+- split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
+  entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
+- own_output_qparams.py (quantizer annotation): softmax and whole-window average pools that feed the final
+  classifier observe their own output qparams on Cortex-M (ExecuTorch fixes softmax at 1/256 and pools at
+  their input's).
+- npu_softmax_ranges.py (quantizer annotation): the sum inside ExecuTorch's NPU softmax decomposition
+  gets its exact range [0, N] on int8 Ethos-U targets (observed, it saturated on unseen inputs).
+- npu_hardswish_floor.py (quantizer annotation): a tensor that only feeds hardswish is observed from -3
+  up on Ethos-U, as ExecuTorch's Cortex-M flow clamps it (hardswish is 0 below -3).
+- emlkit_softmax.py: dq -> softmax -> q -> emlkit::softmax (integer, free output scale) on Cortex-M.
+- emlkit_avg_pool.py: dq -> average pool / mean -> q -> emlkit::quantized_avg_pool2d (integer sum,
+  requantized to the pool's own output qparams) on Cortex-M.
+- verify_program.py: last pass, rejects broken programs and (by default) float islands.
+
+Each pass class derives from manager.Pass and declares its `stage`, `ops`, `order`, `runs_after` and
+`runs_before`; `configure` builds every pass emlkit/passes/manager.py discovers in this package's modules,
+and the manager orders them and refuses undeclared passes, unknown names, constraints against the stage
+order, repeated orders and cycles (tests/passes/test_manager.py checks the order).
+"""
+
+from __future__ import annotations
+
+from emlkit.lower import LowerOptions
+
+
+def configure(opts: LowerOptions, allow_float: bool = False) -> None:
+    """Add every pass of this package to `opts` (called by the CLI for every compile)."""
+    from emlkit.passes.manager import discover, install
+
+    install(opts, [cls.create(opts, allow_float) for cls in discover()])

@@ -1,0 +1,227 @@
+"""Pass manager: every pass declares where it runs; this finds, orders and checks them.
+
+Every pass class derives from `Pass` and declares, with the `@declare(stage, ops, order=...,
+runs_after=..., runs_before=...)` class decorator (which sets these class attributes):
+- `stage`: one of STAGES, the point of the flow that calls it (and so its calling convention):
+  after export (pre_quant), the quantizer's annotation (quantizer_hook), after quantization
+  (pre_edge), the lowered Cortex-M program (program), after to_edge (post), the final check (check);
+- `ops`: the ops it matches or configures (documentation, checked to be non-empty);
+- `order`: a number, unique among all passes, that breaks ties where the constraints leave a choice;
+- `runs_after` / `runs_before`: names of other pass classes that must run before / after it.
+  `ALL` ("*") in `runs_after` means after every other pass of its stage (at most one pass a stage
+  may say so; two would contradict each other);
+- where it applies (empty: everywhere): `flows` ("cortex_m", "ethos_u"), `targets` (compile target
+  names or families as fnmatch patterns, e.g. "ethos-u55*"), `bits` ("int8" or "a16w8" activations)
+  and `options` (LowerOptions flags and the value they must have, e.g. {"explicit_layout": False}).
+
+A pass does not decide for itself whether it runs: before a compile the flow calls every pass's
+`set_target` (emlkit.lower.bind_passes), where `Pass` stores `applies_to`'s verdict from the declaration
+in `applicable`; a pass that does not apply leaves the graph as it is (its report entry stays, empty).
+
+`discover` imports every module of emlkit/passes (pkgutil; `_`-prefixed helper modules and
+NOT_PASS_MODULES hold helpers only) and returns the declared pass classes. `order` sorts passes
+topologically (ties by `order`), and refuses an undeclared pass, a name no given pass has, a
+constraint against the stage order, and a cycle, with PassOrderError (an internal error: the
+toolkit's own declarations are wrong). `install` puts the ordered passes into a LowerOptions'
+per-stage lists and logs the pipeline (`pipeline` gives it as pass names per stage).
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib
+import logging
+import pkgutil
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterable
+
+from emlkit.errors import EXIT_INTERNAL, AotError
+from emlkit.lower import LowerOptions
+
+# Flow order; each stage is one LowerOptions list.
+STAGES: tuple[str, ...] = ("pre_quant", "quantizer_hook", "pre_edge", "program", "post", "check")
+STAGE_FIELD: dict[str, str] = {
+    "pre_quant": "pre_quant_passes",
+    "quantizer_hook": "quantizer_hooks",
+    "pre_edge": "pre_edge_passes",
+    "program": "program_passes",
+    "post": "post_passes",
+    "check": "program_checks",
+}
+ALL = "*"
+FLOWS = ("cortex_m", "ethos_u")
+BITS = {8: "int8", 16: "a16w8"}  # activation bits -> the declaration's name
+# Modules of emlkit/passes without a `_` prefix that hold helpers of a pass, not a pass.
+NOT_PASS_MODULES = frozenset({"manager", "lut_fusion", "lut_ethos_u"})
+
+log = logging.getLogger(__name__)
+
+
+class PassOrderError(AotError):
+    def __init__(self, message: str) -> None:
+        super().__init__(f"internal error in the pass declarations: {message}", EXIT_INTERNAL)
+
+
+class Pass:
+    """Base of every pass: the declaration (set by `declare`) and how `configure` builds one."""
+
+    stage: ClassVar[str]
+    ops: ClassVar[tuple[str, ...]]
+    order: ClassVar[int]
+    runs_after: ClassVar[tuple[str, ...]] = ()
+    runs_before: ClassVar[tuple[str, ...]] = ()
+    flows: ClassVar[tuple[str, ...]] = ()
+    targets: ClassVar[tuple[str, ...]] = ()
+    bits: ClassVar[tuple[str, ...]] = ()
+    options: ClassVar[dict[str, bool]] = {}
+    # The manager's verdict for the bound target (set_target); True until bound, so a pass built
+    # on its own (tests) runs.
+    applicable: bool = True
+
+    def set_target(self, target: Any, options: Any) -> None:
+        """Called by the flow before each compile: whether the pass applies, then its target settings."""
+        self.applicable = applies_to(type(self), target, options)
+        self.bind(target, options)
+
+    def bind(self, target: Any, options: Any) -> None:
+        """Settings that depend on the target (not whether the pass runs: that is the declaration's)."""
+
+    @classmethod
+    def create(cls, opts: LowerOptions, allow_float: bool) -> "Pass":
+        """The instance the compile runs; passes with settings from the options override this."""
+        return cls()
+
+
+def declare(stage: str, ops: tuple[str, ...], *, order: int, runs_after: tuple[str, ...] = (),
+            runs_before: tuple[str, ...] = (), flows: tuple[str, ...] = (), targets: tuple[str, ...] = (),
+            bits: tuple[str, ...] = (), options: dict[str, bool] | None = None) -> Callable[[type], type]:
+    """Class decorator: the pass's stage, the ops it rewrites, its tie-break order, its ordering
+    constraints (checked by `order`) and where it applies (checked by `applies_to`)."""
+    def apply(cls: type) -> type:
+        if not issubclass(cls, Pass):
+            raise PassOrderError(f"pass {cls.__name__} does not derive from emlkit.passes.manager.Pass")
+        unknown = [f for f in flows if f not in FLOWS] + [b for b in bits if b not in BITS.values()]
+        if unknown:
+            raise PassOrderError(f"pass {cls.__name__} declares unknown flows/bits {unknown}")
+        cls.stage, cls.ops, cls.order = stage, tuple(ops), order  # type: ignore[attr-defined]
+        cls.runs_after, cls.runs_before = tuple(runs_after), tuple(runs_before)  # type: ignore[attr-defined]
+        cls.flows, cls.targets, cls.bits = tuple(flows), tuple(targets), tuple(bits)  # type: ignore[attr-defined]
+        cls.options = dict(options or {})  # type: ignore[attr-defined]
+        cls.declared = cls  # type: ignore[attr-defined]  # a subclass of a pass is not declared by inheritance
+        return cls
+    return apply
+
+
+def applies_to(cls: type, target: Any, options: Any) -> bool:
+    """Whether the declaration of pass class `cls` covers `target` (an emlkit.targets.Target) under
+    `options` (a LowerOptions; None means the defaults)."""
+    opts = options if options is not None else LowerOptions()
+    flows, targets = getattr(cls, "flows", ()), getattr(cls, "targets", ())
+    bits, needs = getattr(cls, "bits", ()), getattr(cls, "options", {})
+    return ((not flows or target.flow in flows)
+            and (not targets or any(fnmatch(target.name, t) for t in targets))
+            and (not bits or BITS[target.activation_bits] in bits)
+            and all(getattr(opts, k) == v for k, v in needs.items()))
+
+
+def discover() -> list[type]:
+    """Every declared pass class of the modules of emlkit/passes, in `order`."""
+    found: list[type] = []
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):  # this package's modules, by their files
+        if info.name.startswith("_") or info.name in NOT_PASS_MODULES:
+            continue
+        module = importlib.import_module(f"{__package__}.{info.name}")
+        found += [c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__
+                  and getattr(c, "declared", None) is c]
+    return sorted(found, key=lambda c: c.order)
+
+
+def pass_name(p: Any) -> str:
+    return type(p).__name__
+
+
+def _declared(p: Any) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    name = pass_name(p)
+    missing = [a for a in ("stage", "ops", "order", "runs_after", "runs_before") if not hasattr(type(p), a)]
+    if missing:
+        raise PassOrderError(f"pass {name} does not declare {', '.join(missing)} (see emlkit/passes/manager.py)")
+    stage = type(p).stage
+    if stage not in STAGES:
+        raise PassOrderError(f"pass {name} declares unknown stage {stage!r} (one of {', '.join(STAGES)})")
+    ops, after, before = tuple(type(p).ops), tuple(type(p).runs_after), tuple(type(p).runs_before)
+    if not ops:
+        raise PassOrderError(f"pass {name} declares no ops")
+    return stage, ops, after, before
+
+
+def order(passes: Iterable[Any]) -> list[Any]:
+    """The passes in a valid run order: by stage, then topologically by runs_after/runs_before, ties by `order`."""
+    given = list(passes)
+    decl = {}
+    for p in given:
+        name = pass_name(p)
+        if name in decl:
+            raise PassOrderError(f"pass {name} is given twice")
+        decl[name] = _declared(p)
+    rank = {s: i for i, s in enumerate(STAGES)}
+    edges: dict[str, set[str]] = {n: set() for n in decl}      # a -> b: a runs before b
+    for name, (stage, _, after, before) in decl.items():
+        for other in (*after, *before):
+            if other != ALL and other not in decl:
+                raise PassOrderError(f"pass {name} names unknown pass {other!r} in runs_after/runs_before")
+        if ALL in before:
+            raise PassOrderError(f"pass {name}: {ALL!r} is only allowed in runs_after")
+        if ALL in after:
+            peers = [o for o, d in decl.items() if o != name and d[0] == stage]
+            clash = [o for o in peers if ALL in decl[o][2]]
+            if clash:
+                raise PassOrderError(f"passes {name} and {clash[0]} both run after every other pass of stage {stage}")
+            after = (*[a for a in after if a != ALL], *peers)
+        for first, then in [(a, name) for a in after] + [(name, b) for b in before]:
+            if first == then:
+                raise PassOrderError(f"pass {name} is ordered against itself")
+            if rank[decl[first][0]] > rank[decl[then][0]]:
+                raise PassOrderError(f"{first} ({decl[first][0]}) must run before {then} ({decl[then][0]}), "
+                                     "against the stage order")
+            edges[first].add(then)
+    # Kahn's algorithm; among ready passes the earliest stage, then the lowest `order`, goes first.
+    orders = {pass_name(p): type(p).order for p in given}
+    if len(set(orders.values())) != len(orders):
+        raise PassOrderError(f"two passes declare the same order: {sorted(orders.items(), key=lambda kv: kv[1])}")
+    key = {n: (rank[decl[n][0]], orders[n]) for n in decl}
+    indeg = {n: 0 for n in decl}
+    for outs in edges.values():
+        for b in outs:
+            indeg[b] += 1
+    ready = [(key[n], n) for n, d in indeg.items() if d == 0]
+    heapq.heapify(ready)
+    out: list[str] = []
+    while ready:
+        _, n = heapq.heappop(ready)
+        out.append(n)
+        for b in edges[n]:
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                heapq.heappush(ready, (key[b], b))
+    if len(out) != len(decl):
+        stuck = sorted(n for n in decl if n not in out)
+        raise PassOrderError(f"runs_after/runs_before form a cycle among {', '.join(stuck)}")
+    # A stage's passes must be contiguous: a later stage's pass cannot be scheduled before an earlier one.
+    stages = [rank[decl[n][0]] for n in out]
+    assert stages == sorted(stages), "cross-stage edges follow the stage order"
+    by_name = {pass_name(p): p for p in given}
+    return [by_name[n] for n in out]
+
+
+def install(opts: LowerOptions, passes: Iterable[Any]) -> None:
+    """Append the ordered passes to the LowerOptions list of their stage."""
+    for p in order(passes):
+        getattr(opts, STAGE_FIELD[type(p).stage]).append(p)
+    log.debug("pass pipeline: %s", pipeline(opts))
+
+
+def pipeline(opts: LowerOptions, target: Any = None) -> dict[str, list[str]]:
+    """The installed passes' names per stage, in run order; given a target, those that apply to it."""
+    return {s: [pass_name(p) for p in getattr(opts, STAGE_FIELD[s])
+                if target is None or applies_to(type(p), target, opts)] for s in STAGES}

@@ -1,0 +1,63 @@
+"""One table: target name -> CPU, lowering flow and backend options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from emlkit.errors import AotError
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    flow: str                      # "cortex_m" (no delegate) or "ethos_u" (Vela delegate)
+    cpu: str                       # CPU that runs the non-delegated ops
+    default_board: str
+    npu: str | None = None         # Ethos-U accelerator config given to Vela
+    vela_flags: tuple[str, ...] = field(default_factory=tuple)
+    activation_bits: int = 8       # 16: int16 activations, int8 weights (Arm's A16W8 quantization config)
+    # Boards the suite runs this target on; the first is default_board. More than one where the
+    # target's own machine is too small for most models and a stand-in runs the same code.
+    suite_boards: tuple[str, ...] = ()
+
+    @property
+    def boards(self) -> tuple[str, ...]:
+        return self.suite_boards or (self.default_board,)
+
+    @property
+    def isa(self) -> str:
+        """Kernel ISA the CPU offers, as ExecuTorch's Cortex-M backend sees it: "MVE", "DSP" or "SCALAR".
+        It picks what the lowering emits (e.g. kernel sums for MVE fully connected layers, bias otherwise)."""
+        from executorch.backends.cortex_m.target_config import CortexMTargetConfig
+
+        return CortexMTargetConfig.from_target_string(self.cpu).backend.name
+
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in [
+        Target("cortex-m55", "cortex_m", "cortex-m55", "corstone-300"),
+        Target("cortex-m85", "cortex_m", "cortex-m85", "corstone-320"),
+        # Cores without MVE: DSP extension (M4, M7, M33) or neither (M0+, M3). QEMU 7.2's only
+        # Armv6-M machine is the 16 KiB micro:bit; an385-m0plus runs the same Armv6-M image on
+        # the AN385's Cortex-M3 with its memory (boards/README.md).
+        Target("cortex-m0plus", "cortex_m", "cortex-m0plus", "microbit", suite_boards=("microbit", "an385-m0plus")),
+        Target("cortex-m3", "cortex_m", "cortex-m3", "mps2-an385"),
+        Target("cortex-m4", "cortex_m", "cortex-m4", "mps2-an386"),
+        Target("cortex-m7", "cortex_m", "cortex-m7", "mps2-an500"),
+        Target("cortex-m33", "cortex_m", "cortex-m33", "mps2-an505"),
+        Target("ethos-u55-128", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-128"),
+        Target("ethos-u55-128-a16w8", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-128",
+               activation_bits=16),
+        Target("ethos-u55-256", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-256"),
+        Target("ethos-u65-256", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u65-256"),
+        Target("ethos-u85-256", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-256"),
+    ]
+}
+
+
+def get_target(name: str) -> Target:
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise AotError(f"unknown target '{name}': choose one of {', '.join(TARGETS)}") from None
