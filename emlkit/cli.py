@@ -35,74 +35,56 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
                         "host runs natively)")
 
 
-def _options(args: argparse.Namespace):  # -> LowerOptions
-    from emlkit.compile import make_options
-
-    return make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float, args.per_channel_linear)
+# Each command: its arguments -> a typed request (emlkit/commands.py resolves the target and board once) -> the
+# command, which hands the request to the library.
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from emlkit.compile import compile_model
-    from emlkit.summary import print_compile
+    from emlkit import commands
 
-    from emlkit.errors import EXIT_FIT
-    from emlkit.targets import get_target
-
-    board = args.board or get_target(args.target).default_board
-    res = compile_model(args.model, args.target, args.output, args.calibration, _options(args), board=board)
-    print_compile(res.report)
-    log.info("program: %s  bundled: %s  report: %s", res.pte, res.bpte, res.report_path)
-    fit = res.report.get("fit") or {}
-    if fit.get("checked") and not fit.get("fits"):
-        raise AotError(fit["line"], EXIT_FIT)
-    return 0
+    return commands.compile_cmd(commands.compile_request(args))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from emlkit.run import run_model
+    from emlkit import commands
 
-    return run_model(args, _options(args))
+    return commands.run_cmd(commands.run_request(args))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from emlkit.deploy.export import cmd_export as export
+    from emlkit import commands
 
-    return export(args, _options(args))
+    return commands.export_cmd(commands.export_request(args))
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from emlkit.etdump import cmd_inspect as inspect
+    from emlkit import commands
 
-    return inspect(args.etdump, args.log, args.etrecord, args.sim, args.json)
+    return commands.inspect_cmd(commands.inspect_request(args))
 
 
 def cmd_flash(args: argparse.Namespace) -> int:
-    from emlkit.deploy.flash import cmd_flash as flash
+    from emlkit import commands
 
-    return flash(args)
+    return commands.flash_cmd(commands.flash_request(args))
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
-    from emlkit.suite import main as suite
+    from emlkit import commands
 
-    return suite(args.suite_args)
+    return commands.suite_cmd(list(args.suite_args))
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
+    from emlkit import commands
 
-    from emlkit import models
+    return commands.models_cmd()
 
-    t = Table(title="model zoo")
-    for col in ("name", "inputs", "parameters", "description"):
-        t.add_column(col)
-    for name, desc in models.ZOO.items():
-        zm = models.build(name)
-        params = sum(p.numel() for p in zm.module.parameters())
-        t.add_row(name, ", ".join("x".join(map(str, i.shape)) for i in zm.inputs), f"{params:,}", desc)
-    Console().print(t)
-    return 0
+
+def cmd_opsuite(args: argparse.Namespace) -> int:
+    from emlkit import commands
+
+    return commands.opsuite_cmd(commands.opsuite_request(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         warnings.filterwarnings("ignore")  # torch/torchao deprecation noise
     try:
-        return int(args.func(args))
+        # opsuite's parser (emlkit/opsuite) names its own handlers; its requests go through the command layer too.
+        func = cmd_opsuite if args.cmd == "opsuite" else args.func
+        return int(func(args))
     except AotError as err:
         if args.verbose:
             traceback.print_exc()

@@ -17,14 +17,13 @@ from executorch.exir import ExecutorchBackendConfig
 
 import emlkit
 from emlkit import emit, macs, numerics, program_info, reference, verify
-from emlkit.deploy.fit import ProgramNeeds
 from emlkit.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
 from emlkit.load import LoadedModel, load_calibration, load_model
 from emlkit.lower import LowerOptions, Lowered
 from emlkit.measures import VELA_NPU_ONLY_KEY, VELA_TOTAL_KEY
 from emlkit.npu import compile_check
 from emlkit.passes import configure
-from emlkit.passes.verify_program import check_memory_plan
+from emlkit.program_needs import ProgramNeeds
 from emlkit.targets import TARGETS, Target, get_target
 
 log = logging.getLogger(__name__)
@@ -125,20 +124,7 @@ def _refuse_wrong_lowering(check: dict[str, Any], target: Target) -> None:
                 "README 'Not supported yet'): compile for a cortex-m target", EXIT_UNSUPPORTED)
 
 
-def compile_model(
-    model_spec: str,
-    target_name: str,
-    outdir: str | Path,
-    calibration: str | None = None,
-    options: LowerOptions | None = None,
-    reuse_cache: bool = False,
-    board: str | None = None,
-) -> CompileResult:
-    """Compile MODEL for TARGET into OUTDIR. With `board` (a Cortex-M target), the report's "fit" says
-    whether the program fits that board's memories (emlkit/deploy/fit.py; builds its image, cached)."""
-    target = get_target(target_name)
-    options = options or LowerOptions()
-    model = load_model(model_spec)
+def _output_folder(outdir: str | Path) -> Path:
     out = Path(outdir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -146,34 +132,61 @@ def compile_model(
         raise AotError(f"cannot create the output folder {out}: {exc.strerror or exc}: pass -o with a writable folder") from None
     if not os.access(out, os.W_OK):
         raise AotError(f"the output folder {out} is not writable: pass -o with a writable folder")
-    stem = f"{model.name}_{target.name}"
-    pte, bpte, rep = out / f"{stem}.pte", out / f"{stem}.bpte", out / f"{stem}.json"
-    etrecord = out / f"{stem}.etrecord"
-    key = cache_key(model, target, options, calibration)
-    if reuse_cache and pte.is_file() and bpte.is_file() and rep.is_file():
-        try:
-            old = json.loads(rep.read_text())
-        except json.JSONDecodeError:
-            old = {}
-        if old.get("cache_key") == key and (not (old.get("files") or {}).get("etrecord") or etrecord.is_file()):
-            log.debug("reusing cached program %s", bpte)
-            return CompileResult(model.name, target, pte, bpte, rep, old)
+    return out
 
-    t0 = time.monotonic()
-    calib = load_calibration(calibration, model.inputs)
+
+@dataclass
+class _Files:
+    """The files one compile writes: NAME_TARGET.pte/.bpte/.json/.etrecord in the output folder."""
+
+    stem: str
+    pte: Path
+    bpte: Path
+    report: Path
+    etrecord: Path
+
+    @classmethod
+    def of(cls, out: Path, stem: str) -> "_Files":
+        return cls(stem, out / f"{stem}.pte", out / f"{stem}.bpte", out / f"{stem}.json", out / f"{stem}.etrecord")
+
+
+def _cached(files: _Files, key: str) -> dict[str, Any] | None:
+    """The report of an earlier compile with this cache key whose files are all there, else None."""
+    if not (files.pte.is_file() and files.bpte.is_file() and files.report.is_file()):
+        return None
+    try:
+        old = json.loads(files.report.read_text())
+    except json.JSONDecodeError:
+        old = {}
+    if old.get("cache_key") == key and (not (old.get("files") or {}).get("etrecord") or files.etrecord.is_file()):
+        return old
+    return None
+
+
+def _float_outputs(model: LoadedModel) -> list[torch.Tensor]:
     with torch.no_grad():
         try:
-            float_out = numerics.flatten_outputs(model.module(*model.inputs))
+            return numerics.flatten_outputs(model.module(*model.inputs))
         except Exception as exc:  # the user's inputs do not fit the user's module
             given = ", ".join(f"{str(t.dtype).replace('torch.', '')} {'x'.join(map(str, t.shape))}" for t in model.inputs)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise AotError(f"ModelInputs ({given}) do not fit ModelUnderTest of {model.source}: PyTorch raised "
                            f"{type(exc).__name__}: {first}; give inputs of the shape and dtype the model takes") from None
-    if options.intermediates is None and target.flow == "ethos_u":
-        options.intermediates = str(out / f"{stem}.vela")
-    with torch.no_grad():
-        lowered = _flow(target).lower(model.module, model.inputs, calib, target, options)
+
+
+@dataclass
+class _Reference:
+    """The lowered program run on the host references: what the device must produce."""
+
+    device_out: list[torch.Tensor]
+    tosa_graphs: dict[str, bytes] | None
+    npu_check: Any
+
+
+def _reference(lowered: Lowered, target: Target, out: Path, stem: str) -> _Reference:
     tosa_graphs = None
+    names: list[str] = []
+    parts: list[Any] = []
     if target.flow == "ethos_u":
         names = reference.delegate_names(lowered.edge.exported_program().graph_module)
         parts = lowered.extra["vela_partitions"]
@@ -191,27 +204,79 @@ def compile_model(
     if tosa_graphs:
         npu_check = compile_check.check_delegates({n: p.blob for n, p in zip(names, parts)}, calls)
         compile_check.warn_on_mismatch(npu_check)
-    edge_before_emit = copy.deepcopy(lowered.edge)  # for the ETRecord: to_executorch changes the graph
+    return _Reference(device_out, tosa_graphs, npu_check)
+
+
+def _to_executorch(lowered: Lowered, target: Target) -> Any:
     try:
         program = lowered.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     except Exception as exc:
         raise AotError(f"ExecuTorch could not emit the program for {target.name}: {type(exc).__name__}: "
                        f"{str(exc).splitlines()[0] if str(exc) else ''}", EXIT_UNSUPPORTED) from exc
     verify.check_supported(program, lowered.edge, target.name, list(TARGETS))
-    check_memory_plan(program.executorch_program, target.name)
+    return program
+
+
+def compile_model(
+    model_spec: str,
+    target_name: str,
+    outdir: str | Path,
+    calibration: str | None = None,
+    options: LowerOptions | None = None,
+    reuse_cache: bool = False,
+) -> CompileResult:
+    """Compile MODEL for TARGET into OUTDIR. The report's "program_needs" says what a Cortex-M program asks of
+    the runner's memories; whether that fits a board is the command's fit check (emlkit/deploy/fit.py)."""
+    target = get_target(target_name)
+    options = options or LowerOptions()
+    model = load_model(model_spec)
+    out = _output_folder(outdir)
+    stem = f"{model.name}_{target.name}"
+    files = _Files.of(out, stem)
+    pte, bpte, etrecord = files.pte, files.bpte, files.etrecord
+    key = cache_key(model, target, options, calibration)
+    old = _cached(files, key) if reuse_cache else None
+    if old is not None:
+        log.debug("reusing cached program %s", bpte)
+        return CompileResult(model.name, target, pte, bpte, files.report, old)
+
+    t0 = time.monotonic()
+    calib = load_calibration(calibration, model.inputs)
+    float_out = _float_outputs(model)
+    if options.intermediates is None and target.flow == "ethos_u":
+        options.intermediates = str(out / f"{stem}.vela")
+    with torch.no_grad():
+        lowered = _flow(target).lower(model.module, model.inputs, calib, target, options)
+    ref = _reference(lowered, target, out, stem)
+    device_out = ref.device_out
+    edge_before_emit = copy.deepcopy(lowered.edge)  # for the ETRecord: to_executorch changes the graph
+    program = _to_executorch(lowered, target)
     needs = ProgramNeeds.from_program(program.executorch_program) if target.flow == "cortex_m" else None
     compile_s = time.monotonic() - t0
 
     # Each file is written then renamed, the report (which carries the cache key) last: a run stopped earlier
     # leaves the previous files whole, and a report only ever vouches for files of its own key.
-    emit.write_pte(program, pte)
     bundled = emit.bundle(program, [(lowered.inputs, device_out)])
-    emit.write_bpte(bundled, bpte)
+    bundled_bytes = emit.bpte_bytes(bundled)
+    verify.check_device_load(program, bundled_bytes, target.name)
+    emit.write_pte(program, pte)
+    emit.atomic_write(bpte, bundled_bytes)
     etrecord_error = emit.write_etrecord(edge_before_emit, bundled, etrecord)
     if etrecord_error:
         log.warning("warning: no ETRecord for %s (emlkit inspect will show operator names without graph "
                     "nodes): %s", stem, etrecord_error)
-    acc = numerics.compare(float_out, device_out)
+    report = _report(model, target, key, compile_s, float_out, program, lowered, needs, ref,
+                     {"pte": pte.name, "bpte": bpte.name, "etrecord": None if etrecord_error else etrecord.name})
+    emit.write_report(report, files.report)
+    log.debug("wrote %s, %s, %s", pte, bpte, files.report)
+    return CompileResult(model.name, target, pte, bpte, files.report, report)
+
+
+def _report(model: LoadedModel, target: Target, key: str, compile_s: float, float_out: list[torch.Tensor],
+            program: Any, lowered: Lowered, needs: ProgramNeeds | None, ref: _Reference,
+            files: dict[str, Any]) -> dict[str, Any]:
+    """The compile report (NAME_TARGET.json), in the order its keys have always had."""
+    acc = numerics.compare(float_out, ref.device_out)
     report: dict[str, Any] = {
         "model": model.name,
         "source": model.source,
@@ -233,46 +298,21 @@ def compile_model(
             "outputs": acc,
             "snr_db": min(r["snr_db"] for r in acc),
             "max_abs": max(r["max_abs"] for r in acc),
-            "reference": "tosa_reference_model + cortex_m Python references" if tosa_graphs else "cortex_m Python references",
+            "reference": "tosa_reference_model + cortex_m Python references" if ref.tosa_graphs else "cortex_m Python references",
         },
         "output_qparams": program_info.output_qparams(lowered.edge),
         "vela": _vela_summary(lowered),
         "notes": lowered.notes,
-        "files": {"pte": pte.name, "bpte": bpte.name, "etrecord": None if etrecord_error else etrecord.name},
+        "files": files,
     }
-    if npu_check is not None:
+    if ref.npu_check is not None:
         report["npu_check"] = {"reference": "Vela's command streams on the NPU functional model vs "
-                                            "tosa_reference_model, same inputs", "delegates": npu_check}
-    if tosa_graphs and lowered.quantized is not None:
-        report["tosa_check"] = _tosa_agreement(lowered, device_out, report["output_qparams"])
+                                            "tosa_reference_model, same inputs", "delegates": ref.npu_check}
+    if ref.tosa_graphs and lowered.quantized is not None:
+        report["tosa_check"] = _tosa_agreement(lowered, ref.device_out, report["output_qparams"])
         _refuse_wrong_lowering(report["tosa_check"], target)
     # Every pass's own report entry (its report_key); the flow's working data stays out.
     for extra, value in lowered.extra.items():
         if extra not in FLOW_EXTRAS:
             report[extra] = value
-    if board is not None and needs is not None and board != "host":
-        report["fit"] = fit_report(board, needs, bpte.stat().st_size, f"{model.name} ({target.name})", pte)
-    emit.write_report(report, rep)
-    log.debug("wrote %s, %s, %s", pte, bpte, rep)
-    return CompileResult(model.name, target, pte, bpte, rep, report)
-
-
-def fit_report(board: str, needs: ProgramNeeds, bpte_bytes: int, what: str,
-               program: Path | None = None) -> dict[str, Any]:
-    """The report's "fit" entry: per memory, what the program needs on BOARD and what it has, with the
-    image that runs `program` (only its operators) when it is given."""
-    from emlkit.deploy.boards import BoardError
-    from emlkit.deploy.build import BuildError
-    from emlkit.deploy.fit import FitError, check_board
-
-    try:
-        res = check_board(board, needs, bpte_bytes, program=program)
-    except (BoardError, FitError) as err:
-        raise AotError(str(err)) from err
-    except BuildError as err:
-        log.warning("warning: no fit check for %s: its firmware image does not build (%s)", board,
-                    str(err).splitlines()[0])
-        return {"board": board, "checked": False, "reason": "firmware image does not build"}
-    if res is None:
-        return {"board": board, "checked": False, "reason": "arm-none-eabi-gcc not installed"}
-    return {"checked": True, **res.to_dict(), "line": res.line(what)}
+    return report

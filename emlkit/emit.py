@@ -39,8 +39,12 @@ def bundle(program: Any, cases: Sequence[tuple[tuple[torch.Tensor, ...], Sequenc
     return BundledProgram(program, [MethodTestSuite(method_name="forward", test_cases=tests)])
 
 
+def bpte_bytes(bundled: BundledProgram) -> bytes:
+    return serialize_from_bundled_program_to_flatbuffer(bundled)
+
+
 def write_bpte(bundled: BundledProgram, path: Path) -> int:
-    data = serialize_from_bundled_program_to_flatbuffer(bundled)
+    data = bpte_bytes(bundled)
     atomic_write(path, data)
     return len(data)
 

@@ -6,15 +6,14 @@ Exit statuses: 0 pass, 1 output mismatch, 2 usage/set-up error, 3 simulator time
 
 from __future__ import annotations
 
-import argparse
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from emlkit.compile import CompileResult, compile_model
 from emlkit.errors import EXIT_DEVICE, EXIT_FIT, EXIT_MISMATCH, EXIT_OK, EXIT_SKIP, EXIT_TIMEOUT, EXIT_USAGE, AotError
-from emlkit.lower import LowerOptions
 from emlkit.measures import VELA_NPU_ONLY, VELA_NPU_ONLY_KEY, VELA_TOTAL, VELA_TOTAL_KEY, cpu_count_label, npu_pmu_label
+from emlkit.requests import BoardRef, RunRequest, board_name
 from emlkit.summary import npu_check_text, print_run
 from emlkit.targets import get_target
 
@@ -46,18 +45,18 @@ class RunOutcome:
                 "SKIP": EXIT_SKIP}.get(self.status, EXIT_DEVICE)
 
 
-def execute(cres: CompileResult, board: str, sim: str, timeout: float, kernels: str,
+def execute(cres: CompileResult, board: BoardRef, sim: str, timeout: float, kernels: str,
             save_outputs: str | None, npu_trace: bool = False, etdump: str | None = None) -> RunOutcome:
     """Run a compiled program on BOARD and turn the device's result line into an outcome."""
     from emlkit.deploy.execute import execute_bpte
 
     target = cres.target
-    out = RunOutcome(cres.name, target.name, board, sim, "ERROR", compile=cres.report)
+    out = RunOutcome(cres.name, target.name, board_name(board), sim, "ERROR", compile=cres.report)
     dres = execute_bpte(cres, board=board, sim=sim, timeout=timeout, kernels=kernels,
                         save_outputs=save_outputs, npu_trace=npu_trace, etdump=etdump)
     out.sim = dres.sim
     out.etdump = dres.etdump
-    out.board = dres.board or board
+    out.board = dres.board or board_name(board)
     out.label = dres.label
     out.image_bytes = dres.image_bytes
     out.fit = dres.fit
@@ -201,21 +200,27 @@ def prebuilt(path: str, target_name: str) -> CompileResult:
     return CompileResult(p.stem, target, p, p, p, {})
 
 
-def run_model(args: argparse.Namespace, options: LowerOptions) -> int:
-    target = get_target(args.target)
-    board = args.board or target.default_board
-    given = str(args.model).endswith((".bpte", ".pte"))
-    if given:
-        cres = prebuilt(args.model, target.name)
+def run_model(req: RunRequest) -> int:
+    """Compile (cached) or check the given bundled program, run it on the request's board, print the summary;
+    the exit status, or an AotError for anything but a pass or a mismatch."""
+    spec = req.program
+    target = spec.target
+    if req.prebuilt:
+        cres = prebuilt(spec.model, target.name)
     else:
-        cres = compile_model(args.model, target.name, args.output, args.calibration, options, reuse_cache=True)
-    outcome = execute(cres, board, args.sim, args.timeout, args.kernels, args.save_outputs, args.npu_trace,
-                      getattr(args, "etdump", None))
+        cres = compile_model(spec.model, target.name, req.output, spec.calibration, spec.options, reuse_cache=True)
+    outcome = execute(cres, req.board, req.sim, req.timeout, req.kernels, req.save_outputs, req.npu_trace, req.etdump)
     print_run({"model": outcome.model, "board": outcome.board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
     if outcome.etdump is not None:
         etrecord = (cres.report.get("files") or {}).get("etrecord")
         hint = f" --etrecord {cres.pte.parent / etrecord}" if etrecord else ""
         log.info("ETDump: %s (per-operator table: emlkit inspect --etdump %s%s)", outcome.etdump, outcome.etdump, hint)
+    return _exit_status(outcome, spec.model if req.prebuilt else None)
+
+
+def _exit_status(outcome: RunOutcome, given: str | None) -> int:
+    """PASS and FAIL are exit statuses; every other outcome is an AotError with one line. `given`: the bundled
+    program named on the command line, if any."""
     if outcome.status == "SKIP":
         if outcome.exit_code == EXIT_FIT:
             raise AotError(outcome.reason, EXIT_FIT)
@@ -223,7 +228,7 @@ def run_model(args: argparse.Namespace, options: LowerOptions) -> int:
     if outcome.status == "ERROR":
         code = (outcome.result.code if outcome.result is not None else None) or "error"
         if given and code in ("invalid_program", "delegate_corrupt"):  # the firmware's stricter checks found it
-            raise AotError(f"{args.model} is a damaged bundled program ({code}): {outcome.reason}", EXIT_USAGE)
+            raise AotError(f"{given} is a damaged bundled program ({code}): {outcome.reason}", EXIT_USAGE)
         raise AotError(f"the device stopped with {code}: {outcome.reason or 'device run failed'}", EXIT_DEVICE)
     if outcome.status == "TIMEOUT":
         raise AotError(f"simulator timeout: {outcome.reason}", EXIT_TIMEOUT)

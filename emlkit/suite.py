@@ -19,6 +19,7 @@ from typing import Any
 from emlkit import models
 from emlkit.errors import AotError
 from emlkit.measures import NPU_PMU_BOARD, NPU_PMU_FVP, VELA_NPU_ONLY, VELA_NPU_ONLY_KEY, VELA_TOTAL, VELA_TOTAL_KEY, cpu_count_label
+from emlkit.requests import SuiteRequest
 from emlkit.targets import TARGETS, get_target
 
 log = logging.getLogger("emlkit.suite")
@@ -223,10 +224,7 @@ def write_plots(rows: list[Row], outdir: Path) -> list[Path]:
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="emlkit suite", description="Run every model on every target and board; check and report (what ./test_cortex_m.sh runs).")
     ap.add_argument("--models", default="all", help="comma-separated zoo models or 'all'")
     ap.add_argument("--targets", default=",".join(DEFAULT_TARGETS), help=f"comma-separated, from: {', '.join(TARGETS)}")
@@ -237,43 +235,45 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="out/suite")
     ap.add_argument("--timeout", type=float, default=300.0, help="per-run simulator timeout in seconds")
     ap.add_argument("-v", "--verbose", action="store_true")
-    args = ap.parse_args(argv)
+    return ap
 
-    from emlkit.logsetup import setup_logging
 
-    setup_logging(args.verbose)
-    import warnings
-
-    warnings.filterwarnings("ignore")
+def request(argv: list[str] | None = None) -> SuiteRequest:
+    """The suite's options as a SuiteRequest (models and targets checked: an AotError names the unknown ones)."""
+    args = _parser().parse_args(argv)
     names = QUICK_MODELS if args.quick and args.models == "all" else (list(models.ZOO) if args.models == "all" else args.models.split(","))
     unknown = [m for m in names if m not in models.ZOO]
     if unknown:
-        print(f"error: unknown model(s) {', '.join(unknown)}; the zoo has {', '.join(models.ZOO)}", file=sys.stderr)
-        return 2
-    try:
-        targets = [get_target(t).name for t in args.targets.split(",")]
-    except AotError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        raise AotError(f"unknown model(s) {', '.join(unknown)}; the zoo has {', '.join(models.ZOO)}")
+    targets = [get_target(t).name for t in args.targets.split(",")]
     sim = args.sim
     if sim == "auto":
         sim = "fvp" if _fvp_on_path() else "qemu"
     boards = args.boards.split(",") if args.boards else None
-    cases = plan(names, targets, boards, sim)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    return SuiteRequest(names, targets, boards, sim, args.jobs, Path(args.out), args.timeout, args.verbose)
 
-    from emlkit.deploy.execute import prebuild
 
-    from emlkit.deploy.boards import BoardError, load_board
-    from emlkit.deploy.execute import stand_in_for
+def main(argv: list[str] | None = None) -> int:
+    """`emlkit suite [options]` (and python -m emlkit.suite): parse, check, run."""
+    import warnings
+
+    from emlkit.logsetup import setup_logging
 
     try:
-        for b in sorted({c.board for c in cases} - {"host"}):
-            load_board(b)
-    except BoardError as err:
+        req = request(argv)
+    except AotError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    setup_logging(req.verbose)
+    warnings.filterwarnings("ignore")
+    return run_suite(req)
+
+
+def _prebuild_boards(cases: list[Case], sim: str) -> None:
+    """Build every image the runs need once, before parallel runs race for it (a board that does not build is
+    said and its rows fail on their own)."""
+    from emlkit.deploy.boards import load_board
+    from emlkit.deploy.execute import prebuild, stand_in_for
 
     builds = {(c.board, "mve" if c.board == "host" or not load_board(c.board).has_mve_variant else c.kernels)
               for c in cases}
@@ -288,17 +288,39 @@ def main(argv: list[str] | None = None) -> int:
         except AotError as err:
             log.warning("board %s (%s kernels) does not build: %s", b, k, err)
 
+
+def run_suite(req: SuiteRequest) -> int:
+    """Every case of REQ on the simulators, in parallel; the table, results.json/.md and plots in req.out."""
+    from rich.console import Console
+
+    from emlkit.deploy.boards import BoardError, load_board
+
+    cases = plan(req.models, req.targets, req.boards, req.sim)
+    out = req.out
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        for b in sorted({c.board for c in cases} - {"host"}):
+            load_board(b)
+    except BoardError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    _prebuild_boards(cases, req.sim)
     # Wide enough for the table when the output is a log file, not a terminal.
     console = Console(width=None if sys.stdout.isatty() else 220)
-    rows: list[Row] = []
-    t0 = time.monotonic()
+    rows = _run_cases(cases, req, console)
+    return _report(rows, cases, req, console)
+
+
+def _run_cases(cases: list[Case], req: SuiteRequest, console: Any) -> list[Row]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    rows: list[Row] = []
+    t0 = time.monotonic()
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal) as prog:
         task = prog.add_task("suite", total=len(cases))
-        with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futs = {pool.submit(run_case, c, str(out), args.timeout): c for c in cases}
+        with ProcessPoolExecutor(max_workers=max(1, req.jobs)) as pool:
+            futs = {pool.submit(run_case, c, str(req.out), req.timeout): c for c in cases}
             for fut in as_completed(futs):
                 row = fut.result()
                 rows.append(row)
@@ -307,11 +329,18 @@ def main(argv: list[str] | None = None) -> int:
                 detail = f"{row.count:,} {row.unit}" if row.count else row.reason[:100]
                 console.print(f"[{len(rows)}/{len(cases)} {el:6.0f}s] {row.status:7s} {row.model} {row.target} {row.board} "
                               f"{row.variant} ({row.seconds}s) {detail}", highlight=False)
+    return rows
 
+
+def _report(rows: list[Row], cases: list[Case], req: SuiteRequest, console: Any) -> int:
+    """The table, the files, the one-line summary; exit 1 when a row failed."""
+    from rich.table import Table
+
+    out = req.out
     order = {(c.model, c.target, c.board, c.variant): i for i, c in enumerate(cases)}
     rows.sort(key=lambda r: order[(r.model, r.target, r.asked_board, r.variant)])
     main_rows = [r for r in rows if r.variant == "main"]
-    table = Table(title=f"baremetal suite ({sim})")
+    table = Table(title=f"baremetal suite ({req.sim})")
     for c in COLUMNS:
         table.add_column(c, overflow="fold")
     for r in main_rows:

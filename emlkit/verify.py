@@ -4,29 +4,25 @@ from __future__ import annotations
 
 import logging
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from emlkit.errors import EXIT_UNSUPPORTED, AotError
+from emlkit import hostfw
+from emlkit.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
 
 log = logging.getLogger(__name__)
 
-FIRMWARE_OPS_DIR = Path(__file__).resolve().parent.parent / "firmware" / "ops"
-_ET_OP = re.compile(r'^\s*ET_OP\(\s*"([^"]+)"\s*,\s*"([^"]*)"')
-
-
-def firmware_ops() -> set[tuple[str, str]]:
-    """(`ns::name`, overload) pairs the firmware registry implements, read from firmware/ops/*.def."""
-    ops: set[tuple[str, str]] = set()
-    for path in sorted(FIRMWARE_OPS_DIR.glob("*.def")):
-        for line in path.read_text().splitlines():
-            m = _ET_OP.match(line)
-            if m:
-                ops.add((m.group(1), m.group(2)))
-    return ops
+def firmware_ops() -> frozenset[tuple[str, str]]:
+    """(`ns::name`, overload) pairs the firmware implements, from its own registry (the host build lists it)."""
+    try:
+        return hostfw.registry_ops()
+    except hostfw.HostBuildError as exc:
+        raise AotError(f"cannot read the firmware's operator registry on the host: {str(exc).splitlines()[0]}; "
+                       "install a host C compiler and cmake (./scripts/setup.sh does)", EXIT_INTERNAL) from exc
 
 
 @dataclass
@@ -216,3 +212,48 @@ def enforce(check: ProgramCheck, target: str, allow_float: bool) -> list[str]:
         log.warning("%s (allowed by --allow-float)", msg)
         return [msg]
     return []
+
+
+def _node_of_instruction(program: Any, index: int) -> torch.fx.Node | None:
+    """The graph node the emitter turned into kernel call `index` of the method's first chain: the emitter
+    writes calls in graph order, so the k-th call of an operator is the k-th node calling it."""
+    plan = program.executorch_program.execution_plan[0]
+    instrs = plan.chains[0].instructions if plan.chains else []
+    if not 0 <= index < len(instrs) or not hasattr(instrs[index].instr_args, "op_index"):
+        return None
+    op = plan.operators[instrs[index].instr_args.op_index].name
+    k = sum(1 for ins in instrs[:index] if getattr(ins.instr_args, "op_index", None) is not None
+            and plan.operators[ins.instr_args.op_index].name == op)
+    calls = [n for n in program.exported_program().graph_module.graph.nodes if n.op == "call_function"
+             and getattr(getattr(n.target, "_schema", None), "name", None) == op]
+    return calls[k] if k < len(calls) else None
+
+
+def check_device_load(program: Any, bpte: bytes, target: str) -> None:
+    """Load the bundled program with the firmware itself (built for the host, emlkit.hostfw) before anything
+    is written: every op adapter's prepare and the loader's checks run as on the device, so a program the
+    device would refuse is refused here with the device's own message."""
+    with tempfile.TemporaryDirectory(prefix="emlkit-load-") as d:
+        path = Path(d) / "program.bpte"
+        path.write_bytes(bpte)
+        try:
+            refusal = hostfw.load_check(path)
+        except hostfw.HostBuildError as exc:
+            raise AotError(f"cannot run the firmware's load check on the host: {str(exc).splitlines()[0]}; "
+                           "install a host C compiler and cmake (./scripts/setup.sh does)", EXIT_INTERNAL) from exc
+    if refusal is None:
+        return
+    if refusal.message.startswith("cannot place"):  # the fit check's question, asked against the board
+        log.warning("warning: the host load check could not place the program (%s): not checked at compile time",
+                    refusal.message)
+        return
+    if refusal.message.startswith("corrupt program"):
+        raise AotError(f"the firmware would refuse the program for {target} at load: {refusal.message}; the memory "
+                       "plan puts a kernel's output over its own input (a bug: report the model)", EXIT_INTERNAL)
+    node = None if refusal.instruction is None else _node_of_instruction(program, refusal.instruction)
+    message = refusal.message
+    if node is not None:  # the node names the place; the adapter's own message follows "instruction N (op): "
+        message = f"node {node.name} at {_source_line(node)}: {message.split('): ', 1)[-1]}"
+    raise AotError(f"the firmware would refuse the program for {target} at load: {message}; the "
+                   "lowering produced arguments our kernels do not take: change that layer or report the model",
+                   EXIT_UNSUPPORTED)

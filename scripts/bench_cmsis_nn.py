@@ -244,7 +244,7 @@ def extract(pte: bytes) -> Blob:
 
 
 def build(cmsis: Path, out: Path, board: str = "corstone-300") -> Path:
-    from emlkit.deploy.build import cmake_binary
+    from emlkit.hostfw import cmake_binary
 
     cmake = cmake_binary()
     if cmake is None:

@@ -29,12 +29,14 @@ that more models lower to int8 kernels or to the NPU, and lower to them bit-exac
 declares (`@declare`, `emlkit/passes/manager.py`) its stage (pre-quant, quantizer hook, pre-edge,
 program, post, check), the ops it rewrites and the passes it runs after or before; the manager orders
 them and refuses an undeclared pass, an unknown name, a constraint against the stage order or a cycle
-(exit status 6). What passes share lives in `emlkit/passes/_graph.py` and
-`emlkit/passes/_quantizer_hooks.py`. After the passes, the program verifier (`emlkit/verify.py`,
+(exit status 6), and puts a pass in a target's pipeline only where its declaration (flows, compile
+targets, activation bits, options) covers it: no pass decides for itself whether it runs. What passes
+share (graph helpers, the op sets several passes match, the pass skeletons) lives in
+`emlkit/passes/graph.py`; no pass imports another pass's helpers. After the passes, the program verifier (`emlkit/verify.py`,
 `verify_program.py` below) refuses float compute left on a CPU target (warnings with
-`--allow-float`), operators without a firmware kernel and every argument the firmware's op
-adapters would refuse at load time (`emlkit/adapter_limits.py`), with the device's own message (exit
-status 4). `--no-lut-fusion` turns LUT fusion off. Each pass's report goes in the compile report
+`--allow-float`) and operators without a firmware kernel; then compile loads the emitted program with
+the firmware itself, built for the host (`emlkit/hostfw.py`), so every argument the op adapters
+would refuse at load time is refused with the device's own message (exit status 4). `--no-lut-fusion` turns LUT fusion off. Each pass's report goes in the compile report
 (`OUT/NAME_TARGET.json`).
 
 One section per module of `emlkit/passes/`, in file order.

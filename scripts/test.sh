@@ -20,7 +20,7 @@ run_pytest() {
 
 # One pytest worker per core (EMLKIT_TEST_WORKERS=N to choose; 0 runs in this process). A test file stays
 # on one worker (--dist loadfile): its module fixtures are built once, and the builds and compiled programs
-# that files share are cached on disk behind locks (emlkit/deploy/locks.py), so a second worker reuses them.
+# that files share are cached on disk behind locks (emlkit/locks.py), so a second worker reuses them.
 WORKERS="${EMLKIT_TEST_WORKERS:-auto}"
 XDIST=(-n "$WORKERS" --dist loadfile)
 if [ "$WORKERS" = "0" ]; then XDIST=(); fi

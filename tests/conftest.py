@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from emlkit.deploy.locks import held
+from emlkit.locks import held
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from emlkit.deploy.locks import held
+from emlkit.locks import held
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "firmware" / "kernels"
@@ -116,26 +116,26 @@ class Kernels:
         self.lib = C.CDLL(str(path))
         sz = C.c_size_t
         sig = {
-            "quantize_f32": [P, sz, C.c_double, i32, i32, i32, C.c_int, P],
-            "dequantize_f32": [P, C.c_int, sz, C.c_double, i32, P],
-            "qadd_s8": [P, sz, P, sz, P, C.POINTER(QAdd)],
-            "qmul_s8": [P, sz, P, sz, P, C.POINTER(QMul)],
-            "qdiv_s8": [P, P, P, sz, i32, i32, i32, C.c_double],
-            "qdiv_s16": [P, P, P, sz, i32, i32, i32, C.c_double],
-            "qlut_s8": [P, P, sz, P],
-            "qconv2d_s8": [C.POINTER(QConv), P, P, P, P, P, P],
-            "qdwconv2d_s8": [C.POINTER(QConv), P, P, P, P, P, P],
-            "qtconv2d_s8": [C.POINTER(QConv), P, P, P, P, P, P],
-            "qlinear_s8": [C.POINTER(QLinear), P, P, P, P, P],
-            "qbmm_s8": [C.POINTER(QBmm), P, P, P],
-            "qavgpool_s8": [C.POINTER(QPool), P, P, i32, i32, i32],
-            "qmaxpool_s8": [C.POINTER(QPool), P, P, i32, i32],
-            "softmax_s8": [P, P, i32, i32, i32, i32, i32, i32, i32],
-            "emlkit_softmax_s8": [P, P, i32, i32, i32, P, i32, i32, i32],
-            "emlkit_avgpool_s8": [C.POINTER(QPool), P, P, i32, i32, i32, i32],
-            "kminmax": [C.c_int, C.c_int, C.c_int, P, P, P, P, P, P],
-            "kpad": [sz, P, P, P, P, P, P],
-            "kpermute": [sz, C.c_int, P, P, P, P],
+            "emk_quantize_f32": [P, sz, C.c_double, i32, i32, i32, C.c_int, P],
+            "emk_dequantize_f32": [P, C.c_int, sz, C.c_double, i32, P],
+            "emk_add_s8": [P, sz, P, sz, P, C.POINTER(QAdd)],
+            "emk_mul_s8": [P, sz, P, sz, P, C.POINTER(QMul)],
+            "emk_div_s8": [P, P, P, sz, i32, i32, i32, C.c_double],
+            "emk_div_s16": [P, P, P, sz, i32, i32, i32, C.c_double],
+            "emk_lut_s8": [P, P, sz, P],
+            "emk_conv2d_s8": [C.POINTER(QConv), P, P, P, P, P, P],
+            "emk_depthwise_conv2d_s8": [C.POINTER(QConv), P, P, P, P, P, P],
+            "emk_transpose_conv2d_s8": [C.POINTER(QConv), P, P, P, P, P, P],
+            "emk_linear_s8": [C.POINTER(QLinear), P, P, P, P, P],
+            "emk_batch_matmul_s8": [C.POINTER(QBmm), P, P, P],
+            "emk_avg_pool2d_s8": [C.POINTER(QPool), P, P, i32, i32, i32],
+            "emk_max_pool2d_s8": [C.POINTER(QPool), P, P, i32, i32],
+            "emk_softmax_s8": [P, P, i32, i32, i32, i32, i32, i32, i32],
+            "emk_emlkit_softmax_s8": [P, P, i32, i32, i32, P, i32, i32, i32],
+            "emk_emlkit_avg_pool2d_s8": [C.POINTER(QPool), P, P, i32, i32, i32, i32],
+            "emk_minmax_any": [C.c_int, C.c_int, C.c_int, P, P, P, P, P, P],
+            "emk_pad_any": [sz, P, P, P, P, P, P],
+            "emk_transpose_any": [sz, C.c_int, P, P, P, P],
         }
         for base, args in sig.items():
             for name in (base, base + "_ref"):
@@ -143,7 +143,7 @@ class Kernels:
                 f.argtypes = args
                 f.restype = None
         # kernels given scratch memory: the dispatcher takes it and returns a k_status
-        for base, params in (("qconv2d_s8", QConv), ("qdwconv2d_s8", QConv), ("qavgpool_s8", QPool)):
+        for base, params in (("emk_conv2d_s8", QConv), ("emk_depthwise_conv2d_s8", QConv), ("emk_avg_pool2d_s8", QPool)):
             f = getattr(self.lib, base)
             f.argtypes = [*sig[base], P, sz]
             f.restype = C.c_int

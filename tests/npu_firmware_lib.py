@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from emlkit.deploy.locks import held
+from emlkit.locks import held
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "npu-check-host"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from emlkit.deploy.build import cmake_binary
+from emlkit.hostfw import cmake_binary
 from emlkit.deploy.program_io import bundled_case
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from emlkit.deploy.build import cmake_binary
+from emlkit.hostfw import cmake_binary
 from emlkit.deploy.export import (c_array, expand_generators, export_compiled, program_facts, registration,
                                source_closure)
 from emlkit.errors import AotError
@@ -46,11 +46,12 @@ def test_registry_is_cut_to_the_program_operators() -> None:
 def test_only_the_kernels_the_operators_reach() -> None:
     _, adapters = registration([("cortex_m::quantize_per_tensor", "out"), ("cortex_m::quantized_conv2d", "out")])
     names = {p.name for p in source_closure(adapters)}
-    assert {"cortex_m_quantize.c", "cortex_m_conv.c", "quantize_per_tensor.c", "quantized_conv2d.c"} <= names
-    for absent in ("softmax.c", "quantized_avg_pool2d.c", "quantized_linear.c", "aten_elementwise.c", "cortex_m_pool.c"):
+    assert {"cortex_m_quantize.c", "cortex_m_conv.c", "quantize_f32.c", "conv2d_s8.c", "conv2d_s8_ref.c",
+            "conv2d_s8_mve.c", "conv2d_s8_dsp.c"} <= names
+    for absent in ("softmax_s8.c", "avg_pool2d_s8.c", "linear_s8.c", "aten_elementwise.c", "cortex_m_pool.c"):
         assert absent not in names
     _, adapters = registration([("cortex_m::softmax", "out")])
-    assert {p.name for p in source_closure(adapters)} == {"cortex_m_softmax.c", "softmax.c"}
+    assert {p.name for p in source_closure(adapters)} == {"cortex_m_softmax.c", "softmax_s8.c"}
 
 
 def test_c_array() -> None:

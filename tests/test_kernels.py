@@ -78,7 +78,7 @@ def test_requantize_through_mul(K, seed, zp, m, s):
     p = QMul(a_zp=zp, b_zp=-zp // 2, out_zp=rng.integers(-128, 128), out_mult=m, out_shift=s)
     want = ops.quantized_mul(torch.from_numpy(a), p.a_zp, torch.from_numpy(b), p.b_zp,
                              p.out_zp, m, s).numpy()
-    for f in both(K, "qmul_s8"):
+    for f in both(K, "emk_mul_s8"):
         out = np.zeros_like(a)
         f(ptr(a), a.size, ptr(b), b.size, ptr(out), C.byref(p))
         np.testing.assert_array_equal(out, want)
@@ -98,7 +98,7 @@ def test_quantized_add(K, seed, za, zb, zo, ma, mb, mo, sa, sb, so, broadcast, l
                              zo, mo, so, lo, hi)
     want = torch_to_nhwc(want).reshape(-1)
     p = QAdd(za, ma, sa, zb, mb, sb, zo, mo, so, lo, hi)
-    for f in both(K, "qadd_s8"):
+    for f in both(K, "emk_add_s8"):
         n_out = max(a.size, b.size)
         out = np.full(n_out + 16, 7, np.int8)  # guard bytes: a block loop running too far would write them
         f(ptr(a), a.size, ptr(b), b.size, ptr(out), C.byref(p))
@@ -115,7 +115,7 @@ def test_quantized_mul_broadcast(K, seed, za, zb, zo, m, s, bc):
     b = s8(rng, 1, 1, 1, c) if bc else s8(rng, 1, h, w, c)
     want = torch_to_nhwc(ops.quantized_mul(nhwc_to_torch(a), za, nhwc_to_torch(b), zb, zo, m, s))
     p = QMul(za, zb, zo, m, s)
-    for f in both(K, "qmul_s8"):
+    for f in both(K, "emk_mul_s8"):
         out = np.full(a.size + 16, 7, np.int8)  # guard bytes, as in test_quantized_add
         f(ptr(a), a.size, ptr(b), b.size, ptr(out), C.byref(p))
         np.testing.assert_array_equal(out[:a.size], want.reshape(-1))
@@ -131,11 +131,11 @@ def test_quantized_div(K, seed, za, zb, zo, scale, wide):
         a = rng.integers(-32768, 32768, 257, dtype=np.int16)
         b = rng.integers(-32768, 32768, 257, dtype=np.int16)
         b[:5] = zb  # division by a zero value
-        za, zb, zo, name = za * 100, zb, zo * 100, "qdiv_s16"
+        za, zb, zo, name = za * 100, zb, zo * 100, "emk_div_s16"
     else:
         a, b = s8(rng, 257), s8(rng, 257)
         b[:5] = zb
-        name = "qdiv_s8"
+        name = "emk_div_s8"
     want = ops.quantized_div(torch.from_numpy(a), za, torch.from_numpy(b), zb, zo, scale).numpy()
     for f in both(K, name):
         # Canary elements after the output: the kernel writes exactly a.size elements.
@@ -153,7 +153,7 @@ def test_quantized_activation(K, seed, n):
     x, lut = s8(rng, n), s8(rng, 256)
     x[0] = -128
     want = ops.quantized_activation(torch.from_numpy(x), torch.from_numpy(lut)).numpy()
-    for f in both(K, "qlut_s8"):
+    for f in both(K, "emk_lut_s8"):
         buf = np.full(n + 8, 0x5A, dtype=np.int8)     # canaries after the output
         f(ptr(x), ptr(buf), n, ptr(lut))
         np.testing.assert_array_equal(buf[:n], want)
@@ -213,7 +213,7 @@ def test_quantized_conv2d(K, seed, g, cin, cout, groups, in_off, out_off, use_bi
               g["ph"], g["pw"], g["dh"], g["dw"], groups, in_off, out_off, lo, hi)
     for ref in (True, False):
         out = np.zeros((batch, oh, ow, cout), np.int8)
-        K.conv("qconv2d_s8", ref, p, ptr(x), ptr(w), ptr(bias), ptr(mult), ptr(shift), ptr(out))
+        K.conv("emk_conv2d_s8", ref, p, ptr(x), ptr(w), ptr(bias), ptr(mult), ptr(shift), ptr(out))
         np.testing.assert_array_equal(out, want)
 
 
@@ -242,7 +242,7 @@ def test_quantized_depthwise_conv2d(K, seed, g, cin, dm, in_off, out_off, use_bi
               g["ph"], g["pw"], g["dh"], g["dw"], cin, in_off, out_off, lo, hi)
     for ref in (True, False):
         out = np.zeros((1, oh, ow, cout), np.int8)
-        K.conv("qdwconv2d_s8", ref, p, ptr(x), ptr(w), ptr(bias), ptr(mult), ptr(shift), ptr(out))
+        K.conv("emk_depthwise_conv2d_s8", ref, p, ptr(x), ptr(w), ptr(bias), ptr(mult), ptr(shift), ptr(out))
         np.testing.assert_array_equal(out, want)
 
 
@@ -269,7 +269,7 @@ def test_quantized_transpose_conv2d(K, seed, g, cin, cout, oph, opw, in_off, out
     want = torch_to_nhwc(want)
     p = QConv(1, g["h"], g["w"], cin, oh, ow, cout, g["kh"], g["kw"], g["sh"], g["sw"],
               g["ph"], g["pw"], g["dh"], g["dw"], 1, in_off, out_off, -128, 127)
-    for f in both(K, "qtconv2d_s8"):
+    for f in both(K, "emk_transpose_conv2d_s8"):
         out = np.zeros((1, oh, ow, cout), np.int8)
         f(C.byref(p), ptr(x), ptr(w), ptr(bias), ptr(mult), ptr(shift), ptr(out))
         np.testing.assert_array_equal(out, want)
@@ -291,7 +291,7 @@ def test_quantized_linear(K, seed, rows, k, n, mode, in_off, f_off, out_off, m, 
     want = ops.quantized_linear(torch.from_numpy(x), torch.from_numpy(w), tb, tk, in_off, f_off,
                                 out_off, [m], [s], hi, lo).numpy()
     p = QLinear(rows, k, n, in_off, f_off, out_off, m, s, lo, hi)
-    for f in both(K, "qlinear_s8"):
+    for f in both(K, "emk_linear_s8"):
         out = np.zeros((rows, n), np.int8)
         f(C.byref(p), ptr(x), ptr(w), ptr(bias) if mode == "bias" else None,
           ptr(ksum) if mode == "kernel_sum" else None, ptr(out))
@@ -308,7 +308,7 @@ def test_quantized_batch_matmul(K, seed, b, m_, n, k, lo, ro, zo, m, s):
     want = ops.quantized_batch_matmul(torch.from_numpy(lhs), lo, torch.from_numpy(rhs), ro, zo, m, s,
                                       torch.empty(0, dtype=torch.uint8)).numpy()
     p = QBmm(b, m_, n, k, lo, ro, zo, m, s)
-    for f in both(K, "qbmm_s8"):
+    for f in both(K, "emk_batch_matmul_s8"):
         out = np.zeros((b, m_, n), np.int8)
         f(C.byref(p), ptr(lhs), ptr(rhs), ptr(out))
         np.testing.assert_array_equal(out, want)
@@ -354,7 +354,7 @@ def test_quantized_avg_pool2d(K, seed, g, ceil, zp, m, s):
     want = torch_to_nhwc(want)
     for ref in (True, False):
         out = np.zeros_like(want)
-        K.conv("qavgpool_s8", ref, p, ptr(x), ptr(out), zp, m, s)
+        K.conv("emk_avg_pool2d_s8", ref, p, ptr(x), ptr(out), zp, m, s)
         np.testing.assert_array_equal(out, want)
 
 
@@ -375,7 +375,7 @@ def test_quantized_max_pool2d(K, seed, g, zp, lo, hi, fill):
     want = ops.quantized_max_pool2d(nhwc_to_torch(x), [g["kh"], g["kw"]], [g["sh"], g["sw"]],
                                     pad, [1, 1], False, zp, zp, lo, hi)
     want = torch_to_nhwc(want)
-    for f in both(K, "qmaxpool_s8"):
+    for f in both(K, "emk_max_pool2d_s8"):
         out = np.zeros_like(want)
         f(C.byref(p), ptr(x), ptr(out), lo, hi)
         np.testing.assert_array_equal(out, want)
@@ -393,7 +393,7 @@ def test_softmax_within_one_step(K, seed, outer, length, zp, m, s, last):
     inner = 1 if last else int(rng.integers(2, 5))
     x = s8(rng, outer, length, inner)
     want = ops.softmax(torch.from_numpy(x), 1, zp, -128, m, s, -128).numpy()
-    for f in both(K, "softmax_s8"):
+    for f in both(K, "emk_softmax_s8"):
         out = np.zeros_like(x)
         f(ptr(x), ptr(out), outer, length, inner, zp, -128, m, s)
         diff = np.abs(out.astype(np.int32) - want.astype(np.int32))
@@ -408,7 +408,7 @@ def test_softmax_mostly_exact(K):
     x = s8(rng, 64, 100)
     want = ops.softmax(torch.from_numpy(x), -1, 3, -128, 1 << 30, 20, -128).numpy()
     out = np.zeros_like(x)
-    K.fn("softmax_s8", True)(ptr(x), ptr(out), 64, 100, 1, 3, -128, 1 << 30, 20)
+    K.fn("emk_softmax_s8", True)(ptr(x), ptr(out), 64, 100, 1, 3, -128, 1 << 30, 20)
     diff = out.astype(np.int32) - want.astype(np.int32)
     assert np.abs(diff).max() <= 1
     assert (diff != 0).mean() < 0.01, f"{(diff != 0).mean():.3%} of softmax outputs differ"
@@ -431,7 +431,7 @@ def test_quantize_dequantize(K, seed, scale, zp, dt):
                                    TDT[dt]).numpy()
     # One guard element past the end here too (see below).
     q = np.full(501, 7, dt)
-    K.fn("quantize_f32", True)(ptr(x), 500, scale, zp, int(info.min), int(info.max), KDT[dt], ptr(q))
+    K.fn("emk_quantize_f32", True)(ptr(x), 500, scale, zp, int(info.min), int(info.max), KDT[dt], ptr(q))
     assert q[500] == 7
     q = q[:500].copy()
     np.testing.assert_array_equal(q, want)
@@ -439,7 +439,7 @@ def test_quantize_dequantize(K, seed, scale, zp, dt):
                                      TDT[dt]).numpy()
     # One guard element past the end: a loop running one step too far would write it.
     f = np.full(501, 7.0, np.float32)
-    K.fn("dequantize_f32", True)(ptr(q), KDT[dt], 500, scale, zp, ptr(f))
+    K.fn("emk_dequantize_f32", True)(ptr(q), KDT[dt], 500, scale, zp, ptr(f))
     np.testing.assert_array_equal(f[:500].view(np.int32), back.view(np.int32))
     assert f[500] == 7.0
 
@@ -475,7 +475,7 @@ def test_minimum_maximum_broadcast(K, seed, is_max, dt, shape, mask):
                   np.int32)
     out = np.zeros(shape, dt)
     kd = {np.int8: 1, np.int16: 2, np.float32: 6}[dt]
-    K.fn("kminmax", True)(kd, int(is_max), len(shape), ptr(sh), ptr(a), ptr(sa), ptr(b), ptr(sb), ptr(out))
+    K.fn("emk_minmax_any", True)(kd, int(is_max), len(shape), ptr(sh), ptr(a), ptr(sa), ptr(b), ptr(sb), ptr(out))
     np.testing.assert_array_equal(out, want)
 
 
@@ -504,7 +504,7 @@ def test_pad(K, seed, shape, pre, post, value, cl):
     # keep every array alive in a name: ptr() of a temporary would dangle
     a_shape, a_pre, a_post = (np.array(x, np.int32) for x in (phys_shape, pre, post))
     phys = np.ascontiguousarray(phys)
-    K.fn("kpad", True)(1, ptr(a_shape), ptr(a_pre), ptr(a_post), ptr(phys), ptr(v), ptr(out))
+    K.fn("emk_pad_any", True)(1, ptr(a_shape), ptr(a_pre), ptr(a_post), ptr(phys), ptr(v), ptr(out))
     np.testing.assert_array_equal(out, want)
 
 
@@ -519,7 +519,7 @@ def test_transpose(K, seed, shape, data):
     out_shape = np.array([shape[p] for p in perm], np.int32)
     in_str = np.array([istr[p] for p in perm], np.int32)
     out = np.zeros(want.shape, np.int8)
-    K.fn("kpermute", True)(1, len(shape), ptr(out_shape), ptr(in_str), ptr(x), ptr(out))
+    K.fn("emk_transpose_any", True)(1, len(shape), ptr(out_shape), ptr(in_str), ptr(x), ptr(out))
     np.testing.assert_array_equal(out, want)
 
 
@@ -542,8 +542,8 @@ def test_kernels_compile_for_mve(tmp_path, flags):
     nm = shutil.which("arm-none-eabi-nm")
     if nm:
         syms = subprocess.run([nm, *map(str, tmp_path.glob("*.o"))], capture_output=True, text=True).stdout
-        for fn in ("qconv2d_s8_mve", "qdwconv2d_s8_mve", "qlinear_s8_mve", "qadd_s8_mve", "qmul_s8_mve",
-                   "qlut_s8_mve", "qmaxpool_s8_mve", "qavgpool_s8_mve", "qbmm_s8_mve", "emlkit_avgpool_s8_mve"):
+        for fn in ("emk_conv2d_s8_mve", "emk_depthwise_conv2d_s8_mve", "emk_linear_s8_mve", "emk_add_s8_mve", "emk_mul_s8_mve",
+                   "emk_lut_s8_mve", "emk_max_pool2d_s8_mve", "emk_avg_pool2d_s8_mve", "emk_batch_matmul_s8_mve", "emk_emlkit_avg_pool2d_s8_mve"):
             assert f" T {fn}" in syms, f"{fn} missing from the MVE build"
 
 
@@ -565,8 +565,8 @@ def test_kernels_compile_for_dsp(tmp_path, flags):
             assert r.returncode == 0, f"{src.name} ({' '.join(extra)}): {r.stderr}"
         return subprocess.run([nm, *map(str, d.glob("*.o"))], capture_output=True, text=True).stdout if nm else None
 
-    dsp = ("qconv2d_s8_dsp", "qdwconv2d_s8_dsp", "qlinear_s8_dsp", "qadd_s8_dsp", "qavgpool_s8_dsp", "qmul_s8_dsp",
-           "qmaxpool_s8_dsp", "qlut_s8_dsp")
+    dsp = ("emk_conv2d_s8_dsp", "emk_depthwise_conv2d_s8_dsp", "emk_linear_s8_dsp", "emk_add_s8_dsp", "emk_avg_pool2d_s8_dsp", "emk_mul_s8_dsp",
+           "emk_max_pool2d_s8_dsp", "emk_lut_s8_dsp")
     out = syms([*flags, "-mfloat-abi=hard"], "dsp")
     if out is not None:
         for fn in dsp:
@@ -593,15 +593,15 @@ def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, gro
     for beff in (None, anywhere):
         p = QConv(1, 8, 8, cin * groups, 8, 8, cout * groups, kh, kw, 1, 1, ph, pw, 1, 1, groups, in_off, 0, -128,
                   127, beff)
-        assert K.lib.qconv2d_s8_get_buffer_size(C.byref(p)) == \
+        assert K.lib.emk_conv2d_s8_get_buffer_size(C.byref(p)) == \
             conv_buffer_size(cout * groups, kh, kw, cin, (ph, pw), groups, in_off)
     q = QPool(1, 8, 8, cin, 8, 8, kh, kw, 1, 1, 0, 0)
-    assert K.lib.qavgpool_s8_get_buffer_size(C.byref(q)) == avgpool_buffer_size(kh, kw, cin)
+    assert K.lib.emk_avg_pool2d_s8_get_buffer_size(C.byref(q)) == avgpool_buffer_size(kh, kw, cin)
     for c_in, dm in ((cin, 1), (cin, 4), (cin, 3), (1, 64), (1, 1)):
         for beff, blk in ((None, None), (anywhere, None), (None, anywhere), (anywhere, anywhere)):
             d = QConv(1, 8, 8, c_in, 8, 8, c_in * dm, kh, kw, 1, 1, ph, pw, 1, 1, c_in, in_off, 0, -128, 127,
                       beff, blk)
-            assert K.lib.qdwconv2d_s8_get_buffer_size(C.byref(d)) == \
+            assert K.lib.emk_depthwise_conv2d_s8_get_buffer_size(C.byref(d)) == \
                 dw_buffer_size(c_in, c_in * dm, kh, kw, (ph, pw), in_off, beff is not None and blk is not None), \
                 (c_in, dm, beff, blk)
 
@@ -612,7 +612,7 @@ def test_avgpool_scratch_at_the_table_threshold(K, kh, kw, c):
     from emlkit.passes.kernel_scratch import avgpool_buffer_size
     q = QPool(1, 16, 16, c, 16, 16, kh, kw, 1, 1, 0, 0)
     want = 1024 if kh * kw * c >= 256 else 0
-    assert K.lib.qavgpool_s8_get_buffer_size(C.byref(q)) == want == avgpool_buffer_size(kh, kw, c)
+    assert K.lib.emk_avg_pool2d_s8_get_buffer_size(C.byref(q)) == want == avgpool_buffer_size(kh, kw, c)
 
 
 # ---------------------------------------------------------------- MVE vs portable on QEMU
@@ -627,16 +627,16 @@ def test_mve_matches_portable_on_qemu(tmp_path):
     lines = r.stdout.splitlines()
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
-    assert set(passed) == {"qconv2d_s8", "qdwconv2d_s8", "qlinear_s8", "qbmm_s8", "qadd_s8", "qmul_s8",
-                           "qlut_s8", "qmaxpool_s8", "qavgpool_s8", "emlkit_avgpool_s8", "quantize_f32",
-                           "dequantize_f32"}, r.stdout
+    assert set(passed) == {"emk_conv2d_s8", "emk_depthwise_conv2d_s8", "emk_linear_s8", "emk_batch_matmul_s8", "emk_add_s8", "emk_mul_s8",
+                           "emk_lut_s8", "emk_max_pool2d_s8", "emk_avg_pool2d_s8", "emk_emlkit_avg_pool2d_s8", "emk_quantize_f32",
+                           "emk_dequantize_f32"}, r.stdout
 
 
 @pytest.mark.skipif(ARM_GCC is None or shutil.which("qemu-system-arm") is None,
                     reason="needs arm-none-eabi-gcc and qemu-system-arm")
 def test_dsp_matches_portable_on_qemu(tmp_path):
-    """tests/dsp_selftest: qconv2d_s8_dsp, qdwconv2d_s8_dsp, qlinear_s8_dsp, qadd_s8_dsp, qavgpool_s8_dsp,
-    qmul_s8_dsp, qmaxpool_s8_dsp and qlut_s8_dsp against their *_ref twins on
+    """tests/dsp_selftest: emk_conv2d_s8_dsp, emk_depthwise_conv2d_s8_dsp, emk_linear_s8_dsp, emk_add_s8_dsp, emk_avg_pool2d_s8_dsp,
+    emk_mul_s8_dsp, emk_max_pool2d_s8_dsp and emk_lut_s8_dsp against their *_ref twins on
     the Cortex-M4 of mps2-an386, 150 random cases each (odd channel counts, K
     tails, borders, groups, depth multipliers, broadcasts, unaligned operands
     and outputs), byte for byte, scratch canaries intact; and
@@ -647,8 +647,8 @@ def test_dsp_matches_portable_on_qemu(tmp_path):
     lines = r.stdout.splitlines()
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
-    assert set(passed) == {"k_requantize_dsp", "qconv2d_s8", "qdwconv2d_s8", "qlinear_s8", "qadd_s8",
-                           "qavgpool_s8", "qmul_s8", "qmaxpool_s8", "qlut_s8"}, r.stdout
+    assert set(passed) == {"k_requantize_dsp", "emk_conv2d_s8", "emk_depthwise_conv2d_s8", "emk_linear_s8", "emk_add_s8",
+                           "emk_avg_pool2d_s8", "emk_mul_s8", "emk_max_pool2d_s8", "emk_lut_s8"}, r.stdout
 
 
 # ---------------------------------------------------------------- emlkit:: ops (emlkit/emlkit_ops.py)
@@ -665,7 +665,7 @@ def test_emlkit_softmax(K, seed, outer, length, inner, in_scale, out_scale, zp):
     table = eo.softmax_exp_table(in_scale).numpy()
     m, s = eo.softmax_output_requant(out_scale)
     want = torch.ops.emlkit.softmax(torch.from_numpy(x), torch.from_numpy(table), 1, zp, m, s).numpy()
-    for f in both(K, "emlkit_softmax_s8"):
+    for f in both(K, "emk_emlkit_softmax_s8"):
         out = np.zeros_like(x)
         f(ptr(x), ptr(out), outer, length, inner, ptr(table), zp, m, s)
         np.testing.assert_array_equal(out, want)
@@ -691,7 +691,7 @@ def test_emlkit_avg_pool2d(K, seed, n, h, w, c, data, izp, ozp, in_scale, ratio)
     x = s8(rng_from(seed), n, h, w, c)
     want = torch_to_nhwc(torch.ops.emlkit.quantized_avg_pool2d(nhwc_to_torch(x), [kh, kw], [sh, sw], izp, ozp, m, s))
     p = QPool(n, h, w, c, oh, ow, kh, kw, sh, sw, 0, 0)
-    for f in both(K, "emlkit_avgpool_s8"):
+    for f in both(K, "emk_emlkit_avg_pool2d_s8"):
         out = np.zeros((n, oh, ow, c), np.int8)
         f(C.byref(p), ptr(x), ptr(out), izp, ozp, m, s)
         np.testing.assert_array_equal(out, want)

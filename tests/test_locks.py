@@ -1,4 +1,4 @@
-"""The build-folder lock (emlkit/deploy/locks.py): a second process waits while the first holds it, and the lock
+"""The build-folder lock (emlkit/locks.py): a second process waits while the first holds it, and the lock
 is gone when its holder is killed."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-from emlkit.deploy.locks import held
+from emlkit.locks import held
 
 _CHILD = """
 import sys
 from pathlib import Path
-from emlkit.deploy.locks import held
+from emlkit.locks import held
 with held(Path(sys.argv[1])):
     Path(sys.argv[2]).write_text("in")
 """
@@ -37,7 +37,7 @@ def test_a_second_process_waits_for_the_lock(tmp_path: Path) -> None:
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     folder, mark = tmp_path / "build-y", tmp_path / "mark"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
-                               "from emlkit.deploy.locks import held\nwith held(Path(sys.argv[1])):\n"
+                               "from emlkit.locks import held\nwith held(Path(sys.argv[1])):\n"
                                "    print('held', flush=True); time.sleep(60)\n", str(folder)],
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

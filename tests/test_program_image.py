@@ -51,9 +51,9 @@ def test_add_image_has_only_its_kernels() -> None:
     full = _symbols(build_image("corstone-300").elf)
     img = program_image("corstone-300", None, OpSet.parse(ADD_OPS))
     syms = _symbols(img.elf)
-    assert "qadd_s8" in syms and "op_cortex_m_quantized_add_out" in syms
+    assert "emk_add_s8" in syms and "op_cortex_m_quantized_add_out" in syms
     # Present in the full image, absent here: other adapters and kernels, the Ethos-U backend and driver.
-    for gone in ("op_cortex_m_quantized_conv2d_out", "qdwconv2d_s8_mve", "op_cortex_m_softmax_out", "ethosu_run",
+    for gone in ("op_cortex_m_quantized_conv2d_out", "emk_depthwise_conv2d_s8_mve", "op_cortex_m_softmax_out", "ethosu_run",
                  "ethosu_backend", "_svfprintf_r", "_dtoa_r"):
         assert gone not in syms, gone
     assert {"op_cortex_m_quantized_conv2d_out", "ethosu_run"} <= full

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from emlkit.deploy.result import ResultError, parse_result
-from emlkit.deploy.sim_host import build_host_runner, run_host, save_outputs_npy
+from emlkit.deploy.sim_host import run_host, save_outputs_npy
+from emlkit.hostfw import build_host_runner
 
 SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer", "UndefinedBehaviorSanitizer")
 

@@ -1,5 +1,5 @@
 /* Host platform for the runner:
- *   runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]]
+ *   runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]] [--load-only] | runner --list-ops
  * Regions default to one 64 MiB buffer; --regions lets tests shrink them.
  * plat_counter is CLOCK_MONOTONIC in ns (unit "ns"): wall time, so it varies
  * from run to run, unlike the instruction counts of the QEMU boards.
@@ -23,6 +23,8 @@ static uint8_t *g_model;
 static size_t g_model_size;
 static const char *g_save_dir;
 static const char *g_etdump_path;
+static int g_load_only;
+static int g_list_ops;
 static plat_region g_regions[MAX_REGIONS];
 static size_t g_nregions;
 static char g_region_names[MAX_REGIONS][16];
@@ -64,10 +66,13 @@ void plat_init(int argc, char **argv) {
     if (strcmp(argv[i], "--save-outputs") == 0 && i + 1 < argc) g_save_dir = argv[++i];
     else if (strcmp(argv[i], "--etdump") == 0 && i + 1 < argc) g_etdump_path = argv[++i];
     else if (strcmp(argv[i], "--regions") == 0 && i + 1 < argc) regions = argv[++i];
+    else if (strcmp(argv[i], "--load-only") == 0) g_load_only = 1;
+    else if (strcmp(argv[i], "--list-ops") == 0) g_list_ops = 1;
     else if (argv[i][0] != '-' && model == NULL) model = argv[i];
-    else die("usage: runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]]; bad argument ", argv[i]);
+    else die("usage: runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]] [--load-only] | runner --list-ops; bad argument ", argv[i]);
   }
-  if (model == NULL) die("usage: runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]]", NULL);
+  if (g_list_ops) return;
+  if (model == NULL) die("usage: runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]] [--load-only] | runner --list-ops", NULL);
 
   FILE *f = fopen(model, "rb");
   if (f == NULL) die("cannot open model file ", model);
@@ -142,6 +147,10 @@ void plat_save_output(unsigned index, const void *data, size_t nbytes) {
 }
 
 int plat_etdump_wanted(void) { return g_etdump_path != NULL; }
+
+int plat_load_only(void) { return g_load_only; }
+
+int plat_list_ops(void) { return g_list_ops; }
 
 void plat_save_etdump(const void *data, size_t nbytes) {
   if (g_etdump_path == NULL) return;

@@ -225,22 +225,51 @@ def list_boards(boards_dir: Path = BOARDS_DIR) -> list[str]:
     return sorted(p.parent.name for p in boards_dir.glob("*/board.toml"))
 
 
+_LOADED: dict[Path, tuple[tuple[int, int], Board]] = {}
+
+
 def load_board(name_or_path: str | Path) -> Board:
-    """Read and validate boards/<name>/board.toml; raises BoardError with a fix."""
+    """Read and validate boards/<name>/board.toml; raises BoardError with a fix. Each file is parsed once per
+    process (again only when it changed): callers share the one (frozen) Board."""
     d = board_dir(name_or_path)
     path = d / "board.toml"
     if not path.is_file():
         known = ", ".join(list_boards()) or "none"
         raise BoardError(f"unknown board '{name_or_path}': no {path} (known boards: {known})")
+    st = path.stat()
+    stamp = (st.st_mtime_ns, st.st_size)
+    key = path.resolve()
+    hit = _LOADED.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise BoardError(f"{path}: not valid TOML ({e}): fix the syntax") from None
-    return parse_board(data, path)
+    board = parse_board(data, path)
+    _LOADED[key] = (stamp, board)
+    return board
 
 
 def parse_board(data: dict[str, Any], path: Path) -> Board:
     root = _Table(data, "", path)
+    head = _parse_head(root, path)
+    memories = _parse_memories(root, path)
+    by_name = {m.name: m for m in memories}
+    link = _parse_link(root, by_name)
+    model = _parse_model(root, by_name, link)
+    arenas, kernel_scratch = _parse_arenas(root, by_name, link)
+    npu = _parse_npu(root, by_name, arenas)
+    mps3 = _parse_mps3(root, by_name)
+    qemu = _parse_qemu(root)
+    fvp = _parse_fvp(root)
+    root.finish()
+    return Board(memories=tuple(memories), link=link, model=model, arena_regions=arenas, qemu=qemu, fvp=fvp,
+                 directory=path.parent, npu=npu, kernel_scratch=kernel_scratch, mps3=mps3, **head)
+
+
+def _parse_head(root: _Table, path: Path) -> dict[str, Any]:
+    """[board]: name, CPU, flags, clocks, UART, the stand-in and FPGAIO timer."""
     b = root.table("board")
     assert b is not None
     name = b.get("name", str)
@@ -266,8 +295,13 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
     if (fpgaio_base is None) != (fpgaio_hz is None) or (fpgaio_hz is not None and fpgaio_hz <= 0):
         raise b._fail("give both 'fpgaio_base' and a positive 'fpgaio_hz', or neither")
     b.finish()
+    return {"name": name, "description": description, "cpu": cpu, "cflags": cflags, "nomve_cflags": nomve,
+            "cpu_hz": cpu_hz, "uart_base": uart_base, "uart_hz": uart_hz, "stand_in_for": stand_in_for,
+            "label": label, "fpgaio": (fpgaio_base, fpgaio_hz) if fpgaio_base is not None else None}
 
-    # memories
+
+def _parse_memories(root: _Table, path: Path) -> list[Memory]:
+    """[[memory]]: named, non-overlapping address ranges inside 32 bits."""
     raw_mems = root.get("memory", list)
     memories: list[Memory] = []
     for i, raw in enumerate(raw_mems):
@@ -298,17 +332,25 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
             raise root._fail(
                 f"memories '{a.name}' [{a.base:#x}, {a.end:#x}) and '{c.name}' [{c.base:#x}, {c.end:#x}) overlap: fix base/size"
             )
-    by_name = {m.name: m for m in memories}
+    return memories
 
+
+def _region(by_name: dict[str, Memory], t: _Table, key: str, default: Any = ..., need: str = "") -> Any:
+    """A key naming a [[memory]], with the access the use needs."""
+    v = t.get(key, str, default)
+    if v is None:
+        return None
+    if v not in by_name:
+        raise t._fail(f"'{key}' = '{v}' is not a [[memory]] name (have {', '.join(by_name)})")
+    if need and any(ch not in by_name[v].access for ch in need):
+        raise t._fail(f"'{key}' = '{v}' needs access '{need}' but the memory is '{by_name[v].access}'")
+    return v
+
+
+def _parse_link(root: _Table, by_name: dict[str, Memory]) -> LinkPlan:
+    """[link]: where the vectors, code, data and stack go."""
     def region(t: _Table, key: str, default: Any = ..., need: str = "") -> Any:
-        v = t.get(key, str, default)
-        if v is None:
-            return None
-        if v not in by_name:
-            raise t._fail(f"'{key}' = '{v}' is not a [[memory]] name (have {', '.join(names)})")
-        if need and any(ch not in by_name[v].access for ch in need):
-            raise t._fail(f"'{key}' = '{v}' needs access '{need}' but the memory is '{by_name[v].access}'")
-        return v
+        return _region(by_name, t, key, default, need)
 
     lt = root.table("link")
     assert lt is not None
@@ -326,6 +368,17 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
         raise lt._fail(f"'stack_size' = {link.stack_size:#x} must be a multiple of 8 (AAPCS stack alignment)")
     if link.stack_size > by_name[link.stack].size:
         raise lt._fail(f"'stack_size' {link.stack_size:#x} exceeds memory '{link.stack}' ({by_name[link.stack].size:#x})")
+    return link
+
+
+def _placed(link: LinkPlan) -> set[str]:
+    return {link.vectors, link.code, link.data, link.stack} | ({link.code_fallback} if link.code_fallback else set())
+
+
+def _parse_model(root: _Table, by_name: dict[str, Memory], link: LinkPlan) -> ModelSlot:
+    """[model]: the model slot, 16-byte aligned inside a memory of its own."""
+    def region(t: _Table, key: str, default: Any = ..., need: str = "") -> Any:
+        return _region(by_name, t, key, default, need)
 
     mt = root.table("model")
     assert mt is not None
@@ -339,10 +392,16 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
             f"model slot [{model.address:#x}, {model.address + model.max_size:#x}) is not inside memory "
             f"'{mreg.name}' [{mreg.base:#x}, {mreg.end:#x}): fix address/max_size"
         )
-    placed = {link.vectors, link.code, link.data, link.stack} | ({link.code_fallback} if link.code_fallback else set())
+    placed = _placed(link)
     if model.region in placed:
         raise mt._fail(f"region '{model.region}' also holds code/data/stack ([link]): put the model in a memory of its own")
+    return model
 
+
+def _parse_arenas(root: _Table, by_name: dict[str, Memory], link: LinkPlan) -> tuple[tuple[str, ...], int]:
+    """[arenas]: the writable memories the runner may place arenas in, and the kernel scratch."""
+    names = list(by_name)
+    placed = _placed(link)
     at = root.table("arenas")
     assert at is not None
     arenas = at.str_list("regions")
@@ -365,7 +424,12 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
             raise at._fail(f"arena region '{r}' is not writable (access '{by_name[r].access}')")
     if len(set(arenas)) != len(arenas):
         raise at._fail(f"'regions' lists a memory twice: {list(arenas)}")
+    return arenas, kernel_scratch
 
+
+def _parse_npu(root: _Table, by_name: dict[str, Memory], arenas: tuple[str, ...]) -> NpuConfig | None:
+    """[npu] (optional): the Ethos-U's registers, interrupt and what its DMA reaches."""
+    names = list(by_name)
     npu = None
     nt = root.table("npu", optional=True)
     if nt is not None:
@@ -390,7 +454,12 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
         bad = [p for p in npu.products if p not in ("ethos-u55", "ethos-u65", "ethos-u85")]
         if bad:
             raise nt._fail(f"unknown NPU product(s) {', '.join(bad)}: use ethos-u55, ethos-u65 or ethos-u85")
+    return npu
 
+
+def _parse_mps3(root: _Table, by_name: dict[str, Memory]) -> Mps3Config | None:
+    """[mps3] (optional): how the MPS3's SD card loads images."""
+    names = list(by_name)
     mps3 = None
     st = root.table("mps3", optional=True)
     if st is not None:
@@ -402,7 +471,11 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
             raise st._fail("mcc_address values must be 32-bit addresses")
         mps3 = Mps3Config(images_dir=st.get("images_dir", str), mcc_address=dict(raw))
         st.finish()
+    return mps3
 
+
+def _parse_qemu(root: _Table) -> QemuConfig | None:
+    """[qemu] (optional): the machine that runs the board's image."""
     qemu = None
     qt = root.table("qemu", optional=True)
     if qt is not None:
@@ -413,6 +486,11 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
             counter_unit=qt.get("counter_unit", str, "instructions"),
         )
         qt.finish()
+    return qemu
+
+
+def _parse_fvp(root: _Table) -> FvpConfig | None:
+    """[fvp] (optional): the FVP binaries and parameters that run the board's image."""
     fvp = None
     ft = root.table("fvp", optional=True)
     if ft is not None:
@@ -438,30 +516,7 @@ def parse_board(data: dict[str, Any], path: Path) -> Board:
         for p in fvp.params + tuple(x for v in variants.values() for x in v):
             if "=" not in p:
                 raise ft._fail(f"FVP parameter '{p}' must look like instance.parameter=value")
-    root.finish()
-    return Board(
-        name=name,
-        description=description,
-        cpu=cpu,
-        cflags=cflags,
-        nomve_cflags=nomve,
-        cpu_hz=cpu_hz,
-        uart_base=uart_base,
-        memories=tuple(memories),
-        link=link,
-        model=model,
-        arena_regions=arenas,
-        qemu=qemu,
-        fvp=fvp,
-        directory=path.parent,
-        npu=npu,
-        fpgaio=(fpgaio_base, fpgaio_hz) if fpgaio_base is not None else None,
-        stand_in_for=stand_in_for,
-        kernel_scratch=kernel_scratch,
-        label=label,
-        uart_hz=uart_hz,
-        mps3=mps3,
-    )
+    return fvp
 
 
 # ---------------------------------------------------------------- generated build inputs

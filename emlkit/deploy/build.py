@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emlkit.deploy.boards import BOARDS_DIR, REPO_ROOT, Board, BoardError, load_board
-from emlkit.deploy.locks import held
+from emlkit.hostfw import cmake_binary
+from emlkit.locks import held
 
 log = logging.getLogger(__name__)
 
@@ -93,14 +94,6 @@ class BuildResult:
 
 def build_dir_for(board: str, opts: BuildOptions) -> Path:
     return BUILD_ROOT / f"{board}-{opts.build_type}{opts.variant_suffix()}"
-
-
-def cmake_binary() -> str | None:
-    """The venv's cmake (pinned in requirements.txt) first, then PATH; None if there is none."""
-    venv = Path(sys.executable).parent / "cmake"
-    if venv.exists():
-        return str(venv)
-    return shutil.which("cmake")
 
 
 def _cmake() -> str:

@@ -1,25 +1,19 @@
 """One entry point for running a compiled program on any board: host, QEMU or FVP.
 
-Picks the executor from the board and simulator, builds what it needs (cached),
-and turns every failure to start into an AotError; device-level outcomes
-(pass, fail, timeout, crash) come back in the RunResult.
+Picks the Simulator (emlkit/deploy/simulator.py: sim_host, sim_qemu, sim_fvp each provide one) from the board
+and the --sim choice, builds what it needs (cached), and turns every failure to start into an AotError;
+device-level outcomes (pass, fail, timeout, crash) come back in the RunResult.
 """
 
 from __future__ import annotations
 
-import logging
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from emlkit.deploy.sim_fvp import FVP_BINARIES
+from emlkit.deploy.simulator import Simulator, SimRun
 from emlkit.errors import EXIT_SKIP, EXIT_USAGE, AotError
-
-log = logging.getLogger(__name__)
-
-FVP_BINARIES = ("FVP_Corstone_SSE-300_Ethos-U55", "FVP_Corstone_SSE-300_Ethos-U65", "FVP_Corstone_SSE-320")
-
 
 @dataclass
 class DeployResult:
@@ -46,7 +40,7 @@ def prebuild(board: str, kernels: str = "mve") -> int | None:
     """Build BOARD's full image once up front (so parallel runs don't race; each program's own image is
     linked from its objects, emlkit/deploy/program_image.py); returns the full image's size."""
     if board == "host":
-        from emlkit.deploy.sim_host import build_host_runner
+        from emlkit.hostfw import build_host_runner
 
         build_host_runner()
         return None
@@ -79,85 +73,72 @@ def _sim_error(err: Exception) -> AotError:
     return AotError(str(err), EXIT_SKIP if isinstance(err, ToolMissing) else EXIT_USAGE)
 
 
-def _fvp_available(board: Any) -> bool:
-    return board.fvp is not None and any(shutil.which(b) for b in FVP_BINARIES)
+def simulator(name: str, **config: Any) -> Simulator:
+    """The Simulator called NAME (host, qemu, fvp); `config`: the FVP binary for fvp (binary=...)."""
+    if name == "host":
+        from emlkit.deploy.sim_host import HostSimulator
+
+        return HostSimulator()
+    if name == "qemu":
+        from emlkit.deploy.sim_qemu import QemuSimulator
+
+        return QemuSimulator()
+    if name == "fvp":
+        from emlkit.deploy.sim_fvp import FvpSimulator
+
+        return FvpSimulator(**config)
+    raise AotError(f"unknown simulator '{name}': use qemu, fvp or auto")
 
 
-def _from_sim(sres: Any) -> Any:
-    from emlkit.deploy.result import RunResult
+def _run_on(sim: Simulator, cres: Any, b: Any, elf: Path | None, timeout: float, save_outputs: str | None,
+            npu: str | None, etdump: str | None) -> SimRun:
+    """One run on a firmware simulator; one that cannot start is an AotError (a missing tool: a skip)."""
+    from emlkit.deploy.sim_qemu import SimError
 
-    run = sres.run
-    if sres.status in ("timeout", "crash"):
-        tail = sres.console.splitlines()[-20:]
-        why = sres.fault or ("killed at the timeout" if sres.status == "timeout" else "no result line")
-        r = run if run is not None else RunResult(status=sres.status)
-        r.status, r.error, r.console = sres.status, why, tail
-        return r
-    return run
-
-
-def _save_npy(raw: list[bytes], bpte: Path, save_outputs: str) -> None:
-    from emlkit.deploy.sim_host import save_outputs_npy
-
-    if not raw:
-        raise AotError("the device wrote no outputs to save")
-    with tempfile.TemporaryDirectory() as d:
-        for i, data in enumerate(raw):
-            (Path(d) / f"output_{i}.bin").write_bytes(data)
-        for p in save_outputs_npy(d, bpte, save_outputs):
-            log.info("saved %s", p)
-
-
-def _keep_etdump(sres: Any, etdump: str | None) -> Path | None:
-    """Copy the ETDump the firmware wrote in the simulator's folder to where the user asked for it."""
-    if not etdump:
-        return None
-    if sres.etdump_data is None:
-        log.warning("warning: the firmware wrote no ETDump (status %s)", sres.status)
-        return None
-    dst = Path(etdump)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(dst.name + ".tmp")  # a failed write never leaves a half ETDump under the user's name
-    tmp.write_bytes(sres.etdump_data)
-    tmp.replace(dst)
-    return dst
-
-
-def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.0, kernels: str = "mve",
-                 save_outputs: str | None = None, npu_trace: bool = False, etdump: str | None = None) -> DeployResult:
-    """`etdump`: a path for the ETDump of the measured runs (the firmware records every instruction)."""
-    from emlkit.deploy.boards import BoardError, load_board
-
-    target = cres.target
-    if target.flow == "ethos_u":
-        return _execute_npu(cres, board, sim, timeout, kernels, save_outputs, npu_trace, etdump)
-    if board == "host":
-        from emlkit.deploy.result import ResultError
-        from emlkit.deploy.sim_host import run_host
-
-        try:
-            if etdump:
-                Path(etdump).parent.mkdir(parents=True, exist_ok=True)
-            res = run_host(cres.bpte, save_outputs_dir=None, etdump=etdump)
-            if save_outputs:
-                with tempfile.TemporaryDirectory() as raw:
-                    run_host(cres.bpte, save_outputs_dir=raw)
-                    from emlkit.deploy.sim_qemu import _collect_outputs
-
-                    _save_npy([p.read_bytes() for p in _collect_outputs(Path(raw))], cres.bpte, save_outputs)
-        except ResultError as err:
-            from emlkit.deploy.result import RunResult
-
-            return DeployResult("host", RunResult(status="crash", error=str(err)))
-        except Exception as err:  # build failures
-            raise AotError(f"host runner: {err}") from err
-        return DeployResult("host", res, etdump=Path(etdump) if etdump and Path(etdump).is_file() else None)
     try:
-        b = load_board(board)
+        return sim.run(cres.bpte, b, elf=elf, timeout=timeout, save_outputs=save_outputs, npu=npu, etdump=etdump)
+    except SimError as err:
+        raise _sim_error(err) from err
+
+
+def _board(board: Any) -> Any:
+    """A Board from a Board or a board name (loaded once, emlkit/deploy/boards.py)."""
+    from emlkit.deploy.boards import Board, BoardError, load_board
+
+    if isinstance(board, Board):
+        return board
+    try:
+        return load_board(board)
     except (BoardError, FileNotFoundError) as err:
         raise AotError(str(err)) from err
+
+
+def execute_bpte(cres: Any, board: Any, sim: str = "auto", timeout: float = 120.0, kernels: str = "mve",
+                 save_outputs: str | None = None, npu_trace: bool = False, etdump: str | None = None) -> DeployResult:
+    """Run CRES's bundled program on BOARD (a Board, a board name, or "host"). `sim`: qemu, fvp or auto (an FVP
+    where one is on PATH). `etdump`: a path for the ETDump of the measured runs (the firmware records every
+    instruction)."""
+    if cres.target.flow == "ethos_u":
+        return _execute_npu(cres, board, sim, timeout, kernels, save_outputs, npu_trace, etdump)
+    if board == "host":
+        return _execute_host(cres, save_outputs, etdump)
+    return _execute_cortex_m(cres, _board(board), sim, timeout, kernels, save_outputs, etdump)
+
+
+def _execute_host(cres: Any, save_outputs: str | None, etdump: str | None) -> DeployResult:
+    try:
+        run = simulator("host").run(cres.bpte, None, save_outputs=save_outputs, etdump=etdump)
+    except Exception as err:  # build failures
+        raise AotError(f"host runner: {err}") from err
+    return DeployResult("host", run.result, etdump=run.etdump)
+
+
+def _execute_cortex_m(cres: Any, b: Any, sim: str, timeout: float, kernels: str, save_outputs: str | None,
+                      etdump: str | None) -> DeployResult:
+    """A Cortex-M program on a board's firmware: build the image with its operators, check the fit, run."""
+    target = cres.target
     if sim == "auto":
-        sim = "fvp" if _fvp_available(b) else "qemu"
+        sim = "fvp" if simulator("fvp").available(b) else "qemu"
     stand_in = ""
     if sim == "qemu" and b.qemu is None:
         # As for Ethos-U programs: QEMU has no Cortex-M85, so the labelled stand-in (AN547 map,
@@ -183,34 +164,14 @@ def execute_bpte(cres: Any, board: str, sim: str = "auto", timeout: float = 120.
     if not fit.fits:
         return DeployResult(sim, skip_reason=fit.line(f"{cres.name} ({target.name})"), image_bytes=size, fit=fit,
                             board=b.name, label=b.label)
-    if sim == "qemu":
-        if b.qemu is None:
-            return DeployResult("qemu", skip_reason=f"QEMU has no machine for {b.name} ({b.cpu}); run it with --sim fvp "
-                                                    f"where {', '.join(FVP_BINARIES[2:]) if '320' in b.name else 'an FVP'} is on PATH",
-                                image_bytes=size)
-        from emlkit.deploy.sim_qemu import SimError, run_qemu
-
-        try:
-            sres = run_qemu(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs),
-                            etdump=bool(etdump))
-        except SimError as err:
-            raise _sim_error(err) from err
-    elif sim == "fvp":
-        from emlkit.deploy.sim_fvp import run_fvp
-        from emlkit.deploy.sim_qemu import SimError
-
-        try:
-            sres = run_fvp(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs),
-                           etdump=bool(etdump))
-        except SimError as err:
-            raise _sim_error(err) from err
-    else:
-        raise AotError(f"unknown simulator '{sim}': use qemu, fvp or auto")
-    res = _from_sim(sres)
-    if save_outputs and res is not None and res.status in ("pass", "fail"):
-        _save_npy(sres.output_data, cres.bpte, save_outputs)
-    return DeployResult(sim, res, image_bytes=size, fit=fit, board=b.name, label=stand_in or b.label,
-                        etdump=_keep_etdump(sres, etdump))
+    runner = simulator(sim)
+    if sim == "qemu" and not runner.available(b):
+        return DeployResult("qemu", skip_reason=f"QEMU has no machine for {b.name} ({b.cpu}); run it with --sim fvp "
+                                                f"where {', '.join(FVP_BINARIES[2:]) if '320' in b.name else 'an FVP'} is on PATH",
+                            image_bytes=size)
+    run = _run_on(runner, cres, b, img.elf, timeout, save_outputs, None, etdump)
+    return DeployResult(sim, run.result, image_bytes=size, fit=fit, board=b.name, label=stand_in or b.label,
+                        etdump=run.etdump)
 
 
 def _check_fit(cres: Any, board: Any, elf: Path) -> Any:
@@ -253,34 +214,10 @@ def stand_in_for(board: Any) -> Any:
     return None
 
 
-def _fvp_for_npu(board: Any, npu: str) -> str | None:
-    """An FVP on PATH that models this board with this NPU product."""
-    if board.fvp is None:
-        return None
-    product = npu.rsplit("-", 1)[0]           # ethos-u55
-    suffix = product.replace("ethos-", "Ethos-").replace("-u", "-U")
-    for name in board.fvp.variants:
-        if (suffix in name or (product == "ethos-u85" and "SSE-320" in name)) and shutil.which(name):
-            return name
-    return None
-
-
-def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, save_outputs: str | None,
-                 npu_trace: bool, etdump: str | None = None) -> DeployResult:
-    """Ethos-U programs: the host executor (--board host), or the firmware on a board: an FVP with the NPU where
-    one is on PATH, else QEMU with the NPU co-simulated."""
-    from emlkit.deploy.boards import BoardError, load_board
-
-    if board == "host":
-        if etdump:
-            raise AotError("--etdump records the firmware's runs; --board host runs Ethos-U programs on the Python "
-                           "functional model: run on a board (corstone-300) instead")
-        return _run_npu_model(cres, save_outputs, npu_trace)
+def _npu_board(cres: Any, board: Any) -> Any:
+    """The board an Ethos-U program runs on: it must have an NPU of the program's product."""
+    b = _board(board)
     npu = cres.target.npu
-    try:
-        b = load_board(board)
-    except (BoardError, FileNotFoundError) as err:
-        raise AotError(str(err)) from err
     if b.npu is None:
         raise AotError(f"board '{b.name}' has no Ethos-U NPU ([npu] in its board.toml): run {cres.target.name} programs "
                        f"on corstone-300 or corstone-320, or with --board host")
@@ -288,7 +225,16 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
     if b.npu.products and product not in b.npu.products:
         raise AotError(f"board '{b.name}' has an {' or '.join(b.npu.products)}, not an {product}: use --board "
                        f"{cres.target.default_board}")
-    fvp = _fvp_for_npu(b, npu)
+    return b
+
+
+def _npu_simulator(b: Any, sim: str, npu: str) -> tuple[str, Any, str, str | None]:
+    """(sim, board, label, FVP binary): an FVP with the NPU where one is on PATH (or asked for), else QEMU with the
+    NPU co-simulated, on the board's stand-in where QEMU has no machine for it."""
+    from emlkit.deploy.sim_fvp import fvp_for_npu
+
+    product = npu.rsplit("-", 1)[0]
+    fvp = fvp_for_npu(b, npu)
     if sim == "fvp" and fvp is None:
         raise AotError(f"no FVP for {b.name} with an {product} on PATH: install Arm's Corstone FVP, or use --sim qemu "
                        "(the NPU is then co-simulated)", EXIT_SKIP)
@@ -303,6 +249,20 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
             b = alt
     elif sim == "auto":
         sim = "fvp"
+    return sim, b, label, fvp
+
+
+def _execute_npu(cres: Any, board: Any, sim: str, timeout: float, kernels: str, save_outputs: str | None,
+                 npu_trace: bool, etdump: str | None = None) -> DeployResult:
+    """Ethos-U programs: the host executor (--board host), or the firmware on a board: an FVP with the NPU where
+    one is on PATH, else QEMU with the NPU co-simulated."""
+    if board == "host":
+        if etdump:
+            raise AotError("--etdump records the firmware's runs; --board host runs Ethos-U programs on the Python "
+                           "functional model: run on a board (corstone-300) instead")
+        return _run_npu_model(cres, save_outputs, npu_trace)
+    npu = cres.target.npu
+    sim, b, label, fvp = _npu_simulator(_npu_board(cres, board), sim, npu)
     from emlkit.deploy.build import BuildError
     from emlkit.deploy.program_image import OpSet, program_image
 
@@ -311,39 +271,23 @@ def _execute_npu(cres: Any, board: str, sim: str, timeout: float, kernels: str, 
     except (BuildError, ValueError) as err:
         raise AotError(f"firmware image for {b.name} does not build: {err}") from err
     size = _image_size(img)
-    from emlkit.deploy.sim_qemu import SimError
-
     if not OpSet.of_file(_program_file(cres)).npu:
         # Nothing was delegated (e.g. a reshape alone): the image is built without the Ethos-U driver, and
         # the program runs on the CPU with nothing to co-simulate.
         npu = None
         label = (label + "; " if label else "") + "no NPU partition: every op on the CPU"
-
-    try:
-        if sim == "fvp":
-            from emlkit.deploy.sim_fvp import run_fvp
-
-            sres = run_fvp(cres.bpte, b, elf=img.elf, fvp=fvp, timeout=timeout, save_outputs=bool(save_outputs), npu=npu,
-                           etdump=bool(etdump))
-            label = f"{fvp}; cycles from the FVP"
-        else:
-            from emlkit.deploy.sim_qemu import run_qemu
-
-            sres = run_qemu(cres.bpte, b, elf=img.elf, timeout=timeout, save_outputs=bool(save_outputs), npu=npu,
-                            etdump=bool(etdump))
-            if npu is not None:
-                label = label or f"QEMU + co-simulated {npu} (functional model)"
-                label += "; NPU cycles: Vela estimate"
-    except SimError as err:
-        raise _sim_error(err) from err
-    if getattr(sres, "skip_reason", ""):
-        return DeployResult(sim, skip_reason=sres.skip_reason, label=label, image_bytes=size, board=b.name)
-    res = _from_sim(sres)
-    if save_outputs and res is not None and res.status in ("pass", "fail"):
-        _save_npy(sres.output_data, cres.bpte, save_outputs)
+    runner = simulator(sim, binary=fvp) if sim == "fvp" else simulator(sim)
+    run = _run_on(runner, cres, b, img.elf, timeout, save_outputs, npu, etdump)
+    if sim == "fvp":
+        label = f"{fvp}; cycles from the FVP"
+    elif npu is not None:
+        label = label or f"QEMU + co-simulated {npu} (functional model)"
+        label += "; NPU cycles: Vela estimate"
+    if run.skip_reason:
+        return DeployResult(sim, skip_reason=run.skip_reason, label=label, image_bytes=size, board=b.name)
     if npu_trace:
         _host_trace(cres)
-    return DeployResult(sim, res, label=label, image_bytes=size, board=b.name, etdump=_keep_etdump(sres, etdump))
+    return DeployResult(sim, run.result, label=label, image_bytes=size, board=b.name, etdump=run.etdump)
 
 
 def _host_trace(cres: Any) -> None:

@@ -38,6 +38,7 @@ from emlkit.deploy.opset import IDENT as _IDENT
 from emlkit.deploy.opset import ETHOSU_BACKEND, ProgramFacts, program_facts, registration
 from emlkit.deploy.program_io import BundledCase, TensorBytes, bundled_case
 from emlkit.errors import AotError
+from emlkit.requests import HOST, BoardRef, ExportRequest
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ _MACRO = re.compile(r"^#define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re
 def expand_generators(text: str) -> str:
     """`text` plus the expansion of each top-level call of a function-like macro defined in it (e.g.
     cortex_m_conv.c's CONV_OP(name, ...), which defines two entry points per call): enough for
-    _DEFINITION (and tests/test_adapter_limits.py) to see the functions they define: parameters
+    _DEFINITION to see the functions they define: parameters
     substituted, `#param` stringified (joined to a string literal just before it), `##` pasted."""
     out = [text]
     for m in _MACRO.finditer(text):
@@ -211,13 +212,16 @@ def model_data(case: BundledCase, model: str, target: str, board: str, facts: Pr
 # ---------------------------------------------------------------- the project
 
 
-def _check_board(board_name: str, facts: ProgramFacts) -> Board:
-    if board_name == "host":
+def _check_board(board: BoardRef, facts: ProgramFacts) -> Board:
+    if board == HOST:
         raise AotError("export writes firmware for a microcontroller board; 'host' is not one (use corstone-300)")
-    try:
-        b = boards.load_board(board_name)
-    except BoardError as err:
-        raise AotError(str(err)) from err
+    if isinstance(board, Board):
+        b = board
+    else:
+        try:
+            b = boards.load_board(board)
+        except BoardError as err:
+            raise AotError(str(err)) from err
     cmake = (b.directory / "board.cmake").read_text() if (b.directory / "board.cmake").is_file() else ""
     if "common/cortexm/cortexm.cmake" not in cmake:
         raise AotError(f"board '{b.name}' does not use the Cortex-M platform layer (boards/common/cortexm): export "
@@ -276,10 +280,20 @@ def _board(root: Path, b: Board, kernels: str) -> str:
 def _readme(model: str, target: str, b: Board, facts: ProgramFacts, case: BundledCase, report: dict[str, Any],
             ops: list[str], sources: list[str]) -> str:
     uses_npu = bool(facts.delegates)
-    mem = report.get("memory", {})
-    kernels = [s for s in sources if s.startswith(("ops/", "kernels/"))]
-    qemu = b.qemu is not None and not uses_npu
-    lines = [
+    lines = _readme_build(model, target, b)
+    if b.qemu is not None and not uses_npu:
+        lines += _readme_qemu(b)
+    if uses_npu:
+        lines += _readme_npu(target, b)
+    if b.fvp is not None:
+        lines += _readme_fvp(b)
+    lines += _readme_flash_profile(b)
+    lines += _readme_library(b, facts, case, report, ops, sources)
+    return "\n".join(lines)
+
+
+def _readme_build(model: str, target: str, b: Board) -> list[str]:
+    return [
         f"# {model} for {target} on {b.name}",
         "",
         f"Written by `emlkit export {model} --target {target} --board {b.name}`: the emlkit runtime with only the "
@@ -300,41 +314,53 @@ def _readme(model: str, target: str, b: Board, facts: ProgramFacts, case: Bundle
         "## Run",
         "",
     ]
-    if qemu:
-        lines += [
-            f"Under QEMU (machine `{b.qemu.machine}`), with nothing but the image:",
-            "",
-            "```sh",
-            f"qemu-system-arm -M {b.qemu.machine} -nographic -icount shift=0 -kernel build/app.elf",
-            "```",
-            "",
-            "The firmware prints on UART0, which QEMU connects to its terminal with `-nographic`. It ends with "
-            "`RESULT: PASS ...` when every output equals the expected one bit for bit; then the core sleeps, as "
-            "a board would: quit QEMU with Ctrl-A X. Under `-icount shift=0` the counter is QEMU's instruction "
-            "count (`instructions`), not cycles.",
-            "",
-        ]
-    if uses_npu:
-        lines += [
-            "The program has an Ethos-U delegate. The image drives the NPU through emlkit's Ethos-U driver at "
-            f"{b.npu.base:#x} (interrupt {b.npu.irq}) and runs unchanged on an FVP with that NPU or on a board. "
-            "QEMU has no NPU: there the driver stops with `npu_config` (no Ethos-U responds). To run Ethos-U "
-            "programs under QEMU, emlkit co-simulates the NPU through QEMU's debug stub: `emlkit run MODEL "
-            f"--target {target}`.",
-            "",
-        ]
-    if b.fvp is not None:
-        variant = next(iter(b.fvp.variants))
-        lines += [
-            f"On an Arm FVP (`{variant}`; not run by emlkit's tests, no FVP was available):",
-            "",
-            "```sh",
-            f"{variant} -a build/app.elf -C {b.fvp.params[0]} "
-            + " ".join(f"-C {p}" for p in [*b.fvp.params[1:], *b.fvp.variants[variant]] if "uart0" in p or "num_macs" in p),
-            "```",
-            "",
-        ]
-    lines += [
+
+
+def _readme_qemu(b: Board) -> list[str]:
+    assert b.qemu is not None
+    return [
+        f"Under QEMU (machine `{b.qemu.machine}`), with nothing but the image:",
+        "",
+        "```sh",
+        f"qemu-system-arm -M {b.qemu.machine} -nographic -icount shift=0 -kernel build/app.elf",
+        "```",
+        "",
+        "The firmware prints on UART0, which QEMU connects to its terminal with `-nographic`. It ends with "
+        "`RESULT: PASS ...` when every output equals the expected one bit for bit; then the core sleeps, as "
+        "a board would: quit QEMU with Ctrl-A X. Under `-icount shift=0` the counter is QEMU's instruction "
+        "count (`instructions`), not cycles.",
+        "",
+    ]
+
+
+def _readme_npu(target: str, b: Board) -> list[str]:
+    assert b.npu is not None
+    return [
+        "The program has an Ethos-U delegate. The image drives the NPU through emlkit's Ethos-U driver at "
+        f"{b.npu.base:#x} (interrupt {b.npu.irq}) and runs unchanged on an FVP with that NPU or on a board. "
+        "QEMU has no NPU: there the driver stops with `npu_config` (no Ethos-U responds). To run Ethos-U "
+        "programs under QEMU, emlkit co-simulates the NPU through QEMU's debug stub: `emlkit run MODEL "
+        f"--target {target}`.",
+        "",
+    ]
+
+
+def _readme_fvp(b: Board) -> list[str]:
+    assert b.fvp is not None
+    variant = next(iter(b.fvp.variants))
+    return [
+        f"On an Arm FVP (`{variant}`; not run by emlkit's tests, no FVP was available):",
+        "",
+        "```sh",
+        f"{variant} -a build/app.elf -C {b.fvp.params[0]} "
+        + " ".join(f"-C {p}" for p in [*b.fvp.params[1:], *b.fvp.variants[variant]] if "uart0" in p or "num_macs" in p),
+        "```",
+        "",
+    ]
+
+
+def _readme_flash_profile(b: Board) -> list[str]:
+    return [
         "## Flash",
         "",
         "An MPS3 board (AN547 bitfile) loads images from its SD card at power-on. With the board's USB mass storage "
@@ -362,6 +388,15 @@ def _readme(model: str, target: str, b: Board, facts: ProgramFacts, case: Bundle
         "emlkit inspect --log console.txt --etrecord model/model.etrecord",
         "```",
         "",
+    ]
+
+
+def _readme_library(b: Board, facts: ProgramFacts, case: BundledCase, report: dict[str, Any], ops: list[str],
+                    sources: list[str]) -> list[str]:
+    uses_npu = bool(facts.delegates)
+    mem = report.get("memory", {})
+    kernels = [s for s in sources if s.startswith(("ops/", "kernels/"))]
+    return [
         "## Use the library in your firmware",
         "",
         "`emlkit/` is a CMake library (`add_subdirectory(emlkit/lib)`, then link `emlkit::emlkit`); its one header is "
@@ -384,7 +419,6 @@ def _readme(model: str, target: str, b: Board, facts: ProgramFacts, case: Bundle
         f"- `board/`: {b.description}; memory map generated from emlkit's boards/{b.name}/board.toml.",
         "",
     ]
-    return "\n".join(lines)
 
 
 def write_project(root: Path, model: str, target: str, b: Board, pte: Path, bpte: Path, report_path: Path,
@@ -437,8 +471,10 @@ def _install(tmp: Path, out: Path, force: bool) -> None:
     tmp.rename(out)
 
 
-def export_compiled(cres: Any, board: str | None, out: Path, force: bool = False, kernels: str = "mve") -> ExportResult:
-    """Export an already compiled program (emlkit.compile.CompileResult)."""
+def export_compiled(cres: Any, board: BoardRef | None, out: Path, force: bool = False,
+                    kernels: str = "mve") -> ExportResult:
+    """Export an already compiled program (emlkit.compile.CompileResult) for BOARD (a Board, a board name, "host"
+    (refused), or None: the target's board)."""
     if kernels not in ("mve", "portable"):
         raise AotError(f"unknown kernel variant '{kernels}': use mve or portable")
     board = board or cres.target.default_board
@@ -463,14 +499,14 @@ def export_compiled(cres: Any, board: str | None, out: Path, force: bool = False
     return res
 
 
-def cmd_export(args: Any, options: Any) -> int:
+def export_model(req: ExportRequest) -> int:
+    """`emlkit export`: compile into a scratch folder, then write the project (export_compiled)."""
     from emlkit.compile import compile_model
-    from emlkit.targets import get_target
 
-    target = get_target(args.target)
+    spec = req.program
     with tempfile.TemporaryDirectory(prefix="emlkit-export-") as work:
-        cres = compile_model(args.model, target.name, work, args.calibration, options)
-        res = export_compiled(cres, args.board, Path(args.output), args.force, args.kernels)
+        cres = compile_model(spec.model, spec.target.name, work, spec.calibration, spec.options)
+        res = export_compiled(cres, req.board, req.output, req.force, req.kernels)
     log.info("wrote %s: %s for %s on %s, program %d bytes, %d operators (%s)%s", res.out, res.model, res.target,
              res.board, res.model_bytes, len(res.operators), ", ".join(res.operators),
              ", Ethos-U delegate" if res.uses_npu else "")

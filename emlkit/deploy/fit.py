@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from emlkit.deploy.boards import EMDL_HEADER_SIZE, Board
+from emlkit.program_needs import RUNTIME_ALIGN, ProgramNeeds  # noqa: F401 (re-exported: fit.ProgramNeeds)
 
-RUNTIME_ALIGN = 8      # firmware/runtime/method.c ALIGN: each runtime table is rounded up to it
 RUNNER_ALIGN = 16      # firmware/runner/main.c ALIGNMENT: every block the runner places
 REGION_ALIGN = 64      # boards/common/cortexm/platform.c: shared regions start 64-byte aligned
 LAYOUT_PREFIX = "fw_layout_"
 LAYOUT_NAMES = ("et_value", "et_tensor", "et_op_slot", "et_instr", "pointer")
-# Element sizes of ExecuTorch's ScalarType codes (executorch/exir/scalar_type.py).
-_ELEMENT_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2}
 _OVERFLOW_RE = re.compile(r"region [`'](\w+)' overflowed by (\d+) bytes")
 
 
@@ -102,64 +100,8 @@ def read_image(elf: Path) -> ImageFacts:
 # ---------------------------------------------------------------- the program
 
 
-@dataclass
-class ProgramNeeds:
-    """The memory a program asks the runner for, read off the program (board-independent)."""
-
-    arenas: list[int]           # planned arena bytes, memory ids 1..n
-    values: int
-    tensors: int
-    operators: int
-    instructions: int
-    arguments: int
-    output_bytes: int
-    delegate_bytes: int = 0     # device memory for delegates (Ethos-U scratch); not predicted here
-    kernel_state: int = 0       # the kernel calls' load-time state (registry state bytes, each rounded up)
-
-    def runtime_bytes(self, layout: dict[str, int]) -> int:
-        """firmware/runtime/method.c runtime_bytes() with this build's struct sizes."""
-        def up(n: int) -> int:
-            return (n + RUNTIME_ALIGN - 1) // RUNTIME_ALIGN * RUNTIME_ALIGN
-
-        return (up(layout["et_value"] * self.values) + up(layout["et_tensor"] * self.tensors)
-                + up(layout["et_op_slot"] * self.operators) + up(layout["et_instr"] * self.instructions)
-                + up(layout["pointer"] * self.arguments) + self.kernel_state)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ProgramNeeds":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-
-    @classmethod
-    def from_program(cls, prog: Any) -> "ProgramNeeds":
-        """From an ExecuTorch Program (executorch.exir.schema), e.g. manager.executorch_program."""
-        from executorch.exir.schema import DelegateCall, KernelCall, Tensor
-
-        plan = prog.execution_plan[0]
-        tensors = sum(1 for v in plan.values if isinstance(v.val, Tensor))
-        instrs = [i for c in plan.chains for i in c.instructions]
-        args = sum(len(i.instr_args.args) for i in instrs if isinstance(i.instr_args, (KernelCall, DelegateCall)))
-        out = 0
-        for idx in plan.outputs:
-            v = plan.values[idx].val
-            if isinstance(v, Tensor):
-                n = 1
-                for s in v.sizes:
-                    n *= int(s)
-                out += n * _ELEMENT_BYTES.get(int(v.scalar_type), 8)
-        from emlkit.deploy.opset import state_bytes
-
-        per_call = state_bytes()
-        state = 0
-        for i in instrs:
-            if isinstance(i.instr_args, KernelCall):
-                o = plan.operators[i.instr_args.op_index]
-                state += -(-per_call.get((o.name, o.overload), 0) // RUNTIME_ALIGN) * RUNTIME_ALIGN
-        return cls(arenas=[int(s) for s in plan.non_const_buffer_sizes[1:]], values=len(plan.values), tensors=tensors,
-                   operators=len(plan.operators), instructions=len(instrs), arguments=args, output_bytes=out,
-                   kernel_state=state)
+# ProgramNeeds (what the program asks for) lives in emlkit/program_needs.py: compiling reads it off the
+# program without the deploy package.
 
 
 # ---------------------------------------------------------------- the check
@@ -337,7 +279,7 @@ def overflow_result(board: Board, build_log: str) -> FitResult | None:
     return FitResult(board.name, False, mems, note="the runner image does not link") if mems else None
 
 
-def check_board(board_name: str, needs: ProgramNeeds, bpte_bytes: int, kernels: str = "mve",
+def check_board(board: str | Board, needs: ProgramNeeds, bpte_bytes: int, kernels: str = "mve",
                 program: bytes | Path | None = None) -> FitResult | None:
     """Build (cached) the runner image that would run `program` (.pte/.bpte: the image with only its
     operators, emlkit/deploy/program_image.py; None: the board's full image) and check; None when no image
@@ -348,7 +290,7 @@ def check_board(board_name: str, needs: ProgramNeeds, bpte_bytes: int, kernels: 
     from emlkit.deploy.build import BuildError, BuildOptions, build_image
     from emlkit.deploy.program_image import program_image
 
-    board = load_board(board_name)
+    board = board if isinstance(board, Board) else load_board(board)
     if shutil.which("arm-none-eabi-gcc") is None:
         return None
     opts = BuildOptions(mve=kernels == "mve" or not board.has_mve_variant)
@@ -360,3 +302,27 @@ def check_board(board_name: str, needs: ProgramNeeds, bpte_bytes: int, kernels: 
             raise
         return res
     return check(board, read_image(img.elf), needs, bpte_bytes)
+
+
+def fit_report(board: Board, needs: ProgramNeeds, bpte_bytes: int, what: str,
+               program: Path | None = None) -> dict[str, Any]:
+    """The compile report's "fit" entry: per memory, what the program needs on BOARD and what it has, with the
+    image that runs `program` (only its operators) when it is given. A board or image that cannot be read is
+    an AotError; an image that does not build here is reported unchecked."""
+    import logging
+
+    from emlkit.deploy.boards import BoardError
+    from emlkit.deploy.build import BuildError
+    from emlkit.errors import AotError
+
+    try:
+        res = check_board(board, needs, bpte_bytes, program=program)
+    except (BoardError, FitError) as err:
+        raise AotError(str(err)) from err
+    except BuildError as err:
+        logging.getLogger("emlkit.compile").warning(
+            "warning: no fit check for %s: its firmware image does not build (%s)", board.name, str(err).splitlines()[0])
+        return {"board": board.name, "checked": False, "reason": "firmware image does not build"}
+    if res is None:
+        return {"board": board.name, "checked": False, "reason": "arm-none-eabi-gcc not installed"}
+    return {"checked": True, **res.to_dict(), "line": res.line(what)}

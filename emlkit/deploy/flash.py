@@ -21,10 +21,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from emlkit.deploy.boards import Board, BoardError, load_board
+from emlkit.deploy.boards import Board
 from emlkit.errors import AotError
+from emlkit.requests import FlashRequest
 
 log = logging.getLogger(__name__)
 
@@ -179,47 +179,52 @@ def find_pyocd() -> list[str] | None:
 # ---------------------------------------------------------------- command
 
 
-def cmd_flash(args: Any) -> int:
-    elf = Path(args.elf)
+def flash(req: FlashRequest) -> int:
+    """`emlkit flash`: program a board through pyOCD (--probe) or write an MPS3's SD-card files."""
+    elf = Path(req.elf)
     if not elf.is_file():
         raise AotError(f"{elf}: no such image (build the exported project: cmake --build build)")
     segments = load_segments(elf)
-    if args.probe:
-        if not args.pyocd_target:
-            raise AotError("--probe needs --pyocd-target (the chip, e.g. stm32h743zitx; `pyocd list --targets` lists "
-                           "them); an MPS3 board is flashed through its SD card: --mps3 DRIVE")
-        pyocd = find_pyocd()
-        cmd = pyocd_command(elf, args.pyocd_target, args.probe, args.frequency, args.erase, pyocd)
-        if args.dry_run:
-            print(" ".join(cmd))
-            return 0
-        if pyocd is None:
-            raise AotError("pyOCD is not installed: pip install pyocd==0.46.0 (it is in requirements.txt)")
-        log.info("$ %s", " ".join(cmd))
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        sys.stdout.write(p.stdout)
-        if p.returncode != 0:
-            last = [ln for ln in p.stdout.splitlines() if ln.strip()][-1:] or [f"exit {p.returncode}"]
-            raise AotError(f"pyOCD could not flash {elf.name}: {last[0].strip()}")
-        log.info("flashed %s (%d bytes in %d segments)", elf, sum(len(s.data) for s in segments), len(segments))
-        return 0
-    try:
-        b = load_board(args.board)
-    except BoardError as err:
-        raise AotError(str(err)) from err
+    if req.probe:
+        return _flash_probe(req, elf, segments)
+    b = req.board
+    if b is None:
+        raise AotError("--mps3/--mps3-dir need --board (the board whose memory map the image uses)")
     images = mps3_images(segments, b)
-    root = Path(args.mps3 or args.mps3_dir)
-    if args.dry_run:
+    root = Path(req.mps3 or req.mps3_dir or ".")
+    if req.dry_run:
         for im in images:
             print(f"SOFTWARE/{im.file}: {len(im.data)} bytes, {im.memory} at {im.cpu_address:#010x} "
                   f"(MCC {im.mcc_address:#010x})")
         print(images_txt(images, elf, b).replace("\r\n", "\n"))
         return 0
-    if args.mps3 and not root.is_dir():
+    if req.mps3 and not root.is_dir():
         raise AotError(f"{root}: no such drive: mount the MPS3's USB drive (V2M-MPS3) and give its folder")
-    written = write_mps3(root, images, elf, b, card=bool(args.mps3))
+    written = write_mps3(root, images, elf, b, card=bool(req.mps3))
     for p in written:
         log.info("wrote %s", p)
-    if args.mps3:
+    if req.mps3:
         log.info("sync the drive (or eject it), then reset the board: the MCC loads the images at power-on")
+    return 0
+
+
+def _flash_probe(req: FlashRequest, elf: Path, segments: list[Segment]) -> int:
+    if not req.pyocd_target:
+        raise AotError("--probe needs --pyocd-target (the chip, e.g. stm32h743zitx; `pyocd list --targets` lists "
+                       "them); an MPS3 board is flashed through its SD card: --mps3 DRIVE")
+    pyocd = find_pyocd()
+    assert req.probe is not None
+    cmd = pyocd_command(elf, req.pyocd_target, req.probe, req.frequency, req.erase, pyocd)
+    if req.dry_run:
+        print(" ".join(cmd))
+        return 0
+    if pyocd is None:
+        raise AotError("pyOCD is not installed: pip install pyocd==0.46.0 (it is in requirements.txt)")
+    log.info("$ %s", " ".join(cmd))
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sys.stdout.write(p.stdout)
+    if p.returncode != 0:
+        last = [ln for ln in p.stdout.splitlines() if ln.strip()][-1:] or [f"exit {p.returncode}"]
+        raise AotError(f"pyOCD could not flash {elf.name}: {last[0].strip()}")
+    log.info("flashed %s (%d bytes in %d segments)", elf, sum(len(s.data) for s in segments), len(segments))
     return 0

@@ -355,6 +355,92 @@ def _symbols(elf: Path) -> dict[str, int]:
     return syms
 
 
+class _Session:
+    """One co-simulation over QEMU's gdbstub: the guest's NPU register accesses stop at the driver's accessors and
+    are answered from the NpuModel; a finished job pends the NPU's interrupt."""
+
+    def __init__(self, gdb: GdbRemote, mem: GuestMemory, npu: NpuModel, syms: dict[str, int], npu_base: int,
+                 irq: int, fault: str | None) -> None:
+        self.gdb, self.mem, self.npu, self.npu_base, self.irq, self.fault = gdb, mem, npu, npu_base, irq, fault
+        self.read_done, self.write_done = syms["ethosu_reg_read_done"], syms["ethosu_reg_write_done"]
+        self.store = syms["ethosu_reg_write_store"]
+        self.accesses = 0
+        self.pending_irq = False
+        self.resume_from: int | None = None
+
+    def run(self, deadline: float) -> tuple[bool, bool]:
+        """Until the guest exits or the deadline passes: (timed_out, clean_exit)."""
+        gdb = self.gdb
+        gdb.set_breakpoint(self.read_done)
+        gdb.set_breakpoint(self.write_done)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True, False
+            try:
+                if self.resume_from is not None:
+                    stop = gdb.step_over(self.resume_from)
+                    self.resume_from = None
+                    if stop.exited:
+                        return False, True
+                stop = gdb.cont(timeout=left)
+            except GdbError as err:
+                if "did not answer" in str(err):
+                    return True, False
+                raise
+            if stop.exited:
+                return False, True
+            self._on_stop(gdb.reg(PC))
+
+    def _on_stop(self, pc: int) -> None:
+        self.resume_from = pc if pc in (self.read_done, self.write_done) else None
+        if pc == self.read_done:
+            self._on_read()
+        elif pc == self.write_done:
+            self._on_write()
+        else:
+            raise CosimError(f"the guest stopped at {pc:#x} (lr {self.gdb.reg(LR):#x}), not at an NPU accessor")
+
+    def _on_read(self) -> None:
+        addr = self.gdb.reg(1)
+        if self.npu_base <= addr < self.npu_base + WINDOW:
+            self.accesses += 1
+            value = self.npu.read(addr - self.npu_base)
+            self.gdb.set_reg(0, value)
+            if self.accesses < 200:
+                log.debug("NPU read  %#06x -> %#010x", addr - self.npu_base, value)
+
+    def _on_write(self) -> None:
+        gdb, npu = self.gdb, self.npu
+        addr, value = gdb.reg(0), gdb.reg(1)
+        if addr == NVIC_STIR:
+            return  # the interrupt this harness raised
+        if not self.npu_base <= addr < self.npu_base + WINDOW:
+            return
+        self.accesses += 1
+        off = addr - self.npu_base
+        if self.accesses < 200:
+            log.debug("NPU write %#06x <- %#010x", off, value)
+        if off == RESET:
+            npu.reset(value)
+        elif off == CMD:
+            npu.regs[CMD] = value & 0xC
+            if value & 2:
+                npu.status &= ~ST_IRQ
+            if value & 1:
+                job = run_job(npu, self.mem)
+                self.pending_irq = job.result not in ("hang",) and self.fault != "drop-irq"
+        else:
+            npu.regs[off] = value
+        if self.pending_irq and self.irq >= 0:
+            # Have the CPU pend the NPU's interrupt: re-run the accessor's store against NVIC STIR.
+            self.pending_irq = False
+            gdb.set_reg(0, NVIC_STIR)
+            gdb.set_reg(1, self.irq)
+            gdb.set_reg(PC, self.store)
+            self.resume_from = None
+
+
 def run_cosim(cmd: list[str], elf: Path, workdir: Path, spec: NpuSpec, npu_base: int, irq: int,
               reachable: list[tuple[int, int, str]], timeout: float, fault: str | None = None) -> CosimResult:
     """Run QEMU (`cmd`, without -gdb/-S) with the NPU co-simulated; returns the console and what the NPU did."""
@@ -367,9 +453,8 @@ def run_cosim(cmd: list[str], elf: Path, workdir: Path, spec: NpuSpec, npu_base:
     console_path = workdir / "console.txt"
     full = [*cmd, "-chardev", f"socket,id=npugdb,path={sock},server=on,wait=off", "-gdb", "chardev:npugdb", "-S"]
     t0 = time.monotonic()
-    deadline = t0 + timeout
     npu = NpuModel(spec, fault)
-    accesses = 0
+    session: _Session | None = None
     timed_out = False
     with open(console_path, "wb") as console:
         proc = subprocess.Popen(full, cwd=workdir, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
@@ -378,74 +463,8 @@ def run_cosim(cmd: list[str], elf: Path, workdir: Path, spec: NpuSpec, npu_base:
         clean_exit = False
         try:
             gdb = GdbRemote(str(sock), connect_timeout=min(10.0, timeout))
-            mem = GuestMemory(gdb, reachable)
-            read_done, write_done = syms["ethosu_reg_read_done"], syms["ethosu_reg_write_done"]
-            store = syms["ethosu_reg_write_store"]
-            gdb.set_breakpoint(read_done)
-            gdb.set_breakpoint(write_done)
-            pending_irq = False
-            resume_from: int | None = None
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    timed_out = True
-                    break
-                try:
-                    if resume_from is not None:
-                        stop = gdb.step_over(resume_from)
-                        resume_from = None
-                        if stop.exited:
-                            clean_exit = True
-                            break
-                    stop = gdb.cont(timeout=left)
-                except GdbError as err:
-                    if "did not answer" in str(err):
-                        timed_out = True
-                        break
-                    raise
-                if stop.exited:
-                    clean_exit = True
-                    break
-                pc = gdb.reg(PC)
-                resume_from = pc if pc in (read_done, write_done) else None
-                if pc == read_done:
-                    addr = gdb.reg(1)
-                    if npu_base <= addr < npu_base + WINDOW:
-                        accesses += 1
-                        value = npu.read(addr - npu_base)
-                        gdb.set_reg(0, value)
-                        if accesses < 200:
-                            log.debug("NPU read  %#06x -> %#010x", addr - npu_base, value)
-                elif pc == write_done:
-                    addr, value = gdb.reg(0), gdb.reg(1)
-                    if addr == NVIC_STIR:
-                        continue  # the interrupt this harness raised
-                    if not npu_base <= addr < npu_base + WINDOW:
-                        continue
-                    accesses += 1
-                    off = addr - npu_base
-                    if accesses < 200:
-                        log.debug("NPU write %#06x <- %#010x", off, value)
-                    if off == RESET:
-                        npu.reset(value)
-                    elif off == CMD:
-                        npu.regs[CMD] = value & 0xC
-                        if value & 2:
-                            npu.status &= ~ST_IRQ
-                        if value & 1:
-                            job = run_job(npu, mem)
-                            pending_irq = job.result not in ("hang",) and fault != "drop-irq"
-                    else:
-                        npu.regs[off] = value
-                    if pending_irq and irq >= 0:
-                        # Have the CPU pend the NPU's interrupt: re-run the accessor's store against NVIC STIR.
-                        pending_irq = False
-                        gdb.set_reg(0, NVIC_STIR)
-                        gdb.set_reg(1, irq)
-                        gdb.set_reg(PC, store)
-                        resume_from = None
-                else:
-                    raise CosimError(f"the guest stopped at {pc:#x} (lr {gdb.reg(LR):#x}), not at an NPU accessor")
+            session = _Session(gdb, GuestMemory(gdb, reachable), npu, syms, npu_base, irq, fault)
+            timed_out, clean_exit = session.run(t0 + timeout)
         except CosimError:
             raise
         except GdbError as err:
@@ -461,4 +480,5 @@ def run_cosim(cmd: list[str], elf: Path, workdir: Path, spec: NpuSpec, npu_base:
                 proc.wait()
     console_text = console_path.read_text(errors="replace")
     code = None if timed_out else proc.returncode
+    accesses = session.accesses if session is not None else 0
     return CosimResult(console_text, code, timed_out, time.monotonic() - t0, npu.jobs, accesses, npu.unsupported)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from emlkit.deploy.boards import REPO_ROOT
 from emlkit.errors import EXIT_UNSUPPORTED, AotError
+from emlkit.program_needs import state_bytes  # noqa: F401 (re-exported)
 
 OPS_DIR = REPO_ROOT / "firmware" / "ops"
 ETHOSU_BACKEND = "EthosUBackend"
@@ -57,20 +58,6 @@ def program_facts(pte: bytes) -> ProgramFacts:
     dels = sorted({plan.delegates[i.instr_args.delegate_index].id for c in plan.chains for i in c.instructions
                    if isinstance(i.instr_args, DelegateCall)})
     return ProgramFacts(ops, n, dels)
-
-
-def state_bytes(ops_dir: Path = OPS_DIR) -> dict[tuple[str, str], int]:
-    """Per-call state bytes of the operators whose registry entry gives them (ET_OP's fifth argument, a number):
-    the firmware's runtime memory holds that much per kernel call of the operator (firmware/runtime/method.c)."""
-    out: dict[tuple[str, str], int] = {}
-    for path in sorted(ops_dir.glob("*.def")):
-        for line in path.read_text().splitlines():
-            m = _ET_OP.match(line)
-            if m:
-                rest = [a.strip() for a in m.group(3).split(",")]
-                if len(rest) >= 3 and rest[2].isdigit():
-                    out[(m.group(1), m.group(2))] = int(rest[2])
-    return out
 
 
 def registration(ops: list[tuple[str, str]], ops_dir: Path = OPS_DIR,

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from emlkit.deploy.boards import BoardError
-from emlkit.deploy.locks import held
+from emlkit.locks import held
 from emlkit.deploy.build import FIRMWARE_DIR, BuildError, BuildOptions, BuildResult, build_image, image_sizes
 from emlkit.deploy.opset import ETHOSU_BACKEND, program_facts, registration
 from emlkit.errors import EXIT_USAGE, AotError

@@ -27,6 +27,7 @@ from emlkit.deploy.build import BuildError
 from emlkit.deploy.sim_qemu import (
     FAULT_MARKER, RunOptions, SimError, SimResult, ToolMissing, _collect_outputs, classify, finish, prepare_run,
     run_command, run_dir, run_options)
+from emlkit.deploy.simulator import SimRun, from_firmware
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,46 @@ def run_fvp(bpte: Path | bytes, board: str | Board = "corstone-300", fvp: str | 
         if parsed is None and secs >= timeout and FAULT_MARKER not in console:
             status = "timeout"
         return finish(SimResult(status, code, console, parsed, secs, wd, _collect_outputs(wd), cmd), workdir)
+
+
+FVP_BINARIES = ("FVP_Corstone_SSE-300_Ethos-U55", "FVP_Corstone_SSE-300_Ethos-U65", "FVP_Corstone_SSE-320")
+
+
+def fvp_for_npu(board: Board, npu: str) -> str | None:
+    """An FVP on PATH that models this board with this NPU product."""
+    if board.fvp is None:
+        return None
+    product = npu.rsplit("-", 1)[0]           # ethos-u55
+    suffix = product.replace("ethos-", "Ethos-").replace("-u", "-U")
+    for name in board.fvp.variants:
+        if (suffix in name or (product == "ethos-u85" and "SSE-320" in name)) and shutil.which(name):
+            return name
+    return None
+
+
+class FvpSimulator:
+    """The Simulator (emlkit/deploy/simulator.py) for boards with an Arm FVP ([fvp] in board.toml): `binary`
+    picks the FVP (default: the board's first variant); an Ethos-U program's NPU is modelled by the FVP.
+    Counts are cycles."""
+
+    name = "fvp"
+
+    def __init__(self, binary: str | None = None) -> None:
+        self.binary = binary
+
+    def available(self, board: Board | None, npu: str | None = None) -> bool:
+        if board is None or board.fvp is None:
+            return False
+        if npu is not None:
+            return fvp_for_npu(board, npu) is not None
+        return any(shutil.which(b) for b in FVP_BINARIES)
+
+    def run(self, bpte: Path, board: Board | None, *, elf: Path | None = None, timeout: float = 120.0,
+            save_outputs: str | None = None, npu: str | None = None, etdump: str | None = None) -> SimRun:
+        assert board is not None
+        sres = run_fvp(bpte, board, fvp=self.binary, elf=elf, timeout=timeout, save_outputs=bool(save_outputs),
+                       npu=npu, etdump=bool(etdump))
+        return from_firmware(sres, Path(bpte), save_outputs, etdump)
 
 
 def main(argv: list[str] | None = None) -> int:

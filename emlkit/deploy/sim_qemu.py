@@ -34,6 +34,7 @@ from typing import Any, Iterator, TypedDict, Unpack
 from emlkit.deploy.boards import Board, BoardError, load_board
 from emlkit.deploy.build import BuildError, BuildOptions, build_image, check_model_fits, emdl_image
 from emlkit.deploy.result import ResultError, RunResult, parse_result
+from emlkit.deploy.simulator import SimRun, collect_outputs, from_firmware
 
 log = logging.getLogger(__name__)
 
@@ -154,9 +155,7 @@ def qemu_command(board: Board, elf: Path, model_bin: Path) -> list[str]:
     ]
 
 
-def _collect_outputs(workdir: Path) -> list[Path]:
-    outs = [p for p in workdir.glob("output_*.bin") if p.stem.split("_")[1].isdigit()]
-    return sorted(outs, key=lambda p: int(p.stem.split("_")[1]))
+_collect_outputs = collect_outputs
 
 
 @contextlib.contextmanager
@@ -275,6 +274,23 @@ def run_qemu(bpte: Path | bytes, board: str | Board = "corstone-300", npu_fault:
     elif status == "crash":
         log.warning("%s: crashed (exit %s):\n%s", b.name, code, res.fault or res.tail)
     return res
+
+
+class QemuSimulator:
+    """The Simulator (emlkit/deploy/simulator.py) for boards with a QEMU machine ([qemu] in board.toml); an
+    Ethos-U delegate runs on the co-simulated NPU (emlkit/deploy/npu_cosim.py). Counts are instructions."""
+
+    name = "qemu"
+
+    def available(self, board: Board | None, npu: str | None = None) -> bool:
+        return board is not None and board.qemu is not None and (npu is None or board.npu is not None)
+
+    def run(self, bpte: Path, board: Board | None, *, elf: Path | None = None, timeout: float = 120.0,
+            save_outputs: str | None = None, npu: str | None = None, etdump: str | None = None) -> SimRun:
+        assert board is not None
+        sres = run_qemu(bpte, board, elf=elf, timeout=timeout, save_outputs=bool(save_outputs), npu=npu,
+                        etdump=bool(etdump))
+        return from_firmware(sres, Path(bpte), save_outputs, etdump)
 
 
 def _run_cosim(b: Board, elf: Path, workdir: Path, cmd: list[str], npu: str, fault: str | None,

@@ -1,6 +1,7 @@
 """Our graph passes and quantizer configuration, added to LowerOptions by `configure`.
 
 One pass per file, each file's docstring says what it matches and what it emits:
+- graph.py: what the passes share (helpers, op sets, the pass skeletons); not a pass.
 - lut_fusion.py (+ lut_backends.py, lut_ethos_u.py): pointwise chains -> one lookup table.
 - relu6_to_hardtanh.py: F.relu6 -> hardtanh(0, 6) so quantizers fuse it as activation bounds.
 - channels_last_everywhere.py: a channels-last copy after any op whose 4-D output is not (Cortex-M).
@@ -55,19 +56,28 @@ One pass per file, each file's docstring says what it matches and what it emits:
   requantized to the pool's own output qparams) on Cortex-M.
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 
-Each pass class derives from manager.Pass and declares its `stage`, `ops`, `order`, `runs_after` and
-`runs_before`; `configure` builds every pass emlkit/passes/manager.py discovers in this package's modules,
-and the manager orders them and refuses undeclared passes, unknown names, constraints against the stage
-order, repeated orders and cycles (tests/passes/test_manager.py checks the order).
+Each pass class derives from manager.Pass and declares (`@declare`) its `stage`, the `ops` it rewrites,
+its `order`, `runs_after` and `runs_before`, and where it applies: `flows`, compile `targets`, activation
+`bits` and LowerOptions `options`. No pass decides for itself whether it runs: `configure` builds every
+pass emlkit/passes/manager.py discovers in this package's modules (given a target, only those whose
+declaration covers it), the manager orders them and refuses undeclared passes, unknown names,
+constraints against the stage order, repeated orders and cycles (tests/passes/test_manager.py checks the
+order), and `Pass.__call__` runs a pass's body only where its declaration applies. What passes share
+(graph helpers, the op sets several passes match, the skeletons of each stage) is in graph.py; no pass
+imports another pass's helpers. tests/passes/ has a test file per pass module (test_<module>.py).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from emlkit.lower import LowerOptions
 
 
-def configure(opts: LowerOptions, allow_float: bool = False) -> None:
-    """Add every pass of this package to `opts` (called by the CLI for every compile)."""
+def configure(opts: LowerOptions, allow_float: bool = False, target: Any = None) -> None:
+    """Add the passes of this package to `opts` (called by the CLI for every compile): given a target, only
+    those whose declaration covers it (emlkit/passes/manager.py), else every pass (the flow then binds them
+    to the compile's target, and those that do not apply leave their input as it is)."""
     from emlkit.passes.manager import discover, install
 
-    install(opts, [cls.create(opts, allow_float) for cls in discover()])
+    install(opts, [cls.create(opts, allow_float) for cls in discover()], target)

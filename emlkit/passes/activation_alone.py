@@ -32,13 +32,10 @@ into one exact table lookup per element.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from emlkit.passes._graph import reaches
-from emlkit.passes._quantizer_hooks import QuantizerHook, annotating_alone
+from emlkit.passes.graph import PASS_THROUGH, QuantizerHook, reaches
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -56,13 +53,6 @@ PRODUCERS = {
 # Ops that share one set of qparams over several inputs and their output.
 SHARING = {aten.cat.default, aten.concat.default, aten.stack.default, aten.minimum.default,
            aten.maximum.default}
-# Single-input ops that pass codes through unchanged (their qparams are their input's).
-PASS_THROUGH = {
-    aten.view.default, aten.reshape.default, aten.permute.default, aten.transpose.int,
-    aten.flatten.using_ints, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default,
-    aten.contiguous.default, aten.clone.default, aten._unsafe_view.default, aten.slice.Tensor,
-    aten.select.int, aten.unflatten.int, aten.dropout.default,
-}
 
 
 def _float_tensor_inputs(n: torch.fx.Node) -> int:
@@ -102,13 +92,8 @@ def candidates(gm: torch.fx.GraphModule, hardsigmoid: bool = True) -> list[torch
 
 @declare("quantizer_hook", ("aten.relu", "aten.hardtanh", "aten.clamp", "aten.hardsigmoid"),
          order=140, flows=("cortex_m",))
-@dataclass
 class ActivationAlone(QuantizerHook):
-    """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""
-
-    report_key: str = "activation_alone"
-    report_name = "annotated_alone"
     # Tried on Ethos-U: the Arm flow's wrong ReLU -> cat lowering stays wrong (72 steps instead of 28).
-
-    def configure(self, quantizer: Any, target: Any) -> Any:
-        return annotating_alone(quantizer, candidates, self.done, "activations quantized on their own")
+    report_name = "annotated_alone"
+    alone = candidates
+    alone_what = "activations quantized on their own"

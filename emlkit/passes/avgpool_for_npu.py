@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from emlkit.passes._graph import Rewrite
+from emlkit.passes.graph import Rewrite
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,6 @@ def small_factors(k: int) -> list[int] | None:
          order=80, flows=("ethos_u",))
 @dataclass
 class AvgPoolForNpu(Rewrite):
-    report_key: str = "avgpool_for_npu"
-    applicable: bool = True  # until bound (emlkit.passes.manager.Pass)
     skipped: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -70,9 +68,9 @@ class AvgPoolForNpu(Rewrite):
     def report(self) -> dict[str, Any]:
         return {"rewritten": list(self.done), "skipped": list(self.skipped)}
 
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    def reset(self) -> None:
+        super().reset()
         self.skipped = []
-        return super().__call__(gm)
 
     def run(self, gm: torch.fx.GraphModule) -> list[Any]:
         self.done = []  # _rewrite appends here as it goes

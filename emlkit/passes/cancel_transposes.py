@@ -15,11 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_base import PassResult
 
 from executorch.exir.dialects._ops import ops as exir_ops
 
-from emlkit.passes.manager import Pass, declare
+from emlkit.passes.graph import PostPass
+from emlkit.passes.manager import declare
 
 
 def _is_transpose(n: Any) -> bool:
@@ -33,9 +34,7 @@ def _compose(p: list[int], q: list[int]) -> list[int]:
 
 
 @declare("post", ("cortex_m.transpose",), order=290)
-class CancelTransposes(Pass, PassBase):
-    report_key = "cancel_transposes"
-
+class CancelTransposes(PostPass):
     def __init__(self) -> None:
         super().__init__()
         self.removed = 0

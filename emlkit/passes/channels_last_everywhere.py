@@ -26,13 +26,12 @@ and ExecuTorch left it in float).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-from emlkit.passes._graph import Rewrite, copy_meta
+from emlkit.passes.graph import Rewrite, copy_meta
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -94,9 +93,7 @@ class _Strides:
 
 @declare("pre_quant", ("aten.permute", "aten.transpose", "aten.view", "aten.reshape", "one-channel 4-D outputs"),
          runs_after=("*",), order=110, flows=("cortex_m",), options={"explicit_layout": False})
-@dataclass
 class ChannelsLastEverywhere(Rewrite):
-    report_key: str = "channels_last_everywhere"
     report_name = "copied"
 
     def run(self, gm: torch.fx.GraphModule) -> list[str]:

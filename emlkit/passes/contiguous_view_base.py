@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
-from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_base import PassResult
 
-from emlkit.passes._graph import Recorder
+from emlkit.passes.graph import PostPass
 from emlkit.passes.manager import declare
 
 _VIEW = exir_ops.edge.aten.view_copy.default
@@ -57,13 +57,12 @@ def _needs_copy(n: torch.fx.Node) -> bool:
 
 
 @declare("post", ("aten.view_copy",), order=300)
-class ContiguousViewBase(Recorder, PassBase):
-    report_key = "contiguous_view_base"
+class ContiguousViewBase(PostPass):
     report_name = "copied"
 
     def __init__(self) -> None:
         super().__init__()
-        self.channels_last = True
+        self.channels_last = True  # the layout 4-D activations take (a parameter of the target, set in bind)
 
     def bind(self, target: Any, options: Any) -> None:
         # Only the dim-order Cortex-M flow wants 4-D activations channels-last (an Ethos-U delegate or the

@@ -26,8 +26,7 @@ from typing import Any
 
 import torch
 
-from emlkit.passes._graph import Rewrite, add_parameter, const_tensor, copy_meta, finish, get_attrs
-from emlkit.passes.fold_linear_batchnorm import fold_into
+from emlkit.passes.graph import Rewrite, add_parameter, const_tensor, copy_meta, finish, fold_into, get_attrs
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -52,9 +51,7 @@ def _one(v: Any) -> int:
          runs_after=("Relu6ToHardtanh",), order=20)
 @dataclass
 class Conv1dAsConv2d(Rewrite):
-    report_key: str = "conv1d_as_conv2d"
-    applicable: bool = True                # every flow: the 2-D forms are what the quantizers and NPUs take
-    channels_last: bool = True
+    channels_last: bool = True  # the layout the 2-D forms are fed in (a parameter of the target, set in bind)
 
     def bind(self, target: Any, options: Any) -> None:
         # The Cortex-M flow runs NHWC kernels and its quantizer takes only channels-last convs and pools.

@@ -43,26 +43,23 @@ CMSIS_NN_CPUS = ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m
 @declare("program", ("cortex_m.quantized_depthwise_conv2d",), runs_before=("FoldInputOffset",),
          order=250, flows=("cortex_m",), targets=CMSIS_NN_CPUS)
 class DepthwiseOneChannelAsConv(Pass):
-    report_key = "dw_one_channel_as_conv"
-
     def __init__(self) -> None:
         self.rewritten = 0
 
     def report(self) -> dict[str, Any]:
         return {"rewritten_convolutions": self.rewritten}
 
-    def __call__(self, ep: Any) -> Any:
+    def reset(self) -> None:
         self.rewritten = 0
-        if not self.applicable:
-            return ep
+
+    def work(self, ep: Any) -> Any:
         cm = exir_ops.edge.cortex_m
-        targets = {getattr(cm, dw).default: (dw, getattr(cm, conv).default)
-                   for dw, conv in DW_TO_CONV.items() if hasattr(cm, dw) and hasattr(cm, conv)}
-        self.rewritten = 0
+        dw_ops = {getattr(cm, dw).default: (dw, getattr(cm, conv).default)
+                  for dw, conv in DW_TO_CONV.items() if hasattr(cm, dw) and hasattr(cm, conv)}
         for n in ep.graph_module.graph.nodes:
-            if n.op != "call_function" or n.target not in targets:
+            if n.op != "call_function" or n.target not in dw_ops:
                 continue
-            name, conv = targets[n.target]
+            name, conv = dw_ops[n.target]
             x, wnode = n.args[0], n.args[1]
             if not isinstance(x, torch.fx.Node) or "val" not in x.meta or not isinstance(wnode, torch.fx.Node) \
                     or len(wnode.users) != 1 or not is_param_node(ep, wnode):

@@ -14,15 +14,12 @@ ExecuTorch's `cortex_m::quantized_avg_pool2d` needs s_out == s_in.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 import emlkit.emlkit_ops as eo
-from emlkit.passes.emlkit_softmax import CortexMLowering
-from emlkit.passes._graph import qparams
-from emlkit.passes.own_output_qparams import AVG_POOLS, OWN_QPARAMS_KEY, pool_geometry
+from emlkit.passes.graph import AVG_POOLS, OWN_QPARAMS_KEY, DqOpQLowering, pool_geometry, qparams
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
@@ -30,11 +27,9 @@ log = logging.getLogger(__name__)
 
 @declare("pre_edge", ("aten.avg_pool2d", "aten.mean"), runs_after=("LutFusion", "EmlkitSoftmax"),
          order=210, flows=("cortex_m",))
-@dataclass
-class EmlkitAvgPool(CortexMLowering):
+class EmlkitAvgPool(DqOpQLowering):
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
 
-    report_key: str = "emlkit_avg_pool"
 
     def takes(self, n: torch.fx.Node) -> bool:
         # Only pools own_output_qparams.py annotated; the others keep cortex_m:: semantics.

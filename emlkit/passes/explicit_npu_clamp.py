@@ -31,12 +31,11 @@ partitioner then leaves the conv on the CPU, its output being unquantized.)
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from emlkit.passes._graph import Rewrite
+from emlkit.passes.graph import Rewrite
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
@@ -77,10 +76,7 @@ def lost_lower_bound(n: torch.fx.Node) -> dict[str, Any] | None:
 
 
 @declare("pre_edge", ("aten.relu", "aten.hardtanh"), order=220, flows=("ethos_u",))
-@dataclass
 class ExplicitNpuClamp(Rewrite):
-    report_key: str = "explicit_npu_clamp"
-
     def run(self, gm: torch.fx.GraphModule) -> list[Any]:
         g, done = gm.graph, []
         for n in list(g.nodes):

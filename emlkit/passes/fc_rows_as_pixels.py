@@ -22,22 +22,18 @@ TOSA reference. Same arithmetic per row, same per-channel weight scales.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from emlkit.passes.linear_to_conv import (FUSABLE_ACTIVATIONS, LinearOperands, LinearRewrite, conv_val, conv_weight,
-                                      replace_linear)
+from emlkit.passes.graph import (FUSABLE_ACTIVATIONS, LinearOperands, LinearRewrite, conv_val, conv_weight,
+                                 replace_linear)
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
 
 
 @declare("pre_quant", ("aten.linear",), order=70, flows=("ethos_u",), bits=("a16w8",))
-@dataclass
 class FcRowsAsPixels(LinearRewrite):
-    report_key: str = "fc_rows_as_pixels"
     what = "linear rows as conv pixels"
 
     def rewrite_linear(self, gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from executorch.backends.transforms.utils import get_param_tensor, is_param_node, set_param_tensor
 
-from emlkit.passes._graph import ProgramRewrite, wrap_int32
+from emlkit.passes.graph import ProgramRewrite, wrap_int32
 from emlkit.passes.manager import declare
 
 CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
@@ -31,7 +31,6 @@ OFFSET_ARG, BIAS_ARG, PAD_ARG = 6, 2, 4
 
 @declare("program", ("cortex_m.quantized_conv2d",), order=260, flows=("cortex_m",))
 class FoldInputOffset(ProgramRewrite):
-    report_key = "fold_input_offset"
     report_name = "folded_convolutions"
     cm_ops = CONV_OPS
 

@@ -21,45 +21,21 @@ rescales it, 21.6 dB on an autoencoder the NPU flow, which folds it, runs at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from emlkit.passes._graph import Rewrite, add_parameter, const_tensor, copy_meta, get_attrs, rewrite_calls
+from emlkit.passes.graph import Rewrite, add_parameter, const_tensor, copy_meta, fold_into, get_attrs, rewrite_calls
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
-
-
-def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
-              b: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(W', b') of a layer with weight W [N, ...] and bias b followed by the eval BatchNorm `bn`."""
-    training = bn.args[5] if len(bn.args) > 5 else bn.kwargs.get("training", False)
-    eps = bn.args[7] if len(bn.args) > 7 else bn.kwargs.get("eps", 1e-5)
-    mean, var = const_tensor(gm, bn.args[3]), const_tensor(gm, bn.args[4])
-    cout = w.shape[0]
-    gamma = const_tensor(gm, bn.args[1]) if bn.args[1] is not None else torch.ones(cout)
-    beta = const_tensor(gm, bn.args[2]) if bn.args[2] is not None else torch.zeros(cout)
-    if training or mean is None or var is None or gamma is None or beta is None:
-        return None
-    with torch.no_grad():
-        k = gamma.double() / torch.sqrt(var.double() + float(eps))
-        w2 = (w.double() * k.view(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
-        b0 = b.double() if b is not None else torch.zeros(cout, dtype=torch.float64)
-        b2 = ((b0 - mean.double()) * k + beta.double()).to(w.dtype)
-    return w2, b2
 
 
 # The Arm flow folds BatchNorm itself.
 @declare("pre_quant", ("aten.linear", "aten.batch_norm"),
          runs_after=("Conv1dAsConv2d",), runs_before=("LinearToConv", "FcRowsAsPixels"),
          order=30, flows=("cortex_m",))
-@dataclass
 class FoldLinearBatchNorm(Rewrite):
-    report_key: str = "fold_linear_batchnorm"
     report_name = "folded"
-    applicable: bool = True  # until bound (emlkit.passes.manager.Pass)
 
     def run(self, gm: torch.fx.GraphModule) -> list[str]:
         return rewrite_calls(gm, aten.batch_norm.default, self._fold, "batch norm folded into linear")

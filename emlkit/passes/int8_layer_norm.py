@@ -102,8 +102,6 @@ def in_dim_order(t: torch.Tensor, order: list[int]) -> torch.Tensor:
 
 @declare("program", ("aten.native_layer_norm",), order=280, flows=("cortex_m",))
 class Int8LayerNorm(Pass):
-    report_key = "int8_layer_norm"
-
     def __init__(self) -> None:
         self.replaced: list[str] = []
         self.skipped: list[str] = []
@@ -170,8 +168,10 @@ class Int8LayerNorm(Pass):
             back.meta.update(q.meta)
             q.replace_all_uses_with(back)
 
-    def __call__(self, ep: Any) -> Any:
+    def reset(self) -> None:
         self.replaced, self.skipped = [], []
+
+    def work(self, ep: Any) -> Any:
         g = ep.graph_module.graph
         for ln in list(g.nodes):
             if ln.op != "call_function" or ln.target is not exir_ops.edge.aten.native_layer_norm.default:

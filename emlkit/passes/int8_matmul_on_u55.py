@@ -19,12 +19,11 @@ activations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from emlkit.passes._quantizer_hooks import QuantizerHook
+from emlkit.passes.graph import QuantizerHook
 from emlkit.passes.manager import declare
 
 MATMULS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default, torch.ops.aten.matmul.default)
@@ -33,11 +32,7 @@ MATMULS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default, torch.ops.aten
 @declare("quantizer_hook", ("aten.bmm", "aten.mm", "aten.matmul"),
          runs_before=("ActivationAlone", "SymmetricWeightRange"),
          order=120, flows=("ethos_u",), targets=("ethos-u55*", "ethos-u65*"), bits=("a16w8",))
-@dataclass
 class Int8MatmulOnU55(QuantizerHook):
-    """Quantizer hook (LowerOptions.quantizer_hooks) for int16-activation U55/U65 targets."""
-
-    report_key: str = "int8_matmul_on_u55"
     report_name = "int8_targets"
 
     def configure(self, quantizer: Any, target: Any) -> Any:

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
-from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_base import PassResult
 
 import emlkit.emlkit_ops  # noqa: F401  (defines emlkit::upsample_nearest2d and _index)
 from emlkit.errors import EXIT_UNSUPPORTED, AotError
-from emlkit.passes._graph import Recorder
+from emlkit.passes.graph import PostPass
 from emlkit.passes.manager import declare
 
 _UPSAMPLE = {exir_ops.edge.aten.upsample_nearest2d.vec, exir_ops.edge.aten.upsample_nearest2d.default}
@@ -112,8 +112,7 @@ def _refuse(n: torch.fx.Node) -> None:
 
 
 @declare("post", ("aten.upsample_nearest2d",), order=310)
-class Int8Upsample(Recorder, PassBase):
-    report_key = "int8_upsample"
+class Int8Upsample(PostPass):
     report_name = "replaced"
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:

@@ -43,7 +43,7 @@ def conv_fast_ok(groups: int, input_offset: int) -> bool:
 
 def conv_buffer_size(out_c: int, k_h: int, k_w: int, in_c: int, pad: tuple[int, int], groups: int,
                      input_offset: int) -> int:
-    """qconv2d_s8_get_buffer_size: the folded per-channel bias (also when the program carries it: the DSP
+    """emk_conv2d_s8_get_buffer_size: the folded per-channel bias (also when the program carries it: the DSP
     path copies it), then one im2col row."""
     if not conv_fast_ok(groups, input_offset):
         return 0
@@ -53,7 +53,7 @@ def conv_buffer_size(out_c: int, k_h: int, k_w: int, in_c: int, pad: tuple[int, 
 
 def dw_buffer_size(in_c: int, out_c: int, k_h: int, k_w: int, pad: tuple[int, int] = (0, 0),
                    input_offset: int = 0, blocks: bool = False) -> int:
-    """qdwconv2d_s8_get_buffer_size: a one-channel input runs as a convolution (weights transposed into
+    """emk_depthwise_conv2d_s8_get_buffer_size: a one-channel input runs as a convolution (weights transposed into
     scratch, then the convolution's scratch); else per 16 channels the folded bias, multipliers and
     shifts (none when the program carries them: `blocks`), and with a depth multiplier one window of
     input values."""
@@ -75,13 +75,13 @@ def multiplier_forms(n: int, out_c: int, depthwise: bool) -> tuple[bool, bool]:
 
 
 def avgpool_buffer_size(k_h: int, k_w: int, c: int) -> int:
-    """qavgpool_s8_get_buffer_size: the 256-entry float term table where it pays off."""
+    """emk_avg_pool2d_s8_get_buffer_size: the 256-entry float term table where it pays off."""
     return 256 * 4 if k_h * k_w * c >= 256 else 0
 
 
 def conv_variant(out_c: int, k_h: int, k_w: int, in_c: int, stride: tuple[int, int], pad: tuple[int, int],
                  groups: int, input_offset: int) -> str:
-    """The MVE variant qconv2d_s8 dispatches to (scalar requantization parameters aside)."""
+    """The MVE variant emk_conv2d_s8 dispatches to (scalar requantization parameters aside)."""
     if not conv_fast_ok(groups, input_offset):
         return "conv_mve_general"
     if k_h == 1 and k_w == 1 and pad == (0, 0) and stride == (1, 1) and in_c <= 16:

@@ -35,84 +35,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
 from emlkit.errors import AotError
-from emlkit.passes._graph import (Rewrite, add_parameter, const_tensor, copy_meta, get_attrs, reaches,
-                               rewrite_calls)
+from emlkit.passes.graph import (BINARY_OPS, FUSABLE_ACTIVATIONS, UNARY_OPS, LinearOperands, LinearRewrite, conv_val,
+                                 conv_weight, reaches, replace_linear)
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
-
-# Activations the Cortex-M quantizer folds into a conv's output range (ActivationFusionPass).
-FUSABLE_ACTIVATIONS = {aten.relu.default, aten.relu_.default, aten.hardtanh.default, aten.hardtanh_.default,
-                       aten.clamp.default, aten.relu6.default}
-
-@dataclass
-class LinearOperands:
-    """A linear node's input, constant weight [N, C], bias node (constant or None) and leading dims."""
-
-    x: torch.fx.Node
-    w: torch.Tensor
-    b_node: torch.fx.Node | None
-    xval: torch.Tensor
-    lead: list[int]
-
-
-def linear_operands(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LinearOperands | None:
-    """The operands of `aten.linear` when a 1x1 conv can replace it (constant weights, static shape)."""
-    x, w_node = n.args[0], n.args[1]
-    b_node = n.args[2] if len(n.args) > 2 else n.kwargs.get("bias")
-    w = const_tensor(gm, w_node)
-    xval = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-    if w is None or w.dim() != 2 or not isinstance(xval, torch.Tensor) or xval.dim() < 1:
-        return None
-    if b_node is not None and const_tensor(gm, b_node) is None:
-        return None          # a computed bias is not a conv bias
-    lead = list(xval.shape[:-1])
-    if not all(isinstance(d, int) for d in lead):
-        return None          # dynamic shapes: leave it to the linear lowering
-    return LinearOperands(x, w, b_node, xval, lead)
-
-
-def conv_weight(gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands, stem: str) -> torch.fx.Node:
-    """The linear's weight [N, C] as a new constant conv weight [N, C, 1, 1], read before `n`."""
-    cout, cin = ops.w.shape
-    name = add_parameter(gm, stem, ops.w.detach().reshape(cout, cin, 1, 1).clone())
-    return get_attrs(gm, n, [name], getattr(ops.xval, "fake_mode", None))[0]
-
-
-def conv_val(x4: torch.fx.Node, w4: torch.fx.Node, b_node: torch.fx.Node | None) -> torch.Tensor:
-    """The fake value of conv2d(x4, w4, b_node) (call under the graph's fake mode)."""
-    bval = b_node.meta.get("val") if isinstance(b_node, torch.fx.Node) else None
-    return torch.nn.functional.conv2d(x4.meta["val"], w4.meta["val"], bval)
-
-
-def replace_linear(n: torch.fx.Node, new: tuple[torch.fx.Node, ...]) -> None:
-    """The new nodes (the last one the result) take the linear's provenance and its place."""
-    copy_meta(n, new)
-    n.replace_all_uses_with(new[-1])
-    n.graph.erase_node(n)
-
-
-@dataclass
-class LinearRewrite(Rewrite):
-    """Base of the rewrites of `aten.linear` layers with constant weights (see linear_operands)."""
-
-    what: ClassVar[str] = "linear rewritten"      # the debug log's label
-
-    def run(self, gm: torch.fx.GraphModule) -> list[str]:
-        return rewrite_calls(gm, aten.linear.default, self._rewrite, self.what)
-
-    def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        ops = linear_operands(gm, n)
-        return ops is not None and self.rewrite_linear(gm, n, ops)
-
-    def rewrite_linear(self, gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands) -> bool:
-        raise NotImplementedError
-
 
 # Rows (product of the leading dims) from which the 1x1 conv is as cheap as the FC kernel.
 MIN_ROWS = 4
@@ -125,8 +57,6 @@ _MATMULS = {aten.matmul.default, aten.bmm.default, aten.mm.default}
 
 def _needs_int8_output(n: torch.fx.Node) -> bool:
     """Does the linear's quantized output reach a consumer that rejects the retraced int32 (see above)?"""
-    from emlkit.passes.lut_fusion import BINARY_OPS, UNARY_OPS
-
     def verdict(u: torch.fx.Node) -> bool | None:
         if u.target in _PASS_THROUGH or u.target in FUSABLE_ACTIVATIONS:
             return None               # fused activations vanish into the layer, their users read it
@@ -144,8 +74,6 @@ def _needs_int8_output(n: torch.fx.Node) -> bool:
 @dataclass
 class LinearToConv(LinearRewrite):
     mode: str = "all"                  # "all", "auto" or "off" (see the module docstring)
-    report_key: str = "linear_to_conv"
-    applicable: bool = True  # until bound (emlkit.passes.manager.Pass)
     what = "linear -> 1x1 conv"
 
     @classmethod

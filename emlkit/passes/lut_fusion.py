@@ -31,35 +31,13 @@ from typing import Any, Callable
 
 import torch
 
-from emlkit.passes._graph import copy_region_meta, per_tensor_qparams, qparams, unique_name
+from emlkit.passes.graph import (BINARY_OPS, DQ_TARGETS, Q_TARGETS, UNARY_OPS, copy_region_meta, per_tensor_qparams,
+                                 qparams, unique_name)
 from emlkit.passes.manager import Pass
 
 log = logging.getLogger(__name__)
 
 aten = torch.ops.aten
-qd = torch.ops.quantized_decomposed
-
-Q_TARGETS = {qd.quantize_per_tensor.default}
-DQ_TARGETS = {qd.dequantize_per_tensor.default}
-
-# Unary pointwise ops: every argument but the first is a compile-time constant.
-UNARY_OPS: set[Any] = {
-    aten.sigmoid.default, aten.tanh.default, aten.exp.default, aten.expm1.default,
-    aten.log.default, aten.log2.default, aten.log10.default, aten.log1p.default,
-    aten.sqrt.default, aten.rsqrt.default, aten.reciprocal.default, aten.neg.default,
-    aten.abs.default, aten.relu.default, aten.relu6.default, aten.hardtanh.default,
-    aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default,
-    aten.hardsigmoid.default, aten.hardswish.default, aten.silu.default, aten.gelu.default,
-    aten.elu.default, aten.leaky_relu.default, aten.softplus.default, aten.erf.default,
-    aten.square.default, aten.sin.default, aten.cos.default, aten.atan.default,
-    aten.pow.Tensor_Scalar, aten.mish.default, aten.selu.default, aten.celu.default,
-    aten.logit.default, aten.sign.default,
-}
-# Binary ops that are pointwise in the chain value when the other operand is constant.
-BINARY_OPS: set[Any] = {
-    aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar,
-    aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar,
-}
 
 
 @dataclass
@@ -289,7 +267,7 @@ class LutFusion(Pass):
     # (target, options) -> backend: the declared pass (lut_backends.LutFusion, which builds on this
     # module) gives lut_backends.backend_for.
     choose_backend: Callable[[Any, Any], Any] | None = None
-    report_key: str = "lut_fusion"
+    report_key: str = "lut_fusion"  # the report entry of the declared pass (lut_backends.LutFusion) too
     last: FusionReport = field(default_factory=FusionReport)
 
     def bind(self, target: Any, options: Any) -> None:
@@ -300,15 +278,20 @@ class LutFusion(Pass):
     def report(self) -> dict[str, Any]:
         return self.last.as_dict()
 
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    def reset(self) -> None:
+        self.last = FusionReport()
+
+    def skip(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        self.last.ops_before = self.last.ops_after = _count_ops(gm)  # the report says nothing was fused
+        return gm
+
+    def work(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         from emlkit.verify import _source_line
 
-        rep = FusionReport()
-        self.last = rep
+        if self.backend is None:  # built without a backend (unbound): nothing to emit tables with
+            return self.skip(gm)
+        rep = self.last
         rep.ops_before = _count_ops(gm)
-        if not self.applicable or self.backend is None:
-            rep.ops_after = rep.ops_before
-            return gm
         replaced: dict[torch.fx.Node, torch.fx.Node] = {}
         for region in find_regions(gm, rep):
             # A region may read the output of one fused just before it.

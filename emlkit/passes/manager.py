@@ -14,9 +14,17 @@ runs_after=..., runs_before=...)` class decorator (which sets these class attrib
   names or families as fnmatch patterns, e.g. "ethos-u55*"), `bits` ("int8" or "a16w8" activations)
   and `options` (LowerOptions flags and the value they must have, e.g. {"explicit_layout": False}).
 
-A pass does not decide for itself whether it runs: before a compile the flow calls every pass's
-`set_target` (emlkit.lower.bind_passes), where `Pass` stores `applies_to`'s verdict from the declaration
-in `applicable`; a pass that does not apply leaves the graph as it is (its report entry stays, empty).
+A pass does not decide for itself whether it runs. The manager does, from the declaration alone
+(`applies_to`): `configure(opts, target=...)` / `install(opts, passes, target)` put into a target's
+pipeline only the passes that apply to it, and `pipeline(opts, target)` lists them. Where the options
+are configured once for any target, the flow calls every pass's `set_target` before a compile
+(emlkit.lower.bind_passes): `Pass` stores the verdict in `applicable` and calls `bind` (the pass's
+target settings, a genuine parameter such as a layout or a backend, never an on/off switch) only when
+it applies. `Pass.__call__` is how the flow calls every pass, whatever its stage: it clears the last
+report (`reset`), then runs the pass's `work` when the verdict says it applies, else hands the graph,
+program or quantizer back unchanged (`skip`; its report entry stays, empty). A pass body is `work`
+(or the `run`/`rewrite`/`configure` of the shared skeletons in emlkit/passes/graph.py and
+emlkit/passes/quantizer_hooks.py) and just does its job.
 
 `discover` imports every module of emlkit/passes (pkgutil; `_`-prefixed helper modules and
 NOT_PASS_MODULES hold helpers only) and returns the declared pass classes. `order` sorts passes
@@ -52,8 +60,9 @@ STAGE_FIELD: dict[str, str] = {
 ALL = "*"
 FLOWS = ("cortex_m", "ethos_u")
 BITS = {8: "int8", 16: "a16w8"}  # activation bits -> the declaration's name
+TARGET_FAMILIES = ("cortex-m", "ethos-u")  # how every compile target name (and `targets` pattern) starts
 # Modules of emlkit/passes without a `_` prefix that hold helpers of a pass, not a pass.
-NOT_PASS_MODULES = frozenset({"manager", "lut_fusion", "lut_ethos_u"})
+NOT_PASS_MODULES = frozenset({"manager", "graph", "lut_fusion", "lut_ethos_u"})
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +73,8 @@ class PassOrderError(AotError):
 
 
 class Pass:
-    """Base of every pass: the declaration (set by `declare`) and how `configure` builds one."""
+    """Base of every pass: the declaration (set by `declare`), the manager's verdict, how the flow calls it
+    and how `configure` builds one."""
 
     stage: ClassVar[str]
     ops: ClassVar[tuple[str, ...]]
@@ -75,17 +85,43 @@ class Pass:
     targets: ClassVar[tuple[str, ...]] = ()
     bits: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[dict[str, bool]] = {}
+    # The compile report's entry for `report()`, where the pass has one (declare: the module's name).
+    report_key: ClassVar[str] = ""
     # The manager's verdict for the bound target (set_target); True until bound, so a pass built
     # on its own (tests) runs.
     applicable: bool = True
 
     def set_target(self, target: Any, options: Any) -> None:
-        """Called by the flow before each compile: whether the pass applies, then its target settings."""
+        """Called by the flow before each compile: the manager's verdict, then (where it applies) the
+        pass's target settings."""
         self.applicable = applies_to(type(self), target, options)
-        self.bind(target, options)
+        if self.applicable:
+            self.bind(target, options)
 
     def bind(self, target: Any, options: Any) -> None:
-        """Settings that depend on the target (not whether the pass runs: that is the declaration's)."""
+        """Settings that depend on the target, for a target the pass applies to (not whether it runs:
+        that is the declaration's)."""
+
+    def __call__(self, subject: Any, *rest: Any) -> Any:
+        """How the flow calls a pass of any stage: `work` on the graph / program / quantizer where the
+        manager's verdict says the pass applies, `subject` unchanged (`skip`) where it does not."""
+        self.reset()
+        if not self.applicable:
+            return self.skip(subject)
+        return self.work(subject, *rest)
+
+    def reset(self) -> None:
+        """Clear what the report says about the last run (before every call)."""
+
+    def work(self, subject: Any, *rest: Any) -> Any:
+        """The pass's job. By default the next base's call: ExecuTorch's PassBase for the post passes."""
+        return super().__call__(subject, *rest)  # type: ignore[misc]
+
+    def skip(self, subject: Any) -> Any:
+        """What the flow gets back from a pass that does not apply: its input, unchanged."""
+        from torch.fx.passes.infra.pass_base import PassBase, PassResult
+
+        return PassResult(subject, False) if isinstance(self, PassBase) else subject
 
     @classmethod
     def create(cls, opts: LowerOptions, allow_float: bool) -> "Pass":
@@ -104,10 +140,17 @@ def declare(stage: str, ops: tuple[str, ...], *, order: int, runs_after: tuple[s
         unknown = [f for f in flows if f not in FLOWS] + [b for b in bits if b not in BITS.values()]
         if unknown:
             raise PassOrderError(f"pass {cls.__name__} declares unknown flows/bits {unknown}")
+        not_targets = [t for t in targets if not t.startswith(TARGET_FAMILIES)]
+        if not_targets:
+            raise PassOrderError(f"pass {cls.__name__} declares targets {not_targets} that are no compile targets "
+                                 "(`targets` names compile targets; the ops a pass rewrites are its `ops`)")
         cls.stage, cls.ops, cls.order = stage, tuple(ops), order  # type: ignore[attr-defined]
         cls.runs_after, cls.runs_before = tuple(runs_after), tuple(runs_before)  # type: ignore[attr-defined]
         cls.flows, cls.targets, cls.bits = tuple(flows), tuple(targets), tuple(bits)  # type: ignore[attr-defined]
         cls.options = dict(options or {})  # type: ignore[attr-defined]
+        if callable(getattr(cls, "report", None)) and not getattr(cls, "report_key", ""):
+            # the compile report's entry for the pass's report: by default the name of its module
+            cls.report_key = cls.__module__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
         cls.declared = cls  # type: ignore[attr-defined]  # a subclass of a pass is not declared by inheritance
         return cls
     return apply
@@ -214,9 +257,16 @@ def order(passes: Iterable[Any]) -> list[Any]:
     return [by_name[n] for n in out]
 
 
-def install(opts: LowerOptions, passes: Iterable[Any]) -> None:
-    """Append the ordered passes to the LowerOptions list of their stage."""
+def install(opts: LowerOptions, passes: Iterable[Any], target: Any = None) -> None:
+    """Append the ordered passes to the LowerOptions list of their stage; given a target, only those that
+    apply to it (`applies_to`), already bound to it."""
     for p in order(passes):
+        if target is not None:
+            if not applies_to(type(p), target, opts):
+                continue
+            set_target = getattr(p, "set_target", None)
+            if set_target is not None:
+                set_target(target, opts)
         getattr(opts, STAGE_FIELD[type(p).stage]).append(p)
     log.debug("pass pipeline: %s", pipeline(opts))
 

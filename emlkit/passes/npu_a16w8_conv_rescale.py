@@ -20,22 +20,19 @@ step is also what the quantized PyTorch model does (the convolution's output is
 quantized to int16 before the add reads it), so the NPU now rounds and clamps
 where the reference does.
 
-The Arm-pipeline part is an `ArmPipelineHook` (emlkit/passes/_arm_hook.py) after
+The Arm-pipeline part is an `ArmPipelineHook` (emlkit/passes/graph.py) after
 RewriteConvPass: registered once per process, acting only while `arm_pipeline()`
 is entered for an int16-activation Ethos-U compile.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from emlkit.passes._arm_hook import ArmPipelineHook
-from emlkit.passes._graph import Rewrite
+from emlkit.passes.graph import ArmPipelineHook, ArmPipelinePass
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
@@ -100,22 +97,13 @@ ARM_HOOK = ArmPipelineHook("npu_a16w8_conv_rescale", _after, _arm_rewrite)
 
 @declare("pre_edge", ("tosa.CONV2D", "tosa.DEPTHWISE_CONV2D", "tosa.RESCALE"),
          order=240, flows=("ethos_u",), bits=("a16w8",))
-@dataclass
-class NpuA16w8ConvRescale(Rewrite):
-    report_key: str = "npu_a16w8_conv_rescale"
+class NpuA16w8ConvRescale(ArmPipelinePass):
     report_name = "rescales"
+    arm_hook = ARM_HOOK
 
-    def bind(self, target: Any, options: Any) -> None:
-        if self.applicable:
-            ARM_HOOK.install()
-
-    def arm_pipeline(self) -> contextlib.AbstractContextManager[None]:
-        """Entered by the Ethos-U flow around ExecuTorch's lowering: the Arm-pipeline part acts inside."""
-        self.done: list[str] = []
-        return ARM_HOOK.active(self.done if self.applicable else None)
-
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        return gm  # the work is done inside the Arm pipeline (arm_pipeline); the report lists it
+    def arm_record(self) -> list[str]:
+        self.done = []  # the report lists what the Arm-pipeline part changed
+        return self.done
 
     def run(self, gm: torch.fx.GraphModule) -> list[str]:
-        return list(self.done)
+        return []  # the work is done inside the Arm pipeline (arm_pipeline), after this call

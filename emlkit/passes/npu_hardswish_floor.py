@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torchao.quantization.pt2e.observer import ObserverBase, PartialWrapper
 from torchao.quantization.pt2e.quantizer import QuantizationSpec
 
-from emlkit.lower.quantizer_steps import WithSteps
-from emlkit.passes._quantizer_hooks import QuantizerHook, retype_edge
+from emlkit.passes.graph import QuantizerHook, retype_edge
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -75,12 +73,6 @@ def floor_inputs(model: torch.fx.GraphModule, record: list[str]) -> None:
 
 
 @declare("quantizer_hook", ("aten.hardswish",), runs_after=("Int8MatmulOnU55",), order=180, flows=("ethos_u",))
-@dataclass
 class NpuHardswishFloor(QuantizerHook):
-    """Quantizer hook (LowerOptions.quantizer_hooks) for the Ethos-U flow."""
-
-    report_key: str = "npu_hardswish_floor"
     report_name = "floored"
-
-    def configure(self, quantizer: Any, target: Any) -> Any:
-        return WithSteps(quantizer, after=lambda m: floor_inputs(m, self.done))
+    after_annotation = floor_inputs

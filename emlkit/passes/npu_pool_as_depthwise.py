@@ -32,14 +32,11 @@ a depthwise convolution where it ran a pool.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from emlkit.passes._graph import Rewrite, add_parameter, copy_meta, get_attrs, rewrite_calls
+from emlkit.passes.graph import AVG_POOLS, Rewrite, add_parameter, copy_meta, get_attrs, pool_geometry, rewrite_calls
 from emlkit.passes.manager import declare
-from emlkit.passes.own_output_qparams import AVG_POOLS, pool_geometry
 
 aten = torch.ops.aten
 
@@ -50,10 +47,7 @@ MAX_KERNEL_TAPS = 4096
 
 @declare("pre_quant", ("aten.avg_pool2d", "aten.adaptive_avg_pool2d", "aten.mean"),
          runs_after=("AvgPoolForNpu", "Conv1dAsConv2d"), order=90, flows=("ethos_u",))
-@dataclass
 class NpuPoolAsDepthwise(Rewrite):
-    report_key: str = "npu_pool_as_depthwise"
-
     def run(self, gm: torch.fx.GraphModule) -> list[str]:
         done: list[str] = []
         for target in sorted(AVG_POOLS, key=str):

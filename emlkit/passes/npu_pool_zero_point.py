@@ -29,7 +29,7 @@ is bit-exact with the TOSA graph. (Pools whose input and output zero points
 differ would have been off by the difference of the two quantized values; the
 Arm quantizer gives a pool its input's qparams, so that did not occur.)
 
-The Arm-pipeline part is an `ArmPipelineHook` (emlkit/passes/_arm_hook.py) after
+The Arm-pipeline part is an `ArmPipelineHook` (emlkit/passes/graph.py) after
 RewriteAvgPool2dPass: registered once per process, acting only while
 `arm_pipeline()` is entered, which the Ethos-U flow does around its lowering
 when this pass is configured and the target is an Ethos-U one.
@@ -37,14 +37,11 @@ when this pass is configured and the target is an Ethos-U one.
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from emlkit.passes._arm_hook import ArmPipelineHook
-from emlkit.passes._graph import Rewrite
+from emlkit.passes.graph import ArmPipelineHook, ArmPipelinePass
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -52,7 +49,6 @@ qd = torch.ops.quantized_decomposed
 
 POOLS = {aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim}
 QPARAM_KEYS = ("input_qparams", "output_qparams")
-
 
 
 def raw_zero_points(gm: torch.fx.GraphModule, avg_pool_op: Any, full_op: Any) -> list[str]:
@@ -102,18 +98,9 @@ def folded_zero_point(pool: torch.fx.Node) -> dict[str, Any] | None:
 
 @declare("pre_edge", ("aten.avg_pool2d", "aten.adaptive_avg_pool2d", "aten.mean.dim", "tosa.AVG_POOL2D"),
          order=230, flows=("ethos_u",))
-@dataclass
-class NpuPoolZeroPoint(Rewrite):
-    report_key: str = "npu_pool_zero_point"
+class NpuPoolZeroPoint(ArmPipelinePass):
     report_name = "pools"
-
-    def bind(self, target: Any, options: Any) -> None:
-        if self.applicable:
-            ARM_HOOK.install()
-
-    def arm_pipeline(self) -> contextlib.AbstractContextManager[None]:
-        """Entered by the Ethos-U flow around ExecuTorch's lowering: the Arm-pipeline part acts inside."""
-        return ARM_HOOK.active([] if self.applicable else None)
+    arm_hook = ARM_HOOK
 
     def run(self, gm: torch.fx.GraphModule) -> list[Any]:
         # The graph is left as it is; the report names the pools whose zero point the Arm-pipeline part keeps.

@@ -22,21 +22,19 @@ step on every input, against a saturation only on rows that peak higher than cal
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torchao.quantization.pt2e.quantizer import FixedQParamsQuantizationSpec
 
-from emlkit.lower.quantizer_steps import WithSteps
-from emlkit.passes._quantizer_hooks import QuantizerHook, retype_edge
+from emlkit.passes.graph import QuantizerHook, retype_edge
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
 
 
-def _is(n: Any, *targets: Any) -> bool:
-    return isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in targets
+def _is(n: Any, *ops: Any) -> bool:
+    return isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in ops
 
 
 def _dims(n: torch.fx.Node) -> list[int] | None:
@@ -85,12 +83,6 @@ def fix_ranges(model: torch.fx.GraphModule, record: list[str]) -> None:
 
 @declare("quantizer_hook", ("aten.softmax",), runs_after=("Int8MatmulOnU55",),
          order=170, flows=("ethos_u",), bits=("int8",))
-@dataclass
 class NpuSoftmaxRanges(QuantizerHook):
-    """Quantizer hook (LowerOptions.quantizer_hooks) for int8 Ethos-U targets."""
-
-    report_key: str = "npu_softmax_ranges"
     report_name = "softmaxes"
-
-    def configure(self, quantizer: Any, target: Any) -> Any:
-        return WithSteps(quantizer, after=lambda m: fix_ranges(m, self.done))
+    after_annotation = fix_ranges

@@ -18,7 +18,7 @@ aten = torch.ops.aten
 
 @declare("pre_quant", ("aten.relu6",), order=10)
 class Relu6ToHardtanh(Pass):
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    def work(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         changed = False
         for n in gm.graph.nodes:
             if n.op == "call_function" and n.target in (aten.relu6.default, getattr(aten, "relu6_").default):

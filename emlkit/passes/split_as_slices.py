@@ -17,23 +17,17 @@ and has a kernel (`aten::slice_copy`, any dim, any dim order).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from emlkit.passes._graph import Rewrite, copy_meta, finish
+from emlkit.passes.graph import SPLITS, Rewrite, copy_meta, finish, split_pieces
 from emlkit.passes.manager import declare
-from emlkit.passes.split_fused_projection import SPLITS, split_pieces
 
 aten = torch.ops.aten
 
 
 @declare("pre_quant", ("aten.split", "aten.chunk"), runs_after=("SplitFusedProjection",), order=50, flows=("cortex_m",))
-@dataclass
 class SplitAsSlices(Rewrite):
-    report_key: str = "split_as_slices"
-
     def run(self, gm: torch.fx.GraphModule) -> list[str]:
         done = [n.name for n in list(gm.graph.nodes)
                 if n.op == "call_function" and n.target in SPLITS and self._rewrite(gm, n)]

@@ -67,18 +67,16 @@ def _val(n: Any) -> torch.Tensor | None:
          order=100, flows=("ethos_u",), targets=("ethos-u85*",))
 @dataclass
 class SplitBatchedMatmul(Pass):
-    applicable: bool = False  # until bound (emlkit.passes.manager.Pass)
-    report_key: str = "split_batched_matmul"
     rewritten: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
 
     def report(self) -> dict[str, Any]:
         return {"rewritten": list(self.rewritten), "skipped": list(self.skipped)}
 
-    def __call__(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    def reset(self) -> None:
         self.rewritten, self.skipped = [], []
-        if not self.applicable:
-            return gm
+
+    def work(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         for n in list(gm.graph.nodes):
             if n.op == "call_function" and n.target in MATMULS:
                 self._rewrite(gm, n)

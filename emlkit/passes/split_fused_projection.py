@@ -54,8 +54,8 @@ from typing import Any
 
 import torch
 
-from emlkit.passes._graph import Rewrite, add_parameter, const_tensor, copy_meta, finish
-from emlkit.passes.linear_to_conv import linear_operands
+from emlkit.passes.graph import (SPLITS, Rewrite, add_parameter, const_tensor, copy_meta, finish, linear_operands,
+                                 split_pieces)
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,6 @@ SELECT = aten.select.int
 UNBIND = aten.unbind.int
 SLICE = aten.slice.Tensor
 # Ops that cut a tensor into consecutive pieces along one dim; their getitems are the pieces.
-SPLITS = {aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default}
 
 
 @dataclass
@@ -97,23 +96,6 @@ def _op_name(reader: torch.fx.Node) -> str:
 
 def _dim(u: torch.fx.Node, pos: int, default: int = 0) -> Any:
     return u.args[pos] if len(u.args) > pos else u.kwargs.get("dim", default)
-
-
-def split_pieces(u: torch.fx.Node, axis: int) -> list[tuple[torch.fx.Node, int, int]] | None:
-    """(getitem, offset, size) for every read piece of a split/chunk along `axis`; None if not one."""
-    vals = u.meta.get("val")
-    if not isinstance(vals, (list, tuple)) or not all(isinstance(v, torch.Tensor) for v in vals):
-        return None
-    sizes = [int(v.shape[axis]) for v in vals]
-    offsets = [sum(sizes[:i]) for i in range(len(sizes))]
-    out = []
-    for g in u.users:
-        if g.target is not operator.getitem or not isinstance(g.args[1], int):
-            return None
-        if g.users:  # export keeps a getitem per piece, read or not
-            i = g.args[1] % len(sizes)
-            out.append((g, offsets[i], sizes[i]))
-    return out
 
 
 def _feature_slices(lin: torch.fx.Node, ax: int, n_out: int) -> list[_Part] | None:
@@ -190,8 +172,6 @@ def _grouped(lin: torch.fx.Node, lead: list[int], n_out: int) -> list[_Part] | N
          runs_before=("FcRowsAsPixels", "LinearToConv"), order=40, targets=("cortex-m*", "ethos-u55*", "ethos-u65*"))
 @dataclass
 class SplitFusedProjection(Rewrite):
-    report_key: str = "split_fused_projection"
-
     # Whether only cuts of the feature dim are taken (Cortex-M), or every form (Ethos-U55/U65).
     feature_cuts_only: bool = False
 

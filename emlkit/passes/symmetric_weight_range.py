@@ -23,15 +23,13 @@ so they follow.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torchao.quantization.pt2e.quantizer import QuantizationSpec
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-from emlkit.lower.quantizer_steps import WithSteps
-from emlkit.passes._quantizer_hooks import QuantizerHook
+from emlkit.passes.graph import QuantizerHook
 from emlkit.passes.manager import declare
 
 SYMMETRIC = (torch.per_tensor_symmetric, torch.per_channel_symmetric)
@@ -62,14 +60,8 @@ def narrow_weights(model: torch.fx.GraphModule, record: list[str]) -> None:
 
 
 @declare("quantizer_hook", ("aten.conv2d", "aten.linear"), order=150, flows=("cortex_m",))
-@dataclass
 class SymmetricWeightRange(QuantizerHook):
-    """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow."""
-
-    report_key: str = "symmetric_weight_range"
+    after_annotation = narrow_weights
 
     def report(self) -> dict[str, Any]:
         return {"range": [WEIGHT_QMIN, WEIGHT_QMAX], "weights": len(self.done)}
-
-    def configure(self, quantizer: Any, target: Any) -> Any:
-        return WithSteps(quantizer, after=lambda m: narrow_weights(m, self.done))

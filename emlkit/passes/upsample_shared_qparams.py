@@ -17,12 +17,11 @@ int8 data (firmware/ops/aten_resize.c).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from emlkit.passes._quantizer_hooks import QuantizerHook
+from emlkit.passes.graph import QuantizerHook
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -31,12 +30,8 @@ UPSAMPLE = [aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default]
 
 @declare("quantizer_hook", ("aten.upsample_nearest2d",), runs_after=("Int8MatmulOnU55",),
          runs_before=("ActivationAlone", "SymmetricWeightRange"), order=130, flows=("cortex_m",))
-@dataclass
 class UpsampleSharedQparams(QuantizerHook):
-    """Quantizer hook (LowerOptions.quantizer_hooks) for the Cortex-M flow (the Arm quantizer already
-    shares qparams over upsampling)."""
-
-    report_key: str = "upsample_shared_qparams"
+    # Cortex-M only: the Arm quantizer already shares qparams over upsampling.
     report_name = "shared_qspec_targets_added"
 
     def configure(self, quantizer: Any, target: Any) -> Any:

@@ -5,10 +5,8 @@ the final edge program (emlkit.verify.check_program) and stops the compile when
 integer data flows into a float kernel (always) or when float islands remain
 (unless --allow-float). Its findings go to the report under "verify".
 
-It also applies the limits the firmware's op adapters (cortex_m::, aten::, emlkit::) check at
-load (emlkit/adapter_limits.py), so a program the device would refuse is refused here with
-the device's message; check_memory_plan does the same for the loader's aliasing check on the
-emitted (memory-planned) program.
+The limits the firmware's op adapters check at load are not restated here: after emission, compile
+loads the bundled program with the firmware itself, built for the host (emlkit.verify.check_device_load).
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ from typing import Any
 
 import torch
 
-from emlkit import adapter_limits, verify
-from emlkit.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
+from emlkit import verify
 from emlkit.passes.manager import Pass, declare
 
 
@@ -47,19 +44,3 @@ class VerifyProgram(Pass):
         check = verify.check_program(gm)
         self.last = check.as_dict()
         self.last["warnings"] = verify.enforce(check, self.target, self.allow_float)
-        constant = adapter_limits.constant_lookup(None if gm is program else program)
-        for n in gm.graph.nodes:
-            msg = adapter_limits.check_node(n, constant)
-            if msg is not None:
-                raise AotError(f"the firmware would refuse the program for {self.target} at load: node {n.name} "
-                               f"at {verify._source_line(n)}: {msg}; the lowering produced arguments our kernels do "
-                               "not take: change that layer or report the model", EXIT_UNSUPPORTED)
-
-
-def check_memory_plan(program: Any, target: str) -> None:
-    """The loader's check that no kernel writes its output over an input, on the emitted program
-    (executorch.exir.schema.Program): such a plan is a bug of the toolkit's or ExecuTorch's planning."""
-    msg = adapter_limits.check_aliasing(program)
-    if msg is not None:
-        raise AotError(f"the firmware would refuse the program for {target} at load: {msg}; the memory plan puts a "
-                       "kernel's output over its own input (a bug: report the model)", EXIT_INTERNAL)

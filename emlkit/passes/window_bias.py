@@ -23,8 +23,8 @@ Why the multipliers tensor: no cortex_m:: argument carries the data, and this wa
 op and meaning. ExecuTorch's reference (operators.py) and CMSIS-NN read one multiplier per output
 channel (the first out_c entries), so the program's outputs are unchanged and still bit-exact with
 the reference; our runtime (firmware/ops/cortex_m_conv.c) checks the extra entries against the
-weights, bias, multipliers and shifts once at load and refuses a program whose entries disagree (so
-does the compile-time verifier, emlkit/adapter_limits.py, with the same message).
+weights, bias, multipliers and shifts once at load and refuses a program whose entries disagree (and so
+does compile, which runs that load on the host).
 
 Runs on the ExportedProgram (it owns the constants), after FoldInputOffset; KernelScratch and
 VerifyProgram run after it.
@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from executorch.backends.transforms.utils import get_param_tensor, is_param_node, set_param_tensor
 
-from emlkit.passes._graph import ProgramRewrite, wrap_int32
+from emlkit.passes.graph import ProgramRewrite, wrap_int32
 from emlkit.passes.manager import declare
 
 CONV_OPS = ("quantized_conv2d", "quantized_conv2d_nhwc")
@@ -74,7 +74,6 @@ def dw_blocks(beff: torch.Tensor, mult: torch.Tensor, shift: torch.Tensor) -> to
 @declare("program", ("cortex_m.quantized_conv2d", "cortex_m.quantized_depthwise_conv2d"),
          runs_after=("FoldInputOffset",), order=270, flows=("cortex_m",))
 class WindowBias(ProgramRewrite):
-    report_key = "window_bias"
     report_name = "nodes_with_folded_window_bias"
     cm_ops = (*CONV_OPS, *DW_OPS)
     blocks = True    # store the depthwise 16-channel blocks (targets whose kernels have MVE)
@@ -91,9 +90,9 @@ class WindowBias(ProgramRewrite):
         return {**super().report(), "depthwise_with_16_channel_blocks": self.dw_blocks,
                 "constant_bytes_added": self.bytes_added}
 
-    def __call__(self, ep: Any) -> Any:
+    def reset(self) -> None:
+        super().reset()
         self.dw_blocks = self.bytes_added = 0
-        return super().__call__(ep)
 
     def rewrite(self, ep: Any, n: torch.fx.Node, name: str) -> bool:
         dw = name in DW_OPS

@@ -18,24 +18,24 @@ static inline int8_t emlkit_requant_s8(int64_t v, int32_t mult, int32_t shift, i
   return (int8_t)(r < -128 ? -128 : (r > 127 ? 127 : r));
 }
 
-/* ---- emlkit::softmax (emlkit_softmax.c) ----
+/* ---- emlkit::softmax (emlkit_softmax_s8.c) ----
  * [outer][len][inner] view, softmax over len. table: 256 int32 entries in
  * [0, 2^22], table[0] >= 1. p = ((e << 31) + s) / (2 s) in Q30, then
  * emlkit_requant_s8(p, mult, shift, zp). */
-void emlkit_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
+void emk_emlkit_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
                            const int32_t *table, int32_t zp, int32_t mult, int32_t shift);
-void emlkit_softmax_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
+void emk_emlkit_softmax_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
                        const int32_t *table, int32_t zp, int32_t mult, int32_t shift);
 
-/* ---- emlkit::quantized_avg_pool2d (emlkit_avg_pool.c), NHWC ----
+/* ---- emlkit::quantized_avg_pool2d (emlkit_avg_pool2d_s8.c), NHWC ----
  * No padding: every window has k_h * k_w taps (p->pad_* must be 0).
  * out = emlkit_requant_s8(sum of (x - in_zp) over the window, mult, shift, out_zp). */
-void emlkit_avgpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out, int32_t in_zp, int32_t out_zp,
+void emk_emlkit_avg_pool2d_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out, int32_t in_zp, int32_t out_zp,
                            int32_t mult, int32_t shift);
-void emlkit_avgpool_s8(const qpool_params *p, const int8_t *in, int8_t *out, int32_t in_zp, int32_t out_zp,
+void emk_emlkit_avg_pool2d_s8(const qpool_params *p, const int8_t *in, int8_t *out, int32_t in_zp, int32_t out_zp,
                        int32_t mult, int32_t shift);
 #if FW_HAVE_MVE
-void emlkit_avgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32_t in_zp, int32_t out_zp,
+void emk_emlkit_avg_pool2d_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out, int32_t in_zp, int32_t out_zp,
                            int32_t mult, int32_t shift);
 #endif
 

@@ -18,6 +18,16 @@
  *    SIMD32 instructions through ACLE intrinsics, only when compiled for a
  *    core with DSP and without MVE: Cortex-M4/M7/M33), and a dispatcher
  *    `<name>` that picks MVE, else DSP, when available.
+ *  - Names: every public kernel is `emk_<op>_<type>[_ref|_mve|_dsp]`: <op> the
+ *    operator (conv2d, depthwise_conv2d, add, avg_pool2d, ...; emlkit_<op> for
+ *    our own emlkit:: operators), <type> the element type (s8, s16, f32 for the
+ *    float side of quantize/dequantize, `any` for the kernels given the dtype
+ *    or element size as an argument); the plain name is the dispatcher, and
+ *    `emk_<op>_<type>_get_buffer_size` sits beside a kernel that needs scratch.
+ *    Files are named after the kernel they hold (conv2d_s8.c); a family with
+ *    variants large enough to split has one file per variant (conv2d_s8_ref.c,
+ *    conv2d_s8_mve.c, conv2d_s8_dsp.c) and an internal header (conv2d_s8.h)
+ *    with the set-up they share as static inline functions.
  *  - Requantization parameters are restricted by the adapters to
  *    multiplier in [0, 2^31) and shift in [-31, 31]; see k_requantize.
  */
@@ -119,20 +129,20 @@ static inline int32_t k_max_strided_s8(const int8_t *x, int32_t len, int32_t inn
   return m;
 }
 
-/* ---- quantize_per_tensor / dequantize_per_tensor (quantize_per_tensor.c) ----
+/* ---- quantize_per_tensor / dequantize_per_tensor (quantize_f32.c) ----
  * quantize: out = clamp(rint(x * (float)(1/scale)) + zp, qmin, qmax), in float32
  * like the edge-dialect reference; out_dtype is K_U8, K_S8, K_S16 or K_S32.
  * dequantize: out = ((float)q - zp) * (float)scale. */
-void quantize_f32_ref(const float *in, size_t n, double scale, int32_t zp,
+void emk_quantize_f32_ref(const float *in, size_t n, double scale, int32_t zp,
                       int32_t qmin, int32_t qmax, k_dtype out_dtype, void *out);
-void quantize_f32(const float *in, size_t n, double scale, int32_t zp,
+void emk_quantize_f32(const float *in, size_t n, double scale, int32_t zp,
                   int32_t qmin, int32_t qmax, k_dtype out_dtype, void *out);
-void dequantize_f32_ref(const void *in, k_dtype in_dtype, size_t n, double scale,
+void emk_dequantize_f32_ref(const void *in, k_dtype in_dtype, size_t n, double scale,
                         int32_t zp, float *out);
-void dequantize_f32(const void *in, k_dtype in_dtype, size_t n, double scale,
+void emk_dequantize_f32(const void *in, k_dtype in_dtype, size_t n, double scale,
                     int32_t zp, float *out);
 
-/* ---- elementwise add / mul (quantized_add.c, quantized_mul.c) ----
+/* ---- elementwise add / mul (add_s8.c, mul_s8.c) ----
  * `a` has a_len elements and `b` b_len; the output has n = max(a_len, b_len).
  * The shorter operand is either as long as the output or repeats with its own
  * length as period (the channel broadcast of NHWC data: [1,C,1,1] vs [N,C,H,W]). */
@@ -142,37 +152,37 @@ typedef struct {
   int32_t out_zp, out_mult, out_shift;
   int32_t act_min, act_max;
 } qadd_params;
-void qadd_s8_ref(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+void emk_add_s8_ref(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qadd_params *p);
-void qadd_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+void emk_add_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
              int8_t *out, const qadd_params *p);
 
 typedef struct {
   int32_t a_zp, b_zp;
   int32_t out_zp, out_mult, out_shift;
 } qmul_params;
-void qmul_s8_ref(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+void emk_mul_s8_ref(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qmul_params *p);
-void qmul_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+void emk_mul_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
              int8_t *out, const qmul_params *p);
 
-/* ---- quantized_div (quantized_div.c): float32 quotient like the reference ----
+/* ---- quantized_div (div.c): float32 quotient like the reference ----
  * out = clamp(rint(((a-za)/(b-zb)) * (float)scale) + out_zp); 0 quotient when b==zb. */
-void qdiv_s8_ref(const int8_t *a, const int8_t *b, int8_t *out, size_t n,
+void emk_div_s8_ref(const int8_t *a, const int8_t *b, int8_t *out, size_t n,
                  int32_t a_zp, int32_t b_zp, int32_t out_zp, double out_scale);
-void qdiv_s16_ref(const int16_t *a, const int16_t *b, int16_t *out, size_t n,
+void emk_div_s16_ref(const int16_t *a, const int16_t *b, int16_t *out, size_t n,
                   int32_t a_zp, int32_t b_zp, int32_t out_zp, double out_scale);
-void qdiv_s8(const int8_t *a, const int8_t *b, int8_t *out, size_t n,
+void emk_div_s8(const int8_t *a, const int8_t *b, int8_t *out, size_t n,
              int32_t a_zp, int32_t b_zp, int32_t out_zp, double out_scale);
-void qdiv_s16(const int16_t *a, const int16_t *b, int16_t *out, size_t n,
+void emk_div_s16(const int16_t *a, const int16_t *b, int16_t *out, size_t n,
               int32_t a_zp, int32_t b_zp, int32_t out_zp, double out_scale);
 
-/* ---- quantized_activation (quantized_activation.c): out[i] = lut[in[i] + 128] ---- */
-void qlut_s8_ref(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
-void qlut_s8(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
+/* ---- quantized_activation (lut_s8.c): out[i] = lut[in[i] + 128] ---- */
+void emk_lut_s8_ref(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
+void emk_lut_s8(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
 
-/* ---- conv family (quantized_conv2d.c, quantized_depthwise_conv2d.c,
- * quantized_transpose_conv2d.c). NHWC in/out, per-output-channel requant. */
+/* ---- conv family (conv2d_s8*.c, depthwise_conv2d_s8*.c,
+ * transpose_conv2d_s8.c). NHWC in/out, per-output-channel requant. */
 typedef struct {
   int32_t batch;
   int32_t in_h, in_w, in_c;
@@ -208,19 +218,29 @@ typedef k_status k_conv_fn(const qconv_params *p, const int8_t *in, const int8_t
                            const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch,
                            size_t scratch_size);
 /* weight OHWI [out_c][k_h][k_w][in_c/groups]; bias may be NULL. */
-k_conv_ref_fn qconv2d_s8_ref;
-k_conv_size_fn qconv2d_s8_get_buffer_size;
-k_conv_fn qconv2d_s8;
+k_conv_ref_fn emk_conv2d_s8_ref;
+k_conv_size_fn emk_conv2d_s8_get_buffer_size;
+k_conv_fn emk_conv2d_s8;
 /* weight 1HWO [k_h][k_w][out_c]; out channel o reads input channel o / (out_c/in_c). */
-k_conv_ref_fn qdwconv2d_s8_ref;
-k_conv_size_fn qdwconv2d_s8_get_buffer_size;
-k_conv_fn qdwconv2d_s8;
+k_conv_ref_fn emk_depthwise_conv2d_s8_ref;
+k_conv_size_fn emk_depthwise_conv2d_s8_get_buffer_size;
+k_conv_fn emk_depthwise_conv2d_s8;
 /* Transposed conv; weight OHWI [out_c][k_h][k_w][in_c]; out_h/out_w already
  * include output_padding. Accumulates exactly in int32 (the reference does it
  * in float32, which is exact while partial sums stay below 2^24). No scratch. */
-k_conv_ref_fn qtconv2d_s8_ref, qtconv2d_s8;
+k_conv_ref_fn emk_transpose_conv2d_s8_ref, emk_transpose_conv2d_s8;
 
-/* ---- quantized_linear (quantized_linear.c) ----
+/* The dispatcher `name` of a convolution family (k_conv_fn) for the builds that pick `variant` (K_BEST),
+ * written in the variant's own file: GCC may then inline the variant into it, as when a family's variants
+ * shared one file, so the code (and the instruction counts) stay the same. The portable dispatchers,
+ * which take no scratch, are written out in the `_ref` files. */
+#define K_CONV_DISPATCHER(name, variant)                                                                        \
+  k_status name(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias, const int32_t *mult, \
+                const int32_t *shift, int8_t *out, void *scratch, size_t scratch_size) {                         \
+    return variant(p, in, w, bias, mult, shift, out, scratch, scratch_size);                                     \
+  }
+
+/* ---- quantized_linear (linear_s8.c) ----
  * in [rows][k], w [n][k]. With kernel_sum (the MVE flow):
  *   acc = sum(in*w) + sum(in)*filter_offset + kernel_sum[o]   (bias, input_offset unused)
  * without: acc = sum((in+input_offset)*(w+filter_offset)) + bias[o] (bias may be NULL).
@@ -231,12 +251,12 @@ typedef struct {
   int32_t mult, shift;
   int32_t act_min, act_max;
 } qlinear_params;
-void qlinear_s8_ref(const qlinear_params *p, const int8_t *in, const int8_t *w,
+void emk_linear_s8_ref(const qlinear_params *p, const int8_t *in, const int8_t *w,
                     const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
-void qlinear_s8(const qlinear_params *p, const int8_t *in, const int8_t *w,
+void emk_linear_s8(const qlinear_params *p, const int8_t *in, const int8_t *w,
                 const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
 
-/* ---- quantized_batch_matmul (quantized_batch_matmul.c) ----
+/* ---- quantized_batch_matmul (batch_matmul_s8.c) ----
  * lhs [b][m][k], rhs_t [b][n][k], out [b][m][n];
  * acc = sum((l + lhs_offset)(r + rhs_offset)), exact int32 (the reference
  * uses float32 bmm: equal while partial sums stay below 2^24). */
@@ -244,10 +264,10 @@ typedef struct {
   int32_t batch, m, n, k;
   int32_t lhs_offset, rhs_offset, out_zp, mult, shift;
 } qbmm_params;
-void qbmm_s8_ref(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
-void qbmm_s8(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
+void emk_batch_matmul_s8_ref(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
+void emk_batch_matmul_s8(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
 
-/* ---- pooling (quantized_avg_pool2d.c, quantized_max_pool2d.c), NHWC ---- */
+/* ---- pooling (avg_pool2d_s8.c, max_pool2d_s8.c), NHWC ---- */
 typedef struct {
   int32_t batch, in_h, in_w, c, out_h, out_w;
   int32_t k_h, k_w, stride_h, stride_w, pad_h, pad_w;
@@ -264,102 +284,87 @@ static inline k_span k_pool_span(int32_t o, int32_t stride, int32_t pad, int32_t
 /* avg: float32 like the reference (dequantize with scale = mult*2^shift/2^31,
  * sum the window in row-major order, divide by the count of valid taps,
  * quantize with rint); out_h/out_w already reflect ceil_mode. */
-void qavgpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out,
+void emk_avg_pool2d_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t zp, int32_t mult, int32_t shift);
-size_t qavgpool_s8_get_buffer_size(const qpool_params *p);
-k_status qavgpool_s8(const qpool_params *p, const int8_t *in, int8_t *out,
+size_t emk_avg_pool2d_s8_get_buffer_size(const qpool_params *p);
+k_status emk_avg_pool2d_s8(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t zp, int32_t mult, int32_t shift, void *scratch, size_t scratch_size);
 /* max over valid taps (padding never wins), then clamp to [act_min, act_max]. */
-void qmaxpool_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out,
+void emk_max_pool2d_s8_ref(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t act_min, int32_t act_max);
-void qmaxpool_s8(const qpool_params *p, const int8_t *in, int8_t *out,
+void emk_max_pool2d_s8(const qpool_params *p, const int8_t *in, int8_t *out,
                  int32_t act_min, int32_t act_max);
 
-/* ---- softmax (softmax.c) ----
+/* ---- softmax (softmax_s8.c) ----
  * Element (o, j, i) of the [outer][len][inner] view; softmax over j.
- * Float32 like the reference; see softmax.c for how close it gets. */
-void softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int32_t len,
+ * Float32 like the reference; see softmax_s8.c for how close it gets. */
+void emk_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int32_t len,
                     int32_t inner, int32_t in_zp, int32_t out_zp, int32_t mult,
                     int32_t shift);
-void softmax_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t len,
+void emk_softmax_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t len,
                 int32_t inner, int32_t in_zp, int32_t out_zp, int32_t mult,
                 int32_t shift);
 
-/* ---- minimum / maximum (minimum.c): strided broadcast over <= 8 dims ----
+/* ---- minimum / maximum (minmax.c): strided broadcast over <= 8 dims ----
  * shape[]: output sizes in the output's memory order; a_str/b_str: element
  * strides of each input for those dims (0 where broadcast). */
 #define K_MAX_DIM 8
-void kminmax_ref(k_dtype dt, int is_max, int ndim, const int32_t *shape,
+void emk_minmax_any_ref(k_dtype dt, int is_max, int ndim, const int32_t *shape,
                  const void *a, const int32_t *a_str, const void *b,
                  const int32_t *b_str, void *out);
-void kminmax(k_dtype dt, int is_max, int ndim, const int32_t *shape,
+void emk_minmax_any(k_dtype dt, int is_max, int ndim, const int32_t *shape,
              const void *a, const int32_t *a_str, const void *b,
              const int32_t *b_str, void *out);
 
 /* ---- pad (pad.c): constant pad of a <= 4-D tensor in its physical order ----
  * in_shape: input sizes in memory order (4 entries, leading 1s), pre/post in
  * the same order; the output is (in_shape + pre + post), dense. */
-void kpad_ref(size_t elem_size, const int32_t in_shape[4], const int32_t pre[4],
+void emk_pad_any_ref(size_t elem_size, const int32_t in_shape[4], const int32_t pre[4],
               const int32_t post[4], const void *in, const void *value, void *out);
-void kpad(size_t elem_size, const int32_t in_shape[4], const int32_t pre[4],
+void emk_pad_any(size_t elem_size, const int32_t in_shape[4], const int32_t pre[4],
           const int32_t post[4], const void *in, const void *value, void *out);
 
 /* ---- transpose (transpose.c): strided copy over <= 8 dims ----
  * Walks the output densely in memory order; in_str[d] is the input element
  * stride to step for output memory dim d. */
-void kpermute_ref(size_t elem_size, int ndim, const int32_t *out_shape,
+void emk_transpose_any_ref(size_t elem_size, int ndim, const int32_t *out_shape,
                   const int32_t *in_str, const void *in, void *out);
-void kpermute(size_t elem_size, int ndim, const int32_t *out_shape,
+void emk_transpose_any(size_t elem_size, int ndim, const int32_t *out_shape,
               const int32_t *in_str, const void *in, void *out);
 
 #if FW_HAVE_MVE
-void qadd_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+void emk_add_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qadd_params *p);
-void qmul_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+void emk_mul_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qmul_params *p);
-void qlut_s8_mve(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
-k_conv_fn qconv2d_s8_mve, qdwconv2d_s8_mve;
-void qlinear_s8_mve(const qlinear_params *p, const int8_t *in, const int8_t *w,
+void emk_lut_s8_mve(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
+k_conv_fn emk_conv2d_s8_mve, emk_depthwise_conv2d_s8_mve;
+void emk_linear_s8_mve(const qlinear_params *p, const int8_t *in, const int8_t *w,
                     const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
-void qbmm_s8_mve(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
-void qmaxpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
+void emk_batch_matmul_s8_mve(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
+void emk_max_pool2d_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t act_min, int32_t act_max);
 #endif
 #if FW_HAVE_DSP
-k_conv_fn qconv2d_s8_dsp, qdwconv2d_s8_dsp;
-void qlinear_s8_dsp(const qlinear_params *p, const int8_t *in, const int8_t *w,
+k_conv_fn emk_conv2d_s8_dsp, emk_depthwise_conv2d_s8_dsp;
+void emk_linear_s8_dsp(const qlinear_params *p, const int8_t *in, const int8_t *w,
                     const int32_t *bias, const int32_t *kernel_sum, int8_t *out);
-void qadd_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+void emk_add_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qadd_params *p);
-k_status qavgpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
+k_status emk_avg_pool2d_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out, int32_t zp,
                          int32_t mult, int32_t shift, void *scratch, size_t scratch_size);
-void qmul_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+void emk_mul_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qmul_params *p);
-void qmaxpool_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out,
+void emk_max_pool2d_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t act_min, int32_t act_max);
-void qlut_s8_dsp(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
+void emk_lut_s8_dsp(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
 #endif
 #if FW_HAVE_MVE_FP
-void quantize_f32_mve(const float *in, size_t n, double scale, int32_t zp, int32_t qmin, int32_t qmax,
+void emk_quantize_f32_mve(const float *in, size_t n, double scale, int32_t zp, int32_t qmin, int32_t qmax,
                       k_dtype out_dtype, void *out);
-void dequantize_f32_mve(const void *in, k_dtype in_dtype, size_t n, double scale, int32_t zp, float *out);
-k_status qavgpool_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
+void emk_dequantize_f32_mve(const void *in, k_dtype in_dtype, size_t n, double scale, int32_t zp, float *out);
+k_status emk_avg_pool2d_s8_mve(const qpool_params *p, const int8_t *in, int8_t *out,
                          int32_t zp, int32_t mult, int32_t shift, void *scratch, size_t scratch_size);
-#endif
-
-/* The body of a convolution-family entry point (qconv2d_s8, qdwconv2d_s8):
- * the build's variant with the same arguments; the portable one takes no scratch. */
-#if FW_HAVE_MVE
-#define K_CONV_DISPATCH(name, p, in, w, b, m, s, out, scr, n) return name##_mve(p, in, w, b, m, s, out, scr, n)
-#elif FW_HAVE_DSP
-#define K_CONV_DISPATCH(name, p, in, w, b, m, s, out, scr, n) return name##_dsp(p, in, w, b, m, s, out, scr, n)
-#else
-#define K_CONV_DISPATCH(name, p, in, w, b, m, s, out, scr, n) \
-  do {                                                        \
-    (void)(scr), (void)(n);                                   \
-    name##_ref(p, in, w, b, m, s, out);                       \
-    return K_OK;                                              \
-  } while (0)
 #endif
 
 #endif

@@ -9,7 +9,7 @@ static void fill(uint8_t *dst, size_t count, const void *value, size_t es) {
   for (size_t i = 0; i < count; i++) memcpy(dst + i * es, value, es);
 }
 
-void kpad_ref(size_t es, const int32_t in_shape[4], const int32_t pre[4], const int32_t post[4],
+void emk_pad_any_ref(size_t es, const int32_t in_shape[4], const int32_t pre[4], const int32_t post[4],
               const void *in, const void *value, void *out) {
   int32_t os[4];
   for (int d = 0; d < 4; d++) os[d] = in_shape[d] + pre[d] + post[d];
@@ -36,7 +36,7 @@ void kpad_ref(size_t es, const int32_t in_shape[4], const int32_t pre[4], const 
   }
 }
 
-void kpad(size_t es, const int32_t in_shape[4], const int32_t pre[4], const int32_t post[4],
+void emk_pad_any(size_t es, const int32_t in_shape[4], const int32_t pre[4], const int32_t post[4],
           const void *in, const void *value, void *out) {
-  kpad_ref(es, in_shape, pre, post, in, value, out);
+  emk_pad_any_ref(es, in_shape, pre, post, in, value, out);
 }

@@ -5,7 +5,7 @@
 
 #include "kernels.h"
 
-void kpermute_ref(size_t es, int ndim, const int32_t *out_shape, const int32_t *in_str,
+void emk_transpose_any_ref(size_t es, int ndim, const int32_t *out_shape, const int32_t *in_str,
                   const void *in, void *out) {
   int32_t idx[K_MAX_DIM] = {0};
   size_t total = 1;
@@ -29,7 +29,7 @@ void kpermute_ref(size_t es, int ndim, const int32_t *out_shape, const int32_t *
   }
 }
 
-void kpermute(size_t es, int ndim, const int32_t *out_shape, const int32_t *in_str,
+void emk_transpose_any(size_t es, int ndim, const int32_t *out_shape, const int32_t *in_str,
               const void *in, void *out) {
-  kpermute_ref(es, ndim, out_shape, in_str, in, out);
+  emk_transpose_any_ref(es, ndim, out_shape, in_str, in, out);
 }

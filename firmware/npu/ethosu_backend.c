@@ -22,6 +22,14 @@ typedef struct {
 static ethosu_device *g_dev;
 static const char *g_init_error;
 
+/* The host's load check (builds with FW_LOAD_CHECK) binds no device: init checks the delegate data and
+ * the call, not the NPU's configuration, and execute refuses. Device images keep the device checks only. */
+#ifdef FW_LOAD_CHECK
+#define LOAD_CHECK_ONLY (g_dev == NULL)
+#else
+#define LOAD_CHECK_ONLY 0
+#endif
+
 
 static size_t align16(size_t n) { return (n + 15u) & ~(size_t)15u; }
 
@@ -75,10 +83,12 @@ static et_status b_init(void *mem, size_t bytes, const uint8_t *data, size_t len
   if (st != ET_OK) return st;
   if (need > bytes) return et_msgf(msg, cap, ET_E_ARENA_TOO_SMALL, "Ethos-U delegate needs %lu bytes, got %lu", (unsigned long)need,
                                 (unsigned long)bytes);
-  if (g_dev == NULL || !g_dev->ready)
-    return et_msgf(msg, cap, ET_E_NPU_CONFIG, "%s",
-                g_init_error && g_init_error[0] ? g_init_error : "this build has no Ethos-U device attached");
-  if (s->blob.has_config && (st = ethosu_check(g_dev, s->blob.config, s->blob.arch_id, msg, cap)) != ET_OK) return st;
+  if (!LOAD_CHECK_ONLY) {
+    if (g_dev == NULL || !g_dev->ready)
+      return et_msgf(msg, cap, ET_E_NPU_CONFIG, "%s",
+                  g_init_error && g_init_error[0] ? g_init_error : "this build has no Ethos-U device attached");
+    if (s->blob.has_config && (st = ethosu_check(g_dev, s->blob.config, s->blob.arch_id, msg, cap)) != ET_OK) return st;
+  }
   uint32_t nio = s->blob.n_inputs + s->blob.n_outputs;
   if (nargs != nio)
     return et_msgf(msg, cap, ET_E_DELEGATE_CORRUPT, "the call passes %" PRIu32 " values, the Ethos-U delegate has %" PRIu32
@@ -105,7 +115,7 @@ static et_status b_init(void *mem, size_t bytes, const uint8_t *data, size_t len
   s->region[2] = s->limit[2] ? p + align16(s->blob.scratch_size) : NULL;
   for (uint32_t r = 0; r < NBASES; r++) s->bases[r] = (uintptr_t)s->region[r];
   /* The stream and weights never change: write them back to memory once. */
-  if (g_dev->hal.dcache_clean) {
+  if (!LOAD_CHECK_ONLY && g_dev->hal.dcache_clean) {
     g_dev->hal.dcache_clean(s->blob.cmd, 4u * s->blob.cmd_words);
     g_dev->hal.dcache_clean(s->blob.weights, s->blob.weights_len);
   }
@@ -114,6 +124,9 @@ static et_status b_init(void *mem, size_t bytes, const uint8_t *data, size_t len
 
 static et_status b_execute(void *mem, et_value *const *args, uint32_t nargs, char *msg, size_t cap) {
   state *s = mem;
+#ifdef FW_LOAD_CHECK
+  if (g_dev == NULL) return et_msgf(msg, cap, ET_E_NPU_CONFIG, "loaded for checking only: no Ethos-U device is bound");
+#endif
   const ethosu_hal *hal = &g_dev->hal;
   for (uint32_t i = 0; i < s->blob.n_inputs; i++) {
     const ethosu_io *io = &s->blob.io[i];

@@ -16,7 +16,9 @@
 #include "ethosu_driver.h"
 
 /* The backend, bound to `dev` (initialised or not: delegate calls fail with
- * ET_E_NPU_CONFIG and the driver's reason when it is not). */
+ * ET_E_NPU_CONFIG and the driver's reason when it is not). In the host's load
+ * check (FW_LOAD_CHECK builds), `dev` NULL only loads: init checks the delegate
+ * data and the call, not the NPU's config, and execute fails. */
 const et_backend *ethosu_backend(ethosu_device *dev, const char *init_error);
 
 #endif

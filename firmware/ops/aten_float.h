@@ -1,5 +1,5 @@
 /* Helpers shared by the portable float32 kernels (aten_float_*.c): argument
- * checks whose messages emlkit/adapter_limits.py mirrors, an iterator that walks
+ * checks with one message each, an iterator that walks
  * an output in logical order with up to AF_MAX_OPS operands (each with its own
  * strides: any dim order, broadcast dims with stride 0), and N, C, H, W views
  * of 3-D and 4-D tensors. All static inline: no file depends on another. */

@@ -2,24 +2,28 @@
  * Sums accumulate in double, then round to float once. */
 #include "aten_util.h"
 
+/* Argument slots (the operators' schemas, out last). */
+enum { MEAN_SELF, MEAN_DIM, MEAN_KEEPDIM, MEAN_DTYPE, MEAN_OUT };
+enum { SOFTMAX_SELF, SOFTMAX_DIM, SOFTMAX_HALF_TO_FLOAT, SOFTMAX_OUT };
+
 ET_PREPARE et_status aten_mean_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::mean";
   et_tensor *a = NULL, *out = NULL;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 6, 4, &a, &out))) return st;
+  if ((st = aten_self_out(ctx, op, args, nargs, 6, MEAN_OUT, &a, &out))) return st;
   if (a->dtype != ET_DT_FLOAT || out->dtype != ET_DT_FLOAT)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: only float32 is supported (got %s -> %s)", op, et_dtype_name(a->dtype),
                    et_dtype_name(out->dtype));
-  if (args[2]->tag != ET_TAG_BOOL) return et_fail(ctx, ET_E_INVALID_ARG, "%s: keepdim is not a bool", op);
-  bool keep = args[2]->u.b;
+  if (args[MEAN_KEEPDIM]->tag != ET_TAG_BOOL) return et_fail(ctx, ET_E_INVALID_ARG, "%s: keepdim is not a bool", op);
+  bool keep = args[MEAN_KEEPDIM]->u.b;
   unsigned mask = 0;
-  if (args[1]->tag == ET_TAG_INT_LIST && args[1]->u.list.len > 0) {
-    for (uint32_t i = 0; i < args[1]->u.list.len; i++) {
+  if (args[MEAN_DIM]->tag == ET_TAG_INT_LIST && args[MEAN_DIM]->u.list.len > 0) {
+    for (uint32_t i = 0; i < args[MEAN_DIM]->u.list.len; i++) {
       uint8_t d = 0;
-      if ((st = aten_dim(ctx, op, et_list_int(args[1], i), a->dim, &d))) return st;
+      if ((st = aten_dim(ctx, op, et_list_int(args[MEAN_DIM], i), a->dim, &d))) return st;
       mask |= 1u << d;
     }
-  } else if (args[1]->tag == ET_TAG_NONE || args[1]->tag == ET_TAG_INT_LIST) {
+  } else if (args[MEAN_DIM]->tag == ET_TAG_NONE || args[MEAN_DIM]->tag == ET_TAG_INT_LIST) {
     mask = (1u << a->dim) - 1u;
   } else {
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim is not an int list", op);
@@ -39,12 +43,12 @@ ET_PREPARE et_status aten_mean_out_prepare(et_kernel_ctx *ctx, et_value **args, 
 }
 
 et_status aten_mean_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[4]->u.t;
-  const bool keep = args[2]->u.b;
+  const et_tensor *const a = args[MEAN_SELF]->u.t;
+  et_tensor *const out = args[MEAN_OUT]->u.t;
+  const bool keep = args[MEAN_KEEPDIM]->u.b;
   unsigned mask = 0;
-  if (args[1]->tag == ET_TAG_INT_LIST && args[1]->u.list.len > 0) {
-    for (uint32_t i = 0; i < args[1]->u.list.len; i++) mask |= 1u << aten_dim_get(et_list_int(args[1], i), a->dim);
+  if (args[MEAN_DIM]->tag == ET_TAG_INT_LIST && args[MEAN_DIM]->u.list.len > 0) {
+    for (uint32_t i = 0; i < args[MEAN_DIM]->u.list.len; i++) mask |= 1u << aten_dim_get(et_list_int(args[MEAN_DIM], i), a->dim);
   } else {
     mask = (1u << a->dim) - 1u;
   }
@@ -89,7 +93,7 @@ ET_PREPARE et_status aten_softmax_out_prepare(et_kernel_ctx *ctx, et_value **arg
   int64_t dim64 = 0;
   uint8_t dim = 0;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 5, 3, &a, &out)) || (st = aten_int(ctx, op, args, 1, &dim64)) || (st = aten_dim(ctx, op, dim64, a->dim, &dim)))
+  if ((st = aten_self_out(ctx, op, args, nargs, 5, SOFTMAX_OUT, &a, &out)) || (st = aten_int(ctx, op, args, SOFTMAX_DIM, &dim64)) || (st = aten_dim(ctx, op, dim64, a->dim, &dim)))
     return st;
   if (a->dtype != ET_DT_FLOAT || out->dtype != ET_DT_FLOAT)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: only float32 is supported", op);
@@ -98,13 +102,13 @@ ET_PREPARE et_status aten_softmax_out_prepare(et_kernel_ctx *ctx, et_value **arg
 }
 
 et_status aten_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *const a = args[SOFTMAX_SELF]->u.t;
+  et_tensor *const out = args[SOFTMAX_OUT]->u.t;
   if (a->dim == 0) {
     *(float *)out->data = 1.0f;
     return ET_OK;
   }
-  const uint8_t dim = aten_dim_get(args[1]->u.i, a->dim);
+  const uint8_t dim = aten_dim_get(args[SOFTMAX_DIM]->u.i, a->dim);
   size_t as[ET_MAX_DIM], os[ET_MAX_DIM];
   et_tensor_strides(a, as);
   et_tensor_strides(out, os);

@@ -5,6 +5,9 @@
  * sides is copied as one block. */
 #include "aten_util.h"
 
+/* Argument slots (the operator's schema, out last). */
+enum { SELECT_SELF, SELECT_DIM, SELECT_INDEX, SELECT_OUT };
+
 ET_PREPARE et_status aten_select_copy_int_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::select_copy.int_out";
   aten_self_ints a;
@@ -26,9 +29,9 @@ ET_PREPARE et_status aten_select_copy_int_out_prepare(et_kernel_ctx *ctx, et_val
 
 et_status aten_select_copy_int_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const self = args[0]->u.t;
-  et_tensor *const out = args[3]->u.t;
-  int64_t dim = args[1]->u.i, index = args[2]->u.i;
+  const et_tensor *const self = args[SELECT_SELF]->u.t;
+  et_tensor *const out = args[SELECT_OUT]->u.t;
+  int64_t dim = args[SELECT_DIM]->u.i, index = args[SELECT_INDEX]->u.i;
   if (dim < 0) dim += self->dim;
   if (index < 0) index += self->sizes[dim];
   size_t ss[ET_MAX_DIM], src[ET_MAX_DIM], os[ET_MAX_DIM];

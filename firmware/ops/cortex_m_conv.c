@@ -9,6 +9,12 @@
 
 typedef enum { CONV, DEPTHWISE, TRANSPOSE } conv_kind;
 
+/* Argument slots. The three schemas share the first five; then come transpose's output_padding, dilation,
+ * depthwise's depth_multiplier, input_offset, output_offset, requantize_multipliers, requantize_shifts,
+ * activation_min, activation_max (read in that order from CONV_STRIDE on), the scratch tensor and out. */
+enum { CONV_IN, CONV_WEIGHT, CONV_BIAS, CONV_STRIDE, CONV_PADDING };
+enum { CONV_SCRATCH = 12, CONV_OUT = 13, DEPTHWISE_SCRATCH = 13, DEPTHWISE_OUT = 14, TRANSPOSE_OUT = 15 };
+
 /* The multipliers tensor may carry more entries after the out_c multipliers
  * (emlkit/passes/window_bias.py), told apart by its length: per channel, bias +
  * input_offset * sum(all the channel's weights), the start value of windows
@@ -89,15 +95,15 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_
                              conv_kind kind, bool nhwc) {
   /* schema positions differ: depthwise has depth_multiplier after dilation,
    * transpose has output_padding after padding and an extra scratch */
-  const uint32_t nschema = kind == CONV ? 13 : (kind == DEPTHWISE ? 14 : 15);
+  const uint32_t nschema = kind == CONV ? CONV_OUT : (kind == DEPTHWISE ? DEPTHWISE_OUT : TRANSPOSE_OUT);
   CM_TRY(cm_nargs(ctx, op, nargs, nschema));
   et_tensor *in, *w, *bias, *mt, *st, *out;
-  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, 1, "weight", false, &w));
-  CM_TRY(cm_tensor(ctx, op, args, 2, "bias", true, &bias));
+  CM_TRY(cm_tensor(ctx, op, args, CONV_IN, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, CONV_WEIGHT, "weight", false, &w));
+  CM_TRY(cm_tensor(ctx, op, args, CONV_BIAS, "bias", true, &bias));
   CM_TRY(cm_tensor(ctx, op, args, nschema, "out", false, &out));
   int32_t stride[2], pad[2], dil[2], opad[2] = {0, 0}, dm = 1;
-  uint32_t i = 3;
+  uint32_t i = CONV_STRIDE;
   CM_TRY(cm_pair(ctx, op, args, i++, "stride", 1, 4096, stride));
   CM_TRY(cm_pair(ctx, op, args, i++, "padding", 0, 4096, pad));
   if (kind == TRANSPOSE) CM_TRY(cm_pair(ctx, op, args, i++, "output_padding", 0, 4096, opad));
@@ -168,12 +174,12 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_
   }
   if (et_tensor_numel(out) == 0) return ET_OK;
   size_t need = 0;
-  if (kind == CONV) need = qconv2d_s8_get_buffer_size(&p);
-  if (kind == DEPTHWISE) need = qdwconv2d_s8_get_buffer_size(&p);
+  if (kind == CONV) need = emk_conv2d_s8_get_buffer_size(&p);
+  if (kind == DEPTHWISE) need = emk_depthwise_conv2d_s8_get_buffer_size(&p);
   et_tensor *scr = NULL;
   size_t have = 0;
   if (need) {
-    CM_TRY(cm_tensor(ctx, op, args, kind == CONV ? 12 : 13, "scratch", false, &scr));
+    CM_TRY(cm_tensor(ctx, op, args, kind == CONV ? CONV_SCRATCH : DEPTHWISE_SCRATCH, "scratch", false, &scr));
     have = scr->nbytes;
     if (have < need)
       return et_fail(ctx, ET_E_INVALID_ARG,
@@ -185,12 +191,12 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_
 
 /* Eval: unpack what prepare checked and run the kernel. */
 static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, conv_kind kind, bool nhwc) {
-  const uint32_t nschema = kind == CONV ? 13 : (kind == DEPTHWISE ? 14 : 15);
-  et_tensor *const in = args[0]->u.t, *const w = args[1]->u.t, *const bias = cm_t(args, 2);
+  const uint32_t nschema = kind == CONV ? CONV_OUT : (kind == DEPTHWISE ? DEPTHWISE_OUT : TRANSPOSE_OUT);
+  et_tensor *const in = args[CONV_IN]->u.t, *const w = args[CONV_WEIGHT]->u.t, *const bias = cm_t(args, CONV_BIAS);
   et_tensor *const out = args[nschema]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
   int32_t stride[2], pad[2], dil[2], di[4], dout[4];
-  uint32_t i = 3;
+  uint32_t i = CONV_STRIDE;
   cm_pair_get(args, i++, stride);
   cm_pair_get(args, i++, pad);
   if (kind == TRANSPOSE) i++; /* output_padding: out's checked sizes include it */
@@ -213,9 +219,9 @@ static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, 
   p.groups = kind == DEPTHWISE ? p.in_c : p.in_c / w->sizes[3];
   conv_point_ext(kind, &p, mt);
   size_t need = 0;
-  if (kind == CONV) need = qconv2d_s8_get_buffer_size(&p);
-  if (kind == DEPTHWISE) need = qdwconv2d_s8_get_buffer_size(&p);
-  const et_tensor *const scr = need ? args[kind == CONV ? 12 : 13]->u.t : NULL;
+  if (kind == CONV) need = emk_conv2d_s8_get_buffer_size(&p);
+  if (kind == DEPTHWISE) need = emk_depthwise_conv2d_s8_get_buffer_size(&p);
+  const et_tensor *const scr = need ? args[kind == CONV ? CONV_SCRATCH : DEPTHWISE_SCRATCH]->u.t : NULL;
   const size_t have = scr ? scr->nbytes : 0;
   void *sp = scr ? scr->data : NULL;
   const int32_t *b = bias ? (const int32_t *)bias->data : NULL;
@@ -224,9 +230,9 @@ static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, 
   int8_t *y = (int8_t *)out->data;
   k_status ks = K_OK;
   switch (kind) {
-    case CONV: ks = qconv2d_s8(&p, x, wt, b, m, s, y, sp, have); break;
-    case DEPTHWISE: ks = qdwconv2d_s8(&p, x, wt, b, m, s, y, sp, have); break;
-    case TRANSPOSE: qtconv2d_s8(&p, x, wt, b, m, s, y); break;
+    case CONV: ks = emk_conv2d_s8(&p, x, wt, b, m, s, y, sp, have); break;
+    case DEPTHWISE: ks = emk_depthwise_conv2d_s8(&p, x, wt, b, m, s, y, sp, have); break;
+    case TRANSPOSE: emk_transpose_conv2d_s8(&p, x, wt, b, m, s, y); break;
   }
   if (ks != K_OK)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: the kernel refused its scratch memory (%u bytes at %p: too small or "
@@ -234,8 +240,7 @@ static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, 
   return ET_OK;
 }
 
-/* The registry's entry points of the six conv ops: prepare and eval of cortex_m::NAME
- * (tests/test_adapter_limits.py reads these lines as the functions they define). */
+/* The registry's entry points of the six conv ops: prepare and eval of cortex_m::NAME. */
 #define CONV_OP(name, kind, nhwc)                                                                               \
   ET_PREPARE et_status op_cortex_m_##name##_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { \
     return conv_prepare(ctx, "cortex_m::" #name, args, nargs, kind, nhwc);                                     \

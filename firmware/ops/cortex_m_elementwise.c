@@ -2,6 +2,16 @@
  * quantized_div, quantized_activation, minimum, maximum. */
 #include "cortex_m_util.h"
 
+/* Argument slots (the operators' schemas, out last). */
+enum {
+  ADD_SELF, ADD_SELF_ZP, ADD_SELF_MULT, ADD_SELF_SHIFT, ADD_OTHER, ADD_OTHER_ZP, ADD_OTHER_MULT, ADD_OTHER_SHIFT,
+  ADD_OUT_ZP, ADD_OUT_MULT, ADD_OUT_SHIFT, ADD_ACT_MIN, ADD_ACT_MAX, ADD_OUT
+};
+enum { MUL_SELF, MUL_SELF_ZP, MUL_OTHER, MUL_OTHER_ZP, MUL_OUT_ZP, MUL_OUT_MULT, MUL_OUT_SHIFT, MUL_OUT };
+enum { DIV_SELF, DIV_SELF_ZP, DIV_OTHER, DIV_OTHER_ZP, DIV_OUT_ZP, DIV_OUT_SCALE, DIV_OUT };
+enum { LUT_IN, LUT_TABLE, LUT_OUT };
+enum { MINMAX_SELF, MINMAX_OTHER, MINMAX_OUT };
+
 /* add/mul operands: equal sizes and layout, or one operand holding only the
  * channels of an NHWC (or 1-element) other: the kernels then repeat it with
  * period C along memory. */
@@ -55,7 +65,7 @@ typedef struct {
 } operands_s8;
 
 static inline bool operands(et_value **args, uint32_t other, uint32_t iout, operands_s8 *o) {
-  o->a = (const int8_t *)args[0]->u.t->data, o->alen = et_tensor_numel(args[0]->u.t);
+  o->a = (const int8_t *)args[ADD_SELF]->u.t->data, o->alen = et_tensor_numel(args[ADD_SELF]->u.t); /* = MUL_SELF */
   o->b = (const int8_t *)args[other]->u.t->data, o->blen = et_tensor_numel(args[other]->u.t);
   o->out = (int8_t *)args[iout]->u.t->data;
   return o->alen != 0 && o->blen != 0;
@@ -65,18 +75,18 @@ ET_PREPARE et_status op_cortex_m_quantized_add_out_prepare(et_kernel_ctx *ctx, e
   const char *op = "cortex_m::quantized_add";
   et_tensor *a, *b, *out;
   qadd_params p;
-  CM_TRY(cm_binary(ctx, op, args, nargs, 13, 4, &a, &b, &out));
-  CM_TRY(cm_int(ctx, op, args, 1, "self_zero_point", -128, 127, &p.a_zp));
-  CM_TRY(cm_int(ctx, op, args, 2, "self_multiplier", INT32_MIN, INT32_MAX, &p.a_mult));
-  CM_TRY(cm_int(ctx, op, args, 3, "self_shift", -31, 31, &p.a_shift));
-  CM_TRY(cm_int(ctx, op, args, 5, "other_zero_point", -128, 127, &p.b_zp));
-  CM_TRY(cm_int(ctx, op, args, 6, "other_multiplier", INT32_MIN, INT32_MAX, &p.b_mult));
-  CM_TRY(cm_int(ctx, op, args, 7, "other_shift", -31, 31, &p.b_shift));
-  CM_TRY(cm_int(ctx, op, args, 8, "output_zero_point", -128, 127, &p.out_zp));
-  CM_TRY(cm_int(ctx, op, args, 9, "output_multiplier", INT32_MIN, INT32_MAX, &p.out_mult));
-  CM_TRY(cm_int(ctx, op, args, 10, "output_shift", -31, 31, &p.out_shift));
-  CM_TRY(cm_int(ctx, op, args, 11, "activation_min", -128, 127, &p.act_min));
-  CM_TRY(cm_int(ctx, op, args, 12, "activation_max", -128, 127, &p.act_max));
+  CM_TRY(cm_binary(ctx, op, args, nargs, ADD_OUT, ADD_OTHER, &a, &b, &out));
+  CM_TRY(cm_int(ctx, op, args, ADD_SELF_ZP, "self_zero_point", -128, 127, &p.a_zp));
+  CM_TRY(cm_int(ctx, op, args, ADD_SELF_MULT, "self_multiplier", INT32_MIN, INT32_MAX, &p.a_mult));
+  CM_TRY(cm_int(ctx, op, args, ADD_SELF_SHIFT, "self_shift", -31, 31, &p.a_shift));
+  CM_TRY(cm_int(ctx, op, args, ADD_OTHER_ZP, "other_zero_point", -128, 127, &p.b_zp));
+  CM_TRY(cm_int(ctx, op, args, ADD_OTHER_MULT, "other_multiplier", INT32_MIN, INT32_MAX, &p.b_mult));
+  CM_TRY(cm_int(ctx, op, args, ADD_OTHER_SHIFT, "other_shift", -31, 31, &p.b_shift));
+  CM_TRY(cm_int(ctx, op, args, ADD_OUT_ZP, "output_zero_point", -128, 127, &p.out_zp));
+  CM_TRY(cm_int(ctx, op, args, ADD_OUT_MULT, "output_multiplier", INT32_MIN, INT32_MAX, &p.out_mult));
+  CM_TRY(cm_int(ctx, op, args, ADD_OUT_SHIFT, "output_shift", -31, 31, &p.out_shift));
+  CM_TRY(cm_int(ctx, op, args, ADD_ACT_MIN, "activation_min", -128, 127, &p.act_min));
+  CM_TRY(cm_int(ctx, op, args, ADD_ACT_MAX, "activation_max", -128, 127, &p.act_max));
   CM_TRY(cm_act(ctx, op, p.act_min, p.act_max));
   return operands_then_keep(ctx, op, a, b, out, &p, sizeof p);
 }
@@ -85,12 +95,12 @@ ET_PREPARE et_status op_cortex_m_quantized_mul_out_prepare(et_kernel_ctx *ctx, e
   const char *op = "cortex_m::quantized_mul";
   et_tensor *a, *b, *out;
   qmul_params p;
-  CM_TRY(cm_binary(ctx, op, args, nargs, 7, 2, &a, &b, &out));
-  CM_TRY(cm_int(ctx, op, args, 1, "self_zero_point", -128, 127, &p.a_zp));
-  CM_TRY(cm_int(ctx, op, args, 3, "other_zero_point", -128, 127, &p.b_zp));
-  CM_TRY(cm_int(ctx, op, args, 4, "output_zero_point", -128, 127, &p.out_zp));
-  CM_TRY(cm_int(ctx, op, args, 5, "output_multiplier", 0, INT32_MAX, &p.out_mult));
-  CM_TRY(cm_int(ctx, op, args, 6, "output_shift", -31, 31, &p.out_shift));
+  CM_TRY(cm_binary(ctx, op, args, nargs, MUL_OUT, MUL_OTHER, &a, &b, &out));
+  CM_TRY(cm_int(ctx, op, args, MUL_SELF_ZP, "self_zero_point", -128, 127, &p.a_zp));
+  CM_TRY(cm_int(ctx, op, args, MUL_OTHER_ZP, "other_zero_point", -128, 127, &p.b_zp));
+  CM_TRY(cm_int(ctx, op, args, MUL_OUT_ZP, "output_zero_point", -128, 127, &p.out_zp));
+  CM_TRY(cm_int(ctx, op, args, MUL_OUT_MULT, "output_multiplier", 0, INT32_MAX, &p.out_mult));
+  CM_TRY(cm_int(ctx, op, args, MUL_OUT_SHIFT, "output_shift", -31, 31, &p.out_shift));
   return operands_then_keep(ctx, op, a, b, out, &p, sizeof p);
 }
 
@@ -102,19 +112,19 @@ ET_PREPARE et_status op_cortex_m_quantized_mul_out_prepare(et_kernel_ctx *ctx, e
     if (operands(args, iother, iout, &o)) kernel(o.a, o.alen, o.b, o.blen, o.out, (const params_t *)ctx->state); \
     return (void)nargs, ET_OK;                                                                                \
   }
-BINARY_EVAL(op_cortex_m_quantized_add_out, 4, 13, qadd_s8, qadd_params)
-BINARY_EVAL(op_cortex_m_quantized_mul_out, 2, 7, qmul_s8, qmul_params)
+BINARY_EVAL(op_cortex_m_quantized_add_out, ADD_OTHER, ADD_OUT, emk_add_s8, qadd_params)
+BINARY_EVAL(op_cortex_m_quantized_mul_out, MUL_OTHER, MUL_OUT, emk_mul_s8, qmul_params)
 
 ET_PREPARE et_status op_cortex_m_quantized_div_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_div";
   et_tensor *a, *b, *out;
   int32_t za, zb, zo;
   double scale;
-  CM_TRY(cm_binary(ctx, op, args, nargs, 6, 2, &a, &b, &out));
-  CM_TRY(cm_int(ctx, op, args, 1, "self_zero_point", -32768, 32767, &za));
-  CM_TRY(cm_int(ctx, op, args, 3, "other_zero_point", -32768, 32767, &zb));
-  CM_TRY(cm_int(ctx, op, args, 4, "output_zero_point", -32768, 32767, &zo));
-  CM_TRY(cm_double(ctx, op, args, 5, "output_scale", &scale));
+  CM_TRY(cm_binary(ctx, op, args, nargs, DIV_OUT, DIV_OTHER, &a, &b, &out));
+  CM_TRY(cm_int(ctx, op, args, DIV_SELF_ZP, "self_zero_point", -32768, 32767, &za));
+  CM_TRY(cm_int(ctx, op, args, DIV_OTHER_ZP, "other_zero_point", -32768, 32767, &zb));
+  CM_TRY(cm_int(ctx, op, args, DIV_OUT_ZP, "output_zero_point", -32768, 32767, &zo));
+  CM_TRY(cm_double(ctx, op, args, DIV_OUT_SCALE, "output_scale", &scale));
   if (a->dtype != ET_DT_CHAR && a->dtype != ET_DT_SHORT)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: self must be int8 or int16, got %s", op, et_dtype_name(a->dtype));
   CM_TRY(cm_dtype(ctx, op, b, "other", a->dtype));
@@ -127,14 +137,14 @@ ET_PREPARE et_status op_cortex_m_quantized_div_out_prepare(et_kernel_ctx *ctx, e
 }
 
 et_status op_cortex_m_quantized_div_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t, *const b = args[2]->u.t;
-  et_tensor *const out = args[6]->u.t;
-  const int32_t za = cm_i(args, 1), zb = cm_i(args, 3), zo = cm_i(args, 4);
-  const double scale = cm_d(args, 5);
+  const et_tensor *const a = args[DIV_SELF]->u.t, *const b = args[DIV_OTHER]->u.t;
+  et_tensor *const out = args[DIV_OUT]->u.t;
+  const int32_t za = cm_i(args, DIV_SELF_ZP), zb = cm_i(args, DIV_OTHER_ZP), zo = cm_i(args, DIV_OUT_ZP);
+  const double scale = cm_d(args, DIV_OUT_SCALE);
   if (a->dtype == ET_DT_CHAR)
-    qdiv_s8((const int8_t *)a->data, (const int8_t *)b->data, (int8_t *)out->data, et_tensor_numel(a), za, zb, zo, scale);
+    emk_div_s8((const int8_t *)a->data, (const int8_t *)b->data, (int8_t *)out->data, et_tensor_numel(a), za, zb, zo, scale);
   else
-    qdiv_s16((const int16_t *)a->data, (const int16_t *)b->data, (int16_t *)out->data, et_tensor_numel(a), za, zb, zo,
+    emk_div_s16((const int16_t *)a->data, (const int16_t *)b->data, (int16_t *)out->data, et_tensor_numel(a), za, zb, zo,
              scale);
   return ET_OK;
 }
@@ -142,10 +152,10 @@ et_status op_cortex_m_quantized_div_out(et_kernel_ctx *ctx, et_value **args, uin
 ET_PREPARE et_status op_cortex_m_quantized_activation_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_activation";
   et_tensor *in, *lut, *out;
-  CM_TRY(cm_nargs(ctx, op, nargs, 2));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, 1, "lut", false, &lut));
-  CM_TRY(cm_tensor(ctx, op, args, 2, "out", false, &out));
+  CM_TRY(cm_nargs(ctx, op, nargs, LUT_OUT));
+  CM_TRY(cm_tensor(ctx, op, args, LUT_IN, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, LUT_TABLE, "lut", false, &lut));
+  CM_TRY(cm_tensor(ctx, op, args, LUT_OUT, "out", false, &out));
   CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, lut, "lut", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
@@ -158,9 +168,9 @@ ET_PREPARE et_status op_cortex_m_quantized_activation_out_prepare(et_kernel_ctx 
 }
 
 et_status op_cortex_m_quantized_activation_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const in = args[0]->u.t, *const lut = args[1]->u.t;
-  et_tensor *const out = args[2]->u.t;
-  qlut_s8((const int8_t *)in->data, (int8_t *)out->data, et_tensor_numel(in), (const int8_t *)lut->data);
+  const et_tensor *const in = args[LUT_IN]->u.t, *const lut = args[LUT_TABLE]->u.t;
+  et_tensor *const out = args[LUT_OUT]->u.t;
+  emk_lut_s8((const int8_t *)in->data, (int8_t *)out->data, et_tensor_numel(in), (const int8_t *)lut->data);
   return ET_OK;
 }
 
@@ -168,7 +178,7 @@ et_status op_cortex_m_quantized_activation_out(et_kernel_ctx *ctx, et_value **ar
  * strides along the output's memory order (0 on broadcast dims). */
 ET_PREPARE static et_status minmax_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs) {
   et_tensor *a, *b, *out;
-  CM_TRY(cm_binary(ctx, op, args, nargs, 2, 1, &a, &b, &out));
+  CM_TRY(cm_binary(ctx, op, args, nargs, MINMAX_OUT, MINMAX_OTHER, &a, &b, &out));
   if (a->dtype != ET_DT_CHAR && a->dtype != ET_DT_BYTE && a->dtype != ET_DT_SHORT && a->dtype != ET_DT_INT &&
       a->dtype != ET_DT_FLOAT)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported (int8, uint8, int16, int32, float32)", op,
@@ -190,8 +200,8 @@ ET_PREPARE static et_status minmax_prepare(et_kernel_ctx *ctx, const char *op, e
 }
 
 static et_status minmax(et_value **args, int is_max) {
-  const et_tensor *const a = args[0]->u.t, *const b = args[1]->u.t;
-  et_tensor *const out = args[2]->u.t;
+  const et_tensor *const a = args[MINMAX_SELF]->u.t, *const b = args[MINMAX_OTHER]->u.t;
+  et_tensor *const out = args[MINMAX_OUT]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
   int32_t sa[ET_MAX_DIM], sb[ET_MAX_DIM], shape[K_MAX_DIM], astr[K_MAX_DIM], bstr[K_MAX_DIM];
   cm_logical_strides(a, sa);
@@ -206,7 +216,7 @@ static et_status minmax(et_value **args, int is_max) {
     astr[j] = (da >= 0 && na == n) ? sa[da] : 0;
     bstr[j] = (db >= 0 && nb == n) ? sb[db] : 0;
   }
-  kminmax((k_dtype)a->dtype, is_max, nd, shape, a->data, astr, b->data, bstr, out->data);
+  emk_minmax_any((k_dtype)a->dtype, is_max, nd, shape, a->data, astr, b->data, bstr, out->data);
   return ET_OK;
 }
 

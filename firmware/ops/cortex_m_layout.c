@@ -1,6 +1,10 @@
 /* Adapters for cortex_m::pad and cortex_m::transpose. */
 #include "cortex_m_util.h"
 
+/* Argument slots (the operators' schemas, out last). */
+enum { PAD_IN, PAD_PRE, PAD_POST, PAD_VALUE, PAD_OUT };
+enum { TRANSPOSE_IN, TRANSPOSE_PERM, TRANSPOSE_OUT };
+
 /* pad.out(input, pre_pad, post_pad, pad_value, out). The AoT pass gives the
  * 4 pads in physical order: NHWC for a channels-last 4-D tensor (its
  * is_channels_last also counts C == 1 or H == W == 1 tensors, whose bytes are
@@ -11,11 +15,11 @@ ET_PREPARE et_status op_cortex_m_pad_out_prepare(et_kernel_ctx *ctx, et_value **
   et_tensor *in, *out;
   int32_t pre[4], post[4], value;
   uint32_t n1 = 0, n2 = 0;
-  CM_TRY(cm_nargs(ctx, op, nargs, 4));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, 4, "out", false, &out));
-  CM_TRY(cm_int_list(ctx, op, args, 1, "pre_pad", 4, 0, 1 << 20, pre, &n1));
-  CM_TRY(cm_int_list(ctx, op, args, 2, "post_pad", 4, 0, 1 << 20, post, &n2));
+  CM_TRY(cm_nargs(ctx, op, nargs, PAD_OUT));
+  CM_TRY(cm_tensor(ctx, op, args, PAD_IN, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, PAD_OUT, "out", false, &out));
+  CM_TRY(cm_int_list(ctx, op, args, PAD_PRE, "pre_pad", 4, 0, 1 << 20, pre, &n1));
+  CM_TRY(cm_int_list(ctx, op, args, PAD_POST, "post_pad", 4, 0, 1 << 20, post, &n2));
   if (n1 != 4 || n2 != 4)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: pre_pad and post_pad need 4 entries, got %u and %u", op, (unsigned)n1,
                    (unsigned)n2);
@@ -33,7 +37,7 @@ ET_PREPARE et_status op_cortex_m_pad_out_prepare(et_kernel_ctx *ctx, et_value **
       return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported (int8, uint8, int16, int32)", op,
                      et_dtype_name(in->dtype));
   }
-  CM_TRY(cm_int(ctx, op, args, 3, "pad_value", lo, hi, &value));
+  CM_TRY(cm_int(ctx, op, args, PAD_VALUE, "pad_value", lo, hi, &value));
   int32_t phys[4] = {1, 1, 1, 1};
   uint8_t order[4];
   const int off = 4 - in->dim;
@@ -61,12 +65,12 @@ ET_PREPARE et_status op_cortex_m_pad_out_prepare(et_kernel_ctx *ctx, et_value **
 }
 
 et_status op_cortex_m_pad_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const in = args[0]->u.t;
-  et_tensor *const out = args[4]->u.t;
+  const et_tensor *const in = args[PAD_IN]->u.t;
+  et_tensor *const out = args[PAD_OUT]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
   int32_t pre[4], post[4], phys[4] = {1, 1, 1, 1};
-  for (uint32_t k = 0; k < 4; k++) pre[k] = (int32_t)et_list_int(args[1], k), post[k] = (int32_t)et_list_int(args[2], k);
-  const int32_t value = cm_i(args, 3);
+  for (uint32_t k = 0; k < 4; k++) pre[k] = (int32_t)et_list_int(args[PAD_PRE], k), post[k] = (int32_t)et_list_int(args[PAD_POST], k);
+  const int32_t value = cm_i(args, PAD_VALUE);
   const size_t es = et_dtype_size(in->dtype);
   const int off = 4 - in->dim;
   if (in->dim == 4 && cm_layout_is(in, cm_nhwc_order))
@@ -81,7 +85,7 @@ et_status op_cortex_m_pad_out(et_kernel_ctx *ctx, et_value **args, uint32_t narg
   const int8_t v8 = (int8_t)value;
   const int16_t v16 = (int16_t)value;
   const void *vp = es == 1 ? (const void *)&v8 : es == 2 ? (const void *)&v16 : (const void *)&value;
-  kpad(es, phys, pre, post, in->data, vp, out->data);
+  emk_pad_any(es, phys, pre, post, in->data, vp, out->data);
   return ET_OK;
 }
 
@@ -91,10 +95,10 @@ ET_PREPARE et_status op_cortex_m_transpose_out_prepare(et_kernel_ctx *ctx, et_va
   et_tensor *in, *out;
   int32_t perm[ET_MAX_DIM];
   uint32_t np = 0;
-  CM_TRY(cm_nargs(ctx, op, nargs, 2));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, 2, "out", false, &out));
-  CM_TRY(cm_int_list(ctx, op, args, 1, "perm", ET_MAX_DIM, -ET_MAX_DIM, ET_MAX_DIM - 1, perm, &np));
+  CM_TRY(cm_nargs(ctx, op, nargs, TRANSPOSE_OUT));
+  CM_TRY(cm_tensor(ctx, op, args, TRANSPOSE_IN, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, TRANSPOSE_OUT, "out", false, &out));
+  CM_TRY(cm_int_list(ctx, op, args, TRANSPOSE_PERM, "perm", ET_MAX_DIM, -ET_MAX_DIM, ET_MAX_DIM - 1, perm, &np));
   if (np != in->dim || out->dim != in->dim || out->dtype != in->dtype)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: perm, input and out must have the same rank and dtype", op);
   const size_t es = et_dtype_size(in->dtype);
@@ -113,13 +117,13 @@ ET_PREPARE et_status op_cortex_m_transpose_out_prepare(et_kernel_ctx *ctx, et_va
 }
 
 et_status op_cortex_m_transpose_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const in = args[0]->u.t;
-  et_tensor *const out = args[2]->u.t;
+  const et_tensor *const in = args[TRANSPOSE_IN]->u.t;
+  et_tensor *const out = args[TRANSPOSE_OUT]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
   const uint32_t np = in->dim;
   int32_t perm[ET_MAX_DIM], istr[ET_MAX_DIM], shape[K_MAX_DIM], str[K_MAX_DIM];
   for (uint32_t d = 0; d < np; d++) {
-    perm[d] = (int32_t)et_list_int(args[1], d);
+    perm[d] = (int32_t)et_list_int(args[TRANSPOSE_PERM], d);
     if (perm[d] < 0) perm[d] += (int32_t)np;
   }
   cm_logical_strides(in, istr);
@@ -128,6 +132,6 @@ et_status op_cortex_m_transpose_out(et_kernel_ctx *ctx, et_value **args, uint32_
     shape[j] = out->sizes[od];
     str[j] = istr[perm[od]];
   }
-  kpermute(et_dtype_size(in->dtype), (int)np, shape, str, in->data, out->data);
+  emk_transpose_any(et_dtype_size(in->dtype), (int)np, shape, str, in->data, out->data);
   return ET_OK;
 }

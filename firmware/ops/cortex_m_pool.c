@@ -2,6 +2,10 @@
  * _nhwc variants (NHWC bytes either way; see cm_nhwc). */
 #include "cortex_m_util.h"
 
+/* Argument slots (the operators' schemas, out last); both start input, kernel_size, stride, padding. */
+enum { AVG_IN, AVG_KERNEL, AVG_STRIDE, AVG_PADDING, AVG_CEIL_MODE, AVG_ZP, AVG_MULT, AVG_SHIFT, AVG_SCRATCH, AVG_OUT };
+enum { MAXP_IN, MAXP_KERNEL, MAXP_STRIDE, MAXP_PADDING, MAXP_DILATION, MAXP_CEIL_MODE, MAXP_IN_ZP, MAXP_OUT_ZP, MAXP_ACT_MIN, MAXP_ACT_MAX, MAXP_OUT };
+
 static int32_t pool_out(int32_t n, int32_t k, int32_t s, int32_t p, int32_t d, bool ceil) {
   const int32_t num = n + 2 * p - d * (k - 1) - 1;
   int32_t o = (ceil ? (num + s - 1) / s : num / s) + 1;
@@ -45,19 +49,19 @@ ET_PREPARE static et_status avg_prepare(et_kernel_ctx *ctx, const char *op, et_v
   qpool_params p;
   bool ceil;
   int32_t zp, mult, shift;
-  uint32_t i = 1;
-  CM_TRY(cm_nargs(ctx, op, nargs, 9));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, 9, "out", false, &out));
+  uint32_t i = AVG_KERNEL;
+  CM_TRY(cm_nargs(ctx, op, nargs, AVG_OUT));
+  CM_TRY(cm_tensor(ctx, op, args, AVG_IN, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, AVG_OUT, "out", false, &out));
   CM_TRY(geometry(ctx, op, args, &i, false, nhwc, in, out, &p, &ceil));
   CM_TRY(cm_int(ctx, op, args, i++, "zero_point", -128, 127, &zp));
   CM_TRY(cm_int(ctx, op, args, i++, "multiplier", 1, INT32_MAX, &mult));
   CM_TRY(cm_int(ctx, op, args, i++, "shift", -31, 31, &shift));
   if (et_tensor_numel(out) == 0) return ET_OK;
-  const size_t need = qavgpool_s8_get_buffer_size(&p);
+  const size_t need = emk_avg_pool2d_s8_get_buffer_size(&p);
   et_tensor *scr = NULL;
   if (need) {
-    CM_TRY(cm_tensor(ctx, op, args, 8, "scratch", false, &scr));
+    CM_TRY(cm_tensor(ctx, op, args, AVG_SCRATCH, "scratch", false, &scr));
     if (scr->nbytes < need)
       return et_fail(ctx, ET_E_INVALID_ARG,
                      "%s: scratch tensor has %u bytes, the kernel needs %u (compile the program again with this "
@@ -69,10 +73,10 @@ ET_PREPARE static et_status avg_prepare(et_kernel_ctx *ctx, const char *op, et_v
 /* Eval's view of the checked geometry (out_h/out_w: out's checked sizes). */
 static void geometry_get(et_value **args, bool nhwc, const et_tensor *in, const et_tensor *out, qpool_params *p) {
   int32_t k[2], s[2], pad[2], di[4], d_o[4];
-  cm_pair_get(args, 1, k);
-  if (args[2]->u.list.len == 0) s[0] = k[0], s[1] = k[1];
-  else cm_pair_get(args, 2, s);
-  cm_pair_get(args, 3, pad);
+  cm_pair_get(args, AVG_KERNEL, k);
+  if (args[AVG_STRIDE]->u.list.len == 0) s[0] = k[0], s[1] = k[1];
+  else cm_pair_get(args, AVG_STRIDE, s);
+  cm_pair_get(args, AVG_PADDING, pad);
   cm_nhwc_get(in, nhwc, di);
   cm_nhwc_get(out, nhwc, d_o);
   p->batch = di[0], p->in_h = di[1], p->in_w = di[2], p->c = di[3];
@@ -81,14 +85,14 @@ static void geometry_get(et_value **args, bool nhwc, const et_tensor *in, const 
 }
 
 static et_status avg(et_kernel_ctx *ctx, const char *op, et_value **args, bool nhwc) {
-  const et_tensor *const in = args[0]->u.t;
-  et_tensor *const out = args[9]->u.t;
+  const et_tensor *const in = args[AVG_IN]->u.t;
+  et_tensor *const out = args[AVG_OUT]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
   qpool_params p;
   geometry_get(args, nhwc, in, out, &p);
-  const int32_t zp = cm_i(args, 5), mult = cm_i(args, 6), shift = cm_i(args, 7);
-  const et_tensor *const scr = qavgpool_s8_get_buffer_size(&p) ? args[8]->u.t : NULL;
-  if (qavgpool_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, zp, mult, shift, scr ? scr->data : NULL,
+  const int32_t zp = cm_i(args, AVG_ZP), mult = cm_i(args, AVG_MULT), shift = cm_i(args, AVG_SHIFT);
+  const et_tensor *const scr = emk_avg_pool2d_s8_get_buffer_size(&p) ? args[AVG_SCRATCH]->u.t : NULL;
+  if (emk_avg_pool2d_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, zp, mult, shift, scr ? scr->data : NULL,
                   scr ? scr->nbytes : 0) != K_OK)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: the kernel refused its scratch memory (not 4-byte aligned)", op);
   return ET_OK;
@@ -99,10 +103,10 @@ ET_PREPARE static et_status maxp_prepare(et_kernel_ctx *ctx, const char *op, et_
   qpool_params p;
   bool ceil;
   int32_t izp, ozp, lo, hi;
-  uint32_t i = 1;
-  CM_TRY(cm_nargs(ctx, op, nargs, 10));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, 10, "out", false, &out));
+  uint32_t i = MAXP_KERNEL;
+  CM_TRY(cm_nargs(ctx, op, nargs, MAXP_OUT));
+  CM_TRY(cm_tensor(ctx, op, args, MAXP_IN, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, MAXP_OUT, "out", false, &out));
   CM_TRY(geometry(ctx, op, args, &i, true, nhwc, in, out, &p, &ceil));
   if (ceil) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: ceil_mode=True is not supported (as in the reference)", op);
   CM_TRY(cm_int(ctx, op, args, i++, "input_zero_point", -128, 127, &izp));
@@ -117,13 +121,13 @@ ET_PREPARE static et_status maxp_prepare(et_kernel_ctx *ctx, const char *op, et_
 }
 
 static et_status maxp(et_value **args, bool nhwc) {
-  const et_tensor *const in = args[0]->u.t;
-  et_tensor *const out = args[10]->u.t;
+  const et_tensor *const in = args[MAXP_IN]->u.t;
+  et_tensor *const out = args[MAXP_OUT]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
   qpool_params p;
   geometry_get(args, nhwc, in, out, &p);
-  const int32_t lo = cm_i(args, 8), hi = cm_i(args, 9);
-  qmaxpool_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, lo, hi);
+  const int32_t lo = cm_i(args, MAXP_ACT_MIN), hi = cm_i(args, MAXP_ACT_MAX);
+  emk_max_pool2d_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, lo, hi);
   return ET_OK;
 }
 

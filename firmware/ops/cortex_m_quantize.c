@@ -2,15 +2,18 @@
  * (input, scale, zero_point, quant_min, quant_max, dtype, out). */
 #include "cortex_m_util.h"
 
+/* Argument slots of quantize_per_tensor and dequantize_per_tensor (the same schema, out last). */
+enum { QPT_IN, QPT_SCALE, QPT_ZP, QPT_QMIN, QPT_QMAX, QPT_DTYPE, QPT_OUT };
+
 ET_PREPARE static et_status qparams(et_kernel_ctx *ctx, const char *op, et_value **args, double *scale, int32_t *zp,
                          int32_t *qmin, int32_t *qmax, int32_t *dtype) {
-  CM_TRY(cm_double(ctx, op, args, 1, "scale", scale));
+  CM_TRY(cm_double(ctx, op, args, QPT_SCALE, "scale", scale));
   if (!(*scale > 0.0))
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: scale must be positive, got %g", op, *scale);
-  CM_TRY(cm_int(ctx, op, args, 2, "zero_point", INT32_MIN, INT32_MAX, zp));
-  CM_TRY(cm_int(ctx, op, args, 3, "quant_min", INT32_MIN, INT32_MAX, qmin));
-  CM_TRY(cm_int(ctx, op, args, 4, "quant_max", INT32_MIN, INT32_MAX, qmax));
-  CM_TRY(cm_int(ctx, op, args, 5, "dtype", 0, 64, dtype));
+  CM_TRY(cm_int(ctx, op, args, QPT_ZP, "zero_point", INT32_MIN, INT32_MAX, zp));
+  CM_TRY(cm_int(ctx, op, args, QPT_QMIN, "quant_min", INT32_MIN, INT32_MAX, qmin));
+  CM_TRY(cm_int(ctx, op, args, QPT_QMAX, "quant_max", INT32_MIN, INT32_MAX, qmax));
+  CM_TRY(cm_int(ctx, op, args, QPT_DTYPE, "dtype", 0, 64, dtype));
   if (*dtype != ET_DT_BYTE && *dtype != ET_DT_CHAR && *dtype != ET_DT_SHORT && *dtype != ET_DT_INT)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: quantized dtype %s not supported (uint8, int8, int16, int32)", op,
                    et_dtype_name(*dtype));
@@ -33,9 +36,9 @@ ET_PREPARE static et_status prepare(et_kernel_ctx *ctx, const char *op, et_value
   et_tensor *in, *out;
   double scale;
   int32_t zp, qmin, qmax, dt;
-  CM_TRY(cm_nargs(ctx, op, nargs, 6));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, 6, "out", false, &out));
+  CM_TRY(cm_nargs(ctx, op, nargs, QPT_OUT));
+  CM_TRY(cm_tensor(ctx, op, args, QPT_IN, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, QPT_OUT, "out", false, &out));
   if (quantize) CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_FLOAT));
   CM_TRY(qparams(ctx, op, args, &scale, &zp, &qmin, &qmax, &dt));
   if (!quantize) CM_TRY(cm_dtype(ctx, op, in, "input", dt));
@@ -48,10 +51,10 @@ ET_PREPARE et_status op_cortex_m_quantize_per_tensor_out_prepare(et_kernel_ctx *
 }
 
 et_status op_cortex_m_quantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const in = args[0]->u.t;
-  et_tensor *const out = args[6]->u.t;
-  quantize_f32((const float *)in->data, et_tensor_numel(in), cm_d(args, 1), cm_i(args, 2), cm_i(args, 3), cm_i(args, 4),
-               (k_dtype)cm_i(args, 5), out->data);
+  const et_tensor *const in = args[QPT_IN]->u.t;
+  et_tensor *const out = args[QPT_OUT]->u.t;
+  emk_quantize_f32((const float *)in->data, et_tensor_numel(in), cm_d(args, QPT_SCALE), cm_i(args, QPT_ZP), cm_i(args, QPT_QMIN), cm_i(args, QPT_QMAX),
+               (k_dtype)cm_i(args, QPT_DTYPE), out->data);
   return ET_OK;
 }
 
@@ -60,9 +63,9 @@ ET_PREPARE et_status op_cortex_m_dequantize_per_tensor_out_prepare(et_kernel_ctx
 }
 
 et_status op_cortex_m_dequantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const in = args[0]->u.t;
-  et_tensor *const out = args[6]->u.t;
-  dequantize_f32(in->data, (k_dtype)cm_i(args, 5), et_tensor_numel(in), cm_d(args, 1), cm_i(args, 2),
+  const et_tensor *const in = args[QPT_IN]->u.t;
+  et_tensor *const out = args[QPT_OUT]->u.t;
+  emk_dequantize_f32(in->data, (k_dtype)cm_i(args, QPT_DTYPE), et_tensor_numel(in), cm_d(args, QPT_SCALE), cm_i(args, QPT_ZP),
                  (float *)out->data);
   return ET_OK;
 }

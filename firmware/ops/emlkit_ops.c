@@ -2,6 +2,11 @@
  * emlkit/emlkit_ops.py; the outputs match those references bit for bit). */
 #include "aten_util.h"
 
+/* Argument slots (the operators' schemas in emlkit/emlkit_ops.py, out last). */
+enum { UPSAMPLE_IN, UPSAMPLE_SCALE_H, UPSAMPLE_SCALE_W, UPSAMPLE_OUT };
+enum { UPIDX_IN, UPIDX_ROWS, UPIDX_COLS, UPIDX_OUT };
+enum { LAYER_NORM_IN, LAYER_NORM_GAIN, LAYER_NORM_BIAS, LAYER_NORM_EPS_TERM, LAYER_NORM_SHIFT, LAYER_NORM_OUT_ZP, LAYER_NORM_OUT };
+
 /* ---------------------------------------------------------------- upsample_nearest2d
  * out[n, c, h, w] = x[n, c, h / sh, w / sw] for integer factors: pure data
  * movement on any dtype (int8 codes keep their qparams). When both tensors
@@ -70,9 +75,9 @@ static void upsample_strided(const et_tensor *self, et_tensor *out, size_t sh, s
 
 et_status emlkit_upsample_nearest2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const self = args[0]->u.t;
-  et_tensor *const out = args[3]->u.t;
-  const size_t sh = (size_t)args[1]->u.i, sw = (size_t)args[2]->u.i;
+  const et_tensor *const self = args[UPSAMPLE_IN]->u.t;
+  et_tensor *const out = args[UPSAMPLE_OUT]->u.t;
+  const size_t sh = (size_t)args[UPSAMPLE_SCALE_H]->u.i, sw = (size_t)args[UPSAMPLE_SCALE_W]->u.i;
   const size_t es = et_dtype_size(self->dtype);
   if (!et_same_dim_order(self, out) || !(et_dim_order_is_identity(self) || is_nhwc(self))) {
     upsample_strided(self, out, sh, sw, NULL, NULL, es);
@@ -106,7 +111,7 @@ et_status emlkit_upsample_nearest2d_out(et_kernel_ctx *ctx, et_value **args, uin
 ET_PREPARE et_status emlkit_upsample_nearest2d_index_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "emlkit::upsample_nearest2d_index";
   et_tensor *self, *out;
-  const et_status st = aten_self_out(ctx, op, args, nargs, 5, 3, &self, &out);
+  const et_status st = aten_self_out(ctx, op, args, nargs, 5, UPIDX_OUT, &self, &out);
   if (st) return st;
   if (self->dtype != out->dtype)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(self->dtype),
@@ -114,8 +119,8 @@ ET_PREPARE et_status emlkit_upsample_nearest2d_index_out_prepare(et_kernel_ctx *
   if (self->dim != 4 || out->dim != 4) return et_fail(ctx, ET_E_INVALID_ARG, "%s: tensors must be 4-D", op);
   if (out->sizes[0] != self->sizes[0] || out->sizes[1] != self->sizes[1])
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: output batch and channels are not the input's", op);
-  for (uint32_t k = 1; k <= 2; k++) {
-    const char *name = k == 1 ? "rows" : "cols";
+  for (uint32_t k = UPIDX_ROWS; k <= UPIDX_COLS; k++) {
+    const char *name = k == UPIDX_ROWS ? "rows" : "cols";
     if (args[k]->tag != ET_TAG_INT_LIST)
       return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u (%s) must be an int list", op, (unsigned)k, name);
     const uint32_t len = args[k]->u.list.len;
@@ -135,9 +140,9 @@ ET_PREPARE et_status emlkit_upsample_nearest2d_index_out_prepare(et_kernel_ctx *
 
 et_status emlkit_upsample_nearest2d_index_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const self = args[0]->u.t;
-  const et_value *const rows = args[1], *const cols = args[2];
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *const self = args[UPIDX_IN]->u.t;
+  const et_value *const rows = args[UPIDX_ROWS], *const cols = args[UPIDX_COLS];
+  et_tensor *const out = args[UPIDX_OUT]->u.t;
   const size_t es = et_dtype_size(self->dtype);
   if (!et_same_dim_order(self, out) || !(et_dim_order_is_identity(self) || is_nhwc(self))) {
     upsample_strided(self, out, 1, 1, rows, cols, es);
@@ -210,10 +215,10 @@ ET_PREPARE et_status emlkit_quantized_layer_norm_out_prepare(et_kernel_ctx *ctx,
   et_tensor *x = NULL, *gain = NULL, *bias = NULL, *out = NULL;
   int64_t eps_term = 0, shift = 0, zp = 0;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 8)) || (st = aten_tensor(ctx, op, args, 0, &x)) ||
-      (st = aten_tensor(ctx, op, args, 1, &gain)) || (st = aten_tensor(ctx, op, args, 2, &bias)) ||
-      (st = aten_int(ctx, op, args, 3, &eps_term)) || (st = aten_int(ctx, op, args, 4, &shift)) ||
-      (st = aten_int(ctx, op, args, 5, &zp)) || (st = aten_tensor(ctx, op, args, 6, &out)))
+  if ((st = aten_nargs(ctx, op, nargs, 8)) || (st = aten_tensor(ctx, op, args, LAYER_NORM_IN, &x)) ||
+      (st = aten_tensor(ctx, op, args, LAYER_NORM_GAIN, &gain)) || (st = aten_tensor(ctx, op, args, LAYER_NORM_BIAS, &bias)) ||
+      (st = aten_int(ctx, op, args, LAYER_NORM_EPS_TERM, &eps_term)) || (st = aten_int(ctx, op, args, LAYER_NORM_SHIFT, &shift)) ||
+      (st = aten_int(ctx, op, args, LAYER_NORM_OUT_ZP, &zp)) || (st = aten_tensor(ctx, op, args, LAYER_NORM_OUT, &out)))
     return st;
   if (x->dtype != ET_DT_CHAR || out->dtype != ET_DT_CHAR || gain->dtype != ET_DT_INT || bias->dtype != ET_DT_INT)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: needs int8 input and output, int32 gain and bias", op);
@@ -233,14 +238,14 @@ ET_PREPARE et_status emlkit_quantized_layer_norm_out_prepare(et_kernel_ctx *ctx,
 
 et_status emlkit_quantized_layer_norm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const x = args[0]->u.t;
-  const int32_t *const gain = args[1]->u.t->data;
-  const int32_t *const bias = args[2]->u.t->data;
-  const int64_t eps_term = args[3]->u.i;
-  const int shift = (int)args[4]->u.i;
-  const int32_t zp = (int32_t)args[5]->u.i;
-  et_tensor *const out = args[6]->u.t;
-  const size_t n = et_tensor_numel(args[1]->u.t);
+  const et_tensor *const x = args[LAYER_NORM_IN]->u.t;
+  const int32_t *const gain = args[LAYER_NORM_GAIN]->u.t->data;
+  const int32_t *const bias = args[LAYER_NORM_BIAS]->u.t->data;
+  const int64_t eps_term = args[LAYER_NORM_EPS_TERM]->u.i;
+  const int shift = (int)args[LAYER_NORM_SHIFT]->u.i;
+  const int32_t zp = (int32_t)args[LAYER_NORM_OUT_ZP]->u.i;
+  et_tensor *const out = args[LAYER_NORM_OUT]->u.t;
+  const size_t n = et_tensor_numel(args[LAYER_NORM_GAIN]->u.t);
   const size_t rows = n ? et_tensor_numel(x) / n : 0;
   const int8_t *in = x->data;
   int8_t *o = out->data;

@@ -4,6 +4,10 @@
 #include "cortex_m_util.h"
 #include "emlkit_kernels.h"
 
+/* Argument slots (the operators' schemas in emlkit/emlkit_ops.py, out last). */
+enum { ESOFTMAX_IN, ESOFTMAX_EXP_TABLE, ESOFTMAX_DIM, ESOFTMAX_OUT_ZP, ESOFTMAX_MULT, ESOFTMAX_SHIFT, ESOFTMAX_OUT };
+enum { EAVG_IN, EAVG_KERNEL, EAVG_STRIDE, EAVG_IN_ZP, EAVG_OUT_ZP, EAVG_MULT, EAVG_SHIFT, EAVG_OUT };
+
 #define EMLKIT_EXP_ONE (1 << 22)
 #define EMLKIT_MAX_TAPS (1 << 16) /* |sum| <= 255 * 2^16 < 2^24, times mult < 2^31: within int64 */
 
@@ -19,13 +23,13 @@ ET_PREPARE et_status op_emlkit_softmax_out_prepare(et_kernel_ctx *ctx, et_value 
   const char *op = "emlkit::softmax";
   et_tensor *in, *table, *out;
   int32_t dim, zp;
-  CM_TRY(cm_nargs(ctx, op, nargs, 6));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, 1, "exp_table", false, &table));
-  CM_TRY(cm_tensor(ctx, op, args, 6, "out", false, &out));
-  CM_TRY(cm_int(ctx, op, args, 2, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1, &dim));
-  CM_TRY(cm_int(ctx, op, args, 3, "output_zero_point", -128, 127, &zp));
-  CM_TRY(requant_args(ctx, op, args, 4));
+  CM_TRY(cm_nargs(ctx, op, nargs, ESOFTMAX_OUT));
+  CM_TRY(cm_tensor(ctx, op, args, ESOFTMAX_IN, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, ESOFTMAX_EXP_TABLE, "exp_table", false, &table));
+  CM_TRY(cm_tensor(ctx, op, args, ESOFTMAX_OUT, "out", false, &out));
+  CM_TRY(cm_int(ctx, op, args, ESOFTMAX_DIM, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1, &dim));
+  CM_TRY(cm_int(ctx, op, args, ESOFTMAX_OUT_ZP, "output_zero_point", -128, 127, &zp));
+  CM_TRY(requant_args(ctx, op, args, ESOFTMAX_MULT));
   CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, table, "exp_table", ET_DT_INT));
@@ -43,13 +47,13 @@ ET_PREPARE et_status op_emlkit_softmax_out_prepare(et_kernel_ctx *ctx, et_value 
 
 et_status op_emlkit_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const in = args[0]->u.t;
-  et_tensor *const out = args[6]->u.t;
+  const et_tensor *const in = args[ESOFTMAX_IN]->u.t;
+  et_tensor *const out = args[ESOFTMAX_OUT]->u.t;
   if (et_tensor_numel(in) == 0) return ET_OK;
   int32_t outer, len, inner;
-  cm_dim_view(in, cm_i(args, 2), &outer, &len, &inner);
-  emlkit_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, outer, len, inner,
-                    (const int32_t *)args[1]->u.t->data, cm_i(args, 3), cm_i(args, 4), cm_i(args, 5));
+  cm_dim_view(in, cm_i(args, ESOFTMAX_DIM), &outer, &len, &inner);
+  emk_emlkit_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, outer, len, inner,
+                    (const int32_t *)args[ESOFTMAX_EXP_TABLE]->u.t->data, cm_i(args, ESOFTMAX_OUT_ZP), cm_i(args, ESOFTMAX_MULT), cm_i(args, ESOFTMAX_SHIFT));
   return ET_OK;
 }
 
@@ -60,14 +64,14 @@ ET_PREPARE et_status op_emlkit_quantized_avg_pool2d_out_prepare(et_kernel_ctx *c
   const char *op = "emlkit::quantized_avg_pool2d";
   et_tensor *in, *out;
   int32_t k[2], s[2], izp, ozp, di[4], d_o[4];
-  CM_TRY(cm_nargs(ctx, op, nargs, 7));
-  CM_TRY(cm_tensor(ctx, op, args, 0, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, 7, "out", false, &out));
-  CM_TRY(cm_pair(ctx, op, args, 1, "kernel_size", 1, 4096, k));
-  CM_TRY(cm_pair(ctx, op, args, 2, "stride", 1, 4096, s));
-  CM_TRY(cm_int(ctx, op, args, 3, "input_zero_point", -128, 127, &izp));
-  CM_TRY(cm_int(ctx, op, args, 4, "output_zero_point", -128, 127, &ozp));
-  CM_TRY(requant_args(ctx, op, args, 5));
+  CM_TRY(cm_nargs(ctx, op, nargs, EAVG_OUT));
+  CM_TRY(cm_tensor(ctx, op, args, EAVG_IN, "input", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, EAVG_OUT, "out", false, &out));
+  CM_TRY(cm_pair(ctx, op, args, EAVG_KERNEL, "kernel_size", 1, 4096, k));
+  CM_TRY(cm_pair(ctx, op, args, EAVG_STRIDE, "stride", 1, 4096, s));
+  CM_TRY(cm_int(ctx, op, args, EAVG_IN_ZP, "input_zero_point", -128, 127, &izp));
+  CM_TRY(cm_int(ctx, op, args, EAVG_OUT_ZP, "output_zero_point", -128, 127, &ozp));
+  CM_TRY(requant_args(ctx, op, args, EAVG_MULT));
   if ((int64_t)k[0] * k[1] > EMLKIT_MAX_TAPS)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: window %dx%d has more than %d taps", op, (int)k[0], (int)k[1],
                    EMLKIT_MAX_TAPS);
@@ -87,16 +91,16 @@ ET_PREPARE et_status op_emlkit_quantized_avg_pool2d_out_prepare(et_kernel_ctx *c
 
 et_status op_emlkit_quantized_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const in = args[0]->u.t;
-  et_tensor *const out = args[7]->u.t;
+  const et_tensor *const in = args[EAVG_IN]->u.t;
+  et_tensor *const out = args[EAVG_OUT]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
   int32_t k[2], s[2], di[4], d_o[4];
-  cm_pair_get(args, 1, k);
-  cm_pair_get(args, 2, s);
+  cm_pair_get(args, EAVG_KERNEL, k);
+  cm_pair_get(args, EAVG_STRIDE, s);
   cm_nhwc_get(in, false, di);
   cm_nhwc_get(out, false, d_o);
   const qpool_params p = {di[0], di[1], di[2], di[3], d_o[1], d_o[2], k[0], k[1], s[0], s[1], 0, 0};
-  emlkit_avgpool_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, cm_i(args, 3), cm_i(args, 4),
-                    cm_i(args, 5), cm_i(args, 6));
+  emk_emlkit_avg_pool2d_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, cm_i(args, EAVG_IN_ZP), cm_i(args, EAVG_OUT_ZP),
+                    cm_i(args, EAVG_MULT), cm_i(args, EAVG_SHIFT));
   return ET_OK;
 }

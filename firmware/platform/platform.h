@@ -36,6 +36,14 @@ void plat_save_output(unsigned index, const void *data, size_t nbytes);
  * the simulator's working directory through semihosting, or the host path. */
 int plat_etdump_wanted(void);
 void plat_save_etdump(const void *data, size_t nbytes);
+#ifdef FW_LOAD_CHECK
+/* Host build only (FW_LOAD_CHECK), for the compiler. plat_load_only: the runner loads, places and
+ * prepares the program, prints {"status": "loaded", ...} and stops before the first inference (host
+ * runner --load-only), so compile refuses what the device would refuse. plat_list_ops: the runner
+ * prints its operator registry, {"ops": [[name, overload], ...]}, and stops (--list-ops). */
+int plat_load_only(void);
+int plat_list_ops(void);
+#endif
 void plat_exit(int code) __attribute__((noreturn));
 
 /* ---- services for device drivers (the Ethos-U NPU) ---- */

@@ -9,6 +9,7 @@
 #include "etdump.h"
 #include "platform.h"
 #include "runner_npu.h"
+#include "registry.h"
 #include "runtime.h"
 #include "schema_ids.h"
 
@@ -124,8 +125,33 @@ static void run_case(uint32_t c, const et_method_needs *needs) {
   if (failed(et_method_execute(&g_method))) fail_error(g_method.msg, needs);
 }
 
+#ifdef FW_LOAD_CHECK
+/* The registry's entries, for the compiler's check of which operators this firmware implements. */
+static void __attribute__((noreturn)) list_ops(void) {
+  plat_printf("{\"ops\": [");
+  const char *overload;
+  for (uint32_t i = 0;; i++) {
+    const char *name = et_registry_entry(i, &overload);
+    if (name == NULL) break;
+    plat_printf("%s[", i ? ", " : "");
+    out_json_string(name);
+    plat_printf(", ");
+    out_json_string(overload ? overload : "");
+    plat_printf("]");
+  }
+  plat_printf("]}\n");
+  plat_exit(0);
+}
+#endif
+
 int main(int argc, char **argv) {
   plat_init(argc, argv);
+#ifdef FW_LOAD_CHECK
+  if (plat_list_ops()) list_ops();
+  const bool load_only = plat_load_only() != 0;
+#else
+  const bool load_only = false;
+#endif
   const uint8_t *data;
   size_t size;
   if (plat_model(&data, &size) != 0) g_last_status = ET_E_INVALID_ARG, fail_error("platform has no model to run", NULL);
@@ -133,10 +159,13 @@ int main(int argc, char **argv) {
   if (failed(et_program_load(&g_prog, g_bundle.program, g_bundle.program_len))) fail_error(g_prog.msg, NULL);
   /* The device is brought up only if a delegate needs it (below); the backend's
    * needs() reads the delegate data alone. */
-  if (failed(runner_npu_register())) fail_error("cannot register the Ethos-U backend", NULL);
+#ifdef FW_LOAD_CHECK
+  if (load_only && failed(runner_npu_register_load_only())) fail_error("cannot register the Ethos-U backend", NULL);
+#endif
+  if (!load_only && failed(runner_npu_register())) fail_error("cannot register the Ethos-U backend", NULL);
   et_method_needs needs;
   if (failed(et_method_needs_get(&g_prog, g_bundle.method_name, &needs))) fail_error(g_prog.msg, NULL);
-  if (needs.delegate_bytes > 0) runner_npu_init();
+  if (needs.delegate_bytes > 0 && !load_only) runner_npu_init();
 
   const plat_region *regions;
   g_nregions = plat_regions(&regions);
@@ -177,6 +206,18 @@ int main(int argc, char **argv) {
   if (nout > MAX_OUTPUTS) g_last_status = ET_E_NOT_SUPPORTED, fail_error("method has more outputs than this runner build reports (" STR(MAX_OUTPUTS) ", RUNNER_MAX_OUTPUTS)", &needs);
   uint32_t ncases = et_bundle_num_cases(&g_bundle);
   if (ncases == 0) fail_error("bundled program has no test cases: bundle at least one", &needs);
+#ifdef FW_LOAD_CHECK
+  if (load_only) {
+    /* A plan with moves prepares each call right before it runs: one run of case 0 prepares them all.
+     * Delegates run only on a board with the NPU, so their programs stop at the load. */
+    if (g_method.prepare_each_call && needs.delegate_bytes == 0) run_case(0, &needs);
+    plat_printf("{\"status\": \"loaded\", \"prepared_at_load\": %s", g_method.prepare_each_call ? "false" : "true");
+    print_arena_bytes(&needs);
+    plat_printf(", \"runtime_bytes\": %lu, \"delegate_bytes\": %lu}\n", (unsigned long)needs.runtime_bytes,
+                (unsigned long)needs.delegate_bytes);
+    plat_exit(0);
+  }
+#endif
 
   /* Warm-up, then the same case again: outputs must be bit-identical. */
   size_t out_bytes = 0;

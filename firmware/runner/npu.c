@@ -14,6 +14,10 @@ static char g_npu_error[ET_MSG_CAP];
 
 et_status runner_npu_register(void) { return et_backend_register(ethosu_backend(&g_npu, g_npu_error)); }
 
+#ifdef FW_LOAD_CHECK
+et_status runner_npu_register_load_only(void) { return et_backend_register(ethosu_backend(NULL, g_npu_error)); }
+#endif
+
 void runner_npu_init(void) {
   plat_npu info;
   if (plat_npu_info(&info) != 0) {

@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
         cmsis_nn_dims bdim = {1, 1, 1, r[F_OC]};
         if (r[F_KIND] == K_CONV) {
           t0 = plat_counter();
-          ks = qconv2d_s8(&p, in, w, b, m, s, o_ours, scratch, qconv2d_s8_get_buffer_size(&p));
+          ks = emk_conv2d_s8(&p, in, w, b, m, s, o_ours, scratch, emk_conv2d_s8_get_buffer_size(&p));
           t_ours = plat_counter() - t0;
           cmsis_nn_conv_params cp = {r[F_IOFF], r[F_OOFF], {r[F_SW], r[F_SH]}, {r[F_PW], r[F_PH]}, {r[F_DW], r[F_DH]},
                                      {r[F_AMIN], r[F_AMAX]}};
@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
           t_cmsis = plat_counter() - t0;
         } else {
           t0 = plat_counter();
-          ks = qdwconv2d_s8(&p, in, w, b, m, s, o_ours, scratch, qdwconv2d_s8_get_buffer_size(&p));
+          ks = emk_depthwise_conv2d_s8(&p, in, w, b, m, s, o_ours, scratch, emk_depthwise_conv2d_s8_get_buffer_size(&p));
           t_ours = plat_counter() - t0;
           cmsis_nn_dw_conv_params dp = {r[F_IOFF], r[F_OOFF], r[F_MULT], {r[F_SW], r[F_SH]}, {r[F_PW], r[F_PH]},
                                         {r[F_DW], r[F_DH]}, {r[F_AMIN], r[F_AMAX]}};
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
         qlinear_params p = {r[F_N], r[F_IC], r[F_OC], r[F_IOFF], r[F_FOFF], r[F_OOFF], r[F_QM], r[F_QS], r[F_AMIN], r[F_AMAX]};
         const int32_t *ks = at(blob, r[F_KS]);
         t0 = plat_counter();
-        qlinear_s8(&p, in, w, b, ks, o_ours);
+        emk_linear_s8(&p, in, w, b, ks, o_ours);
         t_ours = plat_counter() - t0;
         cmsis_nn_fc_params fp = {r[F_IOFF], r[F_FOFF], r[F_OOFF], {r[F_AMIN], r[F_AMAX]}};
         cmsis_nn_per_tensor_quant_params q = {r[F_QM], r[F_QS]};
@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
         qadd_params p = {r[F_AZP], r[F_AM], r[F_AS], r[F_BZP], r[F_BM], r[F_BS], r[F_OOFF], r[F_QM], r[F_QS],
                          r[F_AMIN], r[F_AMAX]};
         t0 = plat_counter();
-        qadd_s8(in, (size_t)r[F_ELEMS], in2, (size_t)r[F_ELEMS], o_ours, &p);
+        emk_add_s8(in, (size_t)r[F_ELEMS], in2, (size_t)r[F_ELEMS], o_ours, &p);
         t_ours = plat_counter() - t0;
         t0 = plat_counter();
         cs = arm_elementwise_add_s8(in, in2, -r[F_AZP], r[F_AM], r[F_AS], -r[F_BZP], r[F_BM], r[F_BS], 20, o_cmsis,
@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
       case K_MUL: {
         qmul_params p = {r[F_AZP], r[F_BZP], r[F_OOFF], r[F_QM], r[F_QS]};
         t0 = plat_counter();
-        qmul_s8(in, (size_t)r[F_ELEMS], in2, (size_t)r[F_ELEMS], o_ours, &p);
+        emk_mul_s8(in, (size_t)r[F_ELEMS], in2, (size_t)r[F_ELEMS], o_ours, &p);
         t_ours = plat_counter() - t0;
         t0 = plat_counter();
         cs = arm_elementwise_mul_s8(in, in2, -r[F_AZP], -r[F_BZP], o_cmsis, r[F_OOFF], r[F_QM], r[F_QS], r[F_AMIN],
@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
         cmsis_nn_dims fdim = {1, r[F_KH], r[F_KW], 1};
         if (r[F_KIND] == K_AVGPOOL) {
           t0 = plat_counter();
-          ks = qavgpool_s8(&p, in, o_ours, r[F_AZP], r[F_QM], r[F_QS], scratch, qavgpool_s8_get_buffer_size(&p));
+          ks = emk_avg_pool2d_s8(&p, in, o_ours, r[F_AZP], r[F_QM], r[F_QS], scratch, emk_avg_pool2d_s8_get_buffer_size(&p));
           t_ours = plat_counter() - t0;
           cctx.size = arm_avgpool_s8_get_buffer_size(r[F_OW], r[F_IC]);
           t0 = plat_counter();
@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
           t_cmsis = plat_counter() - t0;
         } else {
           t0 = plat_counter();
-          qmaxpool_s8(&p, in, o_ours, r[F_AMIN], r[F_AMAX]);
+          emk_max_pool2d_s8(&p, in, o_ours, r[F_AMIN], r[F_AMAX]);
           t_ours = plat_counter() - t0;
           t0 = plat_counter();
           cs = arm_max_pool_s8(&cctx, &pp, &idim, in, &fdim, &odim, o_cmsis);

@@ -93,13 +93,13 @@ static UNUSED_FN long conv_trial(int t, int depthwise) {
   poison(g_a, g_b, n);
   k_status st;
   if (depthwise) {
-    qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a);
-    void *s = scratch_for(qdwconv2d_s8_get_buffer_size(&p));
-    st = qdwconv2d_s8_dsp(&p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n);
+    emk_depthwise_conv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a);
+    void *s = scratch_for(emk_depthwise_conv2d_s8_get_buffer_size(&p));
+    st = emk_depthwise_conv2d_s8_dsp(&p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n);
   } else {
-    qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a);
-    void *s = scratch_for(qconv2d_s8_get_buffer_size(&p));
-    st = qconv2d_s8_dsp(&p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n);
+    emk_conv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a);
+    void *s = scratch_for(emk_conv2d_s8_get_buffer_size(&p));
+    st = emk_conv2d_s8_dsp(&p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n);
   }
   long d = first_diff(g_a, g_b, n);
   if (st != K_OK || !scratch_intact()) d = d < 0 ? 0 : d;
@@ -120,8 +120,8 @@ static UNUSED_FN long trial_add(int t) {
   size_t an, bn;
   const size_t n = bcast_case(t, g_in, g_w, 0, &an, &bn) + 8;
   poison(g_a, g_b, n);
-  qadd_s8_ref(g_in + (t & 3), an, g_w, bn, g_a, &p);
-  qadd_s8_dsp(g_in + (t & 3), an, g_w, bn, g_b, &p); /* unaligned operands too */
+  emk_add_s8_ref(g_in + (t & 3), an, g_w, bn, g_a, &p);
+  emk_add_s8_dsp(g_in + (t & 3), an, g_w, bn, g_b, &p); /* unaligned operands too */
   return first_diff(g_a, g_b, n);
 }
 
@@ -139,9 +139,9 @@ static UNUSED_FN long trial_avgpool(int t) {
   rq(&m, &sh);
   if (t % 2) m = 1 << 30, sh = rr(-12, 0); /* averages on exact .5 ties */
   poison(g_a, g_b, n);
-  qavgpool_s8_ref(&p, g_in, g_a, zp, m, sh);
-  void *s = scratch_for(qavgpool_s8_get_buffer_size(&p));
-  const int ok = qavgpool_s8_dsp(&p, g_in, g_b, zp, m, sh, s, g_scratch_n) == K_OK && scratch_intact();
+  emk_avg_pool2d_s8_ref(&p, g_in, g_a, zp, m, sh);
+  void *s = scratch_for(emk_avg_pool2d_s8_get_buffer_size(&p));
+  const int ok = emk_avg_pool2d_s8_dsp(&p, g_in, g_b, zp, m, sh, s, g_scratch_n) == K_OK && scratch_intact();
   return ok ? first_diff(g_a, g_b, n) : 0;
 }
 
@@ -155,8 +155,8 @@ static UNUSED_FN long trial_mul(int t) {
   const size_t n = bcast_case(t, g_in, g_w, 4, &an, &bn) + 12;
   const size_t ia = (size_t)(t & 3), ib = (size_t)((t >> 2) & 3), io = (size_t)((t >> 4) & 3);
   poison(g_a, g_b, n);
-  qmul_s8_ref(g_in + ia, an, g_w + ib, bn, g_a + io, &p);
-  qmul_s8_dsp(g_in + ia, an, g_w + ib, bn, g_b + io, &p); /* unaligned operands and output */
+  emk_mul_s8_ref(g_in + ia, an, g_w + ib, bn, g_a + io, &p);
+  emk_mul_s8_dsp(g_in + ia, an, g_w + ib, bn, g_b + io, &p); /* unaligned operands and output */
   return first_diff(g_a, g_b, n);
 }
 
@@ -173,8 +173,8 @@ static UNUSED_FN long trial_maxpool(int t) {
   fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c + 4);
   const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c + 8;
   poison(g_a, g_b, n);
-  qmaxpool_s8_ref(&p, g_in + ii, g_a + io, lo, hi);
-  qmaxpool_s8_dsp(&p, g_in + ii, g_b + io, lo, hi); /* unaligned input and output */
+  emk_max_pool2d_s8_ref(&p, g_in + ii, g_a + io, lo, hi);
+  emk_max_pool2d_s8_dsp(&p, g_in + ii, g_b + io, lo, hi); /* unaligned input and output */
   return first_diff(g_a, g_b, n);
 }
 
@@ -185,12 +185,12 @@ static UNUSED_FN long trial_lut(int t) {
   const size_t ii = (size_t)(t & 3), io = (size_t)((t >> 2) & 3);
   fill(g_in, n + 4);
   poison(g_a, g_b, n + 8);
-  qlut_s8_ref(g_in + ii, g_a + io, n, lut);
+  emk_lut_s8_ref(g_in + ii, g_a + io, n, lut);
   if (t % 6 == 5) { /* in place, as a planner may alias input and output */
     memcpy(g_b + io, g_in + ii, n);
-    qlut_s8_dsp(g_b + io, g_b + io, n, lut);
+    emk_lut_s8_dsp(g_b + io, g_b + io, n, lut);
   } else {
-    qlut_s8_dsp(g_in + ii, g_b + io, n, lut); /* unaligned input and output */
+    emk_lut_s8_dsp(g_in + ii, g_b + io, n, lut); /* unaligned input and output */
   }
   return first_diff(g_a, g_b, n + 8);
 }
@@ -209,8 +209,8 @@ static UNUSED_FN long trial_linear(int t) {
   const int32_t *bias = mode == 1 ? g_bias : NULL, *ks = mode == 0 ? g_ksum : NULL;
   const size_t n = (size_t)p.rows * p.n;
   poison(g_a, g_b, n);
-  qlinear_s8_ref(&p, g_in, g_w, bias, ks, g_a);
-  qlinear_s8_dsp(&p, g_in, g_w, bias, ks, g_b);
+  emk_linear_s8_ref(&p, g_in, g_w, bias, ks, g_a);
+  emk_linear_s8_dsp(&p, g_in, g_w, bias, ks, g_b);
   return first_diff(g_a, g_b, n);
 }
 
@@ -250,8 +250,8 @@ static void bench(void) {
     const bench_layer *b = &g_bench_layers[i];
     if (!(b->on & BENCH_ON_DSP)) continue;
     bench_conv_inputs(&b->c, g_in, g_w, fill_bias, g_mult, g_shift);
-    k_conv_ref_fn *ref = b->dw ? qdwconv2d_s8_ref : qconv2d_s8_ref;
-    k_conv_fn *dsp = b->dw ? qdwconv2d_s8_dsp : qconv2d_s8_dsp;
+    k_conv_ref_fn *ref = b->dw ? emk_depthwise_conv2d_s8_ref : emk_conv2d_s8_ref;
+    k_conv_fn *dsp = b->dw ? emk_depthwise_conv2d_s8_dsp : emk_conv2d_s8_dsp;
     uint32_t tr, td;
     TIME(ref(&b->c, g_in, g_w, g_bias, g_mult, g_shift, g_a), tr);
     TIME((void)dsp(&b->c, g_in, g_w, g_bias, g_mult, g_shift, g_b, g_scratch, SCRATCH_CAP), td);
@@ -260,23 +260,23 @@ static void bench(void) {
   qlinear_params l = {1, 640, 48, 128, 0, -5, 1 << 30, -9, -128, 127};
   fill(g_in, 640), fill(g_w, 640 * 48), fill_bias(48);
   uint32_t tr, td;
-  TIME(qlinear_s8_ref(&l, g_in, g_w, g_bias, NULL, g_a), tr);
-  TIME(qlinear_s8_dsp(&l, g_in, g_w, g_bias, NULL, g_b), td);
+  TIME(emk_linear_s8_ref(&l, g_in, g_w, g_bias, NULL, g_a), tr);
+  TIME(emk_linear_s8_dsp(&l, g_in, g_w, g_bias, NULL, g_b), td);
   printf("BENCH fc_640_48 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
   qadd_params ad = {-3, 1518500250, -1, 7, 1073741824, 0, -2, 1276310592, -19, -128, 127}; /* realistic */
   fill(g_in, 8192), fill(g_w, 8192);
-  TIME(qadd_s8_ref(g_in, 8192, g_w, 8192, g_a, &ad), tr);
-  TIME(qadd_s8_dsp(g_in, 8192, g_w, 8192, g_b, &ad), td);
+  TIME(emk_add_s8_ref(g_in, 8192, g_w, 8192, g_a, &ad), tr);
+  TIME(emk_add_s8_dsp(g_in, 8192, g_w, 8192, g_b, &ad), td);
   printf("BENCH add_8192 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
   qpool_params gp = {1, 3, 3, 1280, 1, 1, 3, 3, 1, 1, 0, 0}; /* mobilenet_v2's global pool */
   fill(g_in, 9 * 1280);
-  TIME(qavgpool_s8_ref(&gp, g_in, g_a, -3, 1518500250, -8), tr);
-  TIME((void)qavgpool_s8_dsp(&gp, g_in, g_b, -3, 1518500250, -8, g_scratch, SCRATCH_CAP), td);
+  TIME(emk_avg_pool2d_s8_ref(&gp, g_in, g_a, -3, 1518500250, -8), tr);
+  TIME((void)emk_avg_pool2d_s8_dsp(&gp, g_in, g_b, -3, 1518500250, -8, g_scratch, SCRATCH_CAP), td);
   printf("BENCH avgpool_3x3x1280 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
   qmul_params mp = {3, -7, -5, 1518500250, -7}; /* realistic: fast requantization */
   fill(g_in, 8192), fill(g_w, 8192);
-  TIME(qmul_s8_ref(g_in, 8192, g_w, 8192, g_a, &mp), tr);
-  TIME(qmul_s8_dsp(g_in, 8192, g_w, 8192, g_b, &mp), td);
+  TIME(emk_mul_s8_ref(g_in, 8192, g_w, 8192, g_a, &mp), tr);
+  TIME(emk_mul_s8_dsp(g_in, 8192, g_w, 8192, g_b, &mp), td);
   printf("BENCH mul_8192 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
   static const struct { const char *name; qpool_params q; } mps[] = {
       {"maxpool2x2s2_24x24x32", {1, 24, 24, 32, 12, 12, 2, 2, 2, 2, 0, 0}},
@@ -285,27 +285,27 @@ static void bench(void) {
   for (size_t i = 0; i < sizeof mps / sizeof mps[0]; i++) {
     const qpool_params *q = &mps[i].q;
     fill(g_in, (size_t)q->in_h * q->in_w * q->c);
-    TIME(qmaxpool_s8_ref(q, g_in, g_a, -128, 127), tr);
-    TIME(qmaxpool_s8_dsp(q, g_in, g_b, -128, 127), td);
+    TIME(emk_max_pool2d_s8_ref(q, g_in, g_a, -128, 127), tr);
+    TIME(emk_max_pool2d_s8_dsp(q, g_in, g_b, -128, 127), td);
     printf("BENCH %s %lu %lu\n", mps[i].name, (unsigned long)tr, (unsigned long)td);
   }
   static int8_t lut[256];
   fill(lut, 256), fill(g_in, 8192);
-  TIME(qlut_s8_ref(g_in, g_a, 8192, lut), tr);
-  TIME(qlut_s8_dsp(g_in, g_b, 8192, lut), td);
+  TIME(emk_lut_s8_ref(g_in, g_a, 8192, lut), tr);
+  TIME(emk_lut_s8_dsp(g_in, g_b, 8192, lut), td);
   printf("BENCH lut_8192 %lu %lu\n", (unsigned long)tr, (unsigned long)td);
 }
 #endif
 
 static UNUSED_FN void selftest(void) {
   test_requantize();
-  run_trials("qconv2d_s8", TRIALS, trial_conv);
-  run_trials("qdwconv2d_s8", TRIALS, trial_dwconv);
-  run_trials("qlinear_s8", TRIALS, trial_linear);
-  run_trials("qadd_s8", TRIALS, trial_add);
-  run_trials("qavgpool_s8", TRIALS, trial_avgpool);
-  run_trials("qmul_s8", TRIALS, trial_mul);
-  run_trials("qmaxpool_s8", TRIALS, trial_maxpool);
-  run_trials("qlut_s8", TRIALS, trial_lut);
+  run_trials("emk_conv2d_s8", TRIALS, trial_conv);
+  run_trials("emk_depthwise_conv2d_s8", TRIALS, trial_dwconv);
+  run_trials("emk_linear_s8", TRIALS, trial_linear);
+  run_trials("emk_add_s8", TRIALS, trial_add);
+  run_trials("emk_avg_pool2d_s8", TRIALS, trial_avgpool);
+  run_trials("emk_mul_s8", TRIALS, trial_mul);
+  run_trials("emk_max_pool2d_s8", TRIALS, trial_maxpool);
+  run_trials("emk_lut_s8", TRIALS, trial_lut);
 }
 #endif

@@ -53,8 +53,8 @@ static void conv_mve(k_conv_fn *fn, k_conv_size_fn *size, const qconv_params *p,
   if (fn(p, g_in, g_w, bias, g_mult, g_shift, g_b, s, g_scratch_n) != K_OK || !scratch_intact()) memset(g_b, 0x77, 16);
 }
 static void avgpool_mve(const qpool_params *p, int32_t zp, int32_t m, int32_t sh) {
-  void *s = scratch_for(qavgpool_s8_get_buffer_size(p));
-  if (qavgpool_s8_mve(p, g_in, g_b, zp, m, sh, s, g_scratch_n) != K_OK || !scratch_intact()) memset(g_b, 0x77, 16);
+  void *s = scratch_for(emk_avg_pool2d_s8_get_buffer_size(p));
+  if (emk_avg_pool2d_s8_mve(p, g_in, g_b, zp, m, sh, s, g_scratch_n) != K_OK || !scratch_intact()) memset(g_b, 0x77, 16);
 }
 
 static void random_conv(qconv_params *p, int depthwise) {
@@ -129,10 +129,10 @@ static long conv_trial(int t, int depthwise) {
   if (t >= TRIALS && ((t >> 1) & 1)) p.beff = window_bias(&p, g_w, bias, depthwise);
   if (p.beff && depthwise && p.out_c == p.in_c && ((t >> 2) & 1)) p.dwblk = dw_blocks(&p, p.beff, g_mult, g_shift);
   const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
-  const long d = depthwise ? CHECK(n, qdwconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
-                                   conv_mve(qdwconv2d_s8_mve, qdwconv2d_s8_get_buffer_size, &p, bias))
-                           : CHECK(n, qconv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
-                                   conv_mve(qconv2d_s8_mve, qconv2d_s8_get_buffer_size, &p, bias));
+  const long d = depthwise ? CHECK(n, emk_depthwise_conv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
+                                   conv_mve(emk_depthwise_conv2d_s8_mve, emk_depthwise_conv2d_s8_get_buffer_size, &p, bias))
+                           : CHECK(n, emk_conv2d_s8_ref(&p, g_in, g_w, bias, g_mult, g_shift, g_a),
+                                   conv_mve(emk_conv2d_s8_mve, emk_conv2d_s8_get_buffer_size, &p, bias));
   if (d >= 0 && g_bad < 0) print_conv(&p);
   return d;
 }
@@ -149,8 +149,8 @@ static long trial_linear(int t) {
   for (int i = 0; i < p.n; i++) g_ksum[i] = rr(-50000, 50000);
   const int mode = t % 3; /* kernel_sum, bias, neither */
   const int32_t *bias = mode == 1 ? g_bias : NULL, *ks = mode == 0 ? g_ksum : NULL;
-  return CHECK((size_t)p.rows * p.n, qlinear_s8_ref(&p, g_in, g_w, bias, ks, g_a),
-               qlinear_s8_mve(&p, g_in, g_w, bias, ks, g_b));
+  return CHECK((size_t)p.rows * p.n, emk_linear_s8_ref(&p, g_in, g_w, bias, ks, g_a),
+               emk_linear_s8_mve(&p, g_in, g_w, bias, ks, g_b));
 }
 
 static long trial_bmm(int t) {
@@ -158,7 +158,7 @@ static long trial_bmm(int t) {
   rq(&p.mult, &p.shift);
   fill(g_in, (size_t)p.batch * p.m * p.k);
   fill(g_in2, (size_t)p.batch * p.n * p.k);
-  return CHECK((size_t)p.batch * p.m * p.n, qbmm_s8_ref(&p, g_in, g_in2, g_a), qbmm_s8_mve(&p, g_in, g_in2, g_b));
+  return CHECK((size_t)p.batch * p.m * p.n, emk_batch_matmul_s8_ref(&p, g_in, g_in2, g_a), emk_batch_matmul_s8_mve(&p, g_in, g_in2, g_b));
 }
 
 static long trial_add(int t) {
@@ -169,7 +169,7 @@ static long trial_add(int t) {
   if (t & 1) p.a_shift = rr(-2, 0), p.b_shift = rr(-2, 0), p.out_shift = rr(-22, -15); /* realistic add */
   size_t an, bn;
   const size_t n = bcast_case(t, g_in, g_in2, 0, &an, &bn);
-  return CHECK(n, qadd_s8_ref(g_in, an, g_in2, bn, g_a, &p), qadd_s8_mve(g_in, an, g_in2, bn, g_b, &p));
+  return CHECK(n, emk_add_s8_ref(g_in, an, g_in2, bn, g_a, &p), emk_add_s8_mve(g_in, an, g_in2, bn, g_b, &p));
 }
 
 static long trial_mul(int t) {
@@ -177,14 +177,14 @@ static long trial_mul(int t) {
   rq(&p.out_mult, &p.out_shift);
   size_t an, bn;
   const size_t n = bcast_case(t, g_in, g_in2, 0, &an, &bn);
-  return CHECK(n, qmul_s8_ref(g_in, an, g_in2, bn, g_a, &p), qmul_s8_mve(g_in, an, g_in2, bn, g_b, &p));
+  return CHECK(n, emk_mul_s8_ref(g_in, an, g_in2, bn, g_a, &p), emk_mul_s8_mve(g_in, an, g_in2, bn, g_b, &p));
 }
 
 static long trial_lut(int t) {
   const size_t n = (size_t)rr(1, 1000);
   fill(g_in, n);
   fill(g_lut, 256);
-  return CHECK(n, qlut_s8_ref(g_in, g_a, n, g_lut), qlut_s8_mve(g_in, g_b, n, g_lut));
+  return CHECK(n, emk_lut_s8_ref(g_in, g_a, n, g_lut), emk_lut_s8_mve(g_in, g_b, n, g_lut));
 }
 
 #if FW_HAVE_MVE_FP
@@ -211,8 +211,8 @@ static long trial_quantize(int t) {
     else if (k < 10) v = (float)rr(-2000000, 2000000) * (float)scale / 1000.0f;
     f[i] = v;
   }
-  return CHECK(4800, quantize_f32_ref(f, n, scale, zp, qmin, qmax, dt, qa),
-               quantize_f32_mve(f, n, scale, zp, qmin, qmax, dt, qb));
+  return CHECK(4800, emk_quantize_f32_ref(f, n, scale, zp, qmin, qmax, dt, qa),
+               emk_quantize_f32_mve(f, n, scale, zp, qmin, qmax, dt, qb));
 }
 static long trial_dequantize(int t) {
   float *fa = (float *)(void *)g_a, *fb = (float *)(void *)g_b;
@@ -221,7 +221,7 @@ static long trial_dequantize(int t) {
   for (size_t i = 0; i < n; i++) ((int32_t *)(void *)g_in2)[i] = (int32_t)rnd();
   const double scale = (double)rr(1, 100000) / (double)rr(1, 3000000);
   const int32_t zp = rr(-100, 100);
-  return CHECK(4800, dequantize_f32_ref(g_in2, dt, n, scale, zp, fa), dequantize_f32_mve(g_in2, dt, n, scale, zp, fb));
+  return CHECK(4800, emk_dequantize_f32_ref(g_in2, dt, n, scale, zp, fa), emk_dequantize_f32_mve(g_in2, dt, n, scale, zp, fb));
 }
 #endif
 
@@ -238,7 +238,7 @@ static long trial_maxpool(int t) {
   qpool_params p;
   const size_t n = pool_case(t, &p);
   const int32_t lo = rr(-128, 0), hi = rr(0, 127);
-  return CHECK(n, qmaxpool_s8_ref(&p, g_in, g_a, lo, hi), qmaxpool_s8_mve(&p, g_in, g_b, lo, hi));
+  return CHECK(n, emk_max_pool2d_s8_ref(&p, g_in, g_a, lo, hi), emk_max_pool2d_s8_mve(&p, g_in, g_b, lo, hi));
 }
 static long trial_avgpool(int t) {
   qpool_params p;
@@ -248,7 +248,7 @@ static long trial_avgpool(int t) {
   /* power-of-two scales make averages land exactly on .5: the ties the
      vector finish must hand to the scalar divisions */
   if (t % 2) m = 1 << 30, s = rr(-12, 0);
-  return CHECK(n, qavgpool_s8_ref(&p, g_in, g_a, zp, m, s), avgpool_mve(&p, zp, m, s));
+  return CHECK(n, emk_avg_pool2d_s8_ref(&p, g_in, g_a, zp, m, s), avgpool_mve(&p, zp, m, s));
 }
 
 /* emlkit::quantized_avg_pool2d: no padding, every window whole; channel
@@ -262,25 +262,25 @@ static long trial_emlkit_avgpool(int t) {
   fill(g_in, (size_t)p.batch * p.in_h * p.in_w * p.c);
   const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.c;
   const int32_t izp = rr(-128, 127), ozp = rr(-128, 127), m = rr(1 << 30, 0x7fffffff), s = rr(20, 40);
-  return CHECK(n, emlkit_avgpool_s8_ref(&p, g_in, g_a, izp, ozp, m, s),
-               emlkit_avgpool_s8_mve(&p, g_in, g_b, izp, ozp, m, s));
+  return CHECK(n, emk_emlkit_avg_pool2d_s8_ref(&p, g_in, g_a, izp, ozp, m, s),
+               emk_emlkit_avg_pool2d_s8_mve(&p, g_in, g_b, izp, ozp, m, s));
 }
 
 static void selftest(void) {
-  run_trials("qconv2d_s8", 2 * TRIALS, trial_conv);
-  run_trials("qdwconv2d_s8", 2 * TRIALS, trial_dwconv);
-  run_trials("qlinear_s8", TRIALS, trial_linear);
-  run_trials("qbmm_s8", TRIALS, trial_bmm);
-  run_trials("qadd_s8", TRIALS, trial_add);
-  run_trials("qmul_s8", TRIALS, trial_mul);
-  run_trials("qlut_s8", TRIALS, trial_lut);
+  run_trials("emk_conv2d_s8", 2 * TRIALS, trial_conv);
+  run_trials("emk_depthwise_conv2d_s8", 2 * TRIALS, trial_dwconv);
+  run_trials("emk_linear_s8", TRIALS, trial_linear);
+  run_trials("emk_batch_matmul_s8", TRIALS, trial_bmm);
+  run_trials("emk_add_s8", TRIALS, trial_add);
+  run_trials("emk_mul_s8", TRIALS, trial_mul);
+  run_trials("emk_lut_s8", TRIALS, trial_lut);
 #if FW_HAVE_MVE_FP
-  run_trials("quantize_f32", TRIALS, trial_quantize);
-  run_trials("dequantize_f32", TRIALS, trial_dequantize);
+  run_trials("emk_quantize_f32", TRIALS, trial_quantize);
+  run_trials("emk_dequantize_f32", TRIALS, trial_dequantize);
 #endif
-  run_trials("qmaxpool_s8", TRIALS, trial_maxpool);
-  run_trials("qavgpool_s8", TRIALS, trial_avgpool);
-  run_trials("emlkit_avgpool_s8", TRIALS, trial_emlkit_avgpool);
+  run_trials("emk_max_pool2d_s8", TRIALS, trial_maxpool);
+  run_trials("emk_avg_pool2d_s8", TRIALS, trial_avgpool);
+  run_trials("emk_emlkit_avg_pool2d_s8", TRIALS, trial_emlkit_avgpool);
 }
 #endif
 
@@ -346,9 +346,9 @@ static void bench(void) {
     const bench_layer *b = &g_bench_layers[i];
     if (!(b->on & BENCH_ON_MVE)) continue;
     bench_conv_inputs(&b->c, g_in, g_w, fill_bias, g_mult, g_shift);
-    k_conv_ref_fn *ref = b->dw ? qdwconv2d_s8_ref : qconv2d_s8_ref;
+    k_conv_ref_fn *ref = b->dw ? emk_depthwise_conv2d_s8_ref : emk_conv2d_s8_ref;
 #if FW_HAVE_MVE
-    k_conv_fn *fast = b->dw ? qdwconv2d_s8_mve : qconv2d_s8_mve;
+    k_conv_fn *fast = b->dw ? emk_depthwise_conv2d_s8_mve : emk_conv2d_s8_mve;
 #endif
     BENCH2(b->name, 1, ref(&b->c, g_in, g_w, g_bias, g_mult, g_shift, g_a), CONV_BENCH(fast, &b->c));
   }
@@ -356,27 +356,27 @@ static void bench(void) {
   qlinear_params l = {1, 640, 128, 128, 0, -5, 1 << 30, -9, -128, 127};
   fill(g_in, 640), fill(g_w, 640 * 128);
   for (int i = 0; i < 128; i++) g_ksum[i] = rr(-50000, 50000);
-  BENCH2("fc_640_128", 4, qlinear_s8_ref(&l, g_in, g_w, NULL, g_ksum, g_a),
-         qlinear_s8_mve(&l, g_in, g_w, NULL, g_ksum, g_b));
+  BENCH2("fc_640_128", 4, emk_linear_s8_ref(&l, g_in, g_w, NULL, g_ksum, g_a),
+         emk_linear_s8_mve(&l, g_in, g_w, NULL, g_ksum, g_b));
   /* add of 8192 int8 */
   qadd_params a = {-32, 1073741824, 0, -27, 1207176104, -1, -30, 1782644083, -19, -128, 127};
   fill(g_in, 8192), fill(g_in2, 8192);
-  BENCH2("add_8192", 4, qadd_s8_ref(g_in, 8192, g_in2, 8192, g_a, &a), qadd_s8_mve(g_in, 8192, g_in2, 8192, g_b, &a));
+  BENCH2("add_8192", 4, emk_add_s8_ref(g_in, 8192, g_in2, 8192, g_a, &a), emk_add_s8_mve(g_in, 8192, g_in2, 8192, g_b, &a));
   /* average pool over an 8x8x64 input (global: 8x8 window -> 1x1x64) */
   qpool_params p = {1, 8, 8, 64, 1, 1, 8, 8, 8, 8, 0, 0};
   fill(g_in, 8 * 8 * 64);
 #if FW_HAVE_MVE_FP
-  BENCH2("avgpool_8x8x64", 10, qavgpool_s8_ref(&p, g_in, g_a, -3, 1319009920, -6),
-         (void)qavgpool_s8_mve(&p, g_in, g_b, -3, 1319009920, -6, g_scratch, SCRATCH_CAP));
+  BENCH2("avgpool_8x8x64", 10, emk_avg_pool2d_s8_ref(&p, g_in, g_a, -3, 1319009920, -6),
+         (void)emk_avg_pool2d_s8_mve(&p, g_in, g_b, -3, 1319009920, -6, g_scratch, SCRATCH_CAP));
 #else
-  BENCH2("avgpool_8x8x64", 10, qavgpool_s8_ref(&p, g_in, g_a, -3, 1319009920, -6),
-         (void)qavgpool_s8(&p, g_in, g_b, -3, 1319009920, -6, NULL, 0));
+  BENCH2("avgpool_8x8x64", 10, emk_avg_pool2d_s8_ref(&p, g_in, g_a, -3, 1319009920, -6),
+         (void)emk_avg_pool2d_s8(&p, g_in, g_b, -3, 1319009920, -6, NULL, 0));
 #endif
   /* softmax 1x1000 (portable only: no MVE variant) */
   fill(g_in, 1000);
   {
     uint32_t t;
-    TIME(1, softmax_s8_ref(g_in, g_a, 1, 1000, 1, -55, -128, 1272620416, 19), t);
+    TIME(1, emk_softmax_s8_ref(g_in, g_a, 1, 1000, 1, -55, -128, 1272620416, 19), t);
     printf("BENCH softmax_1x1000 %lu -\n", (unsigned long)t);
   }
 #if FW_HAVE_MVE
@@ -397,7 +397,7 @@ static void bench(void) {
     };
     for (size_t i = 0; i < sizeof mv2 / sizeof mv2[0]; i++) {
       bench_conv_inputs(&mv2[i].c, g_in, g_w, fill_bias, g_mult, g_shift);
-      k_conv_fn *fast = mv2[i].dw ? qdwconv2d_s8_mve : qconv2d_s8_mve;
+      k_conv_fn *fast = mv2[i].dw ? emk_depthwise_conv2d_s8_mve : emk_conv2d_s8_mve;
       uint32_t t;
       TIME(1, CONV_BENCH(fast, &mv2[i].c), t);
       printf("BENCH %s - %lu\n", mv2[i].name, (unsigned long)t);
@@ -409,17 +409,17 @@ static void bench(void) {
     qpool_params gp = {1, 3, 3, 1280, 1, 1, 3, 3, 3, 3, 0, 0};
     uint32_t t;
     fill(g_in, 3 * 3 * 1280);
-    TIME(1, (void)qavgpool_s8_mve(&gp, g_in, g_b, -3, 1319009920, -6, g_scratch, SCRATCH_CAP), t);
+    TIME(1, (void)emk_avg_pool2d_s8_mve(&gp, g_in, g_b, -3, 1319009920, -6, g_scratch, SCRATCH_CAP), t);
     printf("BENCH mv2_avgpool_3x3x1280 - %lu\n", (unsigned long)t);
     qpool_params dp = {1, 25, 5, 64, 1, 1, 25, 5, 25, 5, 0, 0}; /* DS-CNN's global pool */
     fill(g_in, 25 * 5 * 64);
-    TIME(1, (void)qavgpool_s8_mve(&dp, g_in, g_b, -3, 1319009920, -6, g_scratch, SCRATCH_CAP), t);
+    TIME(1, (void)emk_avg_pool2d_s8_mve(&dp, g_in, g_b, -3, 1319009920, -6, g_scratch, SCRATCH_CAP), t);
     printf("BENCH dscnn_avgpool_25x5x64 - %lu\n", (unsigned long)t);
   }
 #endif
   /* table lookup, 8192 int8 */
   fill(g_in, 8192), fill(g_lut, 256);
-  BENCH2("lut_8192", 4, qlut_s8_ref(g_in, g_a, 8192, g_lut), qlut_s8_mve(g_in, g_b, 8192, g_lut));
+  BENCH2("lut_8192", 4, emk_lut_s8_ref(g_in, g_a, 8192, g_lut), emk_lut_s8_mve(g_in, g_b, 8192, g_lut));
 }
 #endif
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from emlkit.passes.avgpool_for_npu import AvgPoolForNpu
-from pass_graphs import bound, called, graph_of
+from pass_graphs import assert_pipelines, bound, called, graph_of
 
 aten = torch.ops.aten
 
@@ -30,3 +30,7 @@ def test_cortex_m_keeps_the_pool() -> None:
     before = called(gm)
     p = bound(AvgPoolForNpu(), "cortex-m55")
     assert called(p(gm)) == before and p.report() == {"rewritten": [], "skipped": []}
+
+
+def test_pipelines() -> None:
+    assert_pipelines(AvgPoolForNpu, on=("ethos-u55-128", "ethos-u85-256"), off=("cortex-m55",))

@@ -11,6 +11,9 @@ import torch
 # the passes package first: it avoids a circular import inside the wheel and registers cortex_m::
 import executorch.backends.cortex_m.passes  # noqa: F401
 
+from emlkit.passes.dw_one_channel_as_conv import DepthwiseOneChannelAsConv
+from pass_graphs import assert_pipelines
+
 
 @pytest.mark.parametrize("pad,stride,dil", [((0, 0), (1, 1), (1, 1)), ((5, 1), (2, 2), (1, 1)),
                                             ((2, 3), (1, 2), (1, 1))])
@@ -54,3 +57,8 @@ def test_portable_cores_keep_the_depthwise(compiled) -> None:
     report = json.loads(compiled("mlperf_kws_dscnn", "cortex-m3").report_path.read_text())
     assert report["dw_one_channel_as_conv"]["rewritten_convolutions"] == 0
     assert any(k.startswith("dw_as_conv") for k in report["kernel_scratch"]["kernels"])
+
+
+def test_pipelines() -> None:
+    assert_pipelines(DepthwiseOneChannelAsConv, on=("cortex-m55", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m85"),
+                     off=("cortex-m0plus", "cortex-m3", "ethos-u55-128"))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from emlkit.passes.fold_linear_batchnorm import FoldLinearBatchNorm
-from pass_graphs import bound, called, graph_of
+from pass_graphs import assert_pipelines, bound, called, graph_of
 
 aten = torch.ops.aten
 
@@ -30,3 +30,7 @@ def test_batchnorm_folded_on_cortex_m_only(target: str, folds: bool) -> None:
     assert has_bn != folds and bool(p.report()["folded"]) == folds
     got = out(x)
     torch.testing.assert_close(got[0] if isinstance(got, (tuple, list)) else got, m(x), rtol=1e-5, atol=1e-5)
+
+
+def test_pipelines() -> None:
+    assert_pipelines(FoldLinearBatchNorm, on=("cortex-m55", "cortex-m4"), off=("ethos-u55-128",))

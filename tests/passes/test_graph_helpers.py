@@ -1,4 +1,4 @@
-"""The passes' shared helpers (emlkit/passes/_graph.py, _quantizer_hooks.py, lut_fusion.fill_undefined)."""
+"""The passes' shared helpers (emlkit/passes/graph.py, lut_fusion.fill_undefined)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from emlkit.passes._graph import add_parameter, calls, reaches, unique_name, wrap_int32
-from emlkit.passes._quantizer_hooks import QuantizerHook
+from emlkit.passes.graph import QuantizerHook, add_parameter, calls, reaches, unique_name, wrap_int32
 from emlkit.passes.lut_fusion import fill_undefined
 
 aten = torch.ops.aten
@@ -63,7 +62,7 @@ def test_quantizer_hook_skips_other_flows_and_resets_its_record() -> None:
             self.done.append("x")
             return ("wrapped", quantizer)
 
-    hook = Hook(report_key="k")
+    hook = Hook()
     assert hook("q", SimpleNamespace(flow="cortex_m"), None) == ("wrapped", "q")
     assert hook.report() == {"seen": ["x"]}
     assert hook("q", SimpleNamespace(flow="ethos_u"), None) == "q"

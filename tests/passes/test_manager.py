@@ -196,3 +196,77 @@ def test_declare_refuses_a_class_that_is_not_a_pass() -> None:
 
     with pytest.raises(PassOrderError, match="does not derive"):
         declare("post", ("aten.x",), order=1)(type("Loose", (), {}))
+
+
+@pytest.mark.parametrize("target", list(PER_TARGET))
+def test_configured_for_a_target_holds_only_its_passes(target: str) -> None:
+    """configure(opts, target=...) installs only the passes whose declaration covers the target, bound to it."""
+    opts = LowerOptions()
+    configure(opts, target=get_target(target))
+    assert pipeline(opts) == PER_TARGET[target]
+    assert all(p.applicable for p in _configured_in(opts))  # type: ignore[attr-defined]
+
+
+def test_targets_are_compile_targets() -> None:
+    """`targets` names compile targets (fnmatch patterns); the ops a pass rewrites are its `ops`."""
+    from emlkit.passes.manager import declare
+
+    with pytest.raises(PassOrderError, match="no compile targets"):
+        declare("pre_quant", ("aten.x",), order=1, targets=("aten.conv2d",))(type("Opsy", (Pass,), {}))
+    for c in discover():
+        assert all(t.startswith(("cortex-m", "ethos-u")) for t in c.targets), c.__name__
+
+
+class _Counting(Pass):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reset(self) -> None:
+        self.reported = "reset"
+
+    def report(self) -> dict[str, object]:
+        return {"calls": self.calls}
+
+    def work(self, subject: object, *rest: object) -> object:
+        self.calls += 1
+        return ("worked", subject)
+
+
+def test_the_manager_not_the_pass_decides_whether_it_runs() -> None:
+    """Pass.__call__ runs the body (`work`) only where the declaration applies; elsewhere the input comes back
+    unchanged and `bind` is not called."""
+    from emlkit.passes.manager import declare
+
+    binds: list[str] = []
+    cls = declare("pre_quant", ("aten.x",), order=1, flows=("ethos_u",))(
+        type("OnlyNpu", (_Counting,), {"bind": lambda self, t, o: binds.append(t.name)}))
+    p = cls()
+    assert p("g") == ("worked", "g") and p.calls == 1  # unbound: runs (a pass built on its own)
+    p.set_target(get_target("cortex-m55"), None)
+    assert p("g") == "g" and p.calls == 1 and p.reported == "reset" and binds == []
+    p.set_target(get_target("ethos-u55-128"), None)
+    assert p("g") == ("worked", "g") and p.calls == 2 and binds == ["ethos-u55-128"]
+    assert cls.report_key == "test_manager"  # by default the declaring module's name
+
+
+def test_no_pass_decides_for_itself() -> None:
+    """No pass body reads the manager's verdict or carries an on/off switch: only emlkit/passes/manager.py and
+    the skeletons of emlkit/passes/graph.py do; and no pass imports another pass module's helpers."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(emlkit.passes.__file__).parent
+    helpers = {"manager", "graph", "lut_fusion", "lut_ethos_u"}
+    for path in sorted(folder.glob("*.py")):
+        if path.stem in ("manager", "graph"):
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in ("applicable", "active", "enabled"):
+                assert path.stem == "linear_to_conv" and node.attr == "applicable", f"{path.name}: {node.attr}"
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("emlkit.passes."):
+                mod = node.module.rsplit(".", 1)[-1]
+                assert not mod.startswith("_"), f"{path.name} imports private {node.module}"
+                if path.stem not in helpers | {"lut_backends"}:  # the LUT family builds on its helper modules
+                    assert mod in ("manager", "graph"), f"{path.name} imports {node.module}"
+                assert not any(a.name.startswith("_") for a in node.names), f"{path.name}: {node.module}"

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from emlkit.passes.relu6_to_hardtanh import Relu6ToHardtanh
-from pass_graphs import called, graph_of
+from pass_graphs import assert_pipelines, called, graph_of
 
 aten = torch.ops.aten
 
@@ -30,3 +30,7 @@ def test_graph_without_relu6_untouched() -> None:
     gm = graph_of(torch.nn.ReLU(), torch.randn(1, 4))
     before = called(gm)
     assert called(Relu6ToHardtanh()(gm)) == before
+
+
+def test_pipelines() -> None:
+    assert_pipelines(Relu6ToHardtanh, on=("cortex-m55", "cortex-m0plus", "ethos-u55-128", "ethos-u85-256"), off=())

@@ -9,8 +9,9 @@ import torch
 
 from emlkit.lower.export import export_graph
 from emlkit.passes.split_as_slices import SplitAsSlices
-from emlkit.passes.split_fused_projection import SPLITS
+from emlkit.passes.graph import SPLITS
 from emlkit.targets import get_target
+from pass_graphs import assert_pipelines
 
 from model_files import module_source
 from toolchain import needs_qemu
@@ -74,3 +75,7 @@ def test_gated_chunk_model_runs_bit_exact(tmp_path: Path, target: str) -> None:
     assert res.report["numerics"]["snr_db"] > 30
     o = execute(res, res.target.default_board, "qemu", 300, "mve", None)
     assert o.status == "PASS" and all(d.max_steps == 0 for d in o.result.outputs), o.reason
+
+
+def test_pipelines() -> None:
+    assert_pipelines(SplitAsSlices, on=("cortex-m55", "cortex-m4"), off=("ethos-u55-128", "ethos-u85-256"))

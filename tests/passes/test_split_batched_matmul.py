@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from emlkit.passes.split_batched_matmul import SplitBatchedMatmul
-from pass_graphs import bound, called, graph_of
+from pass_graphs import assert_pipelines, bound, called, graph_of
 
 aten = torch.ops.aten
 
@@ -44,3 +44,7 @@ def test_not_applied_elsewhere(target: str) -> None:
     p = bound(SplitBatchedMatmul(), target)
     assert not p.applicable
     assert called(p(gm)) == before and p.report() == {"rewritten": [], "skipped": []}
+
+
+def test_pipelines() -> None:
+    assert_pipelines(SplitBatchedMatmul, on=("ethos-u85-256",), off=("ethos-u55-128", "ethos-u65-256", "cortex-m55"))

@@ -1,0 +1,182 @@
+"""The command layer: each `emlkit` command's arguments become a typed request (emlkit/requests.py) with its
+Target and Board resolved once here, and the request goes to the library.
+
+Data flows one way: emlkit/cli.py (argument parsing) -> here -> compile, run, deploy, suite. No library module
+imports this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from emlkit.errors import EXIT_FIT, AotError
+from emlkit.requests import (HOST, BoardRef, CompileRequest, ExportRequest, FlashRequest, InspectRequest,
+                             MergeRequest, OpsuiteRequest, ProgramSpec, RunRequest)
+
+log = logging.getLogger("emlkit")
+
+
+# ---------------------------------------------------------------- resolving names
+
+
+def resolve_board(name: str) -> BoardRef:
+    """The board NAME (loaded once, emlkit/deploy/boards.py), or HOST; an unknown or malformed board is an
+    AotError naming the fix."""
+    return HOST if name == HOST else _load_board(name)
+
+
+def _load_board(name: str) -> Any:
+    from emlkit.deploy.boards import BoardError, load_board
+
+    try:
+        return load_board(name)
+    except (BoardError, FileNotFoundError) as err:
+        raise AotError(str(err)) from err
+
+
+def program_spec(args: argparse.Namespace) -> ProgramSpec:
+    from emlkit.compile import make_options
+    from emlkit.targets import get_target
+
+    options = make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float, args.per_channel_linear)
+    return ProgramSpec(args.model, get_target(args.target), args.calibration, options)
+
+
+# ---------------------------------------------------------------- requests from the command line
+
+
+def compile_request(args: argparse.Namespace) -> CompileRequest:
+    spec = program_spec(args)
+    name = args.board or spec.target.default_board
+    # The fit check is for Cortex-M programs on a board (Ethos-U programs are checked when they run).
+    board = resolve_board(name) if spec.target.flow == "cortex_m" and name != HOST else None
+    return CompileRequest(spec, Path(args.output), board)
+
+
+def run_request(args: argparse.Namespace) -> RunRequest:
+    spec = program_spec(args)
+    board = resolve_board(args.board or spec.target.default_board)
+    return RunRequest(spec, Path(args.output), board, args.sim, args.timeout, args.kernels, args.save_outputs,
+                      args.npu_trace, getattr(args, "etdump", None))
+
+
+def export_request(args: argparse.Namespace) -> ExportRequest:
+    spec = program_spec(args)
+    name = args.board or spec.target.default_board
+    board = HOST if name == HOST else resolve_board(name)  # export refuses HOST with its own message
+    return ExportRequest(spec, Path(args.output), board, args.force, args.kernels)
+
+
+def inspect_request(args: argparse.Namespace) -> InspectRequest:
+    return InspectRequest(args.etdump, args.log, args.etrecord, args.sim, args.json)
+
+
+def flash_request(args: argparse.Namespace) -> FlashRequest:
+    elf = Path(args.elf)
+    board = None
+    if not args.probe and elf.is_file():  # the board's memory map places the MPS3 images (a missing image is said first)
+        board = _load_board(args.board)
+    return FlashRequest(elf, args.probe, args.mps3, args.mps3_dir, args.pyocd_target, board, args.frequency, args.erase,
+                        args.dry_run)
+
+
+def opsuite_request(args: argparse.Namespace) -> OpsuiteRequest | MergeRequest:
+    if getattr(args, "opsuite_cmd", None) == "merge":
+        return MergeRequest(list(args.shards), args.output, args.docs)
+    return OpsuiteRequest(args.targets, args.allow_float, args.cases, args.k, args.shard, args.jobs, args.timeout,
+                          args.out)
+
+
+# ---------------------------------------------------------------- the commands
+
+
+def compile_cmd(req: CompileRequest) -> int:
+    from emlkit.compile import compile_model
+    from emlkit.summary import print_compile
+
+    spec = req.program
+    res = compile_model(spec.model, spec.target.name, req.output, spec.calibration, spec.options)
+    fit = fit_check(res, req.board)
+    print_compile(res.report)
+    log.info("program: %s  bundled: %s  report: %s", res.pte, res.bpte, res.report_path)
+    if fit.get("checked") and not fit.get("fits"):
+        raise AotError(fit["line"], EXIT_FIT)
+    return 0
+
+
+def fit_check(res: Any, board: BoardRef | None) -> dict[str, Any]:
+    """Whether the compiled program fits BOARD's memories (emlkit/deploy/fit.py; builds the image that runs it,
+    cached): the report's "fit" entry, added to the report and its file. {} where there is nothing to check."""
+    needs = res.report.get("program_needs")
+    if board is None or board == HOST or not needs:
+        return {}
+    from emlkit import emit
+    from emlkit.deploy.fit import fit_report
+    from emlkit.program_needs import ProgramNeeds
+
+    fit = fit_report(board, ProgramNeeds.from_dict(needs), res.bpte.stat().st_size,
+                     f"{res.name} ({res.target.name})", res.pte)
+    res.report["fit"] = fit
+    emit.write_report(res.report, res.report_path)
+    return fit
+
+
+def run_cmd(req: RunRequest) -> int:
+    from emlkit.run import run_model
+
+    return run_model(req)
+
+
+def export_cmd(req: ExportRequest) -> int:
+    from emlkit.deploy.export import export_model
+
+    return export_model(req)
+
+
+def inspect_cmd(req: InspectRequest) -> int:
+    from emlkit.etdump import cmd_inspect
+
+    return cmd_inspect(req.etdump, req.log, req.etrecord, req.sim, req.json)
+
+
+def flash_cmd(req: FlashRequest) -> int:
+    from emlkit.deploy.flash import flash
+
+    return flash(req)
+
+
+def suite_cmd(argv: list[str]) -> int:
+    """`emlkit suite ...`: the suite parses its own options (emlkit/suite.py) into a SuiteRequest."""
+    from emlkit.suite import main
+
+    return main(argv)
+
+
+def opsuite_cmd(req: OpsuiteRequest | MergeRequest) -> int:
+    if isinstance(req, MergeRequest):
+        from emlkit.opsuite.report import main
+
+        return main(req)
+    from emlkit.opsuite.run import run
+
+    return run(req)
+
+
+def models_cmd() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from emlkit import models
+
+    t = Table(title="model zoo")
+    for col in ("name", "inputs", "parameters", "description"):
+        t.add_column(col)
+    for name, desc in models.ZOO.items():
+        zm = models.build(name)
+        params = sum(p.numel() for p in zm.module.parameters())
+        t.add_row(name, ", ".join("x".join(map(str, i.shape)) for i in zm.inputs), f"{params:,}", desc)
+    Console().print(t)
+    return 0

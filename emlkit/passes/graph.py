@@ -1,0 +1,684 @@
+"""What the passes share, in one module: graph helpers, the op sets several passes match, and the pass
+skeletons (each a `Pass`, emlkit/passes/manager.py, whose `__call__` runs the skeleton's `work` only
+where the manager's verdict says the pass applies).
+
+The passes in this package rewrite torch.fx graphs at three stages (pre-quantization GraphModules,
+pre-edge GraphModules, the final ExportedProgram), configure the quantizer (hooks) or act inside
+ExecuTorch's Arm TOSA pipeline. Each used to carry its own copy of the same set-up: naming and
+registering a new weight, copying provenance metadata onto new nodes, giving new get_attr nodes a fake
+value, walking a node's users, the report of what the last run changed, the loop over matching calls,
+the quantizer hooks' report and the Arm-pipeline hooks' switch. They live here once, with public
+names: no pass imports another pass's helpers.
+
+Skeletons: `Rewrite` (pre-quant / pre-edge graph rewrites: `run(gm)` -> changed names),
+`DqOpQLowering` (dequantize -> op -> quantize replaced by one emlkit:: op, Cortex-M), `ProgramRewrite`
+(cortex_m:: nodes of the final program, `rewrite(ep, node, op)`), `PostPass` (ExecuTorch PassBase
+passes over the edge program, `call(gm)`), `QuantizerHook` (`configure(quantizer, target)`, or the
+declarative `alone` / `after_annotation`) and `ArmPipelinePass` (a part run inside the Arm pipeline,
+`arm_hook`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Iterator
+
+import torch
+from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
+from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
+
+from emlkit.lower.quantizer_steps import WithSteps
+from emlkit.passes.manager import Pass
+
+log = logging.getLogger(__name__)
+
+aten = torch.ops.aten
+qd = torch.ops.quantized_decomposed
+
+# Meta keys that tell later passes and error messages where an op came from.
+KEEP_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "seq_nr")
+
+# ---------------------------------------------------------------- ops several passes match
+
+Q_TARGETS = {qd.quantize_per_tensor.default}
+DQ_TARGETS = {qd.dequantize_per_tensor.default}
+SOFTMAX = {aten.softmax.int, aten._softmax.default}
+AVG_POOLS = {aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim}
+# Ops that move or reshape a tensor without computing on it (the quantizer's qparams pass through).
+PASS_THROUGH = {
+    aten.view.default, aten.reshape.default, aten.permute.default, aten.transpose.int,
+    aten.flatten.using_ints, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default,
+    aten.contiguous.default, aten.clone.default, aten._unsafe_view.default, aten.slice.Tensor,
+    aten.select.int, aten.unflatten.int, aten.dropout.default,
+}
+# Meta flag of the ops the quantizer hook OwnOutputQparams gave their own output qparams; the Cortex-M
+# lowerings (EmlkitSoftmax, EmlkitAvgPool) take only those.
+OWN_QPARAMS_KEY = "emlkit_own_output_qparams"
+
+
+def const_tensor(gm: torch.fx.GraphModule, node: Any) -> torch.Tensor | None:
+    """The constant tensor a get_attr node reads (None for anything else)."""
+    if not isinstance(node, torch.fx.Node) or node.op != "get_attr":
+        return None
+    obj: Any = gm
+    for part in str(node.target).split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj if isinstance(obj, torch.Tensor) else None
+
+
+def unique_name(gm: torch.fx.GraphModule, stem: str) -> str:
+    i = 0
+    while hasattr(gm, f"{stem}_{i}"):
+        i += 1
+    return f"{stem}_{i}"
+
+
+def add_parameter(gm: torch.fx.GraphModule, stem: str, value: torch.Tensor) -> str:
+    """Register `value` under a fresh name; the name.
+
+    A parameter (not a buffer) so the quantizer treats it as a weight like the one it replaces.
+    """
+    name = unique_name(gm, stem)
+    gm.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
+    return name
+
+
+def get_attrs(gm: torch.fx.GraphModule, before: torch.fx.Node, names: Iterable[str],
+              fake_mode: Any) -> list[torch.fx.Node]:
+    """get_attr nodes for `names`, inserted before `before`, with fake values when the graph has them."""
+    g = gm.graph
+    with g.inserting_before(before):
+        nodes = [g.get_attr(name) for name in names]
+    if fake_mode is not None:
+        with fake_mode:
+            for node in nodes:
+                node.meta["val"] = fake_mode.from_tensor(getattr(gm, str(node.target)))
+    return nodes
+
+
+def copy_meta(src: torch.fx.Node, nodes: Iterable[torch.fx.Node]) -> None:
+    """Give new nodes the provenance of the node they replace (KEEP_META)."""
+    for new in nodes:
+        for k in KEEP_META:
+            if k in src.meta:
+                new.meta[k] = src.meta[k]
+
+
+def qparams(node: torch.fx.Node) -> tuple[float, int, int, int, torch.dtype]:
+    """(scale, zero point, qmin, qmax, dtype) of a per-tensor quantize/dequantize node."""
+    _, scale, zp, qmin, qmax, dtype = node.args[:6]
+    return float(scale), int(zp), int(qmin), int(qmax), dtype  # type: ignore[arg-type]
+
+
+def per_tensor_qparams(node: torch.fx.Node) -> bool:
+    """Q/DQ with plain scalar scale/zero point (not tensors, not per channel)."""
+    if len(node.args) < 6:
+        return False
+    _, scale, zp, _, _, dtype = node.args[:6]
+    return isinstance(scale, float) and isinstance(zp, int) and dtype in (torch.int8, torch.int16)
+
+
+def copy_region_meta(src: torch.fx.Node, dst: torch.fx.Node) -> None:
+    """Give a node that replaces a q/dq region the region's provenance and value meta (val included)."""
+    for k in ("stack_trace", "nn_module_stack", "source_fn_stack", "val", "tensor_meta"):
+        if k in src.meta:
+            dst.meta[k] = src.meta[k]
+
+
+def reaches(start: torch.fx.Node, verdict: Callable[[torch.fx.Node], bool | None]) -> bool:
+    """Walk the call_function users of `start` and theirs; True as soon as `verdict` says True.
+
+    `verdict(u)`: True - found; None - keep walking through u's users; False - stop at u.
+    """
+    todo, seen = list(start.users), set()
+    while todo:
+        u = todo.pop()
+        if u in seen or u.op != "call_function":
+            continue
+        seen.add(u)
+        v = verdict(u)
+        if v:
+            return True
+        if v is None:
+            todo.extend(u.users)
+    return False
+
+
+def finish(gm: torch.fx.GraphModule, what: str, names: list[Any]) -> None:
+    """After a rewrite pass changed NAMES: drop dead nodes, check and recompile the graph, log."""
+    if not names:
+        return
+    gm.graph.eliminate_dead_code()
+    gm.graph.lint()
+    gm.recompile()
+    log.debug("%s: %s", what, ", ".join(str(n) for n in names))
+
+
+def rewrite_calls(gm: torch.fx.GraphModule, target: Any, rewrite: Callable[[torch.fx.GraphModule, torch.fx.Node], bool],
+                  what: str) -> list[str]:
+    """Apply `rewrite` to every call of `target`; the names of the nodes it changed (then `finish`ed)."""
+    done = [n.name for n in list(gm.graph.nodes)
+            if n.op == "call_function" and n.target is target and rewrite(gm, n)]
+    finish(gm, what, done)
+    return done
+
+
+def calls(gm: torch.fx.GraphModule, ops: Any) -> list[torch.fx.Node]:
+    """The graph's calls of any of `ops` (a snapshot: the caller may rewrite them)."""
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target in ops]
+
+
+def wrap_int32(v: torch.Tensor) -> torch.Tensor:
+    """int64 values wrapped to int32, like the kernels' accumulator arithmetic."""
+    return ((v + (1 << 31)) % (1 << 32) - (1 << 31)).to(torch.int32)
+
+
+# Pointwise ops (LUT fusion's chains; what a linear's int8 output may feed).
+# Unary pointwise ops: every argument but the first is a compile-time constant.
+UNARY_OPS: set[Any] = {
+    aten.sigmoid.default, aten.tanh.default, aten.exp.default, aten.expm1.default,
+    aten.log.default, aten.log2.default, aten.log10.default, aten.log1p.default,
+    aten.sqrt.default, aten.rsqrt.default, aten.reciprocal.default, aten.neg.default,
+    aten.abs.default, aten.relu.default, aten.relu6.default, aten.hardtanh.default,
+    aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default,
+    aten.hardsigmoid.default, aten.hardswish.default, aten.silu.default, aten.gelu.default,
+    aten.elu.default, aten.leaky_relu.default, aten.softplus.default, aten.erf.default,
+    aten.square.default, aten.sin.default, aten.cos.default, aten.atan.default,
+    aten.pow.Tensor_Scalar, aten.mish.default, aten.selu.default, aten.celu.default,
+    aten.logit.default, aten.sign.default,
+}
+# Binary ops that are pointwise in the chain value when the other operand is constant.
+BINARY_OPS: set[Any] = {
+    aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar,
+    aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar,
+}
+
+SPLITS = {aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default}
+
+
+def split_pieces(u: torch.fx.Node, axis: int) -> list[tuple[torch.fx.Node, int, int]] | None:
+    """(getitem, offset, size) for every read piece of a split/chunk along `axis`; None if not one."""
+    vals = u.meta.get("val")
+    if not isinstance(vals, (list, tuple)) or not all(isinstance(v, torch.Tensor) for v in vals):
+        return None
+    sizes = [int(v.shape[axis]) for v in vals]
+    offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+    out = []
+    for g in u.users:
+        if g.target is not operator.getitem or not isinstance(g.args[1], int):
+            return None
+        if g.users:  # export keeps a getitem per piece, read or not
+            i = g.args[1] % len(sizes)
+            out.append((g, offsets[i], sizes[i]))
+    return out
+
+
+def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
+              b: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(W', b') of a layer with weight W [N, ...] and bias b followed by the eval BatchNorm `bn`."""
+    training = bn.args[5] if len(bn.args) > 5 else bn.kwargs.get("training", False)
+    eps = bn.args[7] if len(bn.args) > 7 else bn.kwargs.get("eps", 1e-5)
+    mean, var = const_tensor(gm, bn.args[3]), const_tensor(gm, bn.args[4])
+    cout = w.shape[0]
+    gamma = const_tensor(gm, bn.args[1]) if bn.args[1] is not None else torch.ones(cout)
+    beta = const_tensor(gm, bn.args[2]) if bn.args[2] is not None else torch.zeros(cout)
+    if training or mean is None or var is None or gamma is None or beta is None:
+        return None
+    with torch.no_grad():
+        k = gamma.double() / torch.sqrt(var.double() + float(eps))
+        w2 = (w.double() * k.view(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
+        b0 = b.double() if b is not None else torch.zeros(cout, dtype=torch.float64)
+        b2 = ((b0 - mean.double()) * k + beta.double()).to(w.dtype)
+    return w2, b2
+
+
+def shape_of(n: Any) -> tuple[int, ...] | None:
+    """Shape of a node's tensor. Q/DQ nodes that convert_pt2e made and the table lookups LUT fusion made
+    have no shape meta; all are elementwise: their input's shape."""
+    if not isinstance(n, torch.fx.Node):
+        return None
+    val = n.meta.get("val")
+    if (val is None and n.op == "call_function" and n.args
+            and ("quantize_per_tensor" in str(n.target) or "quantized_activation" in str(n.target))):
+        return shape_of(n.args[0])
+    return tuple(val.shape) if isinstance(val, torch.Tensor) else None
+
+
+def pool_geometry(n: torch.fx.Node) -> tuple[list[int], list[int]] | None:
+    """(kernel, stride) of an average pool whose windows all have k_h * k_w taps, else None."""
+    shape = shape_of(n.args[0])
+    if shape is None or len(shape) != 4:
+        return None
+    h, w = shape[2], shape[3]
+    if n.target == aten.avg_pool2d.default:
+        args = list(n.args) + [None] * 7
+        k = args[1]
+        k = [k, k] if isinstance(k, int) else list(k)
+        k = k * 2 if len(k) == 1 else k
+        s = args[2] if args[2] is not None else []
+        s = [s, s] if isinstance(s, int) else list(s)
+        s = k if not s else (s * 2 if len(s) == 1 else s)
+        pad = args[3] if args[3] is not None else [0, 0]
+        pad = [pad, pad] if isinstance(pad, int) else list(pad)
+        ceil = bool(n.kwargs.get("ceil_mode", args[4] or False))
+        divisor = n.kwargs.get("divisor_override", args[6])
+        if any(pad) or divisor is not None or k[0] > h or k[1] > w:
+            return None
+        if ceil and ((h - k[0]) % s[0] or (w - k[1]) % s[1]):
+            return None                          # a partial last window has fewer taps
+        return k, s
+    if n.target == aten.adaptive_avg_pool2d.default:
+        out = list(n.args[1])
+        out = out * 2 if len(out) == 1 else out
+        if any(o is None or o <= 0 for o in out) or h % out[0] or w % out[1]:
+            return None
+        k = [h // out[0], w // out[1]]
+        return k, k
+    if n.target == aten.mean.dim:
+        dims = n.args[1] if len(n.args) > 1 else None
+        keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
+        if not keep or n.kwargs.get("dtype") is not None or not isinstance(dims, (list, tuple)):
+            return None
+        if sorted(d % 4 for d in dims) != [2, 3]:
+            return None
+        return [h, w], [h, w]
+    return None
+
+
+def match_dq_op_q(n: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+    """(dequantize, quantize) around `n` when it reads one int8 dequantize and only feeds one int8 quantize."""
+    dq = n.args[0] if n.args else None
+    if not (isinstance(dq, torch.fx.Node) and dq.op == "call_function" and dq.target in DQ_TARGETS
+            and per_tensor_qparams(dq) and isinstance(dq.args[0], torch.fx.Node)):
+        return None
+    if len(n.users) != 1:
+        return None
+    q = next(iter(n.users))
+    if q.op != "call_function" or q.target not in Q_TARGETS or not per_tensor_qparams(q):
+        return None
+    if qparams(dq)[4] != torch.int8 or qparams(q)[4] != torch.int8 or qparams(q)[2:4] != (-128, 127):
+        return None
+    return dq, q
+
+
+def replace_dq_op_q(gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node, q: torch.fx.Node,
+                    new: torch.fx.Node) -> None:
+    """`new` in place of the region dq -> n -> q (whose dead nodes go)."""
+    copy_region_meta(q, new)
+    new.meta["stack_trace"] = n.meta.get("stack_trace", "")
+    q.replace_all_uses_with(new)
+    for dead in (q, n, dq):
+        if not dead.users:
+            gm.graph.erase_node(dead)
+
+
+# ---------------------------------------------------------------- quantizer annotation helpers
+
+def matched_key() -> str:
+    """The pattern matcher's key for "already annotated"; a public class attribute of ExecuTorch's
+    PatternMatcher, read from it so a rename there fails loudly here."""
+    from executorch.backends.cortex_m.quantizer.pattern_matcher import PatternMatcher
+
+    return PatternMatcher.Q_PATTERN_MATCHED_KEY
+
+
+def retype_edge(src: torch.fx.Node, user: torch.fx.Node, new: Callable[[Any, Any], Any]) -> bool:
+    """Give the edge SRC -> USER the qspec `new(SRC's output qspec, USER's input qspec for SRC)` on both of
+    its ends (one observer); False, and nothing changed, if either end is not annotated or `new` gives None."""
+    out_ann, in_ann = src.meta.get(Q_ANNOTATION_KEY), user.meta.get(Q_ANNOTATION_KEY)
+    if out_ann is None or out_ann.output_qspec is None or in_ann is None or src not in in_ann.input_qspec_map:
+        return False
+    spec = new(out_ann.output_qspec, in_ann.input_qspec_map[src])
+    if spec is None:
+        return False
+    out_ann.output_qspec = spec
+    in_ann.input_qspec_map[src] = spec
+    return True
+
+
+Candidates = Callable[[torch.fx.GraphModule], list[torch.fx.Node]]
+
+
+def annotate_alone(model: torch.fx.GraphModule, candidates: Candidates, record: list[str], what: str,
+                   mark: tuple[str, ...] = ()) -> None:
+    """Annotate each candidate op on its own before the Cortex-M pattern quantizers run.
+
+    Its first input and its output get the quantizer's int8 per-tensor activation spec (an observer
+    of its own) and it is marked as matched, so no pattern fuses it with its producer; `mark` names
+    extra meta flags set on it for later passes.
+    """
+    from executorch.backends.cortex_m.quantizer.quantization_configs import INT8_ACTIVATION_PER_TENSOR_QSPEC
+
+    qspec, key = INT8_ACTIVATION_PER_TENSOR_QSPEC, matched_key()
+    for n in candidates(model):
+        n.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({n.args[0]: qspec}, qspec, _annotated=True)
+        n.meta[key] = True
+        for flag in mark:
+            n.meta[flag] = True
+        record.append(n.name)
+    if record:
+        log.debug("%s: %s", what, ", ".join(record))
+
+
+def annotating_alone(quantizer: Any, candidates: Candidates, record: list[str], what: str,
+                     mark: tuple[str, ...] = ()) -> Any:
+    """`quantizer` with `annotate_alone` run before its own steps."""
+    return WithSteps(quantizer, before=lambda m: annotate_alone(m, candidates, record, what, mark))
+
+
+# ---------------------------------------------------------------- ExecuTorch's Arm pipeline
+
+class ArmPipelineHook:
+    """A part of one of our passes that runs inside ExecuTorch's Arm TOSA pipeline, after a named Arm pass:
+    `rewrite(graph_module) -> changed node names`, run after the Arm pass `after()` returns, while active.
+
+    ExecuTorch 1.5.1's `register_pass_insertions_after(ArmPassClass, [pass])` adds a pass to every Arm
+    pipeline the process builds from then on, and cannot take it back. So a hook is registered once per
+    process (`install()`) and acts only inside `active(record)`, which the Ethos-U flow enters around the
+    lowering of a compile that configured the owning pass (`arm_pipeline()` on the pass); a compile
+    without the pass, or for another target, does not see it. The names the rewrite returns are appended
+    to `record` for the pass's report.
+    """
+
+    def __init__(self, name: str, after: Callable[[], type], rewrite: Callable[[torch.fx.GraphModule], list[str]]):
+        self.name = name
+        self._after = after  # a function so ExecuTorch's Arm backend is imported only when a hook is installed
+        self._rewrite = rewrite
+        self._record: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(name, default=None)
+        self._installed = False
+
+    def install(self) -> None:
+        """Register the hook in ExecuTorch's Arm pass manager, once per process."""
+        if self._installed:
+            return
+        from executorch.backends.arm._passes.arm_pass import ArmPass
+        from executorch.backends.arm._passes.arm_pass_manager import register_pass_insertions_after
+        from executorch.exir.pass_base import PassResult as ExirPassResult
+
+        hook = self
+
+        class _HookPass(ArmPass):
+            _passes_required_after: set[Any] = set()
+
+            def call(self, graph_module: torch.fx.GraphModule) -> ExirPassResult:
+                record = hook._record.get()
+                if record is None:
+                    return ExirPassResult(graph_module, False)
+                done = hook._rewrite(graph_module)
+                record.extend(done)
+                if done:
+                    log.debug("%s: %s", hook.name, ", ".join(done))
+                return ExirPassResult(graph_module, bool(done))
+
+        _HookPass.__name__ = _HookPass.__qualname__ = f"{type(self).__name__}_{self.name}"
+        register_pass_insertions_after(self._after(), [_HookPass()])
+        self._installed = True
+
+    @contextlib.contextmanager
+    def active(self, record: list[str] | None) -> Iterator[None]:
+        """The hook acts (appending to RECORD) inside this block; with None it stays off."""
+        token = self._record.set(record)
+        try:
+            yield
+        finally:
+            self._record.reset(token)
+
+
+# ---------------------------------------------------------------- pass skeletons
+
+@dataclass
+class Rewrite(Pass):
+    """Base of the graph rewrites (pre-quant, pre-edge): `run(gm)` rewrites and returns what it changed,
+    which the report lists under `report_name`."""
+
+    done: list[Any] = field(default_factory=list)
+    report_name: ClassVar[str] = "rewritten"
+
+    def report(self) -> dict[str, Any]:
+        return {self.report_name: list(self.done)}
+
+    def reset(self) -> None:
+        self.done = []
+
+    def work(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        self.done = self.run(gm)
+        return gm
+
+    def run(self, gm: torch.fx.GraphModule) -> list[Any]:
+        raise NotImplementedError
+
+
+@dataclass
+class DqOpQLowering(Pass):
+    """Base of the pre-edge passes that lower `dequantize -> op -> quantize` to one emlkit:: op (Cortex-M):
+    the walk over the matches and a report of the nodes they lowered.
+
+    Subclasses say which ops they take (`takes`) and build the replacement (`lower`, called with the
+    graph inserting before the quantize): the new node and its report entry, or None to leave the op.
+    """
+
+    lowered: list[dict[str, Any]] = field(default_factory=list)
+
+    def report(self) -> dict[str, Any]:
+        return {"lowered": list(self.lowered)}
+
+    def takes(self, n: torch.fx.Node) -> bool:
+        raise NotImplementedError
+
+    def lower(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node,
+              q: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, Any]] | None:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        self.lowered = []
+
+    def work(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        for n in list(gm.graph.nodes):
+            m = match_dq_op_q(n) if n.op == "call_function" and self.takes(n) else None
+            if m is None:
+                continue
+            dq, q = m
+            with gm.graph.inserting_before(q):
+                got = self.lower(gm, n, dq, q)
+            if got is None:
+                continue
+            new, entry = got
+            replace_dq_op_q(gm, n, dq, q, new)
+            self.lowered.append({"node": n.name, **entry})
+        if self.lowered:
+            gm.graph.eliminate_dead_code()
+            gm.graph.lint()
+            gm.recompile()
+        return gm
+
+
+class Recorder(Pass):
+    """Base of the post-edge and program passes: the names of the nodes the last run changed."""
+
+    report_name: ClassVar[str] = "rewritten"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done: list[str] = []
+
+    def report(self) -> dict[str, Any]:
+        return {self.report_name: list(self.done)}
+
+    def reset(self) -> None:
+        self.done = []
+
+
+class PostPass(Recorder, PassBase):
+    """Base of the post passes, ExecuTorch PassBase passes over the final edge program (`call(gm)` ->
+    PassResult), which ExecuTorch's pass manager calls through `Pass.__call__`."""
+
+
+class ProgramRewrite(Recorder):
+    """Base of the passes that edit cortex_m:: nodes of the final ExportedProgram in place.
+
+    `cm_ops` are cortex_m:: op names (those this ExecuTorch lacks are skipped); `rewrite` changes one
+    node and says whether it did. The report gives the count (`report_name`).
+    """
+
+    cm_ops: ClassVar[tuple[str, ...]] = ()  # not `ops`: that is the declaration's (emlkit/passes/manager.py)
+
+    def report(self) -> dict[str, Any]:
+        return {self.report_name: len(self.done)}
+
+    def work(self, ep: Any) -> Any:
+        from executorch.exir.dialects._ops import ops as exir_ops
+
+        cm = exir_ops.edge.cortex_m
+        names = {getattr(cm, n).default: n for n in self.cm_ops if hasattr(cm, n)}
+        self.done = [n.name for n in calls(ep.graph_module, names) if self.rewrite(ep, n, names[n.target])]
+        if self.done:
+            ep.graph_module.recompile()
+        return ep
+
+    def rewrite(self, ep: Any, n: torch.fx.Node, op: str) -> bool:
+        raise NotImplementedError
+
+
+@dataclass
+class QuantizerHook(Pass):
+    """Base of the quantizer hooks (LowerOptions.quantizer_hooks; an adapter: ExecuTorch's quantizer is
+    wrapped, not a graph rewritten). Called with (quantizer, target, options), it returns the quantizer
+    to use; the manager's verdict is taken for the target it is called with. What the last call changed
+    is in `done`, which the report lists under `report_name`.
+
+    A hook either overrides `configure`, or declares what it does: `alone` (candidates annotated on
+    their own before the quantizer's patterns, `alone_what` for the log, `alone_mark` meta flags set on
+    them) or `after_annotation(model, record)` (run after the quantizer annotated the model).
+    """
+
+    done: list[str] = field(default_factory=list)
+    report_name: ClassVar[str] = "done"
+    flows: ClassVar[tuple[str, ...]] = ("cortex_m",)  # an undeclared hook: the Cortex-M flow's quantizer
+    alone: ClassVar[Candidates | None] = None
+    alone_what: ClassVar[str] = ""
+    alone_mark: ClassVar[tuple[str, ...]] = ()
+    after_annotation: ClassVar[Callable[[torch.fx.GraphModule, list[str]], None] | None] = None
+
+    def report(self) -> dict[str, Any]:
+        return {self.report_name: list(self.done)}
+
+    def applies(self, target: Any, options: Any = None) -> bool:
+        from emlkit.passes.manager import applies_to
+
+        return applies_to(type(self), target, options)
+
+    def reset(self) -> None:
+        self.done = []
+
+    def __call__(self, quantizer: Any, target: Any, options: Any) -> Any:
+        self.applicable = self.applies(target, options)
+        return super().__call__(quantizer, target, options)
+
+    def work(self, quantizer: Any, target: Any, options: Any) -> Any:
+        return self.configure(quantizer, target)
+
+    def configure(self, quantizer: Any, target: Any) -> Any:
+        cls = type(self)
+        if cls.alone is not None:
+            return annotating_alone(quantizer, cls.alone, self.done, cls.alone_what, cls.alone_mark)
+        if cls.after_annotation is not None:
+            step = cls.after_annotation
+            return WithSteps(quantizer, after=lambda m: step(m, self.done))
+        raise NotImplementedError
+
+
+@dataclass
+class ArmPipelinePass(Rewrite):
+    """Base of the pre-edge passes whose work runs inside ExecuTorch's Arm TOSA pipeline (`arm_hook`):
+    the hook is installed when the pass is bound to a target it applies to, and acts during the lowering
+    of that compile only (`arm_pipeline`, entered by the Ethos-U flow). `arm_record()` is the list the
+    hook appends the names it changed to."""
+
+    arm_hook: ClassVar[ArmPipelineHook]
+
+    def bind(self, target: Any, options: Any) -> None:
+        type(self).arm_hook.install()
+
+    def arm_pipeline(self) -> contextlib.AbstractContextManager[None]:
+        """Entered by the Ethos-U flow around ExecuTorch's lowering: the Arm-pipeline part acts inside."""
+        return type(self).arm_hook.active(self.arm_record() if self.applicable else None)
+
+    def arm_record(self) -> list[str]:
+        return []
+
+
+# ---------------------------------------------------------------- Linear layers with constant weights
+
+# Activations the Cortex-M quantizer folds into a conv's output range (ActivationFusionPass).
+FUSABLE_ACTIVATIONS = {aten.relu.default, aten.relu_.default, aten.hardtanh.default, aten.hardtanh_.default,
+                       aten.clamp.default, aten.relu6.default}
+
+@dataclass
+class LinearOperands:
+    """A linear node's input, constant weight [N, C], bias node (constant or None) and leading dims."""
+
+    x: torch.fx.Node
+    w: torch.Tensor
+    b_node: torch.fx.Node | None
+    xval: torch.Tensor
+    lead: list[int]
+
+
+def linear_operands(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LinearOperands | None:
+    """The operands of `aten.linear` when a 1x1 conv can replace it (constant weights, static shape)."""
+    x, w_node = n.args[0], n.args[1]
+    b_node = n.args[2] if len(n.args) > 2 else n.kwargs.get("bias")
+    w = const_tensor(gm, w_node)
+    xval = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    if w is None or w.dim() != 2 or not isinstance(xval, torch.Tensor) or xval.dim() < 1:
+        return None
+    if b_node is not None and const_tensor(gm, b_node) is None:
+        return None          # a computed bias is not a conv bias
+    lead = list(xval.shape[:-1])
+    if not all(isinstance(d, int) for d in lead):
+        return None          # dynamic shapes: leave it to the linear lowering
+    return LinearOperands(x, w, b_node, xval, lead)
+
+
+def conv_weight(gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands, stem: str) -> torch.fx.Node:
+    """The linear's weight [N, C] as a new constant conv weight [N, C, 1, 1], read before `n`."""
+    cout, cin = ops.w.shape
+    name = add_parameter(gm, stem, ops.w.detach().reshape(cout, cin, 1, 1).clone())
+    return get_attrs(gm, n, [name], getattr(ops.xval, "fake_mode", None))[0]
+
+
+def conv_val(x4: torch.fx.Node, w4: torch.fx.Node, b_node: torch.fx.Node | None) -> torch.Tensor:
+    """The fake value of conv2d(x4, w4, b_node) (call under the graph's fake mode)."""
+    bval = b_node.meta.get("val") if isinstance(b_node, torch.fx.Node) else None
+    return torch.nn.functional.conv2d(x4.meta["val"], w4.meta["val"], bval)
+
+
+def replace_linear(n: torch.fx.Node, new: tuple[torch.fx.Node, ...]) -> None:
+    """The new nodes (the last one the result) take the linear's provenance and its place."""
+    copy_meta(n, new)
+    n.replace_all_uses_with(new[-1])
+    n.graph.erase_node(n)
+
+
+@dataclass
+class LinearRewrite(Rewrite):
+    """Base of the rewrites of `aten.linear` layers with constant weights (see linear_operands)."""
+
+    what: ClassVar[str] = "linear rewritten"      # the debug log's label
+
+    def run(self, gm: torch.fx.GraphModule) -> list[str]:
+        return rewrite_calls(gm, aten.linear.default, self._rewrite, self.what)
+
+    def _rewrite(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        ops = linear_operands(gm, n)
+        return ops is not None and self.rewrite_linear(gm, n, ops)
+
+    def rewrite_linear(self, gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands) -> bool:
+        raise NotImplementedError

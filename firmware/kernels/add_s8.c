@@ -1,0 +1,124 @@
+/* cortex_m::quantized_add: both operands are rescaled to a common 2^20-scaled
+ * fixed point, summed, requantized to the output scale and clamped
+ * (operators.py quantized_add_impl, CMSIS-NN arm_elementwise_add_s8). */
+#include "kernels.h"
+#include "kernels_mve.h"
+#include "kernels_dsp.h"
+
+#define K_ADD_LEFT_SHIFT 20 /* SHIFT_INT8 in the reference */
+
+void emk_add_s8_ref(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+                 int8_t *out, const qadd_params *p) {
+  const size_t n = a_len > b_len ? a_len : b_len;
+  for (size_t i = 0; i < n; i++) {
+    const int32_t fa = k_requantize((int32_t)((uint32_t)(a[i % a_len] - p->a_zp) << K_ADD_LEFT_SHIFT), p->a_mult,
+                                    p->a_shift);
+    const int32_t fb = k_requantize((int32_t)((uint32_t)(b[i % b_len] - p->b_zp) << K_ADD_LEFT_SHIFT), p->b_mult,
+                                    p->b_shift);
+    const int32_t sum = (int32_t)((uint32_t)fa + (uint32_t)fb); /* int32 add wraps in torch */
+    const int32_t r = k_requantize(sum, p->out_mult, p->out_shift);
+    out[i] = (int8_t)k_clamp((int32_t)((uint32_t)r + (uint32_t)p->out_zp), p->act_min, p->act_max);
+  }
+}
+
+#if FW_HAVE_MVE
+/* Four lanes per step (k_elem_block_mve). Requant parameters outside the
+ * vector helper's range fall back to the scalar code so results stay
+ * identical. */
+static inline int32x4_t add_vec(int32x4_t va, int32x4_t vb, const void *pv) {
+  const qadd_params *p = (const qadd_params *)pv;
+  va = k_requantize_mve_n(vshlq_n_s32(va, K_ADD_LEFT_SHIFT), p->a_mult, p->a_shift);
+  vb = k_requantize_mve_n(vshlq_n_s32(vb, K_ADD_LEFT_SHIFT), p->b_mult, p->b_shift);
+  return k_requantize_mve_n(vaddq_s32(va, vb), p->out_mult, p->out_shift);
+}
+static void add_block_mve(const int8_t *a, const int8_t *b, int8_t *out, int32_t len, const void *pv) {
+  const qadd_params *p = (const qadd_params *)pv;
+  k_elem_block_mve(a, b, out, len, p->a_zp, p->b_zp, p->out_zp, p->act_min, p->act_max, add_vec, p);
+}
+
+void emk_add_s8_mve(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+                 int8_t *out, const qadd_params *p) {
+  if (!k_requant_vec_ok(p->a_mult, p->a_shift) || !k_requant_vec_ok(p->b_mult, p->b_shift) ||
+      !k_requant_vec_ok(p->out_mult, p->out_shift)) {
+    emk_add_s8_ref(a, a_len, b, b_len, out, p);
+    return;
+  }
+  k_bcast_blocks(a, a_len, b, b_len, out, add_block_mve, p);
+}
+#endif
+
+#if FW_HAVE_DSP
+/* DSP extension: four elements per step. One LDR per operand, SXTB16 splits
+ * it into two int16 pairs, SADD16 adds -zp to both halves (no SMLAD, no
+ * per-element subtraction). Only the low 12 bits of a - zp survive the
+ * reference's << 20 in int32, and a 16-bit add modulo 2^16 keeps those bits
+ * exact for any zero point, so the low half's lane is the word << 20 and the
+ * high half's (word & 0xFFFF0000) << 4. The requantizations are the portable
+ * path's, k_requantize_dsp (exact, see kernels_dsp.h), or its rs >= 2 branch
+ * alone when all three multiplier / shift pairs allow it. */
+typedef struct {
+  int32_t am, as, bm, bs, om, os, oz, lo, hi;
+  int32_t nza2, nzb2; /* k_neg_zp2 of the operands' zero points */
+} add_dsp_k;
+
+static inline __attribute__((always_inline)) int8_t add_dsp_one(int32_t fa_in, int32_t fb_in, const add_dsp_k *k,
+                                                                const int fast) {
+  int32_t fa, fb, r;
+  if (fast) {
+    fa = k_requantize_dsp_fast(fa_in, k->am, k->as);
+    fb = k_requantize_dsp_fast(fb_in, k->bm, k->bs);
+    r = k_requantize_dsp_fast((int32_t)((uint32_t)fa + (uint32_t)fb), k->om, k->os);
+  } else {
+    fa = k_requantize_dsp(fa_in, k->am, k->as);
+    fb = k_requantize_dsp(fb_in, k->bm, k->bs);
+    r = k_requantize_dsp((int32_t)((uint32_t)fa + (uint32_t)fb), k->om, k->os);
+  }
+  return (int8_t)k_clamp((int32_t)((uint32_t)r + (uint32_t)k->oz), k->lo, k->hi);
+}
+
+static inline __attribute__((always_inline)) void add_block_dsp(const int8_t *a, const int8_t *b, int8_t *out,
+                                                                int32_t len, const add_dsp_k *kp, const int fast) {
+  const add_dsp_k k = *kp;
+  const int32_t nza2 = k.nza2, nzb2 = k.nzb2;
+  int32_t i = 0;
+  for (; i + 4 <= len; i += 4) {
+    const int32_t va = k_rd32(a + i), vb = k_rd32(b + i);
+    const int32_t al = __sadd16(k_lo16(va), nza2), ah = __sadd16(k_hi16(va), nza2);
+    const int32_t bl = __sadd16(k_lo16(vb), nzb2), bh = __sadd16(k_hi16(vb), nzb2);
+    out[i] = add_dsp_one((int32_t)((uint32_t)al << 20), (int32_t)((uint32_t)bl << 20), &k, fast);
+    out[i + 1] = add_dsp_one((int32_t)((uint32_t)ah << 20), (int32_t)((uint32_t)bh << 20), &k, fast);
+    out[i + 2] = add_dsp_one((int32_t)(((uint32_t)al & 0xFFFF0000u) << 4),
+                             (int32_t)(((uint32_t)bl & 0xFFFF0000u) << 4), &k, fast);
+    out[i + 3] = add_dsp_one((int32_t)(((uint32_t)ah & 0xFFFF0000u) << 4),
+                             (int32_t)(((uint32_t)bh & 0xFFFF0000u) << 4), &k, fast);
+  }
+  for (; i < len; i++)
+    out[i] = add_dsp_one((int32_t)((uint32_t)(a[i] + (int16_t)nza2) << K_ADD_LEFT_SHIFT),
+                         (int32_t)((uint32_t)(b[i] + (int16_t)nzb2) << K_ADD_LEFT_SHIFT), &k, fast);
+}
+/* Out-of-line copies for each constant `fast`, with the k_elem_block signature. */
+static __attribute__((noinline)) void add_block_dsp_fast(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
+                                                         const void *k) {
+  add_block_dsp(a, b, out, len, (const add_dsp_k *)k, 1);
+}
+static __attribute__((noinline)) void add_block_dsp_gen(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
+                                                        const void *k) {
+  add_block_dsp(a, b, out, len, (const add_dsp_k *)k, 0);
+}
+
+void emk_add_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
+                 int8_t *out, const qadd_params *p) {
+  add_dsp_k k;
+  k.am = p->a_mult, k.as = p->a_shift, k.bm = p->b_mult, k.bs = p->b_shift;
+  k.om = p->out_mult, k.os = p->out_shift, k.oz = p->out_zp, k.lo = p->act_min, k.hi = p->act_max;
+  k.nza2 = k_neg_zp2(p->a_zp), k.nzb2 = k_neg_zp2(p->b_zp);
+  const int fast = k.am >= 0 && k.as <= -2 && k.bm >= 0 && k.bs <= -2 && k.om >= 0 && k.os <= -2;
+  if (a_len == 0 || b_len == 0) return;
+  k_bcast_blocks(a, a_len, b, b_len, out, fast ? add_block_dsp_fast : add_block_dsp_gen, &k);
+}
+#endif
+
+void emk_add_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len, int8_t *out,
+             const qadd_params *p) {
+  K_BEST(emk_add_s8)(a, a_len, b, b_len, out, p);
+}

@@ -1,0 +1,33 @@
+/* Set-up shared by the emk_conv2d_s8 variants (internal header of conv2d_s8*.c), written as it was when
+ * the variants shared one file, so that each variant's code stays the same. */
+#ifndef FW_CONV2D_S8_H
+#define FW_CONV2D_S8_H
+
+#include "kernels.h"
+
+/* The fast paths (MVE, DSP): groups 1 and an input offset whose padding byte is representable. */
+__attribute__((unused)) static int conv_fast_ok(const qconv_params *p) {
+  return p->groups == 1 && p->input_offset >= -127 && p->input_offset <= 128; /* pad byte representable */
+}
+/* 1x1 without padding: the rows are read straight from the input. */
+__attribute__((unused)) static int conv_direct(const qconv_params *p) {
+  return p->k_h == 1 && p->k_w == 1 && p->pad_h == 0 && p->pad_w == 0;
+}
+
+/* Scratch of the MVE fast path: the per-channel bias with the input-offset
+ * term (out_c int32, rounded up to whole vectors; unused by the MVE path when
+ * the program carries it, p->beff, but the DSP path copies it there: its
+ * pixel loop runs faster so), then one im2col row unless the convolution
+ * reads its rows straight from the input. The same size on every build, so
+ * that a program plans the same memory for any core. */
+/* emk_conv2d_s8_get_buffer_size, defined by the file of the variant the build picks (conv2d_s8.c says
+ * why): a macro, so that the function is written once. */
+#define CONV2D_S8_GET_BUFFER_SIZE                                                                      \
+  size_t emk_conv2d_s8_get_buffer_size(const qconv_params *p) {                                        \
+    if (!conv_fast_ok(p)) return 0;                                                                    \
+    const size_t beff = ((size_t)p->out_c + 3) / 4 * 16;                                               \
+    const size_t row = conv_direct(p) ? 0 : ((size_t)p->k_h * p->k_w * p->in_c + 15) / 16 * 16;       \
+    return beff + row;                                                                                 \
+  }
+
+#endif

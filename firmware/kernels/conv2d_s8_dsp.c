@@ -1,0 +1,217 @@
+/* emk_conv2d_s8_dsp: the DSP-extension (SIMD32) variant of cortex_m::quantized_conv2d (conv2d_s8.c). */
+#include "conv2d_s8.h"
+#include "kernels_dsp.h"
+
+#if FW_HAVE_DSP
+/* The scratch size, defined here on the builds that pick this variant (conv2d_s8.c says why). */
+CONV2D_S8_GET_BUFFER_SIZE
+
+/* DSP extension (Cortex-M4/M7/M33), groups == 1 with an input offset in the
+ * int8 pad range, the same scratch as the MVE path: the per-channel bias with
+ * input_offset * sum(weights) folded in, then one im2col row whose padding
+ * taps hold -input_offset (so that they contribute nothing). Each output
+ * pixel's K-byte row (the input itself for 1x1 convolutions without padding;
+ * for interior pixels with dil_w == 1 the k_h input runs of k_w*C bytes, no
+ * copy) is multiplied with four weight rows at a time (k_dot4_s8_dsp:
+ * SXTB16 + SMLAD). Other cases run the portable code. */
+static void im2col_row_dsp(const qconv_params *p, const int8_t *in, int32_t b, int32_t oy, int32_t ox,
+                           int8_t pad, int8_t *dst) {
+  const int32_t C = p->in_c, kwc = p->k_w * C;
+  const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
+  int32_t kx_lo = 0, kx_hi = p->k_w;
+  while (kx_lo < kx_hi && ix0 + kx_lo * p->dil_w < 0) kx_lo++;
+  while (kx_hi > kx_lo && ix0 + (kx_hi - 1) * p->dil_w >= p->in_w) kx_hi--;
+  for (int32_t ky = 0; ky < p->k_h; ky++, dst += kwc) {
+    const int32_t iy = iy0 + ky * p->dil_h;
+    if (iy < 0 || iy >= p->in_h || kx_lo >= kx_hi) {
+      memset(dst, pad, (size_t)kwc);
+      continue;
+    }
+    memset(dst, pad, (size_t)kx_lo * C);
+    const int8_t *row = in + ((size_t)b * p->in_h + iy) * p->in_w * C;
+    if (p->dil_w == 1) {
+      memcpy(dst + kx_lo * C, row + (size_t)(ix0 + kx_lo) * C, (size_t)(kx_hi - kx_lo) * C);
+    } else {
+      for (int32_t kx = kx_lo; kx < kx_hi; kx++)
+        memcpy(dst + kx * C, row + (size_t)(ix0 + kx * p->dil_w) * C, (size_t)C);
+    }
+    memset(dst + kx_hi * C, pad, (size_t)(p->k_w - kx_hi) * C);
+  }
+}
+
+/* 1x1 stride-1 convolutions without padding (MobileNet's expand and project
+ * layers): the pixels are consecutive K-byte rows, like the weight rows, so
+ * two pixels by two output channels share each load (k_dot2x2_s8_dsp); an
+ * odd last pixel takes four channels at a time, an odd last channel one.
+ * Instantiated twice with a constant `fast`: when every channel has
+ * mult >= 0 and shift <= -2 (k_rq_fast_ok, checked once per layer) each
+ * output is requantized by k_requantize_dsp's SMLAL branch alone, without
+ * the per-output range tests, and the channel pairs are the outer loop, so
+ * that each pair's multipliers, rounding constants and shifts are set up
+ * once for all pixels (pw_fin_fast) instead of once per output. Out of line
+ * so that the loops get the registers to themselves. */
+/* k_requantize_dsp_fast with hq = 2^(rs-2) and sh1 = rs-1 precomputed
+ * (rs = -shift >= 2), then the output offset and the clamp. */
+static inline int8_t pw_fin_fast(int32_t acc, int32_t m, int32_t hq, int32_t sh1, int32_t off, int32_t lo,
+                                 int32_t hi) {
+  const int64_t t = (int64_t)acc * m + (int64_t)(((uint64_t)(uint32_t)hq << 32) | (1u << 30));
+  int32_t h = (int32_t)(t >> 32);
+  if (h < hq) h = h - 1 + (int32_t)((uint32_t)t >> 31);
+  return (int8_t)k_clamp((int32_t)((uint32_t)(h >> sh1) + (uint32_t)off), lo, hi);
+}
+#define PW_FIN(A, O) (fast ? k_finish_fast_s8(A, mult[O], shift[O], off, lo, hi) : k_finish_s8(A, mult[O], shift[O], off, lo, hi))
+static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const qconv_params *p, const int8_t *in,
+                                                                          const int8_t *w, const int32_t *mult,
+                                                                          const int32_t *shift, int8_t *out,
+                                                                          const int32_t *beff, const int fast) {
+  const int32_t K = p->in_c, OC = p->out_c, OC2 = OC & ~1, OC4 = OC & ~3;
+  const int32_t npix = p->batch * p->out_h * p->out_w;
+  const int32_t off = p->output_offset, lo = p->act_min, hi = p->act_max;
+  int32_t i = 0;
+  if (fast) {
+    const int32_t npix2 = npix & ~1;
+    for (int32_t o = 0; o < OC2; o += 2) {
+      const int32_t m0 = mult[o], m1 = mult[o + 1], b0 = beff[o], b1 = beff[o + 1];
+      const int32_t q0 = 1 << (-shift[o] - 2), q1 = 1 << (-shift[o + 1] - 2);
+      const int32_t r0 = -shift[o] - 1, r1 = -shift[o + 1] - 1;
+      const int8_t *wo = w + (size_t)o * K;
+      for (int32_t j = 0; j < npix2; j += 2) {
+        int32_t acc[4] = {b0, b1, b0, b1};
+        k_dot2x2_s8_dsp(in + (size_t)j * K, wo, K, K, acc);
+        int8_t *op = out + (size_t)j * OC + o;
+        const int8_t v00 = pw_fin_fast(acc[0], m0, q0, r0, off, lo, hi);
+        const int8_t v01 = pw_fin_fast(acc[1], m1, q1, r1, off, lo, hi);
+        const int8_t v10 = pw_fin_fast(acc[2], m0, q0, r0, off, lo, hi);
+        const int8_t v11 = pw_fin_fast(acc[3], m1, q1, r1, off, lo, hi);
+        op[0] = v00, op[1] = v01, op[OC] = v10, op[OC + 1] = v11;
+      }
+    }
+    if (OC2 < OC)
+      for (int32_t j = 0; j < npix2; j++) {
+        int32_t acc = beff[OC2];
+        k_dot1_s8_dsp(in + (size_t)j * K, w + (size_t)OC2 * K, K, &acc, 0, 0);
+        out[(size_t)j * OC + OC2] = PW_FIN(acc, OC2);
+      }
+    i = npix2;
+  }
+  for (; !fast && i + 2 <= npix; i += 2) {
+    const int8_t *x = in + (size_t)i * K;
+    int8_t *op = out + (size_t)i * OC;
+    for (int32_t o = 0; o < OC2; o += 2) {
+      int32_t acc[4] = {beff[o], beff[o + 1], beff[o], beff[o + 1]};
+      k_dot2x2_s8_dsp(x, w + (size_t)o * K, K, K, acc);
+      op[o] = PW_FIN(acc[0], o);
+      op[o + 1] = PW_FIN(acc[1], o + 1);
+      op[OC + o] = PW_FIN(acc[2], o);
+      op[OC + o + 1] = PW_FIN(acc[3], o + 1);
+    }
+    if (OC2 < OC) {
+      const int32_t o = OC2;
+      for (int j = 0; j < 2; j++) {
+        int32_t acc = beff[o];
+        k_dot1_s8_dsp(x + (size_t)j * K, w + (size_t)o * K, K, &acc, 0, 0);
+        op[(size_t)j * OC + o] = PW_FIN(acc, o);
+      }
+    }
+  }
+  if (i < npix) {
+    const int8_t *x = in + (size_t)i * K;
+    int8_t *op = out + (size_t)i * OC;
+    for (int32_t o0 = 0; o0 < OC4; o0 += 4) {
+      int32_t acc[4] = {beff[o0], beff[o0 + 1], beff[o0 + 2], beff[o0 + 3]};
+      k_dot4_s8_dsp(x, w + (size_t)o0 * K, K, K, acc, 0, 0);
+      for (int j = 0; j < 4; j++) op[o0 + j] = PW_FIN(acc[j], o0 + j);
+    }
+    for (int32_t o = OC4; o < OC; o++) {
+      int32_t acc = beff[o];
+      k_dot1_s8_dsp(x, w + (size_t)o * K, K, &acc, 0, 0);
+      op[o] = PW_FIN(acc, o);
+    }
+  }
+}
+#undef PW_FIN
+static __attribute__((noinline)) void conv_dsp_pointwise_fast(const qconv_params *p, const int8_t *in,
+                                                              const int8_t *w, const int32_t *mult,
+                                                              const int32_t *shift, int8_t *out, const int32_t *beff) {
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 1);
+}
+static __attribute__((noinline)) void conv_dsp_pointwise_gen(const qconv_params *p, const int8_t *in,
+                                                             const int8_t *w, const int32_t *mult,
+                                                             const int32_t *shift, int8_t *out, const int32_t *beff) {
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 0);
+}
+static void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                               const int32_t *shift, int8_t *out, const int32_t *beff) {
+  if (k_rq_fast_ok(mult, shift, p->out_c))
+    conv_dsp_pointwise_fast(p, in, w, mult, shift, out, beff);
+  else
+    conv_dsp_pointwise_gen(p, in, w, mult, shift, out, beff);
+}
+
+k_status emk_conv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t *w,
+                        const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                        int8_t *out, void *scratch, size_t scratch_size) {
+  if (!conv_fast_ok(p)) {
+    emk_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
+    return K_OK;
+  }
+  if (scratch_size < emk_conv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  const int32_t C = p->in_c, K = p->k_h * p->k_w * C, kwc = p->k_w * C, OC = p->out_c;
+  const int32_t OC4 = OC & ~3;
+  int32_t *beff = (int32_t *)scratch;
+  int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
+  if (p->beff && p->input_offset) /* folded at compile time (emlkit/passes/window_bias.py) */
+    for (int32_t o = 0; o < OC; o++) beff[o] = p->beff[o];
+  else
+    for (int32_t o = 0; o < OC; o++)
+      beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
+                          (p->input_offset ? (uint32_t)p->input_offset * (uint32_t)k_sum_s8_dsp(w + (size_t)o * K, K)
+                                           : 0u));
+  const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max; /* *p may alias the output */
+  const int direct = conv_direct(p);
+  if (direct && p->stride_h == 1 && p->stride_w == 1) {
+    conv_dsp_pointwise(p, in, w, mult, shift, out, beff);
+    return K_OK;
+  }
+  const size_t ystep = (size_t)p->dil_h * p->in_w * C;
+  int8_t *op = out;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+      const int32_t iy0 = oy * p->stride_h - p->pad_h;
+      const int rows_in = iy0 >= 0 && iy0 + (p->k_h - 1) * p->dil_h < p->in_h;
+      for (int32_t ox = 0; ox < p->out_w; ox++, op += OC) {
+        const int32_t ix0 = ox * p->stride_w - p->pad_w;
+        /* the row as nseg runs of seg bytes, ystep apart in the input */
+        const int8_t *x;
+        int32_t nseg = 1, seg = K;
+        size_t xstep = 0;
+        if (direct) {
+          x = in + (((size_t)b * p->in_h + iy0) * p->in_w + ix0) * C;
+        } else if (p->dil_w == 1 && rows_in && ix0 >= 0 && ix0 + p->k_w <= p->in_w) {
+          x = in + (((size_t)b * p->in_h + iy0) * p->in_w + ix0) * C;
+          nseg = p->k_h, seg = kwc, xstep = ystep;
+        } else {
+          im2col_row_dsp(p, in, b, oy, ox, (int8_t)-p->input_offset, row);
+          x = row;
+        }
+        for (int32_t o0 = 0; o0 < OC4; o0 += 4) {
+          int32_t acc[4] = {beff[o0], beff[o0 + 1], beff[o0 + 2], beff[o0 + 3]};
+          const int8_t *wr = w + (size_t)o0 * K, *xs = x;
+          for (int32_t s = 0; s < nseg; s++, xs += xstep) k_dot4_s8_dsp(xs, wr + (size_t)s * seg, K, seg, acc, 0, 0);
+          for (int j = 0; j < 4; j++)
+            op[o0 + j] = k_finish_s8(acc[j], mult[o0 + j], shift[o0 + j], oo, lo, hi);
+        }
+        for (int32_t o = OC4; o < OC; o++) {
+          int32_t acc = beff[o];
+          const int8_t *wr = w + (size_t)o * K, *xs = x;
+          for (int32_t s = 0; s < nseg; s++, xs += xstep) k_dot1_s8_dsp(xs, wr + (size_t)s * seg, seg, &acc, 0, 0);
+          op[o] = k_finish_s8(acc, mult[o], shift[o], oo, lo, hi);
+        }
+      }
+    }
+  return K_OK;
+}
+
+/* The dispatcher of the builds that pick this variant (kernels.h: K_CONV_DISPATCHER). */
+K_CONV_DISPATCHER(emk_conv2d_s8, emk_conv2d_s8_dsp)
+#endif

@@ -1,0 +1,471 @@
+/* emk_conv2d_s8_mve: the Helium (MVE) variant of cortex_m::quantized_conv2d (conv2d_s8.c). */
+#include "conv2d_s8.h"
+#include "kernels_mve.h"
+
+#if FW_HAVE_MVE
+/* The scratch size, defined here on the builds that pick this variant (conv2d_s8.c says why). */
+CONV2D_S8_GET_BUFFER_SIZE
+
+/* General path (grouped convs, input offsets outside the int8 pad range).
+ * Four output channels at a time share each 16-byte input load (one VLDRB +
+ * four VLDRB + four VMLADAVA per 64 MACs). The input offset is applied as
+ * offset * sum(weights over the valid taps): full windows start from the
+ * program's folded bias (p->beff), or without it from full-window sums
+ * computed once per channel group and call; border pixels add the sums up on
+ * the fly. With groups == 1 and dil_w == 1, each kernel row is one contiguous
+ * run of (valid kx) * C bytes in both input and weights. */
+static void conv_mve_general(const qconv_params *p, const int8_t *in, const int8_t *w,
+                             const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                             int8_t *out) {
+  const int32_t cg = p->in_c / p->groups, og = p->out_c / p->groups;
+  const int32_t kwc = p->k_w * cg, ktot = p->k_h * kwc;
+  const int merged = p->groups == 1 && p->dil_w == 1;
+  const int32x4_t vlo = vdupq_n_s32(p->act_min), vhi = vdupq_n_s32(p->act_max);
+  const int32x4_t voff = vdupq_n_s32(p->output_offset);
+  for (int32_t o0 = 0; o0 < p->out_c; o0 += 4) {
+    const int32_t nout = p->out_c - o0 < 4 ? p->out_c - o0 : 4;
+    const mve_pred16_t pst = vctp32q((uint32_t)nout);
+    const int8_t *wc[4];
+    int32_t full_base[4], base[4], gidx[4]; /* start values of full / border windows */
+    for (int j = 0; j < 4; j++) {
+      const int32_t o = o0 + (j < nout ? j : 0); /* spare lanes repeat channel o0 */
+      wc[j] = w + (size_t)o * ktot;
+      base[j] = bias ? bias[o] : 0;
+      full_base[j] = p->beff ? p->beff[o]
+                             : (int32_t)((uint32_t)base[j] +
+                                         (uint32_t)p->input_offset * (uint32_t)k_sum_s8_mve(wc[j], ktot));
+      gidx[j] = o / og;
+    }
+    /* all four channels must read the same input slice to share loads */
+    const int same_group = gidx[0] == gidx[1] && gidx[0] == gidx[2] && gidx[0] == gidx[3];
+    const int32x4_t vm = vldrwq_z_s32(mult + o0, pst);
+    const int32x4_t vs = vldrwq_z_s32(shift + o0, pst);
+    for (int32_t b = 0; b < p->batch; b++)
+      for (int32_t oy = 0; oy < p->out_h; oy++) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_h;
+        for (int32_t ox = 0; ox < p->out_w; ox++) {
+          const int32_t ix0 = ox * p->stride_w - p->pad_w;
+          int32_t acc[4] = {0, 0, 0, 0}, ws[4] = {0, 0, 0, 0};
+          int32_t kx_lo = 0, kx_hi = p->k_w;
+          while (kx_lo < kx_hi && ix0 + kx_lo * p->dil_w < 0) kx_lo++;
+          while (kx_hi > kx_lo && ix0 + (kx_hi - 1) * p->dil_w >= p->in_w) kx_hi--;
+          int full = kx_lo == 0 && kx_hi == p->k_w;
+          for (int32_t ky = 0; ky < p->k_h && full; ky++) {
+            const int32_t iy = iy0 + ky * p->dil_h;
+            if (iy < 0 || iy >= p->in_h) full = 0;
+          }
+          if (same_group) {
+            const int32_t g = gidx[0];
+            for (int32_t ky = 0; ky < p->k_h; ky++) {
+              const int32_t iy = iy0 + ky * p->dil_h;
+              if (iy < 0 || iy >= p->in_h) continue;
+              const int8_t *row = in + ((size_t)b * p->in_h + iy) * p->in_w * p->in_c + (size_t)g * cg;
+              const size_t wrow = (size_t)ky * kwc;
+              if (merged) {
+                const int8_t *xp = row + (size_t)(ix0 + kx_lo) * p->in_c;
+                const size_t wo = wrow + (size_t)kx_lo * cg;
+                const int32_t len = (kx_hi - kx_lo) * cg;
+                if (full) k_dot4_s8_mve(xp, wc[0] + wo, wc[1] + wo, wc[2] + wo, wc[3] + wo, len, acc, ws, 0);
+                else k_dot4_s8_mve(xp, wc[0] + wo, wc[1] + wo, wc[2] + wo, wc[3] + wo, len, acc, ws, 1);
+              } else {
+                for (int32_t kx = kx_lo; kx < kx_hi; kx++) {
+                  const int8_t *xp = row + (size_t)(ix0 + kx * p->dil_w) * p->in_c;
+                  const size_t wo = wrow + (size_t)kx * cg;
+                  if (full) k_dot4_s8_mve(xp, wc[0] + wo, wc[1] + wo, wc[2] + wo, wc[3] + wo, cg, acc, ws, 0);
+                  else k_dot4_s8_mve(xp, wc[0] + wo, wc[1] + wo, wc[2] + wo, wc[3] + wo, cg, acc, ws, 1);
+                }
+              }
+            }
+          } else {
+            /* channel groups straddle a conv group boundary: one channel at a time */
+            for (int j = 0; j < nout; j++) {
+              int32_t a1[4] = {0, 0, 0, 0}, s1[4] = {0, 0, 0, 0};
+              for (int32_t ky = 0; ky < p->k_h; ky++) {
+                const int32_t iy = iy0 + ky * p->dil_h;
+                if (iy < 0 || iy >= p->in_h) continue;
+                const int8_t *row = in + ((size_t)b * p->in_h + iy) * p->in_w * p->in_c + (size_t)gidx[j] * cg;
+                for (int32_t kx = kx_lo; kx < kx_hi; kx++) {
+                  const int8_t *xp = row + (size_t)(ix0 + kx * p->dil_w) * p->in_c;
+                  const int8_t *wp = wc[j] + (size_t)ky * kwc + (size_t)kx * cg;
+                  k_dot4_s8_mve(xp, wp, wp, wp, wp, cg, a1, s1, 1);
+                }
+              }
+              acc[j] = a1[0];
+              ws[j] = s1[0];
+            }
+            full = 0;
+          }
+          for (int j = 0; j < 4; j++)
+            acc[j] = full ? (int32_t)((uint32_t)full_base[j] + (uint32_t)acc[j])
+                          : (int32_t)((uint32_t)base[j] + (uint32_t)acc[j] + (uint32_t)p->input_offset * (uint32_t)ws[j]);
+          int32x4_t r = k_requantize_mve(k_vec4_s32(acc), vm, vs);
+          r = vminq_s32(vmaxq_s32(vaddq_s32(r, voff), vlo), vhi);
+          vstrbq_p_s32(out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * p->out_c + o0, r, pst);
+        }
+      }
+  }
+}
+
+/* Fast path for groups == 1, pixel by pixel: each output pixel's receptive
+ * field is one row of K = k_h*k_w*C bytes (OHWI order, like a weight row):
+ * the input itself for 1x1 convolutions without padding, else gathered into
+ * scratch (im2col). Four output channels at a time share each 16-byte input
+ * load (one VLDRB of input, four of weights, four VMLAVA per 64 MACs), and
+ * their four sums are requantized as one vector. Padding taps are filled with
+ * -input_offset so that (x + input_offset) is 0 there, which lets the input
+ * offset be applied once per channel as input_offset * sum(all its weights),
+ * folded into the bias (the program's, p->beff, read in place; else computed
+ * per call into scratch). */
+/* Byte copy / fill with whole vectors and one predicated tail. */
+static inline void copy_s8(int8_t *dst, const int8_t *src, int32_t n) {
+  for (; n >= 16; n -= 16, dst += 16, src += 16) vstrbq_s8(dst, vldrbq_s8(src));
+  if (n > 0) {
+    const mve_pred16_t pr = vctp8q((uint32_t)n);
+    vstrbq_p_s8(dst, vldrbq_z_s8(src, pr), pr);
+  }
+}
+static inline void fill_s8(int8_t *dst, int8x16_t v, int32_t n) {
+  for (; n >= 16; n -= 16, dst += 16) vstrbq_s8(dst, v);
+  if (n > 0) vstrbq_p_s8(dst, v, vctp8q((uint32_t)n));
+}
+
+/* Receptive field of output pixel (b, oy, ox) as one row of K bytes (OHWI order). */
+static void im2col_row(const qconv_params *p, const int8_t *in, int32_t b, int32_t oy, int32_t ox,
+                       int8x16_t vpad, int8_t *dst) {
+  const int32_t C = p->in_c, kwc = p->k_w * C;
+  const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
+  const int32_t iy_last = iy0 + (p->k_h - 1) * p->dil_h, ix_last = ix0 + (p->k_w - 1) * p->dil_w;
+  const int8_t *src = in + (((size_t)b * p->in_h + iy0) * p->in_w + ix0) * C;
+  const size_t ystep = (size_t)p->dil_h * p->in_w * C;
+  if (p->dil_w == 1 && iy0 >= 0 && ix0 >= 0 && iy_last < p->in_h && ix_last < p->in_w) {
+    /* interior pixel: each kernel row is one contiguous run */
+    for (int32_t ky = 0; ky < p->k_h; ky++, dst += kwc, src += ystep) copy_s8(dst, src, kwc);
+    return;
+  }
+  int32_t kx_lo = 0, kx_hi = p->k_w;
+  while (kx_lo < kx_hi && ix0 + kx_lo * p->dil_w < 0) kx_lo++;
+  while (kx_hi > kx_lo && ix0 + (kx_hi - 1) * p->dil_w >= p->in_w) kx_hi--;
+  for (int32_t ky = 0; ky < p->k_h; ky++, dst += kwc, src += ystep) {
+    const int32_t iy = iy0 + ky * p->dil_h;
+    if (iy < 0 || iy >= p->in_h || kx_lo >= kx_hi) {
+      fill_s8(dst, vpad, kwc);
+      continue;
+    }
+    fill_s8(dst, vpad, kx_lo * C);
+    if (p->dil_w == 1) {
+      copy_s8(dst + kx_lo * C, src + (size_t)kx_lo * C, (kx_hi - kx_lo) * C);
+    } else {
+      for (int32_t kx = kx_lo; kx < kx_hi; kx++)
+        copy_s8(dst + kx * C, src + (size_t)kx * p->dil_w * C, C);
+    }
+    fill_s8(dst + kx_hi * C, vpad, (p->k_w - kx_hi) * C);
+  }
+}
+
+/* Four accumulators in one vector (lanes 0..3 = a0..a3). One lane per move:
+ * QEMU 7.2 and the assemblers disagree on which lane the first register of
+ * the two-lane VMOV goes to, so that form is not used. */
+static inline int32x4_t pack4(int32_t a0, int32_t a1, int32_t a2, int32_t a3) {
+  int32x4_t v;
+  __asm("vmov.32 %q0[0], %1\n\tvmov.32 %q0[1], %2\n\tvmov.32 %q0[2], %3\n\tvmov.32 %q0[3], %4"
+        : "=&w"(v) : "r"(a0), "r"(a1), "r"(a2), "r"(a3));
+  return v;
+}
+
+/* init[0..3] + the dot products of the K-byte row x with the four weight
+ * rows w0..w3. A tail-predicated low-overhead loop (DLSTP/LETP): lanes past
+ * K are inactive, so nothing beyond the rows is accumulated. In asm because
+ * GCC 12 spills the pointers of the intrinsic version; VMLAVA needs even
+ * accumulator registers. */
+static inline int32x4_t dot4_rows(const int8_t *x, const int8_t *w0, const int8_t *w1, const int8_t *w2,
+                                  const int8_t *w3, int32_t k, const int32_t *init) {
+  register int32_t a0 __asm("r0");
+  register int32_t a1 __asm("r2");
+  register int32_t a2 __asm("r4");
+  register int32_t a3 __asm("r6");
+  /* k and init go through memory to leave enough registers for the loop */
+  __asm volatile(
+      "ldr %[a0], %[init]\n"
+      "ldr %[a1], %[k]\n"
+      "dlstp.8 lr, %[a1]\n"
+      "ldrd %[a2], %[a3], [%[a0], #8]\n"
+      "ldrd %[a0], %[a1], [%[a0]]\n"
+      "1:\n"
+      "vldrb.8 q0, [%[x]], #16\n"
+      "vldrb.8 q1, [%[w0]], #16\n"
+      "vldrb.8 q2, [%[w1]], #16\n"
+      "vmlava.s8 %[a0], q0, q1\n"
+      "vldrb.8 q3, [%[w2]], #16\n"
+      "vmlava.s8 %[a1], q0, q2\n"
+      "vldrb.8 q1, [%[w3]], #16\n"
+      "vmlava.s8 %[a2], q0, q3\n"
+      "vmlava.s8 %[a3], q0, q1\n"
+      "letp lr, 1b\n"
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [x] "+r"(x), [w0] "+r"(w0),
+        [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3)
+      : [k] "m"(k), [init] "m"(init)
+      : "q0", "q1", "q2", "q3", "lr", "memory");
+  return pack4(a0, a1, a2, a3);
+}
+
+/* 1x1 stride-1 convolutions with K = C <= 16 (MobileNet's expand and
+ * project layers on few channels): the four weight rows of one group of
+ * output channels stay in q0-q3, and one loop walks every pixel: a
+ * predicated K-byte load, four VMLAVA, requantize, clamp, store; about 26
+ * instructions per four outputs. Full groups only (stores are not
+ * predicated); the caller does the last partial group. */
+typedef struct {
+  const int8_t *x;      /* 0: first pixel */
+  int8_t *out;          /* 4: first pixel's output for this group */
+  int32_t npix;         /* 8 */
+  int32_t k;            /* 12: bytes per pixel (= C = K) */
+  int32_t oc;           /* 16: output bytes per pixel */
+  int32_t off, lo, hi;  /* 20, 24, 28 */
+  const int8_t *w[4];   /* 32: the group's weight rows */
+  int32_t beff[4];      /* 48 */
+  int32_t mult[4];      /* 64 */
+  int32_t shift[4];     /* 80 */
+} conv_k16_args;
+
+K_ASM_LOOP(conv_k16_group, const conv_k16_args) {
+  __asm volatile(
+      K_ASM_SAVE
+      "mov r12, r0\n"
+      "ldr r3, [r12, #12]\n"
+      "vctp.8 r3\n" /* p0: the K bytes of a row, for the whole loop */
+      "ldr r1, [r12, #32]\n"
+      "ldr r5, [r12, #36]\n"
+      "ldr r7, [r12, #40]\n"
+      "ldr r8, [r12, #44]\n"
+      "vpstttt\n"
+      "vldrbt.8 q0, [r1]\n"
+      "vldrbt.8 q1, [r5]\n"
+      "vldrbt.8 q2, [r7]\n"
+      "vldrbt.8 q3, [r8]\n"
+      "vldrw.32 q5, [r12, #64]\n"
+      "vldrw.32 q6, [r12, #80]\n"
+      "ldr r1, [r12, #0]\n"
+      "ldr r5, [r12, #4]\n"
+      "ldr r7, [r12, #16]\n"
+      "ldr r8, [r12, #20]\n"
+      "ldr r9, [r12, #24]\n"
+      "ldr r10, [r12, #28]\n"
+      "ldr r11, [r12, #8]\n"
+      "add r12, r12, #48\n"
+      "dls lr, r11\n"
+      "1:\n"
+      "ldrd r0, r2, [r12]\n"
+      "ldrd r4, r6, [r12, #8]\n"
+      "vpst\n"
+      "vldrbt.8 q4, [r1]\n"
+      "add r1, r3\n"
+      "vmlava.s8 r0, q4, q0\n"
+      "vmlava.s8 r2, q4, q1\n"
+      "vmlava.s8 r4, q4, q2\n"
+      "vmlava.s8 r6, q4, q3\n"
+      "vmov.32 q4[0], r0\n"
+      "vmov.32 q4[1], r2\n"
+      "vmov.32 q4[2], r4\n"
+      "vmov.32 q4[3], r6\n"
+      /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */
+      "vqrdmulh.s32 q4, q4, q5\n"
+      "vand q7, q4, q6\n"
+      "vshr.s32 q7, q7, #31\n"
+      "vqadd.s32 q4, q4, q7\n"
+      "vrshl.s32 q4, q4, q6\n"
+      "vadd.i32 q4, q4, r8\n"
+      "vdup.32 q7, r9\n"
+      "vmax.s32 q4, q4, q7\n"
+      "vdup.32 q7, r10\n"
+      "vmin.s32 q4, q4, q7\n"
+      "vstrb.32 q4, [r5]\n"
+      "add r5, r7\n"
+      "le lr, 1b\n"
+      K_ASM_RESTORE);
+}
+
+static void conv_k16(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                     const int32_t *shift, int8_t *out, const int32_t *beff) {
+  const int32_t K = p->in_c, OC = p->out_c, OC4 = OC & ~3;
+  conv_k16_args a __attribute__((aligned(16)));
+  a.x = in, a.npix = p->batch * p->out_h * p->out_w, a.k = K, a.oc = OC;
+  a.off = p->output_offset, a.lo = p->act_min, a.hi = p->act_max;
+  for (int32_t o0 = 0; o0 < OC4; o0 += 4) {
+    a.out = out + o0;
+    for (int j = 0; j < 4; j++) {
+      a.w[j] = w + (size_t)(o0 + j) * K;
+      a.beff[j] = beff[o0 + j], a.mult[j] = mult[o0 + j], a.shift[j] = shift[o0 + j];
+    }
+    conv_k16_group(&a);
+  }
+  if (OC4 == OC) return;
+  /* the last 1-3 channels: predicated stores */
+  const int32_t rem = OC - OC4;
+  const mve_pred16_t ptail = vctp32q((uint32_t)rem);
+  const int8_t *wt = w + (size_t)OC4 * K;
+  const int8_t *wt1 = rem > 1 ? wt + K : wt, *wt2 = rem > 2 ? wt + 2 * (size_t)K : wt;
+  const int32x4_t vm = vldrwq_z_s32(mult + OC4, ptail), vs = vldrwq_z_s32(shift + OC4, ptail);
+  const int8_t *x = in;
+  int8_t *op = out + OC4;
+  for (int32_t i = 0; i < a.npix; i++, x += K, op += OC) {
+    int32x4_t r = k_requantize_mve(dot4_rows(x, wt, wt1, wt2, wt, K, beff + OC4), vm, vs);
+    vstrbq_p_s32(op, vminq_s32(vmaxq_s32(vaddq_n_s32(r, a.off), vdupq_n_s32(a.lo)), vdupq_n_s32(a.hi)), ptail);
+  }
+}
+
+/* All full groups of four output channels of one pixel, in one asm loop:
+ * per group the four weight rows are consecutive K-byte rows, the sums start
+ * from the folded bias, and the result is requantized, clamped and stored.
+ * About 35 + 9 * ceil(K / 16) instructions per group. The pointers in the
+ * argument block advance as the loop runs. */
+typedef struct {
+  const int8_t *x;      /* 0: the pixel's K-byte row */
+  const int8_t *w;      /* 4: the group's first weight row */
+  const int32_t *beff;  /* 8 */
+  const int32_t *mult;  /* 12 */
+  const int32_t *shift; /* 16 */
+  int8_t *out;          /* 20 */
+  int32_t groups;       /* 24: >= 1 */
+  int32_t k;            /* 28 */
+  int32_t off;          /* 32 */
+  int32_t pad_[3];
+  int32_t lo[4];        /* 48 */
+  int32_t hi[4];        /* 64 */
+} conv_pix_args;
+
+K_ASM_LOOP(conv_pixel_groups, conv_pix_args) {
+  __asm volatile(
+      K_ASM_SAVE
+      "mov r10, r0\n"
+      "ldr r9, [r10, #28]\n"
+      "ldr r12, [r10, #8]\n"
+      "ldr r11, [r10, #12]\n"
+      "ldr r3, [r10, #4]\n"
+      "vldrw.32 q7, [r10, #48]\n"
+      "1:\n"
+      "add r5, r3, r9\n"
+      "add r7, r5, r9\n"
+      "add r8, r7, r9\n"
+      "add r1, r8, r9\n"
+      "str r1, [r10, #4]\n"
+      "ldr r1, [r10, #0]\n"
+      "ldrd r0, r2, [r12], #8\n"
+      "ldrd r4, r6, [r12], #8\n"
+      "dlstp.8 lr, r9\n"
+      "2:\n"
+      "vldrb.8 q0, [r1], #16\n"
+      "vldrb.8 q1, [r3], #16\n"
+      "vldrb.8 q2, [r5], #16\n"
+      "vmlava.s8 r0, q0, q1\n"
+      "vldrb.8 q3, [r7], #16\n"
+      "vmlava.s8 r2, q0, q2\n"
+      "vldrb.8 q1, [r8], #16\n"
+      "vmlava.s8 r4, q0, q3\n"
+      "vmlava.s8 r6, q0, q1\n"
+      "letp lr, 2b\n"
+      "vmov.32 q4[0], r0\n"
+      "vmov.32 q4[1], r2\n"
+      "vmov.32 q4[2], r4\n"
+      "vmov.32 q4[3], r6\n"
+      "vldrw.32 q5, [r11], #16\n"
+      "ldr r0, [r10, #16]\n"
+      "vldrw.32 q6, [r0], #16\n"
+      "str r0, [r10, #16]\n"
+      /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */
+      "vqrdmulh.s32 q4, q4, q5\n"
+      "vand q5, q4, q6\n"
+      "vshr.s32 q5, q5, #31\n"
+      "vqadd.s32 q4, q4, q5\n"
+      "vrshl.s32 q4, q4, q6\n"
+      "ldr r0, [r10, #32]\n"
+      "vadd.i32 q4, q4, r0\n"
+      "vmax.s32 q4, q4, q7\n"
+      "vldrw.32 q5, [r10, #64]\n"
+      "vmin.s32 q4, q4, q5\n"
+      "ldr r0, [r10, #20]\n"
+      "vstrb.32 q4, [r0], #4\n"
+      "str r0, [r10, #20]\n"
+      "ldr r3, [r10, #4]\n"
+      "ldr r0, [r10, #24]\n"
+      "subs r0, #1\n"
+      "str r0, [r10, #24]\n"
+      "bne 1b\n"
+      K_ASM_RESTORE);
+}
+
+static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                      const int32_t *shift, int8_t *out, const int32_t *beff, int8_t *row) {
+  const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c, C = p->in_c;
+  const int32_t IH = p->in_h, IW = p->in_w, OH = p->out_h, OW = p->out_w, SH = p->stride_h, SW = p->stride_w;
+  const int direct = conv_direct(p);
+  const int8x16_t vpad = vdupq_n_s8((int8_t)-p->input_offset);
+  const int32_t OC4 = OC & ~3, rem = OC - OC4;
+  const mve_pred16_t ptail = vctp32q((uint32_t)rem);
+  /* weight rows of the last partial group: spare lanes repeat its first row */
+  const int8_t *wt = w + (size_t)OC4 * K;
+  const int8_t *wt1 = rem > 1 ? wt + K : wt, *wt2 = rem > 2 ? wt + 2 * (size_t)K : wt;
+  conv_pix_args a __attribute__((aligned(16)));
+  a.k = K, a.off = p->output_offset;
+  for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
+  int8_t *op = out;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < OH; oy++)
+      for (int32_t ox = 0; ox < OW; ox++, op += OC) {
+        const int8_t *x = row;
+        if (direct) x = in + (((size_t)b * IH + (size_t)oy * SH) * IW + (size_t)ox * SW) * C;
+        else im2col_row(p, in, b, oy, ox, vpad, row);
+        if (OC4) {
+          a.x = x, a.w = w, a.beff = beff, a.mult = mult, a.shift = shift, a.out = op, a.groups = OC4 / 4;
+          conv_pixel_groups(&a);
+        }
+        if (rem) {
+          int32x4_t r = dot4_rows(x, wt, wt1, wt2, wt, K, beff + OC4);
+          r = k_requantize_mve(r, vldrwq_z_s32(mult + OC4, ptail), vldrwq_z_s32(shift + OC4, ptail));
+          r = vminq_s32(vmaxq_s32(vaddq_n_s32(r, a.off), vldrwq_s32(a.lo)), vldrwq_s32(a.hi));
+          vstrbq_p_s32(op + OC4, r, ptail);
+        }
+      }
+}
+
+k_status emk_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
+                        const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                        int8_t *out, void *scratch, size_t scratch_size) {
+  for (int32_t o = 0; o < p->out_c; o++)
+    if (!k_requant_vec_ok(mult[o], shift[o])) {
+      emk_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
+      return K_OK;
+    }
+  if (!conv_fast_ok(p)) {
+    conv_mve_general(p, in, w, bias, mult, shift, out);
+    return K_OK;
+  }
+  if (scratch_size < emk_conv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c;
+  int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
+  /* The start values, read in whole vectors (out_c rounded up to 4): the
+   * program's folded bias (emlkit/passes/window_bias.py, padded there), or with
+   * a zero offset (emlkit/passes/fold_input_offset.py) the bias itself where
+   * out_c is a multiple of 4; else built here. */
+  const int32_t *beff = p->beff;
+  if (!beff && p->input_offset == 0 && bias && (OC & 3) == 0) beff = bias;
+  if (!beff) {
+    int32_t *b = (int32_t *)scratch;
+    if (p->input_offset == 0)
+      for (int32_t o = 0; o < OC; o++) b[o] = bias ? bias[o] : 0;
+    else
+      for (int32_t o = 0; o < OC; o++)
+        b[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) +
+                         (uint32_t)p->input_offset * (uint32_t)k_sum_s8_mve(w + (size_t)o * K, K));
+    for (int32_t o = OC; o < (OC + 3) / 4 * 4; o++) b[o] = 0;
+    beff = b;
+  }
+  if (conv_direct(p) && p->stride_h == 1 && p->stride_w == 1 && p->in_c <= 16)
+    conv_k16(p, in, w, mult, shift, out, beff);
+  else
+    conv_fast(p, in, w, mult, shift, out, beff, row);
+  return K_OK;
+}
+
+/* The dispatcher of the builds that pick this variant (kernels.h: K_CONV_DISPATCHER). */
+K_CONV_DISPATCHER(emk_conv2d_s8, emk_conv2d_s8_mve)
+#endif

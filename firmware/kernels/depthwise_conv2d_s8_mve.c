@@ -1,0 +1,466 @@
+/* emk_depthwise_conv2d_s8_mve: the Helium (MVE) variant of cortex_m::quantized_depthwise_conv2d
+ * (depthwise_conv2d_s8.c). */
+#include "depthwise_conv2d_s8.h"
+#include "kernels_mve.h"
+
+#if FW_HAVE_MVE
+/* The scratch size, defined here on the builds that pick this variant (depthwise_conv2d_s8.c says why). */
+DEPTHWISE_CONV2D_S8_GET_BUFFER_SIZE
+
+/* depth_multiplier 1 (the common case): 16 channels per step in four int32
+ * vectors; per 4 lanes one widening load of input and of weights, a multiply
+ * and an add (MVE has no vector-by-vector integer VMLA). For windows that lie
+ * inside the input, the input offset is applied once as
+ * input_offset * sum(all taps' weights), folded into a per-channel bias
+ * precomputed per call; windows cut by the border add the offset per tap.
+ * The last partial group of channels uses predicated loads and stores.
+ * Other multipliers and scalar-only requant parameters use the portable code. */
+
+/* The valid taps of one output pixel's window: nky rows of nkx taps; after a
+ * row the pointers move on by xadj / wadj. The asm below reads nkx, xadj and
+ * wadj at byte offsets 4, 16 and 20. */
+typedef struct {
+  int32_t nky, nkx;
+  int32_t xstep, wstep, xadj, wadj;
+  int32_t off;
+} dw_window;
+
+/* 16 channels of one output pixel, requantized and stored; xp / wp point at
+ * the first valid tap, init at 16 per-channel start values (or NULL for zeros). */
+static inline __attribute__((always_inline)) void dw_pixel16(const qconv_params *p, const dw_window *g,
+                                                            const int8_t *xp, const int8_t *wp,
+                                                            const int32_t *init, const int32_t *mult,
+                                                            const int32_t *shift, int8_t *op,
+                                                            const int full) {
+  int32x4_t a0, a1, a2, a3, t0, t1;
+  int32_t t;
+  if (init) {
+    a0 = vldrwq_s32(init), a1 = vldrwq_s32(init + 4);
+    a2 = vldrwq_s32(init + 8), a3 = vldrwq_s32(init + 12);
+  } else {
+    a0 = a1 = a2 = a3 = vdupq_n_s32(0);
+  }
+  int32_t nky = g->nky;
+  /* in asm because GCC 12 keeps all twelve loaded vectors live and spills
+   * the accumulators to the stack */
+  if (nky > 0 && g->nkx > 0) {
+/* One tap of four channels into accumulator A: widening loads of input and
+ * weights at byte offset OFS, ADD (the input offset for border windows, or
+ * nothing), a multiply and an add. */
+#define DW_TAP4(OFS, A, ADD)                  \
+  "vldrb.s32 %q[t0], [%[x]" OFS "]\n"         \
+  "vldrb.s32 %q[t1], [%[w]" OFS "]\n"         \
+  ADD                                         \
+  "vmul.i32 %q[t0], %q[t0], %q[t1]\n"         \
+  "vadd.i32 %q[" A "], %q[" A "], %q[t0]\n"
+/* The window's valid taps: rows of nkx taps, 16 channels per tap (the
+ * variable part: ADD's operand, if any). */
+#define DW_TAPS(ADD, ...)                                                                     \
+  __asm volatile("2:\n"                                                                     \
+                 "ldr %[t], [%[g], #4]\n"                                                   \
+                 "dls lr, %[t]\n"                                                           \
+                 "1:\n" DW_TAP4("", "a0", ADD) DW_TAP4(", #4", "a1", ADD)                   \
+                     DW_TAP4(", #8", "a2", ADD) DW_TAP4(", #12", "a3", ADD)                 \
+                 "add %[x], %[xs]\n"                                                        \
+                 "add %[w], %[ws]\n"                                                        \
+                 "le lr, 1b\n"                                                              \
+                 "ldr %[t], [%[g], #16]\n"                                                  \
+                 "add %[x], %[t]\n"                                                         \
+                 "ldr %[t], [%[g], #20]\n"                                                  \
+                 "add %[w], %[t]\n"                                                         \
+                 "subs %[nky], #1\n"                                                        \
+                 "bne 2b\n"                                                                 \
+                 : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3), [t0] "=&w"(t0), \
+                   [t1] "=&w"(t1), [x] "+l"(xp), [w] "+l"(wp), [nky] "+r"(nky), [t] "=&r"(t)   \
+                 : [g] "r"(g), [xs] "r"(g->xstep), [ws] "r"(g->wstep) __VA_ARGS__            \
+                 : "lr", "memory", "cc")
+    if (full) DW_TAPS("", );
+    else DW_TAPS("vadd.i32 %q[t0], %q[t0], %[off]\n", , [off] "r"(g->off));
+#undef DW_TAPS
+#undef DW_TAP4
+  }
+  /* straight-line requantization keeps the accumulators in registers */
+  const int32x4_t vlo = vdupq_n_s32(p->act_min), vhi = vdupq_n_s32(p->act_max);
+#define DW_OUT(A, OFS)                                                                        \
+  vstrbq_s32(op + (OFS),                                                                      \
+             vminq_s32(vmaxq_s32(vaddq_n_s32(k_requantize_mve(A, vldrwq_s32(mult + (OFS)),    \
+                                                              vldrwq_s32(shift + (OFS))),     \
+                                             p->output_offset),                               \
+                                 vlo),                                                        \
+                       vhi))
+  DW_OUT(a0, 0);
+  DW_OUT(a1, 4);
+  DW_OUT(a2, 8);
+  DW_OUT(a3, 12);
+#undef DW_OUT
+}
+
+/* The last rem < 16 channels, predicated. */
+static int32x4x4_t dw_taps_tail(const dw_window *g, const int8_t *xp, const int8_t *wp,
+                                const int32_t *init, int32_t rem, int full) {
+  mve_pred16_t pr[4];
+  int32x4_t a[4];
+  for (int v = 0; v < 4; v++) {
+    pr[v] = vctp32q((uint32_t)(rem > 4 * v ? rem - 4 * v : 0));
+    a[v] = init ? vldrwq_z_s32(init + 4 * v, pr[v]) : vdupq_n_s32(0);
+  }
+  for (int32_t ky = 0; ky < g->nky; ky++, xp += g->xadj, wp += g->wadj)
+    for (int32_t kx = 0; kx < g->nkx; kx++, xp += g->xstep, wp += g->wstep)
+      for (int v = 0; v < 4; v++) {
+        int32x4_t x = vldrbq_z_s32(xp + 4 * v, pr[v]);
+        if (!full) x = vaddq_n_s32(x, g->off);
+        a[v] = vaddq_s32(a[v], vmulq_s32(x, vldrbq_z_s32(wp + 4 * v, pr[v])));
+      }
+  return (int32x4x4_t){{a[0], a[1], a[2], a[3]}};
+}
+
+/* Requantize, clamp and store the last rem < 16 channels. */
+static void dw_store_tail(const qconv_params *p, int32x4x4_t a, const int32_t *mult, const int32_t *shift,
+                          int8_t *op, int32_t rem) {
+  const int32x4_t vlo = vdupq_n_s32(p->act_min), vhi = vdupq_n_s32(p->act_max);
+  for (int v = 0; v < 4; v++) {
+    const mve_pred16_t pr = vctp32q((uint32_t)(rem > 4 * v ? rem - 4 * v : 0));
+    int32x4_t r = k_requantize_mve(a.val[v], vldrwq_z_s32(mult + 4 * v, pr), vldrwq_z_s32(shift + 4 * v, pr));
+    vstrbq_p_s32(op + 4 * v, vminq_s32(vmaxq_s32(vaddq_n_s32(r, p->output_offset), vlo), vhi), pr);
+  }
+}
+
+/* Per 16-channel group: the folded bias for full windows, then the group's
+ * multipliers and shifts (zero past the last channel), so that one pointer
+ * reaches all three with immediate offsets. The program's own (p->dwblk,
+ * emlkit/passes/window_bias.py), else built in scratch per call. */
+#define DW_BLOCK 48 /* int32 per group */
+
+/* A run of output pixels of one row whose windows lie inside the input, one
+ * 16-channel group, in one asm loop: the accumulators start from the folded
+ * bias, each tap is four widening loads of input and weights with a multiply
+ * and an add per four channels, and the sixteen sums are requantized,
+ * clamped and stored. About 60 + kh * (4 + 19 * kw) instructions per pixel. */
+typedef struct {
+  const int8_t *x;   /* 0: first tap of the first pixel (group's first channel) */
+  const int8_t *w;   /* 4: first tap's weights (group's first channel) */
+  int8_t *out;       /* 8 */
+  int32_t npix;      /* 12: >= 1 */
+  int32_t xpix;      /* 16: input bytes between output pixels */
+  int32_t opix;      /* 20: output bytes between pixels (C) */
+  int32_t kw, kh;    /* 24, 28: >= 1 */
+  int32_t xstep;     /* 32: dil_w * C */
+  int32_t wstep;     /* 36: C */
+  int32_t xadj;      /* 40: next tap row: dil_h * in_w * C - kw * xstep */
+  const int32_t *g;  /* 44: the group's block */
+  int32_t off;       /* 48 */
+  int32_t pad_[3];
+  int32_t lo[4];     /* 64 */
+  int32_t hi[4];     /* 80 */
+} dw_run_args;
+
+K_ASM_LOOP(dw_run16, const dw_run_args) {
+  __asm volatile(
+      K_ASM_SAVE
+      "ldr r1, [r0, #0]\n"
+      "ldr r3, [r0, #8]\n"
+      "ldr r4, [r0, #12]\n"
+      "ldr r8, [r0, #32]\n"
+      "ldr r9, [r0, #36]\n"
+      "ldr r10, [r0, #40]\n"
+      "ldr r11, [r0, #44]\n"
+      "ldr r12, [r0, #48]\n"
+      "vldrw.32 q6, [r0, #64]\n"
+      "vldrw.32 q7, [r0, #80]\n"
+      "1:\n" /* pixel */
+      "vldrw.32 q0, [r11]\n"
+      "vldrw.32 q1, [r11, #16]\n"
+      "vldrw.32 q2, [r11, #32]\n"
+      "vldrw.32 q3, [r11, #48]\n"
+      "mov r5, r1\n"
+      "ldr r6, [r0, #4]\n"
+      "ldr r7, [r0, #28]\n"
+      "2:\n" /* tap row */
+      "ldr r2, [r0, #24]\n"
+      "dls lr, r2\n"
+      "3:\n" /* tap */
+      "vldrb.s32 q4, [r5]\n"
+      "vldrb.s32 q5, [r6]\n"
+      "vmul.i32 q4, q4, q5\n"
+      "vadd.i32 q0, q0, q4\n"
+      "vldrb.s32 q4, [r5, #4]\n"
+      "vldrb.s32 q5, [r6, #4]\n"
+      "vmul.i32 q4, q4, q5\n"
+      "vadd.i32 q1, q1, q4\n"
+      "vldrb.s32 q4, [r5, #8]\n"
+      "vldrb.s32 q5, [r6, #8]\n"
+      "vmul.i32 q4, q4, q5\n"
+      "vadd.i32 q2, q2, q4\n"
+      "vldrb.s32 q4, [r5, #12]\n"
+      "vldrb.s32 q5, [r6, #12]\n"
+      "vmul.i32 q4, q4, q5\n"
+      "vadd.i32 q3, q3, q4\n"
+      "add r5, r8\n"
+      "add r6, r9\n"
+      "le lr, 3b\n"
+      "add r5, r10\n"
+      "subs r7, #1\n"
+      "bne 2b\n"
+      /* k_requantize_mve per four channels: multipliers at +64, shifts at +128 */
+      "vldrw.32 q4, [r11, #64]\n"
+      "vldrw.32 q5, [r11, #128]\n"
+      "vqrdmulh.s32 q0, q0, q4\n"
+      "vand q4, q0, q5\n"
+      "vshr.s32 q4, q4, #31\n"
+      "vqadd.s32 q0, q0, q4\n"
+      "vrshl.s32 q0, q0, q5\n"
+      "vadd.i32 q0, q0, r12\n"
+      "vmax.s32 q0, q0, q6\n"
+      "vmin.s32 q0, q0, q7\n"
+      "vstrb.32 q0, [r3]\n"
+      "vldrw.32 q4, [r11, #80]\n"
+      "vldrw.32 q5, [r11, #144]\n"
+      "vqrdmulh.s32 q1, q1, q4\n"
+      "vand q4, q1, q5\n"
+      "vshr.s32 q4, q4, #31\n"
+      "vqadd.s32 q1, q1, q4\n"
+      "vrshl.s32 q1, q1, q5\n"
+      "vadd.i32 q1, q1, r12\n"
+      "vmax.s32 q1, q1, q6\n"
+      "vmin.s32 q1, q1, q7\n"
+      "vstrb.32 q1, [r3, #4]\n"
+      "vldrw.32 q4, [r11, #96]\n"
+      "vldrw.32 q5, [r11, #160]\n"
+      "vqrdmulh.s32 q2, q2, q4\n"
+      "vand q4, q2, q5\n"
+      "vshr.s32 q4, q4, #31\n"
+      "vqadd.s32 q2, q2, q4\n"
+      "vrshl.s32 q2, q2, q5\n"
+      "vadd.i32 q2, q2, r12\n"
+      "vmax.s32 q2, q2, q6\n"
+      "vmin.s32 q2, q2, q7\n"
+      "vstrb.32 q2, [r3, #8]\n"
+      "vldrw.32 q4, [r11, #112]\n"
+      "vldrw.32 q5, [r11, #176]\n"
+      "vqrdmulh.s32 q3, q3, q4\n"
+      "vand q4, q3, q5\n"
+      "vshr.s32 q4, q4, #31\n"
+      "vqadd.s32 q3, q3, q4\n"
+      "vrshl.s32 q3, q3, q5\n"
+      "vadd.i32 q3, q3, r12\n"
+      "vmax.s32 q3, q3, q6\n"
+      "vmin.s32 q3, q3, q7\n"
+      "vstrb.32 q3, [r3, #12]\n"
+      "ldr r2, [r0, #16]\n"
+      "add r1, r2\n"
+      "ldr r2, [r0, #20]\n"
+      "add r3, r2\n"
+      "subs r4, #1\n"
+      "bne 1b\n"
+      K_ASM_RESTORE);
+}
+
+/* Valid kernel rows [lo, hi) of output row/column o. */
+static inline void dw_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n,
+                            int32_t *lo, int32_t *hi) {
+  const int32_t i0 = o * stride - pad;
+  int32_t l = 0, h = k;
+  while (l < h && i0 + l * dil < 0) l++;
+  while (h > l && i0 + (h - 1) * dil >= n) h--;
+  *lo = l, *hi = h;
+}
+
+/* Depth multiplier a multiple of 4 (a convolution of a one-channel input is
+ * lowered this way, e.g. DS-CNN's first layer): each vector of four output
+ * channels reads one input channel, so a tap is the broadcast value
+ * (x + input_offset) times a weight vector, one VMLA by scalar per four
+ * outputs. Per pixel and input channel the window's values are gathered once
+ * into scratch (0 for taps in the padding, which contribute nothing), then
+ * every 16 outputs walk the taps with their weights in order. */
+static void dw_mult4(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
+                     const int32_t *mult, const int32_t *shift, int8_t *out, int32_t *xv) {
+  const int32_t C = p->in_c, OC = p->out_c, dm = OC / C, off = p->input_offset;
+  const int32_t KH = p->k_h, KW = p->k_w, taps = KH * KW;
+  const int32x4_t vlo = vdupq_n_s32(p->act_min), vhi = vdupq_n_s32(p->act_max);
+  int8_t *op = out;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+      const int32_t iy0 = oy * p->stride_h - p->pad_h;
+      for (int32_t ox = 0; ox < p->out_w; ox++, op += OC) {
+        const int32_t ix0 = ox * p->stride_w - p->pad_w;
+        int32_t kx_lo, kx_hi;
+        dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, KW, p->in_w, &kx_lo, &kx_hi);
+        const size_t xs = (size_t)p->dil_w * C;
+        for (int32_t c = 0; c < C; c++) {
+          int32_t *t = xv;
+          for (int32_t ky = 0; ky < KH; ky++, t += KW) {
+            const int32_t iy = iy0 + ky * p->dil_h;
+            int32_t kx = 0;
+            if (iy >= 0 && iy < p->in_h) {
+              for (; kx < kx_lo; kx++) t[kx] = 0;
+              const int8_t *xp = in + (((size_t)b * p->in_h + iy) * p->in_w + (size_t)(ix0 + kx_lo * p->dil_w)) * C + c;
+              for (; kx < kx_hi; kx++, xp += xs) t[kx] = *xp + off;
+            }
+            for (; kx < KW; kx++) t[kx] = 0;
+          }
+          for (int32_t j0 = 0; j0 < dm; j0 += 16) {
+            const int32_t o0 = c * dm + j0, nv = dm - j0 >= 16 ? 4 : (dm - j0) / 4;
+            int32x4_t a0 = vdupq_n_s32(0), a1 = a0, a2 = a0, a3 = a0;
+            if (bias) {
+              a0 = vldrwq_s32(bias + o0);
+              if (nv > 1) a1 = vldrwq_s32(bias + o0 + 4);
+              if (nv > 2) a2 = vldrwq_s32(bias + o0 + 8);
+              if (nv > 3) a3 = vldrwq_s32(bias + o0 + 12);
+            }
+            const int8_t *wp = w + o0;
+            if (nv == 4) {
+              for (int32_t k = 0; k < taps; k++, wp += OC) {
+                const int32_t x = xv[k];
+                a0 = vmlaq_n_s32(a0, vldrbq_s32(wp), x);
+                a1 = vmlaq_n_s32(a1, vldrbq_s32(wp + 4), x);
+                a2 = vmlaq_n_s32(a2, vldrbq_s32(wp + 8), x);
+                a3 = vmlaq_n_s32(a3, vldrbq_s32(wp + 12), x);
+              }
+            } else {
+              for (int32_t k = 0; k < taps; k++, wp += OC) {
+                const int32_t x = xv[k];
+                a0 = vmlaq_n_s32(a0, vldrbq_s32(wp), x);
+                if (nv > 1) a1 = vmlaq_n_s32(a1, vldrbq_s32(wp + 4), x);
+                if (nv > 2) a2 = vmlaq_n_s32(a2, vldrbq_s32(wp + 8), x);
+              }
+            }
+#define DWM_OUT(A, V)                                                                                    \
+  vstrbq_s32(op + o0 + 4 * (V),                                                                          \
+             vminq_s32(vmaxq_s32(vaddq_n_s32(k_requantize_mve(A, vldrwq_s32(mult + o0 + 4 * (V)),         \
+                                                              vldrwq_s32(shift + o0 + 4 * (V))),          \
+                                             p->output_offset),                                          \
+                                 vlo),                                                                   \
+                       vhi))
+            DWM_OUT(a0, 0);
+            if (nv > 1) DWM_OUT(a1, 1);
+            if (nv > 2) DWM_OUT(a2, 2);
+            if (nv > 3) DWM_OUT(a3, 3);
+#undef DWM_OUT
+          }
+        }
+      }
+    }
+}
+
+/* The blocks built per call, for programs that do not carry them (compiled
+ * by ExecuTorch's own flow, or older ones): into scratch, from the folded
+ * bias the program gives (p->beff) or from the weights. Out of line: inlined,
+ * it costs the pixel loops below registers. */
+static __attribute__((noinline)) const int32_t *dw_blocks(const qconv_params *p, const int8_t *w,
+                                                          const int32_t *bias, const int32_t *mult,
+                                                          const int32_t *shift, int32_t *blocks) {
+  const int32_t C = p->in_c, taps = p->k_h * p->k_w;
+  for (int32_t c0 = 0; c0 < C; c0 += 16) {
+    int32_t *g = blocks + (c0 / 16) * DW_BLOCK;
+    for (int v = 0; v < 4; v++) {
+      const int32_t c = c0 + 4 * v;
+      const mve_pred16_t pr = vctp32q((uint32_t)(C - c > 0 ? C - c : 0));
+      if (p->beff) { /* folded at compile time (emlkit/passes/window_bias.py) */
+        vstrwq_s32(g + 4 * v, vldrwq_z_s32(p->beff + c, pr));
+      } else {
+        int32x4_t ws = vdupq_n_s32(0);
+        for (int32_t t = 0; t < taps; t++) ws = vaddq_s32(ws, vldrbq_z_s32(w + (size_t)t * C + c, pr));
+        const int32x4_t vb = bias ? vldrwq_z_s32(bias + c, pr) : vdupq_n_s32(0);
+        vstrwq_s32(g + 4 * v, vpselq_s32(vmlaq_n_s32(vb, ws, p->input_offset), vdupq_n_s32(0), pr));
+      }
+      vstrwq_s32(g + 16 + 4 * v, vldrwq_z_s32(mult + c, pr));
+      vstrwq_s32(g + 32 + 4 * v, vldrwq_z_s32(shift + c, pr));
+    }
+  }
+  return blocks;
+}
+
+k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
+                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                          int8_t *out, void *scratch, size_t scratch_size) {
+  const int32_t dm = p->out_c / p->in_c;
+  int ok = p->out_c == p->in_c * dm && (dm == 1 || dm % 4 == 0);
+  for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]);
+  if (!ok) {
+    emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
+    return K_OK;
+  }
+  if (scratch_size < emk_depthwise_conv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  if (dw_as_conv(p)) DW_AS_CONV(emk_conv2d_s8_mve);
+  if (dm > 1) {
+    dw_mult4(p, in, w, bias, mult, shift, out, (int32_t *)scratch + ((size_t)p->out_c + 15) / 16 * DW_BLOCK);
+    return K_OK;
+  }
+  const int32_t C = p->in_c, C16 = C & ~15;
+  const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
+  const int32_t *blocks = p->dwblk ? p->dwblk : dw_blocks(p, w, bias, mult, shift, (int32_t *)scratch);
+  dw_run_args ra __attribute__((aligned(16)));
+  ra.opix = C, ra.kw = p->k_w, ra.kh = p->k_h, ra.xstep = xstep, ra.wstep = C;
+  ra.xadj = ystep - p->k_w * xstep, ra.xpix = p->stride_w * C, ra.off = p->output_offset;
+  for (int j = 0; j < 4; j++) ra.lo[j] = p->act_min, ra.hi[j] = p->act_max;
+  /* output columns whose windows lie inside the input horizontally: [ox_a, ox_b) */
+  int32_t ox_a = 0, ox_b = p->out_w;
+  while (ox_a < ox_b && ox_a * p->stride_w - p->pad_w < 0) ox_a++;
+  while (ox_b > ox_a && (ox_b - 1) * p->stride_w - p->pad_w + (p->k_w - 1) * p->dil_w >= p->in_w) ox_b--;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+      const int32_t iy0 = oy * p->stride_h - p->pad_h;
+      int32_t ky_lo, ky_hi;
+      dw_valid(oy, p->stride_h, p->pad_h, p->dil_h, p->k_h, p->in_h, &ky_lo, &ky_hi);
+      const int row_full = ky_lo == 0 && ky_hi == p->k_h;
+      for (int32_t ox = 0; ox < p->out_w; ox++) {
+        int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * C;
+        if (row_full && ox == ox_a && ox_b > ox_a && C16) {
+          /* the interior run of this row, all whole 16-channel groups */
+          ra.npix = ox_b - ox_a;
+          for (int32_t c0 = 0; c0 < C16; c0 += 16) {
+            ra.x = in + (((size_t)b * p->in_h + iy0) * p->in_w + (size_t)(ox_a * p->stride_w - p->pad_w)) * C + c0;
+            ra.w = w + c0, ra.out = op + c0, ra.g = blocks + (c0 / 16) * DW_BLOCK;
+            dw_run16(&ra);
+          }
+          if (C16 == C) {
+            ox = ox_b - 1;
+            continue;
+          }
+          /* the channels past the last whole group, pixel by pixel below */
+          for (int32_t ox2 = ox_a; ox2 < ox_b; ox2++) {
+            int8_t *op2 = out + (((size_t)b * p->out_h + oy) * p->out_w + ox2) * C;
+            dw_window g;
+            g.nky = p->k_h, g.nkx = p->k_w, g.xstep = xstep, g.wstep = C, g.off = p->input_offset;
+            g.xadj = ystep - g.nkx * xstep, g.wadj = 0;
+            const int8_t *x0 = in + (((size_t)b * p->in_h + iy0) * p->in_w + (size_t)(ox2 * p->stride_w - p->pad_w)) * C;
+            const int32_t *gb = blocks + (C16 / 16) * DW_BLOCK;
+            dw_store_tail(p, dw_taps_tail(&g, x0 + C16, w + C16, gb, C - C16, 1), gb + 16, gb + 32, op2 + C16,
+                          C - C16);
+          }
+          ox = ox_b - 1;
+          continue;
+        }
+        const int32_t ix0 = ox * p->stride_w - p->pad_w;
+        int32_t kx_lo, kx_hi;
+        dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
+        const int full = row_full && kx_lo == 0 && kx_hi == p->k_w;
+        dw_window g;
+        g.nky = ky_hi - ky_lo, g.nkx = kx_hi - kx_lo;
+        g.xstep = xstep, g.wstep = C, g.off = p->input_offset;
+        g.xadj = ystep - g.nkx * xstep, g.wadj = (p->k_w - g.nkx) * C;
+        /* first valid tap, as an integer offset so that no pointer outside
+         * the input is ever formed */
+        const int8_t *x0 = in + ((size_t)b * p->in_h * p->in_w) * C +
+                           (((ptrdiff_t)(iy0 + ky_lo * p->dil_h) * p->in_w + ix0 + kx_lo * p->dil_w) * C);
+        const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
+        int32_t c0 = 0;
+        for (; c0 + 16 <= C; c0 += 16) {
+          /* the block's multipliers and shifts: one pointer for all three */
+          const int32_t *gb = blocks + (c0 / 16) * DW_BLOCK;
+          dw_pixel16(p, &g, x0 + c0, w0 + c0, full ? gb : (bias ? bias + c0 : NULL), gb + 16, gb + 32, op + c0,
+                     full);
+        }
+        if (c0 < C) {
+          const int32_t *gb = blocks + (c0 / 16) * DW_BLOCK;
+          dw_store_tail(p, dw_taps_tail(&g, x0 + c0, w0 + c0, full ? gb : (bias ? bias + c0 : NULL), C - c0, full),
+                        gb + 16, gb + 32, op + c0, C - c0);
+        }
+      }
+    }
+  return K_OK;
+}
+
+/* The dispatcher of the builds that pick this variant (kernels.h: K_CONV_DISPATCHER). */
+K_CONV_DISPATCHER(emk_depthwise_conv2d_s8, emk_depthwise_conv2d_s8_mve)
+#endif
