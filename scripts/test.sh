@@ -27,6 +27,6 @@ if [ "$WORKERS" = "0" ]; then XDIST=(); fi
 
 SLOW=0
 if [ "${1:-}" = "--slow" ]; then SLOW=1; shift; fi
-run_pytest "${XDIST[@]}" -m "not slow" -q "$@"
+run_pytest "${XDIST[@]}" -m "not slow" -q --durations=25 "$@"
 if [ "$SLOW" -eq 1 ]; then run_pytest "${XDIST[@]}" -m "slow" -q "$@"; fi
 ./test_cortex_m.sh --quick
