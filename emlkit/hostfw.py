@@ -7,7 +7,8 @@ requantization bounds, scratch, aliasing of outputs over inputs) exactly as the 
 then stops before the first inference. A program the device would refuse is refused at compile time with
 the device's own message.
 
-`runner --list-ops` prints the firmware's operator registry: which (operator, overload) pairs it implements.
+`runner --list-ops` prints the firmware's operator registry: which (operator, overload) pairs it implements
+and the per-call state bytes of each.
 
 The build lives in build/host-<type>[-asan]. CMake runs only when a source under firmware/ or boards/host
 changed (a stamp of paths, sizes and mtimes). Below `compile` and `deploy`: it imports neither.
@@ -140,16 +141,25 @@ def load_check(bpte: Path) -> LoadRefusal | None:
 
 def registry_ops() -> frozenset[tuple[str, str]]:
     """(`ns::name`, overload) pairs the firmware's operator registry implements, as the firmware lists them."""
+    return frozenset(op for op, _ in _registry())
+
+
+def registry_state_bytes() -> dict[tuple[str, str], int]:
+    """Per-call state bytes of each registry entry (0: none): the runtime memory a kernel call of it takes."""
+    return dict(_registry())
+
+
+def _registry() -> tuple[tuple[tuple[str, str], int], ...]:
     runner = build_host_runner()
     return _listed_ops(str(runner), runner.stat().st_mtime_ns)
 
 
 @lru_cache(maxsize=4)
-def _listed_ops(runner: str, mtime_ns: int) -> frozenset[tuple[str, str]]:
+def _listed_ops(runner: str, mtime_ns: int) -> tuple[tuple[tuple[str, str], int], ...]:
     p = subprocess.run([runner, "--list-ops"], capture_output=True, text=True, timeout=LOAD_CHECK_TIMEOUT_S)
     try:
         ops = json.loads(p.stdout)["ops"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise HostBuildError(f"the host runner did not list its operators (exit {p.returncode}): "
                              f"{(p.stdout + p.stderr).strip()[-400:]}") from exc
-    return frozenset((str(name), str(overload)) for name, overload in ops)
+    return tuple(((str(name), str(overload)), int(state)) for name, overload, state in ops)

@@ -1,36 +1,26 @@
 """What a compiled program asks the firmware's runner for, read off the program (board-independent).
 
 Written by `compile` into the report ("program_needs"); the fit check (emlkit/deploy/fit.py) sets it
-against a board's memories. Only the program and the firmware's operator tables are read here, so
-compiling needs nothing from emlkit.deploy.
+against a board's memories. Only the program and the firmware's operator registry (listed by its host
+build, emlkit.hostfw) are read here, so compiling needs nothing from emlkit.deploy.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-OPS_DIR = Path(__file__).resolve().parents[1] / "firmware" / "ops"
+from emlkit import hostfw
+
 RUNTIME_ALIGN = 8      # firmware/runtime/method.c ALIGN: each runtime table is rounded up to it
 # Element sizes of ExecuTorch's ScalarType codes (executorch/exir/scalar_type.py).
 _ELEMENT_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2}
-ET_OP = re.compile(r'^\s*ET_OP\(\s*"([^"]+)"\s*,\s*"([^"]*)"\s*,(.*)\)\s*$')
 
 
-def state_bytes(ops_dir: Path = OPS_DIR) -> dict[tuple[str, str], int]:
-    """Per-call state bytes of the operators whose registry entry gives them (ET_OP's fifth argument, a number):
-    the firmware's runtime memory holds that much per kernel call of the operator (firmware/runtime/method.c)."""
-    out: dict[tuple[str, str], int] = {}
-    for path in sorted(ops_dir.glob("*.def")):
-        for line in path.read_text().splitlines():
-            m = ET_OP.match(line)
-            if m:
-                rest = [a.strip() for a in m.group(3).split(",")]
-                if len(rest) >= 3 and rest[2].isdigit():
-                    out[(m.group(1), m.group(2))] = int(rest[2])
-    return out
+def state_bytes() -> dict[tuple[str, str], int]:
+    """Per-call state bytes of each operator, from the firmware's own registry (emlkit.hostfw): the firmware's
+    runtime memory holds that much per kernel call of the operator (firmware/runtime/method.c)."""
+    return hostfw.registry_state_bytes()
 
 
 @dataclass

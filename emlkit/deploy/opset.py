@@ -10,7 +10,6 @@ from pathlib import Path
 
 from emlkit.deploy.boards import REPO_ROOT
 from emlkit.errors import EXIT_UNSUPPORTED, AotError
-from emlkit.program_needs import state_bytes  # noqa: F401 (re-exported)
 
 OPS_DIR = REPO_ROOT / "firmware" / "ops"
 ETHOSU_BACKEND = "EthosUBackend"

@@ -40,7 +40,7 @@ void plat_save_etdump(const void *data, size_t nbytes);
 /* Host build only (FW_LOAD_CHECK), for the compiler. plat_load_only: the runner loads, places and
  * prepares the program, prints {"status": "loaded", ...} and stops before the first inference (host
  * runner --load-only), so compile refuses what the device would refuse. plat_list_ops: the runner
- * prints its operator registry, {"ops": [[name, overload], ...]}, and stops (--list-ops). */
+ * prints its operator registry, {"ops": [[name, overload, state bytes], ...]}, and stops (--list-ops). */
 int plat_load_only(void);
 int plat_list_ops(void);
 #endif

@@ -126,18 +126,22 @@ static void run_case(uint32_t c, const et_method_needs *needs) {
 }
 
 #ifdef FW_LOAD_CHECK
-/* The registry's entries, for the compiler's check of which operators this firmware implements. */
+/* The registry's entries and their per-call state bytes, for the compiler: which operators this firmware
+ * implements, and how much runtime memory each call of one takes. */
 static void __attribute__((noreturn)) list_ops(void) {
   plat_printf("{\"ops\": [");
   const char *overload;
   for (uint32_t i = 0;; i++) {
     const char *name = et_registry_entry(i, &overload);
     if (name == NULL) break;
+    if (overload == NULL) overload = "";
+    uint32_t state = 0;
+    (void)et_registry_find(name, (uint32_t)strlen(name), overload, (uint32_t)strlen(overload), NULL, &state);
     plat_printf("%s[", i ? ", " : "");
     out_json_string(name);
     plat_printf(", ");
-    out_json_string(overload ? overload : "");
-    plat_printf("]");
+    out_json_string(overload);
+    plat_printf(", %" PRIu32 "]", state);
   }
   plat_printf("]}\n");
   plat_exit(0);
