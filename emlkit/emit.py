@@ -43,12 +43,6 @@ def bpte_bytes(bundled: BundledProgram) -> bytes:
     return serialize_from_bundled_program_to_flatbuffer(bundled)
 
 
-def write_bpte(bundled: BundledProgram, path: Path) -> int:
-    data = bpte_bytes(bundled)
-    atomic_write(path, data)
-    return len(data)
-
-
 def write_etrecord(edge_before_emit: Any, bundled: BundledProgram, path: Path) -> str | None:
     """ExecuTorch's ETRecord for the Inspector: the edge program (a copy taken before to_executorch),
     the emitted program's debug-handle and delegate maps, and the bundled reference outputs.

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from emlkit.errors import EXIT_SKIP, AotError
 from emlkit.locks import held
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,12 @@ LOAD_CHECK_REGION_BYTES = 1 << 30
 
 class HostBuildError(RuntimeError):
     """CMake or the compiler failed; the message carries the log's tail."""
+
+
+def unavailable(what: str, exc: HostBuildError) -> AotError:
+    """The one-line error when the host build of the firmware failed or a tool for it is missing."""
+    return AotError(f"cannot {what} on the host: {str(exc).splitlines()[0].rstrip(':')}; install a host C compiler and cmake "
+                    "(./scripts/setup.sh does)", EXIT_SKIP)
 
 
 def cmake_binary() -> str | None:

@@ -21,8 +21,7 @@ def firmware_ops() -> frozenset[tuple[str, str]]:
     try:
         return hostfw.registry_ops()
     except hostfw.HostBuildError as exc:
-        raise AotError(f"cannot read the firmware's operator registry on the host: {str(exc).splitlines()[0]}; "
-                       "install a host C compiler and cmake (./scripts/setup.sh does)", EXIT_INTERNAL) from exc
+        raise hostfw.unavailable("read the firmware's operator registry", exc) from exc
 
 
 @dataclass
@@ -239,8 +238,7 @@ def check_device_load(program: Any, bpte: bytes, target: str) -> None:
         try:
             refusal = hostfw.load_check(path)
         except hostfw.HostBuildError as exc:
-            raise AotError(f"cannot run the firmware's load check on the host: {str(exc).splitlines()[0]}; "
-                           "install a host C compiler and cmake (./scripts/setup.sh does)", EXIT_INTERNAL) from exc
+            raise hostfw.unavailable("run the firmware's load check", exc) from exc
     if refusal is None:
         return
     if refusal.message.startswith("cannot place"):  # the fit check's question, asked against the board

@@ -154,3 +154,20 @@ def test_compile_writes_nothing_when_the_load_is_refused(tmp_path: Path, monkeyp
         compile_model("conv_relu", "cortex-m55", tmp_path, reuse_cache=False)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
     assert res.bpte.is_file()
+
+
+def test_no_host_firmware_is_one_line_and_exit_5(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without a host C compiler (the host build fails) compile says so in one line, exit 5, no traceback."""
+    from emlkit.errors import EXIT_SKIP
+
+    def fail(*args: Any, **kwargs: Any) -> Path:
+        raise hostfw.HostBuildError("cmake configure failed (cmake -S firmware):\nno C compiler found")
+
+    monkeypatch.setattr(hostfw, "build_host_runner", fail)
+    for call in (verify.firmware_ops, lambda: verify.check_device_load(None, b"", "cortex-m55")):
+        with pytest.raises(AotError) as err:
+            call()
+        assert err.value.exit_code == EXIT_SKIP
+        msg = str(err.value)
+        assert "\n" not in msg and msg.startswith("cannot ") and "cmake configure failed (cmake -S firmware);" in msg
+        assert msg.endswith("install a host C compiler and cmake (./scripts/setup.sh does)")

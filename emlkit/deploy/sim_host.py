@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from emlkit.hostfw import HostBuildError, build_host_runner, host_build_dir
+from emlkit.hostfw import HostBuildError, build_host_runner
 from emlkit.deploy.outputs_npy import save_outputs_npy
 from emlkit.deploy.result import ResultError, RunResult, parse_result
 from emlkit.deploy.simulator import SimRun, collect_outputs, save_npy
