@@ -16,7 +16,7 @@ import torch
 from executorch.exir import ExecutorchBackendConfig
 
 import emlkit
-from emlkit import emit, macs, numerics, program_info, reference, verify
+from emlkit import emit, hostfw, macs, numerics, program_info, reference, verify
 from emlkit.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
 from emlkit.load import LoadedModel, load_calibration, load_model
 from emlkit.lower import LowerOptions, Lowered
@@ -58,8 +58,10 @@ def _flow(target: Target) -> Any:
 def cache_key(model: LoadedModel, target: Target, options: LowerOptions, calibration: str | None) -> str:
     calib = hashlib.sha256(Path(calibration).read_bytes()).hexdigest()[:16] if calibration else "-"
     src = Path(emlkit.__file__).parent
-    # The toolkit version here is the content of the AOT sources, so a change to a pass invalidates caches.
-    tool = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(src.rglob("*.py")))).hexdigest()[:16]
+    # The toolkit version here is the content of the AOT sources and of the firmware the compiler asks (scratch
+    # sizes, load check, program needs: emlkit.hostfw), so a change to either invalidates caches.
+    sources = sorted(src.rglob("*.py")) + sorted(p for p in hostfw.FIRMWARE_DIR.rglob("*") if p.suffix in (".c", ".h", ".def"))
+    tool = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     text = f"{model.fingerprint}|{target.name}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{calib}|{tool}|{emlkit.__version__}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -251,7 +253,6 @@ def compile_model(
     device_out = ref.device_out
     edge_before_emit = copy.deepcopy(lowered.edge)  # for the ETRecord: to_executorch changes the graph
     program = _to_executorch(lowered, target)
-    needs = ProgramNeeds.from_program(program.executorch_program) if target.flow == "cortex_m" else None
     compile_s = time.monotonic() - t0
 
     # Each file is written then renamed, the report (which carries the cache key) last: a run stopped earlier
@@ -259,6 +260,7 @@ def compile_model(
     bundled = emit.bundle(program, [(lowered.inputs, device_out)])
     bundled_bytes = emit.bpte_bytes(bundled)
     verify.check_device_load(program, bundled_bytes, target.name)
+    needs = verify.program_needs(program) if target.flow == "cortex_m" else None
     emit.write_pte(program, pte)
     emit.atomic_write(bpte, bundled_bytes)
     etrecord_error = emit.write_etrecord(edge_before_emit, bundled, etrecord)

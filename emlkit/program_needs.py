@@ -1,8 +1,8 @@
-"""What a compiled program asks the firmware's runner for, read off the program (board-independent).
+"""What a compiled program asks the firmware's runner for (board-independent).
 
 Written by `compile` into the report ("program_needs"); the fit check (emlkit/deploy/fit.py) sets it
-against a board's memories. Only the program and the firmware's operator registry (listed by its host
-build, emlkit.hostfw) are read here, so compiling needs nothing from emlkit.deploy.
+against a board's memories. The counts come from the firmware's own loader, run on the host
+(emlkit.hostfw), so compiling needs nothing from emlkit.deploy and no firmware rule is restated here.
 """
 
 from __future__ import annotations
@@ -12,20 +12,13 @@ from typing import Any
 
 from emlkit import hostfw
 
-RUNTIME_ALIGN = 8      # firmware/runtime/method.c ALIGN: each runtime table is rounded up to it
 # Element sizes of ExecuTorch's ScalarType codes (executorch/exir/scalar_type.py).
 _ELEMENT_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2}
 
 
-def state_bytes() -> dict[tuple[str, str], int]:
-    """Per-call state bytes of each operator, from the firmware's own registry (emlkit.hostfw): the firmware's
-    runtime memory holds that much per kernel call of the operator (firmware/runtime/method.c)."""
-    return hostfw.registry_state_bytes()
-
-
 @dataclass
 class ProgramNeeds:
-    """The memory a program asks the runner for, read off the program (board-independent)."""
+    """The memory a program asks the runner for, as the firmware's loader counts it (board-independent)."""
 
     arenas: list[int]           # planned arena bytes, memory ids 1..n
     values: int
@@ -38,13 +31,8 @@ class ProgramNeeds:
     kernel_state: int = 0       # the kernel calls' load-time state (registry state bytes, each rounded up)
 
     def runtime_bytes(self, layout: dict[str, int]) -> int:
-        """firmware/runtime/method.c runtime_bytes() with this build's struct sizes."""
-        def up(n: int) -> int:
-            return (n + RUNTIME_ALIGN - 1) // RUNTIME_ALIGN * RUNTIME_ALIGN
-
-        return (up(layout["et_value"] * self.values) + up(layout["et_tensor"] * self.tensors)
-                + up(layout["et_op_slot"] * self.operators) + up(layout["et_instr"] * self.instructions)
-                + up(layout["pointer"] * self.arguments) + self.kernel_state)
+        """The runtime memory on a build with these struct sizes (firmware/runtime/method.c et_runtime_bytes)."""
+        return hostfw.runtime_bytes(asdict(self), layout)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,14 +42,13 @@ class ProgramNeeds:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
     @classmethod
-    def from_program(cls, prog: Any) -> "ProgramNeeds":
-        """From an ExecuTorch Program (executorch.exir.schema), e.g. manager.executorch_program."""
-        from executorch.exir.schema import DelegateCall, KernelCall, Tensor
+    def from_program(cls, prog: Any, pte: bytes) -> "ProgramNeeds":
+        """From a program's bytes (.pte) as the firmware's loader reads them (emlkit.hostfw.program_needs), and its
+        ExecuTorch form (executorch.exir.schema.Program) for the outputs' sizes."""
+        from executorch.exir.schema import Tensor
 
+        counts = hostfw.program_needs(pte)
         plan = prog.execution_plan[0]
-        tensors = sum(1 for v in plan.values if isinstance(v.val, Tensor))
-        instrs = [i for c in plan.chains for i in c.instructions]
-        args = sum(len(i.instr_args.args) for i in instrs if isinstance(i.instr_args, (KernelCall, DelegateCall)))
         out = 0
         for idx in plan.outputs:
             v = plan.values[idx].val
@@ -70,12 +57,7 @@ class ProgramNeeds:
                 for s in v.sizes:
                     n *= int(s)
                 out += n * _ELEMENT_BYTES.get(int(v.scalar_type), 8)
-        per_call = state_bytes()
-        state = 0
-        for i in instrs:
-            if isinstance(i.instr_args, KernelCall):
-                o = plan.operators[i.instr_args.op_index]
-                state += -(-per_call.get((o.name, o.overload), 0) // RUNTIME_ALIGN) * RUNTIME_ALIGN
-        return cls(arenas=[int(s) for s in plan.non_const_buffer_sizes[1:]], values=len(plan.values), tensors=tensors,
-                   operators=len(plan.operators), instructions=len(instrs), arguments=args, output_bytes=out,
-                   kernel_state=state)
+        return cls(arenas=[int(a) for a in counts["arenas"]], values=int(counts["values"]),
+                   tensors=int(counts["tensors"]), operators=int(counts["operators"]),
+                   instructions=int(counts["instructions"]), arguments=int(counts["arguments"]), output_bytes=out,
+                   kernel_state=int(counts["kernel_state"]))

@@ -13,6 +13,7 @@ import torch
 
 from emlkit import hostfw
 from emlkit.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
+from emlkit.program_needs import ProgramNeeds
 
 log = logging.getLogger(__name__)
 
@@ -255,3 +256,15 @@ def check_device_load(program: Any, bpte: bytes, target: str) -> None:
     raise AotError(f"the firmware would refuse the program for {target} at load: {message}; the "
                    "lowering produced arguments our kernels do not take: change that layer or report the model",
                    EXIT_UNSUPPORTED)
+
+
+def program_needs(program: Any) -> ProgramNeeds:
+    """What the emitted program (an ExecutorchProgramManager) asks the device's runtime for, counted by the
+    firmware's own loader on the host (emlkit.program_needs)."""
+    try:
+        return ProgramNeeds.from_program(program.executorch_program, program.buffer)
+    except hostfw.HostBuildError as exc:
+        raise hostfw.unavailable("read the program with the firmware's loader", exc) from exc
+    except hostfw.ProgramRefused as exc:  # the load check passed, so this is ours
+        raise AotError(f"the firmware's loader cannot size the program: {exc} (a bug: report the model)",
+                       EXIT_INTERNAL) from exc

@@ -584,8 +584,9 @@ def test_kernels_compile_for_dsp(tmp_path, flags):
        # The fast paths' input-offset bounds (a pad byte must be representable) and either side of them.
        in_off=st.one_of(st.sampled_from([-128, -127, 128, 129]), st.integers(-300, 300)))
 def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, groups, in_off):
-    """emlkit/passes/kernel_scratch.py plans exactly what <kernel>_get_buffer_size asks for."""
-    from emlkit.passes.kernel_scratch import avgpool_buffer_size, conv_buffer_size, dw_buffer_size
+    """The compiler's scratch sizes (emlkit/passes/kernel_scratch.py asks the firmware's host library, emlkit.hostfw)
+    are exactly what <kernel>_get_buffer_size asks for, for every shape the shim hands over."""
+    from emlkit import hostfw
     # With the program's depthwise blocks (p->dwblk, given with p->beff): no scratch for them. The kernels read
     # only whether the pointers are set here; the address is never dereferenced. A convolution's scratch does
     # not depend on p->beff.
@@ -594,25 +595,26 @@ def test_scratch_sizes_agree_with_the_compiler(K, cin, cout, kh, kw, ph, pw, gro
         p = QConv(1, 8, 8, cin * groups, 8, 8, cout * groups, kh, kw, 1, 1, ph, pw, 1, 1, groups, in_off, 0, -128,
                   127, beff)
         assert K.lib.emk_conv2d_s8_get_buffer_size(C.byref(p)) == \
-            conv_buffer_size(cout * groups, kh, kw, cin, (ph, pw), groups, in_off)
+            hostfw.conv2d_s8(cin * groups, cout * groups, kh, kw, (1, 1), (ph, pw), groups, in_off)[0]
     q = QPool(1, 8, 8, cin, 8, 8, kh, kw, 1, 1, 0, 0)
-    assert K.lib.emk_avg_pool2d_s8_get_buffer_size(C.byref(q)) == avgpool_buffer_size(kh, kw, cin)
+    assert K.lib.emk_avg_pool2d_s8_get_buffer_size(C.byref(q)) == hostfw.avg_pool2d_s8(kh, kw, cin)
     for c_in, dm in ((cin, 1), (cin, 4), (cin, 3), (1, 64), (1, 1)):
         for beff, blk in ((None, None), (anywhere, None), (None, anywhere), (anywhere, anywhere)):
             d = QConv(1, 8, 8, c_in, 8, 8, c_in * dm, kh, kw, 1, 1, ph, pw, 1, 1, c_in, in_off, 0, -128, 127,
                       beff, blk)
             assert K.lib.emk_depthwise_conv2d_s8_get_buffer_size(C.byref(d)) == \
-                dw_buffer_size(c_in, c_in * dm, kh, kw, (ph, pw), in_off, beff is not None and blk is not None), \
+                hostfw.depthwise_conv2d_s8(c_in, c_in * dm, kh, kw, (1, 1), (ph, pw), in_off,
+                                           beff is not None and blk is not None)[0], \
                 (c_in, dm, beff, blk)
 
 
 @pytest.mark.parametrize("kh,kw,c", [(4, 4, 16), (4, 4, 15), (16, 16, 1), (1, 1, 255), (1, 1, 256), (3, 3, 29)])
 def test_avgpool_scratch_at_the_table_threshold(K, kh, kw, c):
     """The average pool's term table starts at exactly 256 taps x channels, in the kernel and the planner alike."""
-    from emlkit.passes.kernel_scratch import avgpool_buffer_size
+    from emlkit import hostfw
     q = QPool(1, 16, 16, c, 16, 16, kh, kw, 1, 1, 0, 0)
     want = 1024 if kh * kw * c >= 256 else 0
-    assert K.lib.emk_avg_pool2d_s8_get_buffer_size(C.byref(q)) == want == avgpool_buffer_size(kh, kw, c)
+    assert K.lib.emk_avg_pool2d_s8_get_buffer_size(C.byref(q)) == want == hostfw.avg_pool2d_s8(kh, kw, c)
 
 
 # ---------------------------------------------------------------- MVE vs portable on QEMU

@@ -459,63 +459,60 @@ def _parse_npu(root: _Table, by_name: dict[str, Memory], arenas: tuple[str, ...]
 
 def _parse_mps3(root: _Table, by_name: dict[str, Memory]) -> Mps3Config | None:
     """[mps3] (optional): how the MPS3's SD card loads images."""
-    names = list(by_name)
-    mps3 = None
     st = root.table("mps3", optional=True)
-    if st is not None:
-        raw = st.get("mcc_address", dict)
-        bad = sorted(k for k in raw if k not in by_name)
-        if bad:
-            raise st._fail(f"mcc_address names {', '.join(bad)}, not [[memory]] names (have {', '.join(names)})")
-        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 0xFFFFFFFF for v in raw.values()):
-            raise st._fail("mcc_address values must be 32-bit addresses")
-        mps3 = Mps3Config(images_dir=st.get("images_dir", str), mcc_address=dict(raw))
-        st.finish()
+    if st is None:
+        return None
+    raw = st.get("mcc_address", dict)
+    bad = sorted(k for k in raw if k not in by_name)
+    if bad:
+        raise st._fail(f"mcc_address names {', '.join(bad)}, not [[memory]] names (have {', '.join(by_name)})")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 0xFFFFFFFF for v in raw.values()):
+        raise st._fail("mcc_address values must be 32-bit addresses")
+    mps3 = Mps3Config(images_dir=st.get("images_dir", str), mcc_address=dict(raw))
+    st.finish()
     return mps3
 
 
 def _parse_qemu(root: _Table) -> QemuConfig | None:
     """[qemu] (optional): the machine that runs the board's image."""
-    qemu = None
     qt = root.table("qemu", optional=True)
-    if qt is not None:
-        qemu = QemuConfig(
-            machine=qt.get("machine", str),
-            binary=qt.get("binary", str, "qemu-system-arm"),
-            args=qt.str_list("args", []),
-            counter_unit=qt.get("counter_unit", str, "instructions"),
-        )
-        qt.finish()
+    if qt is None:
+        return None
+    qemu = QemuConfig(machine=qt.get("machine", str), binary=qt.get("binary", str, "qemu-system-arm"),
+                      args=qt.str_list("args", []), counter_unit=qt.get("counter_unit", str, "instructions"))
+    qt.finish()
     return qemu
+
+
+def _fvp_variants(ft: _Table) -> dict[str, tuple[str, ...]]:
+    """[fvp.variants.NAME] params: the FVP binaries the board runs on, each with its own parameters."""
+    vt = ft.table("variants")
+    assert vt is not None
+    variants: dict[str, tuple[str, ...]] = {}
+    for vname in list(vt.data):
+        sub = vt.table(vname)
+        assert sub is not None
+        variants[vname] = sub.str_list("params", [])
+        sub.finish()
+    vt.finish()
+    if not variants:
+        raise ft._fail("[fvp.variants] is empty: name at least one FVP binary, e.g. [fvp.variants.FVP_Corstone_SSE-300_Ethos-U55]")
+    return variants
 
 
 def _parse_fvp(root: _Table) -> FvpConfig | None:
     """[fvp] (optional): the FVP binaries and parameters that run the board's image."""
-    fvp = None
     ft = root.table("fvp", optional=True)
-    if ft is not None:
-        vt = ft.table("variants")
-        assert vt is not None
-        variants: dict[str, tuple[str, ...]] = {}
-        for vname in list(vt.data):
-            sub = vt.table(vname)
-            assert sub is not None
-            variants[vname] = sub.str_list("params", [])
-            sub.finish()
-        vt.finish()
-        if not variants:
-            raise ft._fail("[fvp.variants] is empty: name at least one FVP binary, e.g. [fvp.variants.FVP_Corstone_SSE-300_Ethos-U55]")
-        fvp = FvpConfig(
-            params=ft.str_list("params"),
-            data_target=ft.get("data_target", str),
-            variants=variants,
-            counter_unit=ft.get("counter_unit", str, "cycles"),
-            npu_macs_param=ft.get("npu_macs_param", str, None),
-        )
-        ft.finish()
-        for p in fvp.params + tuple(x for v in variants.values() for x in v):
-            if "=" not in p:
-                raise ft._fail(f"FVP parameter '{p}' must look like instance.parameter=value")
+    if ft is None:
+        return None
+    variants = _fvp_variants(ft)
+    fvp = FvpConfig(params=ft.str_list("params"), data_target=ft.get("data_target", str), variants=variants,
+                    counter_unit=ft.get("counter_unit", str, "cycles"),
+                    npu_macs_param=ft.get("npu_macs_param", str, None))
+    ft.finish()
+    for p in fvp.params + tuple(x for v in variants.values() for x in v):
+        if "=" not in p:
+            raise ft._fail(f"FVP parameter '{p}' must look like instance.parameter=value")
     return fvp
 
 

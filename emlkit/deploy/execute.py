@@ -194,9 +194,9 @@ def _check_fit(cres: Any, board: Any, elf: Path) -> Any:
 
                 data = bytes(deserialize_from_flatbuffer_to_bundled_program(data).program)
             pte = deserialize_pte_binary(data)
-            needs = ProgramNeeds.from_program(getattr(pte, "program", pte))
-        except hostfw.HostBuildError as exc:  # the program is fine: the firmware's registry could not be listed
-            raise hostfw.unavailable("read the firmware's operator registry", exc) from exc
+            needs = ProgramNeeds.from_program(getattr(pte, "program", pte), data)
+        except hostfw.HostBuildError as exc:  # the program may be fine: the firmware's host build failed
+            raise hostfw.unavailable("read the program with the firmware's loader", exc) from exc
         except Exception as exc:  # the flatbuffer readers raise whatever they hit first on bad bytes
             raise AotError(f"{path} is a damaged {'bundled program' if path.suffix == '.bpte' else 'program'} "
                            f"({type(exc).__name__}): recompile it", EXIT_USAGE) from None

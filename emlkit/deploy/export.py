@@ -265,7 +265,7 @@ def _library(root: Path, facts: ProgramFacts) -> tuple[list[str], list[str]]:
 def _board(root: Path, b: Board, kernels: str) -> str:
     """board/ in `root`; returns the CPU flags as a CMake list."""
     d = root / "board"
-    for name in ("startup.c", "platform.c", "cortexm.h"):
+    for name in ("startup.c", "platform.c", "cortexm.h", "region_bounds.h"):
         _copy(CORTEXM / name, d / name)
     link = b.directory / "link.ld" if (b.directory / "link.ld").is_file() else CORTEXM / "link.ld"
     _copy(link, d / "link.ld")

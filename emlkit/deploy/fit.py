@@ -4,16 +4,15 @@ What the runner (firmware/runner/main.c) will need, memory by memory:
 - the image: code, read-only data and the .data load image where board.toml [link] puts code;
   .data, .bss, the libc heap and the stack where it puts data and the stack (read from the ELF);
 - the model slot: the 16-byte EMDL header + the .bpte, used in place (constants stay there);
-- the arena regions, filled the way the runner fills them: the planned arenas largest first, then
-  the runtime's own memory, the kernel scratch, delegate memory and the warm-up copy of the
-  outputs, each 16-byte aligned into the first region with room. The region holding the model
-  starts after it; the data region offers what the image leaves between the heap and the stack.
+- the arena regions, filled by the runner's own placement (firmware/runtime/place.c, run on the host
+  through emlkit.hostfw): the method's pieces, then the warm-up copy of the outputs. The region
+  holding the model starts after it; the data region offers what the image leaves between the heap
+  and the stack.
 
-The runtime's memory is predicted from the program's counts of values, tensors, operators,
-instructions and arguments times this build's struct sizes, which the image carries as symbol
-sizes (firmware/runner/layout.c); tests/test_fit.py checks the prediction against what the
-runner reports. A program that does not fit gets one line naming, per memory, what it needs and
-what the board has.
+The runtime's memory is the firmware's own formula (et_runtime_bytes) applied to the loader's
+counts with the image's struct sizes, which it carries as symbol sizes (firmware/runner/layout.c);
+tests/test_fit.py checks the prediction against what the runner reports. A program that does not
+fit gets one line naming, per memory, what it needs and what the board has.
 """
 
 from __future__ import annotations
@@ -24,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from emlkit import hostfw
 from emlkit.deploy.boards import EMDL_HEADER_SIZE, Board
-from emlkit.program_needs import RUNTIME_ALIGN, ProgramNeeds  # noqa: F401 (re-exported: fit.ProgramNeeds)
+from emlkit.program_needs import ProgramNeeds  # noqa: F401 (re-exported: fit.ProgramNeeds)
 
-RUNNER_ALIGN = 16      # firmware/runner/main.c ALIGNMENT: every block the runner places
-REGION_ALIGN = 64      # boards/common/cortexm/platform.c: shared regions start 64-byte aligned
 LAYOUT_PREFIX = "fw_layout_"
 LAYOUT_NAMES = ("et_value", "et_tensor", "et_op_slot", "et_instr", "pointer")
 _OVERFLOW_RE = re.compile(r"region [`'](\w+)' overflowed by (\d+) bytes")
@@ -196,39 +194,23 @@ class _Region:
     name: str
     base: int
     end: int
-    used: int = 0
 
 
 def arena_regions(board: Board, facts: ImageFacts, bpte_bytes: int) -> list[_Region]:
-    """The regions plat_regions() hands the runner (boards/common/cortexm/platform.c)."""
-    def up(n: int, a: int) -> int:
-        return (n + a - 1) // a * a
-
+    """The regions plat_regions() hands the runner, narrowed by the platform's own rule
+    (boards/common/cortexm/region_bounds.h, asked through emlkit.hostfw)."""
     out = []
     for name in board.arena_regions:
         m = board.memory(name)
-        base, end = m.base, m.end
+        shared, model_used, heap_end, stack_limit = 0, 0, 0, 0
         if name == board.model.region:
-            base = up(board.model.address + EMDL_HEADER_SIZE + bpte_bytes, REGION_ALIGN)
+            shared, model_used = 1, board.model.address + EMDL_HEADER_SIZE + bpte_bytes
         elif name == board.link.data:
-            base = up(facts.symbol("__heap_end__"), REGION_ALIGN)
-            limit = facts.symbol("__stack_limit__")
-            if base <= limit <= end:
-                end = limit
-        if base < end:
-            out.append(_Region(name, base, end))
+            shared, heap_end, stack_limit = 2, facts.symbol("__heap_end__"), facts.symbol("__stack_limit__")
+        free = hostfw.region_bounds(shared, m.base, m.end, model_used, heap_end, stack_limit)
+        if free is not None:
+            out.append(_Region(name, *free))
     return out
-
-
-def _place(regions: list[_Region], size: int) -> _Region | None:
-    """firmware/runner/main.c place(): first region, in order, with room; 16-byte aligned."""
-    for r in regions:
-        start = (r.base + r.used + RUNNER_ALIGN - 1) // RUNNER_ALIGN * RUNNER_ALIGN
-        pad = start - r.base
-        if pad <= r.end - r.base and size <= r.end - r.base - pad:
-            r.used = pad + size
-            return r
-    return None
 
 
 def check(board: Board, facts: ImageFacts, needs: ProgramNeeds, bpte_bytes: int) -> FitResult:
@@ -239,21 +221,18 @@ def check(board: Board, facts: ImageFacts, needs: ProgramNeeds, bpte_bytes: int)
     uses[board.model.region].slot = board.model.max_size
     runtime = needs.runtime_bytes(facts.layout)
     regions = arena_regions(board, facts, bpte_bytes)
-    items = [("arenas", needs.arenas[k] or 1)
-             for k in sorted(range(len(needs.arenas)), key=lambda i: (-needs.arenas[i], i))]  # main.c: largest first
-    items += [("runtime", runtime), ("kernel scratch", board.kernel_scratch)]
-    if needs.delegate_bytes:
-        items.append(("delegate memory", needs.delegate_bytes))
-    items.append(("output copy", needs.output_bytes or 1))
+    names = {"arena": "arenas", "runtime": "runtime", "kernel scratch": "kernel scratch",
+             "delegate memory": "delegate memory", "after": "output copy"}
+    # The runner's own placement (firmware/runtime/place.c, asked through emlkit.hostfw).
+    placed = hostfw.place([(r.base, r.end - r.base) for r in regions], needs.arenas, runtime, board.kernel_scratch,
+                          needs.delegate_bytes, [needs.output_bytes or 1])
     unplaced: list[str] = []
-    for what, size in items:
-        r = _place(regions, size)
-        if r is not None:
-            target = uses[r.name]
-        else:
-            # Charged to the arena memory with the most room left: there it comes closest to fitting.
-            room = {x.name: x.end - x.base - x.used for x in regions}
-            target = uses[max(room, key=lambda n: room[n]) if room else board.arena_regions[0]]
+    for p in placed:
+        what, size = names[p.kind], p.size
+        if p.region is not None:
+            target = uses[regions[p.region].name]
+        else:  # charged to the arena memory with the most room left: there it comes closest to fitting
+            target = uses[regions[p.roomiest].name if p.roomiest is not None else board.arena_regions[0]]
             target.unplaced = True
             unplaced.append(f"{what} ({size:,} B)")
         acc = dict(target.parts)

@@ -6,12 +6,12 @@ is a scratch tensor (an `alloc` node, planned memory) that ExecuTorch sizes
 for CMSIS-NN.
 
 Produces the same nodes with each scratch resized to the larger of that size
-and what our kernel needs (`<kernel>_get_buffer_size` in firmware/kernels,
-mirrored below; tests/test_kernels.py checks the two agree), so the program
-still runs with CMSIS-NN and now also with our kernels, which never take
-scratch from the stack. The report lists the kernel variant each node will
-run (the same shape rules as the C dispatch) and the scratch bytes added.
-Runs after every pass that creates or reshapes these nodes.
+and what our kernel asks for: the kernels' own `<kernel>_get_buffer_size`, called
+in the firmware's host library (emlkit.hostfw), so the program still runs with
+CMSIS-NN and now also with our kernels, which never take scratch from the stack.
+The report lists the kernel each node's MVE path runs (the firmware's own choice
+for the shape) and the scratch bytes added. Runs after every pass that creates or
+reshapes these nodes.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from executorch.exir import memory
 from executorch.exir.dialects._ops import ops as exir_ops
 
+from emlkit import hostfw
 from emlkit.passes.manager import Pass, declare
 
 # Runs after: CortexMPassManager (creates the nodes), CancelTransposes. Precedes: VerifyProgram.
@@ -37,67 +38,14 @@ def _ceil(n: int, m: int) -> int:
     return (n + m - 1) // m * m
 
 
-def conv_fast_ok(groups: int, input_offset: int) -> bool:
-    return groups == 1 and -127 <= input_offset <= 128
-
-
-def conv_buffer_size(out_c: int, k_h: int, k_w: int, in_c: int, pad: tuple[int, int], groups: int,
-                     input_offset: int) -> int:
-    """emk_conv2d_s8_get_buffer_size: the folded per-channel bias (also when the program carries it: the DSP
-    path copies it), then one im2col row."""
-    if not conv_fast_ok(groups, input_offset):
-        return 0
-    direct = k_h == 1 and k_w == 1 and pad == (0, 0)
-    return _ceil(out_c, 4) * 4 + (0 if direct else _ceil(k_h * k_w * in_c, 16))
-
-
-def dw_buffer_size(in_c: int, out_c: int, k_h: int, k_w: int, pad: tuple[int, int] = (0, 0),
-                   input_offset: int = 0, blocks: bool = False) -> int:
-    """emk_depthwise_conv2d_s8_get_buffer_size: a one-channel input runs as a convolution (weights transposed into
-    scratch, then the convolution's scratch); else per 16 channels the folded bias, multipliers and
-    shifts (none when the program carries them: `blocks`), and with a depth multiplier one window of
-    input values."""
-    if in_c == 1 and out_c > 1 and -127 <= input_offset <= 128:
-        return _ceil(out_c * k_h * k_w, 16) + conv_buffer_size(out_c, k_h, k_w, 1, pad, 1, input_offset)
-    if blocks and in_c == out_c:
-        return 0
-    return _ceil(out_c, 16) // 16 * 192 + (k_h * k_w * 4 if 0 < in_c < out_c else 0)
-
-
 def multiplier_forms(n: int, out_c: int, depthwise: bool) -> tuple[bool, bool]:
     """(the program carries the folded bias a kernel reads in place, and the depthwise blocks), from the length n
-    of the multipliers tensor (emlkit/passes/window_bias.py; the runtime's conv_point_ext)."""
+    of the multipliers tensor, as emlkit/passes/window_bias.py writes it."""
     if out_c <= 0:
         return False, False
     blocks = depthwise and n == 2 * out_c + _ceil(out_c, 16) // 16 * 48
     beff = n == out_c + (out_c if depthwise else _ceil(out_c, 4)) or blocks
     return beff, blocks
-
-
-def avgpool_buffer_size(k_h: int, k_w: int, c: int) -> int:
-    """emk_avg_pool2d_s8_get_buffer_size: the 256-entry float term table where it pays off."""
-    return 256 * 4 if k_h * k_w * c >= 256 else 0
-
-
-def conv_variant(out_c: int, k_h: int, k_w: int, in_c: int, stride: tuple[int, int], pad: tuple[int, int],
-                 groups: int, input_offset: int) -> str:
-    """The MVE variant emk_conv2d_s8 dispatches to (scalar requantization parameters aside)."""
-    if not conv_fast_ok(groups, input_offset):
-        return "conv_mve_general"
-    if k_h == 1 and k_w == 1 and pad == (0, 0) and stride == (1, 1) and in_c <= 16:
-        return "conv_k16 (weights in registers)"
-    if k_h == 1 and k_w == 1 and pad == (0, 0):
-        return "conv_rows (direct)"
-    return "conv_rows (im2col)"
-
-
-def dw_variant(in_c: int, out_c: int, input_offset: int = 0) -> str:
-    if in_c == 1 and out_c > 1 and -127 <= input_offset <= 128:
-        return "dw_as_conv (one input channel)"
-    if in_c == out_c:
-        return "dw_16ch"
-    dm = out_c // in_c if in_c else 0
-    return "dw_mult4 (depth multiplier)" if dm % 4 == 0 else "dw_reference (depth multiplier not a multiple of 4)"
 
 
 def _shape(n: Any) -> list[int]:
@@ -145,20 +93,21 @@ class KernelScratch(Pass, PassBase):
             if name in AVG_OPS:
                 k = list(w) if isinstance(w, (list, tuple)) else [int(w), int(w)]
                 k = k * 2 if len(k) == 1 else k
-                need = avgpool_buffer_size(int(k[0]), int(k[1]), in_c)
+                need = hostfw.avg_pool2d_s8(int(k[0]), int(k[1]), in_c)
                 self.variants["avgpool_table" if need else "avgpool_direct"] += 1
                 changed |= self._fit(n.args[-1], need)
                 continue
             ws = _shape(w)  # conv OHWI, depthwise 1HWO (as the cortex_m pass stores them)
-            stride, pad = tuple(n.args[3]), tuple(n.args[4])
+            stride, pad = (int(n.args[3][0]), int(n.args[3][1])), (int(n.args[4][0]), int(n.args[4][1]))
             if name in CONV_OPS:
                 groups = in_c // ws[3] if ws[3] else 1
-                need = conv_buffer_size(ws[0], ws[1], ws[2], ws[3], pad, groups, int(n.args[6]))
-                self.variants[conv_variant(ws[0], ws[1], ws[2], ws[3], stride, pad, groups, int(n.args[6]))] += 1
+                need, path = hostfw.conv2d_s8(ws[3] * groups, ws[0], ws[1], ws[2], stride, pad, groups,
+                                              int(n.args[6]))
             else:
                 folded, blocks = multiplier_forms(_numel(n.args[9]), ws[3], True)
-                need = dw_buffer_size(in_c, ws[3], ws[1], ws[2], pad, int(n.args[7]), folded and blocks)
-                self.variants[dw_variant(in_c, ws[3], int(n.args[7]))] += 1
+                need, path = hostfw.depthwise_conv2d_s8(in_c, ws[3], ws[1], ws[2], stride, pad, int(n.args[7]),
+                                                        folded and blocks)
+            self.variants[path] += 1
             changed |= self._fit(n.args[-1], need)
         return PassResult(graph_module, changed)
 

@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "etdump.h"
+#include "place.h"
 #include "runtime.h"
 #include "schema_ids.h"
 #if defined(EMLKIT_WITH_ETHOSU)
@@ -19,19 +20,13 @@
 #define CTX_MAGIC 0x4b4c4d45u /* "EMLK" */
 #define MAX_MEMORY 8u
 #define DEFAULT_SCRATCH 4096u
-#define ALIGN 16u
-
-typedef struct {
-  uint8_t *base;
-  size_t size, used;
-} block;
 
 typedef struct {
   uint32_t magic;
   bool loaded;
   eml_config cfg; /* cfg.memory and cfg.npu point into this struct */
   eml_npu_config npu_cfg;
-  block mem[MAX_MEMORY];
+  et_block mem[MAX_MEMORY]; /* the caller's memory, placed into by runtime/place.h */
   eml_memory mem_cfg[MAX_MEMORY];
   et_program prog;
   et_method method;
@@ -102,18 +97,7 @@ static ctx_t *ready(eml_context *ctx, bool loaded, eml_status *st) {
 
 /* ---------------------------------------------------------------- memory */
 
-static uint8_t *take(ctx_t *c, size_t size) {
-  for (uint32_t i = 0; i < c->cfg.n_memory; i++) {
-    block *b = &c->mem[i];
-    uintptr_t start = ((uintptr_t)b->base + b->used + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
-    size_t pad = (size_t)(start - (uintptr_t)b->base);
-    if (pad <= b->size && size <= b->size - pad) {
-      b->used = pad + size;
-      return (uint8_t *)start;
-    }
-  }
-  return NULL;
-}
+static uint8_t *take(ctx_t *c, size_t size) { return et_place(c->mem, c->cfg.n_memory, size); }
 
 static eml_status no_room(ctx_t *c, const char *what, size_t size, size_t total) {
   size_t n = (size_t)et_snprintf(c->msg, sizeof c->msg,
@@ -173,7 +157,7 @@ eml_status eml_init(eml_context *ctx, const eml_config *cfg) {
     if (cfg->memory[i].base == NULL && cfg->memory[i].size > 0)
       return fail(c, EML_E_INVALID_ARG, "eml_config.memory[%" PRIu32 "] has no base address", i);
     c->mem_cfg[i] = cfg->memory[i];
-    c->mem[i].base = cfg->memory[i].base;
+    c->mem[i].base = (uintptr_t)cfg->memory[i].base;
     c->mem[i].size = cfg->memory[i].size;
   }
   c->cfg.memory = c->mem_cfg;
@@ -214,32 +198,18 @@ eml_status eml_load(eml_context *ctx, const void *program, size_t size) {
   }
 #endif
 
-  /* Largest arena first, each into the first block with room. */
-  const uint8_t *base[ET_MAX_ARENAS] = {0};
-  size_t asize[ET_MAX_ARENAS] = {0};
-  bool placed[ET_MAX_ARENAS] = {0};
-  for (uint32_t n = 0; n < c->needs.n_arenas; n++) {
-    uint32_t best = 0;
-    bool have = false;
-    for (uint32_t k = 0; k < c->needs.n_arenas; k++)
-      if (!placed[k] && (!have || c->needs.arena_bytes[k] > c->needs.arena_bytes[best])) best = k, have = true;
-    placed[best] = true;
-    asize[best] = (size_t)c->needs.arena_bytes[best];
-    if ((base[best] = take(c, asize[best] ? asize[best] : 1)) == NULL) return no_room(c, "a planned arena", asize[best], total);
+  et_method_memory m;
+  et_piece nofit;
+  if (et_place_method(c->mem, c->cfg.n_memory, &c->needs, c->cfg.scratch_bytes, &m, &nofit) != ET_OK) {
+    static const char *const piece[] = {"a planned arena", "the method's tables", "kernel scratch", "delegate (NPU) buffers"};
+    return no_room(c, piece[nofit.kind], nofit.size, total);
   }
-  uint8_t *runtime = take(c, c->needs.runtime_bytes);
-  if (runtime == NULL) return no_room(c, "the method's tables", c->needs.runtime_bytes, total);
-  uint8_t *scratch = take(c, c->cfg.scratch_bytes);
-  if (scratch == NULL) return no_room(c, "kernel scratch", c->cfg.scratch_bytes, total);
-  uint8_t *delegate = NULL;
-  if (c->needs.delegate_bytes > 0 && (delegate = take(c, c->needs.delegate_bytes)) == NULL)
-    return no_room(c, "delegate (NPU) buffers", c->needs.delegate_bytes, total);
   et_etdump_event *records = NULL;
   if (profile_bytes > 0 && (records = (et_etdump_event *)(void *)take(c, profile_bytes)) == NULL)
     return no_room(c, "profile records", profile_bytes, total);
 
-  st = et_method_init(&c->method, &c->prog, NULL, runtime, c->needs.runtime_bytes, base, asize, c->needs.n_arenas, scratch,
-                      c->cfg.scratch_bytes, delegate, c->needs.delegate_bytes);
+  st = et_method_init(&c->method, &c->prog, NULL, m.runtime, c->needs.runtime_bytes, m.arena_base, m.arena_size,
+                      c->needs.n_arenas, m.scratch, c->cfg.scratch_bytes, m.delegate, c->needs.delegate_bytes);
   if (st != ET_OK) return from_et(c, st, c->method.msg);
   c->method.clock = c->cfg.clock;
   et_etdump_init(&c->etd, records, c->cfg.profile_events, c->cfg.clock_unit);
@@ -441,18 +411,18 @@ eml_status eml_etdump(eml_context *ctx, const uint8_t **data, size_t *size) {
   et_status st = et_etdump_serialize(&c->etd, c->method.name, NULL, 0, &none, &need);
   if (st != ET_OK) return from_et(c, st, "cannot size the ETDump");
   /* The largest free tail of the caller's memories holds it; nothing else lives there. */
-  block *best = NULL;
+  et_block *best = NULL;
   size_t best_free = 0;
   for (uint32_t i = 0; i < c->cfg.n_memory; i++) {
-    uintptr_t end = (uintptr_t)c->mem[i].base + c->mem[i].size;
-    uintptr_t start = ((uintptr_t)c->mem[i].base + c->mem[i].used + 7u) & ~(uintptr_t)7u;
+    uintptr_t end = c->mem[i].base + c->mem[i].size;
+    uintptr_t start = (c->mem[i].base + c->mem[i].used + 7u) & ~(uintptr_t)7u;
     size_t fr = start < end ? (size_t)(end - start) & ~(size_t)7u : 0;
     if (fr > best_free) best = &c->mem[i], best_free = fr;
   }
   if (best == NULL || best_free < need)
     return fail(c, EML_E_MEMORY, "the ETDump needs %lu bytes of free memory, the largest free block has %lu", (unsigned long)need,
                 (unsigned long)best_free);
-  uint8_t *start = (uint8_t *)(((uintptr_t)best->base + best->used + 7u) & ~(uintptr_t)7u);
+  uint8_t *start = (uint8_t *)((best->base + best->used + 7u) & ~(uintptr_t)7u);
   st = et_etdump_serialize(&c->etd, c->method.name, start, best_free, data, size);
   return from_et(c, st, "cannot write the ETDump");
 }

@@ -459,7 +459,7 @@ k_status emk_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t
     for (int32_t o = OC; o < (OC + 3) / 4 * 4; o++) b[o] = 0;
     beff = b;
   }
-  if (conv_direct(p) && p->stride_h == 1 && p->stride_w == 1 && p->in_c <= 16)
+  if (CONV_MVE_IS_K16(p))
     conv_k16(p, in, w, mult, shift, out, beff);
   else
     conv_fast(p, in, w, mult, shift, out, beff, row);

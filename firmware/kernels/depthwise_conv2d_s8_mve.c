@@ -374,7 +374,7 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
                           const int32_t *bias, const int32_t *mult, const int32_t *shift,
                           int8_t *out, void *scratch, size_t scratch_size) {
   const int32_t dm = p->out_c / p->in_c;
-  int ok = p->out_c == p->in_c * dm && (dm == 1 || dm % 4 == 0);
+  int ok = dw_mve_multiplier_ok(p, dm);
   for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]);
   if (!ok) {
     emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);

@@ -7,6 +7,7 @@
 #include "et_fmt.h"
 #include "backend.h"
 #include "etdump.h"
+#include "place.h"
 #include "platform.h"
 #include "runner_npu.h"
 #include "registry.h"
@@ -24,7 +25,6 @@
 #define MAX_OUTPUTS RUNNER_MAX_OUTPUTS
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define ALIGNMENT 16u
 
 static et_program g_prog;
 static et_bundle g_bundle;
@@ -66,29 +66,12 @@ static void __attribute__((noreturn)) fail_error(const char *msg, const et_metho
   plat_exit(2);
 }
 
-/* ---- placement of arenas and buffers in the platform's regions ---- */
-typedef struct {
-  const plat_region *r;
-  size_t used;
-} region_use;
+/* ---- placement of arenas and buffers in the platform's regions (runtime/place.h) ---- */
+static const plat_region *g_region_info;
+static et_block g_regions[MAX_REGIONS];
+static uint32_t g_nregions;
 
-static region_use g_regions[MAX_REGIONS];
-static size_t g_nregions;
-
-
-/* First region, in the platform's preference order, with room. */
-static uint8_t *place(size_t size) {
-  for (size_t i = 0; i < g_nregions; i++) {
-    region_use *u = &g_regions[i];
-    uintptr_t start = ((uintptr_t)u->r->base + u->used + ALIGNMENT - 1) & ~(uintptr_t)(ALIGNMENT - 1);
-    size_t pad = (size_t)(start - (uintptr_t)u->r->base);
-    if (pad <= u->r->size && size <= u->r->size - pad) {
-      u->used = pad + size;
-      return (uint8_t *)start;
-    }
-  }
-  return NULL;
-}
+static uint8_t *place(size_t size) { return et_place(g_regions, g_nregions, size); }
 
 static void __attribute__((noreturn)) fail_placement(const char *what, size_t size, const et_method_needs *needs) {
   char msg[ET_MSG_CAP];
@@ -98,8 +81,8 @@ static void __attribute__((noreturn)) fail_placement(const char *what, size_t si
     n += (size_t)et_snprintf(msg + n, sizeof msg - n, "%s%" PRIu64, k ? ", " : "", needs->arena_bytes[k]);
   if (n < sizeof msg) n += (size_t)et_snprintf(msg + n, sizeof msg - n, "] + %lu runtime bytes; regions:", (unsigned long)needs->runtime_bytes);
   for (size_t i = 0; i < g_nregions && n < sizeof msg; i++)
-    n += (size_t)et_snprintf(msg + n, sizeof msg - n, " %s %lu (%lu free)", g_regions[i].r->name, (unsigned long)g_regions[i].r->size,
-                          (unsigned long)(g_regions[i].r->size - g_regions[i].used));
+    n += (size_t)et_snprintf(msg + n, sizeof msg - n, " %s %lu (%lu free)", g_region_info[i].name, (unsigned long)g_regions[i].size,
+                          (unsigned long)(g_regions[i].size - g_regions[i].used));
   fail_error(msg, needs);
 }
 
@@ -171,40 +154,23 @@ int main(int argc, char **argv) {
   if (failed(et_method_needs_get(&g_prog, g_bundle.method_name, &needs))) fail_error(g_prog.msg, NULL);
   if (needs.delegate_bytes > 0 && !load_only) runner_npu_init();
 
-  const plat_region *regions;
-  g_nregions = plat_regions(&regions);
-  if (g_nregions > MAX_REGIONS) g_nregions = MAX_REGIONS;
-  for (size_t i = 0; i < g_nregions; i++) g_regions[i].r = &regions[i], g_regions[i].used = 0;
+  size_t nregions = plat_regions(&g_region_info);
+  g_nregions = nregions > MAX_REGIONS ? MAX_REGIONS : (uint32_t)nregions;
+  for (uint32_t i = 0; i < g_nregions; i++)
+    g_regions[i] = (et_block){.base = (uintptr_t)g_region_info[i].base, .size = g_region_info[i].size, .used = 0};
 
-  /* Largest arena first, each into the first region where it fits. */
-  const uint8_t *arena_base[ET_MAX_ARENAS] = {0};
-  size_t arena_size[ET_MAX_ARENAS] = {0};
-  bool done[ET_MAX_ARENAS] = {0};
-  for (uint32_t n = 0; n < needs.n_arenas; n++) {
-    uint32_t best = 0;
-    bool have = false;
-    for (uint32_t k = 0; k < needs.n_arenas; k++)
-      if (!done[k] && (!have || needs.arena_bytes[k] > needs.arena_bytes[best])) best = k, have = true;
-    done[best] = true;
-    size_t sz = (size_t)needs.arena_bytes[best];
-    char what[32];
-    et_snprintf(what, sizeof what, "arena %" PRIu32, best + 1);
-    uint8_t *p = place(sz ? sz : 1);
-    if (p == NULL) fail_placement(what, sz, &needs);
-    arena_base[best] = p;
-    arena_size[best] = sz;
-  }
-  uint8_t *runtime_mem = place(needs.runtime_bytes);
-  if (runtime_mem == NULL) fail_placement("runtime memory", needs.runtime_bytes, &needs);
-  uint8_t *scratch = place(RUNNER_SCRATCH_BYTES);
-  if (scratch == NULL) fail_placement("kernel scratch", RUNNER_SCRATCH_BYTES, &needs);
   /* The board's arena regions are the ones its NPU can reach (board.toml [arenas]). */
-  uint8_t *delegate_mem = NULL;
-  if (needs.delegate_bytes > 0 && (delegate_mem = place(needs.delegate_bytes)) == NULL)
-    fail_placement("delegate memory", needs.delegate_bytes, &needs);
-
-  if (failed(et_method_init(&g_method, &g_prog, g_bundle.method_name, runtime_mem, needs.runtime_bytes, arena_base, arena_size,
-                            needs.n_arenas, scratch, RUNNER_SCRATCH_BYTES, delegate_mem, needs.delegate_bytes)))
+  et_method_memory mem;
+  et_piece nofit;
+  if (failed(et_place_method(g_regions, g_nregions, &needs, RUNNER_SCRATCH_BYTES, &mem, &nofit))) {
+    static const char *const piece[] = {"arena", "runtime memory", "kernel scratch", "delegate memory"};
+    char what[32];
+    if (nofit.kind == ET_PIECE_ARENA) et_snprintf(what, sizeof what, "arena %" PRIu32, nofit.arena + 1);
+    else et_snprintf(what, sizeof what, "%s", piece[nofit.kind]);
+    fail_placement(what, nofit.size, &needs);
+  }
+  if (failed(et_method_init(&g_method, &g_prog, g_bundle.method_name, mem.runtime, needs.runtime_bytes, mem.arena_base,
+                            mem.arena_size, needs.n_arenas, mem.scratch, RUNNER_SCRATCH_BYTES, mem.delegate, needs.delegate_bytes)))
     fail_error(g_method.msg, &needs);
   uint32_t nout = et_method_num_outputs(&g_method);
   if (nout > MAX_OUTPUTS) g_last_status = ET_E_NOT_SUPPORTED, fail_error("method has more outputs than this runner build reports (" STR(MAX_OUTPUTS) ", RUNNER_MAX_OUTPUTS)", &needs);

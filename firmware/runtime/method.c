@@ -118,10 +118,22 @@ static et_status shape_of(const fb_table *plan, char *msg, plan_shape *s) {
   return ET_OK;
 }
 
+size_t et_runtime_bytes(const et_plan_counts *n, const et_abi_sizes *abi) {
+  static const et_abi_sizes native = {sizeof(et_value), sizeof(et_tensor), sizeof(et_op_slot), sizeof(et_instr),
+                                      sizeof(et_value *)};
+  if (abi == NULL) abi = &native;
+  return align_up((size_t)abi->value * n->values) + align_up((size_t)abi->tensor * n->tensors) +
+         align_up((size_t)abi->op_slot * n->ops) + align_up((size_t)abi->instr * n->instrs) +
+         align_up((size_t)abi->pointer * n->args) + n->kernel_state;
+}
+
+static et_plan_counts counts_of(const plan_shape *s) {
+  return (et_plan_counts){s->values.len, s->ntensors, s->ops.len, s->ninstr, s->nargs, s->kstate};
+}
+
 static size_t runtime_bytes(const plan_shape *s) {
-  return align_up(sizeof(et_value) * s->values.len) + align_up(sizeof(et_tensor) * s->ntensors) +
-         align_up(sizeof(et_op_slot) * s->ops.len) + align_up(sizeof(et_instr) * s->ninstr) +
-         align_up(sizeof(et_value *) * s->nargs) + s->kstate;
+  const et_plan_counts n = counts_of(s);
+  return et_runtime_bytes(&n, NULL);
 }
 
 /* The backend and processed data of delegate `di` called by instruction `n`. */
@@ -190,7 +202,8 @@ et_status et_method_needs_get(et_program *p, const char *name, et_method_needs *
   et_status st = find_plan(p, name, p->msg, &plan, &pname);
   if (st == ET_OK) st = shape_of(&plan, p->msg, &s);
   if (st != ET_OK) return st;
-  needs->runtime_bytes = runtime_bytes(&s);
+  needs->counts = counts_of(&s);
+  needs->runtime_bytes = et_runtime_bytes(&needs->counts, NULL);
   if ((st = delegate_needs(p, &plan, &s, p->msg, &needs->delegate_bytes)) != ET_OK) return st;
   needs->n_arenas = s.sizes.len > 1 ? s.sizes.len - 1 : 0;
   for (uint32_t k = 0; k < needs->n_arenas; k++) {

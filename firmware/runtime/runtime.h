@@ -48,7 +48,22 @@ et_status et_program_delegate_data(et_program *p, const fb_table *delegate, cons
 /* ---- method ---- */
 struct et_backend;
 
+/* How many entries each of the runtime's tables has for a method, and the kernel calls' state. */
 typedef struct {
+  uint32_t values, tensors, ops, instrs, args;
+  size_t kernel_state; /* registry state bytes of every kernel call, each rounded up to 8 */
+} et_plan_counts;
+/* A build's sizes of the table entries (runner/layout.c records a device image's in its ELF). */
+typedef struct {
+  uint32_t value, tensor, op_slot, instr, pointer;
+} et_abi_sizes;
+/* The runtime memory a method with these counts takes on a build with these sizes (NULL: this build):
+ * each table rounded up to 8 bytes, then the kernel state. The host's fit check (emlkit/deploy/fit.py) asks
+ * it with a device image's sizes. */
+size_t et_runtime_bytes(const et_plan_counts *counts, const et_abi_sizes *abi);
+
+typedef struct {
+  et_plan_counts counts;
   size_t runtime_bytes;                 /* for et_method_init's runtime memory */
   size_t delegate_bytes;                /* for et_method_init's delegate memory (device-visible) */
   uint32_t n_arenas;                    /* memory ids 1..n_arenas are used */

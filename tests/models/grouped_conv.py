@@ -18,9 +18,8 @@ class Net(nn.Module):
         self.pw = nn.Conv2d(42, 8, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.relu(self.g4(x))
-        x = torch.relu(self.g2(x))
-        x = torch.relu(self.dw(x))
+        for layer in (self.g4, self.g2, self.dw):
+            x = torch.relu(layer(x))
         return self.pw(x)
 
 

@@ -16,6 +16,7 @@
 #include "cortexm.h"
 #include "et_fmt.h"
 #include "platform.h"
+#include "region_bounds.h"
 #if !defined(FW_NO_SEMIHOSTING)
 #include "semihost.h"
 #endif
@@ -260,17 +261,12 @@ size_t plat_regions(const plat_region **regions) {
   model_probe();
   for (size_t i = 0; i < BOARD_ARENA_COUNT; i++) {
     uintptr_t base = k_regions[i].base, end = (uintptr_t)k_regions[i].base + k_regions[i].size;
-    if (k_regions[i].shared == 1) {
-      /* Everything after the model; without a model, after its header slot. */
-      uintptr_t used = BOARD_MODEL_ADDR + 16u + (g_model_state == 1 ? g_model_size : 0);
-      if ((uintptr_t)__model_end__ > used) used = (uintptr_t)__model_end__;
-      base = (used + 63u) & ~(uintptr_t)63u;
-    } else if (k_regions[i].shared == 2) {
-      /* What the image leaves free: after the libc heap, below the stack when it is here too. */
-      base = ((uintptr_t)__heap_end__ + 63u) & ~(uintptr_t)63u;
-      if ((uintptr_t)__stack_limit__ >= base && (uintptr_t)__stack_limit__ <= end) end = (uintptr_t)__stack_limit__;
-    }
-    if (base >= end) continue;
+    /* Without a model, the region starts after its header slot. */
+    uintptr_t model_used = BOARD_MODEL_ADDR + 16u + (g_model_state == 1 ? g_model_size : 0);
+    if ((uintptr_t)__model_end__ > model_used) model_used = (uintptr_t)__model_end__;
+    if (!cortexm_region_bounds(k_regions[i].shared, model_used, (uintptr_t)__heap_end__, (uintptr_t)__stack_limit__,
+                               &base, &end))
+      continue;
     g_regions[n].name = k_regions[i].name;
     g_regions[n].base = (uint8_t *)base;
     g_regions[n].size = end - base;

@@ -1,0 +1,69 @@
+"""The firmware's host library (boards/host/query.c through emlkit.hostfw): the compiler and the fit check ask
+it the firmware's own rules (placement, runtime memory, kernel scratch) instead of restating them, so these
+tests hold its answers against the runner itself and against the rules' documented behaviour."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from emlkit import hostfw
+
+
+def test_placement_is_largest_arena_first_16_byte_aligned_and_continues_past_a_failure() -> None:
+    regions = [(0x1004, 1000), (0x20000, 5000)]
+    placed = hostfw.place(regions, arenas=[500, 4000, 0], runtime=300, scratch=4096, delegate=0, after=[64])
+    assert [(p.kind, p.arena, p.size, p.region) for p in placed] == [
+        ("arena", 1, 4000, 1),          # the largest arena first, into the first region with room
+        ("arena", 0, 500, 0),
+        ("arena", 2, 1, 0),             # a 0-byte arena is placed as 1 byte so that it has an address
+        ("runtime", 0, 300, 0),
+        ("kernel scratch", 0, 4096, None),  # no room left anywhere ...
+        ("after", 0, 64, 0),            # ... and the next piece is still placed
+    ]
+    assert placed[4].roomiest == 1      # 5000 - 4000 bytes left beat 1000 - 12 - 500 - 16 - 1 - 15 - 300
+    # The 12 bytes of padding to the first 16-byte boundary count: 988 usable bytes do not hold 989.
+    assert hostfw.place([(0x1004, 1000)], [989], 0, 0, 0, [])[0].region is None
+    assert hostfw.place([(0x1004, 1000)], [988], 0, 0, 0, [])[0].region == 0
+
+
+def test_runtime_bytes_is_the_firmware_formula_with_the_given_struct_sizes() -> None:
+    counts = {"values": 10, "tensors": 3, "operators": 2, "instructions": 5, "arguments": 17, "kernel_state": 48}
+    layout = {"et_value": 24, "et_tensor": 52, "et_op_slot": 32, "et_instr": 48, "pointer": 4}
+    up8 = lambda x: (x + 7) // 8 * 8  # noqa: E731
+    assert hostfw.runtime_bytes(counts, layout) == up8(240) + up8(156) + up8(64) + up8(240) + up8(68) + 48
+
+
+def test_program_needs_match_what_the_host_runner_reports(compiled) -> None:
+    """The host library's counts, with the host's own struct sizes, give the runtime bytes the host runner
+    computes when it loads the same program."""
+    cres = compiled("conv_relu", "cortex-m55")
+    needs = hostfw.program_needs(cres.pte.read_bytes())
+    p = subprocess.run([str(hostfw.build_host_runner()), str(cres.bpte), "--load-only"], capture_output=True,
+                       text=True, timeout=120)
+    loaded = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("{")][-1])
+    assert loaded["status"] == "loaded", loaded
+    assert needs["runtime_bytes"] == loaded["runtime_bytes"]
+    assert needs["arenas"] == loaded["arena_bytes"][1:]
+    assert needs["instructions"] > 0 and needs["arguments"] > needs["instructions"]
+
+
+def test_a_damaged_program_is_refused_with_the_loaders_message() -> None:
+    try:
+        hostfw.program_needs(b"\0" * 64)
+    except hostfw.ProgramRefused as exc:
+        assert str(exc)
+    else:
+        raise AssertionError("the loader took 64 zero bytes for a program")
+
+
+def test_kernel_paths_are_the_firmwares_choice() -> None:
+    assert hostfw.conv2d_s8(16, 32, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_k16 (weights in registers)"
+    assert hostfw.conv2d_s8(32, 32, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_rows (direct)"
+    assert hostfw.conv2d_s8(16, 32, 3, 3, (1, 1), (1, 1), 1, 0)[1] == "conv_rows (im2col)"
+    assert hostfw.conv2d_s8(16, 32, 3, 3, (1, 1), (1, 1), 2, 0) == (0, "conv_mve_general")
+    assert hostfw.depthwise_conv2d_s8(8, 8, 3, 3, (1, 1), (1, 1), 0, False)[1] == "dw_16ch"
+    assert hostfw.depthwise_conv2d_s8(8, 8, 3, 3, (1, 1), (1, 1), 0, True)[0] == 0  # the program's blocks
+    assert hostfw.depthwise_conv2d_s8(8, 32, 3, 3, (1, 1), (1, 1), 0, False)[1] == "dw_mult4 (depth multiplier)"
+    assert hostfw.depthwise_conv2d_s8(1, 16, 3, 3, (1, 1), (1, 1), 0, False)[1] == "dw_as_conv (one input channel)"
+    assert hostfw.depthwise_conv2d_s8(4, 12, 3, 3, (1, 1), (1, 1), 0, False)[1].startswith("dw_reference")
