@@ -193,6 +193,7 @@ UNARY_OPS: set[Any] = {
     aten.square.default, aten.sin.default, aten.cos.default, aten.atan.default,
     aten.pow.Tensor_Scalar, aten.mish.default, aten.selu.default, aten.celu.default,
     aten.logit.default, aten.sign.default,
+    aten.ceil.default, aten.floor.default, aten.round.default, aten.trunc.default,
 }
 # Binary ops that are pointwise in the chain value when the other operand is constant.
 BINARY_OPS: set[Any] = {

@@ -128,6 +128,11 @@ CHAINS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[float]
     "reciprocal_scalar_left": (lambda t: 1.0 / (torch.relu(t) + 1.0), lambda v: 1.0 / (max(v, 0.0) + 1.0), 3),
     "div_by_constant": (lambda t: torch.sigmoid(t) / 4.0, lambda v: 0.25 / (1 + math.exp(-v)), 2),
     "clamp_after_scale": (lambda t: torch.clamp(t * 3.0 - 0.5, -1.0, 2.0), lambda v: min(max(v * 3.0 - 0.5, -1.0), 2.0), 3),
+    # Rounding ops are pointwise too: tables, not float islands (torch.round and Python's round: ties to even).
+    "floor_after_scale": (lambda t: torch.floor(t * 2.0), lambda v: float(math.floor(v * 2.0)), 2),
+    "ceil": (torch.ceil, lambda v: float(math.ceil(v)), 1),
+    "round_after_scale": (lambda t: torch.round(t * 3.0), lambda v: float(round(v * 3.0)), 2),
+    "trunc_after_scale": (lambda t: torch.trunc(t * 2.0), lambda v: float(math.trunc(v * 2.0)), 2),
 }
 
 
