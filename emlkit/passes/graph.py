@@ -194,11 +194,12 @@ UNARY_OPS: set[Any] = {
     aten.pow.Tensor_Scalar, aten.mish.default, aten.selu.default, aten.celu.default,
     aten.logit.default, aten.sign.default,
     aten.ceil.default, aten.floor.default, aten.round.default, aten.trunc.default,
+    aten.threshold.default, aten.log_sigmoid.default, aten.hardshrink.default, aten.softshrink.default,
 }
 # Binary ops that are pointwise in the chain value when the other operand is constant.
 BINARY_OPS: set[Any] = {
     aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar,
-    aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar,
+    aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.prelu.default,
 }
 
 SPLITS = {aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default}

@@ -133,6 +133,11 @@ CHAINS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[float]
     "ceil": (torch.ceil, lambda v: float(math.ceil(v)), 1),
     "round_after_scale": (lambda t: torch.round(t * 3.0), lambda v: float(round(v * 3.0)), 2),
     "trunc_after_scale": (lambda t: torch.trunc(t * 2.0), lambda v: float(math.trunc(v * 2.0)), 2),
+    "threshold": (lambda t: torch.nn.functional.threshold(t, 0.5, -1.0), lambda v: v if v > 0.5 else -1.0, 1),
+    "logsigmoid": (torch.nn.functional.logsigmoid,
+                   lambda v: -math.log1p(math.exp(-v)) if v > 0 else v - math.log1p(math.exp(v)), 1),
+    "prelu_one_slope": (nn.PReLU(init=0.25), lambda v: v if v >= 0 else 0.25 * v, 1),  # PReLU's own slope
+    "hardshrink": (lambda t: torch.nn.functional.hardshrink(t, 0.5), lambda v: v if abs(v) > 0.5 else 0.0, 1),
 }
 
 
