@@ -1,4 +1,4 @@
-"""`emlkit` (or `python -m emlkit`): compile | run | export | inspect | flash | models | suite | opsuite. Argument parsing only."""
+"""`emlkit` (or `python -m emlkit`): compile | run | evaluate | export | inspect | flash | models | suite | opsuite. Argument parsing only."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="zoo model name (see `emlkit models`) or path to a .py file "
                                  "defining ModelUnderTest and ModelInputs")
     p.add_argument("--target", required=True, help=f"one of: {', '.join(TARGETS)}")
-    p.add_argument("--calibration", metavar="PATH", help=".pt file with a list of input tuples (default: ModelInputs)")
+    p.add_argument("--calibration", metavar="PATH", help="calibration inputs: a .pt file with a list of input tuples, a folder "
+                   "of .npy/.pt files (one sample each, by name), or an .npz (one array per input, sample axis first); "
+                   "default: ModelInputs")
     p.add_argument("--no-lut-fusion", action="store_true", help="keep pointwise chains as separate ops")
     p.add_argument("--explicit-layout", action="store_true", help="Cortex-M explicit-layout lowering (NHWC variants)")
     p.add_argument("--allow-float", action="store_true",
@@ -49,6 +51,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from emlkit import commands
 
     return commands.run_cmd(commands.run_request(args))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from emlkit import commands
+
+    return commands.evaluate_cmd(commands.evaluate_request(args))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -109,6 +117,20 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--etdump", metavar="FILE", help="write the firmware's ETDump of the measured runs to FILE "
                                                      "(read it with emlkit inspect)")
     r.set_defaults(func=cmd_run)
+    v = sub.add_parser("evaluate", help="accuracy on a data set (.npz): float model, quantized host reference and "
+                                        "device, all samples in one firmware run",
+                       epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_compile_args(v)
+    v.add_argument("--data", required=True, metavar="FILE.npz",
+                   help="inputs as array x (sample axis first), labels as y (or --labels KEY)")
+    v.add_argument("--labels", metavar="KEY", help="name of the labels array (default: y when present); integer "
+                                                   "labels: top-1 accuracy, float labels: MSE")
+    v.add_argument("--limit", type=int, metavar="N", help="evaluate the first N samples only")
+    v.add_argument("--sim", choices=["qemu", "fvp", "auto"], default="auto", help="simulator for Corstone boards")
+    v.add_argument("--timeout", type=float, default=600.0, help="simulator timeout in seconds (default 600)")
+    v.add_argument("--kernels", choices=["mve", "portable"], default="mve", help="kernel variant for MVE-capable boards")
+    v.add_argument("-o", "--output", default="out", help="folder for the evaluation program (default: out)")
+    v.set_defaults(func=cmd_evaluate)
     e = sub.add_parser("export", help="write a self-contained CMake firmware project: runtime, this model's kernels, "
                                       "board start-up, link script, toolchain file, the program in flash")
     _add_compile_args(e)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from emlkit.errors import EXIT_FIT, AotError
-from emlkit.requests import (HOST, BoardRef, CompileRequest, ExportRequest, FlashRequest, InspectRequest,
-                             MergeRequest, OpsuiteRequest, ProgramSpec, RunRequest)
+from emlkit.requests import (HOST, BoardRef, CompileRequest, EvaluateRequest, ExportRequest, FlashRequest,
+                             InspectRequest, MergeRequest, OpsuiteRequest, ProgramSpec, RunRequest)
 
 log = logging.getLogger("emlkit")
 
@@ -61,6 +61,13 @@ def run_request(args: argparse.Namespace) -> RunRequest:
     board = resolve_board(args.board or spec.target.default_board)
     return RunRequest(spec, Path(args.output), board, args.sim, args.timeout, args.kernels, args.save_outputs,
                       args.npu_trace, getattr(args, "etdump", None))
+
+
+def evaluate_request(args: argparse.Namespace) -> EvaluateRequest:
+    spec = program_spec(args)
+    board = resolve_board(args.board or spec.target.default_board)
+    return EvaluateRequest(spec, Path(args.data), Path(args.output), board, args.labels, args.limit, args.sim,
+                           args.timeout, args.kernels)
 
 
 def export_request(args: argparse.Namespace) -> ExportRequest:
@@ -128,6 +135,12 @@ def run_cmd(req: RunRequest) -> int:
     from emlkit.run import run_model
 
     return run_model(req)
+
+
+def evaluate_cmd(req: EvaluateRequest) -> int:
+    from emlkit.evaluate import evaluate_model
+
+    return evaluate_model(req)
 
 
 def export_cmd(req: ExportRequest) -> int:

@@ -18,7 +18,7 @@ from executorch.exir import ExecutorchBackendConfig
 import emlkit
 from emlkit import emit, hostfw, macs, numerics, program_info, reference, verify
 from emlkit.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
-from emlkit.load import LoadedModel, load_calibration, load_model
+from emlkit.load import LoadedModel, calibration_digest, calibration_set, load_model
 from emlkit.lower import LowerOptions, Lowered
 from emlkit.measures import VELA_NPU_ONLY_KEY, VELA_TOTAL_KEY
 from emlkit.npu import compile_check
@@ -56,7 +56,7 @@ def _flow(target: Target) -> Any:
 
 
 def cache_key(model: LoadedModel, target: Target, options: LowerOptions, calibration: str | None) -> str:
-    calib = hashlib.sha256(Path(calibration).read_bytes()).hexdigest()[:16] if calibration else "-"
+    calib = calibration_digest(calibration)  # a file's bytes, or a folder's sample files
     src = Path(emlkit.__file__).parent
     # The toolkit version here is the content of the AOT sources and of the firmware the compiler asks (scratch
     # sizes, load check, program needs: emlkit.hostfw), so a change to either invalidates caches.
@@ -243,7 +243,8 @@ def compile_model(
         return CompileResult(model.name, target, pte, bpte, files.report, old)
 
     t0 = time.monotonic()
-    calib = load_calibration(calibration, model.inputs)
+    calib_set = calibration_set(calibration, model.inputs)
+    calib = calib_set.samples
     float_out = _float_outputs(model)
     if options.intermediates is None and target.flow == "ethos_u":
         options.intermediates = str(out / f"{stem}.vela")
@@ -269,6 +270,7 @@ def compile_model(
                     "nodes): %s", stem, etrecord_error)
     report = _report(model, target, key, compile_s, float_out, program, lowered, needs, ref,
                      {"pte": pte.name, "bpte": bpte.name, "etrecord": None if etrecord_error else etrecord.name})
+    report["calibration"] = calib_set.report_entry()
     emit.write_report(report, files.report)
     log.debug("wrote %s, %s, %s", pte, bpte, files.report)
     return CompileResult(model.name, target, pte, bpte, files.report, report)

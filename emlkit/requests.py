@@ -123,3 +123,18 @@ class MergeRequest:
     shards: list[str] = field(default_factory=list)
     output: str = ""
     docs: str | None = None
+
+
+@dataclass
+class EvaluateRequest:
+    """`emlkit evaluate`: a model's accuracy on a data set, float vs quantized host reference vs device."""
+
+    program: ProgramSpec
+    data: Path                       # .npz with x (inputs, sample axis first) and optionally the labels
+    output: Path
+    board: BoardRef
+    labels: str | None = None        # the labels' array name (default: y when present)
+    limit: int | None = None         # the first N samples only
+    sim: str = "auto"
+    timeout: float = 600.0
+    kernels: str = "mve"

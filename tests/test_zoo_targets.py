@@ -30,11 +30,12 @@ FLOORS = {
     ("unet_small", "cortex-m55"): 50.0, ("transformer_block", "cortex-m55"): 33.0,
     ("mobilenet_v3_small", "cortex-m55"): 27.0,
     ("mobilenet_v3_small", "ethos-u55-128"): 22.0,
+    ("digits_cnn", "cortex-m55"): 42.0, ("digits_cnn", "ethos-u55-128"): 42.0,
 }
 # Refused at compile time, with the op (or pattern) the one error line must name.
 # (branch_concat on Ethos-U was, until explicit_npu_clamp.py: tests/test_ethos_u_wrong_lowerings.py.)
 REFUSED: dict[tuple[str, str], str] = {}
-FAST = {"branch_concat", "conv1d_timeseries"}
+FAST = {"branch_concat", "conv1d_timeseries", "digits_cnn"}
 # Vela 5.1.0 miscompiles (docs/ethos-u.md, "Known Vela miscompiles") that our rewrites do not avoid: none left in the zoo
 # (transformer_block's per-head q @ k^T: split_fused_projection.py on the U55/U65, split_batched_matmul.py on the U85).
 VELA_MISCOMPILED: set[tuple[str, str]] = set()

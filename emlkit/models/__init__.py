@@ -40,6 +40,7 @@ ZOO: dict[str, str] = {
     "mlperf_vww_mobilenet_v1": "MLPerf Tiny VWW: MobileNetV1 0.25, 96x96 -> 2",
     "mlperf_ic_resnet8": "MLPerf Tiny IC: ResNet-8, 32x32 CIFAR-10 -> 10",
     "mlperf_ad_autoencoder": "MLPerf Tiny AD: FC autoencoder 640-128x4-8-128x4-640, BatchNorm1d, batch 4",
+    "digits_cnn": "small CNN trained at import on scikit-learn's 8x8 digits (1x8x8 -> 10; emlkit evaluate)",
 }
 # The newer zoo models (docs/zoo.md); the default suite keeps the original list.
 NEW_MODELS = list(ZOO)[list(ZOO).index("branch_concat"):]
