@@ -59,6 +59,8 @@ PASS_THROUGH = {
 # Meta flag of the ops the quantizer hook OwnOutputQparams gave their own output qparams; the Cortex-M
 # lowerings (EmlkitSoftmax, EmlkitAvgPool) take only those.
 OWN_QPARAMS_KEY = "emlkit_own_output_qparams"
+# Set by mean_as_pool.py on the average pools it makes of means: they always get their own output qparams.
+MEAN_POOL_KEY = "emlkit_mean_pool"
 
 
 def const_tensor(gm: torch.fx.GraphModule, node: Any) -> torch.Tensor | None:

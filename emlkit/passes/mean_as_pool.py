@@ -1,0 +1,77 @@
+"""A mean over trailing dimensions as an average pool over one row (before quantization, Cortex-M).
+
+Matches, in the exported float graph: `aten.mean.dim` (and `aten.mean.default`, over everything) whose
+reduced dimensions are the last ones of its input (`x.mean(-1)`, a token mean `x.mean(1)` of [B, T]...,
+the mean of every element), without a dtype change. A 4-D input's spatial mean (dims 2, 3) is left to
+ExecuTorch's Cortex-M flow, which lowers it already.
+
+Produces `view(avg_pool2d(view(x, [1, 1, P, R]), kernel [1, R]), out_shape)`, where P is the product of
+the kept dimensions and R of the reduced ones: the same sums over the same elements, divided by R.
+
+Why: ExecuTorch 1.5.1's Cortex-M flow leaves these means as float ops; the average pool is quantized and
+runs as an int8 pool kernel. The pool is marked (MEAN_POOL_KEY) so that own_output_qparams.py gives it its
+own output qparams: a mean's range is a fraction of its input's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from emlkit.passes.graph import MEAN_POOL_KEY, Rewrite, copy_meta, finish
+from emlkit.passes.manager import declare
+
+aten = torch.ops.aten
+
+
+def _reduced(n: torch.fx.Node, rank: int) -> list[int] | None:
+    """The reduced dimensions, normalized and sorted, when they are the last ones; else None."""
+    if n.target is aten.mean.default:
+        return list(range(rank))
+    dims = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
+    if dims is None or dims == []:
+        return list(range(rank))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    norm = sorted({d % rank for d in dims}) if rank else []
+    return norm if norm and norm == list(range(rank - len(norm), rank)) else None
+
+
+@declare("pre_quant", ("aten.mean",), runs_after=("AdaptivePoolAsPool",), order=27, flows=("cortex_m",))
+@dataclass
+class MeanAsPool(Rewrite):
+    def run(self, gm: torch.fx.GraphModule) -> list[str]:
+        done = []
+        g = gm.graph
+        for n in list(g.nodes):
+            if n.op != "call_function" or n.target not in (aten.mean.dim, aten.mean.default):
+                continue
+            x, out = n.args[0], n.meta.get("val")
+            xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+            if not isinstance(xv, torch.Tensor) or not isinstance(out, torch.Tensor) or not xv.is_floating_point():
+                continue
+            if n.kwargs.get("dtype") is not None or (n.target is aten.mean.dim and len(n.args) > 3):
+                continue
+            rank = xv.dim()
+            dims = _reduced(n, rank)
+            if dims is None or (rank == 4 and dims == [2, 3]):
+                continue
+            k = dims[0] if dims else rank
+            kept, red = math.prod(xv.shape[:k]), math.prod(xv.shape[k:])
+            if red <= 1:
+                continue
+            with g.inserting_before(n):
+                row = g.call_function(aten.reshape.default, (x, [1, 1, int(kept), int(red)]))
+                pool = g.call_function(aten.avg_pool2d.default, (row, [1, int(red)], [1, int(red)], [0, 0], False, True))
+                back = g.call_function(aten.view.default, (pool, list(out.shape)))
+            row.meta["val"] = xv.reshape(1, 1, int(kept), int(red))
+            pool.meta["val"] = out.reshape(1, 1, int(kept), 1)
+            back.meta["val"] = out
+            copy_meta(n, [row, pool, back])
+            pool.meta[MEAN_POOL_KEY] = True  # own output qparams (own_output_qparams.py)
+            n.replace_all_uses_with(back)
+            g.erase_node(n)
+            done.append(n.name)
+        finish(gm, "means as pools", done)
+        return done
