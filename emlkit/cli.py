@@ -146,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--sim", choices=["qemu", "fvp", "board"], default=None,
                    help="where the counts come from, to name cycle counts (instructions always mean QEMU)")
     i.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    i.add_argument("--trace", metavar="FILE.json", help="also write one run as a Chrome/Perfetto trace (CPU and NPU tracks)")
+    i.add_argument("--trace-run", type=int, default=0, metavar="N", help="which measured run the trace draws (default 0)")
     i.set_defaults(func=cmd_inspect)
     f = sub.add_parser("flash", help="program a board: pyOCD (CMSIS-DAP, ST-Link, J-Link) or an MPS3 SD card")
     f.add_argument("elf", help="the image (build/app.elf of an exported project)")

@@ -78,7 +78,7 @@ def export_request(args: argparse.Namespace) -> ExportRequest:
 
 
 def inspect_request(args: argparse.Namespace) -> InspectRequest:
-    return InspectRequest(args.etdump, args.log, args.etrecord, args.sim, args.json)
+    return InspectRequest(args.etdump, args.log, args.etrecord, args.sim, args.json, args.trace, args.trace_run)
 
 
 def flash_request(args: argparse.Namespace) -> FlashRequest:
@@ -152,7 +152,7 @@ def export_cmd(req: ExportRequest) -> int:
 def inspect_cmd(req: InspectRequest) -> int:
     from emlkit.etdump import cmd_inspect
 
-    return cmd_inspect(req.etdump, req.log, req.etrecord, req.sim, req.json)
+    return cmd_inspect(req)
 
 
 def flash_cmd(req: FlashRequest) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 
 from emlkit.errors import AotError
 from emlkit.measures import cpu_count_label
+from emlkit.requests import InspectRequest
 
 log = logging.getLogger(__name__)
 
@@ -180,25 +181,32 @@ def print_profile(p: Profile, title: str = "") -> None:
     console.print(t)
 
 
-def cmd_inspect(etdump: str | None, log_file: str | None, etrecord: str | None, sim: str | None,
-                json_out: str | None) -> int:
-    if (etdump is None) == (log_file is None):
+def cmd_inspect(req: InspectRequest) -> int:
+    if (req.etdump is None) == (req.log is None):
         raise AotError("give exactly one of --etdump FILE.etdp or --log CONSOLE.txt")
-    if etdump is not None:
-        path = Path(etdump)
+    if req.etdump is not None:
+        path = Path(req.etdump)
         if not path.is_file():
             raise AotError(f"{path}: no such ETDump (emlkit run MODEL --target T --etdump FILE writes one)")
         dumps = [path.read_bytes()]
     else:
-        path = Path(log_file or "")
+        path = Path(req.log or "")
         if not path.is_file():
             raise AotError(f"{path}: no such console log")
         dumps = etdumps_from_log(path.read_text(errors="replace"))
-    rec = Path(etrecord) if etrecord else None
-    profiles = [inspect_etdump(d, rec, sim) for d in dumps]
+    rec = Path(req.etrecord) if req.etrecord else None
+    profiles = [inspect_etdump(d, rec, req.sim) for d in dumps]
     for i, p in enumerate(profiles):
         print_profile(p, "" if len(profiles) == 1 else f"ETDump {i + 1} of {len(profiles)}: {p.label}")
-    if json_out:
-        Path(json_out).write_text(json.dumps([p.to_json() for p in profiles], indent=2) + "\n")
-        log.info("wrote %s", json_out)
+    if req.json:
+        Path(req.json).write_text(json.dumps([p.to_json() for p in profiles], indent=2) + "\n")
+        log.info("wrote %s", req.json)
+    if req.trace:
+        from emlkit.trace import write_trace
+
+        nodes = {r.instruction: {"nodes": r.nodes, "source": r.source} for r in profiles[0].rows
+                 if r.instruction is not None and (r.nodes or r.source)}
+        write_trace(dumps[0], Path(req.trace), req.trace_run, nodes)
+        log.info("wrote %s (run %d of the %s)", req.trace, req.trace_run,
+                 "ETDump" if len(dumps) == 1 else f"first of {len(dumps)} ETDumps")
     return 0

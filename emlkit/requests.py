@@ -75,6 +75,8 @@ class InspectRequest:
     etrecord: str | None = None
     sim: str | None = None
     json: str | None = None
+    trace: str | None = None         # a Chrome/Perfetto trace of one run (emlkit/trace.py)
+    trace_run: int = 0
 
 
 @dataclass

@@ -1,0 +1,67 @@
+"""One inference as a Chrome/Perfetto trace (emlkit/trace.py, `emlkit inspect --trace`): the JSON loads, the
+CPU and NPU tracks are named, and the events' durations are the firmware's own counts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emlkit.errors import AotError
+from emlkit.trace import CPU_TID, NPU_TID, trace_events
+
+
+def _tracks(trace: dict) -> dict[int, str]:
+    return {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+
+
+def _spans(trace: dict, tid: int, cat: str | None = None) -> list[dict]:
+    return [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == tid and (cat is None or e["cat"] == cat)]
+
+
+def test_a_host_run_as_a_trace(tmp_path: Path, compiled) -> None:
+    """Every instruction of one run on the CPU track, inside the whole run, with the runner's own counts."""
+    from emlkit.deploy.sim_host import run_host
+
+    cres = compiled("mlp", "cortex-m55")
+    etdp, out = tmp_path / "run.etdp", tmp_path / "trace.json"
+    res = run_host(cres.bpte, etdump=etdp)
+    assert res.status == "pass" and res.raw["cases"] == 1
+    r = subprocess.run([sys.executable, "-m", "emlkit", "inspect", "--etdump", str(etdp), "--etrecord",
+                        str(cres.pte.with_suffix(".etrecord")), "--trace", str(out)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    trace = json.loads(out.read_text())
+    assert _tracks(trace) == {CPU_TID: "CPU", NPU_TID: "NPU"} and trace["otherData"]["unit"] == "ns"
+    (whole,) = _spans(trace, CPU_TID, "run")
+    ops = _spans(trace, CPU_TID, "op")
+    assert ops and not _spans(trace, NPU_TID)
+    assert all(e["dur"] >= 0 and whole["ts"] <= e["ts"] and e["ts"] + e["dur"] <= whole["ts"] + whole["dur"] for e in ops)
+    assert [e["args"]["instruction"] for e in ops] == sorted(e["args"]["instruction"] for e in ops)
+    assert all(e["args"]["nodes"] for e in ops)  # named from the ETRecord
+    per_op: dict[str, int] = {}
+    for e in ops:
+        per_op[e["name"].rsplit(".", 1)[0]] = per_op.get(e["name"].rsplit(".", 1)[0], 0) + e["dur"]
+    assert per_op == {o.op: o.count for o in res.per_op}  # one case: the run's counts are the runner's totals
+
+
+@pytest.mark.slow
+def test_an_ethos_u_run_has_its_npu_track(tmp_path: Path, compiled) -> None:
+    cres = compiled("conv_relu", "ethos-u55-128")
+    etdp = tmp_path / "u55.etdp"
+    r = subprocess.run([sys.executable, "-m", "emlkit", "run", "conv_relu", "--target", "ethos-u55-128", "-o",
+                        str(cres.pte.parent), "--etdump", str(etdp)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    trace = trace_events(etdp.read_bytes())
+    (cpu_side,) = _spans(trace, CPU_TID, "delegate")
+    (npu,) = _spans(trace, NPU_TID)
+    assert npu["dur"] > 0 and (npu["ts"], npu["dur"]) == (cpu_side["ts"], cpu_side["dur"])
+    assert trace["otherData"]["unit"] == "instructions"
+
+
+def test_bad_etdumps_are_one_line() -> None:
+    with pytest.raises(AotError, match="not an ETDump"):
+        trace_events(b"\0" * 32)
