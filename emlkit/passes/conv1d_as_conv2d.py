@@ -1,7 +1,8 @@
 """1-D convolutions and pools as their 2-D forms over a [N, C, 1, L] map (before quantization, every flow).
 
 Matches, in the exported float graph: `aten.conv1d` with constant weight (and
-bias), optionally followed by an eval `aten.batch_norm` that only it feeds
+bias), optionally followed by an eval `aten.batch_norm` that only it feeds, `aten.conv_transpose1d`
+with constant weight (and bias)
 (folded into the conv: k = gamma / sqrt(var + eps), W' = W * k, b' = (b - mean) * k + beta),
 `aten.max_pool1d`, `aten.avg_pool1d` and `aten.adaptive_avg_pool1d`.
 
@@ -46,8 +47,8 @@ def _one(v: Any) -> int:
     return int(v[0]) if isinstance(v, (list, tuple)) else int(v)
 
 
-@declare("pre_quant", ("aten.conv1d", "aten.batch_norm", "aten.max_pool1d", "aten.avg_pool1d",
-                       "aten.adaptive_avg_pool1d"),
+@declare("pre_quant", ("aten.conv1d", "aten.conv_transpose1d", "aten.batch_norm", "aten.max_pool1d",
+                       "aten.avg_pool1d", "aten.adaptive_avg_pool1d"),
          runs_after=("Relu6ToHardtanh",), order=20)
 @dataclass
 class Conv1dAsConv2d(Rewrite):
@@ -65,6 +66,8 @@ class Conv1dAsConv2d(Rewrite):
             new = None
             if n.target is aten.conv1d.default:
                 new = self._conv(gm, n)
+            elif n.target is aten.conv_transpose1d.default:
+                new = self._conv_transpose(gm, n)
             elif n.target in (aten.max_pool1d.default, aten.avg_pool1d.default, aten.adaptive_avg_pool1d.default):
                 new = self._pool(gm, n)
             if new is not None:
@@ -136,6 +139,22 @@ class Conv1dAsConv2d(Rewrite):
         if replaced is not n:
             gm.graph.erase_node(replaced)
         return y
+
+    def _conv_transpose(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> torch.fx.Node | None:
+        """conv_transpose1d(x, w [Cin, Cout/g, K], b, stride, padding, output_padding, groups, dilation)."""
+        w = const_tensor(gm, n.args[1])
+        b_node = _arg(n, 2, "bias", None)
+        b = const_tensor(gm, b_node) if b_node is not None else None
+        if w is None or w.dim() != 3 or (b_node is not None and b is None):
+            return None
+        stride, pad = _one(_arg(n, 3, "stride", [1])), _one(_arg(n, 4, "padding", [0]))
+        out_pad, groups, dil = _one(_arg(n, 5, "output_padding", [0])), _arg(n, 6, "groups", 1), _one(_arg(n, 7, "dilation", [1]))
+        names = [add_parameter(gm, "_aot_conv_transpose2d_weight", w.detach().clone().unsqueeze(2).contiguous())]
+        if b is not None:
+            names.append(add_parameter(gm, "_aot_conv_transpose2d_bias", b.detach().clone().contiguous()))
+        got = get_attrs(gm, n, names, getattr(n.args[0].meta.get("val"), "fake_mode", None))
+        args = (got[0], got[1] if b is not None else None, [1, stride], [0, pad], [0, out_pad], groups, [1, dil])
+        return self._wrap(gm, n, aten.conv_transpose2d.input, args)
 
     def _pool(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> torch.fx.Node | None:
         if n.target is aten.adaptive_avg_pool1d.default:

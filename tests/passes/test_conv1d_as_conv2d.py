@@ -32,3 +32,14 @@ def test_conv1d_becomes_conv2d(target: str, channels_last: bool) -> None:
 
 def test_pipelines() -> None:
     assert_pipelines(Conv1dAsConv2d, on=("cortex-m55", "cortex-m0plus", "ethos-u55-128", "ethos-u85-256"))
+
+
+@pytest.mark.parametrize("kw", [dict(stride=1), dict(stride=2, padding=1, output_padding=1), dict(groups=2, dilation=2)])
+def test_conv_transpose1d_becomes_conv_transpose2d(kw: dict) -> None:
+    torch.manual_seed(0)
+    m, x = torch.nn.ConvTranspose1d(4, 6, 3, **kw).eval(), torch.randn(1, 4, 10)
+    p = bound(Conv1dAsConv2d(), "cortex-m55")
+    gm = p(graph_of(m, x))
+    assert len(p.report()["rewritten"]) == 1 and aten.conv_transpose1d.default not in called(gm)
+    got = gm(x)
+    torch.testing.assert_close(got[0] if isinstance(got, (tuple, list)) else got, m(x), rtol=1e-5, atol=1e-5)
