@@ -4,7 +4,8 @@ Matches, in the exported float graph: `aten.conv1d` with constant weight (and
 bias), optionally followed by an eval `aten.batch_norm` that only it feeds, `aten.conv_transpose1d`
 with constant weight (and bias)
 (folded into the conv: k = gamma / sqrt(var + eps), W' = W * k, b' = (b - mean) * k + beta),
-`aten.max_pool1d`, `aten.avg_pool1d` and `aten.adaptive_avg_pool1d`.
+`aten.max_pool1d`, `aten.avg_pool1d`, `aten.adaptive_avg_pool1d` and `aten.adaptive_max_pool1d` (output
+size dividing the length, indices unread: a max pool with kernel = stride).
 
 Produces `squeeze(op2d(unsqueeze(x, 2), ...), 2)` with kernel, stride, padding
 and dilation (1, k): the same function. Then `unsqueeze(squeeze(y, 2), 2)`
@@ -22,6 +23,7 @@ directly followed by a BatchNorm of the same rank, hence the fold here.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +50,7 @@ def _one(v: Any) -> int:
 
 
 @declare("pre_quant", ("aten.conv1d", "aten.conv_transpose1d", "aten.batch_norm", "aten.max_pool1d",
-                       "aten.avg_pool1d", "aten.adaptive_avg_pool1d"),
+                       "aten.avg_pool1d", "aten.adaptive_avg_pool1d", "aten.adaptive_max_pool1d"),
          runs_after=("Relu6ToHardtanh",), order=20)
 @dataclass
 class Conv1dAsConv2d(Rewrite):
@@ -70,6 +72,8 @@ class Conv1dAsConv2d(Rewrite):
                 new = self._conv_transpose(gm, n)
             elif n.target in (aten.max_pool1d.default, aten.avg_pool1d.default, aten.adaptive_avg_pool1d.default):
                 new = self._pool(gm, n)
+            elif n.target is aten.adaptive_max_pool1d.default:
+                new = self._adaptive_max(gm, n)
             if new is not None:
                 done.append(n.name)
         if done:
@@ -155,6 +159,26 @@ class Conv1dAsConv2d(Rewrite):
         got = get_attrs(gm, n, names, getattr(n.args[0].meta.get("val"), "fake_mode", None))
         args = (got[0], got[1] if b is not None else None, [1, stride], [0, pad], [0, out_pad], groups, [1, dil])
         return self._wrap(gm, n, aten.conv_transpose2d.input, args)
+
+    def _adaptive_max(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> torch.fx.Node | None:
+        """adaptive_max_pool1d whose output size divides the length and whose indices are not read: a max pool
+        with kernel = stride (the same windows)."""
+        xv = n.args[0].meta.get("val")
+        size = _one(n.args[1])
+        users = list(n.users)
+        if xv is None or xv.dim() != 3 or size <= 0 or int(xv.shape[2]) % size:
+            return None
+        if any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
+            return None
+        values = [u for u in users if u.args[1] == 0]
+        if len(values) != 1:
+            return None
+        k = int(xv.shape[2]) // size
+        y = self._wrap(gm, n, aten.max_pool2d.default, ([1, k], [1, k], [0, 0], [1, 1], False), values[0])
+        for u in users:
+            gm.graph.erase_node(u)
+        gm.graph.erase_node(n)
+        return y
 
     def _pool(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> torch.fx.Node | None:
         if n.target is aten.adaptive_avg_pool1d.default:

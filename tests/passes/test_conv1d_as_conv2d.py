@@ -43,3 +43,12 @@ def test_conv_transpose1d_becomes_conv_transpose2d(kw: dict) -> None:
     assert len(p.report()["rewritten"]) == 1 and aten.conv_transpose1d.default not in called(gm)
     got = gm(x)
     torch.testing.assert_close(got[0] if isinstance(got, (tuple, list)) else got, m(x), rtol=1e-5, atol=1e-5)
+
+
+def test_adaptive_max_pool1d_becomes_a_max_pool() -> None:
+    m, x = torch.nn.AdaptiveMaxPool1d(5).eval(), torch.randn(1, 4, 20)
+    p = bound(Conv1dAsConv2d(), "cortex-m55")
+    gm = p(graph_of(m, x))
+    assert len(p.report()["rewritten"]) == 1 and aten.max_pool2d.default in called(gm)
+    got = gm(x)
+    torch.testing.assert_close(got[0] if isinstance(got, (tuple, list)) else got, m(x), rtol=0, atol=0)
