@@ -7,6 +7,7 @@ import logging
 import sys
 import traceback
 import warnings
+from typing import Callable
 
 from emlkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, AotError, exit_table_text
 from emlkit.logsetup import setup_logging
@@ -41,40 +42,20 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
 # command, which hands the request to the library.
 
 
-def cmd_compile(args: argparse.Namespace) -> int:
-    from emlkit import commands
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """The command `name`: commands.NAME_request(args) -> commands.NAME_cmd(request)."""
+    def cmd(args: argparse.Namespace) -> int:
+        from emlkit import commands
 
-    return commands.compile_cmd(commands.compile_request(args))
+        return getattr(commands, f"{name}_cmd")(getattr(commands, f"{name}_request")(args))
 
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from emlkit import commands
-
-    return commands.run_cmd(commands.run_request(args))
-
-
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    from emlkit import commands
-
-    return commands.evaluate_cmd(commands.evaluate_request(args))
+    cmd.__name__ = f"cmd_{name}"
+    return cmd
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    from emlkit import commands
-
-    return commands.export_cmd(commands.export_request(args))
-
-
-def cmd_inspect(args: argparse.Namespace) -> int:
-    from emlkit import commands
-
-    return commands.inspect_cmd(commands.inspect_request(args))
-
-
-def cmd_flash(args: argparse.Namespace) -> int:
-    from emlkit import commands
-
-    return commands.flash_cmd(commands.flash_request(args))
+cmd_compile, cmd_run, cmd_evaluate = _command("compile"), _command("run"), _command("evaluate")
+cmd_export, cmd_inspect, cmd_flash, cmd_opsuite = (_command("export"), _command("inspect"), _command("flash"),
+                                                   _command("opsuite"))
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
@@ -87,12 +68,6 @@ def cmd_models(args: argparse.Namespace) -> int:
     from emlkit import commands
 
     return commands.models_cmd()
-
-
-def cmd_opsuite(args: argparse.Namespace) -> int:
-    from emlkit import commands
-
-    return commands.opsuite_cmd(commands.opsuite_request(args))
 
 
 def build_parser() -> argparse.ArgumentParser:

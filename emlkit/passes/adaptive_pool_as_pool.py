@@ -16,12 +16,11 @@ quantized and run as int8 kernels. Adaptive pools to sizes that do not divide th
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 
 
 import torch
 
-from emlkit.passes.graph import Rewrite, copy_meta, finish
+from emlkit.passes.graph import NodeRewrite, replace_node
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -43,39 +42,27 @@ def _window(n: torch.fx.Node) -> list[int] | None:
 
 @declare("pre_quant", ("aten.adaptive_avg_pool2d", "aten.adaptive_max_pool2d"), runs_after=("Conv1dAsConv2d",),
          order=25, flows=("cortex_m",))
-@dataclass
-class AdaptivePoolAsPool(Rewrite):
-    def run(self, gm: torch.fx.GraphModule) -> list[str]:
-        done = []
-        g = gm.graph
-        for n in list(g.nodes):
-            if n.op != "call_function" or n.target not in (aten.adaptive_avg_pool2d.default,
-                                                           aten.adaptive_max_pool2d.default):
-                continue
-            k = _window(n)
-            if k is None:
-                continue
-            if n.target is aten.adaptive_avg_pool2d.default:
-                with g.inserting_before(n):
-                    new = g.call_function(aten.avg_pool2d.default, (n.args[0], k, k, [0, 0], False, True))
-                new.meta["val"] = n.meta.get("val")
-                copy_meta(n, [new])
-                n.replace_all_uses_with(new)
-            else:
-                users = list(n.users)
-                if any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
-                    continue  # the indices are read: leave it
-                with g.inserting_before(n):
-                    new = g.call_function(aten.max_pool2d.default, (n.args[0], k, k, [0, 0], [1, 1], False))
-                new.meta["val"] = n.meta["val"][0] if isinstance(n.meta.get("val"), (list, tuple)) else None
-                copy_meta(n, [new])
-                for u in users:  # the values' getitem is replaced, the unread indices' dropped
-                    u.replace_all_uses_with(new)
-                    g.erase_node(u)
-            g.erase_node(n)
-            done.append(n.name)
-        finish(gm, "adaptive pools as pools", done)
-        return done
+class AdaptivePoolAsPool(NodeRewrite):
+    matches = (aten.adaptive_avg_pool2d.default, aten.adaptive_max_pool2d.default)
+    what = "adaptive pools as pools"
 
-
-
+    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        k, g = _window(n), gm.graph
+        if k is None:
+            return False
+        if n.target is aten.adaptive_avg_pool2d.default:
+            with g.inserting_before(n):
+                new = g.call_function(aten.avg_pool2d.default, (n.args[0], k, k, [0, 0], False, True))
+            new.meta["val"] = n.meta.get("val")
+            replace_node(n, [new], new)
+            return True
+        users = list(n.users)
+        if any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
+            return False  # the indices are read: leave it
+        with g.inserting_before(n):
+            new = g.call_function(aten.max_pool2d.default, (n.args[0], k, k, [0, 0], [1, 1], False))
+        new.meta["val"] = n.meta["val"][0] if isinstance(n.meta.get("val"), (list, tuple)) else None
+        for u in users:  # the values' getitem is replaced, the unread indices' dropped
+            replace_node(u, [new], new)
+        g.erase_node(n)
+        return True

@@ -114,12 +114,21 @@ class Conv1dAsConv2d(Rewrite):
         old.replace_all_uses_with(y)
         return y
 
-    def _conv(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> torch.fx.Node | None:
+    @staticmethod
+    def _weights(gm: torch.fx.GraphModule, n: torch.fx.Node) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """The constant 3-D weight and bias (None: no bias) of a 1-D (transposed) convolution; None if not constant."""
         w = const_tensor(gm, n.args[1])
         b_node = _arg(n, 2, "bias", None)
         b = const_tensor(gm, b_node) if b_node is not None else None
         if w is None or w.dim() != 3 or (b_node is not None and b is None):
             return None
+        return w, b
+
+    def _conv(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> torch.fx.Node | None:
+        wb = self._weights(gm, n)
+        if wb is None:
+            return None
+        w, b = wb
         padding = _arg(n, 4, "padding", [0])
         if isinstance(padding, str):
             return None           # "same"/"valid" strings: leave them
@@ -146,11 +155,10 @@ class Conv1dAsConv2d(Rewrite):
 
     def _conv_transpose(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> torch.fx.Node | None:
         """conv_transpose1d(x, w [Cin, Cout/g, K], b, stride, padding, output_padding, groups, dilation)."""
-        w = const_tensor(gm, n.args[1])
-        b_node = _arg(n, 2, "bias", None)
-        b = const_tensor(gm, b_node) if b_node is not None else None
-        if w is None or w.dim() != 3 or (b_node is not None and b is None):
+        wb = self._weights(gm, n)
+        if wb is None:
             return None
+        w, b = wb
         stride, pad = _one(_arg(n, 3, "stride", [1])), _one(_arg(n, 4, "padding", [0]))
         out_pad, groups, dil = _one(_arg(n, 5, "output_padding", [0])), _arg(n, 6, "groups", 1), _one(_arg(n, 7, "dilation", [1]))
         names = [add_parameter(gm, "_aot_conv_transpose2d_weight", w.detach().clone().unsqueeze(2).contiguous())]

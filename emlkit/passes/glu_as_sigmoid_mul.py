@@ -11,45 +11,37 @@ becomes a table and the product an int8 mul.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 
-from emlkit.passes.graph import Rewrite, copy_meta, finish
+from emlkit.passes.graph import NodeRewrite, replace_node
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
 
 
 @declare("pre_quant", ("aten.glu",), runs_after=("MeanAsPool",), order=28, flows=("cortex_m",))
-@dataclass
-class GluAsSigmoidMul(Rewrite):
-    def run(self, gm: torch.fx.GraphModule) -> list[str]:
-        done = []
-        g = gm.graph
-        for n in list(g.nodes):
-            if n.op != "call_function" or n.target is not aten.glu.default:
-                continue
-            x = n.args[0]
-            xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-            if not isinstance(xv, torch.Tensor) or not xv.is_floating_point():
-                continue
-            dim = int(n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", -1)) % xv.dim()
-            size = int(xv.shape[dim])
-            if size % 2:
-                continue
-            h = size // 2
-            with g.inserting_before(n):
-                a = g.call_function(aten.slice.Tensor, (x, dim, 0, h))
-                b = g.call_function(aten.slice.Tensor, (x, dim, h, size))
-                s = g.call_function(aten.sigmoid.default, (b,))
-                out = g.call_function(aten.mul.Tensor, (a, s))
-            half = xv.narrow(dim, 0, h)
-            a.meta["val"], b.meta["val"] = half, xv.narrow(dim, h, h)
-            s.meta["val"] = out.meta["val"] = half.clone(memory_format=torch.contiguous_format)
-            copy_meta(n, [a, b, s, out])
-            n.replace_all_uses_with(out)
-            g.erase_node(n)
-            done.append(n.name)
-        finish(gm, "GLU as sigmoid * half", done)
-        return done
+class GluAsSigmoidMul(NodeRewrite):
+    matches = (aten.glu.default,)
+    what = "GLU as sigmoid * half"
+
+    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        x, g = n.args[0], gm.graph
+        xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not isinstance(xv, torch.Tensor) or not xv.is_floating_point():
+            return False
+        dim = int(n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", -1)) % xv.dim()
+        size = int(xv.shape[dim])
+        if size % 2:
+            return False
+        h = size // 2
+        with g.inserting_before(n):
+            a = g.call_function(aten.slice.Tensor, (x, dim, 0, h))
+            b = g.call_function(aten.slice.Tensor, (x, dim, h, size))
+            s = g.call_function(aten.sigmoid.default, (b,))
+            out = g.call_function(aten.mul.Tensor, (a, s))
+        half = xv.narrow(dim, 0, h)
+        a.meta["val"], b.meta["val"] = half, xv.narrow(dim, h, h)
+        s.meta["val"] = out.meta["val"] = half.clone(memory_format=torch.contiguous_format)
+        replace_node(n, [a, b, s, out], out)
+        return True

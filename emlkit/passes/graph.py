@@ -460,6 +460,34 @@ class Rewrite(Pass):
 
 
 @dataclass
+class NodeRewrite(Rewrite):
+    """A Rewrite that takes each call of `matches` on its own: `rewrite_node(gm, n)` replaces n or leaves it
+    and says which; `run` lists the rewritten nodes and tidies the graph (`what` names them in the log)."""
+
+    matches: ClassVar[tuple[Any, ...]] = ()
+    what: ClassVar[str] = "rewritten"
+
+    def run(self, gm: torch.fx.GraphModule) -> list[Any]:
+        done = []
+        for n in [n for n in gm.graph.nodes if n.op == "call_function" and n.target in self.matches]:
+            name = n.name
+            if self.rewrite_node(gm, n):
+                done.append(name)
+        finish(gm, self.what, done)
+        return done
+
+    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        raise NotImplementedError
+
+
+def replace_node(old: torch.fx.Node, made: list[torch.fx.Node], result: torch.fx.Node) -> None:
+    """`old` replaced by the nodes `made`, whose last value `result` takes its uses; `old` is erased."""
+    copy_meta(old, made)
+    old.replace_all_uses_with(result)
+    old.graph.erase_node(old)
+
+
+@dataclass
 class DqOpQLowering(Pass):
     """Base of the pre-edge passes that lower `dequantize -> op -> quantize` to one emlkit:: op (Cortex-M):
     the walk over the matches and a report of the nodes they lowered.

@@ -16,11 +16,10 @@ own output qparams: a mean's range is a fraction of its input's.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
-from emlkit.passes.graph import MEAN_POOL_KEY, Rewrite, copy_meta, finish
+from emlkit.passes.graph import MEAN_POOL_KEY, NodeRewrite, replace_node
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -39,39 +38,31 @@ def _reduced(n: torch.fx.Node, rank: int) -> list[int] | None:
 
 
 @declare("pre_quant", ("aten.mean",), runs_after=("AdaptivePoolAsPool",), order=27, flows=("cortex_m",))
-@dataclass
-class MeanAsPool(Rewrite):
-    def run(self, gm: torch.fx.GraphModule) -> list[str]:
-        done = []
-        g = gm.graph
-        for n in list(g.nodes):
-            if n.op != "call_function" or n.target not in (aten.mean.dim, aten.mean.default):
-                continue
-            x, out = n.args[0], n.meta.get("val")
-            xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-            if not isinstance(xv, torch.Tensor) or not isinstance(out, torch.Tensor) or not xv.is_floating_point():
-                continue
-            if n.kwargs.get("dtype") is not None or (n.target is aten.mean.dim and len(n.args) > 3):
-                continue
-            rank = xv.dim()
-            dims = _reduced(n, rank)
-            if dims is None or (rank == 4 and dims == [2, 3]):
-                continue
-            k = dims[0] if dims else rank
-            kept, red = math.prod(xv.shape[:k]), math.prod(xv.shape[k:])
-            if red <= 1:
-                continue
-            with g.inserting_before(n):
-                row = g.call_function(aten.reshape.default, (x, [1, 1, int(kept), int(red)]))
-                pool = g.call_function(aten.avg_pool2d.default, (row, [1, int(red)], [1, int(red)], [0, 0], False, True))
-                back = g.call_function(aten.view.default, (pool, list(out.shape)))
-            row.meta["val"] = xv.reshape(1, 1, int(kept), int(red))
-            pool.meta["val"] = out.reshape(1, 1, int(kept), 1)
-            back.meta["val"] = out
-            copy_meta(n, [row, pool, back])
-            pool.meta[MEAN_POOL_KEY] = True  # own output qparams (own_output_qparams.py)
-            n.replace_all_uses_with(back)
-            g.erase_node(n)
-            done.append(n.name)
-        finish(gm, "means as pools", done)
-        return done
+class MeanAsPool(NodeRewrite):
+    matches = (aten.mean.dim, aten.mean.default)
+    what = "means as pools"
+
+    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        x, out, g = n.args[0], n.meta.get("val"), gm.graph
+        xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not isinstance(xv, torch.Tensor) or not isinstance(out, torch.Tensor) or not xv.is_floating_point():
+            return False
+        if n.kwargs.get("dtype") is not None or (n.target is aten.mean.dim and len(n.args) > 3):
+            return False
+        dims = _reduced(n, xv.dim())
+        if dims is None or (xv.dim() == 4 and dims == [2, 3]):
+            return False
+        k = dims[0] if dims else xv.dim()
+        kept, red = int(math.prod(xv.shape[:k])), int(math.prod(xv.shape[k:]))
+        if red <= 1:
+            return False
+        with g.inserting_before(n):
+            row = g.call_function(aten.reshape.default, (x, [1, 1, kept, red]))
+            pool = g.call_function(aten.avg_pool2d.default, (row, [1, red], [1, red], [0, 0], False, True))
+            back = g.call_function(aten.view.default, (pool, list(out.shape)))
+        row.meta["val"] = xv.reshape(1, 1, kept, red)
+        pool.meta["val"] = out.reshape(1, 1, kept, 1)
+        back.meta["val"] = out
+        replace_node(n, [row, pool, back], back)
+        pool.meta[MEAN_POOL_KEY] = True  # own output qparams (own_output_qparams.py)
+        return True

@@ -104,3 +104,9 @@ def assert_arm_part_off(cls: type, target: str) -> None:
     assert not p.applicable
     with p.arm_pipeline():
         assert cls.arm_hook._record.get() is None
+
+
+def assert_same_function(gm: torch.fx.GraphModule, module: torch.nn.Module, x: torch.Tensor, tol: float = 0.0) -> None:
+    """The rewritten graph computes what the module does, on x, within tol."""
+    got = gm(x)
+    torch.testing.assert_close(got[0] if isinstance(got, (tuple, list)) else got, module(x), rtol=tol, atol=tol)
