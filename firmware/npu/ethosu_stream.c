@@ -15,6 +15,7 @@
  * stride and padding; with IFM upscaling (U55) the IFM is half that.
  * Register and field positions: Vela's ethos_u55_regs (U55/U65) and the U85
  * register description (emlkit/npu/regs_u85.py, checked against regor). */
+#include <stddef.h>
 #include "et_fmt.h"
 #include "ethosu_stream.h"
 
@@ -333,6 +334,27 @@ static bool set_fm0(fm_regs *f, uint32_t code, uint16_t p) {
   }
 }
 
+/* The 16-bit registers a cmd0 sets directly (outside the IFM/OFM/IFM2 blocks' common ones): the command's code
+ * and the uint16_t field of regs it sets. */
+typedef struct {
+  uint16_t code, off;
+} reg16_field;
+#define REG16(code, field) {code, (uint16_t)offsetof(regs, field)}
+static const reg16_field k_cmd0_fields[] = {
+    REG16(SET_IFM_PAD_TOP, pad_top),         REG16(SET_IFM_PAD_LEFT, pad_left),
+    REG16(SET_IFM_PAD_RIGHT, pad_right),     REG16(SET_IFM_PAD_BOTTOM, pad_bottom),
+    REG16(SET_IFM_DEPTH_M1, ifm_depth_m1),   REG16(SET_IFM_PRECISION, ifm.precision),
+    REG16(SET_IFM_UPSCALE, ifm_upscale),     REG16(SET_IFM_BROADCAST, ifm.broadcast), /* Ethos-U85 only */
+    REG16(SET_OFM_WIDTH_M1, ofm_width_m1),   REG16(SET_OFM_HEIGHT_M1, ofm_height_m1),
+    REG16(SET_OFM_DEPTH_M1, ofm_depth_m1),   REG16(SET_OFM_PRECISION, ofm.precision),
+    REG16(SET_KERNEL_WIDTH_M1, kernel_width_m1), REG16(SET_KERNEL_HEIGHT_M1, kernel_height_m1),
+    REG16(SET_KERNEL_STRIDE, kernel_stride), REG16(SET_ACC_FORMAT, acc_format),
+    REG16(SET_WEIGHT_REGION, weight_region), REG16(SET_SCALE_REGION, scale_region),
+    REG16(SET_DMA0_SRC_REGION, dma_src_region), REG16(SET_DMA0_DST_REGION, dma_dst_region),
+    REG16(SET_IFM2_BROADCAST, ifm2.broadcast), REG16(SET_IFM2_PRECISION, ifm2.precision),
+};
+#undef REG16
+
 static void set_cmd0(regs *r, ethosu_arch arch, uint32_t code, uint16_t p) {
   const uint32_t block = code & ~0xFu;
   fm_regs *const f = block == (SET_IFM_REGION & ~0xFu)    ? &r->ifm
@@ -340,31 +362,13 @@ static void set_cmd0(regs *r, ethosu_arch arch, uint32_t code, uint16_t p) {
                      : block == (SET_IFM2_REGION & ~0xFu) ? &r->ifm2
                                                           : NULL;
   if (f && set_fm0(f, code, p)) return;
-  switch (code) {
-    case SET_IFM_PAD_TOP: r->pad_top = p; break;
-    case SET_IFM_PAD_LEFT: r->pad_left = p; break;
-    case SET_IFM_PAD_RIGHT: r->pad_right = p; break;
-    case SET_IFM_PAD_BOTTOM: r->pad_bottom = p; break;
-    case SET_IFM_DEPTH_M1: r->ifm_depth_m1 = p; break;
-    case SET_IFM_PRECISION: r->ifm.precision = p; break;
-    case SET_IFM_UPSCALE: r->ifm_upscale = p; break;
-    case SET_IFM_BROADCAST: if (arch == ETHOSU_ARCH_U85) r->ifm.broadcast = p; break;
-    case SET_OFM_WIDTH_M1: r->ofm_width_m1 = p; break;
-    case SET_OFM_HEIGHT_M1: r->ofm_height_m1 = p; break;
-    case SET_OFM_DEPTH_M1: r->ofm_depth_m1 = p; break;
-    case SET_OFM_PRECISION: r->ofm.precision = p; break;
-    case SET_KERNEL_WIDTH_M1: r->kernel_width_m1 = p; break;
-    case SET_KERNEL_HEIGHT_M1: r->kernel_height_m1 = p; break;
-    case SET_KERNEL_STRIDE: r->kernel_stride = p; break;
-    case SET_ACC_FORMAT: r->acc_format = p; break;
-    case SET_WEIGHT_REGION: r->weight_region = p; break;
-    case SET_SCALE_REGION: r->scale_region = p; break;
-    case SET_DMA0_SRC_REGION: r->dma_src_region = p; break;
-    case SET_DMA0_DST_REGION: r->dma_dst_region = p; break;
-    case SET_IFM2_BROADCAST: r->ifm2.broadcast = p; break;
-    case SET_IFM2_PRECISION: r->ifm2.precision = p; break;
-    default: break; /* registers that do not decide addresses */
-  }
+  if (code == SET_IFM_BROADCAST && arch != ETHOSU_ARCH_U85) return;
+  for (size_t i = 0; i < sizeof k_cmd0_fields / sizeof k_cmd0_fields[0]; i++)
+    if (k_cmd0_fields[i].code == code) {
+      *(uint16_t *)(void *)((uint8_t *)r + k_cmd0_fields[i].off) = p;
+      return;
+    }
+  /* other codes: registers that do not decide addresses */
 }
 
 static void set_fm1(fm_regs *f, uint32_t k, uint32_t v) {

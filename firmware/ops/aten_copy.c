@@ -304,12 +304,23 @@ ET_PREPARE static et_status same_dtype(et_kernel_ctx *ctx, const char *op, const
   return ET_OK;
 }
 
-/* The common head of the one-input copies: nargs, a tensor `self` at 0 and
+/* Argument slots (the operators' schemas, then ret). Every one-input copy takes self first; the squeeze family
+ * (squeeze_copy.dims_out (self, dim[], out), .dim_out (self, dim, out), .out (self, out), unsqueeze_copy
+ * (self, dim, out)) finds out at ATEN_OUT_SLOT(nargs). */
+enum { ONE_IN_SELF };
+enum { VIEW_SELF, VIEW_SIZE, VIEW_OUT };
+enum { PERMUTE_SELF, PERMUTE_DIMS, PERMUTE_OUT };
+enum { DIM_ORDER_SELF, DIM_ORDER_NON_BLOCKING, DIM_ORDER_DIM_ORDER, DIM_ORDER_OUT };
+enum { CLONE_SELF, CLONE_MEMORY_FORMAT, CLONE_OUT };
+enum { CAT_TENSORS, CAT_DIM, CAT_OUT };
+enum { SLICE_SELF, SLICE_DIM, SLICE_START, SLICE_END, SLICE_STEP, SLICE_OUT };
+
+/* The common head of the one-input copies: nargs, a tensor `self` first and
  * `out` at out_i, of one dtype. */
 ET_PREPARE static et_status self_out_args(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
                                           uint32_t out_i, et_tensor **self, et_tensor **out) {
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, 0, self)) ||
+  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, ONE_IN_SELF, self)) ||
       (st = aten_tensor(ctx, op, args, out_i, out)) || (st = same_dtype(ctx, op, *self, *out)))
     return st;
   return ET_OK;
@@ -319,27 +330,27 @@ ET_PREPARE et_status aten_view_copy_out_prepare(et_kernel_ctx *ctx, et_value **a
   const char *op = "aten::view_copy";
   et_tensor *self = NULL, *out = NULL;
   et_status st;
-  if ((st = self_out_args(ctx, op, args, nargs, 4, 2, &self, &out))) return st;
-  if (args[1]->tag != ET_TAG_INT_LIST || args[1]->u.list.len != out->dim)
+  if ((st = self_out_args(ctx, op, args, nargs, 4, VIEW_OUT, &self, &out))) return st;
+  if (args[VIEW_SIZE]->tag != ET_TAG_INT_LIST || args[VIEW_SIZE]->u.list.len != out->dim)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: size list does not match the output rank", op);
   for (uint32_t d = 0; d < out->dim; d++) {
-    int64_t s = et_list_int(args[1], d);
+    int64_t s = et_list_int(args[VIEW_SIZE], d);
     if (s != -1 && s != out->sizes[d]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: size list disagrees with the output shape", op);
   }
   return copy_logical_check(ctx, op, out, self);
 }
 et_status aten_view_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return copy_logical(ctx, "aten::view_copy", args[2]->u.t, args[0]->u.t);
+  return copy_logical(ctx, "aten::view_copy", args[VIEW_OUT]->u.t, args[VIEW_SELF]->u.t);
 }
 
 ET_PREPARE static et_status squeeze_like_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want) {
   et_tensor *self = NULL, *out = NULL;
   et_status st;
-  if ((st = self_out_args(ctx, op, args, nargs, want, want - 2, &self, &out))) return st;
+  if ((st = self_out_args(ctx, op, args, nargs, want, ATEN_OUT_SLOT(want), &self, &out))) return st;
   return copy_logical_check(ctx, op, out, self);
 }
 static et_status squeeze_like(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs) {
-  return copy_logical(ctx, op, args[nargs - 2]->u.t, args[0]->u.t);
+  return copy_logical(ctx, op, args[ATEN_OUT_SLOT(nargs)]->u.t, args[ONE_IN_SELF]->u.t);
 }
 ET_PREPARE et_status aten_squeeze_copy_dims_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.dims_out", a, n, 4); }
 ET_PREPARE et_status aten_squeeze_copy_dim_out_prepare(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return squeeze_like_prepare(ctx, "aten::squeeze_copy.dim_out", a, n, 4); }
@@ -354,13 +365,13 @@ ET_PREPARE et_status aten_permute_copy_out_prepare(et_kernel_ctx *ctx, et_value 
   const char *op = "aten::permute_copy";
   et_tensor *self = NULL, *out = NULL;
   et_status st;
-  if ((st = self_out_args(ctx, op, args, nargs, 4, 2, &self, &out))) return st;
-  if (args[1]->tag != ET_TAG_INT_LIST || args[1]->u.list.len != self->dim || out->dim != self->dim)
+  if ((st = self_out_args(ctx, op, args, nargs, 4, PERMUTE_OUT, &self, &out))) return st;
+  if (args[PERMUTE_DIMS]->tag != ET_TAG_INT_LIST || args[PERMUTE_DIMS]->u.list.len != self->dim || out->dim != self->dim)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dims list does not match the rank", op);
   unsigned seen = 0;
   for (uint8_t i = 0; i < self->dim; i++) {
     uint8_t d = 0;
-    if ((st = aten_dim(ctx, op, et_list_int(args[1], i), self->dim, &d))) return st;
+    if ((st = aten_dim(ctx, op, et_list_int(args[PERMUTE_DIMS], i), self->dim, &d))) return st;
     if ((seen >> d) & 1u) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dims repeat", op);
     seen |= 1u << d;
     if (out->sizes[i] != self->sizes[d]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match the permutation", op);
@@ -368,11 +379,11 @@ ET_PREPARE et_status aten_permute_copy_out_prepare(et_kernel_ctx *ctx, et_value 
   return ET_OK;
 }
 et_status aten_permute_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const self = args[0]->u.t;
-  et_tensor *const out = args[2]->u.t;
+  const et_tensor *const self = args[PERMUTE_SELF]->u.t;
+  et_tensor *const out = args[PERMUTE_OUT]->u.t;
   size_t ss[ET_MAX_DIM], ps[ET_MAX_DIM];
   et_tensor_strides(self, ss);
-  for (uint8_t i = 0; i < self->dim; i++) ps[i] = ss[aten_dim_get(et_list_int(args[1], i), self->dim)];
+  for (uint8_t i = 0; i < self->dim; i++) ps[i] = ss[aten_dim_get(et_list_int(args[PERMUTE_DIMS], i), self->dim)];
   et_iter di, si;
   et_iter_init(&di, out);
   et_iter_custom(&si, out->dim, out->sizes, ps, 0);
@@ -403,8 +414,8 @@ ET_PREPARE static et_status check_dim_order_arg(et_kernel_ctx *ctx, const char *
 ET_PREPARE static et_status dim_order_copy_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool allow_cast) {
   et_tensor *self = NULL, *out = NULL;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &self)) ||
-      (st = aten_tensor(ctx, op, args, 3, &out)) || (st = check_dim_order_arg(ctx, op, args[2], out)))
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, DIM_ORDER_SELF, &self)) ||
+      (st = aten_tensor(ctx, op, args, DIM_ORDER_OUT, &out)) || (st = check_dim_order_arg(ctx, op, args[DIM_ORDER_DIM_ORDER], out)))
     return st;
   if (!allow_cast && (st = same_dtype(ctx, op, self, out))) return st;
   if (!aten_same_shape(self, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
@@ -422,8 +433,8 @@ static et_status relayout(et_kernel_ctx *ctx, et_tensor *dst, const et_tensor *s
   return ET_OK;
 }
 static et_status dim_order_copy(et_kernel_ctx *ctx, const char *op, et_value **args) {
-  const et_tensor *const self = args[0]->u.t;
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *const self = args[DIM_ORDER_SELF]->u.t;
+  et_tensor *const out = args[DIM_ORDER_OUT]->u.t;
   if (self->dtype == out->dtype) return relayout(ctx, out, self);
   return copy_logical(ctx, op, out, self);
 }
@@ -436,12 +447,12 @@ ET_PREPARE et_status aten_clone_out_prepare(et_kernel_ctx *ctx, et_value **args,
   const char *op = "aten::clone";
   et_tensor *self = NULL, *out = NULL;
   et_status st;
-  if ((st = self_out_args(ctx, op, args, nargs, 4, 2, &self, &out))) return st;
+  if ((st = self_out_args(ctx, op, args, nargs, 4, CLONE_OUT, &self, &out))) return st;
   if (!aten_same_shape(self, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
   return ET_OK;
 }
 et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return relayout(ctx, args[2]->u.t, args[0]->u.t);
+  return relayout(ctx, args[CLONE_OUT]->u.t, args[CLONE_SELF]->u.t);
 }
 
 /* Whether the call's state (NULL: none; eval then plans per call) holds a
@@ -475,16 +486,16 @@ static inline uint32_t cat_input(const cat_state *cs, const et_tensor *t, const 
   return et_tensor_numel(t) == 0 ? 0u : (uint32_t)t->sizes[cs->dim] * cs->inner;
 }
 static void cat_plan(cat_state *cs, et_value **args) {
-  const et_tensor *const out = args[2]->u.t;
-  const uint8_t dim = aten_dim_get(args[1]->u.i, out->dim);
+  const et_tensor *const out = args[CAT_OUT]->u.t;
+  const uint8_t dim = aten_dim_get(args[CAT_DIM]->u.i, out->dim);
   size_t outer, inner;
   dim_rows(out, dim, &outer, &inner);
   memset(cs, 0, sizeof *cs);
   cs->dim = dim, cs->outer = (uint32_t)outer, cs->inner = (uint32_t)(inner * et_dtype_size(out->dtype));
   cs->orow = (uint32_t)out->sizes[dim] * cs->inner;
-  for (uint32_t i = 0; i < args[0]->u.list.len && i < CAT_PLANNED; i++) {
+  for (uint32_t i = 0; i < args[CAT_TENSORS]->u.list.len && i < CAT_PLANNED; i++) {
     bool ok;
-    cs->row[i] = cat_input(cs, et_list_tensor(args[0], i), out, &ok);
+    cs->row[i] = cat_input(cs, et_list_tensor(args[CAT_TENSORS], i), out, &ok);
     cs->rows_ok[i] = ok;
   }
 }
@@ -495,13 +506,13 @@ ET_PREPARE et_status aten_cat_out_prepare(et_kernel_ctx *ctx, et_value **args, u
   int64_t dim64 = 0;
   uint8_t dim = 0;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 4)) || (st = aten_tensor(ctx, op, args, 2, &out)) ||
-      (st = aten_int(ctx, op, args, 1, &dim64)) || (st = aten_dim(ctx, op, dim64, out->dim, &dim)))
+  if ((st = aten_nargs(ctx, op, nargs, 4)) || (st = aten_tensor(ctx, op, args, CAT_OUT, &out)) ||
+      (st = aten_int(ctx, op, args, CAT_DIM, &dim64)) || (st = aten_dim(ctx, op, dim64, out->dim, &dim)))
     return st;
-  if (args[0]->tag != ET_TAG_TENSOR_LIST) return et_fail(ctx, ET_E_INVALID_ARG, "%s: first argument is not a tensor list", op);
+  if (args[CAT_TENSORS]->tag != ET_TAG_TENSOR_LIST) return et_fail(ctx, ET_E_INVALID_ARG, "%s: first argument is not a tensor list", op);
   int64_t at = 0;
-  for (uint32_t i = 0; i < args[0]->u.list.len; i++) {
-    const et_tensor *t = et_list_tensor(args[0], i);
+  for (uint32_t i = 0; i < args[CAT_TENSORS]->u.list.len; i++) {
+    const et_tensor *t = et_list_tensor(args[CAT_TENSORS], i);
     if (t == NULL) return et_fail(ctx, ET_E_INVALID_ARG, "%s: list item %u is not a tensor", op, (unsigned)i);
     if (et_tensor_numel(t) == 0) continue; /* legacy empty inputs are skipped, as in PyTorch */
     if ((st = same_dtype(ctx, op, t, out))) return st;
@@ -519,15 +530,15 @@ ET_PREPARE et_status aten_cat_out_prepare(et_kernel_ctx *ctx, et_value **args, u
 et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   cat_state local, *cs = (cat_state *)ctx->state;
   if (cs == NULL) cat_plan(cs = &local, args);
-  et_tensor *const out = args[2]->u.t;
+  et_tensor *const out = args[CAT_OUT]->u.t;
 #if FW_HAVE_MVE
 #define PLAN &cs->sp
 #else
 #define PLAN NULL
 #endif
   uint32_t col = 0; /* bytes of each output row written so far */
-  for (uint32_t i = 0; i < args[0]->u.list.len; i++) {
-    const et_tensor *t = et_list_tensor(args[0], i);
+  for (uint32_t i = 0; i < args[CAT_TENSORS]->u.list.len; i++) {
+    const et_tensor *t = et_list_tensor(args[CAT_TENSORS], i);
     bool ok = i < CAT_PLANNED ? cs->rows_ok[i] : false;
     const uint32_t row = i < CAT_PLANNED ? cs->row[i] : cat_input(cs, t, out, &ok);
     if (row == 0) continue;
@@ -571,12 +582,12 @@ typedef struct {
 } slice_state;
 _Static_assert(sizeof(slice_state) <= 24, "aten_ops.def gives aten::slice_copy 24 bytes of state");
 static void slice_plan(slice_state *ss, et_value **args) {
-  const et_tensor *const self = args[0]->u.t, *const out = args[5]->u.t;
-  const uint8_t dim = aten_dim_get(args[1]->u.i, self->dim);
+  const et_tensor *const self = args[SLICE_SELF]->u.t, *const out = args[SLICE_OUT]->u.t;
+  const uint8_t dim = aten_dim_get(args[SLICE_DIM]->u.i, self->dim);
   int64_t start, len;
-  slice_range(args[2], args[3], self->sizes[dim], args[4]->u.i, &start, &len);
+  slice_range(args[SLICE_START], args[SLICE_END], self->sizes[dim], args[SLICE_STEP]->u.i, &start, &len);
   memset(ss, 0, sizeof *ss);
-  if (args[4]->u.i != 1 || !same_order(self, out)) return;
+  if (args[SLICE_STEP]->u.i != 1 || !same_order(self, out)) return;
   size_t outer, inner;
   dim_rows(self, dim, &outer, &inner);
   inner *= et_dtype_size(out->dtype);
@@ -590,12 +601,12 @@ ET_PREPARE et_status aten_slice_copy_tensor_out_prepare(et_kernel_ctx *ctx, et_v
   int64_t dim64 = 0, step = 0;
   uint8_t dim = 0;
   et_status st;
-  if ((st = self_out_args(ctx, op, args, nargs, 7, 5, &self, &out)) || (st = aten_int(ctx, op, args, 1, &dim64)) || (st = aten_dim(ctx, op, dim64, self->dim, &dim)) ||
-      (st = aten_int(ctx, op, args, 4, &step)))
+  if ((st = self_out_args(ctx, op, args, nargs, 7, SLICE_OUT, &self, &out)) || (st = aten_int(ctx, op, args, SLICE_DIM, &dim64)) || (st = aten_dim(ctx, op, dim64, self->dim, &dim)) ||
+      (st = aten_int(ctx, op, args, SLICE_STEP, &step)))
     return st;
   if (self->dim == 0 || step <= 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: needs rank >= 1 and step > 0", op);
   int64_t start, len;
-  slice_range(args[2], args[3], self->sizes[dim], step, &start, &len);
+  slice_range(args[SLICE_START], args[SLICE_END], self->sizes[dim], step, &start, &len);
   bool ok = out->dim == self->dim;
   for (uint8_t d = 0; ok && d < self->dim; d++) ok = out->sizes[d] == (d == dim ? len : self->sizes[d]);
   if (!ok) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match the slice", op);
@@ -607,17 +618,17 @@ et_status aten_slice_copy_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32
   slice_state local;
   const slice_state *pl = (const slice_state *)ctx->state;
   if (pl == NULL) slice_plan(&local, args), pl = &local;
-  const et_tensor *const self = args[0]->u.t;
-  et_tensor *const out = args[5]->u.t;
+  const et_tensor *const self = args[SLICE_SELF]->u.t;
+  et_tensor *const out = args[SLICE_OUT]->u.t;
   (void)nargs;
   if (pl->fast) { /* each of the outer rows: a run of the input's row */
     copy_rows(out->data, (const uint8_t *)self->data + pl->soff, (int32_t)pl->outer, pl->row, pl->row, pl->srow, NULL);
     return ET_OK;
   }
-  const uint8_t dim = aten_dim_get(args[1]->u.i, self->dim);
-  const int64_t step = args[4]->u.i;
+  const uint8_t dim = aten_dim_get(args[SLICE_DIM]->u.i, self->dim);
+  const int64_t step = args[SLICE_STEP]->u.i;
   int64_t start, len;
-  slice_range(args[2], args[3], self->sizes[dim], step, &start, &len);
+  slice_range(args[SLICE_START], args[SLICE_END], self->sizes[dim], step, &start, &len);
   size_t ss[ET_MAX_DIM];
   et_tensor_strides(self, ss);
   size_t base = (size_t)start * ss[dim];

@@ -8,6 +8,13 @@ static bool is_float_dt(int dt) { return dt == ET_DT_FLOAT || dt == ET_DT_DOUBLE
 
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV } binop;
 
+/* Argument slots (the operators' schemas, then ret): add/sub/mul/div .out and .Scalar_out (self, other[, alpha],
+ * out): out is ATEN_OUT_SLOT(nargs); relu, sigmoid, tanh (self, out); hardtanh (self, min_val, max_val, out) and
+ * clamp (self, min, max, out). */
+enum { BIN_SELF, BIN_OTHER, BIN_ALPHA };
+enum { UN_SELF, UN_OUT };
+enum { BOUND_SELF, BOUND_MIN, BOUND_MAX, BOUND_OUT };
+
 /* Prepare's checks of out = a (op) alpha*b. */
 ET_PREPARE static et_status binary_check(et_kernel_ctx *ctx, const char *op, binop k, const et_tensor *a, const et_tensor *b, double bs,
                               double alpha, const et_tensor *out) {
@@ -89,20 +96,20 @@ ET_PREPARE static et_status binary_prepare(et_kernel_ctx *ctx, const char *op, b
   double alpha = 1, bs = 0;
   et_status st;
   uint32_t want = has_alpha ? 5 : 4;
-  if ((st = aten_self_out(ctx, op, args, nargs, want, want - 2, &a, &out))) return st;
-  if (scalar_other) st = aten_scalar(ctx, op, args, 1, &bs, NULL);
-  else st = aten_tensor(ctx, op, args, 1, &b);
+  if ((st = aten_self_out(ctx, op, args, nargs, want, ATEN_OUT_SLOT(want), &a, &out))) return st;
+  if (scalar_other) st = aten_scalar(ctx, op, args, BIN_OTHER, &bs, NULL);
+  else st = aten_tensor(ctx, op, args, BIN_OTHER, &b);
   if (st) return st;
-  if (has_alpha && (st = aten_scalar(ctx, op, args, 2, &alpha, NULL))) return st;
+  if (has_alpha && (st = aten_scalar(ctx, op, args, BIN_ALPHA, &alpha, NULL))) return st;
   return binary_check(ctx, op, k, a, b, bs, alpha, out);
 }
 
 static et_status binary_adapter(et_kernel_ctx *ctx, const char *op, binop k, bool has_alpha, bool scalar_other,
                                 et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t, *const b = scalar_other ? NULL : args[1]->u.t;
-  const double bs = scalar_other ? aten_scalar_get(args[1], NULL) : 0;
-  const double alpha = has_alpha ? aten_scalar_get(args[2], NULL) : 1;
-  return binary(ctx, op, k, a, b, bs, alpha, args[nargs - 2]->u.t);
+  const et_tensor *const a = args[BIN_SELF]->u.t, *const b = scalar_other ? NULL : args[BIN_OTHER]->u.t;
+  const double bs = scalar_other ? aten_scalar_get(args[BIN_OTHER], NULL) : 0;
+  const double alpha = has_alpha ? aten_scalar_get(args[BIN_ALPHA], NULL) : 1;
+  return binary(ctx, op, k, a, b, bs, alpha, args[ATEN_OUT_SLOT(nargs)]->u.t);
 }
 
 /* Each overload's entry points (named in aten_ops.def): adapter fn, prepare fn##_prepare. */
@@ -139,7 +146,7 @@ ET_PREPARE static et_status unary_check(et_kernel_ctx *ctx, const char *op, unop
 ET_PREPARE static et_status unary_prepare(et_kernel_ctx *ctx, const char *op, unop k, et_value **args, uint32_t nargs) {
   et_tensor *a = NULL, *out = NULL;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 3, 1, &a, &out))) return st;
+  if ((st = aten_self_out(ctx, op, args, nargs, 3, UN_OUT, &a, &out))) return st;
   return unary_check(ctx, op, k, a, out);
 }
 
@@ -183,7 +190,7 @@ ET_PREPARE et_status aten_relu_out_prepare(et_kernel_ctx *ctx, et_value **args, 
   return unary_prepare(ctx, "aten::relu", U_CLAMP, args, nargs);
 }
 et_status aten_relu_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return unary(U_CLAMP, args[0]->u.t, args[1]->u.t, 0, true, 0, false);
+  return unary(U_CLAMP, args[UN_SELF]->u.t, args[UN_OUT]->u.t, 0, true, 0, false);
 }
 
 /* hardtanh and clamp: (self, lo, hi, out); hardtanh's bounds are required, clamp's may be None */
@@ -193,9 +200,10 @@ ET_PREPARE static et_status bounded_prepare(et_kernel_ctx *ctx, et_value **args,
   double lo = 0, hi = 0;
   bool has_lo, has_hi;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &a)) ||
-      (st = aten_scalar(ctx, op, args, 1, &lo, optional_bounds ? &has_lo : NULL)) ||
-      (st = aten_scalar(ctx, op, args, 2, &hi, optional_bounds ? &has_hi : NULL)) || (st = aten_tensor(ctx, op, args, 3, &out)))
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, BOUND_SELF, &a)) ||
+      (st = aten_scalar(ctx, op, args, BOUND_MIN, &lo, optional_bounds ? &has_lo : NULL)) ||
+      (st = aten_scalar(ctx, op, args, BOUND_MAX, &hi, optional_bounds ? &has_hi : NULL)) ||
+      (st = aten_tensor(ctx, op, args, BOUND_OUT, &out)))
     return st;
   return unary_check(ctx, op, U_CLAMP, a, out);
 }
@@ -203,8 +211,8 @@ ET_PREPARE static et_status bounded_prepare(et_kernel_ctx *ctx, et_value **args,
  * bounds are always present. */
 static et_status bounded(et_value **args) {
   bool has_lo, has_hi;
-  const double lo = aten_scalar_get(args[1], &has_lo), hi = aten_scalar_get(args[2], &has_hi);
-  return unary(U_CLAMP, args[0]->u.t, args[3]->u.t, lo, has_lo, hi, has_hi);
+  const double lo = aten_scalar_get(args[BOUND_MIN], &has_lo), hi = aten_scalar_get(args[BOUND_MAX], &has_hi);
+  return unary(U_CLAMP, args[BOUND_SELF]->u.t, args[BOUND_OUT]->u.t, lo, has_lo, hi, has_hi);
 }
 
 ET_PREPARE et_status aten_hardtanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
@@ -221,13 +229,13 @@ ET_PREPARE et_status aten_sigmoid_out_prepare(et_kernel_ctx *ctx, et_value **arg
   return unary_prepare(ctx, "aten::sigmoid", U_SIGMOID, args, nargs);
 }
 et_status aten_sigmoid_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return unary(U_SIGMOID, args[0]->u.t, args[1]->u.t, 0, false, 0, false);
+  return unary(U_SIGMOID, args[UN_SELF]->u.t, args[UN_OUT]->u.t, 0, false, 0, false);
 }
 
 ET_PREPARE et_status aten_tanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return unary_prepare(ctx, "aten::tanh", U_TANH, args, nargs);
 }
 et_status aten_tanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return unary(U_TANH, args[0]->u.t, args[1]->u.t, 0, false, 0, false);
+  return unary(U_TANH, args[UN_SELF]->u.t, args[UN_OUT]->u.t, 0, false, 0, false);
 }
 

@@ -36,6 +36,15 @@ ET_PREPARE static inline et_status af_opt_tensor(et_kernel_ctx *ctx, const char 
   if (args[i]->tag == ET_TAG_NONE) return ET_OK;
   return aten_tensor(ctx, op, args, i, t);
 }
+/* A tensor argument that must be float32. */
+ET_PREPARE static inline et_status af_f32_arg(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, const char *name,
+                                              et_tensor **t) {
+  et_status st;
+  if ((st = aten_tensor(ctx, op, args, i, t))) return st;
+  return af_f32(ctx, op, *t, name);
+}
+/* Unchecked form for eval: a Tensor? argument, NULL for None. */
+static inline const et_tensor *af_opt_tensor_get(const et_value *v) { return v->tag == ET_TAG_TENSOR ? v->u.t : NULL; }
 /* An int[] argument (int[]? too when `optional`: *n = 0 for None). */
 ET_PREPARE static inline et_status af_int_list(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, bool optional,
                                                uint32_t *n) {
@@ -76,6 +85,36 @@ ET_PREPARE static inline et_status af_word(et_kernel_ctx *ctx, const char *op, e
     if (v->u.s.len == strlen(w1) && memcmp(v->u.s.ptr, w1, v->u.s.len) == 0) return ET_OK;
   }
   return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: argument %u must be '%s' or '%s'", op, (unsigned)i, w0, w1);
+}
+/* The dims of an int[] argument `v` as a bit mask of dims in [0, rank); a dim given twice is refused. */
+ET_PREPARE static inline et_status af_dim_list_mask(et_kernel_ctx *ctx, const char *op, const et_value *v, uint8_t rank,
+                                                    unsigned *mask) {
+  et_status st;
+  uint8_t d = 0;
+  for (uint32_t i = 0; i < v->u.list.len; i++) {
+    if ((st = aten_dim(ctx, op, et_list_int(v, i), rank, &d))) return st;
+    if ((*mask >> d) & 1u) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %u appears twice", op, d);
+    *mask |= 1u << d;
+  }
+  return ET_OK;
+}
+/* `t` broadcasts to `out` (prepare's check; eval computes the strides with af_bcast_get). */
+ET_PREPARE static inline et_status af_bcast(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const et_tensor *out) {
+  size_t s[ET_MAX_DIM];
+  return aten_bcast_strides(ctx, op, t, out, s);
+}
+/* Unchecked form for eval: t's strides seen from out (prepare checked that t broadcasts). */
+static inline void af_bcast_get(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const et_tensor *out, size_t *st) {
+  (void)aten_bcast_strides(ctx, op, t, out, st);
+}
+/* Eval's tensor at slot isrc and out at slot iout, with src's strides seen from out in *st (prepare checked that
+ * src broadcasts); returns out. */
+static inline et_tensor *af_bcast_args(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t isrc, uint32_t iout,
+                                       const et_tensor **src, size_t *st) {
+  et_tensor *const out = args[iout]->u.t;
+  *src = args[isrc]->u.t;
+  af_bcast_get(ctx, op, *src, out, st);
+  return out;
 }
 /* Unchecked form for eval: whether the string argument is w1 (prepare checked it is w0, w1 or None). */
 static inline bool af_word_is(const et_value *v, const char *w1) {

@@ -16,6 +16,12 @@ typedef enum {
   B_BAND, B_BOR, B_BXOR                                              /* bitwise, integers and bools */
 } bkind;
 
+/* Argument slots (the operators' schemas). The two-operand overloads are (self, other[, rounding_mode], out, ret):
+ * out is ATEN_OUT_SLOT(nargs), counted from the end. */
+enum { BIN_SELF, BIN_OTHER, BIN_ROUNDING_MODE };
+enum { WHERE_CONDITION, WHERE_SELF, WHERE_OTHER, WHERE_OUT };
+enum { CLAMPT_SELF, CLAMPT_MIN, CLAMPT_MAX, CLAMPT_OUT };
+
 static inline bool is_cmp(bkind k) { return k >= B_GT && k <= B_NE; }
 static inline bool is_logic(bkind k) { return k >= B_LAND && k <= B_LXOR; }
 static inline bool is_bitwise(bkind k) { return k >= B_BAND; }
@@ -120,8 +126,8 @@ static inline bool same_layout(const et_tensor *t, const et_tensor *out) {
 /* An iterator over out with slots 0 (out), 1 (a) and 2 (b), a scalar operand at stride 0. */
 static void bcast_iter(et_kernel_ctx *ctx, const char *op, const operand *a, const operand *b, et_tensor *out, af_iter *it) {
   size_t sa[ET_MAX_DIM] = {0}, sb[ET_MAX_DIM] = {0};
-  if (a->t) (void)aten_bcast_strides(ctx, op, a->t, out, sa); /* checked at prepare: computes the strides */
-  if (b->t) (void)aten_bcast_strides(ctx, op, b->t, out, sb);
+  if (a->t) af_bcast_get(ctx, op, a->t, out, sa); /* checked at prepare */
+  if (b->t) af_bcast_get(ctx, op, b->t, out, sb);
   af_iter_init(it, out->dim, out->sizes);
   (void)af_iter_tensor(it, out);
   (void)af_iter_add(it, sa, 0);
@@ -202,7 +208,7 @@ ET_PREPARE static et_status binary_prepare(et_kernel_ctx *ctx, const char *op, b
   et_tensor *out = NULL;
   et_status st;
   const uint32_t want = has_mode ? 5 : 4;
-  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, want - 2, &out))) return st;
+  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, ATEN_OUT_SLOT(want), &out))) return st;
   if (is_cmp(k) || is_logic(k))
     st = af_dtype(ctx, op, out, "out", out->dtype == ET_DT_FLOAT || aten_is_int_dt(out->dtype), "float32, an integer or bool");
   else if (is_bitwise(k))
@@ -211,14 +217,15 @@ ET_PREPARE static et_status binary_prepare(et_kernel_ctx *ctx, const char *op, b
     st = af_f32(ctx, op, out, "out");
   else
     st = af_dtype(ctx, op, out, "out", out->dtype == ET_DT_FLOAT || aten_is_int_dt(out->dtype), "float32, an integer or bool");
-  if (st || (st = check_operand(ctx, op, k, args, 0, "self", out)) || (st = check_operand(ctx, op, k, args, 1, "other", out)))
+  if (st || (st = check_operand(ctx, op, k, args, BIN_SELF, "self", out)) ||
+      (st = check_operand(ctx, op, k, args, BIN_OTHER, "other", out)))
     return st;
-  if (args[0]->tag != ET_TAG_TENSOR && args[1]->tag != ET_TAG_TENSOR)
+  if (args[BIN_SELF]->tag != ET_TAG_TENSOR && args[BIN_OTHER]->tag != ET_TAG_TENSOR)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument 0 is not a tensor", op);
   if (has_mode) {
     int w;
-    if ((st = af_word(ctx, op, args, 2, "trunc", "floor", true, &w))) return st;
-    if (args[2]->tag == ET_TAG_NONE && out->dtype != ET_DT_FLOAT)
+    if ((st = af_word(ctx, op, args, BIN_ROUNDING_MODE, "trunc", "floor", true, &w))) return st;
+    if (args[BIN_ROUNDING_MODE]->tag == ET_TAG_NONE && out->dtype != ET_DT_FLOAT)
       return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: integer output for true division", op);
   }
   return ET_OK;
@@ -227,15 +234,16 @@ ET_PREPARE static et_status binary_prepare(et_kernel_ctx *ctx, const char *op, b
 /* Inlined into each entry point (k and has_mode constant): float arithmetic runs its own specialised loops. */
 static inline __attribute__((always_inline)) et_status binary_adapter(et_kernel_ctx *ctx, const char *op, bkind k, bool has_mode,
                                                                       et_value **args, uint32_t nargs) {
-  const operand a = operand_of(args[0]), b = operand_of(args[1]);
-  et_tensor *const out = args[nargs - 2]->u.t;
+  const operand a = operand_of(args[BIN_SELF]), b = operand_of(args[BIN_OTHER]);
+  et_tensor *const out = args[ATEN_OUT_SLOT(nargs)]->u.t;
+  const et_value *const mode = has_mode ? args[BIN_ROUNDING_MODE] : NULL;
   const bool flt = !is_cmp(k) && !is_logic(k) && !is_bitwise(k) && out->dtype == ET_DT_FLOAT;
   if (has_mode && flt) {
-    if (args[2]->tag == ET_TAG_NONE) return arith_eval(ctx, op, B_DIV_TRUE, &a, &b, out);
-    if (af_word_is(args[2], "floor")) return arith_eval(ctx, op, B_DIV_FLOOR, &a, &b, out);
+    if (mode->tag == ET_TAG_NONE) return arith_eval(ctx, op, B_DIV_TRUE, &a, &b, out);
+    if (af_word_is(mode, "floor")) return arith_eval(ctx, op, B_DIV_FLOOR, &a, &b, out);
     return arith_eval(ctx, op, B_DIV_TRUNC, &a, &b, out);
   }
-  if (has_mode) k = af_word_is(args[2], "floor") ? B_DIV_FLOOR : B_DIV_TRUNC; /* integers (no true division: prepare) */
+  if (has_mode) k = af_word_is(mode, "floor") ? B_DIV_FLOOR : B_DIV_TRUNC; /* integers (no true division: prepare) */
   if (flt) return arith_eval(ctx, op, k, &a, &b, out);
   return binary_eval(ctx, op, k, &a, &b, out);
 }
@@ -279,29 +287,27 @@ BINARY_OP(aten_bitwise_xor_tensor_out, "aten::bitwise_xor.Tensor_out", B_BXOR, f
 ET_PREPARE et_status aten_where_self_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::where.self_out";
   et_tensor *c = NULL, *a = NULL, *b = NULL, *out = NULL;
-  size_t s[ET_MAX_DIM];
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &c)) || (st = aten_tensor(ctx, op, args, 1, &a)) ||
-      (st = aten_tensor(ctx, op, args, 2, &b)) || (st = aten_tensor(ctx, op, args, 3, &out)))
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, WHERE_CONDITION, &c)) ||
+      (st = aten_tensor(ctx, op, args, WHERE_SELF, &a)) || (st = aten_tensor(ctx, op, args, WHERE_OTHER, &b)) ||
+      (st = aten_tensor(ctx, op, args, WHERE_OUT, &out)))
     return st;
   if ((st = af_dtype(ctx, op, c, "condition", c->dtype == ET_DT_BOOL || c->dtype == ET_DT_BYTE, "bool or uint8"))) return st;
   if (a->dtype != out->dtype || b->dtype != out->dtype)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(a->dtype != out->dtype ? a->dtype : b->dtype),
                    et_dtype_name(out->dtype));
   if (et_dtype_size(out->dtype) == 0) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dtype %s not supported", op, et_dtype_name(out->dtype));
-  if ((st = aten_bcast_strides(ctx, op, c, out, s)) || (st = aten_bcast_strides(ctx, op, a, out, s)) ||
-      (st = aten_bcast_strides(ctx, op, b, out, s)))
-    return st;
+  if ((st = af_bcast(ctx, op, c, out)) || (st = af_bcast(ctx, op, a, out)) || (st = af_bcast(ctx, op, b, out))) return st;
   return ET_OK;
 }
 et_status aten_where_self_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::where.self_out";
-  const et_tensor *const c = args[0]->u.t, *const a = args[1]->u.t, *const b = args[2]->u.t;
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *const c = args[WHERE_CONDITION]->u.t, *const a = args[WHERE_SELF]->u.t, *const b = args[WHERE_OTHER]->u.t;
+  et_tensor *const out = args[WHERE_OUT]->u.t;
   size_t sc[ET_MAX_DIM], sa[ET_MAX_DIM], sb[ET_MAX_DIM];
-  (void)aten_bcast_strides(ctx, op, c, out, sc); /* checked at prepare: computes the strides */
-  (void)aten_bcast_strides(ctx, op, a, out, sa);
-  (void)aten_bcast_strides(ctx, op, b, out, sb);
+  af_bcast_get(ctx, op, c, out, sc);
+  af_bcast_get(ctx, op, a, out, sa);
+  af_bcast_get(ctx, op, b, out, sb);
   af_iter it;
   af_iter_init(&it, out->dim, out->sizes);
   const uint8_t io = af_iter_tensor(&it, out), ic = af_iter_add(&it, sc, 0), ia = af_iter_add(&it, sa, 0), ib = af_iter_add(&it, sb, 0);
@@ -323,26 +329,25 @@ et_status aten_where_self_out(et_kernel_ctx *ctx, et_value **args, uint32_t narg
 ET_PREPARE et_status aten_clamp_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::clamp.Tensor_out";
   et_tensor *a = NULL, *lo = NULL, *hi = NULL, *out = NULL;
-  size_t s[ET_MAX_DIM];
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 5, 3, &a, &out)) || (st = af_opt_tensor(ctx, op, args, 1, &lo)) ||
-      (st = af_opt_tensor(ctx, op, args, 2, &hi)) || (st = af_f32(ctx, op, a, "self")) || (st = af_f32(ctx, op, out, "out")) ||
-      (st = aten_bcast_strides(ctx, op, a, out, s)))
+  if ((st = aten_self_out(ctx, op, args, nargs, 5, CLAMPT_OUT, &a, &out)) || (st = af_opt_tensor(ctx, op, args, CLAMPT_MIN, &lo)) ||
+      (st = af_opt_tensor(ctx, op, args, CLAMPT_MAX, &hi)) || (st = af_f32(ctx, op, a, "self")) || (st = af_f32(ctx, op, out, "out")) ||
+      (st = af_bcast(ctx, op, a, out)))
     return st;
-  if (lo && ((st = af_f32(ctx, op, lo, "min")) || (st = aten_bcast_strides(ctx, op, lo, out, s)))) return st;
-  if (hi && ((st = af_f32(ctx, op, hi, "max")) || (st = aten_bcast_strides(ctx, op, hi, out, s)))) return st;
+  if (lo && ((st = af_f32(ctx, op, lo, "min")) || (st = af_bcast(ctx, op, lo, out)))) return st;
+  if (hi && ((st = af_f32(ctx, op, hi, "max")) || (st = af_bcast(ctx, op, hi, out)))) return st;
   return ET_OK;
 }
 et_status aten_clamp_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::clamp.Tensor_out";
-  const et_tensor *const a = args[0]->u.t;
-  const et_tensor *const lo = args[1]->tag == ET_TAG_TENSOR ? args[1]->u.t : NULL;
-  const et_tensor *const hi = args[2]->tag == ET_TAG_TENSOR ? args[2]->u.t : NULL;
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *const a = args[CLAMPT_SELF]->u.t;
+  const et_tensor *const lo = af_opt_tensor_get(args[CLAMPT_MIN]);
+  const et_tensor *const hi = af_opt_tensor_get(args[CLAMPT_MAX]);
+  et_tensor *const out = args[CLAMPT_OUT]->u.t;
   size_t sa[ET_MAX_DIM], sl[ET_MAX_DIM] = {0}, sh[ET_MAX_DIM] = {0};
-  (void)aten_bcast_strides(ctx, op, a, out, sa); /* checked at prepare: computes the strides */
-  if (lo) (void)aten_bcast_strides(ctx, op, lo, out, sl);
-  if (hi) (void)aten_bcast_strides(ctx, op, hi, out, sh);
+  af_bcast_get(ctx, op, a, out, sa);
+  if (lo) af_bcast_get(ctx, op, lo, out, sl);
+  if (hi) af_bcast_get(ctx, op, hi, out, sh);
   af_iter it;
   af_iter_init(&it, out->dim, out->sizes);
   const uint8_t io = af_iter_tensor(&it, out), ia = af_iter_add(&it, sa, 0), il = af_iter_add(&it, sl, 0), ih = af_iter_add(&it, sh, 0);

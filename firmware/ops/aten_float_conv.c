@@ -6,6 +6,14 @@
  * every tensor. A 3-D convolution (5-D input) is refused at load. */
 #include "aten_float.h"
 
+/* Argument slots (the operators' schemas, out last; ret after it): convolution, mm and bmm, addmm, linear,
+ * _trilinear. */
+enum { CONV_INPUT, CONV_WEIGHT, CONV_BIAS, CONV_STRIDE, CONV_PADDING, CONV_DILATION, CONV_TRANSPOSED, CONV_OUTPUT_PADDING, CONV_GROUPS, CONV_OUT };
+enum { MM_SELF, MM_MAT2, MM_OUT };
+enum { ADDMM_SELF, ADDMM_MAT1, ADDMM_MAT2, ADDMM_BETA, ADDMM_ALPHA, ADDMM_OUT };
+enum { LINEAR_INPUT, LINEAR_WEIGHT, LINEAR_BIAS, LINEAR_OUT };
+enum { TRI_I1, TRI_I2, TRI_I3, TRI_EXPAND1, TRI_EXPAND2, TRI_EXPAND3, TRI_SUMDIM, TRI_UNROLL_DIM, TRI_OUT };
+
 /* ---- convolution ---- */
 
 typedef struct {
@@ -33,12 +41,12 @@ static int32_t conv_at(const et_value *v, uint8_t ns, uint8_t k, int32_t dflt) {
   return (int32_t)et_list_int(v, v->u.list.len == 1 ? 0 : (uint32_t)(k - (2 - ns)));
 }
 static void conv_params_get(et_value **args, uint8_t ns, conv_params *p) {
-  p->sh = conv_at(args[3], ns, 0, 1), p->sw = conv_at(args[3], ns, 1, 1);
-  p->ph = conv_at(args[4], ns, 0, 0), p->pw = conv_at(args[4], ns, 1, 0);
-  p->dh = conv_at(args[5], ns, 0, 1), p->dw = conv_at(args[5], ns, 1, 1);
-  p->transposed = args[6]->u.b;
-  p->oph = conv_at(args[7], ns, 0, 0), p->opw = conv_at(args[7], ns, 1, 0);
-  p->groups = (int32_t)args[8]->u.i;
+  p->sh = conv_at(args[CONV_STRIDE], ns, 0, 1), p->sw = conv_at(args[CONV_STRIDE], ns, 1, 1);
+  p->ph = conv_at(args[CONV_PADDING], ns, 0, 0), p->pw = conv_at(args[CONV_PADDING], ns, 1, 0);
+  p->dh = conv_at(args[CONV_DILATION], ns, 0, 1), p->dw = conv_at(args[CONV_DILATION], ns, 1, 1);
+  p->transposed = args[CONV_TRANSPOSED]->u.b;
+  p->oph = conv_at(args[CONV_OUTPUT_PADDING], ns, 0, 0), p->opw = conv_at(args[CONV_OUTPUT_PADDING], ns, 1, 0);
+  p->groups = (int32_t)args[CONV_GROUPS]->u.i;
 }
 /* Output size of one spatial dim. */
 static int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op, bool transposed) {
@@ -53,18 +61,18 @@ ET_PREPARE et_status aten_convolution_out_prepare(et_kernel_ctx *ctx, et_value *
   bool tr = false;
   int64_t groups = 0;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 11, 9, &x, &out)) || (st = aten_tensor(ctx, op, args, 1, &w)) ||
-      (st = af_opt_tensor(ctx, op, args, 2, &b)))
+  if ((st = aten_self_out(ctx, op, args, nargs, 11, CONV_OUT, &x, &out)) || (st = aten_tensor(ctx, op, args, CONV_WEIGHT, &w)) ||
+      (st = af_opt_tensor(ctx, op, args, CONV_BIAS, &b)))
     return st;
   if (x->dim == 5) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: 3-D convolution (5-D input) is not supported; 1-D and 2-D are", op);
   if ((x->dim != 3 && x->dim != 4) || w->dim != x->dim)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: input and weight must be 3-D or 4-D (1-D or 2-D convolution), got %u-D and %u-D", op, x->dim, w->dim);
   const uint8_t ns = (uint8_t)(x->dim - 2);
   if ((st = af_f32(ctx, op, x, "input")) || (st = af_f32(ctx, op, w, "weight")) || (st = af_f32(ctx, op, out, "out")) ||
-      (b && (st = af_f32(ctx, op, b, "bias"))) || (st = conv_list(ctx, op, args, 3, "stride", ns, 1)) ||
-      (st = conv_list(ctx, op, args, 4, "padding", ns, 0)) ||
-      (st = conv_list(ctx, op, args, 5, "dilation", ns, 1)) || (st = af_bool(ctx, op, args, 6, &tr)) ||
-      (st = conv_list(ctx, op, args, 7, "output_padding", ns, 0)) || (st = aten_int(ctx, op, args, 8, &groups)))
+      (b && (st = af_f32(ctx, op, b, "bias"))) || (st = conv_list(ctx, op, args, CONV_STRIDE, "stride", ns, 1)) ||
+      (st = conv_list(ctx, op, args, CONV_PADDING, "padding", ns, 0)) ||
+      (st = conv_list(ctx, op, args, CONV_DILATION, "dilation", ns, 1)) || (st = af_bool(ctx, op, args, CONV_TRANSPOSED, &tr)) ||
+      (st = conv_list(ctx, op, args, CONV_OUTPUT_PADDING, "output_padding", ns, 0)) || (st = aten_int(ctx, op, args, CONV_GROUPS, &groups)))
     return st;
   const int32_t cin = x->sizes[1];
   if (groups < 1 || groups > cin || cin % groups != 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: groups %lld does not divide %d input channels", op, (long long)groups, (int)cin);
@@ -89,9 +97,9 @@ ET_PREPARE et_status aten_convolution_out_prepare(et_kernel_ctx *ctx, et_value *
 }
 
 et_status aten_convolution_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const xt = args[0]->u.t, *const wt = args[1]->u.t;
-  const et_tensor *const bt = args[2]->tag == ET_TAG_TENSOR ? args[2]->u.t : NULL;
-  et_tensor *const ot = args[9]->u.t;
+  const et_tensor *const xt = args[CONV_INPUT]->u.t, *const wt = args[CONV_WEIGHT]->u.t;
+  const et_tensor *const bt = af_opt_tensor_get(args[CONV_BIAS]);
+  et_tensor *const ot = args[CONV_OUT]->u.t;
   conv_params p;
   conv_params_get(args, (uint8_t)(xt->dim - 2), &p);
   af_nchw x, w, o;
@@ -203,14 +211,14 @@ static void mm_job_of(mm_job *j, const et_tensor *a, const et_tensor *b, et_tens
 ET_PREPARE static et_status mm_prepare(et_kernel_ctx *ctx, const char *op, uint8_t rank, et_value **args, uint32_t nargs) {
   et_tensor *a = NULL, *b = NULL, *out = NULL;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 4, 2, &a, &out)) || (st = aten_tensor(ctx, op, args, 1, &b))) return st;
+  if ((st = aten_self_out(ctx, op, args, nargs, 4, MM_OUT, &a, &out)) || (st = aten_tensor(ctx, op, args, MM_MAT2, &b))) return st;
   return mm_check(ctx, op, a, b, out, rank);
 }
 static et_status mm_eval(uint8_t rank, et_value **args) {
-  const et_tensor *const a = args[0]->u.t;
+  const et_tensor *const a = args[MM_SELF]->u.t;
   for (int32_t i = 0; i < (rank == 3 ? a->sizes[0] : 1); i++) {
     mm_job j;
-    mm_job_of(&j, a, args[1]->u.t, args[2]->u.t, rank, i);
+    mm_job_of(&j, a, args[MM_MAT2]->u.t, args[MM_OUT]->u.t, rank, i);
     mm_run(&j);
   }
   return ET_OK;
@@ -228,23 +236,21 @@ et_status aten_bmm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { re
 ET_PREPARE et_status aten_addmm_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::addmm.out";
   et_tensor *c = NULL, *a = NULL, *b = NULL, *out = NULL;
-  size_t s[ET_MAX_DIM];
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 7, 5, &c, &out)) || (st = aten_tensor(ctx, op, args, 1, &a)) ||
-      (st = aten_tensor(ctx, op, args, 2, &b)) || (st = af_scalar(ctx, op, args, 3)) || (st = af_scalar(ctx, op, args, 4)) ||
+  if ((st = aten_self_out(ctx, op, args, nargs, 7, ADDMM_OUT, &c, &out)) || (st = aten_tensor(ctx, op, args, ADDMM_MAT1, &a)) ||
+      (st = aten_tensor(ctx, op, args, ADDMM_MAT2, &b)) || (st = af_scalar(ctx, op, args, ADDMM_BETA)) || (st = af_scalar(ctx, op, args, ADDMM_ALPHA)) ||
       (st = mm_check(ctx, op, a, b, out, 2)) || (st = af_f32(ctx, op, c, "self")))
     return st;
-  return aten_bcast_strides(ctx, op, c, out, s);
+  return af_bcast(ctx, op, c, out);
 }
 et_status aten_addmm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const c = args[0]->u.t;
-  et_tensor *const out = args[5]->u.t;
+  const et_tensor *c;
   size_t cs[ET_MAX_DIM];
-  (void)aten_bcast_strides(ctx, "aten::addmm.out", c, out, cs); /* checked at prepare: computes the strides */
+  et_tensor *const out = af_bcast_args(ctx, "aten::addmm.out", args, ADDMM_SELF, ADDMM_OUT, &c, cs);
   mm_job j;
-  mm_job_of(&j, args[1]->u.t, args[2]->u.t, out, 2, 0);
+  mm_job_of(&j, args[ADDMM_MAT1]->u.t, args[ADDMM_MAT2]->u.t, out, 2, 0);
   j.c = c->data, j.cm = cs[0], j.cn = cs[1];
-  j.beta = (float)aten_scalar_get(args[3], NULL), j.alpha = (float)aten_scalar_get(args[4], NULL);
+  j.beta = (float)aten_scalar_get(args[ADDMM_BETA], NULL), j.alpha = (float)aten_scalar_get(args[ADDMM_ALPHA], NULL);
   mm_run(&j);
   (void)nargs;
   return ET_OK;
@@ -255,8 +261,8 @@ ET_PREPARE et_status aten_linear_out_prepare(et_kernel_ctx *ctx, et_value **args
   const char *op = "aten::linear.out";
   et_tensor *x = NULL, *w = NULL, *b = NULL, *out = NULL;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 5, 3, &x, &out)) || (st = aten_tensor(ctx, op, args, 1, &w)) ||
-      (st = af_opt_tensor(ctx, op, args, 2, &b)) || (st = af_f32(ctx, op, x, "input")) || (st = af_f32(ctx, op, w, "weight")) ||
+  if ((st = aten_self_out(ctx, op, args, nargs, 5, LINEAR_OUT, &x, &out)) || (st = aten_tensor(ctx, op, args, LINEAR_WEIGHT, &w)) ||
+      (st = af_opt_tensor(ctx, op, args, LINEAR_BIAS, &b)) || (st = af_f32(ctx, op, x, "input")) || (st = af_f32(ctx, op, w, "weight")) ||
       (st = af_f32(ctx, op, out, "out")) || (b && (st = af_f32(ctx, op, b, "bias"))))
     return st;
   if (x->dim < 1 || w->dim != 2 || w->sizes[1] != x->sizes[x->dim - 1])
@@ -268,9 +274,9 @@ ET_PREPARE et_status aten_linear_out_prepare(et_kernel_ctx *ctx, et_value **args
   return b ? af_shape(ctx, op, b, "bias", 1, w->sizes) : ET_OK;
 }
 et_status aten_linear_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const x = args[0]->u.t, *const w = args[1]->u.t;
-  const et_tensor *const b = args[2]->tag == ET_TAG_TENSOR ? args[2]->u.t : NULL;
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *const x = args[LINEAR_INPUT]->u.t, *const w = args[LINEAR_WEIGHT]->u.t;
+  const et_tensor *const b = af_opt_tensor_get(args[LINEAR_BIAS]);
+  et_tensor *const out = args[LINEAR_OUT]->u.t;
   const uint8_t last = (uint8_t)(x->dim - 1);
   size_t xs[ET_MAX_DIM], ws[ET_MAX_DIM], os[ET_MAX_DIM], bs[ET_MAX_DIM] = {0};
   et_tensor_strides(x, xs);
@@ -309,13 +315,13 @@ typedef struct {
 
 static et_status tri_geom_make(et_kernel_ctx *ctx, const char *op, et_value **args, tri_geom *g) {
   memset(g, 0, sizeof *g);
-  const et_tensor *t0 = args[0]->u.t;
-  g->T = (uint8_t)(t0->dim + args[3]->u.list.len);
+  const et_tensor *t0 = args[TRI_I1]->u.t;
+  g->T = (uint8_t)(t0->dim + args[TRI_EXPAND1]->u.list.len);
   if (g->T > ET_MAX_DIM) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: more than %d dims", op, ET_MAX_DIM);
   for (uint8_t d = 0; d < g->T; d++) g->sz[d] = 1;
   for (uint8_t j = 0; j < 3; j++) {
-    const et_tensor *t = args[j]->u.t;
-    const et_value *ex = args[3 + j];
+    const et_tensor *t = args[TRI_I1 + j]->u.t;
+    const et_value *ex = args[TRI_EXPAND1 + j];
     unsigned em = 0;
     for (uint32_t i = 0; i < ex->u.list.len; i++) {
       const int64_t d = et_list_int(ex, i);
@@ -333,8 +339,8 @@ static et_status tri_geom_make(et_kernel_ctx *ctx, const char *op, et_value **ar
       k++;
     }
   }
-  for (uint32_t i = 0; i < args[6]->u.list.len; i++) {
-    const int64_t d = et_list_int(args[6], i);
+  for (uint32_t i = 0; i < args[TRI_SUMDIM]->u.list.len; i++) {
+    const int64_t d = et_list_int(args[TRI_SUMDIM], i);
     if (d < 0 || d >= g->T) return et_fail(ctx, ET_E_INVALID_ARG, "%s: sumdim %lld out of range", op, (long long)d);
     g->sum |= 1u << d;
   }
@@ -342,16 +348,18 @@ static et_status tri_geom_make(et_kernel_ctx *ctx, const char *op, et_value **ar
 }
 ET_PREPARE et_status aten_trilinear_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::_trilinear.out";
-  et_tensor *t = NULL, *out = NULL;
+  et_tensor *out = NULL;
   uint32_t n = 0;
   int64_t unroll = 0;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 10)) || (st = aten_tensor(ctx, op, args, 8, &out)) || (st = af_f32(ctx, op, out, "out"))) return st;
-  for (uint32_t j = 0; j < 3; j++)
-    if ((st = aten_tensor(ctx, op, args, j, &t)) || (st = af_f32(ctx, op, t, j == 0 ? "i1" : j == 1 ? "i2" : "i3"))) return st;
-  for (uint32_t j = 3; j < 7; j++)
+  if ((st = aten_nargs(ctx, op, nargs, 10)) || (st = af_f32_arg(ctx, op, args, TRI_OUT, "out", &out))) return st;
+  for (uint32_t j = TRI_I1; j <= TRI_I3; j++) {
+    et_tensor *t = NULL;
+    if ((st = af_f32_arg(ctx, op, args, j, j == TRI_I1 ? "i1" : j == TRI_I2 ? "i2" : "i3", &t))) return st;
+  }
+  for (uint32_t j = TRI_EXPAND1; j <= TRI_SUMDIM; j++)
     if ((st = af_int_list(ctx, op, args, j, false, &n))) return st;
-  if ((st = aten_int(ctx, op, args, 7, &unroll))) return st;
+  if ((st = aten_int(ctx, op, args, TRI_UNROLL_DIM, &unroll))) return st;
   tri_geom g;
   if ((st = tri_geom_make(ctx, op, args, &g))) return st;
   int32_t want[ET_MAX_DIM];
@@ -361,7 +369,7 @@ ET_PREPARE et_status aten_trilinear_out_prepare(et_kernel_ctx *ctx, et_value **a
   return af_shape(ctx, op, out, "out", r, want);
 }
 et_status aten_trilinear_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  et_tensor *const out = args[8]->u.t;
+  et_tensor *const out = args[TRI_OUT]->u.t;
   tri_geom g;
   (void)tri_geom_make(ctx, "aten::_trilinear.out", args, &g); /* checked at prepare */
   /* one walk over the T dims, kept dims first then summed ones: each run of rn steps is one output element */
@@ -384,7 +392,7 @@ et_status aten_trilinear_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs
   af_iter_init(&it, g.T, sz);
   af_iter_add(&it, ost, 0);
   for (uint8_t j = 0; j < 3; j++) af_iter_add(&it, s3[j], 0);
-  const float *p1 = args[0]->u.t->data, *p2 = args[1]->u.t->data, *p3 = args[2]->u.t->data;
+  const float *p1 = args[TRI_I1]->u.t->data, *p2 = args[TRI_I2]->u.t->data, *p3 = args[TRI_I3]->u.t->data;
   float *po = out->data;
   const size_t kn = et_tensor_numel(out);
   if (rn == 0) memset(po, 0, kn * sizeof(float));

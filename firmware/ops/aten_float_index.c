@@ -21,8 +21,21 @@ ET_PREPARE static et_status same_dtype(et_kernel_ctx *ctx, const char *op, const
 ET_PREPARE static et_status self_out_same(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
                                           et_tensor **self, et_tensor **out) {
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, want, want - 2, self, out))) return st;
+  if ((st = aten_self_out(ctx, op, args, nargs, want, ATEN_OUT_SLOT(want), self, out))) return st;
   return same_dtype(ctx, op, *self, *out);
+}
+/* The (self, int[] list, ..., out, ret) head of expand_copy, repeat, flip and constant_pad_nd: out of self's
+ * dtype, n the list's length. */
+typedef struct {
+  et_tensor *self, *out;
+  uint32_t n;
+} self_list;
+ET_PREPARE static et_status self_list_out(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
+                                          uint32_t ilist, self_list *h) {
+  et_status st;
+  memset(h, 0, sizeof *h);
+  if ((st = self_out_same(ctx, op, args, nargs, want, &h->self, &h->out))) return st;
+  return af_int_list(ctx, op, args, ilist, false, &h->n);
 }
 /* The whole of src copied into dst through src's broadcast strides (same logical sizes as dst). */
 static void copy_all(et_tensor *dst, const et_tensor *src, const size_t *ss) {
@@ -31,29 +44,50 @@ static void copy_all(et_tensor *dst, const et_tensor *src, const size_t *ss) {
   af_copy_block(dst->data, ds, src->data, ss, dst->dim, dst->sizes, et_dtype_size(dst->dtype));
 }
 
+/* Argument slots (the operators' schemas, out last; ret after it): expand_copy, repeat, flip, constant_pad_nd,
+ * copy, slice_scatter, split_with_sizes_copy, index_select and gather (common head), embedding, _embedding_bag,
+ * index.Tensor, index_put, full, full_like, scalar_tensor, arange.out and arange.start_out, _empty_dim_order. */
+enum { EXPAND_SELF, EXPAND_SIZE, EXPAND_IMPLICIT, EXPAND_OUT };
+enum { REPEAT_SELF, REPEAT_REPEATS, REPEAT_OUT };
+enum { FLIP_SELF, FLIP_DIMS, FLIP_OUT };
+enum { PAD_SELF, PAD_PAD, PAD_VALUE, PAD_OUT };
+enum { COPY_SELF, COPY_SRC, COPY_NON_BLOCKING, COPY_OUT };
+enum { SSC_SELF, SSC_SRC, SSC_DIM, SSC_START, SSC_END, SSC_STEP, SSC_OUT };
+enum { SPLIT_SELF, SPLIT_SIZES, SPLIT_DIM, SPLIT_OUT };
+enum { DIMIDX_SELF, DIMIDX_DIM, DIMIDX_INDEX }; /* index_select and gather */
+enum { INDEX_SELECT_OUT = DIMIDX_INDEX + 1 };
+enum { GATHER_SPARSE_GRAD = DIMIDX_INDEX + 1, GATHER_OUT };
+enum { EMB_WEIGHT, EMB_INDICES, EMB_PADDING_IDX, EMB_SCALE_GRAD_BY_FREQ, EMB_SPARSE, EMB_OUT };
+enum { EB_WEIGHT, EB_INDICES, EB_OFFSETS, EB_SCALE_GRAD_BY_FREQ, EB_MODE, EB_SPARSE, EB_PER_SAMPLE_WEIGHTS, EB_INCLUDE_LAST_OFFSET, EB_PADDING_IDX, EB_OUT0, EB_OUT1, EB_OUT2, EB_OUT3 };
+enum { INDEX_SELF, INDEX_INDICES, INDEX_OUT };
+enum { PUT_SELF, PUT_INDICES, PUT_VALUES, PUT_ACCUMULATE, PUT_OUT };
+enum { FULL_SIZE, FULL_FILL_VALUE, FULL_OUT };
+enum { FULL_LIKE_SELF, FULL_LIKE_FILL_VALUE, FULL_LIKE_MEMORY_FORMAT, FULL_LIKE_OUT };
+enum { SCALAR_TENSOR_S, SCALAR_TENSOR_OUT };
+enum { ARANGE_END, ARANGE_OUT };
+enum { ARANGE_START_START, ARANGE_START_END, ARANGE_START_STEP, ARANGE_START_OUT };
+enum { EMPTY_SIZE, EMPTY_DIM_ORDER, EMPTY_OUT };
+
 /* ---- expand, repeat, flip, pad, copy ---- */
 
 /* expand_copy(self, size, implicit, out): size entries -1 keep self's size. */
 ET_PREPARE et_status aten_expand_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::expand_copy.out";
-  et_tensor *a = NULL, *out = NULL;
-  size_t s[ET_MAX_DIM];
-  uint32_t n = 0;
-  et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, 5, &a, &out)) || (st = af_int_list(ctx, op, args, 1, false, &n))) return st;
-  if (n != out->dim || n < a->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: size has %u entries for a rank-%u input", op, (unsigned)n, a->dim);
-  for (uint32_t d = 0; d < n; d++) {
-    const int64_t want = et_list_int(args[1], d);
-    const int64_t from = d >= n - a->dim ? a->sizes[d - (n - a->dim)] : -2;
-    if (out->sizes[d] != (want == -1 ? from : want)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match size", op);
+  self_list h;
+  const et_status st = self_list_out(ctx, op, args, nargs, 5, EXPAND_SIZE, &h);
+  if (st) return st;
+  if (h.n != h.out->dim || h.n < h.self->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: size has %u entries for a rank-%u input", op, (unsigned)h.n, h.self->dim);
+  for (uint32_t d = 0; d < h.n; d++) {
+    const int64_t want = et_list_int(args[EXPAND_SIZE], d);
+    const int64_t from = d >= h.n - h.self->dim ? h.self->sizes[d - (h.n - h.self->dim)] : -2;
+    if (h.out->sizes[d] != (want == -1 ? from : want)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output shape does not match size", op);
   }
-  return aten_bcast_strides(ctx, op, a, out, s);
+  return af_bcast(ctx, op, h.self, h.out);
 }
 et_status aten_expand_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *a;
   size_t s[ET_MAX_DIM];
-  (void)aten_bcast_strides(ctx, "aten::expand_copy.out", a, out, s); /* checked at prepare: computes the strides */
+  et_tensor *const out = af_bcast_args(ctx, "aten::expand_copy.out", args, EXPAND_SELF, EXPAND_OUT, &a, s);
   copy_all(out, a, s);
   (void)nargs;
   return ET_OK;
@@ -62,22 +96,23 @@ et_status aten_expand_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nar
 /* repeat(self, repeats, out): one block copy of self per tile. */
 ET_PREPARE et_status aten_repeat_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::repeat.out";
-  et_tensor *a = NULL, *out = NULL;
-  uint32_t n = 0;
+  self_list h;
+  const et_status st = self_list_out(ctx, op, args, nargs, 4, REPEAT_REPEATS, &h);
+  if (st) return st;
+  const et_tensor *const a = h.self, *const out = h.out;
+  const uint32_t n = h.n;
   int32_t want[ET_MAX_DIM];
-  et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, 4, &a, &out)) || (st = af_int_list(ctx, op, args, 1, false, &n))) return st;
   if (n < a->dim || n > ET_MAX_DIM) return et_fail(ctx, ET_E_INVALID_ARG, "%s: %u repeats for a rank-%u input", op, (unsigned)n, a->dim);
   for (uint32_t d = 0; d < n; d++) {
-    const int64_t r = et_list_int(args[1], d), s = d >= n - a->dim ? a->sizes[d - (n - a->dim)] : 1;
+    const int64_t r = et_list_int(args[REPEAT_REPEATS], d), s = d >= n - a->dim ? a->sizes[d - (n - a->dim)] : 1;
     if (r < 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: negative repeat", op);
     want[d] = (int32_t)(r * s);
   }
   return af_shape(ctx, op, out, "out", (uint8_t)n, want);
 }
 et_status aten_repeat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[2]->u.t;
+  const et_tensor *const a = args[REPEAT_SELF]->u.t;
+  et_tensor *const out = args[REPEAT_OUT]->u.t;
   const uint8_t n = out->dim, lead = (uint8_t)(n - a->dim);
   size_t os[ET_MAX_DIM], as[ET_MAX_DIM], ss[ET_MAX_DIM], tstride[ET_MAX_DIM];
   int32_t sz[ET_MAX_DIM], reps[ET_MAX_DIM];
@@ -87,7 +122,7 @@ et_status aten_repeat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   for (uint8_t d = 0; d < n; d++) {
     sz[d] = d < lead ? 1 : a->sizes[d - lead];
     ss[d] = d < lead ? 0 : as[d - lead];
-    reps[d] = (int32_t)et_list_int(args[1], d);
+    reps[d] = (int32_t)et_list_int(args[REPEAT_REPEATS], d);
     tstride[d] = (size_t)sz[d] * os[d]; /* one tile further along d */
     tiles *= (size_t)reps[d];
   }
@@ -105,28 +140,19 @@ et_status aten_repeat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
 /* flip(self, dims, out): the flipped dims read backwards (negative strides). */
 ET_PREPARE et_status aten_flip_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::flip.out";
-  et_tensor *a = NULL, *out = NULL;
-  uint32_t n = 0;
-  uint8_t d = 0;
+  self_list h;
   unsigned seen = 0;
   et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, 4, &a, &out)) || (st = af_int_list(ctx, op, args, 1, false, &n)) ||
-      (st = af_same_shape(ctx, op, out, "out", a)))
-    return st;
-  for (uint32_t i = 0; i < n; i++) {
-    if ((st = aten_dim(ctx, op, et_list_int(args[1], i), a->dim, &d))) return st;
-    if ((seen >> d) & 1u) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %u appears twice", op, d);
-    seen |= 1u << d;
-  }
-  return ET_OK;
+  if ((st = self_list_out(ctx, op, args, nargs, 4, FLIP_DIMS, &h)) || (st = af_same_shape(ctx, op, h.out, "out", h.self))) return st;
+  return af_dim_list_mask(ctx, op, args[FLIP_DIMS], h.self->dim, &seen);
 }
 et_status aten_flip_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[2]->u.t;
+  const et_tensor *const a = args[FLIP_SELF]->u.t;
+  et_tensor *const out = args[FLIP_OUT]->u.t;
   size_t s[ET_MAX_DIM], base = 0;
   et_tensor_strides(a, s);
-  for (uint32_t i = 0; i < args[1]->u.list.len; i++) {
-    const uint8_t d = aten_dim_get(et_list_int(args[1], i), a->dim);
+  for (uint32_t i = 0; i < args[FLIP_DIMS]->u.list.len; i++) {
+    const uint8_t d = aten_dim_get(et_list_int(args[FLIP_DIMS], i), a->dim);
     if (a->sizes[d] == 0) return ET_OK;
     base += (size_t)(a->sizes[d] - 1) * s[d];
     s[d] = 0u - s[d];
@@ -156,30 +182,29 @@ static void fill_value(et_tensor *out, double v) {
 /* constant_pad_nd(self, pad, value, out): pad pairs from the last dim back; negative pads crop. */
 ET_PREPARE et_status aten_constant_pad_nd_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::constant_pad_nd.out";
-  et_tensor *a = NULL, *out = NULL;
-  uint32_t n = 0;
+  self_list h;
+  et_status st = self_list_out(ctx, op, args, nargs, 5, PAD_PAD, &h);
+  if (st || (st = af_scalar(ctx, op, args, PAD_VALUE))) return st;
+  const et_tensor *const a = h.self, *const out = h.out;
+  const uint32_t n = h.n;
   int32_t want[ET_MAX_DIM];
-  et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, 5, &a, &out)) || (st = af_int_list(ctx, op, args, 1, false, &n)) ||
-      (st = af_scalar(ctx, op, args, 2)))
-    return st;
   if (n % 2 != 0 || n / 2 > a->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: pad has %u entries for a rank-%u input", op, (unsigned)n, a->dim);
   memcpy(want, a->sizes, sizeof want);
   for (uint32_t i = 0; i < n / 2; i++) {
-    const int64_t s = want[a->dim - 1 - i] + et_list_int(args[1], 2 * i) + et_list_int(args[1], 2 * i + 1);
+    const int64_t s = want[a->dim - 1 - i] + et_list_int(args[PAD_PAD], 2 * i) + et_list_int(args[PAD_PAD], 2 * i + 1);
     if (s < 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: padding makes dim %u negative", op, (unsigned)(a->dim - 1 - i));
     want[a->dim - 1 - i] = (int32_t)s;
   }
   return af_shape(ctx, op, out, "out", a->dim, want);
 }
 et_status aten_constant_pad_nd_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *const a = args[PAD_SELF]->u.t;
+  et_tensor *const out = args[PAD_OUT]->u.t;
   const uint8_t dim = a->dim;
   int32_t before[ET_MAX_DIM] = {0}, sz[ET_MAX_DIM];
   size_t as[ET_MAX_DIM], os[ET_MAX_DIM];
-  for (uint32_t i = 0; i < args[1]->u.list.len / 2; i++) before[dim - 1 - i] = (int32_t)et_list_int(args[1], 2 * i);
-  fill_value(out, aten_scalar_get(args[2], NULL));
+  for (uint32_t i = 0; i < args[PAD_PAD]->u.list.len / 2; i++) before[dim - 1 - i] = (int32_t)et_list_int(args[PAD_PAD], 2 * i);
+  fill_value(out, aten_scalar_get(args[PAD_VALUE], NULL));
   /* the kept part: out[max(before, 0) ...] = a[max(-before, 0) ...] */
   et_tensor_strides(a, as);
   et_tensor_strides(out, os);
@@ -200,10 +225,9 @@ et_status aten_constant_pad_nd_out(et_kernel_ctx *ctx, et_value **args, uint32_t
 ET_PREPARE et_status aten_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::copy.out";
   et_tensor *a = NULL, *src = NULL, *out = NULL;
-  size_t s[ET_MAX_DIM];
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 5, 3, &a, &out)) || (st = aten_tensor(ctx, op, args, 1, &src)) ||
-      (st = af_same_shape(ctx, op, out, "out", a)) || (st = aten_bcast_strides(ctx, op, src, out, s)))
+  if ((st = aten_self_out(ctx, op, args, nargs, 5, COPY_OUT, &a, &out)) || (st = aten_tensor(ctx, op, args, COPY_SRC, &src)) ||
+      (st = af_same_shape(ctx, op, out, "out", a)) || (st = af_bcast(ctx, op, src, out)))
     return st;
   const bool ok = src->dtype == ET_DT_FLOAT || aten_is_int_dt(src->dtype);
   if ((st = af_dtype(ctx, op, src, "src", ok || src->dtype == out->dtype, "float32, an integer or bool"))) return st;
@@ -211,10 +235,9 @@ ET_PREPARE et_status aten_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, 
                   "float32, an integer or bool");
 }
 et_status aten_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const src = args[1]->u.t;
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *src;
   size_t s[ET_MAX_DIM];
-  (void)aten_bcast_strides(ctx, "aten::copy.out", src, out, s); /* checked at prepare: computes the strides */
+  et_tensor *const out = af_bcast_args(ctx, "aten::copy.out", args, COPY_SRC, COPY_OUT, &src, s);
   if (src->dtype == out->dtype) {
     copy_all(out, src, s);
     return ET_OK;
@@ -252,26 +275,26 @@ ET_PREPARE et_status aten_slice_scatter_out_prepare(et_kernel_ctx *ctx, et_value
   int64_t d64 = 0, step = 0, start = 0, len = 0;
   uint8_t dim = 0;
   et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, 8, &a, &out)) || (st = aten_tensor(ctx, op, args, 1, &src)) ||
-      (st = same_dtype(ctx, op, src, out)) || (st = aten_int(ctx, op, args, 2, &d64)) || (st = aten_dim(ctx, op, d64, a->dim, &dim)) ||
-      (st = aten_int(ctx, op, args, 5, &step)) || (st = af_same_shape(ctx, op, out, "out", a)))
+  if ((st = self_out_same(ctx, op, args, nargs, 8, &a, &out)) || (st = aten_tensor(ctx, op, args, SSC_SRC, &src)) ||
+      (st = same_dtype(ctx, op, src, out)) || (st = aten_int(ctx, op, args, SSC_DIM, &d64)) || (st = aten_dim(ctx, op, d64, a->dim, &dim)) ||
+      (st = aten_int(ctx, op, args, SSC_STEP, &step)) || (st = af_same_shape(ctx, op, out, "out", a)))
     return st;
   if (a->dim == 0 || step <= 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: needs rank >= 1 and step > 0", op);
-  for (uint32_t i = 3; i < 5; i++)
+  for (uint32_t i = SSC_START; i <= SSC_END; i++)
     if (args[i]->tag != ET_TAG_INT && args[i]->tag != ET_TAG_NONE) return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u is not an int", op, (unsigned)i);
-  slice_bounds(args[3], args[4], a->sizes[dim], step, &start, &len);
+  slice_bounds(args[SSC_START], args[SSC_END], a->sizes[dim], step, &start, &len);
   int32_t want[ET_MAX_DIM];
   memcpy(want, a->sizes, sizeof want);
   want[dim] = (int32_t)len;
   return af_shape(ctx, op, src, "src", a->dim, want);
 }
 et_status aten_slice_scatter_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t, *const src = args[1]->u.t;
-  et_tensor *const out = args[6]->u.t;
-  const uint8_t dim = aten_dim_get(args[2]->u.i, a->dim);
-  const int64_t step = args[5]->u.i;
+  const et_tensor *const a = args[SSC_SELF]->u.t, *const src = args[SSC_SRC]->u.t;
+  et_tensor *const out = args[SSC_OUT]->u.t;
+  const uint8_t dim = aten_dim_get(args[SSC_DIM]->u.i, a->dim);
+  const int64_t step = args[SSC_STEP]->u.i;
   int64_t start, len;
-  slice_bounds(args[3], args[4], a->sizes[dim], step, &start, &len);
+  slice_bounds(args[SSC_START], args[SSC_END], a->sizes[dim], step, &start, &len);
   size_t as[ET_MAX_DIM], os[ET_MAX_DIM], ss[ET_MAX_DIM];
   et_tensor_strides(a, as);
   if (out->data != a->data) copy_all(out, a, as);
@@ -292,16 +315,16 @@ ET_PREPARE et_status aten_split_with_sizes_copy_out_prepare(et_kernel_ctx *ctx, 
   uint8_t dim = 0;
   uint32_t n = 0;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, 0, &a)) || (st = af_int_list(ctx, op, args, 1, false, &n)) ||
-      (st = aten_int(ctx, op, args, 2, &d64)) || (st = aten_dim(ctx, op, d64, a->dim, &dim)))
+  if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, SPLIT_SELF, &a)) || (st = af_int_list(ctx, op, args, SPLIT_SIZES, false, &n)) ||
+      (st = aten_int(ctx, op, args, SPLIT_DIM, &d64)) || (st = aten_dim(ctx, op, d64, a->dim, &dim)))
     return st;
-  if (args[3]->tag != ET_TAG_TENSOR_LIST || args[3]->u.list.len != n)
+  if (args[SPLIT_OUT]->tag != ET_TAG_TENSOR_LIST || args[SPLIT_OUT]->u.list.len != n)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out is not a list of %u tensors", op, (unsigned)n);
   if (a->dim == 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input is 0-D", op);
   int64_t at = 0;
   for (uint32_t i = 0; i < n; i++) {
-    const et_tensor *t = et_list_tensor(args[3], i);
-    const int64_t s = et_list_int(args[1], i);
+    const et_tensor *t = et_list_tensor(args[SPLIT_OUT], i);
+    const int64_t s = et_list_int(args[SPLIT_SIZES], i);
     if (t == NULL) return et_fail(ctx, ET_E_INVALID_ARG, "%s: list item %u is not a tensor", op, (unsigned)i);
     if (s < 0 || (st = same_dtype(ctx, op, a, t))) return st ? st : et_fail(ctx, ET_E_INVALID_ARG, "%s: negative split size", op);
     int32_t want[ET_MAX_DIM];
@@ -314,13 +337,13 @@ ET_PREPARE et_status aten_split_with_sizes_copy_out_prepare(et_kernel_ctx *ctx, 
   return ET_OK;
 }
 et_status aten_split_with_sizes_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  const uint8_t dim = aten_dim_get(args[2]->u.i, a->dim);
+  const et_tensor *const a = args[SPLIT_SELF]->u.t;
+  const uint8_t dim = aten_dim_get(args[SPLIT_DIM]->u.i, a->dim);
   const size_t es = et_dtype_size(a->dtype);
   size_t as[ET_MAX_DIM], os[ET_MAX_DIM], at = 0;
   et_tensor_strides(a, as);
-  for (uint32_t i = 0; i < args[3]->u.list.len; i++) {
-    et_tensor *t = et_list_tensor(args[3], i);
+  for (uint32_t i = 0; i < args[SPLIT_OUT]->u.list.len; i++) {
+    et_tensor *t = et_list_tensor(args[SPLIT_OUT], i);
     et_tensor_strides(t, os);
     af_copy_block(t->data, os, (const uint8_t *)a->data + at * as[dim] * es, as, t->dim, t->sizes, es);
     at += (size_t)t->sizes[dim];
@@ -336,8 +359,8 @@ ET_PREPARE static et_status dim_index_head(et_kernel_ctx *ctx, const char *op, e
                                            et_tensor **a, uint8_t *dim, et_tensor **idx, et_tensor **out) {
   int64_t d64 = 0;
   et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, want, a, out)) || (st = aten_int(ctx, op, args, 1, &d64)) ||
-      (st = aten_dim(ctx, op, d64, (*a)->dim, dim)) || (st = aten_tensor(ctx, op, args, 2, idx)))
+  if ((st = self_out_same(ctx, op, args, nargs, want, a, out)) || (st = aten_int(ctx, op, args, DIMIDX_DIM, &d64)) ||
+      (st = aten_dim(ctx, op, d64, (*a)->dim, dim)) || (st = aten_tensor(ctx, op, args, DIMIDX_INDEX, idx)))
     return st;
   return af_index_dtype(ctx, op, *idx, "index");
 }
@@ -375,9 +398,9 @@ static et_status select_slices(et_kernel_ctx *ctx, const char *op, const et_tens
   return ET_OK;
 }
 et_status aten_index_select_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
+  const et_tensor *const a = args[DIMIDX_SELF]->u.t;
   (void)nargs;
-  return select_slices(ctx, "aten::index_select.out", a, aten_dim_get(args[1]->u.i, a->dim), args[2]->u.t, args[3]->u.t);
+  return select_slices(ctx, "aten::index_select.out", a, aten_dim_get(args[DIMIDX_DIM]->u.i, a->dim), args[DIMIDX_INDEX]->u.t, args[INDEX_SELECT_OUT]->u.t);
 }
 
 /* embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse, out): out[i..., :] = weight[indices[i...], :]. */
@@ -385,7 +408,7 @@ ET_PREPARE et_status aten_embedding_out_prepare(et_kernel_ctx *ctx, et_value **a
   const char *op = "aten::embedding.out";
   et_tensor *w = NULL, *idx = NULL, *out = NULL;
   et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, 7, &w, &out)) || (st = aten_tensor(ctx, op, args, 1, &idx)) ||
+  if ((st = self_out_same(ctx, op, args, nargs, 7, &w, &out)) || (st = aten_tensor(ctx, op, args, EMB_INDICES, &idx)) ||
       (st = af_index_dtype(ctx, op, idx, "indices")))
     return st;
   if (w->dim != 2 || idx->dim + 1 > ET_MAX_DIM) return et_fail(ctx, ET_E_INVALID_ARG, "%s: weight must be 2-D", op);
@@ -401,8 +424,8 @@ ET_PREPARE et_status aten_embedding_out_prepare(et_kernel_ctx *ctx, et_value **a
 }
 et_status aten_embedding_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::embedding.out";
-  const et_tensor *const w = args[0]->u.t, *const idx = args[1]->u.t;
-  et_tensor *const out = args[5]->u.t;
+  const et_tensor *const w = args[EMB_WEIGHT]->u.t, *const idx = args[EMB_INDICES]->u.t;
+  et_tensor *const out = args[EMB_OUT]->u.t;
   size_t ws[ET_MAX_DIM], os[ET_MAX_DIM];
   et_tensor_strides(w, ws);
   et_tensor_strides(out, os);
@@ -432,14 +455,14 @@ ET_PREPARE et_status aten_embedding_bag_out_prepare(et_kernel_ctx *ctx, et_value
   int64_t mode = 0, pad = 0;
   bool b = false, last = false;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 14)) || (st = aten_tensor(ctx, op, args, 0, &w)) || (st = aten_tensor(ctx, op, args, 1, &idx)) ||
-      (st = aten_tensor(ctx, op, args, 2, &offs)) || (st = af_bool(ctx, op, args, 3, &b)) || (st = aten_int(ctx, op, args, 4, &mode)) ||
-      (st = af_bool(ctx, op, args, 5, &b)) || (st = af_opt_tensor(ctx, op, args, 6, &psw)) || (st = af_bool(ctx, op, args, 7, &last)) ||
-      (st = aten_int(ctx, op, args, 8, &pad)) || (st = af_f32(ctx, op, w, "weight")) || (st = af_index_dtype(ctx, op, idx, "indices")) ||
+  if ((st = aten_nargs(ctx, op, nargs, 14)) || (st = aten_tensor(ctx, op, args, EB_WEIGHT, &w)) || (st = aten_tensor(ctx, op, args, EB_INDICES, &idx)) ||
+      (st = aten_tensor(ctx, op, args, EB_OFFSETS, &offs)) || (st = af_bool(ctx, op, args, EB_SCALE_GRAD_BY_FREQ, &b)) || (st = aten_int(ctx, op, args, EB_MODE, &mode)) ||
+      (st = af_bool(ctx, op, args, EB_SPARSE, &b)) || (st = af_opt_tensor(ctx, op, args, EB_PER_SAMPLE_WEIGHTS, &psw)) || (st = af_bool(ctx, op, args, EB_INCLUDE_LAST_OFFSET, &last)) ||
+      (st = aten_int(ctx, op, args, EB_PADDING_IDX, &pad)) || (st = af_f32(ctx, op, w, "weight")) || (st = af_index_dtype(ctx, op, idx, "indices")) ||
       (st = af_index_dtype(ctx, op, offs, "offsets")))
     return st;
   for (uint32_t k = 0; k < 4; k++)
-    if ((st = aten_tensor(ctx, op, args, 9 + k, &o[k])) || (k && (st = af_dtype(ctx, op, o[k], "out", o[k]->dtype == ET_DT_LONG || o[k]->dtype == ET_DT_INT, "int64 or int32"))))
+    if ((st = aten_tensor(ctx, op, args, EB_OUT0 + k, &o[k])) || (k && (st = af_dtype(ctx, op, o[k], "out", o[k]->dtype == ET_DT_LONG || o[k]->dtype == ET_DT_INT, "int64 or int32"))))
       return st;
   if (mode < 0 || mode > 2) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: mode %lld is not sum, mean or max", op, (long long)mode);
   if (psw && (mode != 0 || (st = af_f32(ctx, op, psw, "per_sample_weights")) || et_tensor_numel(psw) != et_tensor_numel(idx)))
@@ -451,10 +474,10 @@ ET_PREPARE et_status aten_embedding_bag_out_prepare(et_kernel_ctx *ctx, et_value
 }
 et_status aten_embedding_bag_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::_embedding_bag.out";
-  const et_tensor *const w = args[0]->u.t, *const idx = args[1]->u.t, *const offs = args[2]->u.t;
-  const et_tensor *const psw = args[6]->tag == ET_TAG_TENSOR ? args[6]->u.t : NULL;
-  const int64_t mode = args[4]->u.i, pad = args[8]->u.i, n = (int64_t)et_tensor_numel(idx);
-  et_tensor *const out = args[9]->u.t, *const bag_of = args[10]->u.t, *const bag_size = args[11]->u.t, *const max_at = args[12]->u.t;
+  const et_tensor *const w = args[EB_WEIGHT]->u.t, *const idx = args[EB_INDICES]->u.t, *const offs = args[EB_OFFSETS]->u.t;
+  const et_tensor *const psw = af_opt_tensor_get(args[EB_PER_SAMPLE_WEIGHTS]);
+  const int64_t mode = args[EB_MODE]->u.i, pad = args[EB_PADDING_IDX]->u.i, n = (int64_t)et_tensor_numel(idx);
+  et_tensor *const out = args[EB_OUT0]->u.t, *const bag_of = args[EB_OUT1]->u.t, *const bag_size = args[EB_OUT2]->u.t, *const max_at = args[EB_OUT3]->u.t;
   const int32_t bags = out->sizes[0], D = out->sizes[1];
   size_t ws[ET_MAX_DIM], os[ET_MAX_DIM];
   et_tensor_strides(w, ws);
@@ -505,9 +528,9 @@ ET_PREPARE et_status aten_gather_out_prepare(et_kernel_ctx *ctx, et_value **args
 }
 et_status aten_gather_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::gather.out";
-  const et_tensor *const a = args[0]->u.t, *const idx = args[2]->u.t;
-  et_tensor *const out = args[4]->u.t;
-  const uint8_t dim = aten_dim_get(args[1]->u.i, a->dim);
+  const et_tensor *const a = args[DIMIDX_SELF]->u.t, *const idx = args[DIMIDX_INDEX]->u.t;
+  et_tensor *const out = args[GATHER_OUT]->u.t;
+  const uint8_t dim = aten_dim_get(args[DIMIDX_DIM]->u.i, a->dim);
   size_t as[ET_MAX_DIM];
   et_tensor_strides(a, as);
   const size_t sd = a->dim ? as[dim] : 0;
@@ -602,7 +625,7 @@ static et_status index_walk(et_kernel_ctx *ctx, const char *op, const et_tensor 
     et_tensor r = *out;
     r.dim = g->rdim;
     memcpy(r.sizes, g->rsz, sizeof r.sizes);
-    (void)aten_bcast_strides(ctx, op, values, &r, rs); /* checked at prepare */
+    af_bcast_get(ctx, op, values, &r, rs); /* checked at prepare */
   } else {
     et_tensor_strides(out, rs);
   }
@@ -616,7 +639,7 @@ static et_status index_walk(et_kernel_ctx *ctx, const char *op, const et_tensor 
     size_t s[ET_MAX_DIM];
     b.dim = g->bdim;
     for (uint8_t d = 0; d < g->bdim; d++) b.sizes[d] = g->bsz[d];
-    (void)aten_bcast_strides(ctx, op, g->idx[j], &b, s); /* index j's strides over B (broadcast at prepare) */
+    af_bcast_get(ctx, op, g->idx[j], &b, s); /* index j's strides over B (broadcast at prepare) */
     af_iter_add(&it, s, 0);
   }
   size_t nb = 1;
@@ -652,20 +675,21 @@ static et_status index_walk(et_kernel_ctx *ctx, const char *op, const et_tensor 
   return ET_OK;
 }
 
+/* index.Tensor(self, indices, out) */
 ET_PREPARE et_status aten_index_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::index.Tensor_out";
   et_tensor *a = NULL, *out = NULL;
   index_geom g;
   et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, 4, &a, &out)) || (st = index_geom_make(ctx, op, a, args[1], &g))) return st;
+  if ((st = self_out_same(ctx, op, args, nargs, 4, &a, &out)) || (st = index_geom_make(ctx, op, a, args[INDEX_INDICES], &g))) return st;
   return af_shape(ctx, op, out, "out", g.rdim, g.rsz);
 }
 et_status aten_index_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::index.Tensor_out";
   index_geom g;
-  (void)index_geom_make(ctx, op, args[0]->u.t, args[1], &g); /* checked at prepare */
+  (void)index_geom_make(ctx, op, args[INDEX_SELF]->u.t, args[INDEX_INDICES], &g); /* checked at prepare */
   (void)nargs;
-  return index_walk(ctx, op, args[0]->u.t, &g, args[2]->u.t, NULL, false);
+  return index_walk(ctx, op, args[INDEX_SELF]->u.t, &g, args[INDEX_OUT]->u.t, NULL, false);
 }
 
 /* index_put(self, indices, values, accumulate, out) */
@@ -674,32 +698,31 @@ ET_PREPARE et_status aten_index_put_out_prepare(et_kernel_ctx *ctx, et_value **a
   et_tensor *a = NULL, *v = NULL, *out = NULL;
   index_geom g;
   bool acc = false;
-  size_t s[ET_MAX_DIM];
   et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, 6, &a, &out)) || (st = aten_tensor(ctx, op, args, 2, &v)) ||
-      (st = same_dtype(ctx, op, v, out)) || (st = af_bool(ctx, op, args, 3, &acc)) || (st = af_same_shape(ctx, op, out, "out", a)) ||
-      (st = index_geom_make(ctx, op, a, args[1], &g)))
+  if ((st = self_out_same(ctx, op, args, nargs, 6, &a, &out)) || (st = aten_tensor(ctx, op, args, PUT_VALUES, &v)) ||
+      (st = same_dtype(ctx, op, v, out)) || (st = af_bool(ctx, op, args, PUT_ACCUMULATE, &acc)) || (st = af_same_shape(ctx, op, out, "out", a)) ||
+      (st = index_geom_make(ctx, op, a, args[PUT_INDICES], &g)))
     return st;
   if (acc && (st = af_dtype(ctx, op, out, "out", out->dtype == ET_DT_FLOAT || aten_is_int_dt(out->dtype), "float32, an integer or bool")))
     return st;
   et_tensor r = *out;
   r.dim = g.rdim;
   memcpy(r.sizes, g.rsz, sizeof r.sizes);
-  return aten_bcast_strides(ctx, op, v, &r, s);
+  return af_bcast(ctx, op, v, &r);
 }
 et_status aten_index_put_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::index_put.out";
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[4]->u.t;
+  const et_tensor *const a = args[PUT_SELF]->u.t;
+  et_tensor *const out = args[PUT_OUT]->u.t;
   index_geom g;
-  (void)index_geom_make(ctx, op, a, args[1], &g); /* checked at prepare */
+  (void)index_geom_make(ctx, op, a, args[PUT_INDICES], &g); /* checked at prepare */
   if (out->data != a->data) {
     size_t as[ET_MAX_DIM];
     et_tensor_strides(a, as);
     copy_all(out, a, as);
   }
   (void)nargs;
-  return index_walk(ctx, op, a, &g, out, args[2]->u.t, args[3]->u.b);
+  return index_walk(ctx, op, a, &g, out, args[PUT_VALUES]->u.t, args[PUT_ACCUMULATE]->u.b);
 }
 
 /* ---- creation: full, full_like, scalar_tensor, arange, _empty_dim_order ---- */
@@ -725,41 +748,43 @@ ET_PREPARE static et_status fill_prepare(et_kernel_ctx *ctx, const char *op, et_
                                          uint32_t ivalue, fill_shape how) {
   et_tensor *out = NULL, *a = NULL;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, want - 2, &out)) || (st = af_scalar(ctx, op, args, ivalue)))
+  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, ATEN_OUT_SLOT(want), &out)) || (st = af_scalar(ctx, op, args, ivalue)))
     return st;
-  if (how == FILL_SIZE) st = size_is(ctx, op, args, 0, out);
-  else if (how == FILL_LIKE && (st = aten_tensor(ctx, op, args, 0, &a)) == ET_OK) st = af_same_shape(ctx, op, out, "out", a);
+  if (how == FILL_SIZE) st = size_is(ctx, op, args, FULL_SIZE, out);
+  else if (how == FILL_LIKE && (st = aten_tensor(ctx, op, args, FULL_LIKE_SELF, &a)) == ET_OK) st = af_same_shape(ctx, op, out, "out", a);
   else if (et_tensor_numel(out) != 1) st = et_fail(ctx, ET_E_INVALID_ARG, "%s: out must have one element", op);
   return st ? st : fill_check(ctx, op, out);
 }
 static et_status fill_eval(et_value **args, uint32_t nargs, uint32_t ivalue) {
-  fill_value(args[nargs - 2]->u.t, aten_scalar_get(args[ivalue], NULL));
+  fill_value(args[ATEN_OUT_SLOT(nargs)]->u.t, aten_scalar_get(args[ivalue], NULL));
   return ET_OK;
 }
 ET_PREPARE et_status aten_full_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return fill_prepare(ctx, "aten::full.out", args, nargs, 4, 1, FILL_SIZE);
+  return fill_prepare(ctx, "aten::full.out", args, nargs, FULL_OUT + 2u, FULL_FILL_VALUE, FILL_SIZE);
 }
-et_status aten_full_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return fill_eval(args, nargs, 1); }
+et_status aten_full_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return fill_eval(args, nargs, FULL_FILL_VALUE); }
 ET_PREPARE et_status aten_full_like_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return fill_prepare(ctx, "aten::full_like.out", args, nargs, 5, 1, FILL_LIKE);
+  return fill_prepare(ctx, "aten::full_like.out", args, nargs, FULL_LIKE_OUT + 2u, FULL_LIKE_FILL_VALUE, FILL_LIKE);
 }
-et_status aten_full_like_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return fill_eval(args, nargs, 1); }
+et_status aten_full_like_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return fill_eval(args, nargs, FULL_LIKE_FILL_VALUE); }
 ET_PREPARE et_status aten_scalar_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return fill_prepare(ctx, "aten::scalar_tensor.out", args, nargs, 3, 0, FILL_ONE);
+  return fill_prepare(ctx, "aten::scalar_tensor.out", args, nargs, SCALAR_TENSOR_OUT + 2u, SCALAR_TENSOR_S, FILL_ONE);
 }
-et_status aten_scalar_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return fill_eval(args, nargs, 0); }
+et_status aten_scalar_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return fill_eval(args, nargs, SCALAR_TENSOR_S); }
 
-/* arange: start + i * step (computed in double, or exactly in int64 for integer outputs). */
+/* arange: start + i * step (computed in double, or exactly in int64 for integer outputs).
+ * Argument slots: arange.out(end, out) and arange.start_out(start, end, step, out). */
 ET_PREPARE static et_status arange_check(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool has_start) {
-  const uint32_t want = has_start ? 5 : 3;
+  const uint32_t want = (has_start ? ARANGE_START_OUT : ARANGE_OUT) + 2u;
   et_tensor *out = NULL;
   double start = 0, end = 0, step = 1;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, want - 2, &out))) return st;
-  if (has_start && ((st = aten_scalar(ctx, op, args, 0, &start, NULL)) || (st = aten_scalar(ctx, op, args, 1, &end, NULL)) ||
-                    (st = aten_scalar(ctx, op, args, 2, &step, NULL))))
+  if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, ATEN_OUT_SLOT(want), &out))) return st;
+  if (has_start && ((st = aten_scalar(ctx, op, args, ARANGE_START_START, &start, NULL)) ||
+                    (st = aten_scalar(ctx, op, args, ARANGE_START_END, &end, NULL)) ||
+                    (st = aten_scalar(ctx, op, args, ARANGE_START_STEP, &step, NULL))))
     return st;
-  if (!has_start && (st = aten_scalar(ctx, op, args, 0, &end, NULL))) return st;
+  if (!has_start && (st = aten_scalar(ctx, op, args, ARANGE_END, &end, NULL))) return st;
   if (step == 0 || (end - start) / step < 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: step has the wrong sign or is 0", op);
   const double n = ceil((end - start) / step);
   if (out->dim != 1 || (double)out->sizes[0] != n) return et_fail(ctx, ET_E_INVALID_ARG, "%s: out is not 1-D of the range's length", op);
@@ -767,9 +792,9 @@ ET_PREPARE static et_status arange_check(et_kernel_ctx *ctx, const char *op, et_
 }
 /* arange(end, out) or arange(start, end, step, out): the overload by its argument count. */
 static et_status arange_fill(et_value **args, uint32_t nargs) {
-  const bool has_start = nargs == 5;
-  et_tensor *const out = args[nargs - 2]->u.t;
-  const et_value *s = has_start ? args[0] : NULL, *st = has_start ? args[2] : NULL;
+  const bool has_start = nargs == ARANGE_START_OUT + 2u;
+  et_tensor *const out = args[ATEN_OUT_SLOT(nargs)]->u.t;
+  const et_value *s = has_start ? args[ARANGE_START_START] : NULL, *st = has_start ? args[ARANGE_START_STEP] : NULL;
   const bool ints = out->dtype != ET_DT_FLOAT && (!s || s->tag == ET_TAG_INT) && (!st || st->tag == ET_TAG_INT);
   const double start = s ? aten_scalar_get(s, NULL) : 0, step = st ? aten_scalar_get(st, NULL) : 1;
   for (int32_t i = 0; i < out->sizes[0]; i++) {
@@ -778,26 +803,26 @@ static et_status arange_fill(et_value **args, uint32_t nargs) {
   }
   return ET_OK;
 }
-ET_PREPARE et_status aten_arange_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return arange_check(ctx, "aten::arange.out", args, nargs, false);
-}
-et_status aten_arange_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return arange_fill(args, nargs); }
-ET_PREPARE et_status aten_arange_start_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return arange_check(ctx, "aten::arange.start_out", args, nargs, true);
-}
-et_status aten_arange_start_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return arange_fill(args, nargs); }
+/* Both overloads' entry points (named in aten_float_ops.def): prepare fn##_prepare, eval fn. */
+#define ARANGE_OP(fn, name, has_start)                                                  \
+  ET_PREPARE et_status fn##_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { \
+    return arange_check(ctx, name, args, nargs, has_start);                               \
+  }                                                                                       \
+  et_status fn(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return arange_fill(args, nargs); }
+ARANGE_OP(aten_arange_out, "aten::arange.out", false)
+ARANGE_OP(aten_arange_start_out, "aten::arange.start_out", true)
 
 /* dim_order_ops::_empty_dim_order(size, dim_order?, out): an uninitialised tensor in PyTorch; zeros here. */
 ET_PREPARE et_status aten_empty_dim_order_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "dim_order_ops::_empty_dim_order.out";
   et_tensor *out = NULL;
   et_status st;
-  if ((st = aten_nargs(ctx, op, nargs, 4)) || (st = aten_tensor(ctx, op, args, 2, &out)) || (st = size_is(ctx, op, args, 0, out))) return st;
-  if (args[1]->tag != ET_TAG_NONE && args[1]->tag != ET_TAG_INT_LIST) return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument 1 is not an int list", op);
+  if ((st = aten_nargs(ctx, op, nargs, 4)) || (st = aten_tensor(ctx, op, args, EMPTY_OUT, &out)) || (st = size_is(ctx, op, args, EMPTY_SIZE, out))) return st;
+  if (args[EMPTY_DIM_ORDER]->tag != ET_TAG_NONE && args[EMPTY_DIM_ORDER]->tag != ET_TAG_INT_LIST) return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument 1 is not an int list", op);
   return ET_OK;
 }
 et_status aten_empty_dim_order_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  et_tensor *const out = args[2]->u.t;
+  et_tensor *const out = args[EMPTY_OUT]->u.t;
   if (out->nbytes) memset(out->data, 0, out->nbytes);
   (void)ctx, (void)nargs;
   return ET_OK;

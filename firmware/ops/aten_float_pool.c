@@ -35,13 +35,20 @@ typedef struct {
   int32_t kh, kw, sh, sw, ph, pw, dh, dw;
   bool ceil;
 } pool_geom;
+/* Argument slots: max_pool2d_with_indices.out (self, kernel_size, stride, padding, dilation, ceil_mode, *, out,
+ * indices) and avg_pool2d.out (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+ * *, out): the first four are common. */
+enum { POOL_SELF, POOL_KERNEL_SIZE, POOL_STRIDE, POOL_PADDING };
+enum { MAXP_DILATION = POOL_PADDING + 1, MAXP_CEIL_MODE, MAXP_OUT, MAXP_INDICES };
+enum { AVGP_CEIL_MODE = POOL_PADDING + 1, AVGP_COUNT_INCLUDE_PAD, AVGP_DIVISOR_OVERRIDE, AVGP_OUT };
+
 /* (self, kernel_size, stride, padding[, dilation], ceil_mode, ...) */
 static void pool_geom_get(et_value **args, bool has_dilation, pool_geom *g) {
-  g->kh = pair_at(args[1], 0, 1), g->kw = pair_at(args[1], 1, 1);
-  g->sh = pair_at(args[2], 0, g->kh), g->sw = pair_at(args[2], 1, g->kw);
-  g->ph = pair_at(args[3], 0, 0), g->pw = pair_at(args[3], 1, 0);
-  g->dh = has_dilation ? pair_at(args[4], 0, 1) : 1, g->dw = has_dilation ? pair_at(args[4], 1, 1) : 1;
-  g->ceil = args[has_dilation ? 5 : 4]->u.b;
+  g->kh = pair_at(args[POOL_KERNEL_SIZE], 0, 1), g->kw = pair_at(args[POOL_KERNEL_SIZE], 1, 1);
+  g->sh = pair_at(args[POOL_STRIDE], 0, g->kh), g->sw = pair_at(args[POOL_STRIDE], 1, g->kw);
+  g->ph = pair_at(args[POOL_PADDING], 0, 0), g->pw = pair_at(args[POOL_PADDING], 1, 0);
+  g->dh = has_dilation ? pair_at(args[MAXP_DILATION], 0, 1) : 1, g->dw = has_dilation ? pair_at(args[MAXP_DILATION], 1, 1) : 1;
+  g->ceil = args[has_dilation ? MAXP_CEIL_MODE : AVGP_CEIL_MODE]->u.b;
 }
 /* PyTorch's pooling_output_shape. */
 static int64_t pool_out(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, bool ceil_mode) {
@@ -109,10 +116,14 @@ static void window_max(const et_tensor *a, const af_nchw *x, int32_t n, int32_t 
       for (int32_t oh = 0; oh < (o).h; oh++)      \
         for (int32_t ow = 0; ow < (o).w; ow++)
 
-/* Input and output of a pool or resize as N, C, H, W. */
-static void nchw_pair(const et_tensor *a, const et_tensor *out, bool unbatched, af_nchw *x, af_nchw *o) {
-  af_nchw_of(a, unbatched, x);
+/* Eval's input (slot iself) and out (slot iout) of a pool or resize, and their N, C, H, W views; returns out. */
+static et_tensor *nchw_args(et_value **args, uint32_t iself, uint32_t iout, bool unbatched, const et_tensor **a, af_nchw *x,
+                            af_nchw *o) {
+  et_tensor *const out = args[iout]->u.t;
+  *a = args[iself]->u.t;
+  af_nchw_of(*a, unbatched, x);
   af_nchw_of(out, unbatched, o);
+  return out;
 }
 
 /* ---- max and average pooling ---- */
@@ -121,19 +132,21 @@ ET_PREPARE static et_status pool_prepare(et_kernel_ctx *ctx, const char *op, boo
   et_tensor *a = NULL, *out = NULL, *indices = NULL;
   bool b = false;
   et_status st;
-  const uint32_t iout = is_max ? 6 : 7;
-  if ((st = aten_self_out(ctx, op, args, nargs, 9, iout, &a, &out)) || (st = pool_pair(ctx, op, args, 1, "kernel_size", 1, false)) ||
-      (st = pool_pair(ctx, op, args, 2, "stride", 1, true)) || (st = pool_pair(ctx, op, args, 3, "padding", 0, false)))
+  const uint32_t iout = is_max ? MAXP_OUT : AVGP_OUT;
+  if ((st = aten_self_out(ctx, op, args, nargs, 9, iout, &a, &out)) ||
+      (st = pool_pair(ctx, op, args, POOL_KERNEL_SIZE, "kernel_size", 1, false)) ||
+      (st = pool_pair(ctx, op, args, POOL_STRIDE, "stride", 1, true)) || (st = pool_pair(ctx, op, args, POOL_PADDING, "padding", 0, false)))
     return st;
   if (is_max) {
-    if ((st = pool_pair(ctx, op, args, 4, "dilation", 1, false)) || (st = af_bool(ctx, op, args, 5, &b)) ||
-        (st = aten_tensor(ctx, op, args, 7, &indices)) || (st = max_dtypes(ctx, op, a, out)))
+    if ((st = pool_pair(ctx, op, args, MAXP_DILATION, "dilation", 1, false)) || (st = af_bool(ctx, op, args, MAXP_CEIL_MODE, &b)) ||
+        (st = aten_tensor(ctx, op, args, MAXP_INDICES, &indices)) || (st = max_dtypes(ctx, op, a, out)))
       return st;
   } else {
-    if ((st = af_bool(ctx, op, args, 4, &b)) || (st = af_bool(ctx, op, args, 5, &b)) || (st = af_f32(ctx, op, a, "self")) ||
-        (st = af_f32(ctx, op, out, "out")))
+    if ((st = af_bool(ctx, op, args, AVGP_CEIL_MODE, &b)) || (st = af_bool(ctx, op, args, AVGP_COUNT_INCLUDE_PAD, &b)) ||
+        (st = af_f32(ctx, op, a, "self")) || (st = af_f32(ctx, op, out, "out")))
       return st;
-    if (args[6]->tag != ET_TAG_NONE && (args[6]->tag != ET_TAG_INT || args[6]->u.i == 0))
+    const et_value *const dv = args[AVGP_DIVISOR_OVERRIDE];
+    if (dv->tag != ET_TAG_NONE && (dv->tag != ET_TAG_INT || dv->u.i == 0))
       return et_fail(ctx, ET_E_INVALID_ARG, "%s: divisor_override must be None or a nonzero int", op);
   }
   pool_geom g;
@@ -148,12 +161,11 @@ ET_PREPARE et_status aten_max_pool2d_with_indices_out_prepare(et_kernel_ctx *ctx
   return pool_prepare(ctx, "aten::max_pool2d_with_indices.out", true, args, nargs);
 }
 et_status aten_max_pool2d_with_indices_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[6]->u.t, *const indices = args[7]->u.t;
   pool_geom g;
   pool_geom_get(args, true, &g);
+  const et_tensor *a;
   af_nchw x, o, ix;
-  nchw_pair(a, out, true, &x, &o);
+  et_tensor *const out = nchw_args(args, POOL_SELF, MAXP_OUT, true, &a, &x, &o), *const indices = args[MAXP_INDICES]->u.t;
   af_nchw_of(indices, true, &ix);
   FOR_EACH_OUTPUT(o) {
     int32_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
@@ -181,14 +193,13 @@ ET_PREPARE et_status aten_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **
   return pool_prepare(ctx, "aten::avg_pool2d.out", false, args, nargs);
 }
 et_status aten_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[7]->u.t;
   pool_geom g;
   pool_geom_get(args, false, &g);
-  const bool include_pad = args[5]->u.b;
-  const int64_t divisor = args[6]->tag == ET_TAG_INT ? args[6]->u.i : 0;
+  const bool include_pad = args[AVGP_COUNT_INCLUDE_PAD]->u.b;
+  const int64_t divisor = args[AVGP_DIVISOR_OVERRIDE]->tag == ET_TAG_INT ? args[AVGP_DIVISOR_OVERRIDE]->u.i : 0;
+  const et_tensor *a;
   af_nchw x, o;
-  nchw_pair(a, out, true, &x, &o);
+  et_tensor *const out = nchw_args(args, POOL_SELF, AVGP_OUT, true, &a, &x, &o);
   float *po = out->data;
   FOR_EACH_OUTPUT(o) {
     int32_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
@@ -211,29 +222,33 @@ et_status aten_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t narg
 static inline int32_t ad_start(int32_t i, int32_t in, int32_t n) { return (int32_t)(((int64_t)i * in) / n); }
 static inline int32_t ad_end(int32_t i, int32_t in, int32_t n) { return (int32_t)(((int64_t)(i + 1) * in + n - 1) / n); }
 
+/* Argument slots: _adaptive_avg_pool2d.out (self, output_size, *, out), adaptive_max_pool2d.out (..., out, indices). */
+enum { ADAPT_SELF, ADAPT_OUTPUT_SIZE, ADAPT_OUT, ADAPT_INDICES };
+
 ET_PREPARE static et_status adaptive_prepare(et_kernel_ctx *ctx, const char *op, bool is_max, et_value **args, uint32_t nargs) {
   et_tensor *a = NULL, *out = NULL, *indices = NULL;
   uint32_t n = 0;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, is_max ? 5 : 4, 2, &a, &out)) || (st = af_int_list(ctx, op, args, 1, false, &n))) return st;
+  if ((st = aten_self_out(ctx, op, args, nargs, is_max ? 5 : 4, ADAPT_OUT, &a, &out)) ||
+      (st = af_int_list(ctx, op, args, ADAPT_OUTPUT_SIZE, false, &n)))
+    return st;
   if (is_max) {
-    if ((st = aten_tensor(ctx, op, args, 3, &indices)) || (st = max_dtypes(ctx, op, a, out))) return st;
+    if ((st = aten_tensor(ctx, op, args, ADAPT_INDICES, &indices)) || (st = max_dtypes(ctx, op, a, out))) return st;
   } else if ((st = af_f32(ctx, op, a, "self")) || (st = af_f32(ctx, op, out, "out"))) {
     return st;
   }
   if (n != 2) return et_fail(ctx, ET_E_INVALID_ARG, "%s: output_size needs 2 entries, got %u", op, (unsigned)n);
   if (a->dim >= 3 && (a->sizes[a->dim - 2] == 0 || a->sizes[a->dim - 1] == 0)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: empty input plane", op);
-  return pool_shapes(ctx, op, a, out, indices, et_list_int(args[1], 0), et_list_int(args[1], 1));
+  return pool_shapes(ctx, op, a, out, indices, et_list_int(args[ADAPT_OUTPUT_SIZE], 0), et_list_int(args[ADAPT_OUTPUT_SIZE], 1));
 }
 
 ET_PREPARE et_status aten_adaptive_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return adaptive_prepare(ctx, "aten::_adaptive_avg_pool2d.out", false, args, nargs);
 }
 et_status aten_adaptive_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[2]->u.t;
+  const et_tensor *a;
   af_nchw x, o;
-  nchw_pair(a, out, true, &x, &o);
+  et_tensor *const out = nchw_args(args, ADAPT_SELF, ADAPT_OUT, true, &a, &x, &o);
   float *po = out->data;
   FOR_EACH_OUTPUT(o) {
     const int32_t h0 = ad_start(oh, x.h, o.h), h1 = ad_end(oh, x.h, o.h), w0 = ad_start(ow, x.w, o.w), w1 = ad_end(ow, x.w, o.w);
@@ -248,10 +263,9 @@ ET_PREPARE et_status aten_adaptive_max_pool2d_out_prepare(et_kernel_ctx *ctx, et
   return adaptive_prepare(ctx, "aten::adaptive_max_pool2d.out", true, args, nargs);
 }
 et_status aten_adaptive_max_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[2]->u.t, *const indices = args[3]->u.t;
+  const et_tensor *a;
   af_nchw x, o, ix;
-  nchw_pair(a, out, true, &x, &o);
+  et_tensor *const out = nchw_args(args, ADAPT_SELF, ADAPT_OUT, true, &a, &x, &o), *const indices = args[ADAPT_INDICES]->u.t;
   af_nchw_of(indices, true, &ix);
   FOR_EACH_OUTPUT(o) {
     window_max(a, &x, n, c, ad_start(oh, x.h, o.h), ad_end(oh, x.h, o.h), 1, ad_start(ow, x.w, o.w), ad_end(ow, x.w, o.w), 1, out,
@@ -264,15 +278,23 @@ et_status aten_adaptive_max_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint
 
 /* ---- upsampling: (input, output_size?, [align_corners,] scale_factors?, out) ---- */
 
+/* Argument slots: upsample_nearest2d.vec_out (input, output_size?, scale_factors?, *, out) and
+ * upsample_bilinear2d.vec_out (input, output_size?, align_corners, scale_factors?, *, out). */
+enum { UP_INPUT, UP_OUTPUT_SIZE };
+enum { UPN_SCALE_FACTORS = UP_OUTPUT_SIZE + 1, UPN_OUT };
+enum { UPB_ALIGN_CORNERS = UP_OUTPUT_SIZE + 1, UPB_SCALE_FACTORS, UPB_OUT };
+
 /* Checks output_size / scale_factors (exactly one given) against out, which must be 4-D. */
 ET_PREPARE static et_status upsample_prepare(et_kernel_ctx *ctx, const char *op, bool bilinear, et_value **args, uint32_t nargs) {
   et_tensor *a = NULL, *out = NULL;
-  const uint32_t want = bilinear ? 6 : 5, isc = bilinear ? 3 : 2;
+  const uint32_t want = (bilinear ? UPB_OUT : UPN_OUT) + 2u, isc = bilinear ? UPB_SCALE_FACTORS : UPN_SCALE_FACTORS;
   uint32_t n = 0;
   bool ac = false;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, want, want - 2, &a, &out)) || (st = af_int_list(ctx, op, args, 1, true, &n))) return st;
-  if (bilinear && ((st = af_bool(ctx, op, args, 2, &ac)) || (st = af_f32(ctx, op, a, "input")) || (st = af_f32(ctx, op, out, "out"))))
+  if ((st = aten_self_out(ctx, op, args, nargs, want, ATEN_OUT_SLOT(want), &a, &out)) ||
+      (st = af_int_list(ctx, op, args, UP_OUTPUT_SIZE, true, &n)))
+    return st;
+  if (bilinear && ((st = af_bool(ctx, op, args, UPB_ALIGN_CORNERS, &ac)) || (st = af_f32(ctx, op, a, "input")) || (st = af_f32(ctx, op, out, "out"))))
     return st;
   if (!bilinear && out->dtype != a->dtype)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dtype %s in, %s out", op, et_dtype_name(a->dtype), et_dtype_name(out->dtype));
@@ -280,8 +302,8 @@ ET_PREPARE static et_status upsample_prepare(et_kernel_ctx *ctx, const char *op,
   const et_value *sv = args[isc];
   int64_t oh = 0, ow = 0;
   if (n == 2 && sv->tag == ET_TAG_NONE) {
-    oh = et_list_int(args[1], 0), ow = et_list_int(args[1], 1);
-  } else if (n == 0 && args[1]->tag == ET_TAG_NONE && sv->tag == ET_TAG_DOUBLE_LIST && sv->u.list.len == 2) {
+    oh = et_list_int(args[UP_OUTPUT_SIZE], 0), ow = et_list_int(args[UP_OUTPUT_SIZE], 1);
+  } else if (n == 0 && args[UP_OUTPUT_SIZE]->tag == ET_TAG_NONE && sv->tag == ET_TAG_DOUBLE_LIST && sv->u.list.len == 2) {
     const double sh = et_list_double(sv, 0), sw = et_list_double(sv, 1);
     if (!(sh > 0 && sw > 0 && sh < 65536 && sw < 65536)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: scale factors must be positive", op);
     oh = (int64_t)((double)a->sizes[2] * sh), ow = (int64_t)((double)a->sizes[3] * sw);
@@ -311,11 +333,10 @@ ET_PREPARE et_status aten_upsample_nearest2d_vec_out_prepare(et_kernel_ctx *ctx,
   return upsample_prepare(ctx, "aten::upsample_nearest2d.vec_out", false, args, nargs);
 }
 et_status aten_upsample_nearest2d_vec_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *a;
   af_nchw x, o;
-  nchw_pair(a, out, false, &x, &o);
-  const float fh = scale_of(args[2], 0, x.h, o.h), fw = scale_of(args[2], 1, x.w, o.w);
+  et_tensor *const out = nchw_args(args, UP_INPUT, UPN_OUT, false, &a, &x, &o);
+  const float fh = scale_of(args[UPN_SCALE_FACTORS], 0, x.h, o.h), fw = scale_of(args[UPN_SCALE_FACTORS], 1, x.w, o.w);
   const size_t es = et_dtype_size(out->dtype);
   const uint8_t *pa = a->data;
   uint8_t *po = out->data;
@@ -342,14 +363,13 @@ ET_PREPARE et_status aten_upsample_bilinear2d_vec_out_prepare(et_kernel_ctx *ctx
   return upsample_prepare(ctx, "aten::upsample_bilinear2d.vec_out", true, args, nargs);
 }
 et_status aten_upsample_bilinear2d_vec_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[4]->u.t;
-  const bool ac = args[2]->u.b;
+  const bool ac = args[UPB_ALIGN_CORNERS]->u.b;
+  const et_tensor *a;
   af_nchw x, o;
-  nchw_pair(a, out, false, &x, &o);
+  et_tensor *const out = nchw_args(args, UP_INPUT, UPB_OUT, false, &a, &x, &o);
   /* align_corners: (in - 1) / (out - 1) (0 for one output), else as nearest */
-  const float fh = ac ? (o.h > 1 ? (float)(x.h - 1) / (float)(o.h - 1) : 0.0f) : scale_of(args[3], 0, x.h, o.h);
-  const float fw = ac ? (o.w > 1 ? (float)(x.w - 1) / (float)(o.w - 1) : 0.0f) : scale_of(args[3], 1, x.w, o.w);
+  const float fh = ac ? (o.h > 1 ? (float)(x.h - 1) / (float)(o.h - 1) : 0.0f) : scale_of(args[UPB_SCALE_FACTORS], 0, x.h, o.h);
+  const float fw = ac ? (o.w > 1 ? (float)(x.w - 1) / (float)(o.w - 1) : 0.0f) : scale_of(args[UPB_SCALE_FACTORS], 1, x.w, o.w);
   const float *pa = a->data;
   float *po = out->data;
   FOR_EACH_OUTPUT(o) {

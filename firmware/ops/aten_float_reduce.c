@@ -66,11 +66,7 @@ ET_PREPARE static et_status red_mask(et_kernel_ctx *ctx, const char *op, const e
   if (v->tag == ET_TAG_INT) {
     if ((st = aten_dim(ctx, op, v->u.i, rank, &d))) return st;
   } else if (v->tag == ET_TAG_INT_LIST) {
-    for (uint32_t i = 0; i < v->u.list.len; i++) {
-      if ((st = aten_dim(ctx, op, et_list_int(v, i), rank, &d))) return st;
-      if ((*mask >> d) & 1u) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %u appears twice", op, d);
-      *mask |= 1u << d;
-    }
+    if ((st = af_dim_list_mask(ctx, op, v, rank, mask))) return st;
   } else if (v->tag != ET_TAG_NONE) {
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim is not an int list", op);
   }
@@ -234,16 +230,35 @@ ET_PREPARE static et_status red_dtypes(et_kernel_ctx *ctx, const char *op, rkind
   return ET_OK;
 }
 
-/* Argument positions of each reduction overload: dim (-1: all dims), keepdim
- * (-1: false), dtype (-1: none), correction (-1: none), the outputs. */
+/* Argument slots of the reduction overloads (their schemas; self first in all of them):
+ * sum.IntList_out and prod.int_out (self, dim, keepdim, *, dtype, out); mean.dtype_out (self, *, dtype, out);
+ * amax, amin, argmax, argmin, any.out, any.dims_out (self, dim, keepdim, out); max.dim_max, min.dim_min,
+ * median.dim_values (self, dim, keepdim, *, values, indices); var.correction_out (self, dim, *, correction,
+ * keepdim, out); any.all_out and median.out (self, out). */
+enum { RED_SELF };
+enum { SUM_SELF, SUM_DIM, SUM_KEEPDIM, SUM_DTYPE, SUM_OUT };
+enum { MEAN_SELF, MEAN_DTYPE, MEAN_OUT };
+enum { DIMRED_SELF, DIMRED_DIM, DIMRED_KEEPDIM, DIMRED_OUT };
+enum { VALIDX_SELF, VALIDX_DIM, VALIDX_KEEPDIM, VALIDX_VALUES, VALIDX_INDICES };
+enum { VAR_SELF, VAR_DIM, VAR_CORRECTION, VAR_KEEPDIM, VAR_OUT };
+enum { ALLRED_SELF, ALLRED_OUT };
+#define NO_SLOT (-1)
+
+/* Argument slots of each reduction overload: dim (NO_SLOT: all dims), keepdim
+ * (NO_SLOT: false), dtype, correction (NO_SLOT: none), the outputs. */
 typedef struct {
   int8_t dim, keep, dtype, corr, out, indices;
 } red_layout;
+/* One layout per schema shape above. */
+#define SUM_LAYOUT {SUM_DIM, SUM_KEEPDIM, SUM_DTYPE, NO_SLOT, SUM_OUT, NO_SLOT}
+#define MEAN_LAYOUT {NO_SLOT, NO_SLOT, MEAN_DTYPE, NO_SLOT, MEAN_OUT, NO_SLOT}
+#define DIMRED_LAYOUT {DIMRED_DIM, DIMRED_KEEPDIM, NO_SLOT, NO_SLOT, DIMRED_OUT, NO_SLOT}
+#define VALIDX_LAYOUT {VALIDX_DIM, VALIDX_KEEPDIM, NO_SLOT, NO_SLOT, VALIDX_VALUES, VALIDX_INDICES}
+#define VAR_LAYOUT {VAR_DIM, VAR_KEEPDIM, NO_SLOT, VAR_CORRECTION, VAR_OUT, NO_SLOT}
 static const red_layout k_layout[] = {
-    [R_SUM] = {1, 2, 3, -1, 4, -1},    [R_MEAN] = {-1, -1, 1, -1, 2, -1}, [R_PROD] = {1, 2, 3, -1, 4, -1},
-    [R_AMAX] = {1, 2, -1, -1, 3, -1},  [R_AMIN] = {1, 2, -1, -1, 3, -1},  [R_ARGMAX] = {1, 2, -1, -1, 3, -1},
-    [R_ARGMIN] = {1, 2, -1, -1, 3, -1}, [R_MAX] = {1, 2, -1, -1, 3, 4},   [R_MIN] = {1, 2, -1, -1, 3, 4},
-    [R_ANY] = {1, 2, -1, -1, 3, -1},   [R_VAR] = {1, 3, -1, 2, 4, -1},  [R_MEDIAN] = {1, 2, -1, -1, 3, 4},
+    [R_SUM] = SUM_LAYOUT,       [R_MEAN] = MEAN_LAYOUT,      [R_PROD] = SUM_LAYOUT,      [R_AMAX] = DIMRED_LAYOUT,
+    [R_AMIN] = DIMRED_LAYOUT,   [R_ARGMAX] = DIMRED_LAYOUT,  [R_ARGMIN] = DIMRED_LAYOUT, [R_MAX] = VALIDX_LAYOUT,
+    [R_MIN] = VALIDX_LAYOUT,    [R_ANY] = DIMRED_LAYOUT,     [R_VAR] = VAR_LAYOUT,       [R_MEDIAN] = VALIDX_LAYOUT,
 };
 
 static void red_unpack(rkind k, et_value **args, const et_tensor *a, red_args *ra, bool all_dims) {
@@ -263,7 +278,7 @@ ET_PREPARE static et_status reduce_prepare(et_kernel_ctx *ctx, const char *op, r
   bool keep = false;
   et_status st;
   if (all_dims) { /* any.all_out(self, out), median.out(self, out) */
-    if ((st = aten_self_out(ctx, op, args, nargs, 3, 1, &a, &out))) return st;
+    if ((st = aten_self_out(ctx, op, args, nargs, 3, ALLRED_OUT, &a, &out))) return st;
     mask = (1u << a->dim) - 1u;
   } else {
     if ((st = aten_self_out(ctx, op, args, nargs, want, (uint32_t)l.out, &a, &out))) return st;
@@ -286,11 +301,11 @@ ET_PREPARE static et_status reduce_prepare(et_kernel_ctx *ctx, const char *op, r
 }
 
 static et_status reduce_adapter(rkind k, bool all_dims, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
+  const et_tensor *const a = args[RED_SELF]->u.t;
   const red_layout l = k_layout[k];
   red_args ra;
   red_unpack(k, args, a, &ra, all_dims);
-  et_tensor *const out = args[all_dims ? 1 : l.out]->u.t;
+  et_tensor *const out = args[all_dims ? ALLRED_OUT : l.out]->u.t;
   reduce(k, a, &ra, out, !all_dims && l.indices >= 0 ? args[l.indices]->u.t : NULL);
   (void)nargs;
   return ET_OK;
@@ -345,29 +360,33 @@ static void dim_rows_make(dim_rows *r, const et_tensor *a, const et_tensor *out,
   for (uint8_t d = 0; d < a->dim; d++) r->rows *= (size_t)sizes[d];
 }
 
-/* The rows of a (self, dim, ..., out) call: args[0] along dim args[1] into args[3]. */
+/* Argument slots of cumsum.out (self, dim, *, dtype, out) and _log_softmax.out (self, dim, half_to_float, out). */
+enum { ALONG_SELF, ALONG_DIM, ALONG_DTYPE, ALONG_OUT };
+#define ALONG_HALF_TO_FLOAT ALONG_DTYPE
+
+/* The rows of a (self, dim, ..., out) call: self along dim into out. */
 static void dim_rows_of(et_value **args, dim_rows *r) {
-  dim_rows_make(r, args[0]->u.t, args[3]->u.t, aten_dim_get(args[1]->u.i, args[0]->u.t->dim));
+  const et_tensor *const a = args[ALONG_SELF]->u.t;
+  dim_rows_make(r, a, args[ALONG_OUT]->u.t, aten_dim_get(args[ALONG_DIM]->u.i, a->dim));
 }
 
 /* (self, dim, <dtype | half_to_float>, out, ret) */
 ET_PREPARE static et_status along_prepare(et_kernel_ctx *ctx, const char *op, bool scan, et_value **args, uint32_t nargs) {
   et_tensor *a = NULL, *out = NULL;
-  int64_t d64 = 0;
   uint8_t dim = 0;
   bool h2f = false;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 5, 3, &a, &out)) || (st = aten_int(ctx, op, args, 1, &d64)) ||
-      (st = aten_dim(ctx, op, d64, a->dim, &dim)) || (st = af_same_shape(ctx, op, out, "out", a)))
+  if ((st = aten_self_dim_out(ctx, op, args, nargs, 5, ALONG_DIM, ALONG_OUT, &a, &out, &dim)) ||
+      (st = af_same_shape(ctx, op, out, "out", a)))
     return st;
   if (scan) {
-    if ((st = red_dtype_arg(ctx, op, args[2], out))) return st;
+    if ((st = red_dtype_arg(ctx, op, args[ALONG_DTYPE], out))) return st;
     const bool ok = a->dtype == ET_DT_FLOAT ? out->dtype == ET_DT_FLOAT : aten_is_int_dt(a->dtype) && out->dtype == ET_DT_LONG;
     if ((st = af_dtype(ctx, op, a, "self", a->dtype == ET_DT_FLOAT || aten_is_int_dt(a->dtype), "float32, an integer or bool")))
       return st;
     return af_dtype(ctx, op, out, "out", ok, a->dtype == ET_DT_FLOAT ? "float32" : "int64");
   }
-  if ((st = af_bool(ctx, op, args, 2, &h2f)) || (st = af_f32(ctx, op, a, "self")) || (st = af_f32(ctx, op, out, "out"))) return st;
+  if ((st = af_bool(ctx, op, args, ALONG_HALF_TO_FLOAT, &h2f)) || (st = af_f32(ctx, op, a, "self")) || (st = af_f32(ctx, op, out, "out"))) return st;
   return ET_OK;
 }
 
@@ -375,8 +394,8 @@ ET_PREPARE et_status aten_cumsum_out_prepare(et_kernel_ctx *ctx, et_value **args
   return along_prepare(ctx, "aten::cumsum.out", true, args, nargs);
 }
 et_status aten_cumsum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[3]->u.t;
+  const et_tensor *const a = args[ALONG_SELF]->u.t;
+  et_tensor *const out = args[ALONG_OUT]->u.t;
   dim_rows r;
   dim_rows_of(args, &r);
   for (size_t k = 0; k < r.rows; k++, af_iter_next(&r.outer)) {
@@ -403,8 +422,8 @@ ET_PREPARE et_status aten_log_softmax_out_prepare(et_kernel_ctx *ctx, et_value *
 }
 /* x - max - log(sum(exp(x - max))) per row */
 et_status aten_log_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const float *pa = args[0]->u.t->data;
-  float *po = args[3]->u.t->data;
+  const float *pa = args[ALONG_SELF]->u.t->data;
+  float *po = args[ALONG_OUT]->u.t->data;
   dim_rows r;
   dim_rows_of(args, &r);
   for (size_t k = 0; k < r.rows; k++, af_iter_next(&r.outer)) {
@@ -422,6 +441,13 @@ et_status aten_log_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nar
 }
 
 /* ---- normalizations ---- */
+
+/* Argument slots: native_layer_norm, native_group_norm, _native_batch_norm_legit_no_training,
+ * _native_batch_norm_legit.no_stats (schemas at each op below). */
+enum { LN_INPUT, LN_NORMALIZED_SHAPE, LN_WEIGHT, LN_BIAS, LN_EPS, LN_OUT0, LN_OUT1, LN_OUT2 };
+enum { GN_INPUT, GN_WEIGHT, GN_BIAS, GN_N, GN_C, GN_HXW, GN_GROUP, GN_EPS, GN_OUT0, GN_OUT1, GN_OUT2 };
+enum { BN_INPUT, BN_WEIGHT, BN_BIAS, BN_RUNNING_MEAN, BN_RUNNING_VAR, BN_MOMENTUM, BN_EPS, BN_OUT0, BN_OUT1, BN_OUT2 };
+enum { BNS_INPUT, BNS_WEIGHT, BNS_BIAS, BNS_TRAINING, BNS_MOMENTUM, BNS_EPS, BNS_OUT, BNS_SAVE_MEAN, BNS_SAVE_INVSTD };
 
 /* A walk over the dims of t set in `mask` (logical order), from `base`. */
 static void sub_iter(const et_tensor *t, unsigned mask, size_t base, et_iter *it) {
@@ -470,7 +496,7 @@ ET_PREPARE static et_status stats_check(et_kernel_ctx *ctx, const char *op, et_v
   et_tensor *t = NULL;
   et_status st;
   for (uint32_t k = i; k < i + 2; k++) {
-    if ((st = aten_tensor(ctx, op, args, k, &t)) || (st = af_f32(ctx, op, t, k == i ? "mean" : "rstd"))) return st;
+    if ((st = af_f32_arg(ctx, op, args, k, k == i ? "mean" : "rstd", &t))) return st;
     const size_t got = et_tensor_numel(t);
     if (got != n && !(empty_ok && got == 0))
       return et_fail(ctx, ET_E_INVALID_ARG, "%s: statistics output %u has %lu elements, expected %lu", op, (unsigned)k,
@@ -485,37 +511,36 @@ ET_PREPARE et_status aten_native_layer_norm_out_prepare(et_kernel_ctx *ctx, et_v
   et_tensor *a = NULL, *out = NULL;
   uint32_t k = 0;
   double eps = 0;
-  et_status st;
-  if ((st = norm_head(ctx, op, args, nargs, 9, 5, 1, &a, &out)) || (st = af_int_list(ctx, op, args, 1, false, &k)) ||
-      (st = aten_scalar(ctx, op, args, 4, &eps, NULL)))
+  et_status st = norm_head(ctx, op, args, nargs, 9, LN_OUT0, 1, &a, &out);
+  if (st || (st = af_int_list(ctx, op, args, LN_NORMALIZED_SHAPE, false, &k)) || (st = aten_scalar(ctx, op, args, LN_EPS, &eps, NULL)))
     return st;
   if (k == 0 || k > a->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: normalized_shape has %u dims for a rank-%u input", op, (unsigned)k, a->dim);
   int32_t m = 1;
   for (uint32_t i = 0; i < k; i++) {
-    const int64_t s = et_list_int(args[1], i);
+    const int64_t s = et_list_int(args[LN_NORMALIZED_SHAPE], i);
     if (s != a->sizes[a->dim - k + i]) return et_fail(ctx, ET_E_INVALID_ARG, "%s: normalized_shape does not match the input's last dims", op);
     m *= (int32_t)s;
   }
-  for (uint32_t i = 2; i < 4; i++) { /* weight and bias: None or normalized_shape, in logical order */
+  for (uint32_t i = LN_WEIGHT; i <= LN_BIAS; i++) { /* weight and bias: None or normalized_shape, in logical order */
     et_tensor *t = NULL;
-    const char *name = i == 2 ? "weight" : "bias";
+    const char *name = i == LN_WEIGHT ? "weight" : "bias";
     if ((st = af_opt_tensor(ctx, op, args, i, &t))) return st;
     if (t && ((st = af_f32(ctx, op, t, name)) || (st = af_shape(ctx, op, t, name, (uint8_t)k, a->sizes + (a->dim - k))))) return st;
     if (t && !et_dim_order_is_identity(t)) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %s is not contiguous", op, name);
   }
-  return stats_check(ctx, op, args, 6, et_tensor_numel(a) / (m ? (size_t)m : 1), false);
+  return stats_check(ctx, op, args, LN_OUT1, et_tensor_numel(a) / (m ? (size_t)m : 1), false);
 }
 et_status aten_native_layer_norm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t, *const w = args[2]->tag == ET_TAG_TENSOR ? args[2]->u.t : NULL;
-  const et_tensor *const b = args[3]->tag == ET_TAG_TENSOR ? args[3]->u.t : NULL;
-  et_tensor *const out = args[5]->u.t, *const mean = args[6]->u.t, *const rstd = args[7]->u.t;
-  const uint8_t k = (uint8_t)args[1]->u.list.len, lead = (uint8_t)(a->dim - k);
+  const et_tensor *const a = args[LN_INPUT]->u.t, *const w = af_opt_tensor_get(args[LN_WEIGHT]);
+  const et_tensor *const b = af_opt_tensor_get(args[LN_BIAS]);
+  et_tensor *const out = args[LN_OUT0]->u.t, *const mean = args[LN_OUT1]->u.t, *const rstd = args[LN_OUT2]->u.t;
+  const uint8_t k = (uint8_t)args[LN_NORMALIZED_SHAPE]->u.list.len, lead = (uint8_t)(a->dim - k);
   const unsigned rowmask = ((1u << a->dim) - 1u) & ~((1u << lead) - 1u);
   et_tensor *outs[3] = {out, mean, rstd};
   red_plan p; /* outer: the rows (input, out, mean, rstd); inner: a row of the input */
   red_plan_make(&p, a, rowmask, true, outs, 3);
   et_iter ro;
-  const double eps = args[4]->u.d;
+  const double eps = args[LN_EPS]->u.d;
   const float *x = a->data;
   float *y = out->data;
   for (size_t e = 0; e < p.kn; e++, af_iter_next(&p.outer)) {
@@ -560,24 +585,25 @@ ET_PREPARE et_status aten_native_group_norm_out_prepare(et_kernel_ctx *ctx, et_v
   int64_t n = 0, c = 0, hw = 0, g = 0;
   double eps = 0;
   et_status st;
-  if ((st = norm_head(ctx, op, args, nargs, 12, 8, 2, &a, &out)) || (st = aten_int(ctx, op, args, 3, &n)) ||
-      (st = aten_int(ctx, op, args, 4, &c)) || (st = aten_int(ctx, op, args, 5, &hw)) || (st = aten_int(ctx, op, args, 6, &g)) ||
-      (st = aten_scalar(ctx, op, args, 7, &eps, NULL)) || (st = affine_check(ctx, op, args, 1, &w, &b, a->sizes[1])))
+  if ((st = norm_head(ctx, op, args, nargs, 12, GN_OUT0, 2, &a, &out)) || (st = aten_int(ctx, op, args, GN_N, &n)) ||
+      (st = aten_int(ctx, op, args, GN_C, &c)) || (st = aten_int(ctx, op, args, GN_HXW, &hw)) ||
+      (st = aten_int(ctx, op, args, GN_GROUP, &g)) || (st = aten_scalar(ctx, op, args, GN_EPS, &eps, NULL)) ||
+      (st = affine_check(ctx, op, args, GN_WEIGHT, &w, &b, a->sizes[1])))
     return st;
   if (n != a->sizes[0] || c != a->sizes[1] || hw * n * c != (int64_t)et_tensor_numel(a) || g <= 0 || c % g != 0)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: N, C, HxW or group do not match the input", op);
-  return stats_check(ctx, op, args, 9, (size_t)(n * g), false);
+  return stats_check(ctx, op, args, GN_OUT1, (size_t)(n * g), false);
 }
 et_status aten_native_group_norm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t, *const w = args[1]->tag == ET_TAG_TENSOR ? args[1]->u.t : NULL;
-  const et_tensor *const b = args[2]->tag == ET_TAG_TENSOR ? args[2]->u.t : NULL;
-  et_tensor *const out = args[8]->u.t;
-  float *const mean = args[9]->u.t->data, *const rstd = args[10]->u.t->data;
-  const int32_t n = a->sizes[0], c = a->sizes[1], g = (int32_t)args[6]->u.i, cg = c / g;
+  const et_tensor *const a = args[GN_INPUT]->u.t, *const w = af_opt_tensor_get(args[GN_WEIGHT]);
+  const et_tensor *const b = af_opt_tensor_get(args[GN_BIAS]);
+  et_tensor *const out = args[GN_OUT0]->u.t;
+  float *const mean = args[GN_OUT1]->u.t->data, *const rstd = args[GN_OUT2]->u.t->data;
+  const int32_t n = a->sizes[0], c = a->sizes[1], g = (int32_t)args[GN_GROUP]->u.i, cg = c / g;
   size_t as[ET_MAX_DIM], ms[ET_MAX_DIM], rss[ET_MAX_DIM];
   et_tensor_strides(a, as);
-  et_tensor_strides(args[9]->u.t, ms);
-  et_tensor_strides(args[10]->u.t, rss);
+  et_tensor_strides(args[GN_OUT1]->u.t, ms);
+  et_tensor_strides(args[GN_OUT2]->u.t, rss);
   /* a group's elements: its channels and the spatial dims as one walk (dims 1.. from channel g * cg) */
   for (int32_t i = 0; i < n; i++)
     for (int32_t k = 0; k < g; k++) {
@@ -587,7 +613,7 @@ et_status aten_native_group_norm_out(et_kernel_ctx *ctx, et_value **args, uint32
       size_t cnt = (size_t)cg;
       for (uint8_t d = 2; d < a->dim; d++) cnt *= (size_t)a->sizes[d];
       float mu, rs;
-      moments(a->data, &it, cnt, args[7]->u.d, &mu, &rs);
+      moments(a->data, &it, cnt, args[GN_EPS]->u.d, &mu, &rs);
       mean[(size_t)i * ms[0] + (size_t)k * ms[1]] = mu, rstd[(size_t)i * rss[0] + (size_t)k * rss[1]] = rs;
       for (int32_t ch = k * cg; ch < (k + 1) * cg; ch++) norm_apply(a, out, i, ch, w, b, mu, rs);
     }
@@ -601,19 +627,20 @@ ET_PREPARE et_status aten_native_batch_norm_legit_no_training_out_prepare(et_ker
   et_tensor *a = NULL, *out = NULL, *w = NULL, *b = NULL;
   double eps = 0;
   et_status st;
-  if ((st = norm_head(ctx, op, args, nargs, 11, 7, 2, &a, &out)) || (st = affine_check(ctx, op, args, 1, &w, &b, a->sizes[1])) ||
-      (st = affine_check(ctx, op, args, 3, &w, &b, a->sizes[1])) || (st = af_scalar(ctx, op, args, 5)) ||
-      (st = aten_scalar(ctx, op, args, 6, &eps, NULL)))
+  if ((st = norm_head(ctx, op, args, nargs, 11, BN_OUT0, 2, &a, &out)) ||
+      (st = affine_check(ctx, op, args, BN_WEIGHT, &w, &b, a->sizes[1])) ||
+      (st = affine_check(ctx, op, args, BN_RUNNING_MEAN, &w, &b, a->sizes[1])) || (st = af_scalar(ctx, op, args, BN_MOMENTUM)) ||
+      (st = aten_scalar(ctx, op, args, BN_EPS, &eps, NULL)))
     return st;
   if (w == NULL || b == NULL) return et_fail(ctx, ET_E_INVALID_ARG, "%s: running_mean and running_var are required", op);
-  return stats_check(ctx, op, args, 8, (size_t)a->sizes[1], true);
+  return stats_check(ctx, op, args, BN_OUT1, (size_t)a->sizes[1], true);
 }
 et_status aten_native_batch_norm_legit_no_training_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t, *const w = args[1]->tag == ET_TAG_TENSOR ? args[1]->u.t : NULL;
-  const et_tensor *const b = args[2]->tag == ET_TAG_TENSOR ? args[2]->u.t : NULL;
-  const float *rm = args[3]->u.t->data, *rv = args[4]->u.t->data;
-  const float eps = (float)args[6]->u.d;
-  et_tensor *const out = args[7]->u.t, *const sm = args[8]->u.t, *const si = args[9]->u.t;
+  const et_tensor *const a = args[BN_INPUT]->u.t, *const w = af_opt_tensor_get(args[BN_WEIGHT]);
+  const et_tensor *const b = af_opt_tensor_get(args[BN_BIAS]);
+  const float *rm = args[BN_RUNNING_MEAN]->u.t->data, *rv = args[BN_RUNNING_VAR]->u.t->data;
+  const float eps = (float)args[BN_EPS]->u.d;
+  et_tensor *const out = args[BN_OUT0]->u.t, *const sm = args[BN_OUT1]->u.t, *const si = args[BN_OUT2]->u.t;
   for (int32_t c = 0; c < a->sizes[1]; c++) {
     const float rs = 1.0f / sqrtf(rv[c] + eps);
     if (et_tensor_numel(sm)) ((float *)sm->data)[c] = rm[c], ((float *)si->data)[c] = rs;
@@ -631,24 +658,25 @@ ET_PREPARE et_status aten_native_batch_norm_legit_no_stats_out_prepare(et_kernel
   bool training = false;
   double eps = 0;
   et_status st;
-  if ((st = norm_head(ctx, op, args, nargs, 10, 6, 2, &a, &out)) || (st = affine_check(ctx, op, args, 1, &w, &b, a->sizes[1])) ||
-      (st = af_bool(ctx, op, args, 3, &training)) || (st = af_scalar(ctx, op, args, 4)) || (st = aten_scalar(ctx, op, args, 5, &eps, NULL)))
+  if ((st = norm_head(ctx, op, args, nargs, 10, BNS_OUT, 2, &a, &out)) ||
+      (st = affine_check(ctx, op, args, BNS_WEIGHT, &w, &b, a->sizes[1])) || (st = af_bool(ctx, op, args, BNS_TRAINING, &training)) ||
+      (st = af_scalar(ctx, op, args, BNS_MOMENTUM)) || (st = aten_scalar(ctx, op, args, BNS_EPS, &eps, NULL)))
     return st;
   if (!training) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: training=False without running statistics", op);
-  return stats_check(ctx, op, args, 7, (size_t)a->sizes[1], false);
+  return stats_check(ctx, op, args, BNS_SAVE_MEAN, (size_t)a->sizes[1], false);
 }
 et_status aten_native_batch_norm_legit_no_stats_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t, *const w = args[1]->tag == ET_TAG_TENSOR ? args[1]->u.t : NULL;
-  const et_tensor *const b = args[2]->tag == ET_TAG_TENSOR ? args[2]->u.t : NULL;
-  et_tensor *const out = args[6]->u.t;
-  float *const sm = args[7]->u.t->data, *const si = args[8]->u.t->data;
+  const et_tensor *const a = args[BNS_INPUT]->u.t, *const w = af_opt_tensor_get(args[BNS_WEIGHT]);
+  const et_tensor *const b = af_opt_tensor_get(args[BNS_BIAS]);
+  et_tensor *const out = args[BNS_OUT]->u.t;
+  float *const sm = args[BNS_SAVE_MEAN]->u.t->data, *const si = args[BNS_SAVE_INVSTD]->u.t->data;
   size_t as[ET_MAX_DIM], cnt = et_tensor_numel(a) / (size_t)(a->sizes[1] ? a->sizes[1] : 1);
   et_tensor_strides(a, as);
   for (int32_t c = 0; c < a->sizes[1]; c++) {
     et_iter it; /* channel c over the batch and spatial dims */
     sub_iter(a, ((1u << a->dim) - 1u) & ~2u, (size_t)c * as[1], &it);
     float mu, rs;
-    moments(a->data, &it, cnt, args[5]->u.d, &mu, &rs);
+    moments(a->data, &it, cnt, args[BNS_EPS]->u.d, &mu, &rs);
     sm[c] = mu, si[c] = rs;
     for (int32_t n = 0; n < a->sizes[0]; n++) norm_apply(a, out, n, c, w, b, mu, rs);
   }

@@ -31,6 +31,12 @@ static const uinfo k_info[] = {
     [U_REM] = {1, DT_F32}, [U_BNOT] = {0, DT_INT}, [U_LNOT] = {0, DT_ANY},
 };
 
+/* Argument slots: (self, param_0 .. param_{nparams-1}, out, ret): the parameters follow self (gelu: approximate,
+ * round.decimals_out: decimals, elu: alpha, scale, input_scale, ...); out is ATEN_OUT_SLOT(nargs). */
+enum { UN_SELF, UN_PARAM0 };
+#define UN_PARAM(i) ((uint32_t)UN_PARAM0 + (uint32_t)(i))
+enum { GLU_SELF, GLU_DIM, GLU_OUT }; /* glu(self, dim, out) */
+
 /* x ** e for a float32 tensor, with PyTorch's exact forms of the common exponents. */
 static inline float pow_f(float x, float e) {
   if (e == 2.0f) return x * x;
@@ -102,14 +108,14 @@ static inline __attribute__((always_inline)) float unary_one(ukind k, float x, c
  * with k constant, as unary_eval is: an op's image holds its own math only (exp, erf, pow, ...). */
 static inline __attribute__((always_inline)) void unary_params(ukind k, et_value **args, float *p) {
   p[0] = p[1] = p[2] = 0;
-  for (uint8_t i = 0; i < k_info[k].nparams && k != U_GELU; i++) p[i] = (float)aten_scalar_get(args[1 + i], NULL);
+  for (uint8_t i = 0; i < k_info[k].nparams && k != U_GELU; i++) p[i] = (float)aten_scalar_get(args[UN_PARAM(i)], NULL);
   switch (k) {
-    case U_GELU: p[0] = af_word_is(args[1], "tanh") ? 1.0f : 0.0f; break;
+    case U_GELU: p[0] = af_word_is(args[UN_PARAM(0)], "tanh") ? 1.0f : 0.0f; break;
     case U_ELU: /* (alpha, scale, input_scale) -> negative coefficient, scale, input_scale */
       p[0] = p[0] * p[1];
       break;
     case U_ROUND_DEC: { /* 10^|decimals| (prepare: at most 30), in double like PyTorch's std::pow */
-      const int64_t d = args[1]->u.i;
+      const int64_t d = args[UN_PARAM(0)]->u.i;
       double t = 1.0;
       for (int64_t i = 0; i < (d < 0 ? -d : d); i++) t *= 10.0;
       p[1] = d < 0 ? -1.0f : 1.0f;
@@ -124,8 +130,9 @@ ET_PREPARE static et_status unary_prepare(et_kernel_ctx *ctx, const char *op, uk
   const uinfo in = k_info[k];
   et_tensor *a = NULL, *out = NULL;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 3u + in.nparams, 1u + in.nparams, &a, &out))) return st;
-  for (uint32_t i = 1; i <= in.nparams; i++) {
+  const uint32_t want = UN_PARAM(in.nparams) + 2u;
+  if ((st = aten_self_out(ctx, op, args, nargs, want, ATEN_OUT_SLOT(want), &a, &out))) return st;
+  for (uint32_t i = UN_PARAM(0); i < UN_PARAM(in.nparams); i++) {
     if (k == U_GELU) {
       int w;
       st = af_word(ctx, op, args, i, "none", "tanh", false, &w);
@@ -189,8 +196,8 @@ static __attribute__((noinline)) void unary_int(ukind k, const et_tensor *a, et_
 }
 
 static inline __attribute__((always_inline)) et_status unary_eval(ukind k, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[nargs - 2]->u.t;
+  const et_tensor *const a = args[UN_SELF]->u.t;
+  et_tensor *const out = args[ATEN_OUT_SLOT(nargs)]->u.t;
   if (a->dtype != ET_DT_FLOAT || out->dtype != ET_DT_FLOAT) {
     unary_int(k, a, out);
     return ET_OK;
@@ -263,15 +270,14 @@ UNARY_OP(aten_remainder_scalar_out, "aten::remainder.Scalar_out", U_REM)
 UNARY_OP(aten_bitwise_not_out, "aten::bitwise_not.out", U_BNOT)
 UNARY_OP(aten_logical_not_out, "aten::logical_not.out", U_LNOT)
 
-/* glu(self, dim): the first half along dim times the sigmoid of the second. */
+/* glu(self, dim, out): the first half along dim times the sigmoid of the second. */
 ET_PREPARE et_status aten_glu_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::glu.out";
   et_tensor *a = NULL, *out = NULL;
-  int64_t d64 = 0;
   uint8_t dim = 0;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 4, 2, &a, &out)) || (st = aten_int(ctx, op, args, 1, &d64)) ||
-      (st = aten_dim(ctx, op, d64, a->dim, &dim)) || (st = af_f32(ctx, op, a, "self")) || (st = af_f32(ctx, op, out, "out")))
+  if ((st = aten_self_dim_out(ctx, op, args, nargs, 4, GLU_DIM, GLU_OUT, &a, &out, &dim)) || (st = af_f32(ctx, op, a, "self")) ||
+      (st = af_f32(ctx, op, out, "out")))
     return st;
   if (a->dim == 0 || a->sizes[dim] % 2 != 0)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %u has odd size %d", op, dim, a->dim ? (int)a->sizes[dim] : 0);
@@ -281,9 +287,9 @@ ET_PREPARE et_status aten_glu_out_prepare(et_kernel_ctx *ctx, et_value **args, u
   return af_shape(ctx, op, out, "out", a->dim, want);
 }
 et_status aten_glu_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const et_tensor *const a = args[0]->u.t;
-  et_tensor *const out = args[2]->u.t;
-  const uint8_t dim = aten_dim_get(args[1]->u.i, a->dim);
+  const et_tensor *const a = args[GLU_SELF]->u.t;
+  et_tensor *const out = args[GLU_OUT]->u.t;
+  const uint8_t dim = aten_dim_get(args[GLU_DIM]->u.i, a->dim);
   size_t as[ET_MAX_DIM];
   et_tensor_strides(a, as);
   af_iter it;

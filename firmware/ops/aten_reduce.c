@@ -90,11 +90,9 @@ et_status aten_mean_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
 ET_PREPARE et_status aten_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::_softmax";
   et_tensor *a = NULL, *out = NULL;
-  int64_t dim64 = 0;
   uint8_t dim = 0;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 5, SOFTMAX_OUT, &a, &out)) || (st = aten_int(ctx, op, args, SOFTMAX_DIM, &dim64)) || (st = aten_dim(ctx, op, dim64, a->dim, &dim)))
-    return st;
+  if ((st = aten_self_dim_out(ctx, op, args, nargs, 5, SOFTMAX_DIM, SOFTMAX_OUT, &a, &out, &dim))) return st;
   if (a->dtype != ET_DT_FLOAT || out->dtype != ET_DT_FLOAT)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: only float32 is supported", op);
   if (!aten_same_shape(a, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);

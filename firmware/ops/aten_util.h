@@ -40,6 +40,10 @@ static inline void et_iter_next(et_iter *it) {
   }
 }
 
+/* The out slot of an (..., out, ret) argument list of `nargs` entries, counted from the end: for adapters that
+ * serve overloads of different arities. */
+#define ATEN_OUT_SLOT(nargs) ((uint32_t)(nargs) - 2u)
+
 /* Argument access: return ET_OK or fail with the op's name in the message. */
 static inline et_status aten_nargs(et_kernel_ctx *ctx, const char *op, uint32_t nargs, uint32_t want) {
   if (nargs != want) return et_fail(ctx, ET_E_INVALID_ARG, "%s: got %u arguments, expected %u", op, (unsigned)nargs, (unsigned)want);
@@ -122,6 +126,15 @@ static inline et_status aten_dim(et_kernel_ctx *ctx, const char *op, int64_t d, 
   if (d < -r || d >= r) return et_fail(ctx, ET_E_INVALID_ARG, "%s: dim %lld out of range for rank %u", op, (long long)d, rank);
   *out = (uint8_t)(d < 0 ? d + r : d);
   return ET_OK;
+}
+/* The (self, ..., dim, ..., out) head: aten_self_out, then argument idim as a dim of self, normalised into [0, rank). */
+static inline et_status aten_self_dim_out(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
+                                          uint32_t idim, uint32_t iout, et_tensor **self, et_tensor **out, uint8_t *dim) {
+  et_status st;
+  int64_t d64 = 0;
+  *dim = 0;
+  if ((st = aten_self_out(ctx, op, args, nargs, want, iout, self, out)) || (st = aten_int(ctx, op, args, idim, &d64))) return st;
+  return aten_dim(ctx, op, d64, (*self)->dim, dim);
 }
 static inline bool aten_same_shape(const et_tensor *a, const et_tensor *b) {
   if (a->dim != b->dim) return false;

@@ -71,20 +71,29 @@ static inline bool operands(et_value **args, uint32_t other, uint32_t iout, oper
   return o->alen != 0 && o->blen != 0;
 }
 
+/* A (zero_point, multiplier, shift) triple of arguments at slots izp, izp + 1, izp + 2 (named name[0..2]):
+ * zero point in [-128, 127], multiplier in [mult_min, INT32_MAX], shift in [-31, 31]. */
+ET_PREPARE static et_status requant(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t izp, const char *const name[3],
+                                    int32_t mult_min, int32_t *zp, int32_t *mult, int32_t *shift) {
+  CM_TRY(cm_int(ctx, op, args, izp, name[0], -128, 127, zp));
+  CM_TRY(cm_int(ctx, op, args, izp + 1, name[1], mult_min, INT32_MAX, mult));
+  return cm_int(ctx, op, args, izp + 2, name[2], -31, 31, shift);
+}
+static const char *const k_self_rq[3] = {"self_zero_point", "self_multiplier", "self_shift"};
+static const char *const k_other_rq[3] = {"other_zero_point", "other_multiplier", "other_shift"};
+static const char *const k_out_rq[3] = {"output_zero_point", "output_multiplier", "output_shift"};
+_Static_assert(ADD_SELF_SHIFT == ADD_SELF_ZP + 2 && ADD_OTHER_SHIFT == ADD_OTHER_ZP + 2 && ADD_OUT_SHIFT == ADD_OUT_ZP + 2 &&
+                   MUL_OUT_SHIFT == MUL_OUT_ZP + 2,
+               "requant's triples are consecutive slots");
+
 ET_PREPARE et_status op_cortex_m_quantized_add_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_add";
   et_tensor *a, *b, *out;
   qadd_params p;
   CM_TRY(cm_binary(ctx, op, args, nargs, ADD_OUT, ADD_OTHER, &a, &b, &out));
-  CM_TRY(cm_int(ctx, op, args, ADD_SELF_ZP, "self_zero_point", -128, 127, &p.a_zp));
-  CM_TRY(cm_int(ctx, op, args, ADD_SELF_MULT, "self_multiplier", INT32_MIN, INT32_MAX, &p.a_mult));
-  CM_TRY(cm_int(ctx, op, args, ADD_SELF_SHIFT, "self_shift", -31, 31, &p.a_shift));
-  CM_TRY(cm_int(ctx, op, args, ADD_OTHER_ZP, "other_zero_point", -128, 127, &p.b_zp));
-  CM_TRY(cm_int(ctx, op, args, ADD_OTHER_MULT, "other_multiplier", INT32_MIN, INT32_MAX, &p.b_mult));
-  CM_TRY(cm_int(ctx, op, args, ADD_OTHER_SHIFT, "other_shift", -31, 31, &p.b_shift));
-  CM_TRY(cm_int(ctx, op, args, ADD_OUT_ZP, "output_zero_point", -128, 127, &p.out_zp));
-  CM_TRY(cm_int(ctx, op, args, ADD_OUT_MULT, "output_multiplier", INT32_MIN, INT32_MAX, &p.out_mult));
-  CM_TRY(cm_int(ctx, op, args, ADD_OUT_SHIFT, "output_shift", -31, 31, &p.out_shift));
+  CM_TRY(requant(ctx, op, args, ADD_SELF_ZP, k_self_rq, INT32_MIN, &p.a_zp, &p.a_mult, &p.a_shift));
+  CM_TRY(requant(ctx, op, args, ADD_OTHER_ZP, k_other_rq, INT32_MIN, &p.b_zp, &p.b_mult, &p.b_shift));
+  CM_TRY(requant(ctx, op, args, ADD_OUT_ZP, k_out_rq, INT32_MIN, &p.out_zp, &p.out_mult, &p.out_shift));
   CM_TRY(cm_int(ctx, op, args, ADD_ACT_MIN, "activation_min", -128, 127, &p.act_min));
   CM_TRY(cm_int(ctx, op, args, ADD_ACT_MAX, "activation_max", -128, 127, &p.act_max));
   CM_TRY(cm_act(ctx, op, p.act_min, p.act_max));
@@ -98,9 +107,7 @@ ET_PREPARE et_status op_cortex_m_quantized_mul_out_prepare(et_kernel_ctx *ctx, e
   CM_TRY(cm_binary(ctx, op, args, nargs, MUL_OUT, MUL_OTHER, &a, &b, &out));
   CM_TRY(cm_int(ctx, op, args, MUL_SELF_ZP, "self_zero_point", -128, 127, &p.a_zp));
   CM_TRY(cm_int(ctx, op, args, MUL_OTHER_ZP, "other_zero_point", -128, 127, &p.b_zp));
-  CM_TRY(cm_int(ctx, op, args, MUL_OUT_ZP, "output_zero_point", -128, 127, &p.out_zp));
-  CM_TRY(cm_int(ctx, op, args, MUL_OUT_MULT, "output_multiplier", 0, INT32_MAX, &p.out_mult));
-  CM_TRY(cm_int(ctx, op, args, MUL_OUT_SHIFT, "output_shift", -31, 31, &p.out_shift));
+  CM_TRY(requant(ctx, op, args, MUL_OUT_ZP, k_out_rq, 0, &p.out_zp, &p.out_mult, &p.out_shift));
   return operands_then_keep(ctx, op, a, b, out, &p, sizeof p);
 }
 
@@ -174,6 +181,12 @@ et_status op_cortex_m_quantized_activation_out(et_kernel_ctx *ctx, et_value **ar
   return ET_OK;
 }
 
+/* t, its dims aligned right to out's, has out's size or 1 (or no dim) at out's dim d. */
+ET_PREPARE static bool broadcasts_at(const et_tensor *t, const et_tensor *out, int d) {
+  const int dt = d - (out->dim - t->dim);
+  const int32_t nt = dt >= 0 ? t->sizes[dt] : 1;
+  return nt == out->sizes[d] || nt == 1;
+}
 /* torch.minimum/maximum broadcasting, any dim orders: per-input element
  * strides along the output's memory order (0 on broadcast dims). */
 ET_PREPARE static et_status minmax_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs) {
@@ -187,14 +200,10 @@ ET_PREPARE static et_status minmax_prepare(et_kernel_ctx *ctx, const char *op, e
   CM_TRY(cm_dtype(ctx, op, out, "out", a->dtype));
   if (a->dim > out->dim || b->dim > out->dim)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out has fewer dims than an input", op);
-  const int nd = out->dim;
-  for (int j = 0; j < nd; j++) {
+  for (int j = 0; j < out->dim; j++) { /* in out's memory order: the first dim that does not broadcast is named */
     const int d = out->dim_order[j];
-    const int da = d - (nd - a->dim), db = d - (nd - b->dim);
-    const int32_t n = out->sizes[d];
-    const int32_t na = da >= 0 ? a->sizes[da] : 1, nb = db >= 0 ? b->sizes[db] : 1;
-    if ((na != n && na != 1) || (nb != n && nb != 1))
-      return et_fail(ctx, ET_E_INVALID_ARG, "%s: input sizes do not broadcast to out's size %d at dim %d", op, (int)n, d);
+    if (!broadcasts_at(a, out, d) || !broadcasts_at(b, out, d))
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: input sizes do not broadcast to out's size %d at dim %d", op, (int)out->sizes[d], d);
   }
   return ET_OK;
 }

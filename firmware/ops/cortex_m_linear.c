@@ -5,19 +5,46 @@
 enum { LINEAR_IN, LINEAR_WEIGHTS, LINEAR_BIAS, LINEAR_KERNEL_SUM, LINEAR_IN_OFFSET, LINEAR_FILTER_OFFSET, LINEAR_OUT_OFFSET, LINEAR_MULTS, LINEAR_SHIFTS, LINEAR_ACT_MAX, LINEAR_ACT_MIN, LINEAR_OUT };
 enum { BMM_LHS, BMM_LHS_ZP, BMM_RHS_T, BMM_RHS_ZP, BMM_OUT_ZP, BMM_OUT_MULT, BMM_OUT_SHIFT, BMM_SCRATCH, BMM_OUT };
 
+/* Prepare's checks, each applied to a list of arguments in turn (the first failure is reported). */
+#define N_CHECKED 3u
+/* Zero points and offsets: ints in [-CM_MAX_OFFSET, CM_MAX_OFFSET]. */
+ET_PREPARE static et_status offsets(et_kernel_ctx *ctx, const char *op, et_value **args, const uint32_t slot[N_CHECKED],
+                                    const char *const name[N_CHECKED], int32_t *const dst[N_CHECKED]) {
+  for (uint32_t i = 0; i < N_CHECKED; i++) CM_TRY(cm_int(ctx, op, args, slot[i], name[i], -CM_MAX_OFFSET, CM_MAX_OFFSET, dst[i]));
+  return ET_OK;
+}
+/* The operand tensors (required ones) of the given slots. */
+ET_PREPARE static et_status tensors(et_kernel_ctx *ctx, const char *op, et_value **args, const uint32_t slot[N_CHECKED],
+                                    const char *const name[N_CHECKED], et_tensor **dst[N_CHECKED]) {
+  for (uint32_t i = 0; i < N_CHECKED; i++) CM_TRY(cm_tensor(ctx, op, args, slot[i], name[i], false, dst[i]));
+  return ET_OK;
+}
+/* Each tensor int8; then (rank != 0) each of that rank. */
+ET_PREPARE static et_status s8_of_rank(et_kernel_ctx *ctx, const char *op, et_tensor *const t[N_CHECKED], const char *const name[N_CHECKED],
+                                       uint8_t rank) {
+  for (uint32_t i = 0; i < N_CHECKED; i++) CM_TRY(cm_dtype(ctx, op, t[i], name[i], ET_DT_CHAR));
+  for (uint32_t i = 0; rank && i < N_CHECKED; i++) CM_TRY(cm_rank(ctx, op, t[i], name[i], rank));
+  return ET_OK;
+}
+/* Each tensor contiguous. */
+ET_PREPARE static et_status contiguous(et_kernel_ctx *ctx, const char *op, et_tensor *const t[N_CHECKED], const char *const name[N_CHECKED]) {
+  for (uint32_t i = 0; i < N_CHECKED; i++) CM_TRY(cm_contiguous(ctx, op, t[i], name[i]));
+  return ET_OK;
+}
+
 ET_PREPARE et_status op_cortex_m_quantized_linear_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "cortex_m::quantized_linear";
   et_tensor *in, *w, *bias, *ksum, *out;
   qlinear_params p;
+  static const uint32_t off_slot[N_CHECKED] = {LINEAR_IN_OFFSET, LINEAR_FILTER_OFFSET, LINEAR_OUT_OFFSET};
+  static const char *const off_name[N_CHECKED] = {"input_offset", "filter_offset", "output_offset"};
   CM_TRY(cm_nargs(ctx, op, nargs, LINEAR_OUT));
   CM_TRY(cm_tensor(ctx, op, args, LINEAR_IN, "input", false, &in));
   CM_TRY(cm_tensor(ctx, op, args, LINEAR_WEIGHTS, "weights", false, &w));
   CM_TRY(cm_tensor(ctx, op, args, LINEAR_BIAS, "bias", true, &bias));
   CM_TRY(cm_tensor(ctx, op, args, LINEAR_KERNEL_SUM, "kernel_sum", true, &ksum));
   CM_TRY(cm_tensor(ctx, op, args, LINEAR_OUT, "out", false, &out));
-  CM_TRY(cm_int(ctx, op, args, LINEAR_IN_OFFSET, "input_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.input_offset));
-  CM_TRY(cm_int(ctx, op, args, LINEAR_FILTER_OFFSET, "filter_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.filter_offset));
-  CM_TRY(cm_int(ctx, op, args, LINEAR_OUT_OFFSET, "output_offset", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.output_offset));
+  CM_TRY(offsets(ctx, op, args, off_slot, off_name, (int32_t *const[N_CHECKED]){&p.input_offset, &p.filter_offset, &p.output_offset}));
   int32_t mults[ET_MAX_DIM], shifts[ET_MAX_DIM];
   uint32_t nm = 0, ns = 0;
   /* the reference requantizes per tensor with entry 0; longer lists would be
@@ -30,13 +57,9 @@ ET_PREPARE et_status op_cortex_m_quantized_linear_out_prepare(et_kernel_ctx *ctx
   CM_TRY(cm_int(ctx, op, args, LINEAR_ACT_MAX, "activation_max", -128, 127, &p.act_max));
   CM_TRY(cm_int(ctx, op, args, LINEAR_ACT_MIN, "activation_min", -128, 127, &p.act_min));
   CM_TRY(cm_act(ctx, op, p.act_min, p.act_max));
-  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
-  CM_TRY(cm_dtype(ctx, op, w, "weights", ET_DT_CHAR));
-  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  CM_TRY(s8_of_rank(ctx, op, (et_tensor *const[N_CHECKED]){in, w, out}, (const char *const[N_CHECKED]){"input", "weights", "out"}, 0));
   CM_TRY(cm_rank(ctx, op, w, "weights", 2));
-  CM_TRY(cm_contiguous(ctx, op, w, "weights"));
-  CM_TRY(cm_contiguous(ctx, op, in, "input"));
-  CM_TRY(cm_contiguous(ctx, op, out, "out"));
+  CM_TRY(contiguous(ctx, op, (et_tensor *const[N_CHECKED]){w, in, out}, (const char *const[N_CHECKED]){"weights", "input", "out"}));
   if (in->dim < 1 || out->dim != in->dim)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and out need the same rank >= 1", op);
   p.k = in->sizes[in->dim - 1];
@@ -79,24 +102,17 @@ ET_PREPARE et_status op_cortex_m_quantized_batch_matmul_out_prepare(et_kernel_ct
   const char *op = "cortex_m::quantized_batch_matmul";
   et_tensor *l, *r, *out;
   qbmm_params p;
+  static const uint32_t t_slot[N_CHECKED] = {BMM_LHS, BMM_RHS_T, BMM_OUT}, zp_slot[N_CHECKED] = {BMM_LHS_ZP, BMM_RHS_ZP, BMM_OUT_ZP};
+  static const char *const t_name[N_CHECKED] = {"lhs", "rhs_transposed", "out"};
+  static const char *const zp_name[N_CHECKED] = {"lhs_zero_point", "rhs_zero_point", "output_zero_point"};
   CM_TRY(cm_nargs(ctx, op, nargs, BMM_OUT));
-  CM_TRY(cm_tensor(ctx, op, args, BMM_LHS, "lhs", false, &l));
-  CM_TRY(cm_tensor(ctx, op, args, BMM_RHS_T, "rhs_transposed", false, &r));
-  CM_TRY(cm_tensor(ctx, op, args, BMM_OUT, "out", false, &out));
-  CM_TRY(cm_int(ctx, op, args, BMM_LHS_ZP, "lhs_zero_point", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.lhs_offset));
-  CM_TRY(cm_int(ctx, op, args, BMM_RHS_ZP, "rhs_zero_point", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.rhs_offset));
-  CM_TRY(cm_int(ctx, op, args, BMM_OUT_ZP, "output_zero_point", -CM_MAX_OFFSET, CM_MAX_OFFSET, &p.out_zp));
+  CM_TRY(tensors(ctx, op, args, t_slot, t_name, (et_tensor **[N_CHECKED]){&l, &r, &out}));
+  CM_TRY(offsets(ctx, op, args, zp_slot, zp_name, (int32_t *const[N_CHECKED]){&p.lhs_offset, &p.rhs_offset, &p.out_zp}));
   CM_TRY(cm_int(ctx, op, args, BMM_OUT_MULT, "output_multiplier", 0, INT32_MAX, &p.mult));
   CM_TRY(cm_int(ctx, op, args, BMM_OUT_SHIFT, "output_shift", -31, 31, &p.shift));
-  CM_TRY(cm_dtype(ctx, op, l, "lhs", ET_DT_CHAR));
-  CM_TRY(cm_dtype(ctx, op, r, "rhs_transposed", ET_DT_CHAR));
-  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
-  CM_TRY(cm_rank(ctx, op, l, "lhs", 3));
-  CM_TRY(cm_rank(ctx, op, r, "rhs_transposed", 3));
-  CM_TRY(cm_rank(ctx, op, out, "out", 3));
-  CM_TRY(cm_contiguous(ctx, op, l, "lhs"));
-  CM_TRY(cm_contiguous(ctx, op, r, "rhs_transposed"));
-  CM_TRY(cm_contiguous(ctx, op, out, "out"));
+  et_tensor *const all[N_CHECKED] = {l, r, out};
+  CM_TRY(s8_of_rank(ctx, op, all, t_name, 3));
+  CM_TRY(contiguous(ctx, op, all, t_name));
   p.batch = l->sizes[0], p.m = l->sizes[1], p.k = l->sizes[2], p.n = r->sizes[1];
   if (r->sizes[0] != p.batch || r->sizes[2] != p.k || out->sizes[0] != p.batch || out->sizes[1] != p.m ||
       out->sizes[2] != p.n)
