@@ -101,6 +101,7 @@ DATA_MOVEMENT = {
     "aten::index_select", "aten::flip", "aten::repeat", "aten::stack", "aten::unbind_copy",
     "aten::max_pool2d", "aten::max_pool2d_with_indices",   # order-preserving: exact on int codes
     "aten::amax", "aten::amin",                            # (the quantizer shares their qparams)
+    "aten::argmax", "aten::argmin",                        # an index: the same on codes (scales are positive)
     "aten::index_put",                                     # assigns elements: exact (accumulate is not: below)
     "aten::upsample_nearest2d",                            # copies elements: exact on int codes
     "emlkit::upsample_nearest2d",

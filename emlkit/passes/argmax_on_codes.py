@@ -1,0 +1,37 @@
+"""argmax / argmin of a dequantized tensor taken on its int8 codes (after quantization, Cortex-M).
+
+Matches, in the quantized graph: `aten.argmax` / `aten.argmin` whose input is a per-tensor `dequantize`
+with a positive scale.
+
+Produces the same op on the dequantize's input, the int8 codes: dequantization is increasing (a positive
+scale), so the largest (smallest) code sits where the largest (smallest) value does, and equal values have
+equal codes, so the first index of the extreme is the same too.
+
+Why: the quantizers leave argmax unannotated, so it read the dequantized floats (a float op, and a float
+copy of its input); the firmware's argmax takes int8 directly.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from emlkit.passes.graph import DQ_TARGETS, NodeRewrite, per_tensor_qparams
+from emlkit.passes.manager import declare
+
+aten = torch.ops.aten
+
+
+@declare("pre_edge", ("aten.argmax", "aten.argmin"), runs_after=("LutFusion",), order=207, flows=("cortex_m",))
+class ArgmaxOnCodes(NodeRewrite):
+    matches = (aten.argmax.default, aten.argmin.default)
+    what = "argmax/argmin on int8 codes"
+
+    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        dq = n.args[0]
+        if not isinstance(dq, torch.fx.Node) or dq.target not in DQ_TARGETS or not per_tensor_qparams(dq):
+            return False
+        scale = dq.args[1]
+        if not isinstance(scale, (int, float)) or scale <= 0:
+            return False
+        n.replace_input_with(dq, dq.args[0])
+        return True
