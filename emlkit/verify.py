@@ -101,7 +101,6 @@ DATA_MOVEMENT = {
     "aten::index_select", "aten::flip", "aten::repeat", "aten::stack", "aten::unbind_copy",
     "aten::max_pool2d", "aten::max_pool2d_with_indices",   # order-preserving: exact on int codes
     "aten::amax", "aten::amin",                            # (the quantizer shares their qparams)
-    "aten::argmax", "aten::argmin",                        # an index: the same on codes (scales are positive)
     "aten::index_put",                                     # assigns elements: exact (accumulate is not: below)
     "aten::upsample_nearest2d",                            # copies elements: exact on int codes
     "emlkit::upsample_nearest2d",
@@ -109,6 +108,8 @@ DATA_MOVEMENT = {
     "dim_order_ops::_clone_dim_order", "dim_order_ops::_to_dim_order_copy",
 }
 CODES = (torch.int8, torch.int16, torch.uint8)   # dtypes of quantized codes
+# An index of the extreme: the same on codes as on their values (scales are positive); on floats, a float op.
+INDEX_ON_CODES = {"aten::argmax", "aten::argmin"}
 # Our own ops (emlkit/emlkit_ops.py): integer kernels only; a float tensor reaching one is a broken program.
 INTEGER_ONLY_NAMESPACES = {"emlkit"}
 # ops whose presence is how quantized data enters/leaves float (not compute).
@@ -175,6 +176,8 @@ def check_program(gm: torch.fx.GraphModule) -> ProgramCheck:
                                   "adds codes of two scales"))
             continue
         if name is None or name in QDQ or name in DATA_MOVEMENT:
+            continue
+        if name in INDEX_ON_CODES and all(_dtype(a) in CODES for a in n.all_input_nodes):
             continue
         ns = name.split("::")[0]
         if ns in INTEGER_ONLY_NAMESPACES:
