@@ -185,26 +185,31 @@ class _Reference:
     npu_check: Any
 
 
+def delegate_partitions(lowered: Lowered, target: Target) -> dict[str, Any] | None:
+    """Each Ethos-U delegate's Vela partition (its TOSA graph and command stream) by delegate name; None on the CPU."""
+    if target.flow != "ethos_u":
+        return None
+    names = reference.delegate_names(lowered.edge.exported_program().graph_module)
+    parts = lowered.extra["vela_partitions"]
+    if len(names) != len(parts):
+        raise AotError(f"internal: {len(names)} delegates but Vela compiled {len(parts)} graphs", EXIT_INTERNAL)
+    return dict(zip(names, parts))
+
+
 def _reference(lowered: Lowered, target: Target, out: Path, stem: str) -> _Reference:
-    tosa_graphs = None
-    names: list[str] = []
-    parts: list[Any] = []
-    if target.flow == "ethos_u":
-        names = reference.delegate_names(lowered.edge.exported_program().graph_module)
-        parts = lowered.extra["vela_partitions"]
-        if len(names) != len(parts):
-            raise AotError(f"internal: {len(names)} delegates but Vela compiled {len(parts)} graphs", EXIT_INTERNAL)
-        tosa_graphs = {n: p.tosa for n, p in zip(names, parts)}
+    parts = delegate_partitions(lowered, target)
+    tosa_graphs = None if parts is None else {n: p.tosa for n, p in parts.items()}
+    if parts is not None:
         tdir = out / f"{stem}.tosa"
         tdir.mkdir(exist_ok=True)
-        for n, p in zip(names, parts):
+        for n, p in parts.items():
             (tdir / f"{n}.tosa").write_bytes(p.tosa)
     calls: list[reference.DelegateIO] = []
     with torch.no_grad():
         device_out = reference.run_lowered(lowered.edge, lowered.inputs, tosa_graphs, calls)
     npu_check = None
-    if tosa_graphs:
-        npu_check = compile_check.check_delegates({n: p.blob for n, p in zip(names, parts)}, calls)
+    if parts:
+        npu_check = compile_check.check_delegates({n: p.blob for n, p in parts.items()}, calls)
         compile_check.warn_on_mismatch(npu_check)
     return _Reference(device_out, tosa_graphs, npu_check)
 

@@ -118,8 +118,7 @@ def device_bounds(ref_out: list[np.ndarray], data: EvalData, scale: float | None
 def _lower(req: EvaluateRequest, model: Any, calib: CalibrationSet) -> tuple[Any, dict[str, bytes] | None]:
     """The model quantized with the calibration set and lowered as `compile` does; the TOSA graph of each NPU
     delegate (for the host reference)."""
-    from emlkit import reference
-    from emlkit.compile import _flow
+    from emlkit.compile import _flow, delegate_partitions
 
     target, options = req.program.target, req.program.options
     from emlkit.lower import LowerOptions
@@ -129,11 +128,8 @@ def _lower(req: EvaluateRequest, model: Any, calib: CalibrationSet) -> tuple[Any
         options.intermediates = str(req.output / f"{model.name}_{target.name}_eval.vela")
     with torch.no_grad():
         lowered = _flow(target).lower(model.module, model.inputs, calib.samples, target, options)
-    tosa = None
-    if target.flow == "ethos_u":
-        names = reference.delegate_names(lowered.edge.exported_program().graph_module)
-        tosa = {n: p.tosa for n, p in zip(names, lowered.extra["vela_partitions"])}
-    return lowered, tosa
+    parts = delegate_partitions(lowered, target)
+    return lowered, None if parts is None else {n: p.tosa for n, p in parts.items()}
 
 
 def evaluate(req: EvaluateRequest) -> tuple[dict[str, Any], Any]:
@@ -158,8 +154,10 @@ def evaluate(req: EvaluateRequest) -> tuple[dict[str, Any], Any]:
     ref_out = [r[0].detach().float().numpy() for r in ref_all]
     stem = f"{model.name}_{target.name}_eval"
     pte, bpte = out / f"{stem}.pte", out / f"{stem}.bpte"
+    bundled = emit.bpte_bytes(emit.bundle(program, list(zip(data.samples, ref_all))))
+    verify.check_device_load(program, bundled, target.name)  # as compile: refused with the device's message first
     emit.write_pte(program, pte)
-    emit.atomic_write(bpte, emit.bpte_bytes(emit.bundle(program, list(zip(data.samples, ref_all)))))
+    emit.atomic_write(bpte, bundled)
     needs = verify.program_needs(program) if target.flow == "cortex_m" else None
     report = {"program_needs": needs.to_dict() if needs is not None else None}
     cres = CompileResult(model.name, target, pte, bpte, out / f"{stem}.json", report)

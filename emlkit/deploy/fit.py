@@ -221,14 +221,13 @@ def check(board: Board, facts: ImageFacts, needs: ProgramNeeds, bpte_bytes: int)
     uses[board.model.region].slot = board.model.max_size
     runtime = needs.runtime_bytes(facts.layout)
     regions = arena_regions(board, facts, bpte_bytes)
-    names = {"arena": "arenas", "runtime": "runtime", "kernel scratch": "kernel scratch",
-             "delegate memory": "delegate memory", "after": "output copy"}
+    names = {"arena": "arenas", "after": "output copy"}  # the other pieces keep hostfw.PIECE_KINDS' names
     # The runner's own placement (firmware/runtime/place.c, asked through emlkit.hostfw).
     placed = hostfw.place([(r.base, r.end - r.base) for r in regions], needs.arenas, runtime, board.kernel_scratch,
                           needs.delegate_bytes, [needs.output_bytes or 1])
     unplaced: list[str] = []
     for p in placed:
-        what, size = names[p.kind], p.size
+        what, size = names.get(p.kind, p.kind), p.size
         if p.region is not None:
             target = uses[regions[p.region].name]
         else:  # charged to the arena memory with the most room left: there it comes closest to fitting
