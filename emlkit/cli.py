@@ -1,4 +1,4 @@
-"""`emlkit` (or `python -m emlkit`): compile | run | evaluate | export | inspect | flash | models | suite | opsuite. Argument parsing only."""
+"""`emlkit` (or `python -m emlkit`): compile | run | evaluate | debug | export | inspect | flash | models | suite | opsuite. Argument parsing only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import sys
 import traceback
 import warnings
-from typing import Callable
+from typing import Any, Callable
 
 from emlkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, AotError, exit_table_text
 from emlkit.logsetup import setup_logging
@@ -53,7 +53,8 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     return cmd
 
 
-cmd_compile, cmd_run, cmd_evaluate = _command("compile"), _command("run"), _command("evaluate")
+cmd_compile, cmd_run, cmd_evaluate, cmd_debug = (_command("compile"), _command("run"), _command("evaluate"),
+                                               _command("debug"))
 cmd_export, cmd_inspect, cmd_flash, cmd_opsuite = (_command("export"), _command("inspect"), _command("flash"),
                                                    _command("opsuite"))
 
@@ -70,6 +71,42 @@ def cmd_models(args: argparse.Namespace) -> int:
     return commands.models_cmd()
 
 
+def _add_device_args(p: argparse.ArgumentParser, timeout: float) -> None:
+    """What every command that runs on a board takes: the simulator, its timeout, the kernel variant."""
+    p.add_argument("--sim", choices=["qemu", "fvp", "auto"], default="auto", help="simulator for Corstone boards")
+    p.add_argument("--timeout", type=float, default=timeout, help=f"simulator timeout in seconds (default {timeout:g})")
+    p.add_argument("--kernels", choices=["mve", "portable"], default="mve", help="kernel variant for MVE-capable boards")
+
+
+def _add_evaluate(sub: Any) -> None:
+    v = sub.add_parser("evaluate", help="accuracy on a data set (.npz): float model, quantized host reference and "
+                                        "device, all samples in one firmware run",
+                       epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_compile_args(v)
+    v.add_argument("--data", required=True, metavar="FILE.npz",
+                   help="inputs as array x (sample axis first), labels as y (or --labels KEY)")
+    v.add_argument("--labels", metavar="KEY", help="name of the labels array (default: y when present); integer "
+                                                   "labels: top-1 accuracy, float labels: MSE")
+    v.add_argument("--limit", type=int, metavar="N", help="evaluate the first N samples only")
+    _add_device_args(v, 600.0)
+    v.add_argument("-o", "--output", default="out", help="folder for the evaluation program (default: out)")
+    v.set_defaults(func=cmd_evaluate)
+
+
+def _add_debug(sub: Any) -> None:
+    d = sub.add_parser("debug", help="every layer's output on the device vs the host reference (steps) and the float "
+                                     "model (SNR): where accuracy goes, with a plot",
+                       epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_compile_args(d)
+    d.add_argument("--inputs", metavar="FILE", help="the input to trace: a .pt of an input tuple, an .npz (one "
+                                                    "array per input; first sample) or a folder of samples "
+                                                    "(default: the model's example inputs)")
+    _add_device_args(d, 600.0)
+    d.add_argument("-o", "--output", default="out", help="folder for the debug program, ETDump, table and plot "
+                                                        "(default: out)")
+    d.set_defaults(func=cmd_debug)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="emlkit", description="PyTorch -> quantized ExecuTorch programs for Cortex-M and Ethos-U",
                                  epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -83,29 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="MODEL may also be a bundled program (.bpte) compiled earlier for --target.",
                        epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_compile_args(r)
-    r.add_argument("--sim", choices=["qemu", "fvp", "auto"], default="auto", help="simulator for Corstone boards")
+    _add_device_args(r, 120.0)
     r.add_argument("--save-outputs", metavar="DIR", help="write each output as the device produced it to DIR/output_<i>.npy")
-    r.add_argument("--timeout", type=float, default=120.0, help="simulator timeout in seconds (default 120)")
-    r.add_argument("--kernels", choices=["mve", "portable"], default="mve", help="kernel variant for MVE-capable boards")
     r.add_argument("-o", "--output", default="out", help="folder for the compiled program (default: out)")
     r.add_argument("--npu-trace", action="store_true", help="per-command trace of the Ethos-U functional model")
     r.add_argument("--etdump", metavar="FILE", help="write the firmware's ETDump of the measured runs to FILE "
                                                      "(read it with emlkit inspect)")
     r.set_defaults(func=cmd_run)
-    v = sub.add_parser("evaluate", help="accuracy on a data set (.npz): float model, quantized host reference and "
-                                        "device, all samples in one firmware run",
-                       epilog=exit_table_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_compile_args(v)
-    v.add_argument("--data", required=True, metavar="FILE.npz",
-                   help="inputs as array x (sample axis first), labels as y (or --labels KEY)")
-    v.add_argument("--labels", metavar="KEY", help="name of the labels array (default: y when present); integer "
-                                                   "labels: top-1 accuracy, float labels: MSE")
-    v.add_argument("--limit", type=int, metavar="N", help="evaluate the first N samples only")
-    v.add_argument("--sim", choices=["qemu", "fvp", "auto"], default="auto", help="simulator for Corstone boards")
-    v.add_argument("--timeout", type=float, default=600.0, help="simulator timeout in seconds (default 600)")
-    v.add_argument("--kernels", choices=["mve", "portable"], default="mve", help="kernel variant for MVE-capable boards")
-    v.add_argument("-o", "--output", default="out", help="folder for the evaluation program (default: out)")
-    v.set_defaults(func=cmd_evaluate)
+    _add_evaluate(sub)
+    _add_debug(sub)
     e = sub.add_parser("export", help="write a self-contained CMake firmware project: runtime, this model's kernels, "
                                       "board start-up, link script, toolchain file, the program in flash")
     _add_compile_args(e)

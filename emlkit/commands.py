@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from emlkit.errors import EXIT_FIT, AotError
-from emlkit.requests import (HOST, BoardRef, CompileRequest, EvaluateRequest, ExportRequest, FlashRequest,
+from emlkit.requests import (HOST, BoardRef, CompileRequest, DebugRequest, EvaluateRequest, ExportRequest, FlashRequest,
                              InspectRequest, MergeRequest, OpsuiteRequest, ProgramSpec, RunRequest)
 
 log = logging.getLogger("emlkit")
@@ -68,6 +68,13 @@ def evaluate_request(args: argparse.Namespace) -> EvaluateRequest:
     board = resolve_board(args.board or spec.target.default_board)
     return EvaluateRequest(spec, Path(args.data), Path(args.output), board, args.labels, args.limit, args.sim,
                            args.timeout, args.kernels)
+
+
+def debug_request(args: argparse.Namespace) -> DebugRequest:
+    spec = program_spec(args)
+    board = resolve_board(args.board or spec.target.default_board)
+    return DebugRequest(spec, Path(args.output), board, Path(args.inputs) if args.inputs else None, args.sim,
+                        args.timeout, args.kernels)
 
 
 def export_request(args: argparse.Namespace) -> ExportRequest:
@@ -141,6 +148,12 @@ def evaluate_cmd(req: EvaluateRequest) -> int:
     from emlkit.evaluate import evaluate_model
 
     return evaluate_model(req)
+
+
+def debug_cmd(req: DebugRequest) -> int:
+    from emlkit.debug import debug_cmd as run_debug
+
+    return run_debug(req)
 
 
 def export_cmd(req: ExportRequest) -> int:

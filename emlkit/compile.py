@@ -47,7 +47,7 @@ def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_f
     return opts
 
 
-def _flow(target: Target) -> Any:
+def flow_for(target: Target) -> Any:
     if target.flow == "cortex_m":
         from emlkit.lower import cortex_m
         return cortex_m
@@ -126,7 +126,7 @@ def _refuse_wrong_lowering(check: dict[str, Any], target: Target) -> None:
                 "README 'Not supported yet'): compile for a cortex-m target", EXIT_UNSUPPORTED)
 
 
-def _output_folder(outdir: str | Path) -> Path:
+def output_folder(outdir: str | Path) -> Path:
     out = Path(outdir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -214,7 +214,7 @@ def _reference(lowered: Lowered, target: Target, out: Path, stem: str) -> _Refer
     return _Reference(device_out, tosa_graphs, npu_check)
 
 
-def _to_executorch(lowered: Lowered, target: Target) -> Any:
+def to_executorch(lowered: Lowered, target: Target) -> Any:
     try:
         program = lowered.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     except Exception as exc:
@@ -222,6 +222,20 @@ def _to_executorch(lowered: Lowered, target: Target) -> Any:
                        f"{str(exc).splitlines()[0] if str(exc) else ''}", EXIT_UNSUPPORTED) from exc
     verify.check_supported(program, lowered.edge, target.name, list(TARGETS))
     return program
+
+
+def lower_model(model: LoadedModel, target: Target, options: LowerOptions | None,
+                calibration: list[tuple[torch.Tensor, ...]], vela_dir: Path) -> tuple[Lowered, dict[str, bytes] | None]:
+    """MODEL quantized with CALIBRATION and lowered for TARGET as `compile` does (Vela's files for an Ethos-U
+    target in VELA_DIR unless the options name a folder), and the TOSA graph of each NPU delegate (for the host
+    reference; None without delegates). For commands that build their own bundled program (evaluate, debug)."""
+    options = copy.copy(options) if options is not None else make_options()
+    if options.intermediates is None and target.flow == "ethos_u":
+        options.intermediates = str(vela_dir)
+    with torch.no_grad():
+        lowered = flow_for(target).lower(model.module, model.inputs, calibration, target, options)
+    parts = delegate_partitions(lowered, target)
+    return lowered, None if parts is None else {n: p.tosa for n, p in parts.items()}
 
 
 def compile_model(
@@ -235,9 +249,9 @@ def compile_model(
     """Compile MODEL for TARGET into OUTDIR. The report's "program_needs" says what a Cortex-M program asks of
     the runner's memories; whether that fits a board is the command's fit check (emlkit/deploy/fit.py)."""
     target = get_target(target_name)
-    options = options or LowerOptions()
+    options = options or make_options()  # our passes, as the CLI configures them
     model = load_model(model_spec)
-    out = _output_folder(outdir)
+    out = output_folder(outdir)
     stem = f"{model.name}_{target.name}"
     files = _Files.of(out, stem)
     pte, bpte, etrecord = files.pte, files.bpte, files.etrecord
@@ -254,11 +268,11 @@ def compile_model(
     if options.intermediates is None and target.flow == "ethos_u":
         options.intermediates = str(out / f"{stem}.vela")
     with torch.no_grad():
-        lowered = _flow(target).lower(model.module, model.inputs, calib, target, options)
+        lowered = flow_for(target).lower(model.module, model.inputs, calib, target, options)
     ref = _reference(lowered, target, out, stem)
     device_out = ref.device_out
     edge_before_emit = copy.deepcopy(lowered.edge)  # for the ETRecord: to_executorch changes the graph
-    program = _to_executorch(lowered, target)
+    program = to_executorch(lowered, target)
     compile_s = time.monotonic() - t0
 
     # Each file is written then renamed, the report (which carries the cache key) last: a run stopped earlier

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from emlkit.errors import EXIT_MISMATCH, EXIT_OK, AotError
-from emlkit.load import CalibrationSet, calibration_set, load_model, npz_arrays, samples_from_arrays
+from emlkit.load import calibration_set, load_model, npz_arrays, samples_from_arrays
 from emlkit.requests import EvaluateRequest
 
 log = logging.getLogger(__name__)
@@ -115,27 +115,10 @@ def device_bounds(ref_out: list[np.ndarray], data: EvalData, scale: float | None
     return float(safe.mean()), [sure / n, (sure + int((~safe).sum())) / n]
 
 
-def _lower(req: EvaluateRequest, model: Any, calib: CalibrationSet) -> tuple[Any, dict[str, bytes] | None]:
-    """The model quantized with the calibration set and lowered as `compile` does; the TOSA graph of each NPU
-    delegate (for the host reference)."""
-    from emlkit.compile import _flow, delegate_partitions
-
-    target, options = req.program.target, req.program.options
-    from emlkit.lower import LowerOptions
-
-    options = options or LowerOptions()
-    if options.intermediates is None and target.flow == "ethos_u":
-        options.intermediates = str(req.output / f"{model.name}_{target.name}_eval.vela")
-    with torch.no_grad():
-        lowered = _flow(target).lower(model.module, model.inputs, calib.samples, target, options)
-    parts = delegate_partitions(lowered, target)
-    return lowered, None if parts is None else {n: p.tosa for n, p in parts.items()}
-
-
 def evaluate(req: EvaluateRequest) -> tuple[dict[str, Any], Any]:
     """The evaluation's JSON record and the device run's outcome (emlkit/run.py RunOutcome)."""
     from emlkit import emit, program_info, reference, verify
-    from emlkit.compile import CompileResult, _output_folder, _to_executorch
+    from emlkit.compile import CompileResult, lower_model, output_folder, to_executorch
     from emlkit.run import execute
 
     spec = req.program
@@ -143,14 +126,15 @@ def evaluate(req: EvaluateRequest) -> tuple[dict[str, Any], Any]:
     model = load_model(spec.model)
     data = load_data(req.data, req.labels, req.limit, model.inputs)
     calib = calibration_set(spec.calibration, model.inputs)
-    out = _output_folder(req.output)
+    out = output_folder(req.output)
     with torch.no_grad():
         float_out = [_first_output(model.module(*s)) for s in data.samples]
-    lowered, tosa = _lower(req, model, calib)
+    lowered, tosa = lower_model(model, target, spec.options, calib.samples,
+                                out / f"{model.name}_{target.name}_eval.vela")
     with torch.no_grad():  # before the program is emitted: emitting changes the edge graph
         ref_all = [reference.run_lowered(lowered.edge, s, tosa) for s in data.samples]
     qp = program_info.output_qparams(lowered.edge)
-    program = _to_executorch(lowered, target)
+    program = to_executorch(lowered, target)
     ref_out = [r[0].detach().float().numpy() for r in ref_all]
     stem = f"{model.name}_{target.name}_eval"
     pte, bpte = out / f"{stem}.pte", out / f"{stem}.bpte"
@@ -163,9 +147,9 @@ def evaluate(req: EvaluateRequest) -> tuple[dict[str, Any], Any]:
     cres = CompileResult(model.name, target, pte, bpte, out / f"{stem}.json", report)
     outcome = execute(cres, req.board, req.sim, req.timeout, req.kernels, None)
     if outcome.status not in ("PASS", "FAIL"):
-        from emlkit.run import _exit_status
+        from emlkit.run import exit_status
 
-        _exit_status(outcome, None)  # raises the run's one-line error
+        exit_status(outcome, None)  # raises the run's one-line error
     res = outcome.result
     scale = qp[0]["scale"] if qp and qp[0] else None
     steps = [o.max_steps for o in res.outputs]

@@ -84,10 +84,12 @@ def _on_codes(target: Any, args: Any, kwargs: Any) -> Any:
 
 
 class _Interpreter(torch.fx.Interpreter):
-    def __init__(self, gm: torch.fx.GraphModule, tosa_graphs: dict[str, bytes]) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, tosa_graphs: dict[str, bytes],
+                 capture: dict[str, Any] | None = None) -> None:
         super().__init__(gm)
         self.tosa_graphs = tosa_graphs
         self.delegate_io: list[DelegateIO] = []
+        self.capture = capture
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if target is torch.ops.higher_order.executorch_call_delegate:
@@ -108,7 +110,10 @@ class _Interpreter(torch.fx.Interpreter):
 
     def run_node(self, n: torch.fx.Node) -> Any:
         self._current = n
-        return super().run_node(n)
+        out = super().run_node(n)
+        if self.capture is not None and n.op == "call_function":
+            self.capture[n.name] = out
+        return out
 
 
 def delegate_names(gm: torch.fx.GraphModule) -> list[str]:
@@ -116,12 +121,14 @@ def delegate_names(gm: torch.fx.GraphModule) -> list[str]:
 
 
 def run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None = None,
-                delegate_io: list[DelegateIO] | None = None) -> list[torch.Tensor]:
+                delegate_io: list[DelegateIO] | None = None,
+                capture: dict[str, Any] | None = None) -> list[torch.Tensor]:
     """Execute the edge program on the host; returns its outputs as a flat list.
 
-    With delegate_io, every delegate call (run on tosa_reference_model) is appended to it."""
+    With delegate_io, every delegate call (run on tosa_reference_model) is appended to it; with capture, every
+    operator node's output, by node name."""
     ep = edge.exported_program()
-    interp = _Interpreter(ep.graph_module, tosa_by_delegate or {})
+    interp = _Interpreter(ep.graph_module, tosa_by_delegate or {}, capture)
     # Lifted constants/params are placeholders of the graph module: feed them in signature order.
     state = {**ep.state_dict, **ep.constants}
     args: list[Any] = []

@@ -128,6 +128,19 @@ class MergeRequest:
 
 
 @dataclass
+class DebugRequest:
+    """`emlkit debug`: every layer's output on the device against the host reference and the float model."""
+
+    program: ProgramSpec
+    output: Path
+    board: BoardRef
+    inputs: Path | None = None       # one input sample (.pt tuple, .npz, folder); default: the model's example
+    sim: str = "auto"
+    timeout: float = 600.0
+    kernels: str = "mve"
+
+
+@dataclass
 class EvaluateRequest:
     """`emlkit evaluate`: a model's accuracy on a data set, float vs quantized host reference vs device."""
 

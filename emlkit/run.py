@@ -36,6 +36,7 @@ class RunOutcome:
     image_bytes: int | None = None
     fit: Any = None                # emlkit.deploy.fit.FitResult (Cortex-M programs on a board)
     etdump: Any = None             # Path of the ETDump the firmware wrote (--etdump)
+    debug_buffer: Any = None       # Path of its debug buffer (every call's output; emlkit debug)
 
     @property
     def exit_code(self) -> int:
@@ -46,16 +47,18 @@ class RunOutcome:
 
 
 def execute(cres: CompileResult, board: BoardRef, sim: str, timeout: float, kernels: str,
-            save_outputs: str | None, npu_trace: bool = False, etdump: str | None = None) -> RunOutcome:
+            save_outputs: str | None, npu_trace: bool = False, etdump: str | None = None,
+            debug: bool = False) -> RunOutcome:
     """Run a compiled program on BOARD and turn the device's result line into an outcome."""
     from emlkit.deploy.execute import execute_bpte
 
     target = cres.target
     out = RunOutcome(cres.name, target.name, board_name(board), sim, "ERROR", compile=cres.report)
     dres = execute_bpte(cres, board=board, sim=sim, timeout=timeout, kernels=kernels,
-                        save_outputs=save_outputs, npu_trace=npu_trace, etdump=etdump)
+                        save_outputs=save_outputs, npu_trace=npu_trace, etdump=etdump, debug=debug)
     out.sim = dres.sim
     out.etdump = dres.etdump
+    out.debug_buffer = dres.debug_buffer
     out.board = dres.board or board_name(board)
     out.label = dres.label
     out.image_bytes = dres.image_bytes
@@ -215,10 +218,10 @@ def run_model(req: RunRequest) -> int:
         etrecord = (cres.report.get("files") or {}).get("etrecord")
         hint = f" --etrecord {cres.pte.parent / etrecord}" if etrecord else ""
         log.info("ETDump: %s (per-operator table: emlkit inspect --etdump %s%s)", outcome.etdump, outcome.etdump, hint)
-    return _exit_status(outcome, spec.model if req.prebuilt else None)
+    return exit_status(outcome, spec.model if req.prebuilt else None)
 
 
-def _exit_status(outcome: RunOutcome, given: str | None) -> int:
+def exit_status(outcome: RunOutcome, given: str | None) -> int:
     """PASS and FAIL are exit statuses; every other outcome is an AotError with one line. `given`: the bundled
     program named on the command line, if any."""
     if outcome.status == "SKIP":

@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SUBCOMMANDS = ["compile", "run", "evaluate", "export", "inspect", "flash", "models", "suite", "opsuite"]
+SUBCOMMANDS = ["compile", "run", "evaluate", "debug", "export", "inspect", "flash", "models", "suite", "opsuite"]
 
 
 def test_console_script_is_installed() -> None:

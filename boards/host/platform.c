@@ -1,5 +1,5 @@
 /* Host platform for the runner:
- *   runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]] [--load-only] | runner --list-ops
+ *   runner MODEL.bpte [--save-outputs DIR] [--etdump PATH [--debug-buffer PATH]] [--regions BYTES[,BYTES...]] [--load-only] | runner --list-ops
  * Regions default to one 64 MiB buffer; --regions lets tests shrink them.
  * plat_counter is CLOCK_MONOTONIC in ns (unit "ns"): wall time, so it varies
  * from run to run, unlike the instruction counts of the QEMU boards.
@@ -22,7 +22,7 @@
 static uint8_t *g_model;
 static size_t g_model_size;
 static const char *g_save_dir;
-static const char *g_etdump_path;
+static const char *g_etdump_path, *g_debug_path;
 static int g_load_only;
 static int g_list_ops;
 static plat_region g_regions[MAX_REGIONS];
@@ -65,14 +65,15 @@ void plat_init(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--save-outputs") == 0 && i + 1 < argc) g_save_dir = argv[++i];
     else if (strcmp(argv[i], "--etdump") == 0 && i + 1 < argc) g_etdump_path = argv[++i];
+    else if (strcmp(argv[i], "--debug-buffer") == 0 && i + 1 < argc) g_debug_path = argv[++i];
     else if (strcmp(argv[i], "--regions") == 0 && i + 1 < argc) regions = argv[++i];
     else if (strcmp(argv[i], "--load-only") == 0) g_load_only = 1;
     else if (strcmp(argv[i], "--list-ops") == 0) g_list_ops = 1;
     else if (argv[i][0] != '-' && model == NULL) model = argv[i];
-    else die("usage: runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]] [--load-only] | runner --list-ops; bad argument ", argv[i]);
+    else die("usage: runner MODEL.bpte [--save-outputs DIR] [--etdump PATH [--debug-buffer PATH]] [--regions BYTES[,BYTES...]] [--load-only] | runner --list-ops; bad argument ", argv[i]);
   }
   if (g_list_ops) return;
-  if (model == NULL) die("usage: runner MODEL.bpte [--save-outputs DIR] [--etdump PATH] [--regions BYTES[,BYTES...]] [--load-only] | runner --list-ops", NULL);
+  if (model == NULL) die("usage: runner MODEL.bpte [--save-outputs DIR] [--etdump PATH [--debug-buffer PATH]] [--regions BYTES[,BYTES...]] [--load-only] | runner --list-ops", NULL);
 
   FILE *f = fopen(model, "rb");
   if (f == NULL) die("cannot open model file ", model);
@@ -152,11 +153,20 @@ int plat_load_only(void) { return g_load_only; }
 
 int plat_list_ops(void) { return g_list_ops; }
 
-void plat_save_etdump(const void *data, size_t nbytes) {
-  if (g_etdump_path == NULL) return;
-  FILE *f = fopen(g_etdump_path, "wb");
-  if (f == NULL || fwrite(data, 1, nbytes, f) != nbytes) die("cannot write ", g_etdump_path);
+static void write_file(const char *path, const void *data, size_t nbytes) {
+  FILE *f = fopen(path, "wb");
+  if (f == NULL || fwrite(data, 1, nbytes, f) != nbytes) die("cannot write ", path);
   fclose(f);
+}
+
+void plat_save_etdump(const void *data, size_t nbytes) {
+  if (g_etdump_path != NULL) write_file(g_etdump_path, data, nbytes);
+}
+
+int plat_debug_wanted(void) { return g_etdump_path != NULL && g_debug_path != NULL; }
+
+void plat_save_debug(const void *data, size_t nbytes) {
+  if (plat_debug_wanted()) write_file(g_debug_path, data, nbytes);
 }
 
 void plat_exit(int code) {

@@ -36,6 +36,7 @@ BUILD_ROOT = REPO_ROOT / "build"
 EMDL_MAGIC = b"EMDL"
 FLAG_SAVE_OUTPUTS = 1
 FLAG_ETDUMP = 2  # firmware/platform/platform.h PLAT_FLAG_ETDUMP
+FLAG_DEBUG = 4  # PLAT_FLAG_DEBUG: with an ETDump, every call's output (debug.bin)
 _SOURCE_SUFFIXES = {".c", ".h", ".S", ".s", ".ld", ".cmake", ".txt", ".toml", ".def", ".py", ".in"}
 
 
@@ -194,12 +195,12 @@ def _build_locked(board: str, b: Board | None, opts: BuildOptions, bdir: Path, j
 # ---------------------------------------------------------------- model image
 
 
-def emdl_image(bpte: bytes, save_outputs: bool = False, etdump: bool = False) -> bytes:
+def emdl_image(bpte: bytes, save_outputs: bool = False, etdump: bool = False, debug: bool = False) -> bytes:
     """The bytes a simulator loads at the model address: EMDL header + .bpte. The flags ask the
-    runner to write output_<i>.bin and etdump.etdp into the simulator's working directory."""
+    runner to write output_<i>.bin, etdump.etdp and debug.bin into the simulator's working directory."""
     if len(bpte) == 0:
         raise ValueError("empty .bpte: compile the model first (emlkit compile ...)")
-    flags = (FLAG_SAVE_OUTPUTS if save_outputs else 0) | (FLAG_ETDUMP if etdump else 0)
+    flags = (FLAG_SAVE_OUTPUTS if save_outputs else 0) | (FLAG_ETDUMP if etdump else 0) | (FLAG_DEBUG if debug else 0)
     return EMDL_MAGIC + struct.pack("<III", len(bpte), flags, 0) + bpte
 
 

@@ -26,6 +26,7 @@ class DeployResult:
     board: str = ""               # the board that ran it (a stand-in may replace the one asked for)
     fit: Any = None               # emlkit.deploy.fit.FitResult for Cortex-M programs on a board
     etdump: Path | None = None    # the ETDump the firmware wrote, where it was asked for
+    debug_buffer: Path | None = None  # its debug buffer (every call's output), where asked for
 
 
 def _build_options(kernels: str, board: Any = None) -> Any:
@@ -92,12 +93,13 @@ def simulator(name: str, **config: Any) -> Simulator:
 
 
 def _run_on(sim: Simulator, cres: Any, b: Any, elf: Path | None, timeout: float, save_outputs: str | None,
-            npu: str | None, etdump: str | None) -> SimRun:
+            npu: str | None, etdump: str | None, debug: bool = False) -> SimRun:
     """One run on a firmware simulator; one that cannot start is an AotError (a missing tool: a skip)."""
     from emlkit.deploy.sim_qemu import SimError
 
     try:
-        return sim.run(cres.bpte, b, elf=elf, timeout=timeout, save_outputs=save_outputs, npu=npu, etdump=etdump)
+        return sim.run(cres.bpte, b, elf=elf, timeout=timeout, save_outputs=save_outputs, npu=npu, etdump=etdump,
+                       debug=debug)
     except SimError as err:
         raise _sim_error(err) from err
 
@@ -115,27 +117,28 @@ def _board(board: Any) -> Any:
 
 
 def execute_bpte(cres: Any, board: Any, sim: str = "auto", timeout: float = 120.0, kernels: str = "mve",
-                 save_outputs: str | None = None, npu_trace: bool = False, etdump: str | None = None) -> DeployResult:
+                 save_outputs: str | None = None, npu_trace: bool = False, etdump: str | None = None,
+                 debug: bool = False) -> DeployResult:
     """Run CRES's bundled program on BOARD (a Board, a board name, or "host"). `sim`: qemu, fvp or auto (an FVP
     where one is on PATH). `etdump`: a path for the ETDump of the measured runs (the firmware records every
-    instruction)."""
+    instruction); with `debug`, also every call's output in the first run (emlkit/debug.py)."""
     if cres.target.flow == "ethos_u":
-        return _execute_npu(cres, board, sim, timeout, kernels, save_outputs, npu_trace, etdump)
+        return _execute_npu(cres, board, sim, timeout, kernels, save_outputs, npu_trace, etdump, debug)
     if board == "host":
-        return _execute_host(cres, save_outputs, etdump)
-    return _execute_cortex_m(cres, _board(board), sim, timeout, kernels, save_outputs, etdump)
+        return _execute_host(cres, save_outputs, etdump, debug)
+    return _execute_cortex_m(cres, _board(board), sim, timeout, kernels, save_outputs, etdump, debug)
 
 
-def _execute_host(cres: Any, save_outputs: str | None, etdump: str | None) -> DeployResult:
+def _execute_host(cres: Any, save_outputs: str | None, etdump: str | None, debug: bool = False) -> DeployResult:
     try:
-        run = simulator("host").run(cres.bpte, None, save_outputs=save_outputs, etdump=etdump)
+        run = simulator("host").run(cres.bpte, None, save_outputs=save_outputs, etdump=etdump, debug=debug)
     except Exception as err:  # build failures
         raise AotError(f"host runner: {err}") from err
-    return DeployResult("host", run.result, etdump=run.etdump)
+    return DeployResult("host", run.result, etdump=run.etdump, debug_buffer=run.debug_buffer)
 
 
 def _execute_cortex_m(cres: Any, b: Any, sim: str, timeout: float, kernels: str, save_outputs: str | None,
-                      etdump: str | None) -> DeployResult:
+                      etdump: str | None, debug: bool = False) -> DeployResult:
     """A Cortex-M program on a board's firmware: build the image with its operators, check the fit, run."""
     target = cres.target
     if sim == "auto":
@@ -170,9 +173,9 @@ def _execute_cortex_m(cres: Any, b: Any, sim: str, timeout: float, kernels: str,
         return DeployResult("qemu", skip_reason=f"QEMU has no machine for {b.name} ({b.cpu}); run it with --sim fvp "
                                                 f"where {', '.join(FVP_BINARIES[2:]) if '320' in b.name else 'an FVP'} is on PATH",
                             image_bytes=size)
-    run = _run_on(runner, cres, b, img.elf, timeout, save_outputs, None, etdump)
+    run = _run_on(runner, cres, b, img.elf, timeout, save_outputs, None, etdump, debug)
     return DeployResult(sim, run.result, image_bytes=size, fit=fit, board=b.name, label=stand_in or b.label,
-                        etdump=run.etdump)
+                        etdump=run.etdump, debug_buffer=run.debug_buffer)
 
 
 def _check_fit(cres: Any, board: Any, elf: Path) -> Any:
@@ -256,7 +259,7 @@ def _npu_simulator(b: Any, sim: str, npu: str) -> tuple[str, Any, str, str | Non
 
 
 def _execute_npu(cres: Any, board: Any, sim: str, timeout: float, kernels: str, save_outputs: str | None,
-                 npu_trace: bool, etdump: str | None = None) -> DeployResult:
+                 npu_trace: bool, etdump: str | None = None, debug: bool = False) -> DeployResult:
     """Ethos-U programs: the host executor (--board host), or the firmware on a board: an FVP with the NPU where
     one is on PATH, else QEMU with the NPU co-simulated."""
     if board == "host":
@@ -280,7 +283,7 @@ def _execute_npu(cres: Any, board: Any, sim: str, timeout: float, kernels: str, 
         npu = None
         label = (label + "; " if label else "") + "no NPU partition: every op on the CPU"
     runner = simulator(sim, binary=fvp) if sim == "fvp" else simulator(sim)
-    run = _run_on(runner, cres, b, img.elf, timeout, save_outputs, npu, etdump)
+    run = _run_on(runner, cres, b, img.elf, timeout, save_outputs, npu, etdump, debug)
     if sim == "fvp":
         label = f"{fvp}; cycles from the FVP"
     elif npu is not None:
@@ -290,7 +293,8 @@ def _execute_npu(cres: Any, board: Any, sim: str, timeout: float, kernels: str, 
         return DeployResult(sim, skip_reason=run.skip_reason, label=label, image_bytes=size, board=b.name)
     if npu_trace:
         _host_trace(cres)
-    return DeployResult(sim, run.result, label=label, image_bytes=size, board=b.name, etdump=run.etdump)
+    return DeployResult(sim, run.result, label=label, image_bytes=size, board=b.name, etdump=run.etdump,
+                        debug_buffer=run.debug_buffer)
 
 
 def _host_trace(cres: Any) -> None:

@@ -134,10 +134,11 @@ class FvpSimulator:
         return any(shutil.which(b) for b in FVP_BINARIES)
 
     def run(self, bpte: Path, board: Board | None, *, elf: Path | None = None, timeout: float = 120.0,
-            save_outputs: str | None = None, npu: str | None = None, etdump: str | None = None) -> SimRun:
+            save_outputs: str | None = None, npu: str | None = None, etdump: str | None = None,
+            debug: bool = False) -> SimRun:
         assert board is not None
         sres = run_fvp(bpte, board, fvp=self.binary, elf=elf, timeout=timeout, save_outputs=bool(save_outputs),
-                       npu=npu, etdump=bool(etdump))
+                       npu=npu, etdump=bool(etdump), debug=debug and bool(etdump))
         return from_firmware(sres, Path(bpte), save_outputs, etdump)
 
 

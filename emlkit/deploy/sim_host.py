@@ -18,13 +18,13 @@ from typing import Any
 from emlkit.hostfw import HostBuildError, build_host_runner
 from emlkit.deploy.outputs_npy import save_outputs_npy
 from emlkit.deploy.result import ResultError, RunResult, parse_result
-from emlkit.deploy.simulator import SimRun, collect_outputs, save_npy
+from emlkit.deploy.simulator import SimRun, collect_outputs, debug_buffer_path, save_npy
 
 log = logging.getLogger(__name__)
 
 def run_host(bpte: Path | str, *, save_outputs_dir: Path | str | None = None, regions: list[int] | None = None,
              build_type: str = "Release", sanitize: bool = False, timeout: float = 600,
-             etdump: Path | str | None = None) -> RunResult:
+             etdump: Path | str | None = None, debug_buffer: Path | str | None = None) -> RunResult:
     """Run every bundled test case of `bpte` with the host runner; the parsed result line.
 
     A crash (no result line, or a sanitizer report) raises ResultError with the output's tail.
@@ -41,6 +41,8 @@ def run_host(bpte: Path | str, *, save_outputs_dir: Path | str | None = None, re
         cmd += ["--regions", ",".join(str(int(r)) for r in regions)]
     if etdump is not None:
         cmd += ["--etdump", str(etdump)]
+        if debug_buffer is not None:
+            cmd += ["--debug-buffer", str(debug_buffer)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     lines = (p.stdout + p.stderr).splitlines()
     res = parse_result(p.stdout)
@@ -61,19 +63,24 @@ class HostSimulator:
         return npu is None
 
     def run(self, bpte: Path, board: Any = None, *, elf: Path | None = None, timeout: float = 120.0,
-            save_outputs: str | None = None, npu: str | None = None, etdump: str | None = None) -> SimRun:
+            save_outputs: str | None = None, npu: str | None = None, etdump: str | None = None,
+            debug: bool = False) -> SimRun:
         """A crash is a result (status crash); a runner that does not build raises."""
         try:
             if etdump:
                 Path(etdump).parent.mkdir(parents=True, exist_ok=True)
-            res = run_host(bpte, save_outputs_dir=None, etdump=etdump)
+            dbuf = debug_buffer_path(etdump) if etdump and debug else None
+            if dbuf is not None:
+                dbuf.unlink(missing_ok=True)  # a failed run must not leave an older buffer passing for its own
+            res = run_host(bpte, save_outputs_dir=None, etdump=etdump, debug_buffer=dbuf)
             if save_outputs:
                 with tempfile.TemporaryDirectory() as raw:
                     run_host(bpte, save_outputs_dir=raw)
                     save_npy([p.read_bytes() for p in collect_outputs(Path(raw))], Path(bpte), save_outputs)
         except ResultError as err:
             return SimRun(RunResult(status="crash", error=str(err)))
-        return SimRun(res, etdump=Path(etdump) if etdump and Path(etdump).is_file() else None)
+        return SimRun(res, etdump=Path(etdump) if etdump and Path(etdump).is_file() else None,
+                      debug_buffer=dbuf if dbuf is not None and dbuf.is_file() else None)
 
 
 # Saved outputs -> .npy: emlkit/deploy/outputs_npy.py (shared by every simulator).

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 FAULT_MARKER = "FAULT:"
 QEMU_FATAL = "qemu: fatal:"
 ETDUMP_FILE = "etdump.etdp"  # what the runner writes through semihosting when asked (PLAT_FLAG_ETDUMP)
+DEBUG_FILE = "debug.bin"     # every call's output, which the ETDump's debug events point into (PLAT_FLAG_DEBUG)
 TAIL_LINES = 20
 
 
@@ -64,6 +65,7 @@ class SimResult:
     command: list[str] = field(default_factory=list)
     output_data: list[bytes] = field(default_factory=list)  # the same outputs' bytes (kept after a temp workdir is gone)
     etdump_data: bytes | None = None  # the ETDump the runner wrote, when asked for one
+    debug_data: bytes | None = None   # its debug buffer, when asked for every call's output
     npu: Any = None          # emlkit.deploy.npu_cosim.CosimResult when an NPU was co-simulated
     npu_spec: str = ""       # the NPU it played, e.g. ethos-u55-128
     skip_reason: str = ""    # the run could not be judged (a feature the NPU model lacks)
@@ -178,6 +180,8 @@ def finish(res: SimResult, caller_dir: Path | None) -> SimResult:
     res.output_data = [p.read_bytes() for p in res.outputs]
     if res.workdir is not None and (Path(res.workdir) / ETDUMP_FILE).is_file():
         res.etdump_data = (Path(res.workdir) / ETDUMP_FILE).read_bytes()
+    if res.workdir is not None and (Path(res.workdir) / DEBUG_FILE).is_file():
+        res.debug_data = (Path(res.workdir) / DEBUG_FILE).read_bytes()
     if caller_dir is None:
         res.workdir, res.outputs = None, []
     return res
@@ -193,10 +197,12 @@ class RunOptions(TypedDict, total=False):
     build_options: BuildOptions | None   # for the image built when elf is None
     npu: str | None                      # NPU for Ethos-U programs (each simulator says how it uses it)
     etdump: bool                         # the firmware writes an ETDump
+    debug: bool                          # ... with every call's output (debug events + debug.bin)
 
 
 RUN_DEFAULTS: RunOptions = {"elf": None, "timeout": 60.0, "workdir": None, "save_outputs": False,
-                            "build_options": None, "npu": None, "etdump": False}
+                            "build_options": None, "npu": None, "etdump": False,
+                            "debug": False}
 
 
 def run_options(options: RunOptions) -> RunOptions:
@@ -223,8 +229,9 @@ def prepare_run(bpte: Path | bytes, b: Board, folder: Path, sim: str,
     for old in _collect_outputs(folder):
         old.unlink()  # stale outputs from an earlier run must not pass for new ones
     (folder / ETDUMP_FILE).unlink(missing_ok=True)
+    (folder / DEBUG_FILE).unlink(missing_ok=True)
     model_bin = folder / "model.bin"
-    model_bin.write_bytes(emdl_image(data, bool(o["save_outputs"]), bool(o["etdump"])))
+    model_bin.write_bytes(emdl_image(data, bool(o["save_outputs"]), bool(o["etdump"]), bool(o["debug"])))
     return Path(elf), folder, model_bin
 
 
@@ -286,10 +293,11 @@ class QemuSimulator:
         return board is not None and board.qemu is not None and (npu is None or board.npu is not None)
 
     def run(self, bpte: Path, board: Board | None, *, elf: Path | None = None, timeout: float = 120.0,
-            save_outputs: str | None = None, npu: str | None = None, etdump: str | None = None) -> SimRun:
+            save_outputs: str | None = None, npu: str | None = None, etdump: str | None = None,
+            debug: bool = False) -> SimRun:
         assert board is not None
         sres = run_qemu(bpte, board, elf=elf, timeout=timeout, save_outputs=bool(save_outputs), npu=npu,
-                        etdump=bool(etdump))
+                        etdump=bool(etdump), debug=debug and bool(etdump))
         return from_firmware(sres, Path(bpte), save_outputs, etdump)
 
 

@@ -29,6 +29,7 @@ class SimRun:
 
     result: RunResult | None            # the device's result line (timeouts and crashes included)
     etdump: Path | None = None          # where the ETDump was kept, when one was asked for and written
+    debug_buffer: Path | None = None    # its debug buffer (debug_buffer_path), when every output was asked for
     skip_reason: str = ""               # the run could not be judged (e.g. a feature the NPU model lacks)
 
 
@@ -42,9 +43,11 @@ class Simulator(Protocol):
         ...
 
     def run(self, bpte: Path, board: Board | None, *, elf: Path | None = None, timeout: float = 120.0,
-            save_outputs: str | None = None, npu: str | None = None, etdump: str | None = None) -> SimRun:
+            save_outputs: str | None = None, npu: str | None = None, etdump: str | None = None,
+            debug: bool = False) -> SimRun:
         """Run every bundled test case of BPTE; `save_outputs`: a folder for output_<i>.npy; `etdump`: a file for
-        the ETDump of the measured runs; `npu`: the NPU an Ethos-U program's delegate runs on."""
+        the ETDump of the measured runs; `debug` (with etdump): the first measured run also records every call's
+        output, kept at debug_buffer_path(etdump); `npu`: the NPU an Ethos-U program's delegate runs on."""
         ...
 
 
@@ -67,6 +70,20 @@ def save_npy(raw: list[bytes], bpte: Path, save_outputs: str) -> None:
             log.info("saved %s", p)
 
 
+def debug_buffer_path(etdump: str | Path) -> Path:
+    """Where the debug buffer of an ETDump goes: beside it, NAME.etdp -> NAME.debug.bin."""
+    p = Path(etdump)
+    return p.with_name(p.stem + ".debug.bin")
+
+
+def _keep(data: bytes, dst: Path) -> Path:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")  # a failed write never leaves half a file under the user's name
+    tmp.write_bytes(data)
+    tmp.replace(dst)
+    return dst
+
+
 def keep_etdump(data: bytes | None, status: str, etdump: str | None) -> Path | None:
     """Copy the ETDump the firmware wrote in the simulator's folder to where the user asked for it."""
     if not etdump:
@@ -74,12 +91,7 @@ def keep_etdump(data: bytes | None, status: str, etdump: str | None) -> Path | N
     if data is None:
         log.warning("warning: the firmware wrote no ETDump (status %s)", status)
         return None
-    dst = Path(etdump)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(dst.name + ".tmp")  # a failed write never leaves a half ETDump under the user's name
-    tmp.write_bytes(data)
-    tmp.replace(dst)
-    return dst
+    return _keep(data, Path(etdump))
 
 
 def from_firmware(sres: Any, bpte: Path, save_outputs: str | None, etdump: str | None) -> SimRun:
@@ -97,4 +109,7 @@ def from_firmware(sres: Any, bpte: Path, save_outputs: str | None, etdump: str |
         res.status, res.error, res.console = sres.status, why, tail
     if save_outputs and res is not None and res.status in ("pass", "fail"):
         save_npy(sres.output_data, bpte, save_outputs)
-    return SimRun(res, etdump=keep_etdump(sres.etdump_data, sres.status, etdump))
+    kept = keep_etdump(sres.etdump_data, sres.status, etdump)
+    debug = getattr(sres, "debug_data", None)
+    dbuf = _keep(debug, debug_buffer_path(kept)) if kept is not None and debug is not None else None
+    return SimRun(res, etdump=kept, debug_buffer=dbuf)

@@ -36,6 +36,12 @@ void plat_save_output(unsigned index, const void *data, size_t nbytes);
  * the simulator's working directory through semihosting, or the host path. */
 int plat_etdump_wanted(void);
 void plat_save_etdump(const void *data, size_t nbytes);
+/* Whether the host also asked for every call's output in the ETDump (EMDL flag
+ * PLAT_FLAG_DEBUG, host runner --debug-buffer), and where the debug buffer the
+ * ETDump's debug events point into goes: debug.bin beside etdump.etdp, or the
+ * host path. Only with an ETDump. */
+int plat_debug_wanted(void);
+void plat_save_debug(const void *data, size_t nbytes);
 #ifdef FW_LOAD_CHECK
 /* Host build only (FW_LOAD_CHECK), for the compiler. plat_load_only: the runner loads, places and
  * prepares the program, prints {"status": "loaded", ...} and stops before the first inference (host
@@ -85,3 +91,4 @@ void plat_dcache_invalidate(void *p, size_t n);
 #define PLAT_MODEL_MAGIC "EMDL"
 #define PLAT_FLAG_SAVE_OUTPUTS 1u /* write output_<i>.bin through plat_save_output */
 #define PLAT_FLAG_ETDUMP 2u       /* write etdump.etdp through plat_save_etdump */
+#define PLAT_FLAG_DEBUG 4u        /* with PLAT_FLAG_ETDUMP: record every call's output, debug.bin */

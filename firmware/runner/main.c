@@ -108,6 +108,17 @@ static void run_case(uint32_t c, const et_method_needs *needs) {
   if (failed(et_method_execute(&g_method))) fail_error(g_method.msg, needs);
 }
 
+/* Every call's output of the first measured run (test case 0), into the ETDump's debug events. */
+static void debug_capture(const et_method_needs *needs) {
+  uint32_t nrec;
+  size_t bytes = et_etdump_debug_bytes(&g_method, &nrec);
+  et_etdump_debug *rec = (et_etdump_debug *)(void *)place((size_t)(nrec ? nrec : 1u) * sizeof(et_etdump_debug));
+  if (rec == NULL) fail_placement("debug event records", (size_t)nrec * sizeof(et_etdump_debug), needs);
+  uint8_t *buf = place(bytes ? bytes : 1u);
+  if (buf == NULL) fail_placement("the debug buffer (every call's output)", bytes, needs);
+  et_etdump_debug_init(&g_etdump, rec, nrec, buf, bytes);
+}
+
 #ifdef FW_LOAD_CHECK
 /* The registry's entries and their per-call state bytes, for the compiler: which operators this firmware
  * implements, and how much runtime memory each call of one takes. */
@@ -221,6 +232,7 @@ int main(int argc, char **argv) {
     et_etdump_init(&g_etdump, rec, per_run * ncases, plat_counter_unit());
     g_method.on_instr = et_etdump_on_instr;
     g_method.on_instr_user = &g_etdump;
+    if (plat_debug_wanted()) debug_capture(&needs);
   }
   uint64_t total = 0;
   bool pass = true;
@@ -269,6 +281,7 @@ int main(int argc, char **argv) {
     if (failed(et_etdump_serialize(&g_etdump, g_method.name, buf, etdump_bytes, &data, &etdump_bytes)))
       fail_error("cannot write the ETDump", &needs);
     plat_save_etdump(data, etdump_bytes);
+    if (g_etdump.dbuf) plat_save_debug(g_etdump.dbuf, g_etdump.dbuf_used);
   }
 
   const char *unit = plat_counter_unit();
@@ -323,6 +336,7 @@ int main(int argc, char **argv) {
   print_arena_bytes(&needs);
   runner_npu_print();
   if (etdump) plat_printf(", \"etdump_bytes\": %lu", (unsigned long)etdump_bytes);
+  if (g_etdump.dbuf) plat_printf(", \"debug_bytes\": %lu, \"debug_missed\": %" PRIu32, (unsigned long)g_etdump.dbuf_used, g_etdump.dbg_missed);
   /* stack_bytes: one inference, from the stack top (the runner's frames above it included);
    * stack_bytes_runner: the whole run's high-water mark (start-up, printing) */
   plat_printf(", \"runtime_bytes\": %lu, \"delegate_bytes\": %lu, \"stack_bytes\": %lu, \"stack_bytes_runner\": %lu}\n",

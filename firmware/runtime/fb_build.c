@@ -118,6 +118,13 @@ fbw_ref fbw_string2(fbw *w, const char *a, size_t alen, const char *b, size_t bl
   return (fbw_ref)w->used;
 }
 
+fbw_ref fbw_i64_vector(fbw *w, const int64_t *v, uint32_t n) {
+  prealign(w, 8u * (size_t)n, 8); /* the elements 8-aligned; the length word right before them */
+  for (uint32_t i = n; i-- > 0;) push_le(w, (uint64_t)v[i], 8);
+  push_le(w, n, 4);
+  return (fbw_ref)w->used;
+}
+
 fbw_ref fbw_ref_vector(fbw *w, uint32_t n, fbw_ref (*item)(const void *ctx, uint32_t i), const void *ctx) {
   prealign(w, 4u * (size_t)n, 4);
   for (uint32_t i = n; i-- > 0;) push_le(w, ref_to(w, item(ctx, i)), 4);

@@ -48,6 +48,8 @@ fbw_ref fbw_table_end(fbw *w);
 
 /* A string made of two parts (the second may be NULL), NUL-terminated. */
 fbw_ref fbw_string2(fbw *w, const char *a, size_t alen, const char *b, size_t blen);
+/* A vector of n 64-bit integers. */
+fbw_ref fbw_i64_vector(fbw *w, const int64_t *v, uint32_t n);
 /* A vector of n references; item(ctx, i) gives element i. */
 fbw_ref fbw_ref_vector(fbw *w, uint32_t n, fbw_ref (*item)(const void *ctx, uint32_t i), const void *ctx);
 

@@ -152,5 +152,17 @@
 #define FBD_ProfileEvent__instruction_id 2
 #define FBD_ProfileEvent__start_time 6
 #define FBD_ProfileEvent__end_time 7
+#define FBD_Event__debug_event 2
+#define FBD_DebugEvent__chain_index 0
+#define FBD_DebugEvent__instruction_id 1
+#define FBD_DebugEvent__debug_entry 2
+#define FBD_DebugEvent__name 5
+#define FBD_Value__val 0
+#define FBD_Value__tensor 1
+#define FBDE_ValueType__Tensor 5
+#define FBD_Tensor__scalar_type 0
+#define FBD_Tensor__sizes 1
+#define FBD_Tensor__strides 2
+#define FBD_Tensor__offset 3
 
 #endif

@@ -335,6 +335,12 @@ void plat_save_etdump(const void *data, size_t nbytes) {
   if (host_wants(PLAT_FLAG_ETDUMP)) save_file("etdump.etdp", data, nbytes);
 }
 
+int plat_debug_wanted(void) { return host_wants(PLAT_FLAG_ETDUMP) && host_wants(PLAT_FLAG_DEBUG); }
+
+void plat_save_debug(const void *data, size_t nbytes) {
+  if (plat_debug_wanted()) save_file("debug.bin", data, nbytes);
+}
+
 /* ---------------------------------------------------------------- driver services */
 
 uint64_t plat_time_us(void) {
