@@ -101,6 +101,9 @@ def _add_debug(sub: Any) -> None:
     d.add_argument("--inputs", metavar="FILE", help="the input to trace: a .pt of an input tuple, an .npz (one "
                                                     "array per input; first sample) or a folder of samples "
                                                     "(default: the model's example inputs)")
+    d.add_argument("--suggest", action="store_true", help="for the layer that loses the most SNR, compile and measure "
+                                                          "remedies: per-channel weights, more calibration data, "
+                                                          "int16 activations, the layer in float")
     _add_device_args(d, 600.0)
     d.add_argument("-o", "--output", default="out", help="folder for the debug program, ETDump, table and plot "
                                                         "(default: out)")

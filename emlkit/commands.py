@@ -74,7 +74,7 @@ def debug_request(args: argparse.Namespace) -> DebugRequest:
     spec = program_spec(args)
     board = resolve_board(args.board or spec.target.default_board)
     return DebugRequest(spec, Path(args.output), board, Path(args.inputs) if args.inputs else None, args.sim,
-                        args.timeout, args.kernels)
+                        args.timeout, args.kernels, args.suggest)
 
 
 def export_request(args: argparse.Namespace) -> ExportRequest:

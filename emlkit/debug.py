@@ -85,6 +85,7 @@ class DebugReport:
     debug_buffer: str | None = None
     etrecord: str | None = None
     npu_commands: list[NpuCommand] = field(default_factory=list)
+    remedies: dict[str, Any] | None = None   # debug --suggest: {"layer", "as_compiled_db", "remedies": [...]}
 
     @property
     def npu_departure(self) -> int | None:
@@ -588,11 +589,29 @@ def _print_npu(con: Any, rep: DebugReport) -> None:
               + ("all equal it" if bad is None else f"command {rep.npu_commands[bad].index} departs first"))
 
 
+def _suggest(req: DebugRequest, rep: DebugReport) -> None:
+    from emlkit.debug_suggest import print_remedies, suggest
+
+    if not rep.worst:
+        log.info("no layer loses SNR: nothing to suggest")
+        return
+    layer = rep.layers[rep.worst[0]]
+    name = f"#{layer.instruction} {layer.op.split('::')[-1]}" + (f" ({layer.module})" if layer.module else "")
+    model = load_model(req.program.model)
+    calib = calibration_set(req.program.calibration, model.inputs).samples
+    base, remedies = suggest(model, req.program.target, req.program.options, calib, _input_sample(req, model.inputs),
+                             layer.module, Path(req.output) / f"{rep.model}_{rep.target}_suggest")
+    print_remedies(base, remedies, name)
+    rep.remedies = {"layer": name, "as_compiled_db": base, "remedies": [asdict(r) for r in remedies]}
+
+
 def debug_cmd(req: DebugRequest) -> int:
     """Print the per-layer table, write NAME_TARGET_debug.json/.png; 0 when the device equals the host reference
     at every layer, 1 (a wrong output) when it departs."""
     rep = debug_model(req)
     print_report(rep)
+    if req.suggest:
+        _suggest(req, rep)
     path = Path(req.output) / f"{rep.model}_{rep.target}_debug.json"
     path.write_text(json.dumps(rep.to_json(), indent=1) + "\n")
     log.info("wrote %s", path)

@@ -138,6 +138,7 @@ class DebugRequest:
     sim: str = "auto"
     timeout: float = 600.0
     kernels: str = "mve"
+    suggest: bool = False            # also measure remedies for the worst layer (emlkit/debug_suggest.py)
 
 
 @dataclass

@@ -17,6 +17,8 @@ class LowerOptions:
     explicit_layout: bool = False
     # Cortex-M Linear layers as per-channel 1x1 convs: "all", "auto" or "off" (emlkit/passes/linear_to_conv.py).
     linear_mode: str = "all"
+    # Ops without an int8 kernel run in float on the device instead of being refused (the passes' configuration).
+    allow_float: bool = False
     # Passes run on the exported float graph before quantization annotation (op rewrites).
     pre_quant_passes: list[GraphPass] = field(default_factory=list)
     # Called with (quantizer, target, options); returns the quantizer to use (configuration tweaks).

@@ -1,0 +1,177 @@
+"""`debug --suggest`: remedies for the layer that loses the most accuracy, each one measured.
+
+Each remedy compiles the model again with one change and runs the result on the host reference with the same
+input; the figure is the output's SNR against the float model. `emlkit debug` has just shown the device equal to
+the host reference at every layer, which is what makes the reference's SNR the device's; a remedy's program is
+not run on the device here (run it with `emlkit run` and the option named). Remedies:
+- per-channel weights: Linear layers as per-output-channel 1x1 convs (`--per-channel-linear all`) where the
+  options had them per tensor; convolutions are per channel in every flow already;
+- more calibration data: the calibration set plus synthetic samples drawn per input from a normal distribution
+  with that input's mean and spread (a stand-in: real samples, given with --calibration, are better);
+- int16 activations (a16w8): the whole model on the target's a16w8 variant where one exists (per-layer mixed
+  precision is not supported);
+- the layer in float: the worst layer's module left unquantized (its ops run in float on the CPU between a
+  dequantize and a quantize, `--allow-float`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from emlkit.errors import AotError
+from emlkit.load import LoadedModel
+from emlkit.targets import TARGETS, Target
+
+log = logging.getLogger(__name__)
+
+SYNTHETIC_SAMPLES = 31
+_FUSED_ACTIVATIONS = ("relu", "hardtanh", "clamp", "relu6")
+
+
+@dataclass
+class Remedy:
+    name: str
+    change: str                    # what was compiled differently
+    output_snr_db: float | None    # measured on the host reference; None: not tried or failed
+    gain_db: float | None = None   # against the program as compiled
+    note: str = ""                 # why it was not tried, or its error line
+
+
+def output_snr(model: LoadedModel, target: Target, options: Any, calibration: list[tuple[torch.Tensor, ...]],
+               sample: tuple[torch.Tensor, ...], work: Path) -> float:
+    """The lowest SNR over the outputs of MODEL compiled this way, on the host reference, for SAMPLE."""
+    from emlkit import reference
+    from emlkit.compile import lower_model
+    from emlkit.numerics import compare, flatten_outputs
+
+    lowered, tosa = lower_model(model, target, options, calibration, work)
+    with torch.no_grad():
+        got = reference.run_lowered(lowered.edge, sample, tosa)
+        want = flatten_outputs(model.module(*sample))
+    return min(c["snr_db"] for c in compare(want, got))
+
+
+def _module_path(n: torch.fx.Node) -> str:
+    stack = n.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = list(stack.values())[-1]
+    return str(path[0]) if isinstance(path, tuple) else str(path)
+
+
+def keep_module_float(path: str, record: list[str]) -> Callable[[Any, Any, Any], Any]:
+    """A quantizer hook that removes the annotations of every node of module PATH after the quantizer ran, so
+    PT2E leaves those ops in float between a dequantize and a quantize."""
+    from emlkit.lower.quantizer_steps import WithSteps
+
+    def strip(model: torch.fx.GraphModule) -> None:
+        todo = [n for n in model.graph.nodes if n.op == "call_function" and _module_path(n) == path]
+        while todo:
+            n = todo.pop(0)
+            if n.meta.pop("quantization_annotation", None) is None:
+                continue
+            record.append(n.name)
+            # an activation the quantizer annotated as one pattern with this op goes with it
+            todo += [u for u in n.users if any(a in str(u.target) for a in _FUSED_ACTIVATIONS)]
+
+    def hook(quantizer: Any, target: Any, options: Any) -> Any:
+        return WithSteps(quantizer, after=strip)
+
+    return hook
+
+
+def synthetic_calibration(calibration: list[tuple[torch.Tensor, ...]], n: int,
+                          seed: int = 0) -> list[tuple[torch.Tensor, ...]]:
+    """CALIBRATION plus N samples per input from a normal distribution with that input's mean and spread over
+    the given samples (integer inputs are repeated as given)."""
+    g = torch.Generator().manual_seed(seed)
+    extra = []
+    for _ in range(n):
+        sample = []
+        for i, t in enumerate(calibration[0]):
+            if not t.dtype.is_floating_point:
+                sample.append(t.clone())
+                continue
+            vals = torch.stack([s[i].float() for s in calibration])
+            mean, std = float(vals.mean()), float(vals.std()) if vals.numel() > 1 else 1.0
+            sample.append((torch.randn(t.shape, generator=g) * (std or 1.0) + mean).to(t.dtype))
+        extra.append(tuple(sample))
+    return [*calibration, *extra]
+
+
+def _try(name: str, change: str, measure: Callable[[], float], base: float) -> Remedy:
+    try:
+        snr = measure()
+    except AotError as err:
+        return Remedy(name, change, None, note=f"does not compile: {str(err).splitlines()[0]}")
+    return Remedy(name, change, snr, snr - base)
+
+
+def suggest(model: LoadedModel, target: Target, options: Any, calibration: list[tuple[torch.Tensor, ...]],
+            sample: tuple[torch.Tensor, ...], module: str, work: Path) -> tuple[float, list[Remedy]]:
+    """The output SNR as compiled, and each remedy for the layer of MODULE ("" when the worst layer has none)."""
+    from emlkit.compile import make_options
+
+    opts = options if options is not None else make_options()
+    base = output_snr(model, target, opts, calibration, sample, work / "base")
+    out: list[Remedy] = []
+
+    if target.flow == "cortex_m" and opts.linear_mode != "all":
+        per = copy.copy(opts)
+        per.linear_mode = "all"
+        out.append(_try("per-channel weights", "Linear layers per output channel (--per-channel-linear all)",
+                        lambda: output_snr(model, target, per, calibration, sample, work / "per_channel"), base))
+    else:
+        out.append(Remedy("per-channel weights", "-", None, note="already per channel: convolutions in every flow, "
+                          "Linear layers as per-channel 1x1 convs (--per-channel-linear all)"
+                          if target.flow == "cortex_m" else "already per channel (the Arm quantizer's weights)"))
+
+    more = synthetic_calibration(calibration, SYNTHETIC_SAMPLES)
+    out.append(_try("more calibration data", f"{len(more)} samples: the {len(calibration)} given + "
+                    f"{SYNTHETIC_SAMPLES} synthetic (normal, each input's mean and spread)",
+                    lambda: output_snr(model, target, opts, more, sample, work / "calibration"), base))
+
+    wide = TARGETS.get(f"{target.name}-a16w8")
+    if wide is not None:
+        out.append(_try("int16 activations (a16w8)", f"the whole model on {wide.name}",
+                        lambda: output_snr(model, wide, make_options(opts.lut_fusion, opts.explicit_layout,
+                                                                     opts.allow_float, opts.linear_mode),
+                                           calibration, sample, work / "a16w8"), base))
+    else:
+        out.append(Remedy("int16 activations (a16w8)", "-", None,
+                          note=f"{target.name} has no a16w8 variant" + (
+                              " (int16 activations run on ethos-u55-128-a16w8)" if target.flow == "ethos_u" else
+                              " (Cortex-M kernels are int8)")))
+
+    if module:
+        record: list[str] = []
+        flt = make_options(opts.lut_fusion, opts.explicit_layout, True, opts.linear_mode)
+        flt.quantizer_hooks.append(keep_module_float(module, record))
+        rem = _try("the layer in float", f"module {module} unquantized (--allow-float)",
+                   lambda: output_snr(model, target, flt, calibration, sample, work / "float_layer"), base)
+        if rem.output_snr_db is not None and not record:
+            rem = Remedy(rem.name, rem.change, None, note=f"no node of module {module} reached the quantizer")
+        out.append(rem)
+    else:
+        out.append(Remedy("the layer in float", "-", None, note="the worst layer belongs to no submodule"))
+    return base, out
+
+
+def print_remedies(base: float, remedies: list[Remedy], layer: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"remedies for {layer}: output SNR against the float model, measured on the host reference "
+                    f"(as compiled: {base:.1f} dB)")
+    for col in ("remedy", "what changed", "output SNR dB", "gain dB", "note"):
+        t.add_column(col, justify="right" if "dB" in col else "left")
+    for r in remedies:
+        t.add_row(r.name, r.change, "-" if r.output_snr_db is None else f"{r.output_snr_db:.1f}",
+                  "-" if r.gain_db is None else f"{r.gain_db:+.1f}", r.note)
+    Console(width=max(Console().width, 150)).print(t)
