@@ -26,6 +26,7 @@ class DeployResult:
     board: str = ""               # the board that ran it (a stand-in may replace the one asked for)
     fit: Any = None               # emlkit.deploy.fit.FitResult for Cortex-M programs on a board
     etdump: Path | None = None    # the ETDump the firmware wrote, where it was asked for
+    elf: Path | None = None       # the image that ran (Cortex-M programs on a board), for `run --cycles`
 
 
 def _build_options(kernels: str, board: Any = None) -> Any:
@@ -172,7 +173,7 @@ def _execute_cortex_m(cres: Any, b: Any, sim: str, timeout: float, kernels: str,
                             image_bytes=size)
     run = _run_on(runner, cres, b, img.elf, timeout, save_outputs, None, etdump)
     return DeployResult(sim, run.result, image_bytes=size, fit=fit, board=b.name, label=stand_in or b.label,
-                        etdump=run.etdump)
+                        etdump=run.etdump, elf=Path(img.elf))
 
 
 def _check_fit(cres: Any, board: Any, elf: Path) -> Any:
