@@ -273,6 +273,7 @@ class ClassTiming:
 _M7_PAIRABLE = {"alu", "sat", "dsp", "mul", "mla", "mull", "mlal", "load", "store", "fp_alu", "it"}
 _M7_LS = {"load", "store"}
 _M7_MUL = {"mul", "mla", "mull", "mlal", "dsp"}
+_M7_FP = {"fp_alu"}
 _LS_SINGLE = {"load", "store"}
 _BRANCHES = {"branch", "branch_cond", "bl", "bx", "pop_pc", "load_pc", "write_pc", "lob_start", "lob_end"}
 
@@ -329,6 +330,8 @@ def _m7_pairs(prev_cls: str, prev_dest: str | None, ins: Instr) -> bool:
     if prev_cls in _M7_LS and ins.cls in _M7_LS:
         return False
     if prev_cls in _M7_MUL and ins.cls in _M7_MUL:
+        return False
+    if prev_cls in _M7_FP and ins.cls in _M7_FP:
         return False
     return prev_dest is None or prev_dest not in ins.reads
 

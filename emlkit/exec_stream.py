@@ -97,8 +97,10 @@ def elf_symbols(elf: Path) -> dict[str, Symbol]:
         raise StreamError(f"{elf}: nm failed: {out.stderr.strip()}")
     syms: dict[str, Symbol] = {}
     for line in out.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 4 and parts[2] in "tTwW":
+        parts = line.split()  # "addr size type name", or "addr type name" for a symbol without a size
+        if len(parts) == 3:
+            parts = [parts[0], "0", parts[1], parts[2]]
+        if len(parts) == 4 and parts[2] in ("t", "T", "w", "W"):
             syms[parts[3]] = Symbol(parts[3], int(parts[0], 16) & ~1, int(parts[1], 16))
     return syms
 
