@@ -32,7 +32,7 @@ _Q_RE = re.compile(r"\bq[0-7]\b")
 _REG_ALIAS = {"sb": "r9", "sl": "r10", "fp": "r11", "ip": "r12", "sp": "r13", "lr": "r14", "pc": "r15"}
 
 # Scalar mnemonics (without condition, size or width suffixes) by class.
-_ALU = set("""adc add adr and asr bfc bfi bic clz cmn cmp eor lsl lsr mov movt movw mvn neg orn orr rbit rev rev16
+_ALU = set("""adc add addw subw adr and asr bfc bfi bic clz cmn cmp eor lsl lsr mov movt movw mvn neg orn orr rbit rev rev16
 revsh ror rrx rsb sbc sbfx sub teq tst ubfx sxtb sxth uxtb uxth nop csel csinc csinv csneg cset csetm cinc cinv
 cneg asrl lsll lsrl sqrshr sqshl srshr uqrshl uqshl urshr sqrshrl uqrshll uqshll srshrl urshrl sqshll""".split())
 _SAT = {"ssat", "usat", "qadd", "qsub", "qdadd", "qdsub"}
@@ -91,22 +91,15 @@ def _stem(mnemonic: str) -> tuple[str, str]:
 
 
 def _strip_cond(base: str, known: set[str]) -> str | None:
-    """The base without a condition-code suffix (addeq -> add), or None when it is not `known` either way."""
-    if base in known:
-        return base
-    for s in ("", "s"):  # flag-setting forms: adds, addseq
-        b = base[:-1] if s and base.endswith(s) else base
-        if s and not base.endswith(s):
-            continue
-        if b in known:
-            return b
+    """The base without its flag-setting S and condition-code suffix (addseq -> add), or None when neither
+    the base nor a stripped form is `known`."""
+    forms = [base]
     if len(base) > 2 and base[-2:] in _CONDS:
-        inner = base[:-2]
-        if inner in known:
-            return inner
-        if inner.endswith("s") and inner[:-1] in known:
-            return inner[:-1]
-    return None
+        forms.append(base[:-2])
+    for f in list(forms):
+        if f.endswith("s"):
+            forms.append(f[:-1])
+    return next((f for f in forms if f in known), None)
 
 
 _SCALAR_TABLE: list[tuple[set[str], str]] = [
@@ -134,8 +127,10 @@ def classify(mnemonic: str, operands: str = "") -> str:
         return "it"
     if base in ("cbz", "cbnz"):
         return "branch_cond"
-    if base in ("bl", "blx") or (base.startswith("blx") and base[3:] in _CONDS):
-        return "bl" if base == "bl" else "bx"
+    if base == "bl" or (base.startswith("bl") and base[2:] in _CONDS):  # BLEQ: BL inside an IT block
+        return "bl"
+    if base == "blx" or (base.startswith("blx") and base[3:] in _CONDS):
+        return "bx"
     if base == "bx" or (base.startswith("bx") and base[2:] in _CONDS) or base in ("bxns", "blxns", "tbb", "tbh"):
         return "bx"
     if base == "b" or base in _BRANCH_TAIL:
@@ -161,21 +156,35 @@ def classify(mnemonic: str, operands: str = "") -> str:
     return "other"
 
 
+_FP_REG_RE = re.compile(r"\b[sd]\d+\b")
+_MVE_SETS = _MVE_PRED | _MVE_LOAD | _MVE_STORE | _MVE_MAC | _MVE_XFER | _MVE_ONLY
+
+
+def _mve_base(base: str) -> str:
+    """An MVE mnemonic without its VPT-block predication letter (vldrbt -> vldrb, vcmpt -> vcmp)."""
+    if base not in _MVE_SETS and base[-1:] in ("t", "e") and len(base) > 3:
+        return base[:-1]
+    return base
+
+
 def _classify_vector(base: str, suffix: str, ops: str) -> str:
     has_q = bool(_Q_RE.search(ops))
-    if base in _MVE_PRED:
-        return "mve_pred"
-    if base in _MVE_LOAD:
-        return "mve_load"
-    if base in _MVE_STORE:
-        return "mve_store"
-    mve = has_q or base in _MVE_ONLY
+    # MVE needs a Q register or an MVE-only mnemonic; an s/d register means scalar FP (VMOVLT.F32 s0, s1 is a
+    # conditional VMOV, not the MVE VMOVLT)
+    mve = has_q or (_mve_base(base) in _MVE_ONLY and not _FP_REG_RE.search(ops))
     if mve:
-        if base in _MVE_MAC:
+        b = _mve_base(base)
+        if b in _MVE_PRED or b.startswith("vpt") or b.startswith("vpst"):
+            return "mve_pred"
+        if b in _MVE_LOAD:
+            return "mve_load"
+        if b in _MVE_STORE:
+            return "mve_store"
+        if b in _MVE_MAC:
             return "mve_mac"
-        if base in _MVE_XFER or (base == "vmov" and ("[" in ops or _REG_RE.search(ops))):
+        if b in _MVE_XFER or (b == "vmov" and ("[" in ops or _REG_RE.search(ops))):
             return "mve_xfer"
-        if suffix.startswith("f") and base not in ("vcvt",) or suffix in ("f16", "f32"):
+        if suffix in ("f16", "f32"):
             return "mve_fp"
         return "mve_alu"
     if base in _FP_MAC:

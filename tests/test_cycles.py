@@ -44,6 +44,9 @@ DATA = ROOT / "tests" / "data" / "cycles"
     ("vadd.i8", "q0, q1, q2", "mve_alu"), ("vshl.s32", "q0, r1", "mve_alu"), ("vadd.f32", "q0, q1, q2", "mve_fp"),
     ("vdup.8", "q0, r1", "mve_xfer"), ("vmov.32", "q0[2], r1", "mve_xfer"), ("vpst", "", "mve_pred"),
     ("vctp.8", "r2", "mve_pred"), ("dls", "lr, lr", "lob_start"), ("dlstp.8", "lr, r9", "lob_start"),
+    ("vldrbt.u8", "q0, [r1]", "mve_load"), ("vstrbt.8", "q0, [r1]", "mve_store"), ("vcmpt.f32", "q0, q1", "mve_fp"),
+    ("vmovlt.f32", "s15, s13", "fp_alu"), ("vmovlt.s8", "q0, q1", "mve_alu"), ("addw", "r0, r1, #4095", "alu"),
+    ("bleq", "1000", "bl"), ("vpsel", "q0, q1, q2", "mve_pred"),
     ("le", "lr, 10006764", "lob_end"), ("letp", "lr, 100", "lob_end"), ("frobnicate", "r0", "other"),
 ])
 def test_classify(mnemonic: str, operands: str, cls: str) -> None:
