@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 from emlkit.cycles import START, CoreModel, Instr, State, branch_taken
 from emlkit.exec_stream import Disassembly, elf_symbols, exec_blocks
@@ -204,12 +205,12 @@ def build(b: Bench, core: str, folder: Path) -> Path:
     return elf
 
 
-def model_range(lines: object, dis: Disassembly, model: CoreModel, lo: int, hi: int) -> tuple[int, float, dict[str, int]]:
+def model_range(lines: Iterable[str], dis: Disassembly, model: CoreModel, lo: int, hi: int) -> tuple[int, float, dict[str, int]]:
     """(instructions, modelled cycles, class histogram) of the executed instructions with addresses in [lo, hi)."""
     state: State = START
     n, cycles = 0, 0.0
     classes: dict[str, int] = {}
-    blocks = list(exec_blocks(lines, dis))  # type: ignore[arg-type]
+    blocks = list(exec_blocks(lines, dis))
     for k, blk in enumerate(blocks):
         ins: tuple[Instr, ...] = tuple(i for i in blk.instrs if lo <= i.addr < hi)
         if not ins:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import threading
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from emlkit.cycles import START, CoreModel, State, branch_taken
-from emlkit.exec_stream import QEMU_LOG_FLAGS, Block, Disassembly, StreamError, elf_symbols, exec_blocks
+from emlkit.exec_stream import QEMU_LOG_FLAGS, Block, Disassembly, elf_symbols, exec_blocks
 
 log = logging.getLogger(__name__)
 
@@ -236,10 +237,10 @@ def run_with_exec_log(cmd: list[str], workdir: Path, timeout: float, consume: An
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            os.killpg(proc.pid, 9)
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         except BaseException:
-            os.killpg(proc.pid, 9)
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
     if t.is_alive():
@@ -288,4 +289,3 @@ def model_cycles(bpte: Path, board: Any, elf: Path, core: str, runs: int, timeou
     return rep
 
 
-__all__ = ["CycleReport", "CycleRunError", "OpCycles", "StreamError", "model_cycles", "count_stream", "adapter_ops"]

@@ -58,7 +58,7 @@ class Disassembly:
             if m is None:
                 continue
             mnem = m.group(3)
-            if mnem.startswith(".") :  # data in code (.word, .short): never executed as an instruction
+            if mnem.startswith("."):  # data in code (.word, .short): never executed as an instruction
                 continue
             ops = m.group(4).split("@", 1)[0].split(";", 1)[0]
             ops = re.sub(r"\s*<[^>]*>", "", ops).strip()

@@ -241,8 +241,9 @@ def add_cycle_model(outcome: RunOutcome, cres: CompileResult, board: BoardRef, t
 
     r = outcome.result
     if outcome.sim != "qemu" or outcome.elf is None:
-        raise AotError(f"--cycles models cycles on QEMU's instruction stream: {outcome.target} ran on {outcome.sim}, "
-                       "not on a QEMU board (run a Cortex-M target without --board host or --sim fvp)", EXIT_USAGE)
+        raise AotError(f"--cycles models a Cortex-M program's cycles on QEMU's instruction stream: {outcome.target} "
+                       f"ran on {outcome.sim} ({outcome.board}); use a Cortex-M target on a QEMU board (not --board "
+                       "host, --sim fvp or an Ethos-U target)", EXIT_USAGE)
     if r is None or r.status not in ("pass", "fail") or not r.cases:
         return  # the run itself did not finish: its status is reported as usual
     b = load_board(outcome.board)

@@ -17,7 +17,7 @@ import pytest
 from emlkit.cycle_run import RUNTIME, CycleCounter, OpAttribution, adapter_ops
 from emlkit.cycles import START, CoreModel, Instr, TimingError, branch_taken, classify, register_count
 from emlkit.exec_stream import Block, Disassembly, StreamError, exec_blocks
-from tests.toolchain import needs_qemu
+from toolchain import needs_qemu
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "cycles"
