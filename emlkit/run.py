@@ -240,12 +240,14 @@ def add_cycle_model(outcome: RunOutcome, cres: CompileResult, board: BoardRef, t
     from emlkit.exec_stream import StreamError
 
     r = outcome.result
+    if outcome.status == "SKIP" or (r is not None and (r.status not in ("pass", "fail") or not r.cases)):
+        return  # nothing ran to the end (does not fit, timeout, crash): that status is reported as usual
     if outcome.sim != "qemu" or outcome.elf is None:
         raise AotError(f"--cycles models a Cortex-M program's cycles on QEMU's instruction stream: {outcome.target} "
                        f"ran on {outcome.sim} ({outcome.board}); use a Cortex-M target on a QEMU board (not --board "
                        "host, --sim fvp or an Ethos-U target)", EXIT_USAGE)
-    if r is None or r.status not in ("pass", "fail") or not r.cases:
-        return  # the run itself did not finish: its status is reported as usual
+    if r is None:
+        return
     b = load_board(outcome.board)
     core = CORE_ALIASES.get(b.cpu, b.cpu)
     if core not in CORES or any(o.op.startswith("delegate:") for o in r.per_op):

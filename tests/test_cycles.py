@@ -240,3 +240,17 @@ def test_run_cycles_prints_modelled_cycles_per_op(tmp_path: Path) -> None:
                           "host", "--cycles", "-o", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: --cycles")
     assert "Traceback" not in bad.stderr
+
+
+def test_run_cycles_leaves_unfinished_runs_alone_and_refuses_other_simulators() -> None:
+    from emlkit.deploy.result import RunResult
+    from emlkit.errors import EXIT_USAGE, AotError
+    from emlkit.run import RunOutcome, add_cycle_model
+
+    skipped = RunOutcome("conv_relu", "cortex-m0plus", "microbit", "qemu", "SKIP", reason="does not fit microbit")
+    add_cycle_model(skipped, None, "microbit", 1.0)  # type: ignore[arg-type]  # the fit message is the report
+    assert skipped.cycles is None
+    host = RunOutcome("conv_relu", "cortex-m4", "host", "host", "PASS", result=RunResult("pass", cases=1))
+    with pytest.raises(AotError, match="--cycles models a Cortex-M program's cycles") as err:
+        add_cycle_model(host, None, "host", 1.0)  # type: ignore[arg-type]
+    assert err.value.exit_code == EXIT_USAGE
