@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--npu-trace", action="store_true", help="per-command trace of the Ethos-U functional model")
     r.add_argument("--etdump", metavar="FILE", help="write the firmware's ETDump of the measured runs to FILE "
                                                      "(read it with emlkit inspect)")
+    r.add_argument("--cycles", action="store_true",
+                   help="QEMU targets: run once more with QEMU's exec log and print 'cycles (model)' per operator next to "
+                        "the instruction counts (a timing model from Arm's published tables, not a measurement; slower)")
     r.set_defaults(func=cmd_run)
     _add_evaluate(sub)
     _add_debug(sub)

@@ -60,7 +60,7 @@ def run_request(args: argparse.Namespace) -> RunRequest:
     spec = program_spec(args)
     board = resolve_board(args.board or spec.target.default_board)
     return RunRequest(spec, Path(args.output), board, args.sim, args.timeout, args.kernels, args.save_outputs,
-                      args.npu_trace, getattr(args, "etdump", None))
+                      args.npu_trace, getattr(args, "etdump", None), bool(getattr(args, "cycles", False)))
 
 
 def evaluate_request(args: argparse.Namespace) -> EvaluateRequest:

@@ -52,6 +52,7 @@ class RunRequest:
     save_outputs: str | None = None
     npu_trace: bool = False
     etdump: str | None = None
+    cycles: bool = False             # run once more with QEMU's exec log for "cycles (model)" per op
 
     @property
     def prebuilt(self) -> bool:

@@ -19,6 +19,8 @@ from emlkit.targets import get_target
 
 log = logging.getLogger(__name__)
 
+CYCLES_MODEL_LABEL = "cycles (model, not measured)"
+
 
 @dataclass
 class RunOutcome:
@@ -37,6 +39,8 @@ class RunOutcome:
     fit: Any = None                # emlkit.deploy.fit.FitResult (Cortex-M programs on a board)
     etdump: Any = None             # Path of the ETDump the firmware wrote (--etdump)
     debug_buffer: Any = None       # Path of its debug buffer (every call's output; emlkit debug)
+    elf: Any = None                # Path of the image that ran (Cortex-M programs on a board)
+    cycles: Any = None             # emlkit.cycle_run.CycleReport with --cycles
 
     @property
     def exit_code(self) -> int:
@@ -59,6 +63,7 @@ def execute(cres: CompileResult, board: BoardRef, sim: str, timeout: float, kern
     out.sim = dres.sim
     out.etdump = dres.etdump
     out.debug_buffer = dres.debug_buffer
+    out.elf = dres.elf
     out.board = dres.board or board_name(board)
     out.label = dres.label
     out.image_bytes = dres.image_bytes
@@ -127,8 +132,12 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
         rows.append(("SNR vs float model", f"{snr if isinstance(snr, str) else round(float(snr), 1)} dB"))
     if r is not None and r.total is not None:
         rows.append((cpu_count_label(r.unit, o.sim), f"{r.total:,}"))
+        if o.cycles is not None:
+            rows.append((CYCLES_MODEL_LABEL, f"{round(o.cycles.cycles):,} ({o.cycles.core} timing model)"))
         for op in sorted(r.per_op, key=lambda p: -p.count)[:5]:
-            rows.append(("  " + op.op, f"{op.count:,} ({op.calls} calls)"))
+            mod = o.cycles.op(op.op) if o.cycles is not None else None
+            extra = f"; {round(mod.cycles):,} cycles (model)" if mod is not None else ""
+            rows.append(("  " + op.op, f"{op.count:,} ({op.calls} calls){extra}"))
     floats = float_ops(o.compile, r)
     if floats:
         share = sum(f["count"] or 0 for f in floats) / r.total if r is not None and r.total else None
@@ -213,12 +222,49 @@ def run_model(req: RunRequest) -> int:
     else:
         cres = compile_model(spec.model, target.name, req.output, spec.calibration, spec.options, reuse_cache=True)
     outcome = execute(cres, req.board, req.sim, req.timeout, req.kernels, req.save_outputs, req.npu_trace, req.etdump)
+    if req.cycles:
+        add_cycle_model(outcome, cres, req.board, req.timeout)
     print_run({"model": outcome.model, "board": outcome.board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
     if outcome.etdump is not None:
         etrecord = (cres.report.get("files") or {}).get("etrecord")
         hint = f" --etrecord {cres.pte.parent / etrecord}" if etrecord else ""
         log.info("ETDump: %s (per-operator table: emlkit inspect --etdump %s%s)", outcome.etdump, outcome.etdump, hint)
     return exit_status(outcome, spec.model if req.prebuilt else None)
+
+
+def add_cycle_model(outcome: RunOutcome, cres: CompileResult, board: BoardRef, timeout: float) -> None:
+    """`run --cycles`: run the same image once more with QEMU's exec log and add the modelled cycles per op to the
+    outcome and to its result line's dict (key "cycles_model"); printed as one JSON line."""
+    import json
+
+    from emlkit.cycle_run import CycleRunError, model_cycles
+    from emlkit.cycles import CORE_ALIASES, CORES, TimingError
+    from emlkit.deploy.boards import load_board
+    from emlkit.exec_stream import StreamError
+
+    r = outcome.result
+    if outcome.status == "SKIP" or (r is not None and (r.status not in ("pass", "fail") or not r.cases)):
+        return  # nothing ran to the end (does not fit, timeout, crash): that status is reported as usual
+    if outcome.sim != "qemu" or outcome.elf is None:
+        raise AotError(f"--cycles models a Cortex-M program's cycles on QEMU's instruction stream: {outcome.target} "
+                       f"ran on {outcome.sim} ({outcome.board}); use a Cortex-M target on a QEMU board (not --board "
+                       "host, --sim fvp or an Ethos-U target)", EXIT_USAGE)
+    if r is None:
+        return
+    b = load_board(outcome.board)
+    core = CORE_ALIASES.get(b.cpu, b.cpu)
+    if core not in CORES or any(o.op.startswith("delegate:") for o in r.per_op):
+        raise AotError(f"--cycles has no timing model for {outcome.target} on {b.name} ({b.cpu}): it models the "
+                       f"CPU-only programs of {', '.join(CORES)}", EXIT_USAGE)
+    try:
+        rep = model_cycles(cres.bpte, b, outcome.elf, core, r.cases, timeout * 20)
+    except (CycleRunError, StreamError, TimingError) as exc:
+        raise AotError(f"--cycles: {exc}", EXIT_USAGE) from None
+    outcome.cycles = rep
+    r.raw["cycles_model"] = rep.to_dict()
+    log.info("cycles (model): %s ran %s instructions in the exec log over %d measured run(s), modelled in %.1f s",
+             core, f"{rep.instructions:,}", rep.runs, rep.seconds)
+    print(json.dumps({**r.raw, "cycles_model": rep.to_dict()}))
 
 
 def exit_status(outcome: RunOutcome, given: str | None) -> int:

@@ -27,6 +27,7 @@ class DeployResult:
     fit: Any = None               # emlkit.deploy.fit.FitResult for Cortex-M programs on a board
     etdump: Path | None = None    # the ETDump the firmware wrote, where it was asked for
     debug_buffer: Path | None = None  # its debug buffer (every call's output), where asked for
+    elf: Path | None = None       # the image that ran (Cortex-M programs on a board), for `run --cycles`
 
 
 def _build_options(kernels: str, board: Any = None) -> Any:
@@ -175,7 +176,7 @@ def _execute_cortex_m(cres: Any, b: Any, sim: str, timeout: float, kernels: str,
                             image_bytes=size)
     run = _run_on(runner, cres, b, img.elf, timeout, save_outputs, None, etdump, debug)
     return DeployResult(sim, run.result, image_bytes=size, fit=fit, board=b.name, label=stand_in or b.label,
-                        etdump=run.etdump, debug_buffer=run.debug_buffer)
+                        etdump=run.etdump, debug_buffer=run.debug_buffer, elf=Path(img.elf))
 
 
 def _check_fit(cres: Any, board: Any, elf: Path) -> Any:
