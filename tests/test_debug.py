@@ -145,3 +145,25 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == EXIT_USAGE and "Traceback" not in err, err
     assert all(w in lines[-1] for w in words), lines
+
+
+def test_suggest_measures_each_remedy(tmp_path: Path, digits_host: DebugReport) -> None:
+    """The remedies are compiled and measured: the as-compiled figure is the output SNR the device run showed
+    (the device equals the reference), and every remedy has a figure or says why it has none."""
+    import dataclasses
+
+    from emlkit.debug import _suggest
+
+    req = dataclasses.replace(_request(tmp_path), suggest=True)
+    rep = dataclasses.replace(digits_host)
+    _suggest(req, rep)
+    assert rep.remedies is not None and rep.remedies["as_compiled_db"] == pytest.approx(rep.layers[-1].snr_db, abs=1e-6)
+    by = {r["name"]: r for r in rep.remedies["remedies"]}
+    assert set(by) == {"per-channel weights", "more calibration data", "int16 activations (a16w8)", "the layer in float"}
+    more = by["more calibration data"]
+    assert isinstance(more["output_snr_db"], float) and more["gain_db"] == pytest.approx(
+        more["output_snr_db"] - rep.remedies["as_compiled_db"])
+    assert "already per channel" in by["per-channel weights"]["note"]
+    assert "no a16w8 variant" in by["int16 activations (a16w8)"]["note"]
+    flt = by["the layer in float"]
+    assert (flt["output_snr_db"] is None) == bool(flt["note"]), flt
