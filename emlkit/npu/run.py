@@ -21,7 +21,10 @@ def machine_for(blob: VelaBlob) -> Machine:
     """The machine model for the NPU the blob was compiled for (from its COP1 driver header; U55 without one)."""
     product = blob.config.product if blob.config is not None else 0
     if product in (0, 1):
-        return Machine(blob)
+        # The 32-MAC U55 computes 4 OFM channels per micro-block (Vela's ArchitectureConfig: OFM ublock 1x1x4,
+        # IFM ublock 1x1x8); every other U55/U65 configuration 8. The weight stream is ordered by them.
+        macs = 1 << blob.config.macs_per_cc if blob.config is not None else 128
+        return Machine(blob, ifm_ublock=8, ofm_ublock=4 if macs == 32 else 8)
     if product == 2:
         return MachineU85(blob)
     raise NpuError(f"command stream targets {blob.config.product_name if blob.config else product}: "
