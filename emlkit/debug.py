@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import torch
 
+from emlkit.debug_suggest import module_path as _module_path
 from emlkit.errors import EXIT_MISMATCH, EXIT_OK, AotError
 from emlkit.load import calibration_set, load_model
 from emlkit.numerics import snr_db
@@ -182,14 +183,6 @@ def instruction_nodes(gm: torch.fx.GraphModule, handle_map: dict[int, Any],
             order = {n: i for i, n in enumerate(gm.graph.nodes)}
             out[instr] = max(cands, key=lambda n: order[n])
     return out
-
-
-def _module_path(n: torch.fx.Node) -> str:
-    stack = n.meta.get("nn_module_stack") or {}
-    if not stack:
-        return ""
-    path = list(stack.values())[-1]
-    return str(path[0]) if isinstance(path, tuple) else str(path)
 
 
 def _roots(n: torch.fx.Node) -> list[str]:

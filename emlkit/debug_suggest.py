@@ -57,7 +57,8 @@ def output_snr(model: LoadedModel, target: Target, options: Any, calibration: li
     return min(c["snr_db"] for c in compare(want, got))
 
 
-def _module_path(n: torch.fx.Node) -> str:
+def module_path(n: torch.fx.Node) -> str:
+    """The model submodule a graph node came from ("features.0"), "" for the top level."""
     stack = n.meta.get("nn_module_stack") or {}
     if not stack:
         return ""
@@ -71,7 +72,7 @@ def keep_module_float(path: str, record: list[str]) -> Callable[[Any, Any, Any],
     from emlkit.lower.quantizer_steps import WithSteps
 
     def strip(model: torch.fx.GraphModule) -> None:
-        todo = [n for n in model.graph.nodes if n.op == "call_function" and _module_path(n) == path]
+        todo = [n for n in model.graph.nodes if n.op == "call_function" and module_path(n) == path]
         while todo:
             n = todo.pop(0)
             if n.meta.pop("quantization_annotation", None) is None:
