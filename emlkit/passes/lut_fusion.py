@@ -160,8 +160,9 @@ def _only_user(node: torch.fx.Node, user: torch.fx.Node) -> bool:
     return len(node.users) == 1 and user in node.users
 
 
-def find_regions(gm: torch.fx.GraphModule, report: FusionReport | None = None) -> list[Region]:
-    """Every maximal fusable region of the graph, found backwards from each quantize."""
+def find_regions(gm: torch.fx.GraphModule, report: FusionReport | None = None, single: bool = False) -> list[Region]:
+    """Every maximal fusable region of the graph, found backwards from each quantize; `single`: regions end at
+    the first quantized boundary (no requantization inside is dropped: one table per quantized op)."""
     regions: list[Region] = []
     taken: set[torch.fx.Node] = set()
     for q_out in reversed(list(gm.graph.nodes)):
@@ -169,7 +170,7 @@ def find_regions(gm: torch.fx.GraphModule, report: FusionReport | None = None) -
             continue
         if q_out in taken:
             continue
-        region = _grow(q_out, report)
+        region = _grow(q_out, report, single)
         if region is None:
             continue
         if any(n in taken for n in region.interior):
@@ -180,7 +181,7 @@ def find_regions(gm: torch.fx.GraphModule, report: FusionReport | None = None) -
     return regions
 
 
-def _grow(q_out: torch.fx.Node, report: FusionReport | None) -> Region | None:
+def _grow(q_out: torch.fx.Node, report: FusionReport | None, single: bool = False) -> Region | None:
     """Walk back from a quantize through fusable ops; stop at the last DQ boundary reached."""
     ops: list[torch.fx.Node] = []
     interior: list[torch.fx.Node] = []
@@ -195,7 +196,7 @@ def _grow(q_out: torch.fx.Node, report: FusionReport | None) -> Region | None:
                 # The region input may have other users: it stays for them.
                 best = Region(src, cur, list(reversed(ops)), list(interior), q_out)
             # Continue through an internal requantization q -> dq (dropped when fused).
-            if (isinstance(src, torch.fx.Node) and src.op == "call_function" and src.target in Q_TARGETS
+            if (not single and isinstance(src, torch.fx.Node) and src.op == "call_function" and src.target in Q_TARGETS
                     and per_tensor_qparams(src) and _only_user(src, cur) and _only_user(cur, consumer)):
                 interior = interior + [cur, src]
                 consumer, cur = src, src.args[0]
@@ -278,6 +279,10 @@ class LutFusion(Pass):
     def report(self) -> dict[str, Any]:
         return self.last.as_dict()
 
+    def regions(self, gm: torch.fx.GraphModule, rep: FusionReport) -> list[Region]:
+        """The regions to lower as tables: every maximal one."""
+        return find_regions(gm, rep)
+
     def reset(self) -> None:
         self.last = FusionReport()
 
@@ -293,7 +298,7 @@ class LutFusion(Pass):
         rep = self.last
         rep.ops_before = _count_ops(gm)
         replaced: dict[torch.fx.Node, torch.fx.Node] = {}
-        for region in find_regions(gm, rep):
+        for region in self.regions(gm, rep):
             # A region may read the output of one fused just before it.
             region.input_node = replaced.get(region.input_node, region.input_node)
             entry = {"chain": region.chain_names(), "source": _source_line(region.ops[0]),

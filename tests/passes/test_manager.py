@@ -23,8 +23,8 @@ EXPECTED = {
                   "SplitBatchedMatmul", "ChannelsLastEverywhere"],
     "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                        "OwnOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
-    "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "EmlkitAvgPool", "ExplicitNpuClamp", "NpuPoolZeroPoint",
-                 "NpuA16w8ConvRescale"],
+    "pre_edge": ["LutFusion", "ScalarOpsAsTables", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "EmlkitAvgPool",
+                 "ExplicitNpuClamp", "NpuPoolZeroPoint", "NpuA16w8ConvRescale"],
     "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
     "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
     "check": ["VerifyProgram"],
@@ -83,7 +83,8 @@ def test_pipeline_follows_the_options() -> None:
     m55 = get_target("cortex-m55")
     got = pipeline(make_options(lut_fusion=False, explicit_layout=True), m55)
     assert got == {**CORTEX_M, "pre_quant": _only(CORTEX_M["pre_quant"], "ChannelsLastEverywhere"),
-                   "pre_edge": ["EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "EmlkitAvgPool"]}
+                   "pre_edge": ["ScalarOpsAsTables", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes",
+                                "EmlkitAvgPool"]}
     # Portable-kernel cores keep the one-channel depthwise; a16w8 NPU targets get their own fixes.
     assert "DepthwiseOneChannelAsConv" not in pipeline(make_options(), get_target("cortex-m3"))["program"]
     a16 = pipeline(make_options(), get_target("ethos-u55-128-a16w8"))
@@ -267,6 +268,7 @@ def test_no_pass_decides_for_itself() -> None:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("emlkit.passes."):
                 mod = node.module.rsplit(".", 1)[-1]
                 assert not mod.startswith("_"), f"{path.name} imports private {node.module}"
-                if path.stem not in helpers | {"lut_backends"}:  # the LUT family builds on its helper modules
+                # the LUT family (fusion, and the unfused scalar tables) builds on its helper modules
+                if path.stem not in helpers | {"lut_backends", "scalar_ops_as_tables"}:
                     assert mod in ("manager", "graph"), f"{path.name} imports {node.module}"
                 assert not any(a.name.startswith("_") for a in node.names), f"{path.name}: {node.module}"
