@@ -8,9 +8,10 @@ that handle whose output has the recorded shape and dtype) and compared twice:
   outputs): the device must be 0 steps away; the first layer that is not is where the device departs;
 - with the float model's tensor at the same point, as SNR in dB after dequantizing with the node's output
   quantization parameters. The float tensor is found from the node's provenance: a quantize takes the float of
-  what it quantizes, a node whose source node exists in the float graph takes that node, otherwise the last float
-  node of the node's module before the next module the program runs as a node of its own (so a conv with its
-  ReLU folded in compares with the ReLU's output). A node with no such tensor shows no SNR.
+  what it quantizes; a view or copy the float node of its source name; an op the last float node of its module
+  (nn_module_stack) of a comparable shape, followed through the activations it folds in (a conv with its ReLU
+  compares with the ReLU's output). Comparable: the same shape, or the same without size-1 dims. A node with no
+  such tensor shows no SNR.
 The drop of a layer is the SNR lost since the previous layer that has one: where accuracy goes.
 """
 
@@ -164,24 +165,41 @@ def _val(n: torch.fx.Node) -> Any:
     return v if isinstance(v, torch.Tensor) else None
 
 
-def instruction_nodes(gm: torch.fx.GraphModule, handle_map: dict[int, Any],
-                      recorded: dict[int, torch.Tensor]) -> dict[int, torch.fx.Node]:
-    """The node each recorded instruction's output belongs to: among the nodes of the instruction's debug
-    handles, the last (in graph order) whose output has the recorded shape and dtype."""
+def instruction_nodes(gm: torch.fx.GraphModule, handle_map: dict[int, Any], recorded: dict[int, torch.Tensor],
+                      names: dict[int, str] | None = None) -> dict[int, torch.fx.Node]:
+    """The node each recorded instruction's output belongs to: a node of the instruction's debug handles whose
+    output has the recorded shape and dtype, of the instruction's operator where one is (a copy after an op may
+    share its handle). Nodes a pass split from one (a fused projection into its parts)
+    share a handle: instructions with the same handles take those nodes one by one, in graph order, as the
+    program was emitted in that order; a lone instruction takes the last (its op after views and copies)."""
     by_handle: dict[int, list[torch.fx.Node]] = {}
     for n in gm.graph.nodes:
         if n.op == "call_function":
             for h in _handles(n):
                 by_handle.setdefault(h, []).append(n)
-    out: dict[int, torch.fx.Node] = {}
-    for instr, t in recorded.items():
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    cands: dict[int, list[torch.fx.Node]] = {}
+    for instr in sorted(recorded):
+        t = recorded[instr]
         hs = handle_map.get(instr)
         hs = [hs] if isinstance(hs, int) else list(hs or [])
-        cands = [n for h in hs for n in by_handle.get(h, [])
-                 if (v := _val(n)) is not None and list(v.shape) == list(t.shape) and v.dtype == t.dtype]
-        if cands:
-            order = {n: i for i, n in enumerate(gm.graph.nodes)}
-            out[instr] = max(cands, key=lambda n: order[n])
+        found = {n for h in hs for n in by_handle.get(h, [])
+                 if (v := _val(n)) is not None and list(v.shape) == list(t.shape) and v.dtype == t.dtype}
+        op = (names or {}).get(instr, "").split("::")[-1].split(".")[0]
+        same_op = {n for n in found if op and f".{op}." in f".{str(getattr(n.target, '__name__', n.target))}."}
+        cands[instr] = sorted(same_op or found, key=lambda n: order[n])
+        groups.setdefault((tuple(sorted(hs)), tuple(t.shape), t.dtype), []).append(instr)
+    out: dict[int, torch.fx.Node] = {}
+    for instrs in groups.values():
+        if len(instrs) == 1:
+            if cands[instrs[0]]:
+                out[instrs[0]] = cands[instrs[0]][-1]
+            continue
+        nodes = cands[instrs[0]]
+        for k, instr in enumerate(instrs):  # one node each, in order; more instructions than nodes: unmatched
+            if k < len(nodes):
+                out[instr] = nodes[k]
     return out
 
 
@@ -249,8 +267,20 @@ class FloatModel:
         return v if isinstance(v, torch.Tensor) else None
 
 
-def _numel(v: Any) -> int:
-    return v.numel() if isinstance(v, torch.Tensor) else -1
+def _shape(v: Any) -> list[int] | None:
+    return list(v.shape) if isinstance(v, torch.Tensor) else None
+
+
+def comparable(a: list[int] | None, b: list[int] | None) -> bool:
+    """Element for element the same tensor: the same shape, or the same once size-1 dims are dropped (a Linear
+    run as a 1x1 conv); never a transpose of one."""
+    return a is not None and b is not None and (a == b or [d for d in a if d != 1] == [d for d in b if d != 1])
+
+
+# What a quantized op takes into itself: a BatchNorm folded into its weights, and the activations ExecuTorch folds
+# into its output clamp.
+_FOLDED = ("relu", "relu_", "relu6", "hardtanh", "hardtanh_", "clamp", "clamp_", "batch_norm",
+           "_native_batch_norm_legit_no_training", "getitem")
 
 
 class FloatMatcher:
@@ -260,8 +290,6 @@ class FloatMatcher:
         self.fm = fm
         self.gm = gm
         self.memo: dict[str, str | None] = {}
-        compute = [n for n in gm.graph.nodes if n.op == "call_function" and not _is(n, _MOVES + _QUANTIZE + _DEQUANTIZE)]
-        self.claimed = {_module_path(n) for n in compute} - {""}
         self.user_inputs = {name: i for i, name in enumerate(user_inputs)}
         out = next(n for n in gm.graph.nodes if n.op == "output")
         flat = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
@@ -275,8 +303,7 @@ class FloatMatcher:
 
     def _match(self, n: torch.fx.Node) -> str | None:
         fm = self.fm
-        v = _val(n)
-        want = v.numel() if v is not None else -1
+        want = _shape(_val(n))
         if n.name in self.graph_outputs and self.graph_outputs[n.name] < len(fm.outputs):
             return fm.outputs[self.graph_outputs[n.name]]
         for u in n.users:  # an int output the program dequantizes for the user: the model's output
@@ -288,25 +315,29 @@ class FloatMatcher:
         src = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
         if (_is(n, _QUANTIZE) or _is(n, _DEQUANTIZE)) and src is not None:
             return self.match(src)
+        named = [r for r in _roots(n) if comparable(_shape(fm.values.get(r)), want)]
+        if _is(n, _MOVES):  # a view or copy: the float node of its name and shape, else its source's if comparable
+            same = [r for r in named if _shape(fm.values.get(r)) == want]
+            if same:
+                return max(same, key=lambda r: fm.index.get(r, -1))
+            m = self.match(src) if src is not None else None
+            return m if m is not None and comparable(_shape(fm.values.get(m)), want) else None
+        named = [r for r in named if fm.nodes[fm.index[r]].op == "call_function"] if named else []
         path = _module_path(n)
-        if path:
-            idx = [i for i, node in enumerate(fm.nodes) if fm.path.get(node.name) == path]
-            if idx:
-                end = len(fm.nodes)
-                for j in range(max(idx) + 1, len(fm.nodes)):
-                    p = fm.path.get(fm.nodes[j].name, "")
-                    if p and p != path and p in self.claimed:
-                        end = j
-                        break
-                cands = [fm.nodes[j].name for j in range(min(idx), end)
-                         if fm.nodes[j].op == "call_function" and _numel(fm.values.get(fm.nodes[j].name)) == want]
-                if cands:
-                    return cands[-1]
-        named = [r for r in _roots(n) if _numel(fm.values.get(r)) == want]
+        own = [node for node in fm.nodes if node.op == "call_function" and fm.path.get(node.name) == path
+               and comparable(_shape(fm.values.get(node.name)), want)] if path else []
+        if own:
+            last = own[-1]
+            # through the activations the op folds in: conv + ReLU compares with the ReLU's output
+            while len(last.users) == 1:
+                u = next(iter(last.users))
+                name = str(getattr(u.target, "__name__", u.target)).split(".")[0]
+                if u.op != "call_function" or name not in _FOLDED or not comparable(_shape(fm.values.get(u.name)), want):
+                    break
+                last = u
+            return last.name
         if named:
             return max(named, key=lambda r: fm.index.get(r, -1))
-        if _is(n, _MOVES) and src is not None:
-            return self.match(src)
         return None
 
 
@@ -329,7 +360,7 @@ def _real(t: torch.Tensor, qp: tuple[float, int] | None) -> torch.Tensor | None:
 
 
 def _snr(device: torch.Tensor, node: torch.fx.Node, ftensor: torch.Tensor | None) -> float | None:
-    if ftensor is None or ftensor.numel() != device.numel():
+    if ftensor is None or not comparable(list(ftensor.shape), list(device.shape)):
         return None
     real = _real(device, qparams(node))
     if real is None:
@@ -450,7 +481,7 @@ def debug_model(req: DebugRequest, tamper: Callable[[Any], None] | None = None) 
                        "with semihosting (QEMU, an FVP) or --board host")
     recorded, names = device_outputs(Path(outcome.etdump).read_bytes(), Path(outcome.debug_buffer).read_bytes())
     ep = edge_before_emit.exported_program()
-    nodes = instruction_nodes(ep.graph_module, _handle_map(program), recorded)
+    nodes = instruction_nodes(ep.graph_module, _handle_map(program), recorded, names)
     fm = FloatModel(model.module, sample)
     matcher = FloatMatcher(fm, ep.graph_module, list(ep.graph_signature.user_inputs))
     layers = build_layers(recorded, names, nodes, host, matcher, model.source)
