@@ -543,7 +543,8 @@ def test_kernels_compile_for_mve(tmp_path, flags):
     if nm:
         syms = subprocess.run([nm, *map(str, tmp_path.glob("*.o"))], capture_output=True, text=True).stdout
         for fn in ("emk_conv2d_s8_mve", "emk_depthwise_conv2d_s8_mve", "emk_linear_s8_mve", "emk_add_s8_mve", "emk_mul_s8_mve",
-                   "emk_lut_s8_mve", "emk_max_pool2d_s8_mve", "emk_avg_pool2d_s8_mve", "emk_batch_matmul_s8_mve", "emk_emlkit_avg_pool2d_s8_mve"):
+                   "emk_lut_s8_mve", "emk_max_pool2d_s8_mve", "emk_avg_pool2d_s8_mve", "emk_batch_matmul_s8_mve", "emk_emlkit_avg_pool2d_s8_mve",
+                   "emk_emlkit_resize_bilinear_s8_mve"):
             assert f" T {fn}" in syms, f"{fn} missing from the MVE build"
 
 
@@ -630,7 +631,8 @@ def test_mve_matches_portable_on_qemu(tmp_path):
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
     assert set(passed) == {"emk_conv2d_s8", "emk_depthwise_conv2d_s8", "emk_linear_s8", "emk_batch_matmul_s8", "emk_add_s8", "emk_mul_s8",
-                           "emk_lut_s8", "emk_max_pool2d_s8", "emk_avg_pool2d_s8", "emk_emlkit_avg_pool2d_s8", "emk_quantize_f32",
+                           "emk_lut_s8", "emk_max_pool2d_s8", "emk_avg_pool2d_s8", "emk_emlkit_avg_pool2d_s8", "emk_emlkit_resize_bilinear_s8",
+                           "emk_quantize_f32",
                            "emk_dequantize_f32"}, r.stdout
 
 

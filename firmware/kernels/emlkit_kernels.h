@@ -54,5 +54,11 @@ void emk_emlkit_resize_bilinear_s8_ref(const int8_t *in, int8_t *out, int32_t ba
 void emk_emlkit_resize_bilinear_s8(const int8_t *in, int8_t *out, int32_t batch, int32_t in_h, int32_t in_w,
                                    int32_t c, int32_t out_h, int32_t out_w, const int32_t *rows, const int32_t *cols,
                                    int32_t in_zp, int32_t out_zp, int32_t mult, int32_t shift);
+#if FW_HAVE_MVE
+void emk_emlkit_resize_bilinear_s8_mve(const int8_t *in, int8_t *out, int32_t batch, int32_t in_h, int32_t in_w,
+                                       int32_t c, int32_t out_h, int32_t out_w, const int32_t *rows,
+                                       const int32_t *cols, int32_t in_zp, int32_t out_zp, int32_t mult,
+                                       int32_t shift);
+#endif
 
 #endif
