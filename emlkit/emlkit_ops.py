@@ -31,6 +31,15 @@ module registers the ops; the passes that emit them import it.
   dtype: out[n, c, i, j] = x[n, c, rows[i], cols[j]], in x's memory format. The index tables are what
   torch's own kernel picks (its float index rule, which integer arithmetic does not reproduce for
   non-integer factors), computed on the host by emlkit/passes/int8_upsample.py.
+- `emlkit::upsample_bilinear2d(x, rows, cols, input_zero_point, output_zero_point, multiplier, shift)`: int8
+  bilinear resize of a 4-D tensor to any size with its own output qparams; rows (cols) holds one int32 triple
+  (i0, i1, w) per output row (column): the two input rows read and the weight of the second in units of 2^-11:
+      q   = x - zp_in
+      acc = (2^11 - wy) * ((2^11 - wx) * q[y0, x0] + wx * q[y0, x1]) + wy * ((2^11 - wx) * q[y1, x0] + wx * q[y1, x1])
+      y   = clamp(((acc * M + 2^(T-1)) >> T) + zp_out, -128, 127)      (round half up; |acc| <= 255 * 2^22)
+  with M / 2^T = s_in / (s_out * 2^22). emlkit/passes/emlkit_bilinear.py makes the tables from torch's own
+  source positions (its float64 kernel on a ramp), w = floor(lambda * 2^11 + 1/2), and replaces
+  `dequantize -> upsample_bilinear2d -> quantize` with it.
 - `emlkit::quantized_layer_norm(x, gain, bias, eps_term, shift, out_zero_point)`: int8 layer norm over
   the last dim in integer arithmetic (int32/int64 sums, an integer square root); see below.
   emlkit/passes/int8_layer_norm.py replaces `dequantize -> native_layer_norm -> quantize` with it.
@@ -288,3 +297,62 @@ def _avg_pool_impl(input: torch.Tensor, kernel_size: Sequence[int], stride: Sequ
     sums = F.avg_pool2d(input.to(torch.float64) - input_zero_point, k, s, divisor_override=1)
     out = _requant(sums.round().to(torch.int64), multiplier, shift, output_zero_point)
     return out.contiguous(memory_format=_memory_format(input))
+
+
+# ---------------------------------------------------------------- upsample_bilinear2d (int8, free output qparams)
+BILINEAR_BITS = 11       # weights in units of 2^-11: |acc| <= 255 * 2^22 stays in int32 on the device
+BILINEAR_ONE = 1 << BILINEAR_BITS
+
+lib.define("upsample_bilinear2d(Tensor x, Tensor rows, Tensor cols, int input_zero_point, int output_zero_point, "
+           "int multiplier, int shift) -> Tensor")
+lib.define("upsample_bilinear2d.out(Tensor x, Tensor rows, Tensor cols, int input_zero_point, int output_zero_point, "
+           "int multiplier, int shift, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def _check_bilinear_table(name: str, t: torch.Tensor, size: int) -> None:
+    if t.dtype != torch.int32 or t.dim() != 2 or t.shape[1] != 3:
+        raise ValueError(f"emlkit::upsample_bilinear2d: {name} must be an int32 [n, 3] table, got {t.dtype} "
+                         f"{list(t.shape)}")
+    if t.numel() and (t[:, :2].min() < 0 or t[:, :2].max() >= size or t[:, 2].min() < 0
+                      or t[:, 2].max() > BILINEAR_ONE):
+        raise ValueError(f"emlkit::upsample_bilinear2d: {name} has an index outside [0, {size}) or a weight outside "
+                         f"[0, {BILINEAR_ONE}]")
+
+
+def upsample_bilinear2d_reference(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, input_zero_point: int,
+                                  output_zero_point: int, multiplier: int, shift: int) -> torch.Tensor:
+    """The op's definition (module docstring), in int64; the output takes x's memory format."""
+    if x.dtype != torch.int8 or x.dim() != 4:
+        raise TypeError("emlkit::upsample_bilinear2d: expected a 4-D int8 input")
+    _check_requant("emlkit::upsample_bilinear2d", multiplier, shift)
+    _check_bilinear_table("rows", rows, x.shape[2])
+    _check_bilinear_table("cols", cols, x.shape[3])
+    r, c = rows.to(torch.int64), cols.to(torch.int64)
+    q = x.to(torch.int64) - input_zero_point
+    wy, wx = r[:, 2].view(1, 1, -1, 1), c[:, 2].view(1, 1, 1, -1)
+    tb = [q.index_select(2, r[:, k]) for k in (0, 1)]                            # [N, C, OH, W] each
+    corner = [[t.index_select(3, c[:, k]) for k in (0, 1)] for t in tb]          # [N, C, OH, OW] each
+    top = (BILINEAR_ONE - wx) * corner[0][0] + wx * corner[0][1]
+    bot = (BILINEAR_ONE - wx) * corner[1][0] + wx * corner[1][1]
+    acc = (BILINEAR_ONE - wy) * top + wy * bot
+    return _requant(acc, multiplier, shift, output_zero_point).contiguous(memory_format=_memory_format(x))
+
+
+@register_fake("emlkit::upsample_bilinear2d")
+def _bilinear_meta(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, input_zero_point: int,
+                   output_zero_point: int, multiplier: int, shift: int) -> torch.Tensor:
+    return torch.empty((x.shape[0], x.shape[1], rows.shape[0], cols.shape[0]), dtype=torch.int8, device=x.device,
+                       memory_format=_memory_format(x))
+
+
+@impl(lib, "upsample_bilinear2d", "CompositeExplicitAutograd")
+def _bilinear_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, input_zero_point: int,
+                   output_zero_point: int, multiplier: int, shift: int) -> torch.Tensor:
+    return upsample_bilinear2d_reference(x, rows, cols, input_zero_point, output_zero_point, multiplier, shift)
+
+
+@impl(lib, "upsample_bilinear2d.out", "CompositeExplicitAutograd")
+def _bilinear_out_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, input_zero_point: int,
+                       output_zero_point: int, multiplier: int, shift: int, *, out: torch.Tensor) -> torch.Tensor:
+    out.copy_(upsample_bilinear2d_reference(x, rows, cols, input_zero_point, output_zero_point, multiplier, shift))
+    return out

@@ -110,6 +110,9 @@ DATA_MOVEMENT = {
 CODES = (torch.int8, torch.int16, torch.uint8)   # dtypes of quantized codes
 # An index of the extreme: the same on codes as on their values (scales are positive); on floats, a float op.
 INDEX_ON_CODES = {"aten::argmax", "aten::argmin"}
+# Order statistics and selections whose integer result is exact on codes (emitted on codes only by
+# emlkit/passes/median_on_codes.py and masked_fill_on_codes.py, which give every value operand the output's grid).
+SELECT_ON_CODES = {"aten::median", "aten::where"}
 # Our own ops (emlkit/emlkit_ops.py): integer kernels only; a float tensor reaching one is a broken program.
 INTEGER_ONLY_NAMESPACES = {"emlkit"}
 # ops whose presence is how quantized data enters/leaves float (not compute).
@@ -178,6 +181,9 @@ def check_program(gm: torch.fx.GraphModule) -> ProgramCheck:
         if name is None or name in QDQ or name in DATA_MOVEMENT:
             continue
         if name in INDEX_ON_CODES and all(_dtype(a) in CODES for a in n.all_input_nodes):
+            continue
+        if name in SELECT_ON_CODES and all(_dtype(a) in CODES or _dtype(a) is torch.bool for a in n.all_input_nodes) \
+                and any(_dtype(a) in CODES for a in n.all_input_nodes):
             continue
         ns = name.split("::")[0]
         if ns in INTEGER_ONLY_NAMESPACES:

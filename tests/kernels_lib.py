@@ -133,6 +133,7 @@ class Kernels:
             "emk_softmax_s8": [P, P, i32, i32, i32, i32, i32, i32, i32],
             "emk_emlkit_softmax_s8": [P, P, i32, i32, i32, P, i32, i32, i32],
             "emk_emlkit_avg_pool2d_s8": [C.POINTER(QPool), P, P, i32, i32, i32, i32],
+            "emk_emlkit_resize_bilinear_s8": [P, P, i32, i32, i32, i32, i32, i32, P, P, i32, i32, i32, i32],
             "emk_minmax_any": [C.c_int, C.c_int, C.c_int, P, P, P, P, P, P],
             "emk_pad_any": [sz, P, P, P, P, P, P],
             "emk_transpose_any": [sz, C.c_int, P, P, P, P],

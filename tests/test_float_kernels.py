@@ -222,6 +222,10 @@ REDUCE = [
     case("median", "aten::median.dim_values aten::median.out",
          lambda s, x: (torch.median(x, 1)[0], *torch.median(x, 0, keepdim=True), torch.median(x), torch.median(x[:, :4])),
          lambda: (r(5, 7),)),
+    # integers (int8 codes after median_on_codes.py): the bisection path, ties everywhere in the second input
+    case("median_int", "aten::median.dim_values aten::median.out",
+         lambda s, i, j: (torch.median(i, 1)[0], torch.median(i), torch.median(j, 0, keepdim=True)[0], torch.median(j)),
+         lambda: (torch.randint(-128, 128, (5, 8), dtype=torch.int8), torch.randint(-3, 3, (6, 4), dtype=torch.int32))),
     case("cumsum", "aten::cumsum.out", lambda s, x, i: (torch.cumsum(x, 1), torch.cumsum(x, 0), torch.cumsum(i, 1)),
          lambda: (r(3, 7), torch.randint(-5, 5, (2, 6)))),
     case("log_softmax", "aten::_log_softmax.out", lambda s, x: (F.log_softmax(x, -1), F.log_softmax(x * 10, 0)), lambda: (r(3, 7),)),

@@ -543,7 +543,8 @@ def test_kernels_compile_for_mve(tmp_path, flags):
     if nm:
         syms = subprocess.run([nm, *map(str, tmp_path.glob("*.o"))], capture_output=True, text=True).stdout
         for fn in ("emk_conv2d_s8_mve", "emk_depthwise_conv2d_s8_mve", "emk_linear_s8_mve", "emk_add_s8_mve", "emk_mul_s8_mve",
-                   "emk_lut_s8_mve", "emk_max_pool2d_s8_mve", "emk_avg_pool2d_s8_mve", "emk_batch_matmul_s8_mve", "emk_emlkit_avg_pool2d_s8_mve"):
+                   "emk_lut_s8_mve", "emk_max_pool2d_s8_mve", "emk_avg_pool2d_s8_mve", "emk_batch_matmul_s8_mve", "emk_emlkit_avg_pool2d_s8_mve",
+                   "emk_emlkit_resize_bilinear_s8_mve"):
             assert f" T {fn}" in syms, f"{fn} missing from the MVE build"
 
 
@@ -630,7 +631,8 @@ def test_mve_matches_portable_on_qemu(tmp_path):
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
     assert set(passed) == {"emk_conv2d_s8", "emk_depthwise_conv2d_s8", "emk_linear_s8", "emk_batch_matmul_s8", "emk_add_s8", "emk_mul_s8",
-                           "emk_lut_s8", "emk_max_pool2d_s8", "emk_avg_pool2d_s8", "emk_emlkit_avg_pool2d_s8", "emk_quantize_f32",
+                           "emk_lut_s8", "emk_max_pool2d_s8", "emk_avg_pool2d_s8", "emk_emlkit_avg_pool2d_s8", "emk_emlkit_resize_bilinear_s8",
+                           "emk_quantize_f32",
                            "emk_dequantize_f32"}, r.stdout
 
 
@@ -702,3 +704,37 @@ def test_emlkit_avg_pool2d(K, seed, n, h, w, c, data, izp, ozp, in_scale, ratio)
     got = (want.astype(np.float64) - ozp) * out_scale
     inside = (want > -128) & (want < 127)
     assert np.abs(got - ref)[inside].max(initial=0.0) <= 0.5 * out_scale * (1 + 1e-6) + 1e-9
+
+
+@SETTINGS
+@given(seed=seeds, n=st.integers(1, 2), h=st.integers(1, 9), w=st.integers(1, 9), c=st.integers(1, 19),
+       oh=st.integers(1, 21), ow=st.integers(1, 21), align=st.booleans(), by_scale=st.booleans(),
+       izp=zps, ozp=zps, in_scale=st.floats(1e-3, 0.1), ratio=st.floats(1 / 8, 4.0))
+def test_emlkit_resize_bilinear(K, seed, n, h, w, c, oh, ow, align, by_scale, izp, ozp, in_scale, ratio):
+    """Bit-exact with the reference, NHWC and NCHW (c = 1, n * c images); and the reference is a bilinear
+    resize: within 1 int8 step of quantizing torch's float result with the output's qparams, for any output
+    size or scale factor, align_corners either way, and s_in / s_out up to the pass's MAX_SCALE_RATIO."""
+    import emlkit.emlkit_ops as eo
+    from emlkit.passes.emlkit_bilinear import source_tables
+
+    op = torch.ops.aten.upsample_bilinear2d.vec
+    args = (None, align, [oh / h, ow / w]) if by_scale else ([oh, ow], align, None)
+    rows, cols = source_tables(op, args, {}, h, w)
+    out_scale = in_scale * ratio
+    m, s = eo.multiplier_shift(in_scale / (out_scale * eo.BILINEAR_ONE ** 2))
+    x = s8(rng_from(seed), n, h, w, c)
+    want = torch_to_nhwc(torch.ops.emlkit.upsample_bilinear2d(nhwc_to_torch(x), rows, cols, izp, ozp, m, s))
+    OH, OW = rows.shape[0], cols.shape[0]
+    r, cl = rows.numpy().copy(), cols.numpy().copy()
+    for f in both(K, "emk_emlkit_resize_bilinear_s8"):
+        out = np.zeros((n, OH, OW, c), np.int8)
+        f(ptr(x), ptr(out), n, h, w, c, OH, OW, ptr(r), ptr(cl), izp, ozp, m, s)
+        np.testing.assert_array_equal(out, want)
+        planes = np.ascontiguousarray(x.transpose(0, 3, 1, 2)).reshape(n * c, h, w, 1)  # NCHW bytes
+        out_p = np.zeros((n * c, OH, OW, 1), np.int8)
+        f(ptr(planes), ptr(out_p), n * c, h, w, 1, OH, OW, ptr(r), ptr(cl), izp, ozp, m, s)
+        np.testing.assert_array_equal(out_p.reshape(n, c, OH, OW), want.transpose(0, 3, 1, 2))
+    xf = ((nhwc_to_torch(x).float() - izp) * in_scale).contiguous()
+    yf = op(xf, *args)
+    ref = torch.clamp(torch.round(yf / out_scale) + ozp, -128, 127).to(torch.int8)
+    assert np.abs(want.astype(np.int32) - torch_to_nhwc(ref).astype(np.int32)).max() <= 1

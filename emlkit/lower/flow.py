@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import torch
 
-from emlkit.errors import AotError, cause_chain
+from emlkit.errors import EXIT_UNSUPPORTED, AotError, cause_chain
 from emlkit.lower import Lowered, LowerOptions, bind_passes, pass_reports, run_program_checks
 from emlkit.lower.export import export_module, quantize
 from emlkit.targets import Target

@@ -39,4 +39,26 @@ void emk_emlkit_avg_pool2d_s8_mve(const qpool_params *p, const int8_t *in, int8_
                            int32_t mult, int32_t shift);
 #endif
 
+/* ---- emlkit::upsample_bilinear2d (emlkit_resize_bilinear_s8.c), NHWC (an NCHW tensor is NHWC with c = 1 and
+ * batch = N * C) ----
+ * rows: out_h triples (y0, y1, wy), cols: out_w triples (x0, x1, wx), indices inside the input, weights in
+ * [0, 2^11]. With q = x - in_zp:
+ * out = emlkit_requant_s8((2^11 - wy) * ((2^11 - wx) * q[y0][x0] + wx * q[y0][x1])
+ *                         + wy * ((2^11 - wx) * q[y1][x0] + wx * q[y1][x1]), mult, shift, out_zp). */
+#define EMLKIT_BILINEAR_BITS 11
+#define EMLKIT_BILINEAR_ONE (1 << EMLKIT_BILINEAR_BITS)
+void emk_emlkit_resize_bilinear_s8_ref(const int8_t *in, int8_t *out, int32_t batch, int32_t in_h, int32_t in_w,
+                                       int32_t c, int32_t out_h, int32_t out_w, const int32_t *rows,
+                                       const int32_t *cols, int32_t in_zp, int32_t out_zp, int32_t mult,
+                                       int32_t shift);
+void emk_emlkit_resize_bilinear_s8(const int8_t *in, int8_t *out, int32_t batch, int32_t in_h, int32_t in_w,
+                                   int32_t c, int32_t out_h, int32_t out_w, const int32_t *rows, const int32_t *cols,
+                                   int32_t in_zp, int32_t out_zp, int32_t mult, int32_t shift);
+#if FW_HAVE_MVE
+void emk_emlkit_resize_bilinear_s8_mve(const int8_t *in, int8_t *out, int32_t batch, int32_t in_h, int32_t in_w,
+                                       int32_t c, int32_t out_h, int32_t out_w, const int32_t *rows,
+                                       const int32_t *cols, int32_t in_zp, int32_t out_zp, int32_t mult,
+                                       int32_t shift);
+#endif
+
 #endif

@@ -162,8 +162,45 @@ static void red_float(rkind k, red_plan *p, const float *pa, const red_args *ra,
   *value = (k >= R_AMAX && k <= R_MIN) ? (double)best : acc;
   *index = at;
 }
+/* The lower median of integers (int8 codes after emlkit/passes/median_on_codes.py: the code of the median,
+ * dequantization being increasing) and its index, by red_median's rule (the first element equal to it). The
+ * (n - 1) / 2-th smallest is the least v with more than that many elements <= v: a bisection over
+ * [min, max], one counting walk per halving (8 walks for int8 codes), no scratch. */
+static size_t red_int_count_le(red_plan *p, const et_tensor *a, int64_t v) {
+  size_t le = 0;
+  red_inner(p);
+  for (size_t r = 0; r < p->rn; r++, et_iter_next(&p->inner)) le += aten_i64(a->dtype, a->data, p->inner.off) <= v;
+  return le;
+}
+static void red_int_median(red_plan *p, const et_tensor *a, int64_t *value, int64_t *index) {
+  const size_t k = p->rn ? (p->rn - 1) / 2 : 0;
+  int64_t lo = 0, hi = 0;
+  red_inner(p);
+  for (size_t r = 0; r < p->rn; r++, et_iter_next(&p->inner)) {
+    const int64_t x = aten_i64(a->dtype, a->data, p->inner.off);
+    if (r == 0 || x < lo) lo = x;
+    if (r == 0 || x > hi) hi = x;
+  }
+  while (lo < hi) { /* the answer stays in [lo, hi] */
+    const int64_t mid = lo + (int64_t)(((uint64_t)hi - (uint64_t)lo) / 2u);
+    if (red_int_count_le(p, a, mid) > k) hi = mid;
+    else lo = mid + 1;
+  }
+  *value = lo, *index = 0;
+  red_inner(p);
+  for (size_t r = 0; r < p->rn; r++, et_iter_next(&p->inner))
+    if (aten_i64(a->dtype, a->data, p->inner.off) == lo) {
+      *index = (int64_t)r;
+      return;
+    }
+}
+
 /* The same on integers and bools, exact in int64 (wrapping sums and products). */
 static void red_int(rkind k, red_plan *p, const et_tensor *a, int64_t *value, int64_t *index) {
+  if (k == R_MEDIAN) {
+    red_int_median(p, a, value, index);
+    return;
+  }
   uint64_t acc = k == R_PROD ? 1u : 0u;
   int64_t best = 0, at = 0;
   red_inner(p);
@@ -212,11 +249,11 @@ static void reduce(rkind k, const et_tensor *a, const red_args *ra, et_tensor *o
 
 /* Dtype rules: float32 in -> float32 out (argmax/argmin: int64 out; any:
  * bool out); integers and bools too for sum and prod (an integer out), the
- * extremes (out of the input's dtype) and any. */
+ * extremes and median (out of the input's dtype) and any. */
 ET_PREPARE static et_status red_dtypes(et_kernel_ctx *ctx, const char *op, rkind k, const et_tensor *a, const et_tensor *out,
                                        const et_tensor *indices) {
   et_status st;
-  const bool ints_ok = k != R_MEAN && k != R_VAR && k != R_MEDIAN;
+  const bool ints_ok = k != R_MEAN && k != R_VAR;
   const char *want = ints_ok ? "float32, an integer or bool" : "float32";
   if ((st = af_dtype(ctx, op, a, "self", a->dtype == ET_DT_FLOAT || (ints_ok && aten_is_int_dt(a->dtype)), want))) return st;
   if (k == R_ARGMAX || k == R_ARGMIN) return af_dtype(ctx, op, out, "out", out->dtype == ET_DT_LONG, "int64");

@@ -1,4 +1,4 @@
-/* Adapters for emlkit::softmax and emlkit::quantized_avg_pool2d, the ops with free output
+/* Adapters for emlkit::softmax, emlkit::quantized_avg_pool2d and emlkit::upsample_bilinear2d, the ops with free output
  * qparams (semantics: emlkit/emlkit_ops.py; the layout ops are in emlkit_ops.c).
  * prepare checks every bound the kernels' int64 arithmetic relies on. */
 #include "cortex_m_util.h"
@@ -7,6 +7,7 @@
 /* Argument slots (the operators' schemas in emlkit/emlkit_ops.py, out last). */
 enum { ESOFTMAX_IN, ESOFTMAX_EXP_TABLE, ESOFTMAX_DIM, ESOFTMAX_OUT_ZP, ESOFTMAX_MULT, ESOFTMAX_SHIFT, ESOFTMAX_OUT };
 enum { EAVG_IN, EAVG_KERNEL, EAVG_STRIDE, EAVG_IN_ZP, EAVG_OUT_ZP, EAVG_MULT, EAVG_SHIFT, EAVG_OUT };
+enum { EBIL_IN, EBIL_ROWS, EBIL_COLS, EBIL_IN_ZP, EBIL_OUT_ZP, EBIL_MULT, EBIL_SHIFT, EBIL_OUT };
 
 #define EMLKIT_EXP_ONE (1 << 22)
 #define EMLKIT_MAX_TAPS (1 << 16) /* |sum| <= 255 * 2^16 < 2^24, times mult < 2^31: within int64 */
@@ -102,5 +103,66 @@ et_status op_emlkit_quantized_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args
   const qpool_params p = {di[0], di[1], di[2], di[3], d_o[1], d_o[2], k[0], k[1], s[0], s[1], 0, 0};
   emk_emlkit_avg_pool2d_s8(&p, (const int8_t *)in->data, (int8_t *)out->data, cm_i(args, EAVG_IN_ZP), cm_i(args, EAVG_OUT_ZP),
                     cm_i(args, EAVG_MULT), cm_i(args, EAVG_SHIFT));
+  return ET_OK;
+}
+
+/* emlkit::upsample_bilinear2d.out(x, rows, cols, input_zero_point, output_zero_point, multiplier, shift, out):
+ * logical NCHW; input and output share one dim order, channels-last (the kernel's NHWC) or contiguous NCHW
+ * (NHWC with one channel and N * C images). Prepare checks every table entry once; eval trusts them. */
+static bool bil_nchw(const et_tensor *t) { return cm_layout_is(t, cm_contig_order); }
+
+ET_PREPARE static et_status bil_table(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const char *name,
+                                      int32_t out_len, int32_t in_len) {
+  CM_TRY(cm_dtype(ctx, op, t, name, ET_DT_INT));
+  if (t->dim != 2 || t->sizes[0] != out_len || t->sizes[1] != 3 || !t->data)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s must be an int32 [%ld, 3] table", op, name, (long)out_len);
+  const int32_t *v = (const int32_t *)t->data;
+  for (int32_t i = 0; i < out_len; i++) {
+    const int32_t i0 = v[3 * i], i1 = v[3 * i + 1], w = v[3 * i + 2];
+    if (i0 < 0 || i0 >= in_len || i1 < 0 || i1 >= in_len || w < 0 || w > EMLKIT_BILINEAR_ONE)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s[%ld] = (%ld, %ld, %ld): an index outside [0, %ld) or a weight "
+                     "outside [0, %d]", op, name, (long)i, (long)i0, (long)i1, (long)w, (long)in_len,
+                     EMLKIT_BILINEAR_ONE);
+  }
+  return ET_OK;
+}
+
+ET_PREPARE et_status op_emlkit_upsample_bilinear2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "emlkit::upsample_bilinear2d";
+  et_tensor *in, *rows, *cols, *out;
+  int32_t izp, ozp;
+  CM_TRY(cm_nargs(ctx, op, nargs, EBIL_OUT));
+  CM_TRY(cm_tensor(ctx, op, args, EBIL_IN, "x", false, &in));
+  CM_TRY(cm_tensor(ctx, op, args, EBIL_ROWS, "rows", false, &rows));
+  CM_TRY(cm_tensor(ctx, op, args, EBIL_COLS, "cols", false, &cols));
+  CM_TRY(cm_tensor(ctx, op, args, EBIL_OUT, "out", false, &out));
+  CM_TRY(cm_int(ctx, op, args, EBIL_IN_ZP, "input_zero_point", -128, 127, &izp));
+  CM_TRY(cm_int(ctx, op, args, EBIL_OUT_ZP, "output_zero_point", -128, 127, &ozp));
+  CM_TRY(requant_args(ctx, op, args, EBIL_MULT));
+  CM_TRY(cm_dtype(ctx, op, in, "x", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  CM_TRY(cm_rank(ctx, op, in, "x", 4));
+  CM_TRY(cm_rank(ctx, op, out, "out", 4));
+  if (!((cm_layout_is(in, cm_nhwc_order) && cm_layout_is(out, cm_nhwc_order)) || (bil_nchw(in) && bil_nchw(out))))
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: x and out must both be channels-last or both contiguous NCHW", op);
+  if (out->sizes[0] != in->sizes[0] || out->sizes[1] != in->sizes[1])
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out's batch and channels are not x's", op);
+  CM_TRY(bil_table(ctx, op, rows, "rows", out->sizes[2], in->sizes[2]));
+  return bil_table(ctx, op, cols, "cols", out->sizes[3], in->sizes[3]);
+}
+
+et_status op_emlkit_upsample_bilinear2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)nargs;
+  const et_tensor *const in = args[EBIL_IN]->u.t;
+  et_tensor *const out = args[EBIL_OUT]->u.t;
+  if (et_tensor_numel(out) == 0) return ET_OK;
+  const int32_t n = in->sizes[0], c = in->sizes[1];
+  /* prepare saw one of the two pairs; a tensor can be both (one channel, or a 1x1 map): ask both tensors */
+  const bool nchw = !(cm_layout_is(in, cm_nhwc_order) && cm_layout_is(out, cm_nhwc_order));
+  emk_emlkit_resize_bilinear_s8((const int8_t *)in->data, (int8_t *)out->data, nchw ? n * c : n, in->sizes[2],
+                                in->sizes[3], nchw ? 1 : c, out->sizes[2], out->sizes[3],
+                                (const int32_t *)args[EBIL_ROWS]->u.t->data,
+                                (const int32_t *)args[EBIL_COLS]->u.t->data, cm_i(args, EBIL_IN_ZP),
+                                cm_i(args, EBIL_OUT_ZP), cm_i(args, EBIL_MULT), cm_i(args, EBIL_SHIFT));
   return ET_OK;
 }

@@ -266,6 +266,28 @@ static long trial_emlkit_avgpool(int t) {
                emk_emlkit_avg_pool2d_s8_mve(&p, g_in, g_b, izp, ozp, m, s));
 }
 
+/* emlkit::upsample_bilinear2d: NHWC, channel counts around the 4-lane tail, up- and downscales; row and
+   column tables with weights anywhere in [0, 2^11], end rows read twice */
+#define g_rows g_mult /* the requant arrays, unused here: DTCM is nearly full */
+#define g_cols g_shift
+static void bilinear_table(int32_t *t, int32_t n_out, int32_t n_in) {
+  for (int32_t i = 0; i < n_out; i++) {
+    const int32_t i0 = rr(0, n_in - 1);
+    t[3 * i] = i0, t[3 * i + 1] = i0 + 1 < n_in ? i0 + 1 : i0, t[3 * i + 2] = rr(0, EMLKIT_BILINEAR_ONE);
+  }
+}
+static long trial_emlkit_bilinear(int t) {
+  const int32_t nb = rr(1, 2), h = rr(1, 9), w = rr(1, 9), c = t % 3 == 2 ? rr(17, 90) : rr(1, 16);
+  const int32_t side = c > 16 ? 16 : 32, oh = rr(1, side), ow = rr(1, side); /* outputs within BUF */
+  bilinear_table(g_rows, oh, h);
+  bilinear_table(g_cols, ow, w);
+  fill(g_in, (size_t)nb * h * w * c);
+  const size_t n = (size_t)nb * oh * ow * c;
+  const int32_t izp = rr(-128, 127), ozp = rr(-128, 127), m = rr(1 << 30, 0x7fffffff), s = rr(20, 40);
+  return CHECK(n, emk_emlkit_resize_bilinear_s8_ref(g_in, g_a, nb, h, w, c, oh, ow, g_rows, g_cols, izp, ozp, m, s),
+               emk_emlkit_resize_bilinear_s8_mve(g_in, g_b, nb, h, w, c, oh, ow, g_rows, g_cols, izp, ozp, m, s));
+}
+
 static void selftest(void) {
   run_trials("emk_conv2d_s8", 2 * TRIALS, trial_conv);
   run_trials("emk_depthwise_conv2d_s8", 2 * TRIALS, trial_dwconv);
@@ -281,6 +303,7 @@ static void selftest(void) {
   run_trials("emk_max_pool2d_s8", TRIALS, trial_maxpool);
   run_trials("emk_avg_pool2d_s8", TRIALS, trial_avgpool);
   run_trials("emk_emlkit_avg_pool2d_s8", TRIALS, trial_emlkit_avgpool);
+  run_trials("emk_emlkit_resize_bilinear_s8", TRIALS, trial_emlkit_bilinear);
 }
 #endif
 

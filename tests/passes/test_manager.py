@@ -23,8 +23,9 @@ EXPECTED = {
                   "SplitBatchedMatmul", "ChannelsLastEverywhere"],
     "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                        "OwnOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
-    "pre_edge": ["LutFusion", "ScalarOpsAsTables", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "EmlkitAvgPool",
-                 "ExplicitNpuClamp", "NpuPoolZeroPoint", "NpuA16w8ConvRescale"],
+    "pre_edge": ["LutFusion", "ScalarOpsAsTables", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
+                 "MaskedFillOnCodes", "EmlkitAvgPool", "EmlkitBilinear", "ExplicitNpuClamp", "NpuPoolZeroPoint",
+                 "NpuA16w8ConvRescale"],
     "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
     "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
     "check": ["VerifyProgram"],
@@ -49,7 +50,8 @@ CORTEX_M = {
     "pre_quant": _only(EXPECTED["pre_quant"], "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                        "SplitBatchedMatmul"),
     "quantizer_hook": _only(EXPECTED["quantizer_hook"], "Int8MatmulOnU55", "NpuSoftmaxRanges", "NpuHardswishFloor"),
-    "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "EmlkitAvgPool"],
+    "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
+                 "MaskedFillOnCodes", "EmlkitAvgPool", "EmlkitBilinear"],
     "program": EXPECTED["program"],
     "post": EXPECTED["post"],
     "check": EXPECTED["check"],
@@ -83,8 +85,8 @@ def test_pipeline_follows_the_options() -> None:
     m55 = get_target("cortex-m55")
     got = pipeline(make_options(lut_fusion=False, explicit_layout=True), m55)
     assert got == {**CORTEX_M, "pre_quant": _only(CORTEX_M["pre_quant"], "ChannelsLastEverywhere"),
-                   "pre_edge": ["ScalarOpsAsTables", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes",
-                                "EmlkitAvgPool"]}
+                   "pre_edge": ["ScalarOpsAsTables", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
+                                "MaskedFillOnCodes", "EmlkitAvgPool", "EmlkitBilinear"]}
     # Portable-kernel cores keep the one-channel depthwise; a16w8 NPU targets get their own fixes.
     assert "DepthwiseOneChannelAsConv" not in pipeline(make_options(), get_target("cortex-m3"))["program"]
     a16 = pipeline(make_options(), get_target("ethos-u55-128-a16w8"))

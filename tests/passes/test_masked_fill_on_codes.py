@@ -1,0 +1,62 @@
+"""masked_fill_on_codes.py: masked_fill / where with a scalar fill select int8 codes (Cortex-M): the same outputs
+as the program with the float select, no float op, and a fill outside the input's range is not clipped."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from emlkit import reference
+from emlkit.passes.masked_fill_on_codes import MaskedFillOnCodes
+from pass_graphs import installed, assert_pipelines, lowered, program_ops
+
+
+class Fill(torch.nn.Module):
+    def __init__(self, form: str, value: float) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.l, self.form, self.value = torch.nn.Linear(8, 12), form, value
+        self.register_buffer("mask", torch.rand(5, 12, generator=torch.Generator().manual_seed(1)) > 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.l(x)
+        if self.form == "masked_fill":
+            return y.masked_fill(self.mask, self.value)
+        if self.form == "where_other":
+            return torch.where(self.mask, y, self.value)
+        return torch.where(self.mask, self.value, y)
+
+
+@pytest.mark.parametrize("form, value", [("masked_fill", 0.0), ("masked_fill", 5.0), ("where_other", -1.5),
+                                         ("where_self", 0.25)])
+def test_select_on_codes(form: str, value: float) -> None:
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(3))
+    low, opts = lowered(Fill(form, value), x, "cortex-m55")
+    assert installed(opts, MaskedFillOnCodes).report()["rewritten"]
+    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
+    assert not any("scalar_tensor" in o or "full" in o for o in program_ops(low))
+    ref, _ = lowered(Fill(form, value), x, "cortex-m55", drop=("MaskedFillOnCodes",), allow_float=True)
+    assert any("scalar_tensor" in o for o in program_ops(ref))
+    (a,), (b,) = reference.run_lowered(low.edge, (x,)), reference.run_lowered(ref.edge, (x,))
+    assert torch.equal(a, b)
+    # The fill comes back within half an output step: 5.0 lies outside the Linear's outputs.
+    mask = Fill(form, value).mask
+    filled = a[mask] if form != "where_other" else a[~mask]
+    scales = [float(n.args[1]) for n in low.quantized.graph.nodes if n.op == "call_function"
+              and n.target is torch.ops.quantized_decomposed.dequantize_per_tensor.default]
+    assert (filled - value).abs().max() <= scales[-1] / 2 + 1e-6
+
+
+def test_tensor_fill_is_left_alone() -> None:
+    class TensorFill(Fill):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.l(x)
+            return torch.where(self.mask, y, -y)
+
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(2))
+    _, opts = lowered(TensorFill("", 0.0), x, "cortex-m55", allow_float=True)
+    assert installed(opts, MaskedFillOnCodes).report()["rewritten"] == []
+
+
+def test_pipelines() -> None:
+    assert_pipelines(MaskedFillOnCodes, on=("cortex-m55", "cortex-m4"), off=("ethos-u55-128",))
