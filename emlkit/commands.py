@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from emlkit.errors import EXIT_FIT, AotError
 from emlkit.requests import (HOST, BoardRef, CompileRequest, DebugRequest, EvaluateRequest, ExportRequest, FlashRequest,
@@ -138,40 +138,22 @@ def fit_check(res: Any, board: BoardRef | None) -> dict[str, Any]:
     return fit
 
 
-def run_cmd(req: RunRequest) -> int:
-    from emlkit.run import run_model
+def _library(module: str, func: str) -> Callable[[Any], int]:
+    """The command that hands its request to MODULE.FUNC (imported when the command runs: startup stays fast)."""
+    def cmd(req: Any) -> int:
+        import importlib
 
-    return run_model(req)
+        return int(getattr(importlib.import_module(module), func)(req))
 
-
-def evaluate_cmd(req: EvaluateRequest) -> int:
-    from emlkit.evaluate import evaluate_model
-
-    return evaluate_model(req)
+    return cmd
 
 
-def debug_cmd(req: DebugRequest) -> int:
-    from emlkit.debug import debug_cmd as run_debug
-
-    return run_debug(req)
-
-
-def export_cmd(req: ExportRequest) -> int:
-    from emlkit.deploy.export import export_model
-
-    return export_model(req)
-
-
-def inspect_cmd(req: InspectRequest) -> int:
-    from emlkit.etdump import cmd_inspect
-
-    return cmd_inspect(req)
-
-
-def flash_cmd(req: FlashRequest) -> int:
-    from emlkit.deploy.flash import flash
-
-    return flash(req)
+run_cmd: Callable[[RunRequest], int] = _library("emlkit.run", "run_model")
+evaluate_cmd: Callable[[EvaluateRequest], int] = _library("emlkit.evaluate", "evaluate_model")
+debug_cmd: Callable[[DebugRequest], int] = _library("emlkit.debug", "debug_cmd")
+export_cmd: Callable[[ExportRequest], int] = _library("emlkit.deploy.export", "export_model")
+inspect_cmd: Callable[[InspectRequest], int] = _library("emlkit.etdump", "cmd_inspect")
+flash_cmd: Callable[[FlashRequest], int] = _library("emlkit.deploy.flash", "flash")
 
 
 def suite_cmd(argv: list[str]) -> int:

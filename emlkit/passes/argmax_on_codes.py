@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from emlkit.passes.graph import DQ_TARGETS, NodeRewrite, per_tensor_qparams
+from emlkit.passes.graph import NodeRewrite, increasing_dequantize
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -27,11 +27,8 @@ class ArgmaxOnCodes(NodeRewrite):
     what = "argmax/argmin on int8 codes"
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        dq = n.args[0]
-        if not isinstance(dq, torch.fx.Node) or dq.target not in DQ_TARGETS or not per_tensor_qparams(dq):
-            return False
-        scale = dq.args[1]
-        if not isinstance(scale, (int, float)) or scale <= 0:
+        dq = increasing_dequantize(n.args[0])
+        if dq is None:
             return False
         n.replace_input_with(dq, dq.args[0])
         return True

@@ -127,6 +127,15 @@ def per_tensor_qparams(node: torch.fx.Node) -> bool:
     return isinstance(scale, float) and isinstance(zp, int) and dtype in (torch.int8, torch.int16)
 
 
+def increasing_dequantize(arg: object) -> torch.fx.Node | None:
+    """ARG when it is a per-tensor dequantize with a positive scale (dequantization keeps the order of codes, so
+    order statistics of the values are those of the codes), else None."""
+    if not isinstance(arg, torch.fx.Node) or arg.target not in DQ_TARGETS or not per_tensor_qparams(arg):
+        return None
+    scale = arg.args[1]
+    return arg if isinstance(scale, (int, float)) and scale > 0 else None
+
+
 def copy_region_meta(src: torch.fx.Node, dst: torch.fx.Node) -> None:
     """Give a node that replaces a q/dq region the region's provenance and value meta (val included)."""
     for k in ("stack_trace", "nn_module_stack", "source_fn_stack", "val", "tensor_meta"):

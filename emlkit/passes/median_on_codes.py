@@ -20,7 +20,7 @@ import operator
 
 import torch
 
-from emlkit.passes.graph import DQ_TARGETS, NodeRewrite, copy_meta, per_tensor_qparams
+from emlkit.passes.graph import NodeRewrite, copy_meta, increasing_dequantize
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -39,11 +39,8 @@ class MedianOnCodes(NodeRewrite):
     what = "median on int8 codes"
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        dq = n.args[0]
-        if not isinstance(dq, torch.fx.Node) or dq.target not in DQ_TARGETS or not per_tensor_qparams(dq):
-            return False
-        scale = dq.args[1]
-        if not isinstance(scale, (int, float)) or scale <= 0:
+        dq = increasing_dequantize(n.args[0])
+        if dq is None:
             return False
         g = gm.graph
         if n.target is aten.median.default:
