@@ -11,7 +11,9 @@ not run on the device here (run it with `emlkit run` and the option named). Reme
 - int16 activations (a16w8): the whole model on the target's a16w8 variant where one exists (per-layer mixed
   precision is not supported);
 - the layer in float: the worst layer's module left unquantized (its ops run in float on the CPU between a
-  dequantize and a quantize, `--allow-float`).
+  dequantize and a quantize, `--allow-float`). Where ExecuTorch 1.5.1's Cortex-M lowering cannot lower a float
+  conv between quantized ones, the gain is measured on the quantize-dequantize models (PT2E's conversion with
+  our passes, which compute what the programs would, in float) of the layer quantized and not, and said so.
 """
 
 from __future__ import annotations
@@ -53,6 +55,19 @@ def output_snr(model: LoadedModel, target: Target, options: Any, calibration: li
     lowered, tosa = lower_model(model, target, options, calibration, work)
     with torch.no_grad():
         got = reference.run_lowered(lowered.edge, sample, tosa)
+        want = flatten_outputs(model.module(*sample))
+    return min(c["snr_db"] for c in compare(want, got))
+
+
+def simulated_snr(model: LoadedModel, target: Target, options: Any, calibration: list[tuple[torch.Tensor, ...]],
+                  sample: tuple[torch.Tensor, ...]) -> float:
+    """The lowest output SNR of the quantize-dequantize model (what the program computes, in float arithmetic)."""
+    from emlkit.compile import flow_for
+    from emlkit.numerics import compare, flatten_outputs
+
+    with torch.no_grad():
+        sim = flow_for(target).simulate(model.module, model.inputs, calibration, target, options)
+        got = flatten_outputs(sim(*sample))
         want = flatten_outputs(model.module(*sample))
     return min(c["snr_db"] for c in compare(want, got))
 
@@ -156,12 +171,29 @@ def suggest(model: LoadedModel, target: Target, options: Any, calibration: list[
         flt.quantizer_hooks.append(keep_module_float(module, record))
         rem = _try("the layer in float", f"module {module} unquantized (--allow-float)",
                    lambda: output_snr(model, target, flt, calibration, sample, work / "float_layer"), base)
-        if rem.output_snr_db is not None and not record:
+        if rem.output_snr_db is None:
+            rem = _simulated_float_layer(rem, model, target, opts, flt, calibration, sample)
+        if not record:
             rem = Remedy(rem.name, rem.change, None, note=f"no node of module {module} reached the quantizer")
         out.append(rem)
     else:
         out.append(Remedy("the layer in float", "-", None, note="the worst layer belongs to no submodule"))
     return base, out
+
+
+def _simulated_float_layer(failed: Remedy, model: LoadedModel, target: Target, opts: Any, flt: Any,
+                           calibration: list[tuple[torch.Tensor, ...]], sample: tuple[torch.Tensor, ...]) -> Remedy:
+    """When the program with the layer in float does not compile: the gain measured on the quantize-dequantize
+    models of both (the same arithmetic as the programs, in float), said as such."""
+    try:
+        base = simulated_snr(model, target, opts, calibration, sample)
+        snr = simulated_snr(model, target, flt, calibration, sample)
+    except Exception as exc:  # the simulation goes through the same quantizer: it may fail the same way
+        return Remedy(failed.name, failed.change, None, note=f"{failed.note}; no simulation either: "
+                      f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    return Remedy(failed.name, failed.change, snr, snr - base,
+                  note=f"measured on the quantize-dequantize model (as compiled there: {base:.1f} dB): the program "
+                       f"{failed.note}")
 
 
 def print_remedies(base: float, remedies: list[Remedy], layer: str) -> None:

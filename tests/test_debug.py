@@ -166,4 +166,6 @@ def test_suggest_measures_each_remedy(tmp_path: Path, digits_host: DebugReport) 
     assert "already per channel" in by["per-channel weights"]["note"]
     assert "no a16w8 variant" in by["int16 activations (a16w8)"]["note"]
     flt = by["the layer in float"]
-    assert (flt["output_snr_db"] is None) == bool(flt["note"]), flt
+    # measured on the program, or (when ExecuTorch cannot lower it) on the quantize-dequantize model, said so
+    assert isinstance(flt["output_snr_db"], float), flt
+    assert not flt["note"] or flt["note"].startswith("measured on the quantize-dequantize model"), flt

@@ -83,4 +83,5 @@ class _CortexM(Flow):
 
 
 # lower(module, inputs, calibration, target, options) -> Lowered: the steps of emlkit/lower/flow.py.
-lower = _CortexM().lower
+_FLOW = _CortexM()
+lower, simulate = _FLOW.lower, _FLOW.simulate

@@ -239,4 +239,5 @@ class _EthosU(Flow):
 
 
 # lower(module, inputs, calibration, target, options) -> Lowered: the steps of emlkit/lower/flow.py.
-lower = _EthosU().lower
+_FLOW = _EthosU()
+lower, simulate = _FLOW.lower, _FLOW.simulate

@@ -41,6 +41,16 @@ class Flow:
                 options: LowerOptions) -> tuple[Any, dict[str, Any]]:
         raise NotImplementedError
 
+    def simulate(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                 calibration: list[tuple[torch.Tensor, ...]], target: Target, options: LowerOptions
+                 ) -> torch.fx.GraphModule:
+        """The quantize-dequantize model lower() builds before ExecuTorch's lowering (the PT2E conversion with our
+        passes): it computes what the program would in float arithmetic, also where the lowering refuses."""
+        with self.workspace(target, options) as ws:
+            module, inputs, calibration = self.prepare(module, inputs, calibration, options)
+            bind_passes(options, target)
+            return quantize(module, inputs, calibration, self.quantizer(ws, target, options), target, options)
+
     def lower(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
               calibration: list[tuple[torch.Tensor, ...]], target: Target, options: LowerOptions) -> Lowered:
         try:
