@@ -223,13 +223,9 @@ static et_status mm_eval(uint8_t rank, et_value **args) {
   }
   return ET_OK;
 }
-ET_PREPARE et_status aten_mm_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return mm_prepare(ctx, "aten::mm.out", 2, args, nargs);
-}
+OP_PREPARE(aten_mm_out, mm_prepare, "aten::mm.out", 2)
 et_status aten_mm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return mm_eval(2, args); }
-ET_PREPARE et_status aten_bmm_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return mm_prepare(ctx, "aten::bmm.out", 3, args, nargs);
-}
+OP_PREPARE(aten_bmm_out, mm_prepare, "aten::bmm.out", 3)
 et_status aten_bmm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return mm_eval(3, args); }
 
 /* addmm(self, mat1, mat2, beta, alpha, out): beta * self + alpha * mat1 @ mat2, self broadcast to [M, N]. */

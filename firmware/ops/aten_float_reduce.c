@@ -300,7 +300,8 @@ ET_PREPARE static et_status reduce_prepare(et_kernel_ctx *ctx, const char *op, r
   return ET_OK;
 }
 
-static et_status reduce_adapter(rkind k, bool all_dims, et_value **args, uint32_t nargs) {
+static et_status reduce_adapter(et_kernel_ctx *ctx, const char *op, rkind k, bool all_dims, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)op;
   const et_tensor *const a = args[RED_SELF]->u.t;
   const red_layout l = k_layout[k];
   red_args ra;
@@ -312,14 +313,7 @@ static et_status reduce_adapter(rkind k, bool all_dims, et_value **args, uint32_
 }
 
 /* Each overload's entry points (named in aten_float_ops.def): eval fn, prepare fn##_prepare. */
-#define REDUCE_OP(fn, name, k, all)                                               \
-  et_status fn(et_kernel_ctx *c, et_value **a, uint32_t n) {                      \
-    (void)c;                                                                      \
-    return reduce_adapter(k, all, a, n);                                          \
-  }                                                                               \
-  ET_PREPARE et_status fn##_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { \
-    return reduce_prepare(c, name, k, all, a, n);                                 \
-  }
+#define REDUCE_OP(fn, name, k, all) OP_ENTRIES(fn, reduce_adapter, reduce_prepare, name, k, all)
 REDUCE_OP(aten_sum_intlist_out, "aten::sum.IntList_out", R_SUM, false)
 REDUCE_OP(aten_mean_dtype_out, "aten::mean.dtype_out", R_MEAN, false)
 REDUCE_OP(aten_prod_int_out, "aten::prod.int_out", R_PROD, false)
@@ -390,9 +384,7 @@ ET_PREPARE static et_status along_prepare(et_kernel_ctx *ctx, const char *op, bo
   return ET_OK;
 }
 
-ET_PREPARE et_status aten_cumsum_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return along_prepare(ctx, "aten::cumsum.out", true, args, nargs);
-}
+OP_PREPARE(aten_cumsum_out, along_prepare, "aten::cumsum.out", true)
 et_status aten_cumsum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const et_tensor *const a = args[ALONG_SELF]->u.t;
   et_tensor *const out = args[ALONG_OUT]->u.t;
@@ -417,9 +409,7 @@ et_status aten_cumsum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return ET_OK;
 }
 
-ET_PREPARE et_status aten_log_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return along_prepare(ctx, "aten::_log_softmax.out", false, args, nargs);
-}
+OP_PREPARE(aten_log_softmax_out, along_prepare, "aten::_log_softmax.out", false)
 /* x - max - log(sum(exp(x - max))) per row */
 et_status aten_log_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const float *pa = args[ALONG_SELF]->u.t->data;

@@ -6,6 +6,7 @@
 
 #include <math.h>
 
+#include "op_entry.h"
 #include "runtime.h"
 
 /* Walks logical indices in row-major order and tracks a memory offset (in
