@@ -272,11 +272,11 @@ static void slice_bounds(const et_value *sv, const et_value *ev, int64_t n, int6
 ET_PREPARE et_status aten_slice_scatter_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::slice_scatter.out";
   et_tensor *a = NULL, *src = NULL, *out = NULL;
-  int64_t d64 = 0, step = 0, start = 0, len = 0;
+  int64_t step = 0, start = 0, len = 0;
   uint8_t dim = 0;
   et_status st;
   if ((st = self_out_same(ctx, op, args, nargs, 8, &a, &out)) || (st = aten_tensor(ctx, op, args, SSC_SRC, &src)) ||
-      (st = same_dtype(ctx, op, src, out)) || (st = aten_int(ctx, op, args, SSC_DIM, &d64)) || (st = aten_dim(ctx, op, d64, a->dim, &dim)) ||
+      (st = same_dtype(ctx, op, src, out)) || (st = aten_dim_arg(ctx, op, args, SSC_DIM, a->dim, &dim)) ||
       (st = aten_int(ctx, op, args, SSC_STEP, &step)) || (st = af_same_shape(ctx, op, out, "out", a)))
     return st;
   if (a->dim == 0 || step <= 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: needs rank >= 1 and step > 0", op);
@@ -311,12 +311,11 @@ et_status aten_slice_scatter_out(et_kernel_ctx *ctx, et_value **args, uint32_t n
 ET_PREPARE et_status aten_split_with_sizes_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::split_with_sizes_copy.out";
   et_tensor *a = NULL;
-  int64_t d64 = 0;
   uint8_t dim = 0;
   uint32_t n = 0;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, SPLIT_SELF, &a)) || (st = af_int_list(ctx, op, args, SPLIT_SIZES, false, &n)) ||
-      (st = aten_int(ctx, op, args, SPLIT_DIM, &d64)) || (st = aten_dim(ctx, op, d64, a->dim, &dim)))
+      (st = aten_dim_arg(ctx, op, args, SPLIT_DIM, a->dim, &dim)))
     return st;
   if (args[SPLIT_OUT]->tag != ET_TAG_TENSOR_LIST || args[SPLIT_OUT]->u.list.len != n)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out is not a list of %u tensors", op, (unsigned)n);
@@ -357,10 +356,9 @@ et_status aten_split_with_sizes_copy_out(et_kernel_ctx *ctx, et_value **args, ui
 /* (self, dim, index, ..., out): out of self's dtype, dim in range, an int64 or int32 index. */
 ET_PREPARE static et_status dim_index_head(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
                                            et_tensor **a, uint8_t *dim, et_tensor **idx, et_tensor **out) {
-  int64_t d64 = 0;
   et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, want, a, out)) || (st = aten_int(ctx, op, args, DIMIDX_DIM, &d64)) ||
-      (st = aten_dim(ctx, op, d64, (*a)->dim, dim)) || (st = aten_tensor(ctx, op, args, DIMIDX_INDEX, idx)))
+  if ((st = self_out_same(ctx, op, args, nargs, want, a, out)) || (st = aten_dim_arg(ctx, op, args, DIMIDX_DIM, (*a)->dim, dim)) ||
+      (st = aten_tensor(ctx, op, args, DIMIDX_INDEX, idx)))
     return st;
   return af_index_dtype(ctx, op, *idx, "index");
 }

@@ -128,14 +128,19 @@ static inline et_status aten_dim(et_kernel_ctx *ctx, const char *op, int64_t d, 
   *out = (uint8_t)(d < 0 ? d + r : d);
   return ET_OK;
 }
+/* Argument i, an int, as a dim of a tensor of `rank`, normalised into [0, rank). */
+static inline et_status aten_dim_arg(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, uint8_t rank, uint8_t *dim) {
+  int64_t d64 = 0;
+  et_status st = aten_int(ctx, op, args, i, &d64);
+  return st ? st : aten_dim(ctx, op, d64, rank, dim);
+}
 /* The (self, ..., dim, ..., out) head: aten_self_out, then argument idim as a dim of self, normalised into [0, rank). */
 static inline et_status aten_self_dim_out(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
                                           uint32_t idim, uint32_t iout, et_tensor **self, et_tensor **out, uint8_t *dim) {
   et_status st;
-  int64_t d64 = 0;
   *dim = 0;
-  if ((st = aten_self_out(ctx, op, args, nargs, want, iout, self, out)) || (st = aten_int(ctx, op, args, idim, &d64))) return st;
-  return aten_dim(ctx, op, d64, (*self)->dim, dim);
+  if ((st = aten_self_out(ctx, op, args, nargs, want, iout, self, out))) return st;
+  return aten_dim_arg(ctx, op, args, idim, (*self)->dim, dim);
 }
 static inline bool aten_same_shape(const et_tensor *a, const et_tensor *b) {
   if (a->dim != b->dim) return false;
