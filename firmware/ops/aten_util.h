@@ -57,9 +57,9 @@ static inline et_status aten_tensor(et_kernel_ctx *ctx, const char *op, et_value
   return ET_OK;
 }
 static inline et_status aten_int(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, int64_t *v) {
-  *v = 0;
+  if (v) *v = 0; /* v NULL: only the kind is checked */
   if (args[i]->tag != ET_TAG_INT) return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u is not an int", op, (unsigned)i);
-  *v = args[i]->u.i;
+  if (v) *v = args[i]->u.i;
   return ET_OK;
 }
 /* The (self, ..., out) head most prepare functions start with: the argument
