@@ -500,9 +500,8 @@ ET_PREPARE et_status aten_native_layer_norm_out_prepare(et_kernel_ctx *ctx, et_v
   const char *op = "aten::native_layer_norm.out";
   et_tensor *a = NULL, *out = NULL;
   uint32_t k = 0;
-  double eps = 0;
   et_status st = norm_head(ctx, op, args, nargs, 9, LN_OUT0, 1, &a, &out);
-  if (st || (st = af_int_list(ctx, op, args, LN_NORMALIZED_SHAPE, false, &k)) || (st = aten_scalar(ctx, op, args, LN_EPS, &eps, NULL)))
+  if (st || (st = af_int_list(ctx, op, args, LN_NORMALIZED_SHAPE, false, &k)) || (st = af_scalar(ctx, op, args, LN_EPS)))
     return st;
   if (k == 0 || k > a->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: normalized_shape has %u dims for a rank-%u input", op, (unsigned)k, a->dim);
   int32_t m = 1;
@@ -573,11 +572,10 @@ ET_PREPARE et_status aten_native_group_norm_out_prepare(et_kernel_ctx *ctx, et_v
   const char *op = "aten::native_group_norm.out";
   et_tensor *a = NULL, *out = NULL, *w = NULL, *b = NULL;
   int64_t n = 0, c = 0, hw = 0, g = 0;
-  double eps = 0;
   et_status st;
   if ((st = norm_head(ctx, op, args, nargs, 12, GN_OUT0, 2, &a, &out)) || (st = aten_int(ctx, op, args, GN_N, &n)) ||
       (st = aten_int(ctx, op, args, GN_C, &c)) || (st = aten_int(ctx, op, args, GN_HXW, &hw)) ||
-      (st = aten_int(ctx, op, args, GN_GROUP, &g)) || (st = aten_scalar(ctx, op, args, GN_EPS, &eps, NULL)) ||
+      (st = aten_int(ctx, op, args, GN_GROUP, &g)) || (st = af_scalar(ctx, op, args, GN_EPS)) ||
       (st = affine_check(ctx, op, args, GN_WEIGHT, &w, &b, a->sizes[1])))
     return st;
   if (n != a->sizes[0] || c != a->sizes[1] || hw * n * c != (int64_t)et_tensor_numel(a) || g <= 0 || c % g != 0)
@@ -615,12 +613,11 @@ et_status aten_native_group_norm_out(et_kernel_ctx *ctx, et_value **args, uint32
 ET_PREPARE et_status aten_native_batch_norm_legit_no_training_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::_native_batch_norm_legit_no_training.out";
   et_tensor *a = NULL, *out = NULL, *w = NULL, *b = NULL;
-  double eps = 0;
   et_status st;
   if ((st = norm_head(ctx, op, args, nargs, 11, BN_OUT0, 2, &a, &out)) ||
       (st = affine_check(ctx, op, args, BN_WEIGHT, &w, &b, a->sizes[1])) ||
       (st = affine_check(ctx, op, args, BN_RUNNING_MEAN, &w, &b, a->sizes[1])) || (st = af_scalar(ctx, op, args, BN_MOMENTUM)) ||
-      (st = aten_scalar(ctx, op, args, BN_EPS, &eps, NULL)))
+      (st = af_scalar(ctx, op, args, BN_EPS)))
     return st;
   if (w == NULL || b == NULL) return et_fail(ctx, ET_E_INVALID_ARG, "%s: running_mean and running_var are required", op);
   return stats_check(ctx, op, args, BN_OUT1, (size_t)a->sizes[1], true);
@@ -646,11 +643,10 @@ ET_PREPARE et_status aten_native_batch_norm_legit_no_stats_out_prepare(et_kernel
   const char *op = "aten::_native_batch_norm_legit.no_stats_out";
   et_tensor *a = NULL, *out = NULL, *w = NULL, *b = NULL;
   bool training = false;
-  double eps = 0;
   et_status st;
   if ((st = norm_head(ctx, op, args, nargs, 10, BNS_OUT, 2, &a, &out)) ||
       (st = affine_check(ctx, op, args, BNS_WEIGHT, &w, &b, a->sizes[1])) || (st = af_bool(ctx, op, args, BNS_TRAINING, &training)) ||
-      (st = af_scalar(ctx, op, args, BNS_MOMENTUM)) || (st = aten_scalar(ctx, op, args, BNS_EPS, &eps, NULL)))
+      (st = af_scalar(ctx, op, args, BNS_MOMENTUM)) || (st = af_scalar(ctx, op, args, BNS_EPS)))
     return st;
   if (!training) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: training=False without running statistics", op);
   return stats_check(ctx, op, args, BNS_SAVE_MEAN, (size_t)a->sizes[1], false);
