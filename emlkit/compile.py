@@ -48,6 +48,14 @@ def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_f
     return opts
 
 
+def program_cache_dir(root: Path, target: str, lut_fusion: bool = True, explicit_layout: bool = False,
+                      allow_float: bool = False) -> Path:
+    """Where programs compiled with these options are kept under `root`, one folder per target and option set
+    (compile_model's cache key covers the rest). The tests' cache (build/test-programs) and `emlkit suite`
+    share this layout, so ./scripts/test.sh's quick suite reuses what the tests compiled."""
+    return root / target / f"lut{int(lut_fusion)}-el{int(explicit_layout)}-af{int(allow_float)}"
+
+
 def flow_for(target: Target) -> Any:
     if target.flow == "cortex_m":
         from emlkit.lower import cortex_m

@@ -103,6 +103,7 @@ class SuiteRequest:
     out: Path
     timeout: float
     verbose: bool = False
+    programs: Path | None = None     # the compiled-program cache (None: out/programs)
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import logging
 import math
@@ -73,9 +72,10 @@ def _fvp_on_path() -> bool:
     return any(shutil.which(b) for b in ("FVP_Corstone_SSE-300_Ethos-U55", "FVP_Corstone_SSE-300_Ethos-U65", "FVP_Corstone_SSE-320"))
 
 
-def run_case(case: Case, outdir: str, timeout: float) -> Row:
-    """Compile (cached), run and check one case; never raises for a case-level failure."""
-    from emlkit.compile import compile_model, make_options
+def run_case(case: Case, programs: str, timeout: float) -> Row:
+    """Compile (cached under `programs`), run and check one case; never raises for a case-level failure."""
+    from emlkit.compile import compile_model, make_options, program_cache_dir
+    from emlkit.locks import held
     from emlkit.run import execute
 
     t0 = time.monotonic()
@@ -83,12 +83,10 @@ def run_case(case: Case, outdir: str, timeout: float) -> Row:
     try:
         # Without LUT fusion, pointwise chains stay partly in float by design: that is the comparison.
         opts = make_options(lut_fusion=case.lut_fusion, allow_float=not case.lut_fusion)
-        progdir = Path(outdir) / "programs" / ("lut" if case.lut_fusion else "nolut")
-        # One compile per model and target: rows on several boards (a core and its stand-in) wait
-        # for it and reuse the cached program instead of writing the same files twice at once.
-        progdir.mkdir(parents=True, exist_ok=True)
-        with open(progdir / f".{case.model}_{case.target}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        progdir = program_cache_dir(Path(programs), case.target, lut_fusion=case.lut_fusion, allow_float=not case.lut_fusion)
+        # One compile per model and target: rows on several boards (a core and its stand-in), and the tests
+        # when they share the folder, wait for it and reuse the cached program (the lock tests/conftest.py takes).
+        with held(progdir / case.model):
             try:
                 cres = compile_model(case.model, case.target, progdir, options=opts, reuse_cache=True)
             except AotError as err:
@@ -233,6 +231,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--quick", action="store_true", help=f"models {','.join(QUICK_MODELS)} only (a few minutes)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--out", default="out/suite")
+    ap.add_argument("--programs", default=None,
+                    help="where compiled programs are cached (default OUT/programs; ./scripts/test.sh gives the tests' "
+                         "cache, build/test-programs, to reuse what they compiled)")
     ap.add_argument("--timeout", type=float, default=300.0, help="per-run simulator timeout in seconds")
     ap.add_argument("-v", "--verbose", action="store_true")
     return ap
@@ -250,7 +251,8 @@ def request(argv: list[str] | None = None) -> SuiteRequest:
     if sim == "auto":
         sim = "fvp" if _fvp_on_path() else "qemu"
     boards = args.boards.split(",") if args.boards else None
-    return SuiteRequest(names, targets, boards, sim, args.jobs, Path(args.out), args.timeout, args.verbose)
+    return SuiteRequest(names, targets, boards, sim, args.jobs, Path(args.out), args.timeout, args.verbose,
+                        Path(args.programs) if args.programs else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -320,7 +322,7 @@ def _run_cases(cases: list[Case], req: SuiteRequest, console: Any) -> list[Row]:
                   TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal) as prog:
         task = prog.add_task("suite", total=len(cases))
         with ProcessPoolExecutor(max_workers=max(1, req.jobs)) as pool:
-            futs = {pool.submit(run_case, c, str(req.out), req.timeout): c for c in cases}
+            futs = {pool.submit(run_case, c, str(req.programs or req.out / "programs"), req.timeout): c for c in cases}
             for fut in as_completed(futs):
                 row = fut.result()
                 rows.append(row)

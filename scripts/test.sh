@@ -29,4 +29,6 @@ SLOW=0
 if [ "${1:-}" = "--slow" ]; then SLOW=1; shift; fi
 run_pytest "${XDIST[@]}" -m "not slow" -q --durations=25 "$@"
 if [ "$SLOW" -eq 1 ]; then run_pytest "${XDIST[@]}" -m "slow" -q "$@"; fi
-./test_cortex_m.sh --quick
+# The quick suite compiles into the tests' program cache: the programs pytest compiled (same options, same
+# cache key) are reused, not compiled again.
+./test_cortex_m.sh --quick --programs "${AOT_TEST_CACHE:-$ROOT/build/test-programs}"

@@ -19,11 +19,10 @@ CACHE = Path(os.environ.get("AOT_TEST_CACHE", ROOT / "build" / "test-programs"))
 def compile_cached(model: str, target: str, lut_fusion: bool = True, explicit_layout: bool = False,
                    allow_float: bool = False):
     """Compile (or reuse) MODEL for TARGET; returns emlkit.compile.CompileResult."""
-    from emlkit.compile import compile_model, make_options
+    from emlkit.compile import compile_model, make_options, program_cache_dir
 
-    variant = f"lut{int(lut_fusion)}-el{int(explicit_layout)}-af{int(allow_float)}"
     opts = make_options(lut_fusion, explicit_layout, allow_float)
-    out = CACHE / target / variant
+    out = program_cache_dir(CACHE, target, lut_fusion, explicit_layout, allow_float)
     with held(out / Path(model).stem):  # parallel workers: one compiles, the other then reuses it
         return compile_model(model, target, out, options=opts, reuse_cache=True)
 

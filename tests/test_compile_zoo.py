@@ -33,10 +33,22 @@ SNR_FLOOR = {
 
 def _params():
     # The newer zoo models (models.NEW_MODELS) has its own per-target expectations in tests/test_zoo_targets.py.
+    # Cortex-M85 programs are the Cortex-M55 ones byte for byte (one flow, one ISA; the test below checks it on
+    # M85_FAST): the other M85 rows compile them again, so they run in the slow pass.
     for m in (m for m in models.ZOO if m not in models.NEW_MODELS):
         for t in TARGETS:
-            marks = [pytest.mark.slow] if m == "mobilenet_v2" or t == "ethos-u85-256" else []
-            yield pytest.param(m, t, marks=marks, id=f"{m}-{t}")
+            slow = m == "mobilenet_v2" or t == "ethos-u85-256" or (t == "cortex-m85" and m not in M85_FAST)
+            yield pytest.param(m, t, marks=[pytest.mark.slow] if slow else [], id=f"{m}-{t}")
+
+
+M85_FAST = ("conv_relu", "softmax")
+
+
+@pytest.mark.parametrize("model", M85_FAST)
+def test_cortex_m85_program_is_the_cortex_m55_program(compiled, model: str) -> None:
+    m55, m85 = compiled(model, "cortex-m55"), compiled(model, "cortex-m85")
+    assert m85.pte.read_bytes() == m55.pte.read_bytes()
+    assert m85.report["ops"] == m55.report["ops"] and m85.report["target"] == "cortex-m85"
 
 
 @pytest.mark.parametrize("model,target", list(_params()))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from emlkit.hostfw import cmake_binary
-from emlkit.deploy.export import (c_array, expand_generators, export_compiled, program_facts, registration,
-                               source_closure)
+from emlkit.deploy.export import (c_array, c_symbols, expand_generators, export_compiled, included_macros, program_facts,
+                               registration, source_closure)
 from emlkit.errors import AotError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -254,3 +254,24 @@ def test_generating_macros_expand_like_the_preprocessor() -> None:
     exp = expand_generators(text)
     assert 'int op_conv_prepare(int x) { return check("ns::conv", CONV, "CONV"); }' in exp
     assert "op_only_one_prepare" not in exp
+
+
+def test_generating_macros_of_included_headers_expand_nested_and_variadic(tmp_path: Path) -> None:
+    # A file's own entry macro that is a header's variadic one, which is two others (firmware/ops/op_entry.h's
+    # shape): every entry point it defines is found, through a header reached by another header.
+    (tmp_path / "entry.h").write_text(
+        '#define PREP(fn, check, ...) int fn##_prepare(int c) { return check(c, __VA_ARGS__); }\n'
+        '#define EVAL(fn, run, ...) int fn(int c) { return run(c, __VA_ARGS__); }\n'
+        '#define BOTH(fn, run, check, ...) EVAL(fn, run, __VA_ARGS__) PREP(fn, check, __VA_ARGS__)\n')
+    (tmp_path / "util.h").write_text('#include "entry.h"\n')
+    src = tmp_path / "ops.c"
+    src.write_text('#include "util.h"\n#define MY_OP(fn, name, k) BOTH(fn, my_run, my_check, name, k)\n'
+                   'MY_OP(op_add, "ns::add", ADD)\nPREP(op_mul, mul_check, "ns::mul", f(1, 2))\n'
+                   'static int helper(int c) { return MY_OP_NOT(c); }\n')
+    defined, used = c_symbols(src)
+    assert defined == {"op_add", "op_add_prepare", "op_mul_prepare"}
+    assert {"my_run", "my_check", "mul_check"} <= used
+    headers = included_macros(src, ())
+    assert "#define BOTH(" in headers and "#define MY_OP(" not in headers
+    # with an argument list that does not fit, nothing is made
+    assert expand_generators("BOTH(op_bad)\n", headers) == "BOTH(op_bad)\n"

@@ -133,9 +133,17 @@ def test_cli_compile_and_run_exit_4_with_one_line(tmp_path: Path) -> None:
 
 
 @needs_qemu
-def test_suite_row_is_a_skip_naming_why(tmp_path: Path) -> None:
+def test_suite_row_is_a_skip_naming_why(compiled) -> None:
+    from conftest import CACHE
+
+    from emlkit.compile import program_cache_dir
     from emlkit.suite import Case, run_case
 
-    row = run_case(Case("conv_relu", "cortex-m0plus", "microbit", "qemu"), str(tmp_path), 120)
+    # the tests' program cache, as ./scripts/test.sh's quick suite uses it: the program is compiled once
+    row = run_case(Case("conv_relu", "cortex-m0plus", "microbit", "qemu"), str(CACHE), 120)
     assert row.status == "SKIP" and "does not fit microbit: ram needs" in row.reason
     assert row.count is None  # nothing ran, nothing measured
+    # the suite's program is where the tests' fixture looks, and the fixture reuses it without compiling again
+    pte = program_cache_dir(CACHE, "cortex-m0plus") / "conv_relu_cortex-m0plus.pte"
+    written = pte.stat().st_mtime_ns
+    assert compiled("conv_relu", "cortex-m0plus").pte == pte and pte.stat().st_mtime_ns == written

@@ -73,33 +73,122 @@ def _c_text(path: Path) -> str:
 
 
 _MACRO = re.compile(r"^#define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+_INCLUDE = re.compile(r'^#include[ \t]+"([^"]+)"', re.M)
+_MAX_NESTING = 8   # macros that expand to other generating macros (a file's own one to op_entry.h's)
 
 
-def expand_generators(text: str) -> str:
-    """`text` plus the expansion of each top-level call of a function-like macro defined in it (e.g.
-    cortex_m_conv.c's CONV_OP(name, ...), which defines two entry points per call): enough for
-    _DEFINITION to see the functions they define: parameters
-    substituted, `#param` stringified (joined to a string literal just before it), `##` pasted."""
-    out = [text]
+def _parse_macros(text: str) -> dict[str, tuple[list[str], str]]:
+    """name -> (parameters, body) of each function-like macro defined in `text` (`...` as __VA_ARGS__)."""
+    macros = {}
     for m in _MACRO.finditer(text):
-        name, params = m.group(1), [p.strip() for p in m.group(2).split(",")]
-        body = "\n".join(line.rstrip("\\").strip() for line in m.group(3).split("\n"))
-        for call in re.finditer(rf"^{name}\(([^\n]*)\)[ \t]*;?[ \t]*$", text, re.M):
-            args = [a.strip() for a in call.group(1).split(",")]
-            if len(args) != len(params):
-                continue
-            exp = body
-            for param, arg in zip(params, args):
-                exp = re.sub(rf'"([^"\\\n]*)"\s*(?<!#)#\s*{param}\b', lambda q: f'"{q.group(1)}{arg}"', exp)
-                exp = re.sub(rf"(?<!#)#\s*{param}\b(?!\s*#)", f'"{arg}"', exp)
-                exp = re.sub(rf"\b{param}\b", arg, exp)
-            out.append(re.sub(r"\s*##\s*", "", exp))
+        params = [p.strip() for p in m.group(2).split(",")]
+        params = ["__VA_ARGS__" if p == "..." else p for p in params]
+        macros[m.group(1)] = (params, "\n".join(line.rstrip("\\").strip() for line in m.group(3).split("\n")))
+    return macros
+
+
+def _split_args(text: str) -> list[str]:
+    """A call's arguments, split at the commas outside parentheses."""
+    args, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "," and depth == 0:
+            args.append("".join(cur).strip())
+            cur = []
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur.append(ch)
+    args.append("".join(cur).strip())
+    return args
+
+
+def _substitute(body: str, params: list[str], args: list[str]) -> str | None:
+    """The body with the call's arguments in place: `#p` stringified (joined to a string literal just before
+    it), `##` pasted; None when the argument count does not fit."""
+    if params and params[-1] == "__VA_ARGS__":
+        if len(args) < len(params) - 1:
+            return None
+        args = args[:len(params) - 1] + [", ".join(args[len(params) - 1:])]
+    elif len(args) != len(params):
+        return None
+    values = dict(zip(params, args))
+    names = "|".join(re.escape(p) for p in values)
+    # one pass, so an argument that spells another parameter's name is not substituted again
+    token = re.compile(rf'"([^"\\\n]*)"\s*(?<!#)#\s*({names})\b|(?<!#)#\s*({names})\b(?!\s*#)|\b({names})\b')
+
+    def one(q: re.Match) -> str:
+        if q.group(2):
+            return f'"{q.group(1)}{values[q.group(2)]}"'
+        if q.group(3):
+            return f'"{values[q.group(3)]}"'
+        return values[q.group(4)]
+    return re.sub(r"\s*##\s*", "", token.sub(one, body))
+
+
+def _calls(name: str, text: str, top_level: bool) -> list[str]:
+    """The argument texts of the calls of macro `name` in `text`: at a line's start only for a file's own text
+    (its top-level calls), anywhere in an expansion."""
+    found = []
+    head = re.compile(rf"^{name}\(" if top_level else rf"(?<![\w#]){name}\(", re.M)
+    for m in head.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += (text[i] == "(") - (text[i] == ")")
+            i += 1
+        if depth == 0 and (not top_level or "\n" not in text[m.end():i]):
+            found.append(text[m.end():i - 1])
+    return found
+
+
+def expand_generators(text: str, header_macros: str = "") -> str:
+    """`text` plus the expansion of each top-level call of a function-like macro defined in it or in
+    `header_macros` (the #define lines of the headers it includes; e.g. cortex_m_conv.c's CONV_OP(name, ...),
+    which is op_entry.h's OP_ENTRIES, which defines two entry points per call): enough for _DEFINITION to see
+    the functions they define. Expansions are expanded again, up to _MAX_NESTING levels."""
+    macros = {**_parse_macros(header_macros), **_parse_macros(text)}
+    out = [text]
+    todo = [(_MACRO.sub("", text), True)]   # the definitions' own bodies are not calls
+    for _ in range(_MAX_NESTING):
+        nxt = []
+        for chunk, top in todo:
+            for name, (params, body) in macros.items():
+                for call in _calls(name, chunk, top):
+                    exp = _substitute(body, params, _split_args(call))
+                    if exp is not None:
+                        out.append(exp)
+                        nxt.append((exp, False))
+        if not nxt:
+            break
+        todo = nxt
     return "\n".join(out)
+
+
+def included_macros(path: Path, dirs: tuple[Path, ...]) -> str:
+    """The #define lines of the local headers `path` includes, directly or through other headers, found next
+    to it or in `dirs`: where the generating macros its entry points use may live (firmware/ops/op_entry.h)."""
+    seen: set[Path] = set()
+    defines: list[str] = []
+    todo = [path]
+    while todo:
+        src = todo.pop()
+        raw = src.read_text()
+        if src != path:
+            defines += [m.group(0) for m in _MACRO.finditer(_COMMENT.sub(" ", raw))]
+        for inc in _INCLUDE.findall(raw):
+            for d in (src.parent, *dirs):
+                h = (d / inc).resolve()
+                if h.is_file() and h not in seen:
+                    seen.add(h)
+                    todo.append(h)
+                    break
+    return "\n".join(defines)
+
+
+_HEADER_DIRS = (FIRMWARE / "ops", FIRMWARE / "kernels", FIRMWARE / "runtime", FIRMWARE / "include")
 
 
 def c_symbols(path: Path) -> tuple[set[str], set[str]]:
     """(functions a C file defines with external linkage, identifiers it mentions)."""
-    text = expand_generators(_c_text(path))
+    text = expand_generators(_c_text(path), included_macros(path, _HEADER_DIRS))
     defined = {m.group("name") for m in _DEFINITION.finditer(text)
                if "static" not in m.group("head").split() and m.group("name") not in ("if", "for", "while", "switch")}
     return defined, set(_IDENT.findall(text))

@@ -227,9 +227,7 @@ typedef struct {
   int32_t shift[4];     /* 80 */
 } conv_k16_args;
 
-K_ASM_LOOP(conv_k16_group, const conv_k16_args) {
-  __asm volatile(
-      K_ASM_SAVE
+K_ASM_LOOP(conv_k16_group, const conv_k16_args,
       "mov r12, r0\n"
       "ldr r3, [r12, #12]\n"
       "vctp.8 r3\n" /* p0: the K bytes of a row, for the whole loop */
@@ -280,9 +278,7 @@ K_ASM_LOOP(conv_k16_group, const conv_k16_args) {
       "vmin.s32 q4, q4, q7\n"
       "vstrb.32 q4, [r5]\n"
       "add r5, r7\n"
-      "le lr, 1b\n"
-      K_ASM_RESTORE);
-}
+      "le lr, 1b\n")
 
 static void conv_k16(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                      const int32_t *shift, int8_t *out, const int32_t *beff) {
@@ -333,9 +329,7 @@ typedef struct {
   int32_t hi[4];        /* 64 */
 } conv_pix_args;
 
-K_ASM_LOOP(conv_pixel_groups, conv_pix_args) {
-  __asm volatile(
-      K_ASM_SAVE
+K_ASM_LOOP(conv_pixel_groups, conv_pix_args,
       "mov r10, r0\n"
       "ldr r9, [r10, #28]\n"
       "ldr r12, [r10, #8]\n"
@@ -389,9 +383,7 @@ K_ASM_LOOP(conv_pixel_groups, conv_pix_args) {
       "ldr r0, [r10, #24]\n"
       "subs r0, #1\n"
       "str r0, [r10, #24]\n"
-      "bne 1b\n"
-      K_ASM_RESTORE);
-}
+      "bne 1b\n")
 
 static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                       const int32_t *shift, int8_t *out, const int32_t *beff, int8_t *row) {

@@ -154,9 +154,7 @@ typedef struct {
   int32_t hi[4];     /* 80 */
 } dw_run_args;
 
-K_ASM_LOOP(dw_run16, const dw_run_args) {
-  __asm volatile(
-      K_ASM_SAVE
+K_ASM_LOOP(dw_run16, const dw_run_args,
       "ldr r1, [r0, #0]\n"
       "ldr r3, [r0, #8]\n"
       "ldr r4, [r0, #12]\n"
@@ -251,9 +249,7 @@ K_ASM_LOOP(dw_run16, const dw_run_args) {
       "ldr r2, [r0, #20]\n"
       "add r3, r2\n"
       "subs r4, #1\n"
-      "bne 1b\n"
-      K_ASM_RESTORE);
-}
+      "bne 1b\n")
 
 /* Valid kernel rows [lo, hi) of output row/column o. */
 static inline void dw_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n,

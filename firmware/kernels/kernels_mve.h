@@ -7,11 +7,15 @@
 #if FW_HAVE_MVE
 #include <arm_mve.h>
 
-/* Hand-scheduled MVE loops are naked functions taking their argument block in r0; entry and exit save and
- * restore what AAPCS says a callee keeps (r4-r11, lr, d8-d15). `a` is only read by the asm. */
-#define K_ASM_LOOP(name, args_t) __attribute__((naked, noinline)) static void name(args_t *a __attribute__((unused)))
+/* A hand-scheduled MVE loop: a naked function `name` taking its argument block in r0, whose body is the asm
+ * text given (string literals). The frame is written here once: entry and exit save and restore what AAPCS
+ * says a callee keeps (r4-r11, lr, d8-d15). `a` is only read by the asm. */
 #define K_ASM_SAVE "push {r4-r11, lr}\n" "vpush {d8-d15}\n"
 #define K_ASM_RESTORE "vpop {d8-d15}\n" "pop {r4-r11, pc}\n"
+#define K_ASM_LOOP(name, args_t, ...)                                                \
+  __attribute__((naked, noinline)) static void name(args_t *a __attribute__((unused))) { \
+    __asm volatile(K_ASM_SAVE __VA_ARGS__ K_ASM_RESTORE);                            \
+  }
 
 /* Vector twin of k_requantize for lanes with 0 <= mult and -31 <= shift <= 0
  * (the only case the callers send here; others take the scalar path).

@@ -503,11 +503,10 @@ static void cat_plan(cat_state *cs, et_value **args) {
 ET_PREPARE et_status aten_cat_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::cat";
   et_tensor *out = NULL;
-  int64_t dim64 = 0;
   uint8_t dim = 0;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 4)) || (st = aten_tensor(ctx, op, args, CAT_OUT, &out)) ||
-      (st = aten_int(ctx, op, args, CAT_DIM, &dim64)) || (st = aten_dim(ctx, op, dim64, out->dim, &dim)))
+      (st = aten_dim_arg(ctx, op, args, CAT_DIM, out->dim, &dim)))
     return st;
   if (args[CAT_TENSORS]->tag != ET_TAG_TENSOR_LIST) return et_fail(ctx, ET_E_INVALID_ARG, "%s: first argument is not a tensor list", op);
   int64_t at = 0;
@@ -598,10 +597,10 @@ static void slice_plan(slice_state *ss, et_value **args) {
 ET_PREPARE et_status aten_slice_copy_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::slice_copy";
   et_tensor *self = NULL, *out = NULL;
-  int64_t dim64 = 0, step = 0;
+  int64_t step = 0;
   uint8_t dim = 0;
   et_status st;
-  if ((st = self_out_args(ctx, op, args, nargs, 7, SLICE_OUT, &self, &out)) || (st = aten_int(ctx, op, args, SLICE_DIM, &dim64)) || (st = aten_dim(ctx, op, dim64, self->dim, &dim)) ||
+  if ((st = self_out_args(ctx, op, args, nargs, 7, SLICE_OUT, &self, &out)) || (st = aten_dim_arg(ctx, op, args, SLICE_DIM, self->dim, &dim)) ||
       (st = aten_int(ctx, op, args, SLICE_STEP, &step)))
     return st;
   if (self->dim == 0 || step <= 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: needs rank >= 1 and step > 0", op);

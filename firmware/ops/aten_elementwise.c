@@ -113,13 +113,8 @@ static et_status binary_adapter(et_kernel_ctx *ctx, const char *op, binop k, boo
 }
 
 /* Each overload's entry points (named in aten_ops.def): adapter fn, prepare fn##_prepare. */
-#define BINARY_OP(fn, name, k, has_alpha, scalar_other)                                                    \
-  et_status fn(et_kernel_ctx *c, et_value **a, uint32_t n) {                                               \
-    return binary_adapter(c, name, k, has_alpha, scalar_other, a, n);                                      \
-  }                                                                                                        \
-  ET_PREPARE et_status fn##_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) {                          \
-    return binary_prepare(c, name, k, has_alpha, scalar_other, a, n);                                      \
-  }
+#define BINARY_OP(fn, name, k, has_alpha, scalar_other) \
+  OP_ENTRIES(fn, binary_adapter, binary_prepare, name, k, has_alpha, scalar_other)
 BINARY_OP(aten_add_out, "aten::add.out", OP_ADD, true, false)
 BINARY_OP(aten_sub_out, "aten::sub.out", OP_SUB, true, false)
 BINARY_OP(aten_mul_out, "aten::mul.out", OP_MUL, false, false)
@@ -186,9 +181,7 @@ static et_status unary(unop k, const et_tensor *a, et_tensor *out, double lo, bo
   return ET_OK;
 }
 
-ET_PREPARE et_status aten_relu_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return unary_prepare(ctx, "aten::relu", U_CLAMP, args, nargs);
-}
+OP_PREPARE(aten_relu_out, unary_prepare, "aten::relu", U_CLAMP)
 et_status aten_relu_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return unary(U_CLAMP, args[UN_SELF]->u.t, args[UN_OUT]->u.t, 0, true, 0, false);
 }
@@ -225,16 +218,12 @@ ET_PREPARE et_status aten_clamp_out_prepare(et_kernel_ctx *ctx, et_value **args,
 }
 et_status aten_clamp_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return bounded(args); }
 
-ET_PREPARE et_status aten_sigmoid_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return unary_prepare(ctx, "aten::sigmoid", U_SIGMOID, args, nargs);
-}
+OP_PREPARE(aten_sigmoid_out, unary_prepare, "aten::sigmoid", U_SIGMOID)
 et_status aten_sigmoid_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return unary(U_SIGMOID, args[UN_SELF]->u.t, args[UN_OUT]->u.t, 0, false, 0, false);
 }
 
-ET_PREPARE et_status aten_tanh_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return unary_prepare(ctx, "aten::tanh", U_TANH, args, nargs);
-}
+OP_PREPARE(aten_tanh_out, unary_prepare, "aten::tanh", U_TANH)
 et_status aten_tanh_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return unary(U_TANH, args[UN_SELF]->u.t, args[UN_OUT]->u.t, 0, false, 0, false);
 }

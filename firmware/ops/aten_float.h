@@ -48,10 +48,10 @@ static inline const et_tensor *af_opt_tensor_get(const et_value *v) { return v->
 /* An int[] argument (int[]? too when `optional`: *n = 0 for None). */
 ET_PREPARE static inline et_status af_int_list(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, bool optional,
                                                uint32_t *n) {
-  *n = 0;
+  if (n) *n = 0; /* n NULL: only the kind is checked */
   if (optional && args[i]->tag == ET_TAG_NONE) return ET_OK;
   if (args[i]->tag != ET_TAG_INT_LIST) return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u is not an int list", op, (unsigned)i);
-  *n = args[i]->u.list.len;
+  if (n) *n = args[i]->u.list.len;
   return ET_OK;
 }
 /* `t` must have rank `dim` and these sizes. */

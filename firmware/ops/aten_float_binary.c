@@ -249,13 +249,7 @@ static inline __attribute__((always_inline)) et_status binary_adapter(et_kernel_
 }
 
 /* Each overload's entry points (named in aten_float_ops.def): eval fn, prepare fn##_prepare. */
-#define BINARY_OP(fn, name, k, has_mode)                                          \
-  et_status fn(et_kernel_ctx *c, et_value **a, uint32_t n) {                      \
-    return binary_adapter(c, name, k, has_mode, a, n);                            \
-  }                                                                               \
-  ET_PREPARE et_status fn##_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { \
-    return binary_prepare(c, name, k, has_mode, a, n);                            \
-  }
+#define BINARY_OP(fn, name, k, has_mode) OP_ENTRIES(fn, binary_adapter, binary_prepare, name, k, has_mode)
 BINARY_OP(aten_maximum_out, "aten::maximum.out", B_MAX, false)
 BINARY_OP(aten_minimum_out, "aten::minimum.out", B_MIN, false)
 BINARY_OP(aten_div_out_mode, "aten::div.out_mode", B_DIV_TRUNC, true)

@@ -223,13 +223,9 @@ static et_status mm_eval(uint8_t rank, et_value **args) {
   }
   return ET_OK;
 }
-ET_PREPARE et_status aten_mm_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return mm_prepare(ctx, "aten::mm.out", 2, args, nargs);
-}
+OP_PREPARE(aten_mm_out, mm_prepare, "aten::mm.out", 2)
 et_status aten_mm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return mm_eval(2, args); }
-ET_PREPARE et_status aten_bmm_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return mm_prepare(ctx, "aten::bmm.out", 3, args, nargs);
-}
+OP_PREPARE(aten_bmm_out, mm_prepare, "aten::bmm.out", 3)
 et_status aten_bmm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return mm_eval(3, args); }
 
 /* addmm(self, mat1, mat2, beta, alpha, out): beta * self + alpha * mat1 @ mat2, self broadcast to [M, N]. */
@@ -349,8 +345,6 @@ static et_status tri_geom_make(et_kernel_ctx *ctx, const char *op, et_value **ar
 ET_PREPARE et_status aten_trilinear_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::_trilinear.out";
   et_tensor *out = NULL;
-  uint32_t n = 0;
-  int64_t unroll = 0;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 10)) || (st = af_f32_arg(ctx, op, args, TRI_OUT, "out", &out))) return st;
   for (uint32_t j = TRI_I1; j <= TRI_I3; j++) {
@@ -358,8 +352,8 @@ ET_PREPARE et_status aten_trilinear_out_prepare(et_kernel_ctx *ctx, et_value **a
     if ((st = af_f32_arg(ctx, op, args, j, j == TRI_I1 ? "i1" : j == TRI_I2 ? "i2" : "i3", &t))) return st;
   }
   for (uint32_t j = TRI_EXPAND1; j <= TRI_SUMDIM; j++)
-    if ((st = af_int_list(ctx, op, args, j, false, &n))) return st;
-  if ((st = aten_int(ctx, op, args, TRI_UNROLL_DIM, &unroll))) return st;
+    if ((st = af_int_list(ctx, op, args, j, false, NULL))) return st;
+  if ((st = aten_int(ctx, op, args, TRI_UNROLL_DIM, NULL))) return st; /* unroll_dim only tunes PyTorch's loop */
   tri_geom g;
   if ((st = tri_geom_make(ctx, op, args, &g))) return st;
   int32_t want[ET_MAX_DIM];

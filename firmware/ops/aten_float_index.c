@@ -272,11 +272,11 @@ static void slice_bounds(const et_value *sv, const et_value *ev, int64_t n, int6
 ET_PREPARE et_status aten_slice_scatter_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::slice_scatter.out";
   et_tensor *a = NULL, *src = NULL, *out = NULL;
-  int64_t d64 = 0, step = 0, start = 0, len = 0;
+  int64_t step = 0, start = 0, len = 0;
   uint8_t dim = 0;
   et_status st;
   if ((st = self_out_same(ctx, op, args, nargs, 8, &a, &out)) || (st = aten_tensor(ctx, op, args, SSC_SRC, &src)) ||
-      (st = same_dtype(ctx, op, src, out)) || (st = aten_int(ctx, op, args, SSC_DIM, &d64)) || (st = aten_dim(ctx, op, d64, a->dim, &dim)) ||
+      (st = same_dtype(ctx, op, src, out)) || (st = aten_dim_arg(ctx, op, args, SSC_DIM, a->dim, &dim)) ||
       (st = aten_int(ctx, op, args, SSC_STEP, &step)) || (st = af_same_shape(ctx, op, out, "out", a)))
     return st;
   if (a->dim == 0 || step <= 0) return et_fail(ctx, ET_E_INVALID_ARG, "%s: needs rank >= 1 and step > 0", op);
@@ -311,12 +311,11 @@ et_status aten_slice_scatter_out(et_kernel_ctx *ctx, et_value **args, uint32_t n
 ET_PREPARE et_status aten_split_with_sizes_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::split_with_sizes_copy.out";
   et_tensor *a = NULL;
-  int64_t d64 = 0;
   uint8_t dim = 0;
   uint32_t n = 0;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, 5)) || (st = aten_tensor(ctx, op, args, SPLIT_SELF, &a)) || (st = af_int_list(ctx, op, args, SPLIT_SIZES, false, &n)) ||
-      (st = aten_int(ctx, op, args, SPLIT_DIM, &d64)) || (st = aten_dim(ctx, op, d64, a->dim, &dim)))
+      (st = aten_dim_arg(ctx, op, args, SPLIT_DIM, a->dim, &dim)))
     return st;
   if (args[SPLIT_OUT]->tag != ET_TAG_TENSOR_LIST || args[SPLIT_OUT]->u.list.len != n)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out is not a list of %u tensors", op, (unsigned)n);
@@ -357,10 +356,9 @@ et_status aten_split_with_sizes_copy_out(et_kernel_ctx *ctx, et_value **args, ui
 /* (self, dim, index, ..., out): out of self's dtype, dim in range, an int64 or int32 index. */
 ET_PREPARE static et_status dim_index_head(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
                                            et_tensor **a, uint8_t *dim, et_tensor **idx, et_tensor **out) {
-  int64_t d64 = 0;
   et_status st;
-  if ((st = self_out_same(ctx, op, args, nargs, want, a, out)) || (st = aten_int(ctx, op, args, DIMIDX_DIM, &d64)) ||
-      (st = aten_dim(ctx, op, d64, (*a)->dim, dim)) || (st = aten_tensor(ctx, op, args, DIMIDX_INDEX, idx)))
+  if ((st = self_out_same(ctx, op, args, nargs, want, a, out)) || (st = aten_dim_arg(ctx, op, args, DIMIDX_DIM, (*a)->dim, dim)) ||
+      (st = aten_tensor(ctx, op, args, DIMIDX_INDEX, idx)))
     return st;
   return af_index_dtype(ctx, op, *idx, "index");
 }
@@ -744,8 +742,8 @@ ET_PREPARE static et_status size_is(et_kernel_ctx *ctx, const char *op, et_value
 /* full(size, fill_value, out), full_like(self, fill_value, memory_format, out), scalar_tensor(s, out):
  * out filled with the value; its shape is size's, self's or one element. */
 typedef enum { FILL_SIZE, FILL_LIKE, FILL_ONE } fill_shape;
-ET_PREPARE static et_status fill_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
-                                         uint32_t ivalue, fill_shape how) {
+ET_PREPARE static et_status fill_prepare(et_kernel_ctx *ctx, const char *op, uint32_t want, uint32_t ivalue, fill_shape how,
+                                         et_value **args, uint32_t nargs) {
   et_tensor *out = NULL, *a = NULL;
   et_status st;
   if ((st = aten_nargs(ctx, op, nargs, want)) || (st = aten_tensor(ctx, op, args, ATEN_OUT_SLOT(want), &out)) || (st = af_scalar(ctx, op, args, ivalue)))
@@ -759,22 +757,16 @@ static et_status fill_eval(et_value **args, uint32_t nargs, uint32_t ivalue) {
   fill_value(args[ATEN_OUT_SLOT(nargs)]->u.t, aten_scalar_get(args[ivalue], NULL));
   return ET_OK;
 }
-ET_PREPARE et_status aten_full_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return fill_prepare(ctx, "aten::full.out", args, nargs, FULL_OUT + 2u, FULL_FILL_VALUE, FILL_SIZE);
-}
+OP_PREPARE(aten_full_out, fill_prepare, "aten::full.out", FULL_OUT + 2u, FULL_FILL_VALUE, FILL_SIZE)
 et_status aten_full_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return fill_eval(args, nargs, FULL_FILL_VALUE); }
-ET_PREPARE et_status aten_full_like_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return fill_prepare(ctx, "aten::full_like.out", args, nargs, FULL_LIKE_OUT + 2u, FULL_LIKE_FILL_VALUE, FILL_LIKE);
-}
+OP_PREPARE(aten_full_like_out, fill_prepare, "aten::full_like.out", FULL_LIKE_OUT + 2u, FULL_LIKE_FILL_VALUE, FILL_LIKE)
 et_status aten_full_like_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return fill_eval(args, nargs, FULL_LIKE_FILL_VALUE); }
-ET_PREPARE et_status aten_scalar_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return fill_prepare(ctx, "aten::scalar_tensor.out", args, nargs, SCALAR_TENSOR_OUT + 2u, SCALAR_TENSOR_S, FILL_ONE);
-}
+OP_PREPARE(aten_scalar_tensor_out, fill_prepare, "aten::scalar_tensor.out", SCALAR_TENSOR_OUT + 2u, SCALAR_TENSOR_S, FILL_ONE)
 et_status aten_scalar_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return fill_eval(args, nargs, SCALAR_TENSOR_S); }
 
 /* arange: start + i * step (computed in double, or exactly in int64 for integer outputs).
  * Argument slots: arange.out(end, out) and arange.start_out(start, end, step, out). */
-ET_PREPARE static et_status arange_check(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool has_start) {
+ET_PREPARE static et_status arange_check(et_kernel_ctx *ctx, const char *op, bool has_start, et_value **args, uint32_t nargs) {
   const uint32_t want = (has_start ? ARANGE_START_OUT : ARANGE_OUT) + 2u;
   et_tensor *out = NULL;
   double start = 0, end = 0, step = 1;
@@ -790,9 +782,9 @@ ET_PREPARE static et_status arange_check(et_kernel_ctx *ctx, const char *op, et_
   if (out->dim != 1 || (double)out->sizes[0] != n) return et_fail(ctx, ET_E_INVALID_ARG, "%s: out is not 1-D of the range's length", op);
   return af_dtype(ctx, op, out, "out", out->dtype == ET_DT_FLOAT || out->dtype == ET_DT_LONG || out->dtype == ET_DT_INT, "float32, int64 or int32");
 }
-/* arange(end, out) or arange(start, end, step, out): the overload by its argument count. */
-static et_status arange_fill(et_value **args, uint32_t nargs) {
-  const bool has_start = nargs == ARANGE_START_OUT + 2u;
+/* arange(end, out) or arange(start, end, step, out): has_start names the overload. */
+static et_status arange_fill(et_kernel_ctx *ctx, const char *op, bool has_start, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)op;
   et_tensor *const out = args[ATEN_OUT_SLOT(nargs)]->u.t;
   const et_value *s = has_start ? args[ARANGE_START_START] : NULL, *st = has_start ? args[ARANGE_START_STEP] : NULL;
   const bool ints = out->dtype != ET_DT_FLOAT && (!s || s->tag == ET_TAG_INT) && (!st || st->tag == ET_TAG_INT);
@@ -804,11 +796,7 @@ static et_status arange_fill(et_value **args, uint32_t nargs) {
   return ET_OK;
 }
 /* Both overloads' entry points (named in aten_float_ops.def): prepare fn##_prepare, eval fn. */
-#define ARANGE_OP(fn, name, has_start)                                                  \
-  ET_PREPARE et_status fn##_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { \
-    return arange_check(ctx, name, args, nargs, has_start);                               \
-  }                                                                                       \
-  et_status fn(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return arange_fill(args, nargs); }
+#define ARANGE_OP(fn, name, has_start) OP_ENTRIES(fn, arange_fill, arange_check, name, has_start)
 ARANGE_OP(aten_arange_out, "aten::arange.out", false)
 ARANGE_OP(aten_arange_start_out, "aten::arange.start_out", true)
 

@@ -157,9 +157,7 @@ ET_PREPARE static et_status pool_prepare(et_kernel_ctx *ctx, const char *op, boo
   return pool_shapes(ctx, op, a, out, indices, pool_out(H, g.kh, g.ph, g.sh, g.dh, g.ceil), pool_out(W, g.kw, g.pw, g.sw, g.dw, g.ceil));
 }
 
-ET_PREPARE et_status aten_max_pool2d_with_indices_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return pool_prepare(ctx, "aten::max_pool2d_with_indices.out", true, args, nargs);
-}
+OP_PREPARE(aten_max_pool2d_with_indices_out, pool_prepare, "aten::max_pool2d_with_indices.out", true)
 et_status aten_max_pool2d_with_indices_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   pool_geom g;
   pool_geom_get(args, true, &g);
@@ -189,9 +187,7 @@ static float window_sum(const float *p, const af_nchw *x, int32_t n, int32_t c, 
   return s;
 }
 
-ET_PREPARE et_status aten_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return pool_prepare(ctx, "aten::avg_pool2d.out", false, args, nargs);
-}
+OP_PREPARE(aten_avg_pool2d_out, pool_prepare, "aten::avg_pool2d.out", false)
 et_status aten_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   pool_geom g;
   pool_geom_get(args, false, &g);
@@ -242,9 +238,7 @@ ET_PREPARE static et_status adaptive_prepare(et_kernel_ctx *ctx, const char *op,
   return pool_shapes(ctx, op, a, out, indices, et_list_int(args[ADAPT_OUTPUT_SIZE], 0), et_list_int(args[ADAPT_OUTPUT_SIZE], 1));
 }
 
-ET_PREPARE et_status aten_adaptive_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return adaptive_prepare(ctx, "aten::_adaptive_avg_pool2d.out", false, args, nargs);
-}
+OP_PREPARE(aten_adaptive_avg_pool2d_out, adaptive_prepare, "aten::_adaptive_avg_pool2d.out", false)
 et_status aten_adaptive_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const et_tensor *a;
   af_nchw x, o;
@@ -259,9 +253,7 @@ et_status aten_adaptive_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint
   return ET_OK;
 }
 
-ET_PREPARE et_status aten_adaptive_max_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return adaptive_prepare(ctx, "aten::adaptive_max_pool2d.out", true, args, nargs);
-}
+OP_PREPARE(aten_adaptive_max_pool2d_out, adaptive_prepare, "aten::adaptive_max_pool2d.out", true)
 et_status aten_adaptive_max_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const et_tensor *a;
   af_nchw x, o, ix;
@@ -329,9 +321,7 @@ static inline int32_t nearest_src(int32_t o, int32_t in, int32_t out, float scal
   return s < in - 1 ? s : in - 1;
 }
 
-ET_PREPARE et_status aten_upsample_nearest2d_vec_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return upsample_prepare(ctx, "aten::upsample_nearest2d.vec_out", false, args, nargs);
-}
+OP_PREPARE(aten_upsample_nearest2d_vec_out, upsample_prepare, "aten::upsample_nearest2d.vec_out", false)
 et_status aten_upsample_nearest2d_vec_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const et_tensor *a;
   af_nchw x, o;
@@ -359,9 +349,7 @@ static inline void linear_src(int32_t o, int32_t in, float scale, bool align_cor
   *i0 = i, *step = i < in - 1 ? 1 : 0, *l1 = l;
 }
 
-ET_PREPARE et_status aten_upsample_bilinear2d_vec_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return upsample_prepare(ctx, "aten::upsample_bilinear2d.vec_out", true, args, nargs);
-}
+OP_PREPARE(aten_upsample_bilinear2d_vec_out, upsample_prepare, "aten::upsample_bilinear2d.vec_out", true)
 et_status aten_upsample_bilinear2d_vec_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const bool ac = args[UPB_ALIGN_CORNERS]->u.b;
   const et_tensor *a;

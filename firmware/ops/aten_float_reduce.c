@@ -337,7 +337,8 @@ ET_PREPARE static et_status reduce_prepare(et_kernel_ctx *ctx, const char *op, r
   return ET_OK;
 }
 
-static et_status reduce_adapter(rkind k, bool all_dims, et_value **args, uint32_t nargs) {
+static et_status reduce_adapter(et_kernel_ctx *ctx, const char *op, rkind k, bool all_dims, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)op;
   const et_tensor *const a = args[RED_SELF]->u.t;
   const red_layout l = k_layout[k];
   red_args ra;
@@ -349,14 +350,7 @@ static et_status reduce_adapter(rkind k, bool all_dims, et_value **args, uint32_
 }
 
 /* Each overload's entry points (named in aten_float_ops.def): eval fn, prepare fn##_prepare. */
-#define REDUCE_OP(fn, name, k, all)                                               \
-  et_status fn(et_kernel_ctx *c, et_value **a, uint32_t n) {                      \
-    (void)c;                                                                      \
-    return reduce_adapter(k, all, a, n);                                          \
-  }                                                                               \
-  ET_PREPARE et_status fn##_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { \
-    return reduce_prepare(c, name, k, all, a, n);                                 \
-  }
+#define REDUCE_OP(fn, name, k, all) OP_ENTRIES(fn, reduce_adapter, reduce_prepare, name, k, all)
 REDUCE_OP(aten_sum_intlist_out, "aten::sum.IntList_out", R_SUM, false)
 REDUCE_OP(aten_mean_dtype_out, "aten::mean.dtype_out", R_MEAN, false)
 REDUCE_OP(aten_prod_int_out, "aten::prod.int_out", R_PROD, false)
@@ -427,9 +421,7 @@ ET_PREPARE static et_status along_prepare(et_kernel_ctx *ctx, const char *op, bo
   return ET_OK;
 }
 
-ET_PREPARE et_status aten_cumsum_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return along_prepare(ctx, "aten::cumsum.out", true, args, nargs);
-}
+OP_PREPARE(aten_cumsum_out, along_prepare, "aten::cumsum.out", true)
 et_status aten_cumsum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const et_tensor *const a = args[ALONG_SELF]->u.t;
   et_tensor *const out = args[ALONG_OUT]->u.t;
@@ -454,9 +446,7 @@ et_status aten_cumsum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return ET_OK;
 }
 
-ET_PREPARE et_status aten_log_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return along_prepare(ctx, "aten::_log_softmax.out", false, args, nargs);
-}
+OP_PREPARE(aten_log_softmax_out, along_prepare, "aten::_log_softmax.out", false)
 /* x - max - log(sum(exp(x - max))) per row */
 et_status aten_log_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const float *pa = args[ALONG_SELF]->u.t->data;
@@ -547,9 +537,8 @@ ET_PREPARE et_status aten_native_layer_norm_out_prepare(et_kernel_ctx *ctx, et_v
   const char *op = "aten::native_layer_norm.out";
   et_tensor *a = NULL, *out = NULL;
   uint32_t k = 0;
-  double eps = 0;
   et_status st = norm_head(ctx, op, args, nargs, 9, LN_OUT0, 1, &a, &out);
-  if (st || (st = af_int_list(ctx, op, args, LN_NORMALIZED_SHAPE, false, &k)) || (st = aten_scalar(ctx, op, args, LN_EPS, &eps, NULL)))
+  if (st || (st = af_int_list(ctx, op, args, LN_NORMALIZED_SHAPE, false, &k)) || (st = af_scalar(ctx, op, args, LN_EPS)))
     return st;
   if (k == 0 || k > a->dim) return et_fail(ctx, ET_E_INVALID_ARG, "%s: normalized_shape has %u dims for a rank-%u input", op, (unsigned)k, a->dim);
   int32_t m = 1;
@@ -620,11 +609,10 @@ ET_PREPARE et_status aten_native_group_norm_out_prepare(et_kernel_ctx *ctx, et_v
   const char *op = "aten::native_group_norm.out";
   et_tensor *a = NULL, *out = NULL, *w = NULL, *b = NULL;
   int64_t n = 0, c = 0, hw = 0, g = 0;
-  double eps = 0;
   et_status st;
   if ((st = norm_head(ctx, op, args, nargs, 12, GN_OUT0, 2, &a, &out)) || (st = aten_int(ctx, op, args, GN_N, &n)) ||
       (st = aten_int(ctx, op, args, GN_C, &c)) || (st = aten_int(ctx, op, args, GN_HXW, &hw)) ||
-      (st = aten_int(ctx, op, args, GN_GROUP, &g)) || (st = aten_scalar(ctx, op, args, GN_EPS, &eps, NULL)) ||
+      (st = aten_int(ctx, op, args, GN_GROUP, &g)) || (st = af_scalar(ctx, op, args, GN_EPS)) ||
       (st = affine_check(ctx, op, args, GN_WEIGHT, &w, &b, a->sizes[1])))
     return st;
   if (n != a->sizes[0] || c != a->sizes[1] || hw * n * c != (int64_t)et_tensor_numel(a) || g <= 0 || c % g != 0)
@@ -662,12 +650,11 @@ et_status aten_native_group_norm_out(et_kernel_ctx *ctx, et_value **args, uint32
 ET_PREPARE et_status aten_native_batch_norm_legit_no_training_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::_native_batch_norm_legit_no_training.out";
   et_tensor *a = NULL, *out = NULL, *w = NULL, *b = NULL;
-  double eps = 0;
   et_status st;
   if ((st = norm_head(ctx, op, args, nargs, 11, BN_OUT0, 2, &a, &out)) ||
       (st = affine_check(ctx, op, args, BN_WEIGHT, &w, &b, a->sizes[1])) ||
       (st = affine_check(ctx, op, args, BN_RUNNING_MEAN, &w, &b, a->sizes[1])) || (st = af_scalar(ctx, op, args, BN_MOMENTUM)) ||
-      (st = aten_scalar(ctx, op, args, BN_EPS, &eps, NULL)))
+      (st = af_scalar(ctx, op, args, BN_EPS)))
     return st;
   if (w == NULL || b == NULL) return et_fail(ctx, ET_E_INVALID_ARG, "%s: running_mean and running_var are required", op);
   return stats_check(ctx, op, args, BN_OUT1, (size_t)a->sizes[1], true);
@@ -693,11 +680,10 @@ ET_PREPARE et_status aten_native_batch_norm_legit_no_stats_out_prepare(et_kernel
   const char *op = "aten::_native_batch_norm_legit.no_stats_out";
   et_tensor *a = NULL, *out = NULL, *w = NULL, *b = NULL;
   bool training = false;
-  double eps = 0;
   et_status st;
   if ((st = norm_head(ctx, op, args, nargs, 10, BNS_OUT, 2, &a, &out)) ||
       (st = affine_check(ctx, op, args, BNS_WEIGHT, &w, &b, a->sizes[1])) || (st = af_bool(ctx, op, args, BNS_TRAINING, &training)) ||
-      (st = af_scalar(ctx, op, args, BNS_MOMENTUM)) || (st = aten_scalar(ctx, op, args, BNS_EPS, &eps, NULL)))
+      (st = af_scalar(ctx, op, args, BNS_MOMENTUM)) || (st = af_scalar(ctx, op, args, BNS_EPS)))
     return st;
   if (!training) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: training=False without running statistics", op);
   return stats_check(ctx, op, args, BNS_SAVE_MEAN, (size_t)a->sizes[1], false);

@@ -195,7 +195,8 @@ static __attribute__((noinline)) void unary_int(ukind k, const et_tensor *a, et_
   }
 }
 
-static inline __attribute__((always_inline)) et_status unary_eval(ukind k, et_value **args, uint32_t nargs) {
+static inline __attribute__((always_inline)) et_status unary_eval(et_kernel_ctx *ctx, const char *op, ukind k, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)op;
   const et_tensor *const a = args[UN_SELF]->u.t;
   et_tensor *const out = args[ATEN_OUT_SLOT(nargs)]->u.t;
   if (a->dtype != ET_DT_FLOAT || out->dtype != ET_DT_FLOAT) {
@@ -230,14 +231,7 @@ static inline __attribute__((always_inline)) et_status unary_eval(ukind k, et_va
 }
 
 /* Each overload's entry points (named in aten_float_ops.def): eval fn, prepare fn##_prepare. */
-#define UNARY_OP(fn, name, k)                                                     \
-  et_status fn(et_kernel_ctx *c, et_value **a, uint32_t n) {                      \
-    (void)c;                                                                      \
-    return unary_eval(k, a, n);                                                   \
-  }                                                                               \
-  ET_PREPARE et_status fn##_prepare(et_kernel_ctx *c, et_value **a, uint32_t n) { \
-    return unary_prepare(c, name, k, a, n);                                       \
-  }
+#define UNARY_OP(fn, name, k) OP_ENTRIES(fn, unary_eval, unary_prepare, name, k)
 UNARY_OP(aten_abs_out, "aten::abs.out", U_ABS)
 UNARY_OP(aten_neg_out, "aten::neg.out", U_NEG)
 UNARY_OP(aten_exp_out, "aten::exp.out", U_EXP)

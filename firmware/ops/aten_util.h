@@ -6,6 +6,7 @@
 
 #include <math.h>
 
+#include "op_entry.h"
 #include "runtime.h"
 
 /* Walks logical indices in row-major order and tracks a memory offset (in
@@ -56,9 +57,9 @@ static inline et_status aten_tensor(et_kernel_ctx *ctx, const char *op, et_value
   return ET_OK;
 }
 static inline et_status aten_int(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, int64_t *v) {
-  *v = 0;
+  if (v) *v = 0; /* v NULL: only the kind is checked */
   if (args[i]->tag != ET_TAG_INT) return et_fail(ctx, ET_E_INVALID_ARG, "%s: argument %u is not an int", op, (unsigned)i);
-  *v = args[i]->u.i;
+  if (v) *v = args[i]->u.i;
   return ET_OK;
 }
 /* The (self, ..., out) head most prepare functions start with: the argument
@@ -127,14 +128,19 @@ static inline et_status aten_dim(et_kernel_ctx *ctx, const char *op, int64_t d, 
   *out = (uint8_t)(d < 0 ? d + r : d);
   return ET_OK;
 }
+/* Argument i, an int, as a dim of a tensor of `rank`, normalised into [0, rank). */
+static inline et_status aten_dim_arg(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, uint8_t rank, uint8_t *dim) {
+  int64_t d64 = 0;
+  et_status st = aten_int(ctx, op, args, i, &d64);
+  return st ? st : aten_dim(ctx, op, d64, rank, dim);
+}
 /* The (self, ..., dim, ..., out) head: aten_self_out, then argument idim as a dim of self, normalised into [0, rank). */
 static inline et_status aten_self_dim_out(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
                                           uint32_t idim, uint32_t iout, et_tensor **self, et_tensor **out, uint8_t *dim) {
   et_status st;
-  int64_t d64 = 0;
   *dim = 0;
-  if ((st = aten_self_out(ctx, op, args, nargs, want, iout, self, out)) || (st = aten_int(ctx, op, args, idim, &d64))) return st;
-  return aten_dim(ctx, op, d64, (*self)->dim, dim);
+  if ((st = aten_self_out(ctx, op, args, nargs, want, iout, self, out))) return st;
+  return aten_dim_arg(ctx, op, args, idim, (*self)->dim, dim);
 }
 static inline bool aten_same_shape(const et_tensor *a, const et_tensor *b) {
   if (a->dim != b->dim) return false;

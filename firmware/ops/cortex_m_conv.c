@@ -91,8 +91,8 @@ ET_PREPARE static et_status conv_window_bias(et_kernel_ctx *ctx, const char *op,
 }
 
 /* Prepare: every argument check, at load. */
-ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
-                             conv_kind kind, bool nhwc) {
+ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, conv_kind kind, bool nhwc, et_value **args,
+                                         uint32_t nargs) {
   /* schema positions differ: depthwise has depth_multiplier after dilation,
    * transpose has output_padding after padding and an extra scratch */
   const uint32_t nschema = kind == CONV ? CONV_OUT : (kind == DEPTHWISE ? DEPTHWISE_OUT : TRANSPOSE_OUT);
@@ -190,7 +190,8 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, et_
 }
 
 /* Eval: unpack what prepare checked and run the kernel. */
-static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, conv_kind kind, bool nhwc) {
+static et_status conv_eval(et_kernel_ctx *ctx, const char *op, conv_kind kind, bool nhwc, et_value **args, uint32_t nargs) {
+  (void)nargs;
   const uint32_t nschema = kind == CONV ? CONV_OUT : (kind == DEPTHWISE ? DEPTHWISE_OUT : TRANSPOSE_OUT);
   et_tensor *const in = args[CONV_IN]->u.t, *const w = args[CONV_WEIGHT]->u.t, *const bias = cm_t(args, CONV_BIAS);
   et_tensor *const out = args[nschema]->u.t;
@@ -241,14 +242,7 @@ static et_status conv_eval(et_kernel_ctx *ctx, const char *op, et_value **args, 
 }
 
 /* The registry's entry points of the six conv ops: prepare and eval of cortex_m::NAME. */
-#define CONV_OP(name, kind, nhwc)                                                                               \
-  ET_PREPARE et_status op_cortex_m_##name##_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { \
-    return conv_prepare(ctx, "cortex_m::" #name, args, nargs, kind, nhwc);                                     \
-  }                                                                                                            \
-  et_status op_cortex_m_##name##_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {                    \
-    (void)nargs;                                                                                               \
-    return conv_eval(ctx, "cortex_m::" #name, args, kind, nhwc);                                               \
-  }
+#define CONV_OP(name, kind, nhwc) OP_ENTRIES(op_cortex_m_##name##_out, conv_eval, conv_prepare, "cortex_m::" #name, kind, nhwc)
 CONV_OP(quantized_conv2d, CONV, false)
 CONV_OP(quantized_conv2d_nhwc, CONV, true)
 CONV_OP(quantized_depthwise_conv2d, DEPTHWISE, false)

@@ -229,12 +229,8 @@ static et_status minmax(et_value **args, int is_max) {
   return ET_OK;
 }
 
-ET_PREPARE et_status op_cortex_m_minimum_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return minmax_prepare(ctx, "cortex_m::minimum", args, nargs);
-}
+OP_PREPARE(op_cortex_m_minimum_out, minmax_prepare, "cortex_m::minimum")
 et_status op_cortex_m_minimum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return minmax(args, 0); }
 
-ET_PREPARE et_status op_cortex_m_maximum_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return minmax_prepare(ctx, "cortex_m::maximum", args, nargs);
-}
+OP_PREPARE(op_cortex_m_maximum_out, minmax_prepare, "cortex_m::maximum")
 et_status op_cortex_m_maximum_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return minmax(args, 1); }

@@ -7,11 +7,18 @@ enum { BMM_LHS, BMM_LHS_ZP, BMM_RHS_T, BMM_RHS_ZP, BMM_OUT_ZP, BMM_OUT_MULT, BMM
 
 /* Prepare's checks, each applied to a list of arguments in turn (the first failure is reported). */
 #define N_CHECKED 3u
+/* The slots of each operator's three zero points or offsets, read by prepare (checked) and by eval. */
+static const uint32_t k_linear_off_slot[N_CHECKED] = {LINEAR_IN_OFFSET, LINEAR_FILTER_OFFSET, LINEAR_OUT_OFFSET};
+static const uint32_t k_bmm_zp_slot[N_CHECKED] = {BMM_LHS_ZP, BMM_RHS_ZP, BMM_OUT_ZP};
 /* Zero points and offsets: ints in [-CM_MAX_OFFSET, CM_MAX_OFFSET]. */
 ET_PREPARE static et_status offsets(et_kernel_ctx *ctx, const char *op, et_value **args, const uint32_t slot[N_CHECKED],
                                     const char *const name[N_CHECKED], int32_t *const dst[N_CHECKED]) {
   for (uint32_t i = 0; i < N_CHECKED; i++) CM_TRY(cm_int(ctx, op, args, slot[i], name[i], -CM_MAX_OFFSET, CM_MAX_OFFSET, dst[i]));
   return ET_OK;
+}
+/* Eval's read of what offsets() checked. */
+static void offsets_get(et_value **args, const uint32_t slot[N_CHECKED], int32_t *const dst[N_CHECKED]) {
+  for (uint32_t i = 0; i < N_CHECKED; i++) *dst[i] = cm_i(args, slot[i]);
 }
 /* The operand tensors (required ones) of the given slots. */
 ET_PREPARE static et_status tensors(et_kernel_ctx *ctx, const char *op, et_value **args, const uint32_t slot[N_CHECKED],
@@ -36,7 +43,6 @@ ET_PREPARE et_status op_cortex_m_quantized_linear_out_prepare(et_kernel_ctx *ctx
   const char *op = "cortex_m::quantized_linear";
   et_tensor *in, *w, *bias, *ksum, *out;
   qlinear_params p;
-  static const uint32_t off_slot[N_CHECKED] = {LINEAR_IN_OFFSET, LINEAR_FILTER_OFFSET, LINEAR_OUT_OFFSET};
   static const char *const off_name[N_CHECKED] = {"input_offset", "filter_offset", "output_offset"};
   CM_TRY(cm_nargs(ctx, op, nargs, LINEAR_OUT));
   CM_TRY(cm_tensor(ctx, op, args, LINEAR_IN, "input", false, &in));
@@ -44,7 +50,7 @@ ET_PREPARE et_status op_cortex_m_quantized_linear_out_prepare(et_kernel_ctx *ctx
   CM_TRY(cm_tensor(ctx, op, args, LINEAR_BIAS, "bias", true, &bias));
   CM_TRY(cm_tensor(ctx, op, args, LINEAR_KERNEL_SUM, "kernel_sum", true, &ksum));
   CM_TRY(cm_tensor(ctx, op, args, LINEAR_OUT, "out", false, &out));
-  CM_TRY(offsets(ctx, op, args, off_slot, off_name, (int32_t *const[N_CHECKED]){&p.input_offset, &p.filter_offset, &p.output_offset}));
+  CM_TRY(offsets(ctx, op, args, k_linear_off_slot, off_name, (int32_t *const[N_CHECKED]){&p.input_offset, &p.filter_offset, &p.output_offset}));
   int32_t mults[ET_MAX_DIM], shifts[ET_MAX_DIM];
   uint32_t nm = 0, ns = 0;
   /* the reference requantizes per tensor with entry 0; longer lists would be
@@ -83,9 +89,7 @@ et_status op_cortex_m_quantized_linear_out(et_kernel_ctx *ctx, et_value **args, 
   et_tensor *const out = args[LINEAR_OUT]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
   qlinear_params p;
-  p.input_offset = cm_i(args, LINEAR_IN_OFFSET);
-  p.filter_offset = cm_i(args, LINEAR_FILTER_OFFSET);
-  p.output_offset = cm_i(args, LINEAR_OUT_OFFSET);
+  offsets_get(args, k_linear_off_slot, (int32_t *const[N_CHECKED]){&p.input_offset, &p.filter_offset, &p.output_offset});
   p.mult = (int32_t)et_list_int(args[LINEAR_MULTS], 0);
   p.shift = (int32_t)et_list_int(args[LINEAR_SHIFTS], 0);
   p.act_max = cm_i(args, LINEAR_ACT_MAX);
@@ -102,12 +106,12 @@ ET_PREPARE et_status op_cortex_m_quantized_batch_matmul_out_prepare(et_kernel_ct
   const char *op = "cortex_m::quantized_batch_matmul";
   et_tensor *l, *r, *out;
   qbmm_params p;
-  static const uint32_t t_slot[N_CHECKED] = {BMM_LHS, BMM_RHS_T, BMM_OUT}, zp_slot[N_CHECKED] = {BMM_LHS_ZP, BMM_RHS_ZP, BMM_OUT_ZP};
+  static const uint32_t t_slot[N_CHECKED] = {BMM_LHS, BMM_RHS_T, BMM_OUT};
   static const char *const t_name[N_CHECKED] = {"lhs", "rhs_transposed", "out"};
   static const char *const zp_name[N_CHECKED] = {"lhs_zero_point", "rhs_zero_point", "output_zero_point"};
   CM_TRY(cm_nargs(ctx, op, nargs, BMM_OUT));
   CM_TRY(tensors(ctx, op, args, t_slot, t_name, (et_tensor **[N_CHECKED]){&l, &r, &out}));
-  CM_TRY(offsets(ctx, op, args, zp_slot, zp_name, (int32_t *const[N_CHECKED]){&p.lhs_offset, &p.rhs_offset, &p.out_zp}));
+  CM_TRY(offsets(ctx, op, args, k_bmm_zp_slot, zp_name, (int32_t *const[N_CHECKED]){&p.lhs_offset, &p.rhs_offset, &p.out_zp}));
   CM_TRY(cm_int(ctx, op, args, BMM_OUT_MULT, "output_multiplier", 0, INT32_MAX, &p.mult));
   CM_TRY(cm_int(ctx, op, args, BMM_OUT_SHIFT, "output_shift", -31, 31, &p.shift));
   et_tensor *const all[N_CHECKED] = {l, r, out};
@@ -125,9 +129,7 @@ et_status op_cortex_m_quantized_batch_matmul_out(et_kernel_ctx *ctx, et_value **
   et_tensor *const out = args[BMM_OUT]->u.t;
   if (et_tensor_numel(out) == 0) return ET_OK;
   qbmm_params p;
-  p.lhs_offset = cm_i(args, BMM_LHS_ZP);
-  p.rhs_offset = cm_i(args, BMM_RHS_ZP);
-  p.out_zp = cm_i(args, BMM_OUT_ZP);
+  offsets_get(args, k_bmm_zp_slot, (int32_t *const[N_CHECKED]){&p.lhs_offset, &p.rhs_offset, &p.out_zp});
   p.mult = cm_i(args, BMM_OUT_MULT);
   p.shift = cm_i(args, BMM_OUT_SHIFT);
   p.batch = l->sizes[0], p.m = l->sizes[1], p.k = l->sizes[2], p.n = r->sizes[1];

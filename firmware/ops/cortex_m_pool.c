@@ -44,7 +44,7 @@ ET_PREPARE static et_status geometry(et_kernel_ctx *ctx, const char *op, et_valu
   return ET_OK;
 }
 
-ET_PREPARE static et_status avg_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool nhwc) {
+ET_PREPARE static et_status avg_prepare(et_kernel_ctx *ctx, const char *op, bool nhwc, et_value **args, uint32_t nargs) {
   et_tensor *in, *out;
   qpool_params p;
   bool ceil;
@@ -98,7 +98,7 @@ static et_status avg(et_kernel_ctx *ctx, const char *op, et_value **args, bool n
   return ET_OK;
 }
 
-ET_PREPARE static et_status maxp_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool nhwc) {
+ET_PREPARE static et_status maxp_prepare(et_kernel_ctx *ctx, const char *op, bool nhwc, et_value **args, uint32_t nargs) {
   et_tensor *in, *out;
   qpool_params p;
   bool ceil;
@@ -131,19 +131,11 @@ static et_status maxp(et_value **args, bool nhwc) {
   return ET_OK;
 }
 
-ET_PREPARE et_status op_cortex_m_quantized_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return avg_prepare(ctx, "cortex_m::quantized_avg_pool2d", args, nargs, false);
-}
+OP_PREPARE(op_cortex_m_quantized_avg_pool2d_out, avg_prepare, "cortex_m::quantized_avg_pool2d", false)
 et_status op_cortex_m_quantized_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return avg(ctx, "cortex_m::quantized_avg_pool2d", args, false); }
-ET_PREPARE et_status op_cortex_m_quantized_avg_pool2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return avg_prepare(ctx, "cortex_m::quantized_avg_pool2d_nhwc", args, nargs, true);
-}
+OP_PREPARE(op_cortex_m_quantized_avg_pool2d_nhwc_out, avg_prepare, "cortex_m::quantized_avg_pool2d_nhwc", true)
 et_status op_cortex_m_quantized_avg_pool2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return avg(ctx, "cortex_m::quantized_avg_pool2d_nhwc", args, true); }
-ET_PREPARE et_status op_cortex_m_quantized_max_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return maxp_prepare(ctx, "cortex_m::quantized_max_pool2d", args, nargs, false);
-}
+OP_PREPARE(op_cortex_m_quantized_max_pool2d_out, maxp_prepare, "cortex_m::quantized_max_pool2d", false)
 et_status op_cortex_m_quantized_max_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return maxp(args, false); }
-ET_PREPARE et_status op_cortex_m_quantized_max_pool2d_nhwc_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return maxp_prepare(ctx, "cortex_m::quantized_max_pool2d_nhwc", args, nargs, true);
-}
+OP_PREPARE(op_cortex_m_quantized_max_pool2d_nhwc_out, maxp_prepare, "cortex_m::quantized_max_pool2d_nhwc", true)
 et_status op_cortex_m_quantized_max_pool2d_nhwc_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) { return maxp(args, true); }

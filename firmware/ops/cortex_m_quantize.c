@@ -32,7 +32,7 @@ ET_PREPARE static et_status same_layout(et_kernel_ctx *ctx, const char *op, cons
 /* Both ops' checks. The float side is checked before the qparams when it is the
  * input (quantize) and after them when it is the out (dequantize), so each
  * reports the first bad argument in schema order. */
-ET_PREPARE static et_status prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, bool quantize) {
+ET_PREPARE static et_status prepare(et_kernel_ctx *ctx, const char *op, bool quantize, et_value **args, uint32_t nargs) {
   et_tensor *in, *out;
   double scale;
   int32_t zp, qmin, qmax, dt;
@@ -46,9 +46,7 @@ ET_PREPARE static et_status prepare(et_kernel_ctx *ctx, const char *op, et_value
   return same_layout(ctx, op, in, out);
 }
 
-ET_PREPARE et_status op_cortex_m_quantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return prepare(ctx, "cortex_m::quantize_per_tensor", args, nargs, true);
-}
+OP_PREPARE(op_cortex_m_quantize_per_tensor_out, prepare, "cortex_m::quantize_per_tensor", true)
 
 et_status op_cortex_m_quantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const et_tensor *const in = args[QPT_IN]->u.t;
@@ -58,9 +56,7 @@ et_status op_cortex_m_quantize_per_tensor_out(et_kernel_ctx *ctx, et_value **arg
   return ET_OK;
 }
 
-ET_PREPARE et_status op_cortex_m_dequantize_per_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  return prepare(ctx, "cortex_m::dequantize_per_tensor", args, nargs, false);
-}
+OP_PREPARE(op_cortex_m_dequantize_per_tensor_out, prepare, "cortex_m::dequantize_per_tensor", false)
 
 et_status op_cortex_m_dequantize_per_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const et_tensor *const in = args[QPT_IN]->u.t;

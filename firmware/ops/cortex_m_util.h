@@ -5,6 +5,7 @@
 
 #include "et_types.h"
 #include "kernels.h"
+#include "op_entry.h"
 
 /* Bounds the adapters enforce so the kernels' integer arithmetic is defined
  * and the MVE/portable twins agree (see kernels.h). */
