@@ -76,8 +76,10 @@ def page(rows: list[dict[str, Any]], plots: list[str]) -> str:
         "graph node (0 steps), of all recorded. **SNR**: dequantized device output against the float model's "
         "tensor at the same point (for the output, and the lowest over the layers that have one; a layer with "
         "no float tensor at its point has none). **most lost**: the largest drop in SNR from one layer to the "
-        "next. **NPU commands**: commands of the Ethos-U delegates on the functional model equal to the TOSA "
-        "reference's tensor of their shape, of those that have one (the rest move data or write a stripe). "
+        "next. **NPU commands**: commands of the Ethos-U delegates (on the functional model) that compute a TOSA "
+        "reference tensor of their output shape exactly, of those that have a tensor of that shape (the rest move "
+        "data or write a stripe; one off its closest tensor may compute a tensor TOSA does not keep, as Vela fuses "
+        "ops: the delegate's output, compared in **exact**, is the verdict). "
         "The zoo's weights are random, so the SNRs are those of random networks.",
         "",
         "| model | target | exact | first departure | output SNR dB | lowest layer SNR | most lost | NPU commands |",
@@ -104,8 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs", type=Path, help="write the summary page here (e.g. docs/debug.md)")
     ap.add_argument("--plot-dir", type=Path, help="copy the plots of " + ", ".join(PLOT_MODELS) + " here")
     ap.add_argument("--json", type=Path, help="also write the summaries as JSON")
+    ap.add_argument("--from-json", type=Path, help="write --docs from the summaries of an earlier --json, no runs")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
+    if args.from_json:
+        if not args.docs:
+            print("error: --from-json writes a page: give --docs FILE", file=sys.stderr)
+            return 2
+        rows = json.loads(args.from_json.read_text())
+        plots = sorted(str(p.relative_to(args.docs.parent)) for p in (args.plot_dir or args.docs.parent / "debug").glob("*.png"))
+        args.docs.write_text(page(rows, plots))
+        print(f"wrote {args.docs}")
+        return 1 if any("error" in r or r.get("first_departure") for r in rows) else 0
     setup_logging(args.verbose)
     if not args.verbose:
         warnings.filterwarnings("ignore")  # torch/torchao deprecation noise, as the CLI does
@@ -126,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     rep = debug_model(DebugRequest(ProgramSpec(m, t), args.out / f"{m}_{t.name}", _board(t)))
                     row = summary(rep)
-                    bad |= row["first_departure"] is not None or row["npu_exact"] != row["npu_checked"]
+                    bad |= row["first_departure"] is not None
                     if m in PLOT_MODELS and args.plot_dir and rep.plot:
                         args.plot_dir.mkdir(parents=True, exist_ok=True)
                         dst = args.plot_dir / Path(rep.plot).name
