@@ -71,7 +71,7 @@ def in_pipeline(cls: type, target: str, **options: Any) -> bool:
     listed = cls.__name__ in itertools.chain(*pipeline(make_options(**options), t).values())
     only = LowerOptions(**{k: v for k, v in options.items() if k != "allow_float"})
     configure(only, target=t)
-    held = any(isinstance(p, cls) for name in STAGE_FIELD.values() for p in getattr(only, name))
+    held = any(type(p) is cls for name in STAGE_FIELD.values() for p in getattr(only, name))  # not a subclass
     assert listed == held, (cls.__name__, target)
     return listed
 
