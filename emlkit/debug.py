@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import operator
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -30,8 +31,8 @@ import torch
 
 from emlkit.debug_suggest import module_path as _module_path
 from emlkit.errors import EXIT_MISMATCH, EXIT_OK, AotError
-from emlkit.load import calibration_set, load_model
-from emlkit.numerics import snr_db
+from emlkit.load import LoadedModel, calibration_set, load_model
+from emlkit.numerics import compare, flatten_outputs, snr_db
 from emlkit.requests import DebugRequest
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,16 @@ class NpuCommand:
 
 
 @dataclass
+class DebugInputs:
+    """The loaded model, calibration set and sample a debug run used, and the program's output SNR on the host
+    reference: --suggest starts from these instead of loading and compiling them again."""
+    model: LoadedModel
+    calibration: list[tuple[torch.Tensor, ...]]
+    sample: tuple[torch.Tensor, ...]
+    as_compiled_db: float
+
+
+@dataclass
 class DebugReport:
     model: str
     target: str
@@ -88,9 +99,12 @@ class DebugReport:
     etrecord: str | None = None
     npu_commands: list[NpuCommand] = field(default_factory=list)
     remedies: dict[str, Any] | None = None   # debug --suggest: {"layer", "as_compiled_db", "remedies": [...]}
+    # what the run was made from, for --suggest: not part of the report's JSON
+    inputs: DebugInputs | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(dataclasses.replace(self, inputs=None))
+        d.pop("inputs")
         for row in d["layers"]:
             for k in ("snr_db", "drop_db"):
                 if row[k] is not None and not math.isfinite(row[k]):
@@ -430,7 +444,7 @@ def _input_sample(req: DebugRequest, example: tuple[torch.Tensor, ...]) -> tuple
     if not Path(req.inputs).exists():
         raise AotError(f"--inputs {req.inputs}: no such file or folder (give a .pt of an input tuple, an .npz with "
                        "one array per input, or a folder of .npy/.pt samples)")
-    return calibration_set(str(req.inputs), example).samples[0]
+    return calibration_set(str(req.inputs), example, "--inputs").samples[0]
 
 
 def debug_model(req: DebugRequest, tamper: Callable[[Any], None] | None = None) -> DebugReport:
@@ -483,6 +497,9 @@ def debug_model(req: DebugRequest, tamper: Callable[[Any], None] | None = None) 
     rep = DebugReport(model.name, target.name, outcome.board, outcome.sim, layers, first_departure(layers),
                       worst_layers(layers), None, str(outcome.etdump), str(outcome.debug_buffer),
                       None if etrecord_error else str(etrecord))
+    with torch.no_grad():
+        want = flatten_outputs(model.module(*sample))
+    rep.inputs = DebugInputs(model, calib.samples, sample, min(c["snr_db"] for c in compare(want, ref_out)))
     if tosa:
         rep.npu_commands = npu_commands(data, [tosa[k] for k in sorted(tosa, key=_delegate_index)])
     rep.plot = plot(rep, out / f"{stem}.png")
@@ -613,12 +630,14 @@ def _suggest(req: DebugRequest, rep: DebugReport) -> None:
     if not rep.worst:
         log.info("no layer loses SNR: nothing to suggest")
         return
+    if rep.inputs is None:
+        raise AotError("internal: debug --suggest needs the report of a debug run made in this process")
     layer = rep.layers[rep.worst[0]]
     name = f"#{layer.instruction} {layer.op.split('::')[-1]}" + (f" ({layer.module})" if layer.module else "")
-    model = load_model(req.program.model)
-    calib = calibration_set(req.program.calibration, model.inputs).samples
-    base, remedies = suggest(model, req.program.target, req.program.options, calib, _input_sample(req, model.inputs),
-                             layer.module, Path(req.output) / f"{rep.model}_{rep.target}_suggest")
+    run = rep.inputs
+    base, remedies = suggest(run.model, req.program.target, req.program.options, run.calibration, run.sample,
+                             layer.module, Path(req.output) / f"{rep.model}_{rep.target}_suggest",
+                             as_compiled_db=run.as_compiled_db)
     print_remedies(base, remedies, name)
     rep.remedies = {"layer": name, "as_compiled_db": base, "remedies": [asdict(r) for r in remedies]}
 

@@ -8,8 +8,9 @@ not run on the device here (run it with `emlkit run` and the option named). Reme
   options had them per tensor; convolutions are per channel in every flow already;
 - more calibration data: the calibration set plus synthetic samples drawn per input from a normal distribution
   with that input's mean and spread (a stand-in: real samples, given with --calibration, are better);
-- int16 activations (a16w8): the whole model on the target's a16w8 variant where one exists (per-layer mixed
-  precision is not supported);
+- int16 activations (a16w8): the whole model on the target's a16w8 variant where one exists, and on Ethos-U the
+  worst layer's module alone (the Arm quantizer's per-module configuration: int16 activations there, int8
+  elsewhere; Vela rescales between them). Cortex-M kernels are int8, so there is no per-layer int16 on the CPU;
 - the layer in float: the worst layer's module left unquantized (its ops run in float on the CPU between a
   dequantize and a quantize, `--allow-float`). Where ExecuTorch 1.5.1's Cortex-M lowering cannot lower a float
   conv between quantized ones, the gain is measured on the quantize-dequantize models (PT2E's conversion with
@@ -102,6 +103,27 @@ def keep_module_float(path: str, record: list[str]) -> Callable[[Any, Any, Any],
     return hook
 
 
+def module_in_a16w8(path: str, record: list[str]) -> Callable[[Any, Any, Any], Any]:
+    """A quantizer hook giving module PATH int16 activations and int8 weights (Ethos-U's Arm quantizer); RECORD
+    gets the nodes that were annotated int16, so a module name that matched nothing is seen, not ignored."""
+    from executorch.backends.arm.quantizer import get_symmetric_a16w8_quantization_config
+
+    from emlkit.lower.quantizer_steps import WithSteps, innermost
+
+    def check(model: torch.fx.GraphModule) -> None:
+        for n in model.graph.nodes:
+            ann = n.meta.get("quantization_annotation")
+            spec = getattr(ann, "output_qspec", None)
+            if n.op == "call_function" and module_path(n) == path and getattr(spec, "dtype", None) == torch.int16:
+                record.append(n.name)
+
+    def hook(quantizer: Any, target: Any, options: Any) -> Any:
+        innermost(quantizer).set_module_name(path, get_symmetric_a16w8_quantization_config(is_per_channel=True))
+        return WithSteps(quantizer, after=check)
+
+    return hook
+
+
 def synthetic_calibration(calibration: list[tuple[torch.Tensor, ...]], n: int,
                           seed: int = 0) -> list[tuple[torch.Tensor, ...]]:
     """CALIBRATION plus N samples per input from a normal distribution with that input's mean and spread over
@@ -130,12 +152,15 @@ def _try(name: str, change: str, measure: Callable[[], float], base: float) -> R
 
 
 def suggest(model: LoadedModel, target: Target, options: Any, calibration: list[tuple[torch.Tensor, ...]],
-            sample: tuple[torch.Tensor, ...], module: str, work: Path) -> tuple[float, list[Remedy]]:
-    """The output SNR as compiled, and each remedy for the layer of MODULE ("" when the worst layer has none)."""
+            sample: tuple[torch.Tensor, ...], module: str, work: Path,
+            as_compiled_db: float | None = None) -> tuple[float, list[Remedy]]:
+    """The output SNR as compiled (AS_COMPILED_DB when the caller has just measured it), and each remedy for the
+    layer of MODULE ("" when the worst layer has none)."""
     from emlkit.compile import make_options
 
     opts = options if options is not None else make_options()
-    base = output_snr(model, target, opts, calibration, sample, work / "base")
+    base = as_compiled_db if as_compiled_db is not None else output_snr(model, target, opts, calibration, sample,
+                                                                        work / "base")
     out: list[Remedy] = []
 
     if target.flow == "cortex_m" and opts.linear_mode != "all":
@@ -165,6 +190,8 @@ def suggest(model: LoadedModel, target: Target, options: Any, calibration: list[
                               " (int16 activations run on ethos-u55-128-a16w8)" if target.flow == "ethos_u" else
                               " (Cortex-M kernels are int8)")))
 
+    out.append(_layer_a16w8(model, target, opts, calibration, sample, module, work, base))
+
     if module:
         record: list[str] = []
         flt = make_options(opts.lut_fusion, opts.explicit_layout, True, opts.linear_mode)
@@ -179,6 +206,25 @@ def suggest(model: LoadedModel, target: Target, options: Any, calibration: list[
     else:
         out.append(Remedy("the layer in float", "-", None, note="the worst layer belongs to no submodule"))
     return base, out
+
+
+def _layer_a16w8(model: LoadedModel, target: Target, opts: Any, calibration: list[tuple[torch.Tensor, ...]],
+                 sample: tuple[torch.Tensor, ...], module: str, work: Path, base: float) -> Remedy:
+    name = "the layer in int16 (a16w8)"
+    if target.flow != "ethos_u":
+        return Remedy(name, "-", None, note="Cortex-M kernels are int8: no per-layer int16 on the CPU")
+    if not module:
+        return Remedy(name, "-", None, note="the worst layer belongs to no submodule")
+    from emlkit.compile import make_options
+
+    record: list[str] = []
+    wide = make_options(opts.lut_fusion, opts.explicit_layout, opts.allow_float, opts.linear_mode)
+    wide.quantizer_hooks.append(module_in_a16w8(module, record))
+    rem = _try(name, f"module {module} with int16 activations, the rest int8",
+               lambda: output_snr(model, target, wide, calibration, sample, work / "layer_a16w8"), base)
+    if not record:
+        return Remedy(name, rem.change, None, note=f"the quantizer gave no node of module {module} int16 outputs")
+    return rem
 
 
 def _simulated_float_layer(failed: Remedy, model: LoadedModel, target: Target, opts: Any, flt: Any,

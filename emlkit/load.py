@@ -218,13 +218,13 @@ def _folder_files(p: Path) -> list[Path]:
     return sorted(f for f in p.iterdir() if f.is_file() and f.suffix in (".npy", ".pt"))
 
 
-def _from_folder(p: Path, example: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, ...]]:
+def _from_folder(p: Path, example: tuple[torch.Tensor, ...], role: str) -> list[tuple[torch.Tensor, ...]]:
     files = _folder_files(p)
     if not files:
-        raise AotError(f"calibration folder {p} has no .npy or .pt files: put one sample per file in it")
+        raise AotError(f"{role} folder {p} has no .npy or .pt files: put one sample per file in it")
     samples = []
     for f in files:
-        what = f"calibration file {f}"
+        what = f"{role} file {f}"
         data = _load_sample_file(f, what)
         sample = tuple(data) if isinstance(data, (tuple, list)) else (data,)
         samples.append(_check_sample(sample, example, what))
@@ -261,47 +261,48 @@ def samples_from_arrays(arrays: list[object], names: list[str], example: tuple[t
                           f"{what}, sample {i}") for i in range(n)]
 
 
-def _from_npz(p: Path, example: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, ...]]:
-    arrays = npz_arrays(p, "calibration file")
+def _from_npz(p: Path, example: tuple[torch.Tensor, ...], role: str) -> list[tuple[torch.Tensor, ...]]:
+    arrays = npz_arrays(p, f"{role} file")
     keys = sorted(arrays)
     if not keys:
-        raise AotError(f"calibration file {p} holds no arrays: save one array per input with numpy.savez")
-    return samples_from_arrays([arrays[k] for k in keys], keys, example, f"calibration file {p}")
+        raise AotError(f"{role} file {p} holds no arrays: save one array per input with numpy.savez")
+    return samples_from_arrays([arrays[k] for k in keys], keys, example, f"{role} file {p}")
 
 
-def _from_pt(p: Path, example: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, ...]]:
-    data = _load_sample_file(p, f"calibration file {p}")
+def _from_pt(p: Path, example: tuple[torch.Tensor, ...], role: str) -> list[tuple[torch.Tensor, ...]]:
+    data = _load_sample_file(p, f"{role} file {p}")
     if isinstance(data, torch.Tensor) or (isinstance(data, tuple) and all(isinstance(t, torch.Tensor) for t in data)):
         data = [data]
     if not isinstance(data, list) or not data:
-        raise AotError(f"calibration file {p} must hold a non-empty list of input tuples")
-    samples = [_as_input_tuple(s, f"calibration sample {i} in {p}") for i, s in enumerate(data)]
+        raise AotError(f"{role} file {p} must hold a non-empty list of input tuples")
+    samples = [_as_input_tuple(s, f"{role} sample {i} in {p}") for i, s in enumerate(data)]
     for i, s in enumerate(samples):
         if len(s) != len(example) or any(a.shape != b.shape for a, b in zip(s, example)):
             shapes = [tuple(t.shape) for t in s]
             want = [tuple(t.shape) for t in example]
-            raise AotError(f"calibration sample {i} in {p} has shapes {shapes}, the model takes {want}")
+            raise AotError(f"{role} sample {i} in {p} has shapes {shapes}, the model takes {want}")
     return samples
 
 
-def calibration_set(path: str | None, example: tuple[torch.Tensor, ...]) -> CalibrationSet:
+def calibration_set(path: str | None, example: tuple[torch.Tensor, ...], role: str = "calibration") -> CalibrationSet:
     """The calibration samples PATH names (CALIBRATION_FORMS), checked against the model's example inputs;
-    the example inputs themselves without a path. Bad input: an AotError (exit 2) naming the problem and the fix."""
+    the example inputs themselves without a path. ROLE names the data in messages ("calibration", "--inputs").
+    Bad input: an AotError (exit 2) naming the problem and the fix."""
     if path is None:
         return CalibrationSet([example], None, "example")
     p = Path(path)
     if p.is_dir():
-        kind, samples = "folder", _from_folder(p, example)
+        kind, samples = "folder", _from_folder(p, example, role)
     elif not p.exists():
-        raise AotError(f"calibration file not found: {path} (give {CALIBRATION_FORMS})")
+        raise AotError(f"{role} file not found: {path} (give {CALIBRATION_FORMS})")
     elif p.suffix == ".npz":
-        kind, samples = "npz", _from_npz(p, example)
+        kind, samples = "npz", _from_npz(p, example, role)
     elif p.suffix == ".npy":
-        kind, samples = "npy", samples_from_arrays([_load_sample_file(p, f"calibration file {p}")], [p.name], example,
-                                                   f"calibration file {p}")
+        kind, samples = "npy", samples_from_arrays([_load_sample_file(p, f"{role} file {p}")], [p.name], example,
+                                                   f"{role} file {p}")
     else:
-        kind, samples = "pt", _from_pt(p, example)
-    log.info("calibrating on %d samples from %s (%s)", len(samples), path, kind)
+        kind, samples = "pt", _from_pt(p, example, role)
+    log.info("%s: %d samples from %s (%s)", role, len(samples), path, kind)
     return CalibrationSet(samples, str(path), kind)
 
 

@@ -23,32 +23,82 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "cycles"
 
 
-@pytest.mark.parametrize("mnemonic, operands, cls", [
-    ("adds", "r0, #1", "alu"), ("addeq", "r1, r2", "alu"), ("mov.w", "r2, #15728640", "alu"),
-    ("bics", "r0, r1", "alu"), ("mov", "pc, r3", "write_pc"), ("cmp", "r0, #0", "alu"),
-    ("it", "eq", "it"), ("ittet", "ne", "it"),
-    ("muls", "r1, r0, r1", "mul"), ("mla", "r1, r0, r0, r8", "mla"), ("smull", "r1, r2, r3, r0", "mull"),
-    ("umlal", "r0, r1, r2, r3", "mlal"), ("sdiv", "r1, r2, r3", "div"), ("ssat", "r0, #8, r1", "sat"),
-    ("smlad", "r1, r0, r8, r9", "dsp"), ("sxtb16", "r1, r2", "dsp"), ("qadd8", "r0, r1, r2", "dsp"),
-    ("ldr.w", "r0, [r1, #-4]!", "load"), ("ldrbeq", "r0, [r1]", "load"), ("str", "r0, [sp, #4]", "store"),
-    ("ldrd", "r0, r1, [r2]", "load_dual"), ("ldr", "pc, [sp], #4", "load_pc"),
-    ("ldmia.w", "r0!, {r1, r2, r3}", "ldm"), ("push", "{r4, r5, r6, lr}", "stm"), ("pop", "{r4, pc}", "pop_pc"),
-    ("pop.w", "{r4, r5}", "ldm"), ("b.n", "1c", "branch"), ("bne.n", "1c", "branch_cond"), ("bls", "8", "branch_cond"),
-    ("cbz", "r0, 20", "branch_cond"), ("bl", "1000", "bl"), ("bx", "lr", "bx"), ("blx", "r3", "bx"),
-    ("dsb", "sy", "barrier"), ("msr", "MSPLIM, r4", "system"), ("bkpt", "0x00ab", "system"),
-    ("vadd.f32", "s1, s0, s9", "fp_alu"), ("vfma.f32", "s1, s0, s9", "fp_mac"), ("vdiv.f32", "s0, s1, s2", "fp_div"),
-    ("vldr", "s0, [r0, #4]", "fp_load"), ("vstr", "d0, [sp]", "fp_store"), ("vpush", "{d8-d9}", "fp_ldm"),
-    ("vmov", "s0, r1", "fp_xfer"), ("vmrs", "APSR_nzcv, fpscr", "fp_xfer"),
-    ("vldrb.u8", "q3, [r7], #16", "mve_load"), ("vstrw.32", "q0, [r1]", "mve_store"),
-    ("vmlava.s8", "r0, q0, q1", "mve_mac"), ("vmladava.s8", "r2, q0, q1", "mve_mac"), ("vmul.i32", "q0, q1, q2", "mve_mac"),
-    ("vadd.i8", "q0, q1, q2", "mve_alu"), ("vshl.s32", "q0, r1", "mve_alu"), ("vadd.f32", "q0, q1, q2", "mve_fp"),
-    ("vdup.8", "q0, r1", "mve_xfer"), ("vmov.32", "q0[2], r1", "mve_xfer"), ("vpst", "", "mve_pred"),
-    ("vctp.8", "r2", "mve_pred"), ("dls", "lr, lr", "lob_start"), ("dlstp.8", "lr, r9", "lob_start"),
-    ("vldrbt.u8", "q0, [r1]", "mve_load"), ("vstrbt.8", "q0, [r1]", "mve_store"), ("vcmpt.f32", "q0, q1", "mve_fp"),
-    ("vmovlt.f32", "s15, s13", "fp_alu"), ("vmovlt.s8", "q0, q1", "mve_alu"), ("addw", "r0, r1, #4095", "alu"),
-    ("bleq", "1000", "bl"), ("vpsel", "q0, q1, q2", "mve_pred"),
-    ("le", "lr, 10006764", "lob_end"), ("letp", "lr, 100", "lob_end"), ("frobnicate", "r0", "other"),
-])
+# mnemonic | operands | class: one instruction as objdump prints it, and the timing class it falls in
+_CLASSES = """
+adds        | r0, #1            | alu
+addeq       | r1, r2            | alu
+mov.w       | r2, #15728640     | alu
+bics        | r0, r1            | alu
+mov         | pc, r3            | write_pc
+cmp         | r0, #0            | alu
+it          | eq                | it
+ittet       | ne                | it
+muls        | r1, r0, r1        | mul
+mla         | r1, r0, r0, r8    | mla
+smull       | r1, r2, r3, r0    | mull
+umlal       | r0, r1, r2, r3    | mlal
+sdiv        | r1, r2, r3        | div
+ssat        | r0, #8, r1        | sat
+smlad       | r1, r0, r8, r9    | dsp
+sxtb16      | r1, r2            | dsp
+qadd8       | r0, r1, r2        | dsp
+ldr.w       | r0, [r1, #-4]!    | load
+ldrbeq      | r0, [r1]          | load
+str         | r0, [sp, #4]      | store
+ldrd        | r0, r1, [r2]      | load_dual
+ldr         | pc, [sp], #4      | load_pc
+ldmia.w     | r0!, {r1, r2, r3} | ldm
+push        | {r4, r5, r6, lr}  | stm
+pop         | {r4, pc}          | pop_pc
+pop.w       | {r4, r5}          | ldm
+b.n         | 1c                | branch
+bne.n       | 1c                | branch_cond
+bls         | 8                 | branch_cond
+cbz         | r0, 20            | branch_cond
+bl          | 1000              | bl
+bx          | lr                | bx
+blx         | r3                | bx
+dsb         | sy                | barrier
+msr         | MSPLIM, r4        | system
+bkpt        | 0x00ab            | system
+vadd.f32    | s1, s0, s9        | fp_alu
+vfma.f32    | s1, s0, s9        | fp_mac
+vdiv.f32    | s0, s1, s2        | fp_div
+vldr        | s0, [r0, #4]      | fp_load
+vstr        | d0, [sp]          | fp_store
+vpush       | {d8-d9}           | fp_ldm
+vmov        | s0, r1            | fp_xfer
+vmrs        | APSR_nzcv, fpscr  | fp_xfer
+vldrb.u8    | q3, [r7], #16     | mve_load
+vstrw.32    | q0, [r1]          | mve_store
+vmlava.s8   | r0, q0, q1        | mve_mac
+vmladava.s8 | r2, q0, q1        | mve_mac
+vmul.i32    | q0, q1, q2        | mve_mac
+vadd.i8     | q0, q1, q2        | mve_alu
+vshl.s32    | q0, r1            | mve_alu
+vadd.f32    | q0, q1, q2        | mve_fp
+vdup.8      | q0, r1            | mve_xfer
+vmov.32     | q0[2], r1         | mve_xfer
+vpst        |                   | mve_pred
+vctp.8      | r2                | mve_pred
+dls         | lr, lr            | lob_start
+dlstp.8     | lr, r9            | lob_start
+vldrbt.u8   | q0, [r1]          | mve_load
+vstrbt.8    | q0, [r1]          | mve_store
+vcmpt.f32   | q0, q1            | mve_fp
+vmovlt.f32  | s15, s13          | fp_alu
+vmovlt.s8   | q0, q1            | mve_alu
+addw        | r0, r1, #4095     | alu
+bleq        | 1000              | bl
+vpsel       | q0, q1, q2        | mve_pred
+le          | lr, 10006764      | lob_end
+letp        | lr, 100           | lob_end
+frobnicate  | r0                | other
+"""
+CLASS_CASES = [tuple(f.strip() for f in line.split("|")) for line in _CLASSES.strip().splitlines()]
+
+
+@pytest.mark.parametrize("mnemonic, operands, cls", CLASS_CASES)
 def test_classify(mnemonic: str, operands: str, cls: str) -> None:
     assert classify(mnemonic, operands) == cls
 

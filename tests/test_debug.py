@@ -130,11 +130,16 @@ def test_on_the_simulator(tmp_path: Path, target: str) -> None:
 
 @pytest.mark.parametrize("extra, words", [
     (["--inputs", "missing.pt"], ["--inputs", "no such file"]),
+    (["--inputs", "CORRUPT"], ["--inputs file", "is not a torch .pt file"]),
     (["--target", "cortex-m99"], ["cortex-m99"]),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
                                words: list[str]) -> None:
     args = ["debug", "digits_cnn", "--board", "host", "-o", str(tmp_path)]
+    if "CORRUPT" in extra:
+        bad = tmp_path / "corrupt.pt"
+        bad.write_bytes(b"not a pickle")
+        extra = [str(bad) if e == "CORRUPT" else e for e in extra]
     if "--target" not in extra:
         args += ["--target", "cortex-m55"]
     try:
@@ -159,7 +164,9 @@ def test_suggest_measures_each_remedy(tmp_path: Path, digits_host: DebugReport) 
     _suggest(req, rep)
     assert rep.remedies is not None and rep.remedies["as_compiled_db"] == pytest.approx(rep.layers[-1].snr_db, abs=1e-6)
     by = {r["name"]: r for r in rep.remedies["remedies"]}
-    assert set(by) == {"per-channel weights", "more calibration data", "int16 activations (a16w8)", "the layer in float"}
+    assert set(by) == {"per-channel weights", "more calibration data", "int16 activations (a16w8)",
+                       "the layer in int16 (a16w8)", "the layer in float"}
+    assert by["the layer in int16 (a16w8)"]["output_snr_db"] is None  # Cortex-M: int8 kernels only
     more = by["more calibration data"]
     assert isinstance(more["output_snr_db"], float) and more["gain_db"] == pytest.approx(
         more["output_snr_db"] - rep.remedies["as_compiled_db"])
@@ -169,3 +176,23 @@ def test_suggest_measures_each_remedy(tmp_path: Path, digits_host: DebugReport) 
     # measured on the program, or (when ExecuTorch cannot lower it) on the quantize-dequantize model, said so
     assert isinstance(flt["output_snr_db"], float), flt
     assert not flt["note"] or flt["note"].startswith("measured on the quantize-dequantize model"), flt
+
+
+@pytest.mark.slow
+def test_one_layer_in_int16_on_ethos_u(tmp_path: Path) -> None:
+    """On Ethos-U the worst layer alone gets int16 activations: the quantizer annotated that module's nodes int16
+    (recorded, so a name that matched nothing cannot pass), and the program compiles through Vela and runs on
+    the host reference to a finite SNR."""
+    from emlkit.debug_suggest import _layer_a16w8
+    from emlkit.compile import make_options
+    from emlkit.load import load_model
+    from emlkit.targets import TARGETS
+
+    model = load_model("digits_cnn")
+    rem = _layer_a16w8(model, TARGETS["ethos-u55-128"], make_options(), [model.inputs], model.inputs, "features.0",
+                       tmp_path, 0.0)
+    assert rem.output_snr_db is not None and math.isfinite(rem.output_snr_db), rem
+    assert rem.gain_db == pytest.approx(rem.output_snr_db)
+    none = _layer_a16w8(model, TARGETS["ethos-u55-128"], make_options(), [model.inputs], model.inputs, "no.such",
+                        tmp_path / "none", 0.0)
+    assert none.output_snr_db is None and "no node of module no.such" in none.note

@@ -36,3 +36,10 @@ class WithSteps(Quantizer):
 
     def validate(self, model: torch.fx.GraphModule) -> None:
         return self.inner.validate(model)
+
+
+def innermost(quantizer: Any) -> Any:
+    """The target's own quantizer under any WithSteps wrappers (its set_module_name etc. live there)."""
+    while isinstance(quantizer, WithSteps):
+        quantizer = quantizer.inner
+    return quantizer

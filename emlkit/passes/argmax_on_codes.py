@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import torch
 
-from emlkit.passes.graph import NodeRewrite, increasing_dequantize
+from emlkit.passes.graph import CodesRewrite
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
 
 
 @declare("pre_edge", ("aten.argmax", "aten.argmin"), runs_after=("LutFusion",), order=207, flows=("cortex_m",))
-class ArgmaxOnCodes(NodeRewrite):
+class ArgmaxOnCodes(CodesRewrite):
     matches = (aten.argmax.default, aten.argmin.default)
     what = "argmax/argmin on int8 codes"
 
-    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        dq = increasing_dequantize(n.args[0])
-        if dq is None:
-            return False
+    def on_codes(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node) -> bool:
         n.replace_input_with(dq, dq.args[0])
         return True

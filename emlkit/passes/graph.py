@@ -489,6 +489,19 @@ class NodeRewrite(Rewrite):
         raise NotImplementedError
 
 
+class CodesRewrite(NodeRewrite):
+    """A NodeRewrite of ops whose first input is an increasing per-tensor dequantize (increasing_dequantize):
+    order statistics and selections of the values are those of the codes, so `on_codes(gm, n, dq)` can run the
+    op on dq's int8 input instead."""
+
+    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        dq = increasing_dequantize(n.args[0])
+        return dq is not None and self.on_codes(gm, n, dq)
+
+    def on_codes(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node) -> bool:
+        raise NotImplementedError
+
+
 def replace_node(old: torch.fx.Node, made: list[torch.fx.Node], result: torch.fx.Node) -> None:
     """`old` replaced by the nodes `made`, whose last value `result` takes its uses; `old` is erased."""
     copy_meta(old, made)

@@ -20,7 +20,7 @@ import operator
 
 import torch
 
-from emlkit.passes.graph import NodeRewrite, copy_meta, increasing_dequantize
+from emlkit.passes.graph import CodesRewrite, copy_meta
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -34,14 +34,11 @@ def _fake(n: torch.fx.Node, f: object) -> None:
 
 
 @declare("pre_edge", ("aten.median",), runs_after=("LutFusion",), order=208, flows=("cortex_m",))
-class MedianOnCodes(NodeRewrite):
+class MedianOnCodes(CodesRewrite):
     matches = (aten.median.default, aten.median.dim)
     what = "median on int8 codes"
 
-    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        dq = increasing_dequantize(n.args[0])
-        if dq is None:
-            return False
+    def on_codes(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node) -> bool:
         g = gm.graph
         if n.target is aten.median.default:
             with g.inserting_after(n):
