@@ -18,15 +18,16 @@ The drop of a layer is the SNR lost since the previous layer that has one: where
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import math
 import operator
-import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from emlkit.debug_suggest import module_path as _module_path
@@ -72,6 +73,9 @@ class NpuCommand:
     ofm_shape: list[int]
     tosa_tensor: str | None         # the closest TOSA tensor of its output shape; None: none has that shape
     steps: int | None               # largest difference from it, in int codes (0: the command computed it)
+    quantized_at: str | None = None  # the delegate graph's quantize whose codes the OFM holds (see npu_float_snr)
+    float_node: str | None = None   # the float model's node that quantize stands for
+    snr_db: float | None = None     # the OFM, dequantized with that quantize's scale, against the float node
 
 
 @dataclass
@@ -105,9 +109,9 @@ class DebugReport:
     def to_json(self) -> dict[str, Any]:
         d = asdict(dataclasses.replace(self, inputs=None))
         d.pop("inputs")
-        for row in d["layers"]:
+        for row in [*d["layers"], *d["npu_commands"]]:
             for k in ("snr_db", "drop_db"):
-                if row[k] is not None and not math.isfinite(row[k]):
+                if row.get(k) is not None and not math.isfinite(row[k]):
                     row[k] = "inf" if row[k] > 0 else "-inf"
         return d
 
@@ -330,7 +334,11 @@ class FloatMatcher:
             if same:
                 return max(same, key=lambda r: fm.index.get(r, -1))
             m = self.match(src) if src is not None else None
-            return m if m is not None and comparable(_shape(fm.values.get(m)), want) else None
+            if m is not None and comparable(_shape(fm.values.get(m)), want):
+                return m
+            if not (n.target is operator.getitem and src is not None and isinstance(src.meta.get("val"), (tuple, list))):
+                return None
+            # an element of a multi-output op (max_pool2d_with_indices): matched by its module as the op would be
         named = [r for r in named if fm.nodes[fm.index[r]].op == "call_function"] if named else []
         path = _module_path(n)
         own = [node for node in fm.nodes if node.op == "call_function" and fm.path.get(node.name) == path
@@ -501,7 +509,8 @@ def debug_model(req: DebugRequest, tamper: Callable[[Any], None] | None = None) 
         want = flatten_outputs(model.module(*sample))
     rep.inputs = DebugInputs(model, calib.samples, sample, min(c["snr_db"] for c in compare(want, ref_out)))
     if tosa:
-        rep.npu_commands = npu_commands(data, [tosa[k] for k in sorted(tosa, key=_delegate_index)])
+        rep.npu_commands = npu_commands(data, [tosa[k] for k in sorted(tosa, key=_delegate_index)],
+                                        ep.graph_module, fm)
     rep.plot = plot(rep, out / f"{stem}.png")
     return rep
 
@@ -511,19 +520,96 @@ def _delegate_index(name: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-def npu_commands(bpte: bytes, tosa_graphs: list[bytes]) -> list[NpuCommand]:
+def npu_commands(bpte: bytes, tosa_graphs: list[bytes], edge_gm: torch.fx.GraphModule | None = None,
+                 fm: FloatModel | None = None) -> list[NpuCommand]:
     """Every command of every Ethos-U delegate, run on the functional model with the bundled input and checked
-    against the TOSA reference's intermediate tensors."""
+    against the TOSA reference's intermediate tensors; with the edge graph and the float model, each command
+    whose output is the codes of one of the delegate graph's quantizes gets an SNR against float there."""
     from emlkit.npu.errors import NpuError
-    from emlkit.npu.trace import trace_bundled
+    from emlkit.npu.trace import run_bundled, trace_bundled
 
     try:
-        traces = trace_bundled(bpte, tosa_graphs)
+        run = run_bundled(bpte)
+        traces = trace_bundled(bpte, tosa_graphs, run)
     except NpuError as err:
         log.warning("warning: no per-command NPU table: %s", err)
         return []
-    return [NpuCommand(d, r.index, r.op, list(r.ifm_shape), list(r.ofm_shape), r.tosa_tensor, r.max_diff)
-            for d, rows in enumerate(traces) for r in rows]
+    out = [NpuCommand(d, r.index, r.op, list(r.ifm_shape), list(r.ofm_shape), r.tosa_tensor, r.max_diff)
+           for d, rows in enumerate(traces) for r in rows]
+    if edge_gm is not None and fm is not None:
+        modules = delegate_modules(edge_gm)
+        for d, (entries, args) in enumerate(zip(run.traces, run.delegate_args)):
+            if d < len(modules):
+                rows = [c for c in out if c.delegate == d]
+                npu_float_snr(rows, entries, args, modules[d], fm)
+    return out
+
+
+def delegate_modules(edge_gm: torch.fx.GraphModule) -> list[Any]:
+    """The ExportedProgram each delegate call lowered (its original_module), in call order."""
+    mods = []
+    for n in edge_gm.graph.nodes:
+        if n.op == "call_function" and "call_delegate" in str(n.target) and n.args and n.args[0].op == "get_attr":
+            mods.append(getattr(edge_gm, n.args[0].target).original_module)
+    return mods
+
+
+def _to_hwc(t: torch.Tensor) -> torch.Tensor:
+    """A logical NCHW (or N..C) tensor in the NPU's memory order: batch dropped, channels last."""
+    t = t[0] if t.dim() == 4 and t.shape[0] == 1 else t
+    return t.permute(1, 2, 0) if t.dim() == 3 else t
+
+
+def npu_float_snr(rows: list[NpuCommand], entries: list[Any], args: list[torch.Tensor], ep: Any,
+                  fm: FloatModel, tolerance: int = 1) -> None:
+    """Fill each row's SNR against float: the delegate's graph runs with PT2E's quantize/dequantize semantics on
+    the delegate's inputs, and a command whose OFM is within TOLERANCE codes of one quantize's output (the same
+    values up to the integer requantization's rounding) is that tensor: its OFM dequantized with that quantize's
+    scale and zero point is compared with the float model's node for it. Commands that write an intermediate
+    Vela keeps to itself (a stripe, a fused op's partial) get none."""
+    gm = ep.module()
+    values: dict[str, Any] = {}
+
+    class _Capture(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            out = super().run_node(n)
+            values[n.name] = out
+            return out
+
+    with torch.no_grad():
+        _Capture(gm).run(*args)
+    graph = {n.name: n for n in ep.graph_module.graph.nodes}
+    quants = [(n.name, values[n.name], float(n.args[1]), int(n.args[2])) for n in gm.graph.nodes
+              if _is(n, _QUANTIZE) and isinstance(values.get(n.name), torch.Tensor) and n.name in graph
+              and isinstance(n.args[1], (int, float)) and isinstance(n.args[2], int)]
+    matcher = FloatMatcher(fm, ep.graph_module, [])
+    matcher.graph_outputs = {}  # a delegate's outputs are not the model's
+    by_index = {r.index: r for r in rows}
+    for e in entries:
+        row = by_index.get(e.index)
+        if row is None or e.ofm is None:
+            continue
+        ofm = torch.from_numpy(np.ascontiguousarray(e.ofm)).to(torch.int64)
+        best: tuple[int, str, torch.Tensor, float, int] | None = None
+        for name, codes, scale, zp in quants:
+            hwc = _to_hwc(codes)
+            if hwc.numel() != ofm.numel() or (hwc.dim() == ofm.dim() and tuple(hwc.shape) != tuple(ofm.shape)):
+                continue
+            d = int((hwc.reshape(ofm.shape).to(torch.int64) - ofm).abs().max())
+            if d <= tolerance and (best is None or d < best[0]):
+                best = (d, name, codes, scale, zp)
+        if best is None:
+            continue
+        _, name, codes, scale, zp = best
+        row.quantized_at = name
+        row.float_node = matcher.match(graph[name])
+        ft = fm.tensor(row.float_node)
+        if ft is None or ft.numel() != codes.numel():
+            continue
+        real = (ofm.reshape(_to_hwc(codes).shape).double() - zp) * scale
+        if codes.dim() == 4 and codes.shape[0] == 1:
+            real = real.permute(2, 0, 1)
+        row.snr_db = snr_db(ft.reshape(-1).double(), real.reshape(-1))
 
 
 def plot(rep: DebugReport, path: Path) -> str | None:
@@ -611,11 +697,12 @@ def _print_npu(con: Any, rep: DebugReport) -> None:
 
     t = Table(title="inside the NPU delegates: every command on the functional model, against the closest TOSA "
                     "reference tensor of its output shape")
-    for col in ("delegate", "#", "command", "ifm", "ofm", "closest TOSA tensor", "steps to it"):
-        t.add_column(col, justify="right" if col in ("delegate", "#", "steps to it") else "left")
+    for col in ("delegate", "#", "command", "ifm", "ofm", "closest TOSA tensor", "steps to it", "float at", "SNR dB"):
+        t.add_column(col, justify="right" if col in ("delegate", "#", "steps to it", "SNR dB") else "left")
     for c in rep.npu_commands:
         t.add_row(str(c.delegate), str(c.index), c.op, "x".join(map(str, c.ifm_shape)) or "-",
-                  "x".join(map(str, c.ofm_shape)) or "-", c.tosa_tensor or "-", "-" if c.steps is None else str(c.steps))
+                  "x".join(map(str, c.ofm_shape)) or "-", c.tosa_tensor or "-", "-" if c.steps is None else str(c.steps),
+                  c.float_node or "-", _fmt_db(c.snr_db))
     con.print(t)
     checked = [c for c in rep.npu_commands if c.steps is not None]
     con.print(f"{sum(c.steps == 0 for c in checked)} of {len(checked)} commands with a TOSA tensor of their shape "

@@ -124,6 +124,12 @@ def test_on_the_simulator(tmp_path: Path, target: str) -> None:
         checked = [c for c in rep["npu_commands"] if c["steps"] is not None]
         assert len(checked) >= 3 and all(c["steps"] == 0 for c in checked), rep["npu_commands"]
         assert {c["op"] for c in checked} >= {"CONV", "POOL_MAX"}
+        # each of those commands' OFM is one quantize of the delegate's graph: it gets an SNR against float there,
+        # and the last one's is the delegate output's (the CPU table's delegate row)
+        with_snr = [c for c in checked if c["snr_db"] is not None]
+        assert {c["op"] for c in with_snr} >= {"CONV", "POOL_MAX"} and all(c["float_node"] for c in with_snr)
+        delegate = next(r for r in rep["layers"] if r["op"] == "delegate:EthosUBackend")
+        assert with_snr[-1]["snr_db"] == pytest.approx(delegate["snr_db"], abs=0.01)
     snr = [r["snr_db"] for r in rep["layers"] if r["snr_db"] is not None]
     assert snr and all(isinstance(s, float) and math.isfinite(s) for s in snr)
 

@@ -33,6 +33,7 @@ class ProgramRun:
     traces: list[list[TraceEntry]] = field(default_factory=list)   # one per delegate call
     npus: list[str] = field(default_factory=list)                  # the NPU each delegate call ran on
     delegate_inputs: list[list[np.ndarray]] = field(default_factory=list)  # what each delegate call was given
+    delegate_args: list[list[torch.Tensor]] = field(default_factory=list)  # the same in logical (NCHW) order
 
 
 def _order(t: Any) -> list[int]:
@@ -147,6 +148,7 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
     traces: list[list[TraceEntry]] = []
     npus: list[str] = []
     delegate_inputs: list[list[np.ndarray]] = []
+    delegate_args: list[list[torch.Tensor]] = []
     for chain in plan.chains:
         for ins in chain.instructions:
             a = ins.instr_args
@@ -190,6 +192,7 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
                 traces.append(tr)
                 npus.append(vb.config.product_name if vb.config is not None else "Ethos-U55")
                 delegate_inputs.append(ins_np)
+                delegate_args.append([values[i] for i in a.args[:n_in]])
                 if len(outs) != len(out_ids):
                     raise NpuError(f"delegate {a.delegate_index} produced {len(outs)} outputs, the program expects {len(out_ids)}")
                 for oid, o in zip(out_ids, outs):
@@ -198,7 +201,7 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
                     values[oid] = from_memory(raw, like.shape, _order(plan.values[oid].val))
             else:
                 raise NpuError(f"instruction {kind} is not handled by the host executor")
-    return ProgramRun([values[i] for i in plan.outputs], traces, npus, delegate_inputs)
+    return ProgramRun([values[i] for i in plan.outputs], traces, npus, delegate_inputs, delegate_args)
 
 
 def _bp_tensor(t: Any) -> torch.Tensor:

@@ -106,15 +106,22 @@ def trace_delegate(blob: bytes, tosa: bytes | None, inputs: Sequence[np.ndarray]
     return compare(entries, tensors)
 
 
-def trace_bundled(bpte: bytes, tosa_graphs: Sequence[bytes | None]) -> list[list[TraceRow]]:
-    """Trace every delegate of a bundled program's first test case. tosa_graphs[i] is delegate i's graph
-    (the compile writes OUTDIR/<model>_<target>.tosa/lowered_module_<i>.tosa), or None to skip the check."""
+def run_bundled(bpte: bytes) -> Any:
+    """A bundled program's first test case on the host executor with every NPU command traced (OFMs kept):
+    a ProgramRun."""
     from emlkit.npu.program import _bp_tensor, run_pte
     from executorch.devtools.bundled_program.serialize import deserialize_from_flatbuffer_to_bundled_program
 
     bp = deserialize_from_flatbuffer_to_bundled_program(bpte)
     tc = bp.method_test_suites[0].test_cases[0]
-    run = run_pte(bytes(bp.program), [_bp_tensor(v.val) for v in tc.inputs], trace=True)
+    return run_pte(bytes(bp.program), [_bp_tensor(v.val) for v in tc.inputs], trace=True)
+
+
+def trace_bundled(bpte: bytes, tosa_graphs: Sequence[bytes | None], run: Any = None) -> list[list[TraceRow]]:
+    """Trace every delegate of a bundled program's first test case (RUN: run_bundled's, when made already).
+    tosa_graphs[i] is delegate i's graph (the compile writes OUTDIR/<model>_<target>.tosa/lowered_module_<i>.tosa),
+    or None to skip the check."""
+    run = run if run is not None else run_bundled(bpte)
     result = []
     for i, (entries, ins) in enumerate(zip(run.traces, run.delegate_inputs)):
         tosa = tosa_graphs[i] if i < len(tosa_graphs) else None
