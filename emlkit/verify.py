@@ -111,8 +111,9 @@ CODES = (torch.int8, torch.int16, torch.uint8)   # dtypes of quantized codes
 # An index of the extreme: the same on codes as on their values (scales are positive); on floats, a float op.
 INDEX_ON_CODES = {"aten::argmax", "aten::argmin"}
 # Order statistics and selections whose integer result is exact on codes (emitted on codes only by
-# emlkit/passes/median_on_codes.py and masked_fill_on_codes.py, which give every value operand the output's grid).
-SELECT_ON_CODES = {"aten::median", "aten::where"}
+# emlkit/passes/median_on_codes.py, adaptive_max_on_codes.py and masked_fill_on_codes.py, which give every value
+# operand the output's grid).
+SELECT_ON_CODES = {"aten::median", "aten::adaptive_max_pool2d", "aten::where"}
 # Our own ops (emlkit/emlkit_ops.py): integer kernels only; a float tensor reaching one is a broken program.
 INTEGER_ONLY_NAMESPACES = {"emlkit"}
 # ops whose presence is how quantized data enters/leaves float (not compute).

@@ -1,4 +1,4 @@
-"""Bilinear resize, masked_fill/where with a scalar fill and median in int8 on cortex-m55 and cortex-m4 under
+"""Bilinear resize, masked_fill/where with a scalar fill, median and adaptive max pool in int8 on cortex-m55 and cortex-m4 under
 QEMU (issue 30): one model with all three compiles without --allow-float (no float op), and the device's outputs
 equal the host reference bit for bit, NHWC (after a conv) and NCHW (a model input) resizes included."""
 
@@ -24,7 +24,8 @@ _MODEL = module_source("""
     b = F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True)
     c = x[0].masked_fill(self.mask[:3], 0.75)
     d = torch.where(self.mask[3], -2.0, x[0, 1])
-    return a, b, c, d, torch.median(x), torch.median(x[0, 0], dim=1).values""",
+    e = F.adaptive_max_pool2d(self.conv(x), (3, 4))
+    return a, b, c, d, torch.median(x), torch.median(x[0, 0], dim=1).values, e""",
                        "torch.randn(1, 3, 7, 9)", name="CodesOps", seed=3,
                        imports="import torch.nn.functional as F\n")
 
@@ -39,10 +40,11 @@ def test_resize_select_median_int8_bit_exact_on_qemu(tmp_path: Path, target: str
     diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)  # the table wraps long cells
     assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
     cells = " ".join(diffs.group(1).split()).split(",")
-    assert [d.split()[0] for d in cells] == ["0"] * 6, diffs.group(1)
+    assert [d.split()[0] for d in cells] == ["0"] * 7, diffs.group(1)
     (report,) = (tmp_path / "o").glob("*.json")
     rep = json.loads(report.read_text())
     assert rep["ops"].get("emlkit::upsample_bilinear2d") == 2 and rep["ops"].get("aten::median") == 2
-    assert rep["ops"].get("aten::where") == 2
-    assert not any(op.startswith("aten::") and op not in ("aten::median", "aten::where") and "copy" not in op
+    assert rep["ops"].get("aten::where") == 2 and rep["ops"].get("aten::adaptive_max_pool2d") == 1
+    assert not any(op.startswith("aten::") and op not in ("aten::median", "aten::where", "aten::adaptive_max_pool2d")
+                   and "copy" not in op
                    and "view" not in op and "select" not in op and "slice" not in op for op in rep["ops"]), rep["ops"]

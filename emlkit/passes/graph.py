@@ -492,14 +492,57 @@ class NodeRewrite(Rewrite):
 class CodesRewrite(NodeRewrite):
     """A NodeRewrite of ops whose first input is an increasing per-tensor dequantize (increasing_dequantize):
     order statistics and selections of the values are those of the codes, so `on_codes(gm, n, dq)` can run the
-    op on dq's int8 input instead."""
+    op on dq's int8 input instead (by default: values_on_codes)."""
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
         dq = increasing_dequantize(n.args[0])
         return dq is not None and self.on_codes(gm, n, dq)
 
     def on_codes(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node) -> bool:
-        raise NotImplementedError
+        return values_on_codes(gm, n, dq)
+
+
+def values_on_codes(gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node) -> bool:
+    """N (an order statistic: median, a max pool) run on DQ's codes, followed by the same dequantize: for a
+    positive per-tensor scale `op(dequantize(x)) == dequantize(op(x))` exactly. An op returning (values, indices)
+    is rewritten only when just its values are used: which of tied elements an index names is not specified."""
+    import operator
+
+    g = gm.graph
+    args, kwargs = (dq.args[0], *n.args[1:]), dict(n.kwargs)
+    if isinstance(n.meta.get("val"), torch.Tensor):
+        with g.inserting_after(n):
+            op = g.call_function(n.target, args, kwargs)
+        with g.inserting_after(op):
+            back = g.call_function(dq.target, (op, *dq.args[1:]), dict(dq.kwargs))
+        made, values, first = [op, back], n, op
+    else:
+        items = list(n.users)
+        if not items or any(u.target is not operator.getitem or u.args[1] != 0 for u in items):
+            return False  # the indices are used (or the tuple escapes)
+        with g.inserting_after(n):
+            op = g.call_function(n.target, args, kwargs)
+        with g.inserting_after(op):
+            first = g.call_function(operator.getitem, (op, 0))
+        with g.inserting_after(first):
+            back = g.call_function(dq.target, (first, *dq.args[1:]), dict(dq.kwargs))
+        made, values = [op, first, back], items[0]
+        for extra in items[1:]:  # several getitem 0: one value
+            extra.replace_all_uses_with(items[0])
+            g.erase_node(extra)
+    v = dq.args[0].meta.get("val") if isinstance(dq.args[0], torch.fx.Node) else None
+    if isinstance(v, torch.Tensor):
+        op.meta["val"] = n.target(v, *n.args[1:], **kwargs)
+        if first is not op and isinstance(op.meta["val"], tuple):
+            first.meta["val"] = op.meta["val"][0]
+    if isinstance(values.meta.get("val"), torch.Tensor):
+        back.meta["val"] = values.meta["val"]
+    copy_meta(n, made)
+    values.replace_all_uses_with(back)
+    g.erase_node(values)
+    if values is not n:
+        g.erase_node(n)
+    return True
 
 
 def replace_node(old: torch.fx.Node, made: list[torch.fx.Node], result: torch.fx.Node) -> None:
