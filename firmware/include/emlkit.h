@@ -72,8 +72,13 @@ typedef enum {
   EML_BOOL = 11,
 } eml_dtype;
 
-/* Caller-owned state. Declare it static or global; its contents are private. */
+/* Caller-owned state. Declare it static or global; its contents are private.
+ * 4 KiB holds every build of the library; a build may define a smaller figure
+ * for the library and its callers alike (the library refuses to compile with
+ * one too small): about 2 KiB on a 32-bit core without the NPU part. */
+#ifndef EML_CONTEXT_BYTES
 #define EML_CONTEXT_BYTES 4096
+#endif
 #ifdef __cplusplus
 #define EML_ALIGN16 alignas(16)
 #else
