@@ -54,7 +54,8 @@ def _run(exe: Path, cres, work: Path) -> tuple[dict, list[bytes]]:
         p = work / f"input_{i}.bin"
         p.write_bytes(t.data)
         ins.append(str(p))
-    r = subprocess.run([str(exe), str(pte), str(1 << 22), str(work), *ins], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([str(exe), str(pte), str(1 << 22), str(work), str(cres.bpte), *ins], capture_output=True, text=True,
+                       timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout), [t.data for t in case.expected]
 
@@ -89,12 +90,35 @@ def test_api_runs_bit_exact_and_reports_the_tensors(how: str, consumers, compile
 
     c = got["checks"]
     assert (c["before_init"], c["empty_config"], c["before_load"]) == ("state", "invalid_argument", "state")
-    assert c["tiny_memory"] == "memory" and f"planned tensors {cres.report['memory']['arena_total']}" in c["tiny_memory_msg"]
+    assert c["tiny_memory"] == "memory" and c["tiny_memory_msg"].startswith("cannot place arena 1 (")
+    assert f"program needs arenas [{cres.report['memory']['arena_total']}]" in c["tiny_memory_msg"]
+    assert c["tiny_memory_msg"].endswith("regions: memory[0] 256 (256 free)")
     assert (c["corrupt"], c["wrong_size"], c["no_such_input"], c["no_such_output"]) == (
         "invalid_program", "invalid_argument", "invalid_argument", "invalid_argument")
     assert got["arena_bytes"] == cres.report["memory"]["arena_total"] and got["profile_runs"] == 2
     # two runs: every operator's calls are twice its kernel calls in the program
     assert {p["name"]: p["calls"] for p in got["profile"]} == {k: 2 * v for k, v in cres.report["ops"].items()}
+    assert not any(p["delegate"] for p in got["profile"])
+
+
+def test_api_runs_the_bundled_test_cases(consumers, compiled, tmp_path: Path) -> None:
+    """eml_load_bundled and the test-case calls: every case passes bit-exact, the plan is the compiler's, every
+    call's output of the first run is captured, and misuse comes back as a status."""
+    from emlkit.etdump import inspect_etdump
+
+    cres = compiled("conv_relu", "cortex-m55")
+    got, _ = _run(consumers["find_package"], cres, tmp_path)
+    b = got["bundle"]
+    assert got["checks"]["no_cases"] == "state"
+    assert b["cases"] >= 1 and b["diffs"] == [{"max_steps": 0, "pass": True}] * b["cases"]
+    assert sum(b["plan_arenas"]) == cres.report["memory"]["arena_total"] and b["runtime_bytes"] > 0
+    assert (b["few_diffs"], b["no_such_case"], b["huge"]) == ("invalid_argument", "invalid_argument", "memory")
+    assert b["huge_msg"].startswith(f"cannot place a huge block ({1 << 22} bytes): program needs arenas [")
+    assert b["operators"] > 50 and b["debug_missed"] == 0
+    debug = (tmp_path / "debug.bin").read_bytes()
+    assert len(debug) == b["debug_bytes"] > 0
+    p = inspect_etdump((tmp_path / "bundle_etdump.etdp").read_bytes(), cres.pte.with_suffix(".etrecord"))
+    assert p.runs == b["cases"] and all(r.calls == b["cases"] for r in p.rows)
 
 
 def test_inspector_reads_the_api_etdump(consumers, compiled, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "etdump.h"
 #include "place.h"
+#include "registry.h"
 #include "runtime.h"
 #include "schema_ids.h"
 #if defined(EMLKIT_WITH_ETHOSU)
@@ -24,6 +25,10 @@
 typedef struct {
   uint32_t magic;
   bool loaded;
+  bool planned;   /* needs holds the last load's plan (also when placing it failed) */
+  bool bundled;   /* bundle holds the loaded .bpte's test cases */
+  int32_t run_case; /* the test case whose inputs the next run takes (-1: the caller's), for the ETDump */
+  uint64_t last_ticks;
   eml_config cfg; /* cfg.memory and cfg.npu point into this struct */
   eml_npu_config npu_cfg;
   et_block mem[MAX_MEMORY]; /* the caller's memory, placed into by runtime/place.h */
@@ -33,6 +38,7 @@ typedef struct {
   et_method_needs needs;
   size_t arena_bytes;
   et_etdump etd;
+  et_bundle bundle;
 #if defined(EMLKIT_WITH_ETHOSU)
   ethosu_device npu;
   bool npu_up;
@@ -41,6 +47,12 @@ typedef struct {
   char msg[ET_MSG_CAP];
 } ctx_t;
 
+/* eml_compare_case hands the caller's records to the runtime as they are. */
+_Static_assert(sizeof(eml_output_diff) == sizeof(et_output_diff) && offsetof(eml_output_diff, max_steps) == offsetof(et_output_diff, max_steps) &&
+                   offsetof(eml_output_diff, nan_mismatch) == offsetof(et_output_diff, nan_mismatch) &&
+                   offsetof(eml_output_diff, pass) == offsetof(et_output_diff, pass),
+               "eml_output_diff and et_output_diff disagree");
+_Static_assert(EML_MAX_ARENAS == ET_MAX_ARENAS, "eml_plan holds every arena");
 _Static_assert(sizeof(ctx_t) <= EML_CONTEXT_BYTES, "eml_context is smaller than the runtime's state: raise EML_CONTEXT_BYTES");
 _Static_assert(_Alignof(ctx_t) <= 16, "eml_context must be 16-byte aligned for the runtime's state");
 /* Statuses pass through with the runtime's numbers. */
@@ -99,14 +111,21 @@ static ctx_t *ready(eml_context *ctx, bool loaded, eml_status *st) {
 
 static uint8_t *take(ctx_t *c, size_t size) { return et_place(c->mem, c->cfg.n_memory, size); }
 
-static eml_status no_room(ctx_t *c, const char *what, size_t size, size_t total) {
-  size_t n = (size_t)et_snprintf(c->msg, sizeof c->msg,
-                              "eml_config.memory too small for %s (%lu bytes): the program needs %lu bytes in all "
-                              "(planned tensors %lu, runtime %lu, delegates %lu); free:",
-                              what, (unsigned long)size, (unsigned long)total, (unsigned long)c->arena_bytes,
-                              (unsigned long)c->needs.runtime_bytes, (unsigned long)c->needs.delegate_bytes);
-  for (uint32_t i = 0; i < c->cfg.n_memory && n < sizeof c->msg; i++)
-    n += (size_t)et_snprintf(c->msg + n, sizeof c->msg - n, " %lu", (unsigned long)(c->mem[i].size - c->mem[i].used));
+/* The one message for a piece of memory that does not fit: the piece, the program's plan and every
+ * memory's free bytes. emlkit/verify.py and the fit check read its "cannot place" start. */
+static eml_status no_room(ctx_t *c, const char *what, size_t size) {
+  char *m = c->msg;
+  const size_t cap = sizeof c->msg;
+  size_t n = (size_t)et_snprintf(m, cap, "cannot place %s (%lu bytes): program needs arenas [", what, (unsigned long)size);
+  for (uint32_t k = 0; k < c->needs.n_arenas && n < cap; k++)
+    n += (size_t)et_snprintf(m + n, cap - n, "%s%" PRIu64, k ? ", " : "", c->needs.arena_bytes[k]);
+  if (n < cap) n += (size_t)et_snprintf(m + n, cap - n, "] + %lu runtime bytes; regions:", (unsigned long)c->needs.runtime_bytes);
+  for (uint32_t i = 0; i < c->cfg.n_memory && n < cap; i++) {
+    const et_block *b = &c->mem[i];
+    if (c->mem_cfg[i].name) n += (size_t)et_snprintf(m + n, cap - n, " %s", c->mem_cfg[i].name);
+    else n += (size_t)et_snprintf(m + n, cap - n, " memory[%" PRIu32 "]", i);
+    if (n < cap) n += (size_t)et_snprintf(m + n, cap - n, " %lu (%lu free)", (unsigned long)b->size, (unsigned long)(b->size - b->used));
+  }
   return EML_E_MEMORY;
 }
 
@@ -179,18 +198,15 @@ eml_status eml_init(eml_context *ctx, const eml_config *cfg) {
   return EML_OK;
 }
 
-eml_status eml_load(eml_context *ctx, const void *program, size_t size) {
-  READY(ctx, false);
-  c->loaded = false;
-  for (uint32_t i = 0; i < c->cfg.n_memory; i++) c->mem[i].used = 0;
-  if (program == NULL) return fail(c, EML_E_INVALID_ARG, "eml_load: program is NULL");
+/* Plans, places and builds `method` (NULL: the first) of the program bytes. */
+static eml_status load(ctx_t *c, const uint8_t *program, size_t size, const char *method) {
   et_status st = et_program_load(&c->prog, program, size);
-  if (st == ET_OK) st = et_method_needs_get(&c->prog, NULL, &c->needs);
+  if (st == ET_OK) st = et_method_needs_get(&c->prog, method, &c->needs);
   if (st != ET_OK) return from_et(c, st, c->prog.msg);
+  c->planned = true;
   c->arena_bytes = 0;
   for (uint32_t k = 0; k < c->needs.n_arenas; k++) c->arena_bytes += (size_t)c->needs.arena_bytes[k];
   size_t profile_bytes = (size_t)c->cfg.profile_events * sizeof(et_etdump_event);
-  size_t total = c->arena_bytes + c->needs.runtime_bytes + c->cfg.scratch_bytes + c->needs.delegate_bytes + profile_bytes;
 #if defined(EMLKIT_WITH_ETHOSU)
   if (c->needs.delegate_bytes > 0) {
     eml_status es = npu_up(c);
@@ -201,14 +217,17 @@ eml_status eml_load(eml_context *ctx, const void *program, size_t size) {
   et_method_memory m;
   et_piece nofit;
   if (et_place_method(c->mem, c->cfg.n_memory, &c->needs, c->cfg.scratch_bytes, &m, &nofit) != ET_OK) {
-    static const char *const piece[] = {"a planned arena", "the method's tables", "kernel scratch", "delegate (NPU) buffers"};
-    return no_room(c, piece[nofit.kind], nofit.size, total);
+    static const char *const piece[] = {"arena", "runtime memory", "kernel scratch", "delegate memory"};
+    char what[32];
+    if (nofit.kind == ET_PIECE_ARENA) et_snprintf(what, sizeof what, "arena %" PRIu32, nofit.arena + 1);
+    else et_snprintf(what, sizeof what, "%s", piece[nofit.kind]);
+    return no_room(c, what, nofit.size);
   }
   et_etdump_event *records = NULL;
   if (profile_bytes > 0 && (records = (et_etdump_event *)(void *)take(c, profile_bytes)) == NULL)
-    return no_room(c, "profile records", profile_bytes, total);
+    return no_room(c, "profile records", profile_bytes);
 
-  st = et_method_init(&c->method, &c->prog, NULL, m.runtime, c->needs.runtime_bytes, m.arena_base, m.arena_size,
+  st = et_method_init(&c->method, &c->prog, method, m.runtime, c->needs.runtime_bytes, m.arena_base, m.arena_size,
                       c->needs.n_arenas, m.scratch, c->cfg.scratch_bytes, m.delegate, c->needs.delegate_bytes);
   if (st != ET_OK) return from_et(c, st, c->method.msg);
   c->method.clock = c->cfg.clock;
@@ -220,6 +239,91 @@ eml_status eml_load(eml_context *ctx, const void *program, size_t size) {
   c->msg[0] = 0;
   c->loaded = true;
   return EML_OK;
+}
+
+/* Forgets the loaded program and frees the caller's memories for the next. */
+static void unload(ctx_t *c) {
+  c->loaded = c->planned = c->bundled = false;
+  c->run_case = -1;
+  c->last_ticks = 0;
+  for (uint32_t i = 0; i < c->cfg.n_memory; i++) c->mem[i].used = 0;
+}
+
+eml_status eml_load(eml_context *ctx, const void *program, size_t size) {
+  READY(ctx, false);
+  unload(c);
+  if (program == NULL) return fail(c, EML_E_INVALID_ARG, "eml_load: program is NULL");
+  return load(c, program, size, NULL);
+}
+
+eml_status eml_load_bundled(eml_context *ctx, const void *bundle, size_t size) {
+  READY(ctx, false);
+  unload(c);
+  if (bundle == NULL) return fail(c, EML_E_INVALID_ARG, "eml_load_bundled: bundle is NULL");
+  et_status st = et_bundle_load(&c->bundle, bundle, size);
+  if (st != ET_OK) return from_et(c, st, c->bundle.msg);
+  eml_status es = load(c, c->bundle.program, c->bundle.program_len, c->bundle.method_name);
+  c->bundled = es == EML_OK;
+  return es;
+}
+
+eml_status eml_plan_get(const eml_context *ctx, eml_plan *plan) {
+  READY(ctx, false);
+  if (plan == NULL) return fail(c, EML_E_INVALID_ARG, "eml_plan_get: plan is NULL");
+  if (!c->planned) return fail(c, EML_E_STATE, "no memory plan: eml_load did not read a program");
+  memset(plan, 0, sizeof *plan);
+  plan->n_arenas = c->needs.n_arenas;
+  memcpy(plan->arena_bytes, c->needs.arena_bytes, sizeof plan->arena_bytes);
+  plan->runtime_bytes = c->needs.runtime_bytes;
+  plan->delegate_bytes = c->needs.delegate_bytes;
+  plan->prepared_at_load = c->loaded && !c->method.prepare_each_call;
+  return EML_OK;
+}
+
+eml_status eml_take(eml_context *ctx, const char *what, size_t size, void **data) {
+  READY(ctx, true);
+  if (data == NULL) return fail(c, EML_E_INVALID_ARG, "eml_take: data is NULL");
+  *data = take(c, size ? size : 1u);
+  return *data ? EML_OK : no_room(c, what ? what : "eml_take's block", size);
+}
+
+/* ---------------------------------------------------------------- test cases */
+
+static ctx_t *with_cases(eml_context *ctx, eml_status *st) {
+  ctx_t *c = ready(ctx, true, st);
+  if (c && !c->bundled) {
+    *st = fail(c, EML_E_STATE, "the loaded program has no test cases: load a .bpte with eml_load_bundled");
+    return NULL;
+  }
+  return c;
+}
+
+eml_status eml_num_cases(const eml_context *ctx, uint32_t *n) {
+  eml_status st;
+  ctx_t *c = with_cases((eml_context *)ctx, &st);
+  if (c == NULL) return st;
+  if (n == NULL) return fail(c, EML_E_INVALID_ARG, "eml_num_cases: n is NULL");
+  *n = et_bundle_num_cases(&c->bundle);
+  return EML_OK;
+}
+
+eml_status eml_set_case_inputs(eml_context *ctx, uint32_t i) {
+  eml_status st;
+  ctx_t *c = with_cases(ctx, &st);
+  if (c == NULL) return st;
+  st = from_et(c, et_bundle_set_inputs(&c->bundle, i, &c->method), c->bundle.msg);
+  c->run_case = st == EML_OK ? (int32_t)i : -1;
+  return st;
+}
+
+eml_status eml_compare_case(eml_context *ctx, uint32_t i, eml_output_diff *diffs, uint32_t n_diffs) {
+  eml_status st;
+  ctx_t *c = with_cases(ctx, &st);
+  if (c == NULL) return st;
+  const uint32_t nout = et_method_num_outputs(&c->method);
+  if (diffs == NULL || n_diffs < nout)
+    return fail(c, EML_E_INVALID_ARG, "eml_compare_case: diffs must hold %" PRIu32 " records (the outputs)", nout);
+  return from_et(c, et_bundle_compare(&c->bundle, i, &c->method, (et_output_diff *)(void *)diffs), c->bundle.msg);
 }
 
 /* ---------------------------------------------------------------- inputs and outputs */
@@ -304,6 +408,7 @@ eml_status eml_set_input(eml_context *ctx, uint32_t i, const void *data, size_t 
   if (nbytes != v->u.t->nbytes)
     return fail(c, EML_E_INVALID_ARG, "input %" PRIu32 " takes %lu bytes, got %lu", i, (unsigned long)v->u.t->nbytes,
                 (unsigned long)nbytes);
+  c->run_case = -1;
   et_tensor src = *v->u.t;
   src.data = (void *)(uintptr_t)data; /* read only: copied, or used in place when unplanned */
   return from_et(c, et_method_set_input_tensor(&c->method, i, &src), c->method.msg);
@@ -311,10 +416,15 @@ eml_status eml_set_input(eml_context *ctx, uint32_t i, const void *data, size_t 
 
 eml_status eml_run(eml_context *ctx) {
   READY(ctx, true);
-  bool rec = c->etd.cap > 0;
-  if (rec) et_etdump_run_begin(&c->etd, c->cfg.clock(), -1);
+  const bool rec = c->etd.cap > 0;
+  uint64_t (*const clock)(void) = c->cfg.clock;
+  const uint64_t t0 = clock ? clock() : 0;
+  if (rec) et_etdump_run_begin(&c->etd, t0, c->run_case);
   et_status st = et_method_execute(&c->method);
-  if (rec) et_etdump_run_end(&c->etd, c->cfg.clock(), st == ET_OK);
+  const uint64_t t1 = clock ? clock() : 0;
+  if (rec) et_etdump_run_end(&c->etd, t1, st == ET_OK);
+  c->last_ticks = t1 - t0;
+  c->run_case = -1; /* a run consumes its inputs */
   return from_et(c, st, c->method.msg);
 }
 
@@ -341,6 +451,7 @@ eml_status eml_stats_get(const eml_context *ctx, eml_stats *stats) {
     stats->delegate_bytes = c->needs.delegate_bytes;
     stats->profile_runs = c->etd.runs;
     stats->profile_dropped = c->etd.dropped_runs;
+    stats->last_run_ticks = c->last_ticks;
   }
   return EML_OK;
 }
@@ -355,6 +466,7 @@ static bool op_entry(const et_method *m, uint32_t want, eml_op_profile *e) {
     if (seen) continue;
     if (idx++ != want) continue;
     e->name = m->ops[i].name;
+    e->delegate = false;
     e->calls = e->count = 0;
     for (uint32_t j = i; j < m->nops; j++)
       if (strcmp(m->ops[j].name, m->ops[i].name) == 0) e->calls += m->ops[j].calls, e->count += m->ops[j].count;
@@ -369,6 +481,7 @@ static bool op_entry(const et_method *m, uint32_t want, eml_op_profile *e) {
     if (seen) continue;
     if (idx++ != want) continue;
     e->name = ins->backend->id;
+    e->delegate = true;
     e->calls = e->count = 0;
     for (uint32_t j = i; j < n; j++)
       if (m->instrs[j].kind == ins->kind && m->instrs[j].backend == ins->backend)
@@ -402,6 +515,39 @@ eml_status eml_profile_reset(eml_context *ctx) {
   return EML_OK;
 }
 
+eml_status eml_record_runs(eml_context *ctx, uint32_t runs, bool debug_outputs) {
+  READY(ctx, true);
+  if (c->cfg.clock == NULL) return fail(c, EML_E_INVALID_ARG, "eml_record_runs needs eml_config.clock");
+  if (runs == 0) return fail(c, EML_E_INVALID_ARG, "eml_record_runs: record at least one run");
+  const et_method *m = &c->method;
+  const uint32_t per_run = m->chain_start[m->nchains] + 1u; /* every instruction, and the run itself */
+  const size_t bytes = (size_t)per_run * runs * sizeof(et_etdump_event);
+  et_etdump_event *rec = (et_etdump_event *)(void *)take(c, bytes);
+  if (rec == NULL) return no_room(c, "ETDump records", bytes);
+  et_etdump_init(&c->etd, rec, per_run * runs, c->cfg.clock_unit);
+  c->method.on_instr = et_etdump_on_instr;
+  c->method.on_instr_user = &c->etd;
+  if (!debug_outputs) return EML_OK;
+  uint32_t nrec;
+  const size_t dbytes = et_etdump_debug_bytes(m, &nrec);
+  et_etdump_debug *drec = (et_etdump_debug *)(void *)take(c, (size_t)(nrec ? nrec : 1u) * sizeof(et_etdump_debug));
+  if (drec == NULL) return no_room(c, "debug event records", (size_t)nrec * sizeof(et_etdump_debug));
+  uint8_t *buf = take(c, dbytes ? dbytes : 1u);
+  if (buf == NULL) return no_room(c, "the debug buffer (every call's output)", dbytes);
+  et_etdump_debug_init(&c->etd, drec, nrec, buf, dbytes);
+  return EML_OK;
+}
+
+eml_status eml_debug_outputs(const eml_context *ctx, const uint8_t **data, size_t *size, uint32_t *missed) {
+  READY(ctx, true);
+  if (data == NULL || size == NULL || missed == NULL) return fail(c, EML_E_INVALID_ARG, "eml_debug_outputs: data, size or missed is NULL");
+  if (c->etd.dbuf == NULL) return fail(c, EML_E_STATE, "no debug capture: call eml_record_runs with debug_outputs");
+  *data = c->etd.dbuf;
+  *size = c->etd.dbuf_used;
+  *missed = c->etd.dbg_missed;
+  return EML_OK;
+}
+
 eml_status eml_etdump(eml_context *ctx, const uint8_t **data, size_t *size) {
   READY(ctx, true);
   if (data == NULL || size == NULL) return fail(c, EML_E_INVALID_ARG, "eml_etdump: data or size is NULL");
@@ -419,9 +565,7 @@ eml_status eml_etdump(eml_context *ctx, const uint8_t **data, size_t *size) {
     size_t fr = start < end ? (size_t)(end - start) & ~(size_t)7u : 0;
     if (fr > best_free) best = &c->mem[i], best_free = fr;
   }
-  if (best == NULL || best_free < need)
-    return fail(c, EML_E_MEMORY, "the ETDump needs %lu bytes of free memory, the largest free block has %lu", (unsigned long)need,
-                (unsigned long)best_free);
+  if (best == NULL || best_free < need) return no_room(c, "the ETDump", need);
   uint8_t *start = (uint8_t *)((best->base + best->used + 7u) & ~(uintptr_t)7u);
   st = et_etdump_serialize(&c->etd, c->method.name, start, best_free, data, size);
   return from_et(c, st, "cannot write the ETDump");
@@ -464,6 +608,21 @@ eml_status eml_etdump_text(eml_context *ctx, void (*write)(void *user, const cha
     }
   }
   write(user, "ETDUMP END\n", 11);
+  return EML_OK;
+}
+
+/* ---------------------------------------------------------------- the build's operators */
+
+eml_status eml_operator(uint32_t i, eml_operator_info *info) {
+  if (info == NULL) return EML_E_INVALID_ARG;
+  const char *overload;
+  const char *name = et_registry_entry(i, &overload);
+  if (name == NULL) return EML_E_INVALID_ARG;
+  if (overload == NULL) overload = "";
+  info->name = name;
+  info->overload = overload;
+  info->state_bytes = 0;
+  (void)et_registry_find(name, (uint32_t)strlen(name), overload, (uint32_t)strlen(overload), NULL, &info->state_bytes);
   return EML_OK;
 }
 

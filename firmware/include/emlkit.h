@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define EMLKIT_API_VERSION 1
+#define EMLKIT_API_VERSION 2 /* 2: bundled programs (test cases), memory plan, eml_take, run recording, operators */
 
 /* Status of every call. The numbers are stable. */
 typedef enum {
@@ -72,8 +72,13 @@ typedef enum {
   EML_BOOL = 11,
 } eml_dtype;
 
-/* Caller-owned state. Declare it static or global; its contents are private. */
+/* Caller-owned state. Declare it static or global; its contents are private.
+ * 4 KiB holds every build of the library; a build may define a smaller figure
+ * for the library and its callers alike (the library refuses to compile with
+ * one too small): about 2 KiB on a 32-bit core without the NPU part. */
+#ifndef EML_CONTEXT_BYTES
 #define EML_CONTEXT_BYTES 4096
+#endif
 #ifdef __cplusplus
 #define EML_ALIGN16 alignas(16)
 #else
@@ -87,6 +92,7 @@ typedef struct {
 typedef struct {
   void *base;
   size_t size;
+  const char *name; /* optional: names the block in EML_E_MEMORY messages (NULL: "memory[i]") */
 } eml_memory;
 
 /* The Ethos-U NPU and the services its driver needs from the platform. */
@@ -134,9 +140,10 @@ typedef struct {
 /* Where the counts of one operator (or one delegate backend) went, summed
  * over every eml_run since eml_load or eml_profile_reset. */
 typedef struct {
-  const char *name;  /* "cortex_m::quantized_conv2d", "delegate:EthosUBackend" */
+  const char *name;  /* "cortex_m::quantized_conv2d", or a backend id such as "EthosUBackend" */
   uint64_t calls;
   uint64_t count;    /* clock ticks, in eml_config.clock_unit */
+  bool delegate;     /* a delegate backend: name is its id, e.g. "EthosUBackend" */
 } eml_op_profile;
 
 typedef struct {
@@ -145,7 +152,34 @@ typedef struct {
   size_t delegate_bytes;     /* of which NPU buffers */
   uint32_t profile_runs;     /* runs held for eml_etdump */
   uint32_t profile_dropped;  /* runs that did not fit in profile_events */
+  uint64_t last_run_ticks;   /* clock ticks of the last eml_run (0 without eml_config.clock) */
 } eml_stats;
+
+#define EML_MAX_ARENAS 8
+
+/* The loaded program's memory plan: what eml_load placed (or failed to place). */
+typedef struct {
+  uint32_t n_arenas;
+  uint64_t arena_bytes[EML_MAX_ARENAS]; /* planned tensors, per arena */
+  size_t runtime_bytes;                 /* the method's tables and kernel state */
+  size_t delegate_bytes;                /* NPU buffers */
+  bool prepared_at_load;                /* false: some calls are prepared right before they run */
+} eml_plan;
+
+/* How far output i of a run is from a bundled test case's expected output. */
+typedef struct {
+  double max_abs;       /* largest absolute difference, in output units */
+  int64_t max_steps;    /* the same in quantization steps; -1 when unknown (float output, no known step) */
+  bool nan_mismatch;    /* a NaN where the other has none */
+  bool pass;            /* within the case's tolerance */
+} eml_output_diff;
+
+/* One operator this build of the library implements. */
+typedef struct {
+  const char *name;     /* "cortex_m::quantized_conv2d" */
+  const char *overload; /* "out" ("" when none) */
+  uint32_t state_bytes; /* runtime memory each call of it takes */
+} eml_operator_info;
 
 /* Resets ctx and remembers cfg (the memories are not touched yet). With an
  * NPU config the Ethos-U backend is registered; the NPU itself is brought up
@@ -154,6 +188,21 @@ eml_status eml_init(eml_context *ctx, const eml_config *cfg);
 /* Loads a .pte from memory: verifies it, plans memory and binds every
  * operator and delegate. A second load replaces the first. */
 eml_status eml_load(eml_context *ctx, const void *program, size_t size);
+/* Loads a bundled program (.bpte, `emlkit compile` writes one: the program
+ * and test cases of inputs with their expected outputs), as eml_load does. */
+eml_status eml_load_bundled(eml_context *ctx, const void *bundle, size_t size);
+/* The bundle's test cases (after eml_load_bundled). */
+eml_status eml_num_cases(const eml_context *ctx, uint32_t *n);
+/* Sets every input from test case i, for the next eml_run. */
+eml_status eml_set_case_inputs(eml_context *ctx, uint32_t i);
+/* Compares the last run's outputs with test case i's expected outputs:
+ * diffs[k] for output k; n_diffs must be at least eml_num_outputs. */
+eml_status eml_compare_case(eml_context *ctx, uint32_t i, eml_output_diff *diffs, uint32_t n_diffs);
+/* The memory plan of the last eml_load, also after it failed to place it. */
+eml_status eml_plan_get(const eml_context *ctx, eml_plan *plan);
+/* size bytes of eml_config's free memory for the caller, valid until the
+ * next eml_load; `what` names them in the EML_E_MEMORY message. */
+eml_status eml_take(eml_context *ctx, const char *what, size_t size, void **data);
 eml_status eml_num_inputs(const eml_context *ctx, uint32_t *n);
 eml_status eml_num_outputs(const eml_context *ctx, uint32_t *n);
 eml_status eml_input_info(const eml_context *ctx, uint32_t i, eml_tensor_info *info);
@@ -173,6 +222,13 @@ eml_status eml_stats_get(const eml_context *ctx, eml_stats *stats);
 eml_status eml_profile_count(const eml_context *ctx, uint32_t *n);
 eml_status eml_profile_entry(const eml_context *ctx, uint32_t i, eml_op_profile *entry);
 eml_status eml_profile_reset(eml_context *ctx);
+/* Records the next `runs` runs, every instruction of them, for eml_etdump
+ * (needs eml_config.clock; replaces profile_events' records), in free memory;
+ * with debug_outputs, also every call's output of the first of them. */
+eml_status eml_record_runs(eml_context *ctx, uint32_t runs, bool debug_outputs);
+/* The outputs eml_record_runs(..., true) captured, as the ETDump's debug
+ * events point into them, and how many did not fit. */
+eml_status eml_debug_outputs(const eml_context *ctx, const uint8_t **data, size_t *size, uint32_t *missed);
 /* The recorded runs as an ETDump, built in free memory from eml_config's
  * memories: *data stays valid until the next eml_load, eml_run or eml_etdump. */
 eml_status eml_etdump(eml_context *ctx, const uint8_t **data, size_t *size);
@@ -180,6 +236,9 @@ eml_status eml_etdump(eml_context *ctx, const uint8_t **data, size_t *size);
  *   "ETDUMP BEGIN bytes=<n> crc32=<hex8>\n", base64 lines of 64 characters,
  *   "ETDUMP END\n". `emlkit inspect --log FILE` reads it back. */
 eml_status eml_etdump_text(eml_context *ctx, void (*write)(void *user, const char *s, size_t n), void *user);
+
+/* Operator i (from 0) of the ones this build implements; EML_E_INVALID_ARG past the last. */
+eml_status eml_operator(uint32_t i, eml_operator_info *info);
 
 /* One line on the last failure of this context (empty when none). */
 const char *eml_last_error(const eml_context *ctx);

@@ -43,6 +43,20 @@ ET_PREPARE static inline et_status af_f32_arg(et_kernel_ctx *ctx, const char *op
   if ((st = aten_tensor(ctx, op, args, i, t))) return st;
   return af_f32(ctx, op, *t, name);
 }
+/* The (self, ..., out) head of a float32 operator: aten_self_out, then self (called `name`) and out float32. */
+ET_PREPARE static inline et_status af_f32_self_out(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want,
+                                                   uint32_t iout, et_tensor **self, const char *name, et_tensor **out) {
+  et_status st;
+  if ((st = aten_self_out(ctx, op, args, nargs, want, iout, self, out)) || (st = af_f32(ctx, op, *self, name))) return st;
+  return af_f32(ctx, op, *out, "out");
+}
+/* A Tensor? argument that, when given, must be float32: NULL for None. */
+ET_PREPARE static inline et_status af_opt_f32_arg(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i, const char *name,
+                                                  et_tensor **t) {
+  et_status st;
+  if ((st = af_opt_tensor(ctx, op, args, i, t)) || *t == NULL) return st;
+  return af_f32(ctx, op, *t, name);
+}
 /* Unchecked form for eval: a Tensor? argument, NULL for None. */
 static inline const et_tensor *af_opt_tensor_get(const et_value *v) { return v->tag == ET_TAG_TENSOR ? v->u.t : NULL; }
 /* An int[] argument (int[]? too when `optional`: *n = 0 for None). */

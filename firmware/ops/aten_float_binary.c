@@ -324,13 +324,11 @@ ET_PREPARE et_status aten_clamp_tensor_out_prepare(et_kernel_ctx *ctx, et_value 
   const char *op = "aten::clamp.Tensor_out";
   et_tensor *a = NULL, *lo = NULL, *hi = NULL, *out = NULL;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 5, CLAMPT_OUT, &a, &out)) || (st = af_opt_tensor(ctx, op, args, CLAMPT_MIN, &lo)) ||
-      (st = af_opt_tensor(ctx, op, args, CLAMPT_MAX, &hi)) || (st = af_f32(ctx, op, a, "self")) || (st = af_f32(ctx, op, out, "out")) ||
-      (st = af_bcast(ctx, op, a, out)))
+  if ((st = af_f32_self_out(ctx, op, args, nargs, 5, CLAMPT_OUT, &a, "self", &out)) || (st = af_opt_f32_arg(ctx, op, args, CLAMPT_MIN, "min", &lo)) ||
+      (st = af_opt_f32_arg(ctx, op, args, CLAMPT_MAX, "max", &hi)) || (st = af_bcast(ctx, op, a, out)))
     return st;
-  if (lo && ((st = af_f32(ctx, op, lo, "min")) || (st = af_bcast(ctx, op, lo, out)))) return st;
-  if (hi && ((st = af_f32(ctx, op, hi, "max")) || (st = af_bcast(ctx, op, hi, out)))) return st;
-  return ET_OK;
+  if (lo && (st = af_bcast(ctx, op, lo, out))) return st;
+  return hi ? af_bcast(ctx, op, hi, out) : ET_OK;
 }
 et_status aten_clamp_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::clamp.Tensor_out";

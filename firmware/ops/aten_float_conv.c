@@ -257,9 +257,8 @@ ET_PREPARE et_status aten_linear_out_prepare(et_kernel_ctx *ctx, et_value **args
   const char *op = "aten::linear.out";
   et_tensor *x = NULL, *w = NULL, *b = NULL, *out = NULL;
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, 5, LINEAR_OUT, &x, &out)) || (st = aten_tensor(ctx, op, args, LINEAR_WEIGHT, &w)) ||
-      (st = af_opt_tensor(ctx, op, args, LINEAR_BIAS, &b)) || (st = af_f32(ctx, op, x, "input")) || (st = af_f32(ctx, op, w, "weight")) ||
-      (st = af_f32(ctx, op, out, "out")) || (b && (st = af_f32(ctx, op, b, "bias"))))
+  if ((st = af_f32_self_out(ctx, op, args, nargs, 5, LINEAR_OUT, &x, "input", &out)) || (st = af_f32_arg(ctx, op, args, LINEAR_WEIGHT, "weight", &w)) ||
+      (st = af_opt_f32_arg(ctx, op, args, LINEAR_BIAS, "bias", &b)))
     return st;
   if (x->dim < 1 || w->dim != 2 || w->sizes[1] != x->sizes[x->dim - 1])
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: weight must be [out_features, %d]", op, x->dim ? (int)x->sizes[x->dim - 1] : 0);

@@ -503,18 +503,15 @@ static inline float opt_at(const et_tensor *t, size_t i, float dflt) { return t 
 ET_PREPARE static et_status affine_check(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t iw, et_tensor **w, et_tensor **b,
                                          int32_t n) {
   et_status st;
-  if ((st = af_opt_tensor(ctx, op, args, iw, w)) || (st = af_opt_tensor(ctx, op, args, iw + 1, b))) return st;
-  if (*w && ((st = af_f32(ctx, op, *w, "weight")) || (st = af_shape(ctx, op, *w, "weight", 1, &n)))) return st;
-  if (*b && ((st = af_f32(ctx, op, *b, "bias")) || (st = af_shape(ctx, op, *b, "bias", 1, &n)))) return st;
-  return ET_OK;
+  if ((st = af_opt_f32_arg(ctx, op, args, iw, "weight", w)) || (st = af_opt_f32_arg(ctx, op, args, iw + 1, "bias", b))) return st;
+  if (*w && (st = af_shape(ctx, op, *w, "weight", 1, &n))) return st;
+  return *b ? af_shape(ctx, op, *b, "bias", 1, &n) : ET_OK;
 }
 /* The head of the normalizations: input float32 of rank >= 2 (layer norm: >= 1), out0 its shape. */
 ET_PREPARE static et_status norm_head(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs, uint32_t want, uint32_t iout,
                                       uint8_t min_rank, et_tensor **a, et_tensor **out) {
   et_status st;
-  if ((st = aten_self_out(ctx, op, args, nargs, want, iout, a, out)) || (st = af_f32(ctx, op, *a, "input")) ||
-      (st = af_f32(ctx, op, *out, "out")) || (st = af_same_shape(ctx, op, *out, "out", *a)))
-    return st;
+  if ((st = af_f32_self_out(ctx, op, args, nargs, want, iout, a, "input", out)) || (st = af_same_shape(ctx, op, *out, "out", *a))) return st;
   if ((*a)->dim < min_rank) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: input rank %u below %u", op, (*a)->dim, min_rank);
   return ET_OK;
 }
@@ -550,8 +547,8 @@ ET_PREPARE et_status aten_native_layer_norm_out_prepare(et_kernel_ctx *ctx, et_v
   for (uint32_t i = LN_WEIGHT; i <= LN_BIAS; i++) { /* weight and bias: None or normalized_shape, in logical order */
     et_tensor *t = NULL;
     const char *name = i == LN_WEIGHT ? "weight" : "bias";
-    if ((st = af_opt_tensor(ctx, op, args, i, &t))) return st;
-    if (t && ((st = af_f32(ctx, op, t, name)) || (st = af_shape(ctx, op, t, name, (uint8_t)k, a->sizes + (a->dim - k))))) return st;
+    if ((st = af_opt_f32_arg(ctx, op, args, i, name, &t))) return st;
+    if (t && (st = af_shape(ctx, op, t, name, (uint8_t)k, a->sizes + (a->dim - k)))) return st;
     if (t && !et_dim_order_is_identity(t)) return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %s is not contiguous", op, name);
   }
   return stats_check(ctx, op, args, LN_OUT1, et_tensor_numel(a) / (m ? (size_t)m : 1), false);

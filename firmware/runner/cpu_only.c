@@ -3,12 +3,9 @@
  * ("no backend ...") instead of reaching a driver this image leaves out. */
 #include "runner_npu.h"
 
-et_status runner_npu_register(void) { return ET_OK; }
-
-#ifdef FW_LOAD_CHECK
-et_status runner_npu_register_load_only(void) { return ET_OK; }
-#endif
-
-void runner_npu_init(void) {}
+int runner_npu_register(bool load_only) {
+  (void)load_only;
+  return 0;
+}
 
 void runner_npu_print(void) {}

@@ -1,9 +1,11 @@
 /* Host check of the emlkit C API (tests/test_api.py drives it):
- *   api_check MODEL.pte MEMORY_BYTES OUT_DIR INPUT_0.bin [INPUT_1.bin ...]
+ *   api_check MODEL.pte MEMORY_BYTES OUT_DIR MODEL.bpte INPUT_0.bin [INPUT_1.bin ...]
  * Loads the program with one block of MEMORY_BYTES, reports every input and
  * output (dtype, shape, dim order, bytes, scale, zero point), runs twice,
  * writes OUT_DIR/output_<i>.bin and OUT_DIR/etdump.etdp, and exercises the
- * error paths. Prints one JSON object; exit 0 when every call behaved. */
+ * error paths; then loads the bundled program and runs and compares each of
+ * its test cases, with every call's output captured (OUT_DIR/debug.bin).
+ * Prints one JSON object; exit 0 when every call behaved. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,8 +65,8 @@ static int g_bad;
   } while (0)
 
 int main(int argc, char **argv) {
-  if (argc < 4) {
-    fprintf(stderr, "usage: api_check MODEL.pte MEMORY_BYTES OUT_DIR [INPUT.bin...]\n");
+  if (argc < 5) {
+    fprintf(stderr, "usage: api_check MODEL.pte MEMORY_BYTES OUT_DIR MODEL.bpte [INPUT.bin...]\n");
     return 2;
   }
   size_t pte_len;
@@ -112,7 +114,7 @@ int main(int argc, char **argv) {
     printf("%s", i ? ", " : "");
     print_info(&info);
     /* kept until exit: an input the program did not plan is used in place */
-    if (i < 8 && (int)i + 4 < argc) in_data[i] = read_file(argv[4 + i], &in_len[i]);
+    if (i < 8 && (int)i + 5 < argc) in_data[i] = read_file(argv[5 + i], &in_len[i]);
   }
   printf("], \"outputs\": [");
   for (uint32_t i = 0; i < nout; i++) {
@@ -142,7 +144,8 @@ int main(int argc, char **argv) {
   for (uint32_t i = 0; i < nprof; i++) {
     eml_op_profile e;
     EXPECT(eml_profile_entry(&ctx, i, &e), EML_OK);
-    printf("%s{\"name\": \"%s\", \"calls\": %" PRIu64 ", \"count\": %" PRIu64 "}", i ? ", " : "", e.name, e.calls, e.count);
+    printf("%s{\"name\": \"%s\", \"calls\": %" PRIu64 ", \"count\": %" PRIu64 ", \"delegate\": %s}", i ? ", " : "", e.name,
+           e.calls, e.count, e.delegate ? "true" : "false");
   }
   const uint8_t *etd;
   size_t etd_len = 0;
@@ -152,10 +155,60 @@ int main(int argc, char **argv) {
   EXPECT(eml_stats_get(&ctx, &stats), EML_OK);
   printf("], \"etdump_bytes\": %zu, \"memory_used\": %zu, \"arena_bytes\": %zu, \"profile_runs\": %" PRIu32, etd_len,
          stats.memory_used, stats.arena_bytes, stats.profile_runs);
-  printf(", \"checks\": {\"before_init\": \"%s\", \"empty_config\": \"%s\", \"empty_config_msg\": \"%s\", "
+  eml_status no_cases = eml_num_cases(&ctx, &nin);
+
+  /* The bundled program: every test case run and compared; the first run's calls captured. */
+  size_t bpte_len;
+  void *bpte = read_file(argv[4], &bpte_len);
+  if (!bpte) {
+    fprintf(stderr, "cannot read %s\n", argv[4]);
+    return 2;
+  }
+  eml_config bcfg = {.memory = &m, .n_memory = 1, .clock = clock_ns, .clock_unit = "ns"};
+  EXPECT(eml_init(&ctx, &bcfg), EML_OK);
+  EXPECT(eml_load_bundled(&ctx, bpte, bpte_len), EML_OK);
+  uint32_t ncases = 0;
+  EXPECT(eml_num_cases(&ctx, &ncases), EML_OK);
+  eml_plan plan;
+  EXPECT(eml_plan_get(&ctx, &plan), EML_OK);
+  EXPECT(eml_record_runs(&ctx, ncases, true), EML_OK);
+  printf(", \"bundle\": {\"cases\": %" PRIu32 ", \"plan_arenas\": [", ncases);
+  for (uint32_t k = 0; k < plan.n_arenas; k++) printf("%s%" PRIu64, k ? ", " : "", plan.arena_bytes[k]);
+  printf("], \"runtime_bytes\": %zu, \"prepared_at_load\": %s, \"diffs\": [", plan.runtime_bytes,
+         plan.prepared_at_load ? "true" : "false");
+  eml_output_diff diffs[8];
+  for (uint32_t c = 0; c < ncases; c++) {
+    EXPECT(eml_set_case_inputs(&ctx, c), EML_OK);
+    EXPECT(eml_run(&ctx), EML_OK);
+    EXPECT(eml_compare_case(&ctx, c, diffs, 8), EML_OK);
+    printf("%s{\"max_steps\": %" PRId64 ", \"pass\": %s}", c ? ", " : "", diffs[0].max_steps, diffs[0].pass ? "true" : "false");
+  }
+  eml_status few_diffs = eml_compare_case(&ctx, 0, diffs, 0);
+  eml_status no_such_case = eml_set_case_inputs(&ctx, ncases);
+  const uint8_t *dbg;
+  size_t dbg_len = 0;
+  uint32_t missed = 0;
+  EXPECT(eml_debug_outputs(&ctx, &dbg, &dbg_len, &missed), EML_OK);
+  if (dbg_len && write_file(argv[3], "debug.bin", dbg, dbg_len) != 0) g_bad = 1;
+  EXPECT(eml_etdump(&ctx, &etd, &etd_len), EML_OK);
+  if (etd_len && write_file(argv[3], "bundle_etdump.etdp", etd, etd_len) != 0) g_bad = 1;
+  void *block;
+  eml_status huge = eml_take(&ctx, "a huge block", mem_bytes, &block);
+  char huge_msg[256];
+  snprintf(huge_msg, sizeof huge_msg, "%s", eml_last_error(&ctx));
+  EXPECT(eml_take(&ctx, "a small block", 64, &block), EML_OK);
+  uint32_t nops = 0;
+  eml_operator_info op;
+  while (eml_operator(nops, &op) == EML_OK) nops++;
+  printf("], \"debug_bytes\": %zu, \"debug_missed\": %" PRIu32 ", \"etdump_bytes\": %zu, \"operators\": %" PRIu32
+         ", \"few_diffs\": \"%s\", \"no_such_case\": \"%s\", \"huge\": \"%s\", \"huge_msg\": \"%s\"}",
+         dbg_len, missed, etd_len, nops, eml_status_name(few_diffs), eml_status_name(no_such_case), eml_status_name(huge), huge_msg);
+  free(bpte);
+
+  printf(", \"checks\": {\"no_cases\": \"%s\", \"before_init\": \"%s\", \"empty_config\": \"%s\", \"empty_config_msg\": \"%s\", "
          "\"before_load\": \"%s\", \"tiny_memory\": \"%s\", \"tiny_memory_msg\": \"%s\", \"corrupt\": \"%s\", "
          "\"wrong_size\": \"%s\", \"no_such_input\": \"%s\", \"no_such_output\": \"%s\"}}\n",
-         eml_status_name(before_init), eml_status_name(empty_cfg), empty_cfg_msg, eml_status_name(before_load),
+         eml_status_name(no_cases), eml_status_name(before_init), eml_status_name(empty_cfg), empty_cfg_msg, eml_status_name(before_load),
          eml_status_name(tiny_load), tiny_msg, eml_status_name(corrupt), eml_status_name(wrong_size),
          eml_status_name(no_such_input), eml_status_name(no_such_output));
   free(pte);
