@@ -246,6 +246,21 @@ def qparams(n: torch.fx.Node) -> tuple[float, int] | None:
     return None
 
 
+def capture_values(gm: torch.fx.GraphModule, inputs: tuple[Any, ...]) -> dict[str, Any]:
+    """Every node's value when GM runs on INPUTS, by node name."""
+    values: dict[str, Any] = {}
+
+    class _Capture(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            out = super().run_node(n)
+            values[n.name] = out
+            return out
+
+    with torch.no_grad():
+        _Capture(gm).run(*inputs)
+    return values
+
+
 class FloatModel:
     """The float model's value at every node of its exported graph, for one input."""
 
@@ -254,17 +269,7 @@ class FloatModel:
 
         ep = export_module(module, inputs)
         gm = ep.module()
-        self.values: dict[str, Any] = {}
-        values = self.values
-
-        class _Capture(torch.fx.Interpreter):
-            def run_node(self, n: torch.fx.Node) -> Any:
-                out = super().run_node(n)
-                values[n.name] = out
-                return out
-
-        with torch.no_grad():
-            _Capture(gm).run(*inputs)
+        self.values: dict[str, Any] = capture_values(gm, inputs)
         self.nodes = [n for n in gm.graph.nodes]
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         meta = {n.name: n for n in ep.graph.nodes}  # the lifted graph keeps the module stacks
@@ -568,16 +573,7 @@ def npu_float_snr(rows: list[NpuCommand], entries: list[Any], args: list[torch.T
     scale and zero point is compared with the float model's node for it. Commands that write an intermediate
     Vela keeps to itself (a stripe, a fused op's partial) get none."""
     gm = ep.module()
-    values: dict[str, Any] = {}
-
-    class _Capture(torch.fx.Interpreter):
-        def run_node(self, n: torch.fx.Node) -> Any:
-            out = super().run_node(n)
-            values[n.name] = out
-            return out
-
-    with torch.no_grad():
-        _Capture(gm).run(*args)
+    values = capture_values(gm, tuple(args))
     graph = {n.name: n for n in ep.graph_module.graph.nodes}
     quants = [(n.name, values[n.name], float(n.args[1]), int(n.args[2])) for n in gm.graph.nodes
               if _is(n, _QUANTIZE) and isinstance(values.get(n.name), torch.Tensor) and n.name in graph
