@@ -356,3 +356,146 @@ def _bilinear_out_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, 
                        output_zero_point: int, multiplier: int, shift: int, *, out: torch.Tensor) -> torch.Tensor:
     out.copy_(upsample_bilinear2d_reference(x, rows, cols, input_zero_point, output_zero_point, multiplier, shift))
     return out
+
+
+# ---------------------------------------------------------------- lstm (int8 in and out, int16 cell and gates)
+# One unidirectional LSTM layer over int8 codes, torch's gate order (i, f, g, o), zero initial state. The
+# numerics follow the scheme of CMSIS-NN's and TFLM's int8 LSTM (int8 weights and activations, gate
+# pre-activations and cell state in int16, sigmoid/tanh on 16-bit inputs), written out here:
+#   x: int8 [B, T, I] (batch_first) or [T, B, I]; y (the op's first output): int8 h codes in that layout.
+#   h_{-1} = output_zero_point codes (real 0), c_{-1} = 0.
+#   For every gate row r of W_ih [4H, I] and W_hh [4H, H] (int8, per-row scales s_wi[r], s_wh[r]):
+#     ax = sum_k W_ih[r, k] * (x_k - zp_in),  ah = sum_k W_hh[r, k] * (h_k - zp_out)      (int32: I, H <= 2^14)
+#     pre[r] = sat16(rq(ax, Mx[r], Tx[r]) + rq(ah, Mh[r], Th[r]) + bias[r])               (Q3.12)
+#   with rq(v, M, T) = (v * M + 2^(T-1)) >> T, M / 2^T = s_x * s_wi[r] * 2^12 (resp. s_h * s_wh[r] * 2^12) and
+#   bias[r] = round((b_ih + b_hh)[r] * 2^12) clamped to +-2^24 (int32, Q3.12).
+#   i, f, o = lut(sigmoid table, pre), g = lut(tanh table, pre): Q0.15 (int16). lut(t, v): u = v + 32768,
+#     j = u >> 7, e = u & 127, t[j] + (((t[j+1] - t[j]) * e + 64) >> 7): 513-entry tables over [-8, 8]
+#     (tables[0] sigmoid, tables[1] tanh, round(f(x) * 2^15) clamped to [-32767, 32767]).
+#   c (int16, K = cell_frac_bits fraction bits, 11 <= K <= 15):
+#     c = sat16(((f * c) << (15 - K)) + i * g + 2^(29-K)) >> (30 - K))
+#   tanh(c): v = sat16(c << (12 - K)) if K <= 12 else (c + 2^(K-13)) >> (K - 12); tc = lut(tanh table, v)
+#   h code = clamp(((o * tc) * M + 2^(T-1)) >> T) + zp_out, -128, 127), M / 2^T = 2^-30 / s_h.
+# The second output is the last cell state c (int16 [B, H], real c * 2^-K): the kernel's working state.
+LSTM_GATE_FRAC = 12       # gate pre-activations in Q3.12: [-8, 8), where sigmoid and tanh are within 2^-11 of 0/1
+LSTM_TABLE_STEP = 7       # 2^7 input codes between table entries: 513 entries span the int16 range
+LSTM_TABLE_LEN = (1 << (16 - LSTM_TABLE_STEP)) + 1
+LSTM_MAX_BIAS = 1 << 24
+LSTM_MAX_FEATURES = 1 << 14
+
+lib.define("lstm(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
+           "int input_zero_point, int output_zero_point, int cell_frac_bits, int output_multiplier, "
+           "int output_shift) -> (Tensor, Tensor)")
+lib.define("lstm.out(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
+           "int input_zero_point, int output_zero_point, int cell_frac_bits, int output_multiplier, "
+           "int output_shift, *, Tensor(a!) out, Tensor(b!) cell) -> (Tensor(a!), Tensor(b!))")
+
+
+def lstm_tables() -> torch.Tensor:
+    """int16 [2, 513]: sigmoid and tanh at (j * 2^7 - 2^15) / 2^12, in Q0.15 (float64 on the host)."""
+    v = (torch.arange(LSTM_TABLE_LEN, dtype=torch.float64) * (1 << LSTM_TABLE_STEP) - 32768) / (1 << LSTM_GATE_FRAC)
+    t = torch.stack([torch.sigmoid(v), torch.tanh(v)])
+    return torch.round(t * 32768).clamp(-32767, 32767).to(torch.int16)
+
+
+def _lut16(table: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    u = v + 32768
+    j, e = u >> LSTM_TABLE_STEP, u & ((1 << LSTM_TABLE_STEP) - 1)
+    a, b = table[j], table[j + 1]
+    return a + (((b - a) * e + (1 << (LSTM_TABLE_STEP - 1))) >> LSTM_TABLE_STEP)
+
+
+def _rq(v: torch.Tensor, m: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    return (v * m + (1 << (t - 1))) >> t
+
+
+def _sat16(v: torch.Tensor) -> torch.Tensor:
+    return v.clamp(-32768, 32767)
+
+
+def check_lstm_args(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor,
+                    requant: torch.Tensor, tables: torch.Tensor, cell_frac_bits: int, output_multiplier: int,
+                    output_shift: int) -> None:
+    """The bounds the firmware's prepare checks too (firmware/ops/emlkit_lstm_ops.c), with its words."""
+    op = "emlkit::lstm"
+    if x.dtype != torch.int8 or x.dim() != 3:
+        raise ValueError(f"{op}: x must be a 3-D int8 tensor")
+    hid4, feat = w_ih.shape if w_ih.dim() == 2 else (0, 0)
+    if (w_ih.dtype != torch.int8 or w_hh.dtype != torch.int8 or hid4 % 4 or hid4 == 0
+            or tuple(w_hh.shape) != (hid4, hid4 // 4) or feat != x.shape[2]):
+        raise ValueError(f"{op}: w_ih must be int8 [4H, I] with I = x's last dim and w_hh int8 [4H, H]")
+    if feat > LSTM_MAX_FEATURES or hid4 // 4 > LSTM_MAX_FEATURES:
+        raise ValueError(f"{op}: input and hidden sizes must be at most {LSTM_MAX_FEATURES}")
+    if bias.dtype != torch.int32 or tuple(bias.shape) != (hid4,) or bias.abs().max() > LSTM_MAX_BIAS:
+        raise ValueError(f"{op}: bias must be int32 [4H] within +-2^24")
+    if requant.dtype != torch.int32 or tuple(requant.shape) != (hid4, 4):
+        raise ValueError(f"{op}: requant must be int32 [4H, 4]")
+    m, t = requant[:, 0::2], requant[:, 1::2]
+    if bool(((m < (1 << 30)) | (t < 1) | (t > 62)).any()):
+        raise ValueError(f"{op}: requant multipliers must be in [2^30, 2^31) and shifts in [1, 62]")
+    if tables.dtype != torch.int16 or tuple(tables.shape) != (2, LSTM_TABLE_LEN) or tables.abs().max() > 32767:
+        raise ValueError(f"{op}: tables must be int16 [2, {LSTM_TABLE_LEN}] within +-32767")
+    if not 11 <= cell_frac_bits <= 15:
+        raise ValueError(f"{op}: cell_frac_bits must be in [11, 15]")
+    _check_requant(op, output_multiplier, output_shift)
+
+
+def lstm_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor,
+                   requant: torch.Tensor, tables: torch.Tensor, batch_first: int, input_zero_point: int,
+                   output_zero_point: int, cell_frac_bits: int, output_multiplier: int,
+                   output_shift: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The op's definition (above), in int64."""
+    check_lstm_args(x, w_ih, w_hh, bias, requant, tables, cell_frac_bits, output_multiplier, output_shift)
+    xs = (x if batch_first else x.transpose(0, 1)).to(torch.int64) - input_zero_point      # [B, T, I]
+    b, steps = xs.shape[0], xs.shape[1]
+    hid = w_hh.shape[1]
+    wi, wh, bias64 = w_ih.to(torch.int64), w_hh.to(torch.int64), bias.to(torch.int64)
+    rq = requant.to(torch.int64)
+    sig, tnh = tables[0].to(torch.int64), tables[1].to(torch.int64)
+    k = cell_frac_bits
+    h = torch.zeros(b, hid, dtype=torch.int64)          # h codes minus the output zero point
+    c = torch.zeros(b, hid, dtype=torch.int64)
+    ys = []
+    for t in range(steps):
+        pre = _sat16(_rq(xs[:, t] @ wi.T, rq[:, 0], rq[:, 1]) + _rq(h @ wh.T, rq[:, 2], rq[:, 3]) + bias64)
+        pi, pf, pg, po = pre.split(hid, dim=1)
+        i, f, g, o = _lut16(sig, pi), _lut16(sig, pf), _lut16(tnh, pg), _lut16(sig, po)
+        c = _sat16((((f * c) << (15 - k)) + i * g + (1 << (29 - k))) >> (30 - k))
+        v = _sat16(c << (12 - k)) if k <= 12 else (c + (1 << (k - 13))) >> (k - 12)
+        code = (((o * _lut16(tnh, v)) * output_multiplier + (1 << (output_shift - 1))) >> output_shift)
+        code = (code + output_zero_point).clamp(-128, 127)
+        h = code - output_zero_point
+        ys.append(code)
+    y = torch.stack(ys, dim=1) if ys else torch.zeros(b, 0, hid, dtype=torch.int64)
+    y = (y if batch_first else y.transpose(0, 1)).to(torch.int8).contiguous()
+    return y, c.to(torch.int16)
+
+
+@register_fake("emlkit::lstm")
+def _lstm_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+               tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
+               cell_frac_bits: int, output_multiplier: int, output_shift: int) -> tuple[torch.Tensor, torch.Tensor]:
+    hid = w_hh.shape[1]
+    batch = x.shape[0] if batch_first else x.shape[1]
+    return (x.new_empty((x.shape[0], x.shape[1], hid), dtype=torch.int8),
+            x.new_empty((batch, hid), dtype=torch.int16))
+
+
+@impl(lib, "lstm", "CompositeExplicitAutograd")
+def _lstm_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+               tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
+               cell_frac_bits: int, output_multiplier: int, output_shift: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return lstm_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
+                          cell_frac_bits, output_multiplier, output_shift)
+
+
+@impl(lib, "lstm.out", "CompositeExplicitAutograd")
+def _lstm_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+                   tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
+                   cell_frac_bits: int, output_multiplier: int, output_shift: int, *, out: torch.Tensor,
+                   cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    y, c = lstm_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
+                          cell_frac_bits, output_multiplier, output_shift)
+    out.copy_(y)
+    cell.copy_(c)
+    return out, cell

@@ -61,4 +61,22 @@ void emk_emlkit_resize_bilinear_s8_mve(const int8_t *in, int8_t *out, int32_t ba
                                        int32_t shift);
 #endif
 
+/* ---- emlkit::lstm (emlkit_lstm_s8.c) ----
+ * One unidirectional LSTM layer, torch's gate order (i, f, g, o), zero initial state. x: int8 [B][T][I]
+ * (batch_first) or [T][B][I]; y: int8 h codes in the same layout; cell: int16 [B][H], the working cell state
+ * (K = cell_frac fraction bits), the last one on return. w_ih int8 [4H][I], w_hh int8 [4H][H], bias int32 [4H]
+ * (Q3.12), requant int32 [4H][4] (Mx, Tx, Mh, Th: x and h dot products to Q3.12), tables int16 [2][513]
+ * (sigmoid, tanh in Q0.15 over [-8, 8]). The adapter bounds I, H <= 2^14, |bias| <= 2^24, shifts in [1, 62],
+ * 11 <= K <= 15. Numerics: emlkit/emlkit_ops.py (lstm_reference). */
+#define EMLKIT_LSTM_TABLE_LEN 513
+typedef struct {
+  int32_t batch, steps, in, hid, batch_first;
+  int32_t x_zp, h_zp, cell_frac, out_mult, out_shift;
+} emlkit_lstm_params;
+void emk_emlkit_lstm_s8_ref(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell,
+                            const int8_t *w_ih, const int8_t *w_hh, const int32_t *bias, const int32_t *requant,
+                            const int16_t *tables);
+void emk_emlkit_lstm_s8(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell, const int8_t *w_ih,
+                        const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables);
+
 #endif
