@@ -2,7 +2,8 @@
 
 Matches `dequantize(x_q, s_x, zp_x) -> aten.lstm.input -> getitem 0 -> quantize(s_h, zp_h)`, int8 per-tensor, the
 forms lstm_output_qparams.py annotates (graph.lstm_layer: one unidirectional layer, batch_first either way, any
-sequence length, zero initial state, only the sequence output read).
+sequence length, zero initial state, only the sequence output read; lstm_as_layers.py has split stacked layers and
+expressed h_n through the sequence output).
 
 Emits `emlkit::lstm(x_q, w_ih, w_hh, bias, requant, tables, batch_first, zp_x, zp_h, K, M, T)` (semantics in
 emlkit/emlkit_ops.py) and reads its first output. At compile time: W_ih and W_hh quantized to int8 per gate row
@@ -129,26 +130,26 @@ class EmlkitLstm(Pass):
             log.info("LSTM %s left in float: a weight or output scale is outside the requantization's range", n.name)
             return None
         k = cell_frac_bits(steps)
-        qv = q.meta.get("val")
-        fake = getattr(qv, "fake_mode", None)
         names = [add_parameter(gm, f"{n.name}_{key}", consts[key])
                  for key in ("w_ih", "w_hh", "bias", "requant", "tables")]
         g = gm.graph
-        consts_nodes = get_attrs(gm, q, names, fake)
+        consts_nodes = get_attrs(gm, q, names, getattr(out.meta.get("val"), "fake_mode", None))
         with g.inserting_before(q):
             new = g.call_function(torch.ops.emlkit.lstm.default,
                                   (dq.args[0], *consts_nodes, int(layer.batch_first), zp_x, zp_h, k,
                                    consts["mult"], consts["shift"]))
             y = g.call_function(operator.getitem, (new, 0))
         copy_meta(n, [new, y])
-        if fake is not None and isinstance(qv, torch.Tensor):
+        # convert_pt2e's quantize nodes carry no value meta: the LSTM's own output value gives y's shape, so a
+        # later layer reading y sees its shape (graph.shape_of)
+        ov = out.meta.get("val")
+        fake = getattr(ov, "fake_mode", None)
+        if fake is not None and isinstance(ov, torch.Tensor):
             with fake:
                 batch = xs[0] if layer.batch_first else xs[1]
                 cell = torch.empty((batch, layer.w_hh.shape[1]), dtype=torch.int16)
-                new.meta["val"] = (torch.empty_like(qv, dtype=torch.int8), cell)
-        for key in ("val", "tensor_meta"):
-            if key in q.meta:
-                y.meta[key] = q.meta[key]
+                y.meta["val"] = torch.empty_like(ov, dtype=torch.int8)
+                new.meta["val"] = (y.meta["val"], cell)
         q.replace_all_uses_with(y)
         for dead in (q, out, *[u for u in list(n.users)], n):
             if not dead.users and dead in g.nodes:

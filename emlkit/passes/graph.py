@@ -731,7 +731,8 @@ LSTM_OPS = {aten.lstm.input}
 _ZERO_FILLS = {aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default}
 
 
-def _is_zero_state(gm: torch.fx.GraphModule, node: Any) -> bool:
+def lstm_zero_state(gm: torch.fx.GraphModule, node: Any) -> bool:
+    """Whether an LSTM's initial-state argument is all zeros (a zero fill or an all-zero constant)."""
     if not isinstance(node, torch.fx.Node):
         return False
     if node.op == "call_function" and node.target in _ZERO_FILLS:
@@ -763,7 +764,7 @@ def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
     xs = shape_of(x)
     if xs is None or len(xs) != 3 or num_layers != 1 or train or bidirectional:
         return None
-    if not isinstance(hx, (list, tuple)) or len(hx) != 2 or not all(_is_zero_state(gm, h) for h in hx):
+    if not isinstance(hx, (list, tuple)) or len(hx) != 2 or not all(lstm_zero_state(gm, h) for h in hx):
         return None
     consts = [const_tensor(gm, p) for p in params] if isinstance(params, (list, tuple)) else []
     if len(consts) != (4 if has_biases else 2) or any(c is None or not c.is_floating_point() for c in consts):
