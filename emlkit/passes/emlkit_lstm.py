@@ -16,9 +16,10 @@ f c_{t-1} + i g with f, i, |g| < 1 and c_{-1} = 0), so up to T = 16 steps the ce
 sequences keep 4 integer bits (|c| < 16, where tanh(c) is 1 to within 2^-45) and saturate beyond. A fixed rule,
 not a calibrated range, so the program does not depend on the calibration set reaching the largest cell values.
 
-Accuracy: tests/passes/test_emlkit_lstm.py measures the SNR of the lowered program's output against the float
-model (lstm_kws: above 30 dB) and that it is no worse than 3 dB below that of the program where the LSTM ran in
-float between the same qparams.
+Accuracy (random weights, tests/passes/test_emlkit_lstm.py): the sequence output is 38.4-43.0 dB SNR against the
+float model over five shapes (1 to 40 steps), within 2.6 dB of the program where the LSTM ran in float between
+quantize and dequantize; the test holds it above 35 dB and within 3 dB. Bit-exact on the device
+(tests/test_lstm_on_qemu.py).
 
 Why: ExecuTorch 1.5.1's Cortex-M flow has no LSTM: it ran in float, unrolled into 40 float ops a step.
 """
