@@ -1,16 +1,18 @@
-"""A stacked LSTM as its layers, and h_n as the last step of each layer's output (before quantization, Cortex-M).
+"""A stacked or bidirectional LSTM as single-layer, one-direction LSTMs, and h_n as their last steps (before
+quantization, Cortex-M).
 
-Matches, in the exported float graph: `aten.lstm.input` (nn.LSTM) with zero initial state, unidirectional, in eval
-mode, whose c_n is not read, when it has several layers or its h_n is read.
+Matches, in the exported float graph: `aten.lstm.input` (nn.LSTM) with zero initial state, in eval mode, whose c_n
+is not read, when it has several layers, two directions or its h_n is read.
 
-Produces one single-layer `aten.lstm.input` per layer, each reading the previous one's sequence output (the
-layer's own slice of the parameters, a zero initial state of its own), and, where h_n is read,
-`stack([select(y_l, time, -1) for each layer l])` (`unsqueeze` for one layer): what nn.LSTM returns as h_n.
-Exact in float (eval mode has no dropout between layers).
+Produces per layer one single-layer `aten.lstm.input` per direction (its own slice of the parameters, a zero
+initial state of its own), each reading the previous layer's output; the reverse direction as
+`flip(lstm(flip(x, time)), time)` and the two directions joined by `cat` on the feature dim; where h_n is read,
+`stack` of each layer and direction's last step (`select(y, time, -1)`, time 0 for the reverse direction), in
+nn.LSTM's order (`unsqueeze` for one). Exact in float (eval mode has no dropout between layers).
 
-Why: the int8 kernel (emlkit::lstm, emlkit_lstm.py) runs one layer and writes the sequence output only. As
-separate layers, each layer's output gets its own observed qparams (h ranges differ from layer to layer) and
-each layer is lowered on its own; h_n becomes data movement on int8 codes.
+Why: the int8 kernel (emlkit::lstm, emlkit_lstm.py) runs one layer in one direction and writes the sequence output
+only. Split, each layer's output gets its own observed qparams (h ranges differ from layer to layer), each layer
+is lowered on its own, and flip, cat, select and stack are data movement on int8 codes.
 """
 
 from __future__ import annotations
@@ -43,12 +45,13 @@ class LstmAsLayers(NodeRewrite):
             return False
         x, hx, params, has_biases, layers, dropout, train, bidirectional, batch_first = n.args[:9]
         xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-        if not isinstance(xv, torch.Tensor) or xv.dim() != 3 or train or bidirectional or not isinstance(layers, int):
+        if not isinstance(xv, torch.Tensor) or xv.dim() != 3 or train or not isinstance(layers, int):
             return False
+        dirs = 2 if bidirectional else 1
         if not isinstance(hx, (list, tuple)) or len(hx) != 2 or not all(lstm_zero_state(gm, h) for h in hx):
             return False
         per = 4 if has_biases else 2
-        if not isinstance(params, (list, tuple)) or len(params) != per * layers:
+        if not isinstance(params, (list, tuple)) or len(params) != per * layers * dirs:
             return False
         outs: dict[int, torch.fx.Node] = {}
         for u in n.users:
@@ -58,7 +61,7 @@ class LstmAsLayers(NodeRewrite):
         if 2 in outs and outs[2].users:
             return False                     # c_n: the int8 kernel does not write it
         h_n = outs.get(1)
-        if layers == 1 and (h_n is None or not h_n.users):
+        if layers == 1 and dirs == 1 and (h_n is None or not h_n.users):
             return False
         fake = xv.fake_mode
         g, time = gm.graph, 1 if batch_first else 0
@@ -67,33 +70,22 @@ class LstmAsLayers(NodeRewrite):
         cur, lasts = x, []
         with g.inserting_before(n):
             for k in range(layers):
-                w = params[per * k:per * (k + 1)]
-                hid = int(w[1].meta["val"].shape[1])
-                zs = []
-                for _ in range(2):
-                    z = g.call_function(aten.zeros.default, ([1, batch, hid],), {"dtype": torch.float32})
-                    z.meta["val"] = _val(aten.zeros.default, ([1, batch, hid],), fake, {"dtype": torch.float32})
-                    zs.append(z)
-                args = (cur, zs, list(w), has_biases, 1, dropout, False, False, batch_first)
-                layer = g.call_function(aten.lstm.input, args)
-                layer.meta["val"] = _val(aten.lstm.input, args, fake)
-                y = g.call_function(operator.getitem, (layer, 0))
-                y.meta["val"] = layer.meta["val"][0]
-                made += [*zs, layer, y]
-                cur = y
-                if h_n is not None and h_n.users:
-                    last = g.call_function(aten.select.int, (y, time, -1))
-                    last.meta["val"] = _val(aten.select.int, (y, time, -1), fake)
-                    made.append(last)
-                    lasts.append(last)
+                ys = []
+                for d in range(dirs):
+                    w = params[per * (dirs * k + d):per * (dirs * k + d + 1)]
+                    src = cur
+                    if d:                        # the reverse direction: the forward recurrence on the time-flipped input
+                        src = self._call(g, aten.flip.default, (cur, [time]), fake, made)
+                    y = self._layer(g, src, list(w), has_biases, dropout, batch_first, batch, fake, made)
+                    if d:
+                        y = self._call(g, aten.flip.default, (y, [time]), fake, made)
+                    ys.append(y)
+                    if h_n is not None and h_n.users:   # the reverse direction ends at time 0
+                        lasts.append(self._call(g, aten.select.int, (y, time, 0 if d else -1), fake, made))
+                cur = ys[0] if dirs == 1 else self._call(g, aten.cat.default, (ys, 2), fake, made)
             if lasts:
-                if len(lasts) == 1:
-                    hn = g.call_function(aten.unsqueeze.default, (lasts[0], 0))
-                    hn.meta["val"] = _val(aten.unsqueeze.default, (lasts[0], 0), fake)
-                else:
-                    hn = g.call_function(aten.stack.default, (lasts, 0))
-                    hn.meta["val"] = _val(aten.stack.default, (lasts, 0), fake)
-                made.append(hn)
+                hn = (self._call(g, aten.unsqueeze.default, (lasts[0], 0), fake, made) if len(lasts) == 1
+                      else self._call(g, aten.stack.default, (lasts, 0), fake, made))
         copy_meta(n, made)
         if 0 in outs:
             outs[0].replace_all_uses_with(cur)
@@ -104,3 +96,24 @@ class LstmAsLayers(NodeRewrite):
             g.erase_node(u)
         g.erase_node(n)
         return True
+
+    @staticmethod
+    def _call(g: torch.fx.Graph, target: Any, args: tuple[Any, ...], fake: Any, made: list[torch.fx.Node],
+              kwargs: dict[str, Any] | None = None) -> torch.fx.Node:
+        node = g.call_function(target, args, kwargs or {})
+        node.meta["val"] = _val(target, args, fake, kwargs)
+        made.append(node)
+        return node
+
+    def _layer(self, g: torch.fx.Graph, x: torch.fx.Node, w: list[Any], has_biases: bool, dropout: Any,
+               batch_first: bool, batch: int, fake: Any, made: list[torch.fx.Node]) -> torch.fx.Node:
+        """One single-layer, one-direction LSTM with a zero initial state: its sequence output's getitem."""
+        hid = int(w[1].meta["val"].shape[1])
+        zeros = [self._call(g, aten.zeros.default, ([1, batch, hid],), fake, made, {"dtype": torch.float32})
+                 for _ in range(2)]
+        layer = self._call(g, aten.lstm.input, (x, zeros, w, has_biases, 1, dropout, False, False, batch_first),
+                           fake, made)
+        y = g.call_function(operator.getitem, (layer, 0))
+        y.meta["val"] = layer.meta["val"][0]
+        made.append(y)
+        return y
