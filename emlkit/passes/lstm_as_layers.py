@@ -2,7 +2,8 @@
 quantization, Cortex-M).
 
 Matches, in the exported float graph: `aten.lstm.input` (nn.LSTM) with zero initial state, in eval mode, whose c_n
-is not read, when it has several layers, two directions or its h_n is read.
+is not read, when it has several layers, two directions or its h_n is read; `aten.lstm_cell` (nn.LSTMCell) with
+zero state whose c is not read (one step of a one-layer LSTM over `unsqueeze(x, 0)`, h its `select(y, 0, 0)`).
 
 Produces per layer one single-layer `aten.lstm.input` per direction (its own slice of the parameters, a zero
 initial state of its own), each reading the previous layer's output; the reverse direction as
@@ -35,12 +36,14 @@ def _val(target: Any, args: tuple[Any, ...], fake: Any, kwargs: dict[str, Any] |
         return target(*vals, **(kwargs or {}))
 
 
-@declare("pre_quant", ("aten.lstm",), runs_after=("GluAsSigmoidMul",), order=29, flows=("cortex_m",))
+@declare("pre_quant", ("aten.lstm", "aten.lstm_cell"), runs_after=("GluAsSigmoidMul",), order=29, flows=("cortex_m",))
 class LstmAsLayers(NodeRewrite):
-    matches = tuple(LSTM_OPS)
+    matches = (*LSTM_OPS, aten.lstm_cell.default)
     what = "LSTM as single layers"
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        if n.target == aten.lstm_cell.default:
+            return self._cell(gm, n)
         if len(n.args) < 9:
             return False
         x, hx, params, has_biases, layers, dropout, train, bidirectional, batch_first = n.args[:9]
@@ -92,6 +95,30 @@ class LstmAsLayers(NodeRewrite):
         if lasts:
             assert h_n is not None
             h_n.replace_all_uses_with(hn)
+        for u in list(n.users):
+            g.erase_node(u)
+        g.erase_node(n)
+        return True
+
+    def _cell(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        """nn.LSTMCell with a zero state, h read and c not: one step of a one-layer LSTM over [1, B, I]."""
+        x, hx, w_ih, w_hh = n.args[:4]
+        biases = [b for b in n.args[4:6] if b is not None]
+        xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not isinstance(xv, torch.Tensor) or xv.dim() != 2 or len(biases) not in (0, 2):
+            return False
+        if not isinstance(hx, (list, tuple)) or len(hx) != 2 or not all(lstm_zero_state(gm, h) for h in hx):
+            return False
+        outs = {int(u.args[1]): u for u in n.users if u.target is operator.getitem}
+        if len(outs) != len(n.users) or 0 not in outs or (1 in outs and outs[1].users):
+            return False
+        fake, g, made = xv.fake_mode, gm.graph, []
+        with g.inserting_before(n):
+            seq = self._call(g, aten.unsqueeze.default, (x, 0), fake, made)
+            y = self._layer(g, seq, [w_ih, w_hh, *biases], bool(biases), 0.0, False, int(xv.shape[0]), fake, made)
+            h = self._call(g, aten.select.int, (y, 0, 0), fake, made)
+        copy_meta(n, made)
+        outs[0].replace_all_uses_with(h)
         for u in list(n.users):
             g.erase_node(u)
         g.erase_node(n)
