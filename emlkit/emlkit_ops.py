@@ -499,3 +499,90 @@ def _lstm_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias
     out.copy_(y)
     cell.copy_(c)
     return out, cell
+
+
+# ---------------------------------------------------------------- gru (int8 in and out, int16 gates)
+# One unidirectional GRU layer over int8 codes, torch's gate order (r, z, n), zero initial state, the LSTM's
+# conventions (lstm_reference above: per-row int8 weights, Q3.12 pre-activations, the same tables):
+#   pre_r, pre_z = sat16(rq(ax) + rq(ah) + bias[r])                     (bias: b_i + b_h, Q3.12)
+#   xn = rq(ax) + bias[n] (b_in), hn = clamp(rq(ah) + bias[3H + j] (b_hn), +-2^24)    (Q3.12, int32)
+#   r, z = lut(sigmoid, pre_r / pre_z); n = lut(tanh, sat16(xn + ((r * hn + 2^14) >> 15)))       (Q0.15)
+#   hq = rq(h - zp_out, Mq, Tq) clamped to +-32767, Mq / 2^Tq = s_h * 2^15          (h_{t-1} in Q0.15)
+#   h code = clamp(rq((2^15 - z) * n + z * hq, M, T) + zp_out, -128, 127), M / 2^T = 2^-30 / s_h.
+# requant: int32 [3H, 4] (Mx, Tx, Mh, Th per gate row); bias: int32 [4H] (3H x-side, then b_hn).
+lib.define("gru(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
+           "int input_zero_point, int output_zero_point, int h_multiplier, int h_shift, int output_multiplier, "
+           "int output_shift) -> Tensor")
+lib.define("gru.out(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
+           "int input_zero_point, int output_zero_point, int h_multiplier, int h_shift, int output_multiplier, "
+           "int output_shift, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def gru_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+                  tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
+                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    """The op's definition (above), in int64."""
+    op = "emlkit::gru"
+    hid3 = w_ih.shape[0] if w_ih.dim() == 2 else 0
+    hid = hid3 // 3
+    if (x.dtype != torch.int8 or x.dim() != 3 or w_ih.dtype != torch.int8 or w_hh.dtype != torch.int8 or hid3 % 3
+            or hid == 0 or w_ih.shape[1] != x.shape[2] or tuple(w_hh.shape) != (hid3, hid)):
+        raise ValueError(f"{op}: x must be 3-D int8, w_ih int8 [3H, I] and w_hh int8 [3H, H]")
+    if max(w_ih.shape[1], hid) > LSTM_MAX_FEATURES:
+        raise ValueError(f"{op}: input and hidden sizes must be at most {LSTM_MAX_FEATURES}")
+    if bias.dtype != torch.int32 or tuple(bias.shape) != (4 * hid,) or bias.abs().max() > LSTM_MAX_BIAS:
+        raise ValueError(f"{op}: bias must be int32 [4H] within +-2^24")
+    if requant.dtype != torch.int32 or tuple(requant.shape) != (hid3, 4) or bool(
+            ((requant[:, 0::2] < (1 << 30)) | (requant[:, 1::2] < 1) | (requant[:, 1::2] > 62)).any()):
+        raise ValueError(f"{op}: requant must be int32 [3H, 4], multipliers in [2^30, 2^31) and shifts in [1, 62]")
+    if tables.dtype != torch.int16 or tuple(tables.shape) != (2, LSTM_TABLE_LEN) or tables.abs().max() > 32767:
+        raise ValueError(f"{op}: tables must be int16 [2, {LSTM_TABLE_LEN}] within +-32767")
+    _check_requant(op, h_multiplier, h_shift)
+    _check_requant(op, output_multiplier, output_shift)
+    xs = (x if batch_first else x.transpose(0, 1)).to(torch.int64) - input_zero_point
+    b, steps = xs.shape[0], xs.shape[1]
+    wi, wh, rq = w_ih.to(torch.int64), w_hh.to(torch.int64), requant.to(torch.int64)
+    bx, bhn = bias[:hid3].to(torch.int64), bias[hid3:].to(torch.int64)
+    sig, tnh = tables[0].to(torch.int64), tables[1].to(torch.int64)
+    h = torch.zeros(b, hid, dtype=torch.int64)          # h codes minus the output zero point
+    ys = []
+    for t in range(steps):
+        ax = _rq(xs[:, t] @ wi.T, rq[:, 0], rq[:, 1]) + bx
+        ah = _rq(h @ wh.T, rq[:, 2], rq[:, 3])
+        r = _lut16(sig, _sat16(ax[:, :hid] + ah[:, :hid]))
+        z = _lut16(sig, _sat16(ax[:, hid:2 * hid] + ah[:, hid:2 * hid]))
+        hn = (ah[:, 2 * hid:] + bhn).clamp(-LSTM_MAX_BIAS, LSTM_MAX_BIAS)
+        n = _lut16(tnh, _sat16(ax[:, 2 * hid:] + ((r * hn + (1 << 14)) >> 15)))
+        hq = ((h * h_multiplier + (1 << (h_shift - 1))) >> h_shift).clamp(-32767, 32767)
+        acc = (32768 - z) * n + z * hq
+        code = ((acc * output_multiplier + (1 << (output_shift - 1))) >> output_shift) + output_zero_point
+        code = code.clamp(-128, 127)
+        h = code - output_zero_point
+        ys.append(code)
+    y = torch.stack(ys, dim=1) if ys else torch.zeros(b, 0, hid, dtype=torch.int64)
+    return (y if batch_first else y.transpose(0, 1)).to(torch.int8).contiguous()
+
+
+@register_fake("emlkit::gru")
+def _gru_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+              tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int, h_multiplier: int,
+              h_shift: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    return x.new_empty((x.shape[0], x.shape[1], w_hh.shape[1]), dtype=torch.int8)
+
+
+@impl(lib, "gru", "CompositeExplicitAutograd")
+def _gru_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+              tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int, h_multiplier: int,
+              h_shift: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    return gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
+                         h_multiplier, h_shift, output_multiplier, output_shift)
+
+
+@impl(lib, "gru.out", "CompositeExplicitAutograd")
+def _gru_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+                  tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
+                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int, *,
+                  out: torch.Tensor) -> torch.Tensor:
+    out.copy_(gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
+                            h_multiplier, h_shift, output_multiplier, output_shift))
+    return out

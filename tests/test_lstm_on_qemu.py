@@ -1,5 +1,5 @@
-"""int8 LSTM (emlkit::lstm, issue 30) on the device under QEMU: a model with a batch_first LSTM over a batch of
-two, a sequence-first LSTM feeding a Linear, a two-layer bidirectional LSTM whose h_n is read and an LSTMCell
+"""int8 LSTM and GRU (emlkit::lstm, emlkit::gru, issue 30) on the device under QEMU: a model with a batch_first
+LSTM over a batch of two, a sequence-first LSTM feeding a Linear, a two-layer bidirectional LSTM whose h_n is read, an LSTMCell and a GRU
 compiles without --allow-float (no float op), and the device's outputs equal the host reference bit for bit on
 cortex-m55 (MVE build), cortex-m4 (DSP build) and cortex-m0plus (the Armv6-M image on the an385-m0plus stand-in:
 the micro:bit's 16 KiB RAM is too small for this model; tests/models/lstm_kws.py fits it)."""
@@ -23,11 +23,12 @@ _MODEL = module_source("""
     self.b = nn.LSTM(6, 9)
     self.fc = nn.Linear(9, 3)
     self.c = nn.LSTM(6, 8, num_layers=2, batch_first=True, bidirectional=True)
-    self.d = nn.LSTMCell(6, 5)""", """
+    self.d = nn.LSTMCell(6, 5)
+    self.e = nn.GRU(6, 7, batch_first=True)""", """
     ya, _ = self.a(x)
     yb, _ = self.b(x.transpose(0, 1))
     _, (h, _) = self.c(x)
-    return ya, self.fc(yb[-1]), h[-1], self.d(x[:, 3])[0]""", "torch.randn(2, 7, 6)", name="Lstms", seed=5)
+    return ya, self.fc(yb[-1]), h[-1], self.d(x[:, 3])[0], self.e(x)[0]""", "torch.randn(2, 7, 6)", name="Lstms", seed=5)
 
 
 @pytest.mark.parametrize("target, board", [("cortex-m55", []), ("cortex-m4", []),
@@ -41,8 +42,8 @@ def test_lstm_int8_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[st
     diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)
     assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
     cells = " ".join(diffs.group(1).split()).split(",")
-    assert [d.split()[0] for d in cells] == ["0"] * 4, diffs.group(1)
+    assert [d.split()[0] for d in cells] == ["0"] * 5, diffs.group(1)
     (report,) = (tmp_path / "o").glob("*.json")
     rep = json.loads(report.read_text())
-    assert rep["ops"].get("emlkit::lstm") == 7, rep["ops"]
+    assert rep["ops"].get("emlkit::lstm") == 7 and rep["ops"].get("emlkit::gru") == 1, rep["ops"]
     assert not [op for op in rep["ops"] if op.startswith("aten::") and op.split(".")[0] not in DATA_MOVEMENT], rep["ops"]

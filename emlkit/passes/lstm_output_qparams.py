@@ -1,7 +1,7 @@
 """Quantizer annotation (Cortex-M): an LSTM layer's input and sequence output get int8 per-tensor qparams.
 
-Targets: `aten.lstm.input` calls the int8 LSTM kernel takes (graph.lstm_layer: one unidirectional layer, zero
-initial state, constant weights, only the sequence output read).
+Targets: `aten.lstm.input` and `aten.gru.input` calls the int8 kernels take (graph.lstm_layer: one unidirectional
+layer, zero initial state, constant weights, only the sequence output read).
 
 Why: ExecuTorch's CortexMQuantizer does not annotate `aten.lstm`; its output reached a quantize only after the
 next op (a select or view), so no `dequantize -> lstm -> quantize` region existed for emlkit_lstm.py to lower.
@@ -43,7 +43,7 @@ def annotate_lstms(model: torch.fx.GraphModule, record: list[str]) -> None:
         log.debug("LSTM layers given int8 input and output qparams: %s", ", ".join(record))
 
 
-@declare("quantizer_hook", ("aten.lstm",), order=165, flows=("cortex_m",))
+@declare("quantizer_hook", ("aten.lstm", "aten.gru"), order=165, flows=("cortex_m",))
 class LstmOutputQparams(QuantizerHook):
     report_name = "annotated"
 

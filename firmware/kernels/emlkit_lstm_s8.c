@@ -66,3 +66,48 @@ void emk_emlkit_lstm_s8(const emlkit_lstm_params *p, const int8_t *x, int8_t *y,
                         const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables) {
   emk_emlkit_lstm_s8_ref(p, x, y, cell, w_ih, w_hh, bias, requant, tables);
 }
+
+/* emlkit::gru: the same loop shape; per hidden unit j its three gate rows (j, H + j, 2H + j). */
+static inline int32_t gru_dot(const int8_t *w, const int8_t *v, int32_t n, int32_t zp) {
+  int32_t acc = 0;
+  for (int32_t k = 0; k < n; k++) acc += w[k] * (v[k] - zp);
+  return acc;
+}
+
+void emk_emlkit_gru_s8_ref(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih,
+                           const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables) {
+  const int32_t B = p->batch, T = p->steps, I = p->in, H = p->hid;
+  const size_t xt = p->batch_first ? (size_t)I : (size_t)B * I, xb = p->batch_first ? (size_t)T * I : (size_t)I;
+  const size_t yt = p->batch_first ? (size_t)H : (size_t)B * H, yb = p->batch_first ? (size_t)T * H : (size_t)H;
+  const int16_t *const sig = tables, *const tnh = tables + EMLKIT_LSTM_TABLE_LEN;
+  const int64_t lim = (int64_t)1 << 24;
+  for (int32_t t = 0; t < T; t++) {
+    for (int32_t b = 0; b < B; b++) {
+      const int8_t *const xv = x + (size_t)t * xt + (size_t)b * xb;
+      const int8_t *const hv = t ? y + (size_t)(t - 1) * yt + (size_t)b * yb : NULL;
+      int8_t *const out = y + (size_t)t * yt + (size_t)b * yb;
+      for (int32_t j = 0; j < H; j++) {
+        int64_t ax[3], ah[3];
+        for (int32_t g = 0; g < 3; g++) {
+          const size_t r = (size_t)g * H + (size_t)j;
+          const int32_t *const rq = requant + 4 * r;
+          ax[g] = lstm_rq(gru_dot(w_ih + r * I, xv, I, p->x_zp), rq[0], rq[1]) + bias[r];
+          ah[g] = hv ? lstm_rq(gru_dot(w_hh + r * H, hv, H, p->h_zp), rq[2], rq[3]) : 0;
+        }
+        const int64_t rg = lstm_lut(sig, lstm_sat16(ax[0] + ah[0]));
+        const int64_t zg = lstm_lut(sig, lstm_sat16(ax[1] + ah[1]));
+        int64_t hn = ah[2] + bias[3 * H + j];
+        hn = hn < -lim ? -lim : (hn > lim ? lim : hn);
+        const int64_t ng = lstm_lut(tnh, lstm_sat16(ax[2] + ((rg * hn + (1 << 14)) >> 15)));
+        int64_t hq = hv ? lstm_rq(hv[j] - p->h_zp, p->h_mult, p->h_shift) : 0;
+        hq = hq < -32767 ? -32767 : (hq > 32767 ? 32767 : hq);
+        out[j] = emlkit_requant_s8((32768 - zg) * ng + zg * hq, p->out_mult, p->out_shift, p->h_zp);
+      }
+    }
+  }
+}
+
+void emk_emlkit_gru_s8(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih, const int8_t *w_hh,
+                       const int32_t *bias, const int32_t *requant, const int16_t *tables) {
+  emk_emlkit_gru_s8_ref(p, x, y, w_ih, w_hh, bias, requant, tables);
+}
