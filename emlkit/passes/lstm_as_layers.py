@@ -1,9 +1,10 @@
-"""A stacked or bidirectional LSTM as single-layer, one-direction LSTMs, and h_n as their last steps (before
+"""A stacked or bidirectional LSTM or GRU as single-layer, one-direction ones, and h_n as their last steps (before
 quantization, Cortex-M).
 
 Matches, in the exported float graph: `aten.lstm.input` (nn.LSTM) with zero initial state, in eval mode, whose c_n
 is not read, when it has several layers, two directions or its h_n is read; `aten.lstm_cell` (nn.LSTMCell) with
-zero state whose c is not read (one step of a one-layer LSTM over `unsqueeze(x, 0)`, h its `select(y, 0, 0)`).
+zero state whose c is not read (one step of a one-layer LSTM over `unsqueeze(x, 0)`, h its `select(y, 0, 0)`);
+`aten.gru.input` (nn.GRU) and `aten.gru_cell` (nn.GRUCell) the same way.
 
 Produces per layer one single-layer `aten.lstm.input` per direction (its own slice of the parameters, a zero
 initial state of its own), each reading the previous layer's output; the reverse direction as
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from emlkit.passes.graph import LSTM_OPS, NodeRewrite, copy_meta, lstm_zero_state
+from emlkit.passes.graph import GRU_OPS, LSTM_OPS, NodeRewrite, copy_meta, lstm_zero_state
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -36,22 +37,26 @@ def _val(target: Any, args: tuple[Any, ...], fake: Any, kwargs: dict[str, Any] |
         return target(*vals, **(kwargs or {}))
 
 
-@declare("pre_quant", ("aten.lstm", "aten.lstm_cell"), runs_after=("GluAsSigmoidMul",), order=29, flows=("cortex_m",))
+@declare("pre_quant", ("aten.lstm", "aten.lstm_cell", "aten.gru", "aten.gru_cell"), runs_after=("GluAsSigmoidMul",),
+         order=29, flows=("cortex_m",))
 class LstmAsLayers(NodeRewrite):
-    matches = (*LSTM_OPS, aten.lstm_cell.default)
+    matches = (*LSTM_OPS, *GRU_OPS, aten.lstm_cell.default, aten.gru_cell.default)
     what = "LSTM as single layers"
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        if n.target == aten.lstm_cell.default:
+        if n.target in (aten.lstm_cell.default, aten.gru_cell.default):
             return self._cell(gm, n)
         if len(n.args) < 9:
             return False
         x, hx, params, has_biases, layers, dropout, train, bidirectional, batch_first = n.args[:9]
+        gru = n.target in GRU_OPS
+        hx = [hx] if gru else hx
         xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
         if not isinstance(xv, torch.Tensor) or xv.dim() != 3 or train or not isinstance(layers, int):
             return False
         dirs = 2 if bidirectional else 1
-        if not isinstance(hx, (list, tuple)) or len(hx) != 2 or not all(lstm_zero_state(gm, h) for h in hx):
+        if not isinstance(hx, (list, tuple)) or len(hx) != (1 if gru else 2) or \
+                not all(lstm_zero_state(gm, h) for h in hx):
             return False
         per = 4 if has_biases else 2
         if not isinstance(params, (list, tuple)) or len(params) != per * layers * dirs:
@@ -79,7 +84,7 @@ class LstmAsLayers(NodeRewrite):
                     src = cur
                     if d:                        # the reverse direction: the forward recurrence on the time-flipped input
                         src = self._call(g, aten.flip.default, (cur, [time]), fake, made)
-                    y = self._layer(g, src, list(w), has_biases, dropout, batch_first, batch, fake, made)
+                    y = self._layer(g, src, list(w), has_biases, dropout, batch_first, batch, fake, made, gru)
                     if d:
                         y = self._call(g, aten.flip.default, (y, [time]), fake, made)
                     ys.append(y)
@@ -101,24 +106,33 @@ class LstmAsLayers(NodeRewrite):
         return True
 
     def _cell(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        """nn.LSTMCell with a zero state, h read and c not: one step of a one-layer LSTM over [1, B, I]."""
+        """nn.LSTMCell / nn.GRUCell with a zero state (LSTM: h read, c not): one step of a one-layer LSTM or GRU
+        over [1, B, I]."""
+        gru = n.target == aten.gru_cell.default
         x, hx, w_ih, w_hh = n.args[:4]
         biases = [b for b in n.args[4:6] if b is not None]
         xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
         if not isinstance(xv, torch.Tensor) or xv.dim() != 2 or len(biases) not in (0, 2):
             return False
-        if not isinstance(hx, (list, tuple)) or len(hx) != 2 or not all(lstm_zero_state(gm, h) for h in hx):
+        states = [hx] if gru else hx
+        if not isinstance(states, (list, tuple)) or len(states) != (1 if gru else 2) or \
+                not all(lstm_zero_state(gm, h) for h in states):
             return False
-        outs = {int(u.args[1]): u for u in n.users if u.target is operator.getitem}
-        if len(outs) != len(n.users) or 0 not in outs or (1 in outs and outs[1].users):
-            return False
+        if gru:
+            result = n
+        else:
+            outs = {int(u.args[1]): u for u in n.users if u.target is operator.getitem}
+            if len(outs) != len(n.users) or 0 not in outs or (1 in outs and outs[1].users):
+                return False
+            result = outs[0]
         fake, g, made = xv.fake_mode, gm.graph, []
         with g.inserting_before(n):
             seq = self._call(g, aten.unsqueeze.default, (x, 0), fake, made)
-            y = self._layer(g, seq, [w_ih, w_hh, *biases], bool(biases), 0.0, False, int(xv.shape[0]), fake, made)
+            y = self._layer(g, seq, [w_ih, w_hh, *biases], bool(biases), 0.0, False, int(xv.shape[0]), fake, made,
+                            gru)
             h = self._call(g, aten.select.int, (y, 0, 0), fake, made)
         copy_meta(n, made)
-        outs[0].replace_all_uses_with(h)
+        result.replace_all_uses_with(h)
         for u in list(n.users):
             g.erase_node(u)
         g.erase_node(n)
@@ -133,12 +147,13 @@ class LstmAsLayers(NodeRewrite):
         return node
 
     def _layer(self, g: torch.fx.Graph, x: torch.fx.Node, w: list[Any], has_biases: bool, dropout: Any,
-               batch_first: bool, batch: int, fake: Any, made: list[torch.fx.Node]) -> torch.fx.Node:
-        """One single-layer, one-direction LSTM with a zero initial state: its sequence output's getitem."""
+               batch_first: bool, batch: int, fake: Any, made: list[torch.fx.Node], gru: bool = False) -> torch.fx.Node:
+        """One single-layer, one-direction LSTM (GRU) with a zero initial state: its sequence output's getitem."""
         hid = int(w[1].meta["val"].shape[1])
         zeros = [self._call(g, aten.zeros.default, ([1, batch, hid],), fake, made, {"dtype": torch.float32})
-                 for _ in range(2)]
-        layer = self._call(g, aten.lstm.input, (x, zeros, w, has_biases, 1, dropout, False, False, batch_first),
+                 for _ in range(1 if gru else 2)]
+        layer = self._call(g, aten.gru.input if gru else aten.lstm.input,
+                           (x, zeros[0] if gru else zeros, w, has_biases, 1, dropout, False, False, batch_first),
                            fake, made)
         y = g.call_function(operator.getitem, (layer, 0))
         y.meta["val"] = layer.meta["val"][0]
