@@ -356,3 +356,233 @@ def _bilinear_out_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, 
                        output_zero_point: int, multiplier: int, shift: int, *, out: torch.Tensor) -> torch.Tensor:
     out.copy_(upsample_bilinear2d_reference(x, rows, cols, input_zero_point, output_zero_point, multiplier, shift))
     return out
+
+
+# ---------------------------------------------------------------- lstm (int8 in and out, int16 cell and gates)
+# One unidirectional LSTM layer over int8 codes, torch's gate order (i, f, g, o), zero initial state. The
+# numerics follow the scheme of CMSIS-NN's and TFLM's int8 LSTM (int8 weights and activations, gate
+# pre-activations and cell state in int16, sigmoid/tanh on 16-bit inputs), written out here:
+#   x: int8 [B, T, I] (batch_first) or [T, B, I]; y (the op's first output): int8 h codes in that layout.
+#   h_{-1} = output_zero_point codes (real 0), c_{-1} = 0.
+#   For every gate row r of W_ih [4H, I] and W_hh [4H, H] (int8, per-row scales s_wi[r], s_wh[r]):
+#     ax = sum_k W_ih[r, k] * (x_k - zp_in),  ah = sum_k W_hh[r, k] * (h_k - zp_out)      (int32: I, H <= 2^14)
+#     pre[r] = sat16(rq(ax, Mx[r], Tx[r]) + rq(ah, Mh[r], Th[r]) + bias[r])               (Q3.12)
+#   with rq(v, M, T) = (v * M + 2^(T-1)) >> T, M / 2^T = s_x * s_wi[r] * 2^12 (resp. s_h * s_wh[r] * 2^12) and
+#   bias[r] = round((b_ih + b_hh)[r] * 2^12) clamped to +-2^24 (int32, Q3.12).
+#   i, f, o = lut(sigmoid table, pre), g = lut(tanh table, pre): Q0.15 (int16). lut(t, v): u = v + 32768,
+#     j = u >> 7, e = u & 127, t[j] + (((t[j+1] - t[j]) * e + 64) >> 7): 513-entry tables over [-8, 8]
+#     (tables[0] sigmoid, tables[1] tanh, round(f(x) * 2^15) clamped to [-32767, 32767]).
+#   c (int16, K = cell_frac_bits fraction bits, 11 <= K <= 15):
+#     c = sat16(((f * c) << (15 - K)) + i * g + 2^(29-K)) >> (30 - K))
+#   tanh(c): v = sat16(c << (12 - K)) if K <= 12 else (c + 2^(K-13)) >> (K - 12); tc = lut(tanh table, v)
+#   h code = clamp(((o * tc) * M + 2^(T-1)) >> T) + zp_out, -128, 127), M / 2^T = 2^-30 / s_h.
+# The second output is the last cell state c (int16 [B, H], real c * 2^-K): the kernel's working state.
+LSTM_GATE_FRAC = 12       # gate pre-activations in Q3.12: [-8, 8), where sigmoid and tanh are within 2^-11 of 0/1
+LSTM_TABLE_STEP = 7       # 2^7 input codes between table entries: 513 entries span the int16 range
+LSTM_TABLE_LEN = (1 << (16 - LSTM_TABLE_STEP)) + 1
+LSTM_MAX_BIAS = 1 << 24
+LSTM_MAX_FEATURES = 1 << 14
+
+lib.define("lstm(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
+           "int input_zero_point, int output_zero_point, int cell_frac_bits, int output_multiplier, "
+           "int output_shift) -> (Tensor, Tensor)")
+lib.define("lstm.out(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
+           "int input_zero_point, int output_zero_point, int cell_frac_bits, int output_multiplier, "
+           "int output_shift, *, Tensor(a!) out, Tensor(b!) cell) -> (Tensor(a!), Tensor(b!))")
+
+
+def lstm_tables() -> torch.Tensor:
+    """int16 [2, 513]: sigmoid and tanh at (j * 2^7 - 2^15) / 2^12, in Q0.15 (float64 on the host)."""
+    v = (torch.arange(LSTM_TABLE_LEN, dtype=torch.float64) * (1 << LSTM_TABLE_STEP) - 32768) / (1 << LSTM_GATE_FRAC)
+    t = torch.stack([torch.sigmoid(v), torch.tanh(v)])
+    return torch.round(t * 32768).clamp(-32767, 32767).to(torch.int16)
+
+
+def _lut16(table: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    u = v + 32768
+    j, e = u >> LSTM_TABLE_STEP, u & ((1 << LSTM_TABLE_STEP) - 1)
+    a, b = table[j], table[j + 1]
+    return a + (((b - a) * e + (1 << (LSTM_TABLE_STEP - 1))) >> LSTM_TABLE_STEP)
+
+
+def _rq(v: torch.Tensor, m: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    return (v * m + (1 << (t - 1))) >> t
+
+
+def _sat16(v: torch.Tensor) -> torch.Tensor:
+    return v.clamp(-32768, 32767)
+
+
+def check_lstm_args(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor,
+                    requant: torch.Tensor, tables: torch.Tensor, cell_frac_bits: int, output_multiplier: int,
+                    output_shift: int) -> None:
+    """The bounds the firmware's prepare checks too (firmware/ops/emlkit_lstm_ops.c), with its words."""
+    op = "emlkit::lstm"
+    if x.dtype != torch.int8 or x.dim() != 3:
+        raise ValueError(f"{op}: x must be a 3-D int8 tensor")
+    hid4, feat = w_ih.shape if w_ih.dim() == 2 else (0, 0)
+    if (w_ih.dtype != torch.int8 or w_hh.dtype != torch.int8 or hid4 % 4 or hid4 == 0
+            or tuple(w_hh.shape) != (hid4, hid4 // 4) or feat != x.shape[2]):
+        raise ValueError(f"{op}: w_ih must be int8 [4H, I] with I = x's last dim and w_hh int8 [4H, H]")
+    if feat > LSTM_MAX_FEATURES or hid4 // 4 > LSTM_MAX_FEATURES:
+        raise ValueError(f"{op}: input and hidden sizes must be at most {LSTM_MAX_FEATURES}")
+    if bias.dtype != torch.int32 or tuple(bias.shape) != (hid4,) or bias.abs().max() > LSTM_MAX_BIAS:
+        raise ValueError(f"{op}: bias must be int32 [4H] within +-2^24")
+    if requant.dtype != torch.int32 or tuple(requant.shape) != (hid4, 4):
+        raise ValueError(f"{op}: requant must be int32 [4H, 4]")
+    m, t = requant[:, 0::2], requant[:, 1::2]
+    if bool(((m < (1 << 30)) | (t < 1) | (t > 62)).any()):
+        raise ValueError(f"{op}: requant multipliers must be in [2^30, 2^31) and shifts in [1, 62]")
+    if tables.dtype != torch.int16 or tuple(tables.shape) != (2, LSTM_TABLE_LEN) or tables.abs().max() > 32767:
+        raise ValueError(f"{op}: tables must be int16 [2, {LSTM_TABLE_LEN}] within +-32767")
+    if not 11 <= cell_frac_bits <= 15:
+        raise ValueError(f"{op}: cell_frac_bits must be in [11, 15]")
+    _check_requant(op, output_multiplier, output_shift)
+
+
+def lstm_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor,
+                   requant: torch.Tensor, tables: torch.Tensor, batch_first: int, input_zero_point: int,
+                   output_zero_point: int, cell_frac_bits: int, output_multiplier: int,
+                   output_shift: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The op's definition (above), in int64."""
+    check_lstm_args(x, w_ih, w_hh, bias, requant, tables, cell_frac_bits, output_multiplier, output_shift)
+    xs = (x if batch_first else x.transpose(0, 1)).to(torch.int64) - input_zero_point      # [B, T, I]
+    b, steps = xs.shape[0], xs.shape[1]
+    hid = w_hh.shape[1]
+    wi, wh, bias64 = w_ih.to(torch.int64), w_hh.to(torch.int64), bias.to(torch.int64)
+    rq = requant.to(torch.int64)
+    sig, tnh = tables[0].to(torch.int64), tables[1].to(torch.int64)
+    k = cell_frac_bits
+    h = torch.zeros(b, hid, dtype=torch.int64)          # h codes minus the output zero point
+    c = torch.zeros(b, hid, dtype=torch.int64)
+    ys = []
+    for t in range(steps):
+        pre = _sat16(_rq(xs[:, t] @ wi.T, rq[:, 0], rq[:, 1]) + _rq(h @ wh.T, rq[:, 2], rq[:, 3]) + bias64)
+        pi, pf, pg, po = pre.split(hid, dim=1)
+        i, f, g, o = _lut16(sig, pi), _lut16(sig, pf), _lut16(tnh, pg), _lut16(sig, po)
+        c = _sat16((((f * c) << (15 - k)) + i * g + (1 << (29 - k))) >> (30 - k))
+        v = _sat16(c << (12 - k)) if k <= 12 else (c + (1 << (k - 13))) >> (k - 12)
+        code = (((o * _lut16(tnh, v)) * output_multiplier + (1 << (output_shift - 1))) >> output_shift)
+        code = (code + output_zero_point).clamp(-128, 127)
+        h = code - output_zero_point
+        ys.append(code)
+    y = torch.stack(ys, dim=1) if ys else torch.zeros(b, 0, hid, dtype=torch.int64)
+    y = (y if batch_first else y.transpose(0, 1)).to(torch.int8).contiguous()
+    return y, c.to(torch.int16)
+
+
+@register_fake("emlkit::lstm")
+def _lstm_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+               tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
+               cell_frac_bits: int, output_multiplier: int, output_shift: int) -> tuple[torch.Tensor, torch.Tensor]:
+    hid = w_hh.shape[1]
+    batch = x.shape[0] if batch_first else x.shape[1]
+    return (x.new_empty((x.shape[0], x.shape[1], hid), dtype=torch.int8),
+            x.new_empty((batch, hid), dtype=torch.int16))
+
+
+@impl(lib, "lstm", "CompositeExplicitAutograd")
+def _lstm_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+               tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
+               cell_frac_bits: int, output_multiplier: int, output_shift: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return lstm_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
+                          cell_frac_bits, output_multiplier, output_shift)
+
+
+@impl(lib, "lstm.out", "CompositeExplicitAutograd")
+def _lstm_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+                   tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
+                   cell_frac_bits: int, output_multiplier: int, output_shift: int, *, out: torch.Tensor,
+                   cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    y, c = lstm_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
+                          cell_frac_bits, output_multiplier, output_shift)
+    out.copy_(y)
+    cell.copy_(c)
+    return out, cell
+
+
+# ---------------------------------------------------------------- gru (int8 in and out, int16 gates)
+# One unidirectional GRU layer over int8 codes, torch's gate order (r, z, n), zero initial state, the LSTM's
+# conventions (lstm_reference above: per-row int8 weights, Q3.12 pre-activations, the same tables):
+#   pre_r, pre_z = sat16(rq(ax) + rq(ah) + bias[r])                     (bias: b_i + b_h, Q3.12)
+#   xn = rq(ax) + bias[n] (b_in), hn = clamp(rq(ah) + bias[3H + j] (b_hn), +-2^24)    (Q3.12, int32)
+#   r, z = lut(sigmoid, pre_r / pre_z); n = lut(tanh, sat16(xn + ((r * hn + 2^14) >> 15)))       (Q0.15)
+#   hq = rq(h - zp_out, Mq, Tq) clamped to +-32767, Mq / 2^Tq = s_h * 2^15          (h_{t-1} in Q0.15)
+#   h code = clamp(rq((2^15 - z) * n + z * hq, M, T) + zp_out, -128, 127), M / 2^T = 2^-30 / s_h.
+# requant: int32 [3H, 4] (Mx, Tx, Mh, Th per gate row); bias: int32 [4H] (3H x-side, then b_hn).
+lib.define("gru(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
+           "int input_zero_point, int output_zero_point, int h_multiplier, int h_shift, int output_multiplier, "
+           "int output_shift) -> Tensor")
+lib.define("gru.out(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
+           "int input_zero_point, int output_zero_point, int h_multiplier, int h_shift, int output_multiplier, "
+           "int output_shift, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def gru_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+                  tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
+                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    """The op's definition (above), in int64."""
+    op = "emlkit::gru"
+    hid3 = w_ih.shape[0] if w_ih.dim() == 2 else 0
+    hid = hid3 // 3
+    if (x.dtype != torch.int8 or x.dim() != 3 or w_ih.dtype != torch.int8 or w_hh.dtype != torch.int8 or hid3 % 3
+            or hid == 0 or w_ih.shape[1] != x.shape[2] or tuple(w_hh.shape) != (hid3, hid)):
+        raise ValueError(f"{op}: x must be 3-D int8, w_ih int8 [3H, I] and w_hh int8 [3H, H]")
+    if max(w_ih.shape[1], hid) > LSTM_MAX_FEATURES:
+        raise ValueError(f"{op}: input and hidden sizes must be at most {LSTM_MAX_FEATURES}")
+    if bias.dtype != torch.int32 or tuple(bias.shape) != (4 * hid,) or bias.abs().max() > LSTM_MAX_BIAS:
+        raise ValueError(f"{op}: bias must be int32 [4H] within +-2^24")
+    if requant.dtype != torch.int32 or tuple(requant.shape) != (hid3, 4) or bool(
+            ((requant[:, 0::2] < (1 << 30)) | (requant[:, 1::2] < 1) | (requant[:, 1::2] > 62)).any()):
+        raise ValueError(f"{op}: requant must be int32 [3H, 4], multipliers in [2^30, 2^31) and shifts in [1, 62]")
+    if tables.dtype != torch.int16 or tuple(tables.shape) != (2, LSTM_TABLE_LEN) or tables.abs().max() > 32767:
+        raise ValueError(f"{op}: tables must be int16 [2, {LSTM_TABLE_LEN}] within +-32767")
+    _check_requant(op, h_multiplier, h_shift)
+    _check_requant(op, output_multiplier, output_shift)
+    xs = (x if batch_first else x.transpose(0, 1)).to(torch.int64) - input_zero_point
+    b, steps = xs.shape[0], xs.shape[1]
+    wi, wh, rq = w_ih.to(torch.int64), w_hh.to(torch.int64), requant.to(torch.int64)
+    bx, bhn = bias[:hid3].to(torch.int64), bias[hid3:].to(torch.int64)
+    sig, tnh = tables[0].to(torch.int64), tables[1].to(torch.int64)
+    h = torch.zeros(b, hid, dtype=torch.int64)          # h codes minus the output zero point
+    ys = []
+    for t in range(steps):
+        ax = _rq(xs[:, t] @ wi.T, rq[:, 0], rq[:, 1]) + bx
+        ah = _rq(h @ wh.T, rq[:, 2], rq[:, 3])
+        r = _lut16(sig, _sat16(ax[:, :hid] + ah[:, :hid]))
+        z = _lut16(sig, _sat16(ax[:, hid:2 * hid] + ah[:, hid:2 * hid]))
+        hn = (ah[:, 2 * hid:] + bhn).clamp(-LSTM_MAX_BIAS, LSTM_MAX_BIAS)
+        n = _lut16(tnh, _sat16(ax[:, 2 * hid:] + ((r * hn + (1 << 14)) >> 15)))
+        hq = ((h * h_multiplier + (1 << (h_shift - 1))) >> h_shift).clamp(-32767, 32767)
+        acc = (32768 - z) * n + z * hq
+        code = ((acc * output_multiplier + (1 << (output_shift - 1))) >> output_shift) + output_zero_point
+        code = code.clamp(-128, 127)
+        h = code - output_zero_point
+        ys.append(code)
+    y = torch.stack(ys, dim=1) if ys else torch.zeros(b, 0, hid, dtype=torch.int64)
+    return (y if batch_first else y.transpose(0, 1)).to(torch.int8).contiguous()
+
+
+@register_fake("emlkit::gru")
+def _gru_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+              tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int, h_multiplier: int,
+              h_shift: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    return x.new_empty((x.shape[0], x.shape[1], w_hh.shape[1]), dtype=torch.int8)
+
+
+@impl(lib, "gru", "CompositeExplicitAutograd")
+def _gru_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+              tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int, h_multiplier: int,
+              h_shift: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    return gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
+                         h_multiplier, h_shift, output_multiplier, output_shift)
+
+
+@impl(lib, "gru.out", "CompositeExplicitAutograd")
+def _gru_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
+                  tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
+                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int, *,
+                  out: torch.Tensor) -> torch.Tensor:
+    out.copy_(gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
+                            h_multiplier, h_shift, output_multiplier, output_shift))
+    return out

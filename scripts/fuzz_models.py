@@ -64,6 +64,7 @@ ACT_CODE = {
 }
 BLOCKS = ["conv", "dwconv", "avgpool", "maxpool", "add", "mul", "cat", "slice", "permute", "reshape", "act",
           "upsample"]
+LSTM_SHARE = 0.25   # models that end their blocks with an "lstm" block (pixels as a sequence of at most 64 steps)
 
 
 @dataclass
@@ -94,6 +95,8 @@ def _shape_after(c: int, h: int, w: int, b: dict[str, Any]) -> tuple[int, int, i
         return c, 2 * h, 2 * w
     if k == "permute":
         return c, w, h
+    if k == "lstm":
+        return b["hid"] * (2 if b["bidir"] else 1), h, w
     return c, h, w
 
 
@@ -127,6 +130,14 @@ def generate(seed: str) -> Spec:
         elif kind == "upsample":
             if h * w * c > 2048:
                 continue
+        spec.blocks.append(b)
+        c, h, w = _shape_after(c, h, w, b)
+    # An LSTM over the map's pixels as a sequence, drawn from a stream of its own, so a seed without one still makes
+    # the model it made before LSTMs were drawn.
+    extra = random.Random(f"{seed}:lstm")
+    if extra.random() < LSTM_SHARE and h * w <= 64:
+        b = {"kind": "lstm", "hid": extra.choice([4, 8, 12]), "layers": extra.choice([1, 1, 2]),
+             "bidir": extra.random() < 0.3}
         spec.blocks.append(b)
         c, h, w = _shape_after(c, h, w, b)
     spec.head = {"kind": rng.choice(["map", "linear", "softmax"]), "out": rng.choice([2, 4, 10])}
@@ -175,6 +186,11 @@ def source(spec: Spec) -> str:
             fwd.append(f"x = {ACT_CODE[b['act']].format('x')}")
         elif k == "upsample":
             fwd.append("x = F.interpolate(x, scale_factor=2, mode=\"nearest\")")
+        elif k == "lstm":
+            out = b["hid"] * (2 if b["bidir"] else 1)
+            init.append(f"self.b{i} = nn.LSTM({c}, {b['hid']}, num_layers={b['layers']}, batch_first=True, "
+                        f"bidirectional={b['bidir']})")
+            fwd.append(f"x = self.b{i}(x.flatten(2).transpose(1, 2))[0].transpose(1, 2).reshape(1, {out}, {h}, {w})")
         c, h, w = _shape_after(c, h, w, b)
     head = spec.head["kind"]
     if head in ("linear", "softmax"):

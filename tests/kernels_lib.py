@@ -102,6 +102,16 @@ class QPool(C.Structure):
                                     "stride_h", "stride_w", "pad_h", "pad_w")]
 
 
+class QLstm(C.Structure):
+    _fields_ = [(n, i32) for n in ("batch", "steps", "in_", "hid", "batch_first", "x_zp", "h_zp", "cell_frac",
+                                    "out_mult", "out_shift")]
+
+
+class QGru(C.Structure):
+    _fields_ = [(n, i32) for n in ("batch", "steps", "in_", "hid", "batch_first", "x_zp", "h_zp", "h_mult", "h_shift",
+                                    "out_mult", "out_shift")]
+
+
 def ptr(a: np.ndarray | None) -> int | None:
     if a is None:
         return None
@@ -134,6 +144,8 @@ class Kernels:
             "emk_emlkit_softmax_s8": [P, P, i32, i32, i32, P, i32, i32, i32],
             "emk_emlkit_avg_pool2d_s8": [C.POINTER(QPool), P, P, i32, i32, i32, i32],
             "emk_emlkit_resize_bilinear_s8": [P, P, i32, i32, i32, i32, i32, i32, P, P, i32, i32, i32, i32],
+            "emk_emlkit_lstm_s8": [C.POINTER(QLstm), P, P, P, P, P, P, P, P],
+            "emk_emlkit_gru_s8": [C.POINTER(QGru), P, P, P, P, P, P, P],
             "emk_minmax_any": [C.c_int, C.c_int, C.c_int, P, P, P, P, P, P],
             "emk_pad_any": [sz, P, P, P, P, P, P],
             "emk_transpose_any": [sz, C.c_int, P, P, P, P],

@@ -121,6 +121,41 @@ def test_emlkit_op_refusals() -> None:
     assert err.value.exit_code == EXIT_UNSUPPORTED
 
 
+class _Rnns(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm, self.gru = torch.nn.LSTM(4, 6, batch_first=True), torch.nn.GRU(4, 5, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.lstm(x)[0], self.gru(x)[0]
+
+
+@pytest.mark.parametrize("op, tamper, message", [
+    ("lstm", lambda low, n: n.update_arg(9, 16), "emlkit::lstm: cell_frac_bits = 16 is outside the supported range "
+     "[11, 15]"),
+    ("lstm", lambda low, n: _constant(low, n.args[4]).__setitem__((0, 1), 0),
+     "emlkit::lstm: requant multipliers must be in [2^30, 2^31) and shifts in [1, 62]"),
+    ("gru", lambda low, n: _constant(low, n.args[3]).__setitem__(2, 1 << 25),
+     "emlkit::gru: bias must be int32 [4H] within +-2^24"),
+])
+def test_recurrent_op_refusals(op: str, tamper: Callable[[Any, torch.fx.Node], None], message: str) -> None:
+    """emlkit::lstm / emlkit::gru arguments out of the kernels' range are refused at compile time with the adapter's
+    message, the one the Python reference raises for the same arguments."""
+    x = (torch.randn(1, 5, 4),)
+    torch.manual_seed(0)
+    low, out = _lowered(_Rnns(), x)
+    node = _node(low, lambda t: f"emlkit.{op}" in t)
+    tamper(low, node)
+    with pytest.raises(AotError, match=re.escape(message)) as err:
+        _load(low, x, out)
+    assert err.value.exit_code == EXIT_UNSUPPORTED
+    if "cell_frac_bits" not in message:   # the reference's own check, on the same constants
+        args = [_constant(low, a) if isinstance(a, torch.fx.Node) and a.op == "placeholder" and a is not node.args[0]
+                else a for a in node.args]
+        with pytest.raises(ValueError, match=re.escape(message)):
+            getattr(torch.ops.emlkit, op)(torch.zeros(1, 5, 4, dtype=torch.int8), *args[1:])
+
+
 def test_an_output_planned_over_its_input_is_an_internal_error() -> None:
     x = (torch.randn(1, 3, 8, 8),)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 4, 1))

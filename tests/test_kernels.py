@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 # Importing the passes package first avoids a circular import inside the wheel;
 # it loads ops/operators.py, which registers torch.ops.cortex_m.
 import executorch.backends.cortex_m.passes  # noqa: F401
-from kernels_lib import KERNELS, Kernels, QAdd, QBmm, QConv, QLinear, QMul, QPool, build_library, ptr
+from kernels_lib import KERNELS, Kernels, QAdd, QBmm, QConv, QGru, QLinear, QLstm, QMul, QPool, build_library, ptr
 
 ops = torch.ops.cortex_m
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -738,3 +738,61 @@ def test_emlkit_resize_bilinear(K, seed, n, h, w, c, oh, ow, align, by_scale, iz
     yf = op(xf, *args)
     ref = torch.clamp(torch.round(yf / out_scale) + ozp, -128, 127).to(torch.int8)
     assert np.abs(want.astype(np.int32) - torch_to_nhwc(ref).astype(np.int32)).max() <= 1
+
+
+@SETTINGS
+@given(seed=seeds, b=st.integers(1, 3), t=st.integers(1, 12), i=st.integers(1, 20), h=st.integers(1, 17),
+       batch_first=st.booleans(), xzp=zps, hzp=zps, x_scale=st.floats(1e-3, 0.1), h_scale=st.floats(2e-3, 0.02),
+       w_range=st.floats(0.05, 2.0), frac=st.integers(11, 15))
+def test_emlkit_lstm(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scale, w_range, frac):
+    """emlkit::lstm's kernel is bit-exact with the Python reference for any sizes, either layout, any cell format
+    and weights from small to large enough to saturate gates and cell."""
+    import emlkit.emlkit_ops as eo
+    from emlkit.passes.emlkit_lstm import lstm_constants
+
+    g = torch.Generator().manual_seed(seed % (2**31))
+    w_ih = (torch.rand(4 * h, i, generator=g, dtype=torch.float64) * 2 - 1) * w_range
+    w_hh = (torch.rand(4 * h, h, generator=g, dtype=torch.float64) * 2 - 1) * w_range
+    bias = (torch.rand(4 * h, generator=g, dtype=torch.float64) * 2 - 1) * w_range
+    c = lstm_constants(w_ih, w_hh, bias, x_scale, h_scale)
+    assert c is not None
+    x = s8(rng_from(seed), *((b, t, i) if batch_first else (t, b, i)))
+    want_y, want_c = eo.lstm_reference(torch.from_numpy(x), c["w_ih"], c["w_hh"], c["bias"], c["requant"],
+                                       c["tables"], int(batch_first), xzp, hzp, frac, c["mult"], c["shift"])
+    p = QLstm(batch=b, steps=t, in_=i, hid=h, batch_first=int(batch_first), x_zp=xzp, h_zp=hzp, cell_frac=frac,
+              out_mult=c["mult"], out_shift=c["shift"])
+    arrays = [np.ascontiguousarray(c[k].numpy()) for k in ("w_ih", "w_hh", "bias", "requant", "tables")]
+    for f in both(K, "emk_emlkit_lstm_s8"):
+        y = np.zeros(x.shape[:2] + (h,), np.int8)
+        cell = np.full((b, h), 12345, np.int16)           # the kernel starts from c = 0 whatever the memory holds
+        f(C.byref(p), ptr(x), ptr(y), ptr(cell), *[ptr(a) for a in arrays])
+        np.testing.assert_array_equal(y, want_y.numpy())
+        np.testing.assert_array_equal(cell, want_c.numpy())
+
+
+@SETTINGS
+@given(seed=seeds, b=st.integers(1, 3), t=st.integers(1, 12), i=st.integers(1, 20), h=st.integers(1, 17),
+       batch_first=st.booleans(), xzp=zps, hzp=zps, x_scale=st.floats(1e-3, 0.1), h_scale=st.floats(2e-3, 0.02),
+       w_range=st.floats(0.05, 2.0))
+def test_emlkit_gru(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scale, w_range):
+    """emlkit::gru's kernel is bit-exact with the Python reference for any sizes, either layout and weights from
+    small to large enough to saturate the gates."""
+    import emlkit.emlkit_ops as eo
+    from emlkit.passes.emlkit_lstm import gru_constants
+
+    g = torch.Generator().manual_seed(seed % (2**31))
+    w_ih = (torch.rand(3 * h, i, generator=g, dtype=torch.float64) * 2 - 1) * w_range
+    w_hh = (torch.rand(3 * h, h, generator=g, dtype=torch.float64) * 2 - 1) * w_range
+    bias = (torch.rand(2, 3 * h, generator=g, dtype=torch.float64) * 2 - 1) * w_range
+    c = gru_constants(w_ih, w_hh, bias, x_scale, h_scale)
+    assert c is not None
+    x = s8(rng_from(seed), *((b, t, i) if batch_first else (t, b, i)))
+    want = eo.gru_reference(torch.from_numpy(x), c["w_ih"], c["w_hh"], c["bias"], c["requant"], c["tables"],
+                            int(batch_first), xzp, hzp, c["h_mult"], c["h_shift"], c["mult"], c["shift"])
+    p = QGru(batch=b, steps=t, in_=i, hid=h, batch_first=int(batch_first), x_zp=xzp, h_zp=hzp, h_mult=c["h_mult"],
+             h_shift=c["h_shift"], out_mult=c["mult"], out_shift=c["shift"])
+    arrays = [np.ascontiguousarray(c[k].numpy()) for k in ("w_ih", "w_hh", "bias", "requant", "tables")]
+    for f in both(K, "emk_emlkit_gru_s8"):
+        y = np.zeros(x.shape[:2] + (h,), np.int8)
+        f(C.byref(p), ptr(x), ptr(y), *[ptr(a) for a in arrays])
+        np.testing.assert_array_equal(y, want.numpy())

@@ -16,9 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
 
-# The ops these leave in float (aten::full/linear/split_with_sizes_copy for the LSTM, the attention's matmuls
-# and layer norms, gt/where/max_pool2d_with_indices/_adaptive_avg_pool2d) run on the firmware's float32 kernels
-# (firmware/ops/aten_float_*.c); mbconv_se_bilinear's bilinear upsample is int8 on Cortex-M (emlkit_bilinear.py).
+# The ops these leave in float (the attention's matmuls and layer norms, gt/where/max_pool2d_with_indices/
+# _adaptive_avg_pool2d) run on the firmware's float32 kernels (firmware/ops/aten_float_*.c); mbconv_se_bilinear's
+# bilinear upsample (emlkit_bilinear.py) and lstm_kws's LSTM (emlkit_lstm.py) are int8 on Cortex-M.
 USER_MODELS = ["lstm_kws", "transformer_encoder_cls", "prelu_ceil_adaptive_pool", "mbconv_se_bilinear",
                "shufflenet_unit", "dilated_tcn"]
 

@@ -779,3 +779,75 @@ class LinearRewrite(Rewrite):
 
     def rewrite_linear(self, gm: torch.fx.GraphModule, n: torch.fx.Node, ops: LinearOperands) -> bool:
         raise NotImplementedError
+
+
+# ---------------------------------------------------------------- LSTM layers (lstm_output_qparams.py, emlkit_lstm.py)
+
+LSTM_OPS = {aten.lstm.input}
+GRU_OPS = {aten.gru.input}
+_ZERO_FILLS = {aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default}
+
+
+def lstm_zero_state(gm: torch.fx.GraphModule, node: Any) -> bool:
+    """Whether an LSTM's initial-state argument is all zeros (a zero fill or an all-zero constant)."""
+    if not isinstance(node, torch.fx.Node):
+        return False
+    if node.op == "call_function" and node.target in _ZERO_FILLS:
+        return True
+    if node.op == "call_function" and node.target == aten.full.default and len(node.args) > 1:
+        return node.args[1] == 0
+    t = const_tensor(gm, node)
+    return t is not None and not bool(t.any())
+
+
+@dataclass
+class LstmLayer:
+    """One `aten.lstm.input` call the int8 kernel takes: a single unidirectional layer with zero initial state,
+    constant float weights, whose only read output is the sequence (getitem 0)."""
+
+    node: torch.fx.Node
+    x: torch.fx.Node
+    w_ih: torch.Tensor
+    w_hh: torch.Tensor
+    bias: torch.Tensor | None          # LSTM: b_ih + b_hh; GRU: b_ih and b_hh stacked ([2, 3H])
+    batch_first: bool
+    output: torch.fx.Node              # the getitem of the sequence output
+    gru: bool = False                  # an `aten.gru.input` (gates r, z, n) rather than an LSTM
+
+
+def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
+    """The layer of an `aten.lstm.input` or `aten.gru.input` call the int8 kernels take (LstmLayer), else None."""
+    gru = n.target in GRU_OPS
+    if n.op != "call_function" or n.target not in (LSTM_OPS | GRU_OPS) or len(n.args) < 9:
+        return None
+    x, hx, params, has_biases, num_layers, _dropout, train, bidirectional, batch_first = n.args[:9]
+    xs = shape_of(x)
+    if xs is None or len(xs) != 3 or num_layers != 1 or train or bidirectional:
+        return None
+    states = [hx] if gru else hx
+    if not isinstance(states, (list, tuple)) or len(states) != (1 if gru else 2) or \
+            not all(lstm_zero_state(gm, h) for h in states):
+        return None
+    consts = [const_tensor(gm, p) for p in params] if isinstance(params, (list, tuple)) else []
+    if len(consts) != (4 if has_biases else 2) or any(c is None or not c.is_floating_point() for c in consts):
+        return None
+    w_ih, w_hh = consts[0], consts[1]
+    assert w_ih is not None and w_hh is not None
+    gates = 3 if gru else 4
+    hid = w_hh.shape[1] if w_hh.dim() == 2 else 0
+    if hid == 0 or tuple(w_ih.shape) != (gates * hid, xs[2]) or tuple(w_hh.shape) != (gates * hid, hid):
+        return None                        # proj_size or an unexpected layout
+    bias = None
+    if has_biases:
+        b_ih, b_hh = consts[2], consts[3]
+        assert b_ih is not None and b_hh is not None
+        bias = torch.stack([b_ih.detach().double(), b_hh.detach().double()]) if gru else \
+            b_ih.detach().double() + b_hh.detach().double()
+    outs = {}
+    for u in n.users:
+        if u.op != "call_function" or u.target is not operator.getitem:
+            return None
+        outs[u.args[1]] = u
+    if set(outs) - {0, 1, 2} or 0 not in outs or any(outs[k].users for k in (1, 2) if k in outs):
+        return None                        # h_n / c_n read: not written by the int8 kernel yet
+    return LstmLayer(n, x, w_ih.detach().double(), w_hh.detach().double(), bias, bool(batch_first), outs[0], gru)

@@ -1,0 +1,197 @@
+"""Lowering (Cortex-M, converted pt2e graph): a quantized LSTM layer -> `emlkit::lstm` (int8, int16 cell state), a
+quantized GRU layer -> `emlkit::gru`.
+
+Matches `dequantize(x_q, s_x, zp_x) -> aten.lstm.input -> getitem 0 -> quantize(s_h, zp_h)`, int8 per-tensor, the
+forms lstm_output_qparams.py annotates (graph.lstm_layer: one unidirectional layer, batch_first either way, any
+sequence length, zero initial state, only the sequence output read; lstm_as_layers.py has split stacked layers and
+expressed h_n through the sequence output).
+
+Emits `emlkit::lstm(x_q, w_ih, w_hh, bias, requant, tables, batch_first, zp_x, zp_h, K, M, T)` (semantics in
+emlkit/emlkit_ops.py) and reads its first output. At compile time: W_ih and W_hh quantized to int8 per gate row
+(symmetric, scale max|row| / 127), the gate requantization (M, T) per row for s_x * s_w * 2^12 and s_h * s_w * 2^12
+(pre-activations in Q3.12), b_ih + b_hh in Q3.12, the 513-entry sigmoid/tanh tables, and h's requantization from
+the Q0.30 product o * tanh(c) to s_h (the sequence output's qparams: h is fed back in those codes).
+
+Cell state: int16 with K = 15 - B fraction bits, B = min(ceil(log2 T), 4). |c_t| < t + 1 for any weights (c_t =
+f c_{t-1} + i g with f, i, |g| < 1 and c_{-1} = 0), so up to T = 16 steps the cell can never saturate; longer
+sequences keep 4 integer bits (|c| < 16, where tanh(c) is 1 to within 2^-45) and saturate beyond. A fixed rule,
+not a calibrated range, so the program does not depend on the calibration set reaching the largest cell values.
+
+Accuracy (random weights, tests/passes/test_emlkit_lstm.py): the sequence output is 38.4-43.0 dB SNR against the
+float model over five shapes (1 to 40 steps), within 2.6 dB of the program where the LSTM ran in float between
+quantize and dequantize; the test holds it above 35 dB and within 3 dB. Bit-exact on the device
+(tests/test_lstm_on_qemu.py).
+
+GRU: `dequantize -> aten.gru.input -> getitem 0 -> quantize` (one unidirectional layer, zero initial state, the
+sequence output read) becomes `emlkit::gru(x_q, w_ih, w_hh, bias, requant, tables, batch_first, zp_x, zp_h, Mq, Tq,
+M, T)` the same way: r and z from both biases, n's hidden part with b_hn scaled by r, h_{t-1} to Q0.15 by (Mq, Tq),
+h = (1 - z) n + z h_{t-1} in Q0.30 requantized to s_h (37.8-41.0 dB SNR against the float model in the tests, within
+2.2 dB of the program with the GRU in float).
+
+Why: ExecuTorch 1.5.1's Cortex-M flow has no LSTM or GRU: they ran in float, unrolled into 30-40 float ops a step.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+from typing import Any
+
+import torch
+
+import emlkit.emlkit_ops as eo
+from emlkit.passes.graph import (DQ_TARGETS, GRU_OPS, LSTM_OPS, Q_TARGETS, add_parameter, copy_meta, get_attrs,
+                                 lstm_layer, per_tensor_qparams, qparams, shape_of)
+from emlkit.passes.manager import Pass, declare
+
+log = logging.getLogger(__name__)
+MAX_CELL_INT_BITS = 4
+
+
+def cell_frac_bits(steps: int) -> int:
+    """K for a sequence of STEPS: 15 - min(ceil(log2 steps), 4)."""
+    bits = min(max(math.ceil(math.log2(steps)), 0), MAX_CELL_INT_BITS) if steps > 1 else 0
+    return 15 - bits
+
+
+def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int8 codes, float64 per-row scales): symmetric per row, an all-zero row at scale 1."""
+    amax = w.abs().amax(dim=1)
+    scale = torch.where(amax > 0, amax / 127.0, torch.ones_like(amax))
+    return torch.round(w / scale.unsqueeze(1)).clamp(-127, 127).to(torch.int8), scale
+
+
+def _int8_q(node: Any) -> bool:
+    return (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in Q_TARGETS
+            and per_tensor_qparams(node) and qparams(node)[4] == torch.int8 and qparams(node)[2:4] == (-128, 127))
+
+
+def lstm_constants(w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor | None, s_x: float,
+                   s_h: float) -> dict[str, Any] | None:
+    """The op's constant operands for float64 weights and the input/output scales; None if a factor is out of the
+    requantization's range."""
+    qi, si = quantize_rows(w_ih)
+    qh, sh = quantize_rows(w_hh)
+    rows = []
+    try:
+        for r in range(w_ih.shape[0]):
+            mx, tx = eo.multiplier_shift(s_x * float(si[r]) * (1 << eo.LSTM_GATE_FRAC))
+            mh, th = eo.multiplier_shift(s_h * float(sh[r]) * (1 << eo.LSTM_GATE_FRAC))
+            rows.append((mx, tx, mh, th))
+        mult, shift = eo.multiplier_shift(2.0 ** -30 / s_h)
+    except ValueError:
+        return None
+    if not all(1 <= t <= 62 for r in rows for t in (r[1], r[3])) or not 1 <= shift <= 62:
+        return None
+    b = bias if bias is not None else torch.zeros(w_ih.shape[0], dtype=torch.float64)
+    return {"w_ih": qi, "w_hh": qh, "bias": _q12(b), "requant": torch.tensor(rows, dtype=torch.int32),
+            "tables": eo.lstm_tables(), "mult": mult, "shift": shift}
+
+
+def _q12(b: torch.Tensor) -> torch.Tensor:
+    return torch.round(b * (1 << eo.LSTM_GATE_FRAC)).clamp(-eo.LSTM_MAX_BIAS, eo.LSTM_MAX_BIAS).to(torch.int32)
+
+
+def gru_constants(w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor | None, s_x: float,
+                  s_h: float) -> dict[str, Any] | None:
+    """emlkit::gru's constant operands (bias: [b_ih; b_hh] as [2, 3H] or None); None if a factor is out of range."""
+    c = lstm_constants(w_ih, w_hh, None, s_x, s_h)
+    try:
+        hm, hs = eo.multiplier_shift(s_h * (1 << 15))
+    except ValueError:
+        return None
+    if c is None or not 1 <= hs <= 62:
+        return None
+    hid = w_hh.shape[1]
+    b = bias if bias is not None else torch.zeros(2, 3 * hid, dtype=torch.float64)
+    # r and z add both biases before the gate; n adds b_hn to the hidden part, which r scales
+    x_side = torch.cat([b[0, :2 * hid] + b[1, :2 * hid], b[0, 2 * hid:]])
+    c["bias"] = _q12(torch.cat([x_side, b[1, 2 * hid:]]))
+    c["h_mult"], c["h_shift"] = hm, hs
+    return c
+
+
+@declare("pre_edge", ("aten.lstm", "aten.gru"), runs_after=("LutFusion",), order=213, flows=("cortex_m",))
+class EmlkitLstm(Pass):
+    """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
+
+    def __init__(self) -> None:
+        self.lowered: list[dict[str, Any]] = []
+
+    def report(self) -> dict[str, Any]:
+        return {"lowered": list(self.lowered)}
+
+    def reset(self) -> None:
+        self.lowered = []
+
+    def work(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        for n in [n for n in gm.graph.nodes if n.op == "call_function" and n.target in (LSTM_OPS | GRU_OPS)]:
+            entry = self._lower(gm, n)
+            if entry is not None:
+                self.lowered.append(entry)
+        if self.lowered:
+            gm.graph.eliminate_dead_code()
+            gm.graph.lint()
+            gm.recompile()
+        return gm
+
+    def _lower(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> dict[str, Any] | None:
+        layer = lstm_layer(gm, n)
+        if layer is None:
+            return None
+        dq, out = layer.x, layer.output
+        q = next(iter(out.users)) if len(out.users) == 1 else None
+        if not (dq.op == "call_function" and dq.target in DQ_TARGETS and per_tensor_qparams(dq)
+                and qparams(dq)[4] == torch.int8 and _int8_q(q)):
+            log.debug("LSTM %s left in float: its input or output is not int8 per-tensor quantized", n.name)
+            return None
+        assert q is not None
+        (s_x, zp_x), (s_h, zp_h) = qparams(dq)[:2], qparams(q)[:2]
+        xs = shape_of(dq.args[0]) or shape_of(dq)
+        if xs is None or len(xs) != 3:
+            return None
+        steps = int(xs[1] if layer.batch_first else xs[0])
+        if max(layer.w_ih.shape[1], layer.w_hh.shape[1]) > eo.LSTM_MAX_FEATURES or steps < 1:
+            log.info("LSTM %s left in float: sizes over %d or an empty sequence", n.name, eo.LSTM_MAX_FEATURES)
+            return None
+        consts = (gru_constants if layer.gru else lstm_constants)(layer.w_ih, layer.w_hh, layer.bias, s_x, s_h)
+        if consts is None:
+            log.info("LSTM %s left in float: a weight or output scale is outside the requantization's range", n.name)
+            return None
+        k = cell_frac_bits(steps)
+        names = [add_parameter(gm, f"{n.name}_{key}", consts[key])
+                 for key in ("w_ih", "w_hh", "bias", "requant", "tables")]
+        g = gm.graph
+        consts_nodes = get_attrs(gm, q, names, getattr(out.meta.get("val"), "fake_mode", None))
+        with g.inserting_before(q):
+            if layer.gru:
+                new = y = g.call_function(torch.ops.emlkit.gru.default,
+                                          (dq.args[0], *consts_nodes, int(layer.batch_first), zp_x, zp_h,
+                                           consts["h_mult"], consts["h_shift"], consts["mult"], consts["shift"]))
+            else:
+                new = g.call_function(torch.ops.emlkit.lstm.default,
+                                      (dq.args[0], *consts_nodes, int(layer.batch_first), zp_x, zp_h, k,
+                                       consts["mult"], consts["shift"]))
+                y = g.call_function(operator.getitem, (new, 0))
+        copy_meta(n, [new, y] if new is not y else [new])
+        # convert_pt2e's quantize nodes carry no value meta: the LSTM's own output value gives y's shape, so a
+        # later layer reading y sees its shape (graph.shape_of)
+        ov = out.meta.get("val")
+        fake = getattr(ov, "fake_mode", None)
+        if fake is not None and isinstance(ov, torch.Tensor):
+            with fake:
+                batch = xs[0] if layer.batch_first else xs[1]
+                cell = torch.empty((batch, layer.w_hh.shape[1]), dtype=torch.int16)
+                y.meta["val"] = torch.empty_like(ov, dtype=torch.int8)
+                if new is not y:
+                    new.meta["val"] = (y.meta["val"], cell)
+        q.replace_all_uses_with(y)
+        for dead in (q, out, *[u for u in list(n.users)], n):
+            if not dead.users and dead in g.nodes:
+                g.erase_node(dead)
+        if not dq.users:
+            g.erase_node(dq)
+        return {"node": n.name, "kind": "gru" if layer.gru else "lstm", "steps": steps,
+                "hidden": int(layer.w_hh.shape[1]), "batch_first": layer.batch_first,
+                "cell_frac_bits": None if layer.gru else k, "in_scale": s_x, "out_scale": s_h}

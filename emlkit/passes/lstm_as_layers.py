@@ -1,0 +1,161 @@
+"""A stacked or bidirectional LSTM or GRU as single-layer, one-direction ones, and h_n as their last steps (before
+quantization, Cortex-M).
+
+Matches, in the exported float graph: `aten.lstm.input` (nn.LSTM) with zero initial state, in eval mode, whose c_n
+is not read, when it has several layers, two directions or its h_n is read; `aten.lstm_cell` (nn.LSTMCell) with
+zero state whose c is not read (one step of a one-layer LSTM over `unsqueeze(x, 0)`, h its `select(y, 0, 0)`);
+`aten.gru.input` (nn.GRU) and `aten.gru_cell` (nn.GRUCell) the same way.
+
+Produces per layer one single-layer `aten.lstm.input` per direction (its own slice of the parameters, a zero
+initial state of its own), each reading the previous layer's output; the reverse direction as
+`flip(lstm(flip(x, time)), time)` and the two directions joined by `cat` on the feature dim; where h_n is read,
+`stack` of each layer and direction's last step (`select(y, time, -1)`, time 0 for the reverse direction), in
+nn.LSTM's order (`unsqueeze` for one). Exact in float (eval mode has no dropout between layers).
+
+Why: the int8 kernel (emlkit::lstm, emlkit_lstm.py) runs one layer in one direction and writes the sequence output
+only. Split, each layer's output gets its own observed qparams (h ranges differ from layer to layer), each layer
+is lowered on its own, and flip, cat, select and stack are data movement on int8 codes.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from emlkit.passes.graph import GRU_OPS, LSTM_OPS, NodeRewrite, copy_meta, lstm_zero_state
+from emlkit.passes.manager import declare
+
+aten = torch.ops.aten
+
+
+def _val(target: Any, args: tuple[Any, ...], fake: Any, kwargs: dict[str, Any] | None = None) -> Any:
+    """TARGET's fake value on the fake values of its node arguments."""
+    vals = torch.fx.node.map_arg(args, lambda a: a.meta["val"])
+    with fake:
+        return target(*vals, **(kwargs or {}))
+
+
+@declare("pre_quant", ("aten.lstm", "aten.lstm_cell", "aten.gru", "aten.gru_cell"), runs_after=("GluAsSigmoidMul",),
+         order=29, flows=("cortex_m",))
+class LstmAsLayers(NodeRewrite):
+    matches = (*LSTM_OPS, *GRU_OPS, aten.lstm_cell.default, aten.gru_cell.default)
+    what = "LSTM as single layers"
+
+    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        if n.target in (aten.lstm_cell.default, aten.gru_cell.default):
+            return self._cell(gm, n)
+        if len(n.args) < 9:
+            return False
+        x, hx, params, has_biases, layers, dropout, train, bidirectional, batch_first = n.args[:9]
+        gru = n.target in GRU_OPS
+        hx = [hx] if gru else hx
+        xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not isinstance(xv, torch.Tensor) or xv.dim() != 3 or train or not isinstance(layers, int):
+            return False
+        dirs = 2 if bidirectional else 1
+        if not isinstance(hx, (list, tuple)) or len(hx) != (1 if gru else 2) or \
+                not all(lstm_zero_state(gm, h) for h in hx):
+            return False
+        per = 4 if has_biases else 2
+        if not isinstance(params, (list, tuple)) or len(params) != per * layers * dirs:
+            return False
+        outs: dict[int, torch.fx.Node] = {}
+        for u in n.users:
+            if u.target is not operator.getitem:
+                return False
+            outs[int(u.args[1])] = u
+        if 2 in outs and outs[2].users:
+            return False                     # c_n: the int8 kernel does not write it
+        h_n = outs.get(1)
+        if layers == 1 and dirs == 1 and (h_n is None or not h_n.users):
+            return False
+        fake = xv.fake_mode
+        g, time = gm.graph, 1 if batch_first else 0
+        batch = int(xv.shape[0 if batch_first else 1])
+        made: list[torch.fx.Node] = []
+        cur, lasts = x, []
+        with g.inserting_before(n):
+            for k in range(layers):
+                ys = []
+                for d in range(dirs):
+                    w = params[per * (dirs * k + d):per * (dirs * k + d + 1)]
+                    src = cur
+                    if d:                        # the reverse direction: the forward recurrence on the time-flipped input
+                        src = self._call(g, aten.flip.default, (cur, [time]), fake, made)
+                    y = self._layer(g, src, list(w), has_biases, dropout, batch_first, batch, fake, made, gru)
+                    if d:
+                        y = self._call(g, aten.flip.default, (y, [time]), fake, made)
+                    ys.append(y)
+                    if h_n is not None and h_n.users:   # the reverse direction ends at time 0
+                        lasts.append(self._call(g, aten.select.int, (y, time, 0 if d else -1), fake, made))
+                cur = ys[0] if dirs == 1 else self._call(g, aten.cat.default, (ys, 2), fake, made)
+            if lasts:
+                hn = (self._call(g, aten.unsqueeze.default, (lasts[0], 0), fake, made) if len(lasts) == 1
+                      else self._call(g, aten.stack.default, (lasts, 0), fake, made))
+        copy_meta(n, made)
+        if 0 in outs:
+            outs[0].replace_all_uses_with(cur)
+        if lasts:
+            assert h_n is not None
+            h_n.replace_all_uses_with(hn)
+        for u in list(n.users):
+            g.erase_node(u)
+        g.erase_node(n)
+        return True
+
+    def _cell(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        """nn.LSTMCell / nn.GRUCell with a zero state (LSTM: h read, c not): one step of a one-layer LSTM or GRU
+        over [1, B, I]."""
+        gru = n.target == aten.gru_cell.default
+        x, hx, w_ih, w_hh = n.args[:4]
+        biases = [b for b in n.args[4:6] if b is not None]
+        xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not isinstance(xv, torch.Tensor) or xv.dim() != 2 or len(biases) not in (0, 2):
+            return False
+        states = [hx] if gru else hx
+        if not isinstance(states, (list, tuple)) or len(states) != (1 if gru else 2) or \
+                not all(lstm_zero_state(gm, h) for h in states):
+            return False
+        if gru:
+            result = n
+        else:
+            outs = {int(u.args[1]): u for u in n.users if u.target is operator.getitem}
+            if len(outs) != len(n.users) or 0 not in outs or (1 in outs and outs[1].users):
+                return False
+            result = outs[0]
+        fake, g, made = xv.fake_mode, gm.graph, []
+        with g.inserting_before(n):
+            seq = self._call(g, aten.unsqueeze.default, (x, 0), fake, made)
+            y = self._layer(g, seq, [w_ih, w_hh, *biases], bool(biases), 0.0, False, int(xv.shape[0]), fake, made,
+                            gru)
+            h = self._call(g, aten.select.int, (y, 0, 0), fake, made)
+        copy_meta(n, made)
+        result.replace_all_uses_with(h)
+        for u in list(n.users):
+            g.erase_node(u)
+        g.erase_node(n)
+        return True
+
+    @staticmethod
+    def _call(g: torch.fx.Graph, target: Any, args: tuple[Any, ...], fake: Any, made: list[torch.fx.Node],
+              kwargs: dict[str, Any] | None = None) -> torch.fx.Node:
+        node = g.call_function(target, args, kwargs or {})
+        node.meta["val"] = _val(target, args, fake, kwargs)
+        made.append(node)
+        return node
+
+    def _layer(self, g: torch.fx.Graph, x: torch.fx.Node, w: list[Any], has_biases: bool, dropout: Any,
+               batch_first: bool, batch: int, fake: Any, made: list[torch.fx.Node], gru: bool = False) -> torch.fx.Node:
+        """One single-layer, one-direction LSTM (GRU) with a zero initial state: its sequence output's getitem."""
+        hid = int(w[1].meta["val"].shape[1])
+        zeros = [self._call(g, aten.zeros.default, ([1, batch, hid],), fake, made, {"dtype": torch.float32})
+                 for _ in range(1 if gru else 2)]
+        layer = self._call(g, aten.gru.input if gru else aten.lstm.input,
+                           (x, zeros[0] if gru else zeros, w, has_biases, 1, dropout, False, False, batch_first),
+                           fake, made)
+        y = g.call_function(operator.getitem, (layer, 0))
+        y.meta["val"] = layer.meta["val"][0]
+        made.append(y)
+        return y
