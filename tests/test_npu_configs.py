@@ -1,39 +1,221 @@
-"""Every Ethos-U55 MAC configuration runs through the firmware with the co-simulated NPU, bit-exact: the
-functional model orders each configuration's weight stream by its micro-block (4 OFM channels on the 32-MAC
-U55, 8 elsewhere), and the firmware's driver checks the NPU it finds against the program's."""
+"""Every Ethos-U configuration ExecuTorch's Arm flow accepts runs through the firmware with the co-simulated NPU,
+bit-exact: the functional model orders each configuration's weight streams as regor writes them (the U55's
+micro-block, the U65-512's two cores, the U85's block sizes and weight decoders per MAC count), and the
+firmware's driver checks the NPU it finds against the program's. Vela's system config and memory mode are
+compile options, checked against ExecuTorch's vela.ini."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from emlkit.cli import main
+from emlkit.errors import AotError
 from emlkit.npu.blob import DriverConfig
+from emlkit.npu.errors import NpuError
 from emlkit.npu.run import machine_for
+from emlkit.npu.weights_u85 import DECODERS, _order, block_sizes, decode_weights_u85, depthwise_padding
+from emlkit.targets import TARGETS, get_target, with_vela_config
 
 
 class _Blob:
-    def __init__(self, macs_log2: int) -> None:
-        self.config = DriverConfig(product=0, macs_per_cc=macs_log2, shram_kib=16, arch_id=0)
+    def __init__(self, macs_log2: int, product: int = 0) -> None:
+        self.config = DriverConfig(product=product, macs_per_cc=macs_log2, shram_kib=16, arch_id=0)
         self.weights, self.scratch_size = b"", 16
 
 
-@pytest.mark.parametrize("macs_log2, ofm_ublock", [(5, 4), (6, 8), (7, 8), (8, 8)])
-def test_micro_block_per_configuration(macs_log2: int, ofm_ublock: int) -> None:
-    m = machine_for(_Blob(macs_log2))  # type: ignore[arg-type]
-    assert (m.ifm_ublock, m.ofm_ublock) == (8, ofm_ublock)
+@pytest.mark.parametrize("product, macs_log2, ofm_ublock, cores", [
+    (0, 5, 4, 1), (0, 6, 8, 1), (0, 7, 8, 1), (0, 8, 8, 1), (1, 8, 8, 1), (1, 9, 8, 2)])
+def test_micro_block_and_cores_per_configuration(product: int, macs_log2: int, ofm_ublock: int, cores: int) -> None:
+    m = machine_for(_Blob(macs_log2, product))  # type: ignore[arg-type]
+    assert (m.ifm_ublock, m.ofm_ublock, m.cores) == (8, ofm_ublock, cores)
+
+
+# regor's Ethos-U85 block selection: (traversal, IFM bits, MACs, micro-block H x W, sparse) -> (IFM block depth,
+# OFM micro-block depth); the micro-blocks are the ones each configuration has.
+@pytest.mark.parametrize("args, sizes", [
+    (("part_kernel", 8, 128, 2), (16, 8)), (("depth_first", 8, 128, 1), (32, 16)), (("depth_first", 8, 128, 2), (64, 8)),
+    (("depth_first", 8, 256, 4), (64, 8)), (("depth_first", 8, 256, 2), (32, 16)),
+    (("depth_first", 8, 512, 4), (64, 16)), (("depth_first", 8, 512, 4, True), (128, 16)),
+    (("part_kernel", 16, 1024, 4), (16, 32)), (("depth_first", 8, 1024, 8), (64, 16)),
+    (("depth_first", 8, 2048, 4), (64, 64)), (("depth_first", 16, 2048, 16), (64, 16)),
+])
+def test_u85_block_sizes_per_mac_count(args: tuple, sizes: tuple[int, int]) -> None:
+    assert block_sizes(*args) == sizes
+
+
+def test_u85_unknown_configurations_are_clear_errors() -> None:
+    with pytest.raises(NpuError, match="384 MACs is not defined"):
+        block_sizes("depth_first", 8, 384, 4)
+    with pytest.raises(NpuError, match="32-bit IFMs"):
+        block_sizes("depth_first", 32, 256, 4)
+    with pytest.raises(NpuError, match="128-MAC Ethos-U85 has no OFM micro-block of 16 elements"):
+        block_sizes("depth_first", 8, 128, 16)
+
+
+@pytest.mark.parametrize("macs, ub, trav", [(512, 16, "depth_first"), (512, 16, "depthwise"), (1024, 32, "part_kernel"),
+                                            (1024, 16, "depthwise"), (2048, 64, "depth_first"), (2048, 16, "depthwise")])
+def test_u85_decoders_share_every_weight_once(macs: int, ub: int, trav: str) -> None:
+    o, kh, kw, i = 70, 3, 5, 1 if trav == "depthwise" else 40
+    n = DECODERS[macs]
+    orders = [_order(o, kh, kw, i, 2 * ub, trav, (1, 1), (1, 1), 16 if trav == "part_kernel" else 64, ub,
+                     streams=n, stream=d, dw_pad=depthwise_padding(macs, 8) if trav == "depthwise" else 0)
+              for d in range(n)]
+    real = np.concatenate([x[x >= 0] for x in orders])
+    assert np.array_equal(np.sort(real), np.arange(o * kh * kw * i))
+    assert len({len(x) for x in orders}) == 1   # the decoders run in step
+    # Decoder d takes OFM groups of 4 d, d + n, ... of every micro-block.
+    ofm = orders[1][orders[1] >= 0] // (kh * kw * i)
+    assert set(np.unique(ofm // 4 % n)) == {1}
+
+
+def test_u85_depthwise_padding_after_every_10_elements() -> None:
+    plain = _order(16, 3, 3, 1, 16, "depthwise", (1, 1), (1, 1), 64, 16)
+    padded = _order(16, 3, 3, 1, 16, "depthwise", (1, 1), (1, 1), 64, 16, dw_pad=6)
+    assert len(plain) == 10 * 16 and len(padded) == 16 * 16
+    assert np.array_equal(padded[:160], plain) and (padded[160:] == -1).all()
+    assert depthwise_padding(256, 8) == 0 and depthwise_padding(512, 8) == 2 and depthwise_padding(2048, 8) == 6
+    assert depthwise_padding(128, 16) == 2
+
+
+def _streams(w: np.ndarray, orders: list[np.ndarray]) -> list[np.ndarray]:
+    flat = w.ravel()
+    return [np.where(x >= 0, flat[np.maximum(x, 0)], 0) for x in orders]
+
+
+@pytest.mark.parametrize("macs, hw, part_kernel", [(512, 4, False), (1024, 4, True), (2048, 16, False)])
+def test_u85_multi_decoder_streams_decode(macs: int, hw: int, part_kernel: bool) -> None:
+    from ethosu import mlw_codec
+
+    rng = np.random.default_rng(macs)
+    o, kh, kw, i = 40, 3, 3, 24
+    w = rng.integers(-127, 128, size=(o, kh, kw, i))
+    args = dict(ofm_depth=o, kh=kh, kw=kw, ifm_depth=i, depthwise=False, part_kernel=part_kernel, ifm_bits=8,
+                dilation=(1, 1), stride=(1, 1), ofm_block_depth=64, microblock_hw=hw, macs=macs, sparsity=0)
+    trav = "part_kernel" if part_kernel else "depth_first"
+    ifm_block, ub = block_sizes(trav, 8, macs, hw)
+    n = DECODERS[macs]
+    orders = [_order(o, kh, kw, i, 40, trav, (1, 1), (1, 1), ifm_block, ub, streams=n, stream=d) for d in range(n)]
+    mlw = [bytes(mlw_codec.encode([int(v) for v in s])) for s in _streams(w, orders)]
+    assert np.array_equal(decode_weights_u85(mlw, weight_format=0, **args), w)   # type: ignore[arg-type]
+    with pytest.raises(NpuError, match=f"{n} weight decoders, the command gives 1"):
+        decode_weights_u85(mlw[0], weight_format=0, **args)   # type: ignore[arg-type]
+    # Fast format: one stream, blocks of (micro-block x IFM micro-block x rounding / decoders) from each in turn.
+    block = ub * ifm_block * (5 if part_kernel else 1) // n
+    body = np.stack([s.reshape(-1, block) for s in _streams(w, orders)], axis=1).ravel()
+    fwd = bytes([1] + [0] * 31) + body.astype(np.int8).tobytes()
+    assert np.array_equal(decode_weights_u85(fwd, weight_format=1, **args), w)   # type: ignore[arg-type]
+
+
+def test_u85_48_bit_scale_stream() -> None:
+    from emlkit.npu.weights_u85 import decode_scales_u85
+
+    raw = bytearray(10)
+    raw[0:6] = (-(1 << 40) - 5).to_bytes(6, "little", signed=True)
+    raw[6:8] = (0x8000 | 12345).to_bytes(2, "little")   # bit 15 is not part of the 15-bit scale
+    raw[8] = 0xC0 | 33
+    bias, scale, shift = decode_scales_u85(bytes(raw), 1, acc48=True)
+    assert (bias[0], scale[0], shift[0]) == (-(1 << 40) - 5, 12345, 33)
+
+
+# ---- Vela system config and memory mode ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("npu", ["ethos-u55-128", "ethos-u65-512", "ethos-u85-1024"])
+def test_defaults_are_executorchs(npu: str) -> None:
+    from executorch.backends.arm.ethosu import EthosUCompileSpec
+
+    from emlkit.vela_ini import resolve
+
+    flags = list(EthosUCompileSpec(npu).compiler_flags)
+    sys_cfg, mode = resolve(npu, None, None)
+    assert f"--system-config={sys_cfg}" in flags and f"--memory-mode={mode}" in flags
+
+
+@pytest.mark.parametrize("target, system_config, memory_mode, message", [
+    ("ethos-u55-128", None, "Dedicated_Sram", "on system config Ethos_U55_High_End_Embedded puts the arena in "
+                                              "OffChipFlash .* accepts Sram_Only, Shared_Sram"),
+    ("ethos-u85-256", "Ethos_U85_SYS_Flash_Low", "Dedicated_Sram_384KB", "arena in OffChipFlash"),
+    ("ethos-u55-64", "Ethos_U85_SYS_DRAM_Mid", None, "is not for an ethos-u55: ethos-u55-64 accepts Ethos_U55_"),
+    ("ethos-u65-256", "Fast", None, "--system-config Fast is not in Vela's vela.ini"),
+    ("ethos-u85-512", None, "Sram_Everywhere", "--memory-mode Sram_Everywhere is not in Vela's vela.ini: choose one of "
+                                               "Sram_Only, Shared_Sram, Dedicated_Sram"),
+    ("cortex-m55", None, "Sram_Only", "cortex-m55 has no NPU"),
+])
+def test_rejected_vela_configs(target: str, system_config: str | None, memory_mode: str | None, message: str) -> None:
+    with pytest.raises(AotError, match=message) as err:
+        with_vela_config(get_target(target), system_config, memory_mode)
+    assert err.value.exit_code == 2
+
+
+def test_rejected_vela_config_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compile", "add", "--target", "ethos-u55-128", "--memory-mode", "Dedicated_Sram_512KB",
+                 "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Dedicated_Sram_512KB" in err[0] and "Traceback" not in err[0]
+
+
+def test_vela_config_is_part_of_the_cache_key() -> None:
+    from emlkit.compile import cache_key, make_options
+    from emlkit.load import load_model
+
+    model, opts = load_model("add"), make_options()
+    base = get_target("ethos-u85-256")
+    keys = {cache_key(model, t, opts, None) for t in (
+        base, with_vela_config(base, None, "Shared_Sram"), with_vela_config(base, "Ethos_U85_SYS_DRAM_High", None))}
+    assert len(keys) == 3
+    assert with_vela_config(base, None, None) is base
+
+
+# ---- through the firmware ------------------------------------------------------------------------------------
+
+# Every Ethos-U configuration ExecuTorch's Arm flow accepts has a target (and the a16w8 variants on U55 and U85).
+CONFIGURATIONS = ["ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
+                  "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048"]
+
+
+def test_every_configuration_has_a_target_on_its_board() -> None:
+    for npu in CONFIGURATIONS:
+        t = TARGETS[npu]
+        assert t.npu == npu and t.default_board == ("corstone-320" if "u85" in npu else "corstone-300")
+    assert TARGETS["ethos-u55-128-a16w8"].activation_bits == TARGETS["ethos-u85-256-a16w8"].activation_bits == 16
+
+
+def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, target: str, *extra: str) -> str:
+    assert main(["run", model, "--target", target, "-o", str(tmp_path), *extra]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "NPU model vs TOSA (compile) bit-exact" in out, out[-2000:]
+    return out
 
 
 @pytest.mark.parametrize("target, model", [
     ("ethos-u55-32", "conv_relu"),
+    ("ethos-u85-512", "conv_relu"),
     pytest.param("ethos-u55-32", "mlperf_kws_dscnn", marks=pytest.mark.slow),
     pytest.param("ethos-u55-64", "mlperf_kws_dscnn", marks=pytest.mark.slow),
     pytest.param("ethos-u55-256", "mlperf_kws_dscnn", marks=pytest.mark.slow),
+    pytest.param("ethos-u65-512", "conv_relu", marks=pytest.mark.slow),
+    pytest.param("ethos-u65-512", "dw_separable", marks=pytest.mark.slow),
+    pytest.param("ethos-u85-128", "conv_relu", marks=pytest.mark.slow),
+    pytest.param("ethos-u85-1024", "conv_relu", marks=pytest.mark.slow),
+    pytest.param("ethos-u85-2048", "conv_relu", marks=pytest.mark.slow),
+    pytest.param("ethos-u85-1024", "dw_separable", marks=pytest.mark.slow),
+    pytest.param("ethos-u85-256-a16w8", "conv_relu", marks=pytest.mark.slow),
 ])
 def test_configuration_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str,
                                       model: str) -> None:
-    assert main(["run", model, "--target", target, "-o", str(tmp_path)]) == 0
-    out = " ".join(capsys.readouterr().out.split())
-    assert f"PASS (QEMU + co-simulated {target}" in out, out[-2000:]   # exit 0: bit-exact on the device
-    assert "NPU model vs TOSA (compile) bit-exact" in out
+    out = _run(tmp_path, capsys, model, target)
+    npu = TARGETS[target].npu
+    assert f"PASS (QEMU + co-simulated {npu}" in out or f"co-simulated {npu}; " in out, out[-2000:]
+    assert f"NPU (device) Ethos-U{npu[7:9]}-{npu.rsplit('-', 1)[1]}" in out   # the driver read and accepted it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, memory_mode", [("ethos-u55-128", "Sram_Only"), ("ethos-u85-256", "Dedicated_Sram_384KB"),
+                                                 ("ethos-u65-256", "Shared_Sram")])
+def test_memory_mode_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str,
+                                    memory_mode: str) -> None:
+    out = _run(tmp_path, capsys, "conv_relu", target, "--memory-mode", memory_mode)
+    assert f"Vela config {TARGETS[target].npu}, " in out and f", {memory_mode} " in out

@@ -213,9 +213,10 @@ class MachineU85(Machine):
     def decode_scales(self, raw: bytes, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         from emlkit.npu.weights_u85 import decode_scales_u85
 
-        if self.r("NPU_SET_ACC_FORMAT") & 0x3:
-            raise NpuError(f"{op}: 48-bit accumulators (ACC_FORMAT I48) are not modelled")
-        return decode_scales_u85(raw, channels)
+        acc = self.r("NPU_SET_ACC_FORMAT") & 0x3
+        if acc not in (0, 1):
+            raise NpuError(f"{op}: ACC_FORMAT accumulator type {acc} is not defined")
+        return decode_scales_u85(raw, channels, acc48=acc == 1)
 
     def block_scale(self, oc: int, op: str) -> tuple[Any, Any, Any]:
         """(bias, scale, shift) for a pool, elementwise or matmul: OFM_SCALE when OFM_PRECISION selects the

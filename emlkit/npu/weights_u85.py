@@ -2,8 +2,8 @@
 
 Scale stream: 10 bytes per output channel (the channel count rounded up to 16),
 little endian. With 32-bit accumulators: 32-bit signed bias, 31-bit scale,
-6-bit shift, one zero byte. (48-bit accumulators use a 48-bit bias and a 15-bit
-scale; no zoo program has them and they are rejected.)
+6-bit shift, one zero byte. With 48-bit accumulators (16-bit IFMs): 48-bit signed
+bias, 15-bit scale, 6-bit shift, one zero byte.
 
 Weight stream, standard format (SWD): MLW-compressed (ethosu.mlw_codec) weights
 in the order the MAC array consumes them. For each OFM block (OFM_BLK_DEPTH) the
@@ -53,12 +53,19 @@ FWD_HEADER_BYTES = 32
 _INTERLEAVE = 4
 
 
-def decode_scales_u85(raw: bytes, channels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """-> (bias int64, scale int64, shift int64), one per channel (32-bit accumulator layout)."""
+def decode_scales_u85(raw: bytes, channels: int, acc48: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """-> (bias int64, scale int64, shift int64), one per channel. acc48: the 48-bit accumulator layout
+    (ACC_FORMAT I48, Vela's choice for 16-bit IFMs): 48-bit bias, 15-bit scale, 6-bit shift."""
     need = 10 * channels
     if len(raw) < need:
         raise NpuError(f"scale stream is {len(raw)} bytes, {channels} output channels need {need}")
     b = np.frombuffer(raw[:need], dtype=np.uint8).reshape(channels, 10)
+    if acc48:
+        bias = sum(b[:, i].astype(np.int64) << (8 * i) for i in range(6))
+        bias = np.where(bias >= 1 << 47, bias - (1 << 48), bias).astype(np.int64)
+        scale = (b[:, 6].astype(np.int64) | (b[:, 7].astype(np.int64) & 0x7F) << 8)
+        shift = (b[:, 8] & 0x3F).astype(np.int64)
+        return bias, scale, shift
     bias = b[:, 0:4].copy().view("<i4")[:, 0].astype(np.int64)
     scale = (b[:, 4:8].copy().view("<u4")[:, 0] & 0x7FFFFFFF).astype(np.int64)
     shift = (b[:, 8] & 0x3F).astype(np.int64)
@@ -67,6 +74,8 @@ def decode_scales_u85(raw: bytes, channels: int) -> tuple[np.ndarray, np.ndarray
 
 # Weight decoders per MAC configuration (regor's Ethos-U85 accelerator table): one weight stream each.
 DECODERS = {128: 1, 256: 1, 512: 2, 1024: 4, 2048: 4}
+# The OFM micro-blocks (H x W; depth MACs / 8 / H x W) each configuration has, by their H x W.
+MICROBLOCK_HW = {128: (1, 2), 256: (2, 4), 512: (4,), 1024: (4, 8), 2048: (4, 16)}
 
 
 @lru_cache(maxsize=256)
@@ -152,8 +161,8 @@ def block_sizes(traversal: str, ifm_bits: int, macs: int, microblock_hw: int, sp
                        "or 2048)")
     if ifm_bits not in (8, 16):
         raise NpuError(f"U85 weight order with {ifm_bits}-bit IFMs is not modelled (only 8- and 16-bit IFMs)")
-    if (macs // 8) % microblock_hw:
-        raise NpuError(f"micro-block of {microblock_hw} elements does not divide the {macs}-MAC array")
+    if microblock_hw not in MICROBLOCK_HW[macs]:
+        raise NpuError(f"the {macs}-MAC Ethos-U85 has no OFM micro-block of {microblock_hw} elements (ACC_FORMAT)")
     ofm_ublock = macs // 8 // microblock_hw
     if traversal == "part_kernel":
         ifm_block = 16
