@@ -219,3 +219,15 @@ def test_memory_mode_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixtur
                                     memory_mode: str) -> None:
     out = _run(tmp_path, capsys, "conv_relu", target, "--memory-mode", memory_mode)
     assert f"Vela config {TARGETS[target].npu}, " in out and f", {memory_mode} " in out
+
+
+def test_main_suite_runs_every_configuration_once() -> None:
+    from emlkit.suite import plan, request
+
+    req = request([])   # what ./test_cortex_m.sh runs
+    cases = plan(req.models, req.targets, req.boards, req.sim, req.extra_rows)
+    npu_targets = {c.target for c in cases if TARGETS[c.target].npu}
+    assert set(CONFIGURATIONS) | {"ethos-u55-128-a16w8", "ethos-u85-256-a16w8"} <= npu_targets
+    for t in npu_targets - set(req.targets):   # one small model for each configuration beyond the main targets
+        assert [c.model for c in cases if c.target == t] == ["conv_relu"]
+    assert request(["--quick"]).extra_rows == [] and request(["--targets", "ethos-u55-128"]).extra_rows == []

@@ -38,9 +38,9 @@ ROUND_TFL, ROUND_TRUNCATE, ROUND_NATURAL = 0, 1, 2
 _POOL_MODES = {0: "max", 1: "avg", 2: "reduce_sum"}
 _ELEMENTWISE = {0: "mul", 1: "add", 2: "sub", 3: "min", 4: "max", 5: "lrelu", 6: "abs", 7: "clz", 8: "shr", 9: "shl"}
 LUT_BYTES = 2048
-# The fast scratch a board gives the NPU for Dedicated_Sram programs: ExecuTorch's Ethos-U65 default
-# memory mode is Dedicated_Sram_384KB, a 384 KiB cache that Vela plans region 2 within.
-FAST_SCRATCH_BYTES = 384 * 1024
+# The fast scratch a board gives the NPU for Dedicated_Sram programs: Vela plans region 2 within the memory
+# mode's cache (ExecuTorch's Ethos-U65 default Dedicated_Sram_384KB: 384 KiB; the largest in vela.ini 512 KiB).
+FAST_SCRATCH_BYTES = 512 * 1024
 
 
 def _s16(v: int) -> int:
