@@ -231,3 +231,41 @@ def test_main_suite_runs_every_configuration_once() -> None:
     for t in npu_targets - set(req.targets):   # one small model for each configuration beyond the main targets
         assert [c.model for c in cases if c.target == t] == ["conv_relu"]
     assert request(["--quick"]).extra_rows == [] and request(["--targets", "ethos-u55-128"]).extra_rows == []
+
+
+def test_u65_512_cores_split_the_ofm_channels() -> None:
+    """Core c's weight and scale streams hold OFM channels c, c + 2, ..., each a single-core stream of its share
+    of the OFM block (regor's two-core U65 encoding)."""
+    from ethosu import mlw_codec
+
+    from emlkit.npu.blob import VelaBlob
+    from emlkit.npu.weights import _order as order_u55
+
+    rng = np.random.default_rng(65)
+    oc, kh, kw, ic, block = 21, 3, 3, 12, 16
+    w = rng.integers(-127, 128, size=(oc, kh, kw, ic))
+    bias = rng.integers(-1000, 1000, size=oc)
+    weights, scales, regs = b"", b"", {}
+    for core in range(2):
+        sub = w[core::2]
+        order = order_u55(len(sub), kh, kw, ic, (block + 1 - core) // 2, False, False, 8, 8, 8, 8, 8)
+        stream = bytes(mlw_codec.encode([int(v) for v in np.where(order >= 0, sub.ravel()[np.maximum(order, 0)], 0)]))
+        sfx = "" if core == 0 else "1"
+        regs[f"NPU_SET_WEIGHT{sfx}_BASE"], regs[f"NPU_SET_WEIGHT{sfx}_LENGTH"] = len(weights), len(stream)
+        weights += stream
+        raw = b"".join(int(b).to_bytes(5, "little", signed=True) + (1 << 30).to_bytes(4, "little") + bytes([31])
+                       for b in bias[core::2])
+        regs[f"NPU_SET_SCALE{sfx}_BASE"], regs[f"NPU_SET_SCALE{sfx}_LENGTH"] = len(scales), len(raw)
+        scales += raw
+    for core in range(2):   # the scales follow the weights in region 0
+        regs[f"NPU_SET_SCALE{'' if core == 0 else '1'}_BASE"] += len(weights)
+    blob = VelaBlob(np.zeros(0, np.uint32), 0, weights + scales, 16, [], [], DriverConfig(1, 9, 96, 0))
+    m = machine_for(blob)
+    assert m.cores == 2
+    m.pay.update(regs)
+    m.regs.update({"NPU_SET_OFM_BLK_DEPTH_M1": block - 1, "NPU_SET_KERNEL_STRIDE": 0, "NPU_SET_WEIGHT_REGION": 0,
+                   "NPU_SET_SCALE_REGION": 0})
+    m.ifm_bits = lambda: 8   # type: ignore[method-assign]  # no IFM registers needed for the weights
+    assert np.array_equal(m.conv_weights("CONV", oc, kh, kw, ic, False, (1, 1)), w)
+    got_bias, scale, shift = m.scales(oc, "CONV")
+    assert np.array_equal(got_bias, bias) and (scale == 1 << 30).all() and (shift == 31).all()
