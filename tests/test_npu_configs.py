@@ -269,3 +269,21 @@ def test_u65_512_cores_split_the_ofm_channels() -> None:
     assert np.array_equal(m.conv_weights("CONV", oc, kh, kw, ic, False, (1, 1)), w)
     got_bias, scale, shift = m.scales(oc, "CONV")
     assert np.array_equal(got_bias, bias) and (scale == 1 << 30).all() and (shift == 31).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model, target", [("dw_separable", "ethos-u65-512"), ("dw_separable", "ethos-u85-512"),
+                                           ("conv_relu", "ethos-u85-2048")])
+def test_checker_bounds_equal_model_with_several_weight_streams(compiled, model: str, target: str) -> None:
+    """The firmware's stream checker bounds every weight and scale stream of the multi-core / multi-decoder
+    configurations exactly where the bit-exact functional model reads them."""
+    from npu_firmware_lib import NpuCheck
+    from npu_helpers import program_parts
+    from test_npu_firmware import model_extents
+
+    check = NpuCheck()
+    blobs, _ = program_parts(compiled(model, target))
+    for blob in blobs:
+        c = check(blob)
+        assert c.status == "ok", c.message
+        assert {r: u for r, u in enumerate(c.used) if u} == model_extents(blob)
