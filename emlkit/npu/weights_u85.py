@@ -26,9 +26,10 @@ IFMs) carry 2 (512 MACs or fewer) or 6 empty elements after every 10 kernel elem
 
 Fast weight format (FWD): a 32-byte header, then one byte per weight in the same
 order (8-bit weights); with several weight decoders one stream interleaves blocks of
-(OFM micro-block depth x IFM micro-block depth x element rounding / decoders) weights of each. Header bit 0 is raw mode, bit 1 the
-2-bit palette mode, byte 13 a zero adjust; only raw mode without a zero adjust
-(what Vela writes for 8-bit weights) is modelled, the palette modes are refused.
+(OFM micro-block depth x IFM micro-block depth x element rounding / decoders) weights
+of each. Header bit 0 is raw mode, bit 1 the 2-bit palette mode, byte 13 a zero
+adjust; only raw mode without a zero adjust (what Vela writes for 8-bit weights) is
+modelled, the palette modes are refused.
 
 2:4 sparse streams (WEIGHT_FORMAT weight_sparsity, bit 4 of the parameter): the
 stream still holds every weight, zeros included (MLW, or FWD in raw mode), so the
