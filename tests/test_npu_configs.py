@@ -196,13 +196,15 @@ def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, target:
     pytest.param("ethos-u55-32", "mlperf_kws_dscnn", marks=pytest.mark.slow),
     pytest.param("ethos-u55-64", "mlperf_kws_dscnn", marks=pytest.mark.slow),
     pytest.param("ethos-u55-256", "mlperf_kws_dscnn", marks=pytest.mark.slow),
-    pytest.param("ethos-u65-512", "conv_relu", marks=pytest.mark.slow),
+    ("ethos-u65-512", "conv_relu"),
     pytest.param("ethos-u65-512", "dw_separable", marks=pytest.mark.slow),
-    pytest.param("ethos-u85-128", "conv_relu", marks=pytest.mark.slow),
-    pytest.param("ethos-u85-1024", "conv_relu", marks=pytest.mark.slow),
-    pytest.param("ethos-u85-2048", "conv_relu", marks=pytest.mark.slow),
+    ("ethos-u85-128", "conv_relu"),
+    ("ethos-u85-1024", "conv_relu"),
+    ("ethos-u85-2048", "conv_relu"),
     pytest.param("ethos-u85-1024", "dw_separable", marks=pytest.mark.slow),
-    pytest.param("ethos-u85-256-a16w8", "conv_relu", marks=pytest.mark.slow),
+    ("ethos-u85-256-a16w8", "conv_relu"),
+    pytest.param("ethos-u85-256-a16w8", "mlperf_kws_dscnn", marks=pytest.mark.slow),
+    pytest.param("ethos-u85-2048", "mlperf_kws_dscnn", marks=pytest.mark.slow),
 ])
 def test_configuration_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str,
                                       model: str) -> None:
@@ -212,13 +214,15 @@ def test_configuration_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixt
     assert f"NPU (device) Ethos-U{npu[7:9]}-{npu.rsplit('-', 1)[1]}" in out   # the driver read and accepted it
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("target, memory_mode", [("ethos-u55-128", "Sram_Only"), ("ethos-u85-256", "Dedicated_Sram_384KB"),
-                                                 ("ethos-u65-256", "Shared_Sram")])
+@pytest.mark.parametrize("target, system_config, memory_mode", [
+    ("ethos-u55-128", "Ethos_U55_Deep_Embedded", "Sram_Only"), ("ethos-u85-256", None, "Dedicated_Sram_384KB"),
+    ("ethos-u65-256", None, "Shared_Sram"), ("ethos-u65-512", "Ethos_U65_Mid_End", "Dedicated_Sram_512KB"),
+    ("ethos-u85-1024", "Ethos_U85_SYS_Flash_High", "Shared_Sram")])
 def test_memory_mode_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str,
-                                    memory_mode: str) -> None:
-    out = _run(tmp_path, capsys, "conv_relu", target, "--memory-mode", memory_mode)
-    assert f"Vela config {TARGETS[target].npu}, " in out and f", {memory_mode} " in out
+                                    system_config: str | None, memory_mode: str) -> None:
+    extra = ["--system-config", system_config] if system_config else []
+    out = _run(tmp_path, capsys, "conv_relu", target, "--memory-mode", memory_mode, *extra)
+    assert f"Vela config {TARGETS[target].npu}, {system_config or ''}" in out and f", {memory_mode} " in out
 
 
 def test_main_suite_runs_every_configuration_once() -> None:
