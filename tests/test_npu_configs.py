@@ -291,3 +291,16 @@ def test_checker_bounds_equal_model_with_several_weight_streams(compiled, model:
         c = check(blob)
         assert c.status == "ok", c.message
         assert {r: u for r, u in enumerate(c.used) if u} == model_extents(blob)
+
+
+@pytest.mark.parametrize("target, board, plays", [("ethos-u85-512", "an547-u85", "ethos-u85-1024"),
+                                                  ("ethos-u65-512", "corstone-300", "ethos-u65-256")])
+def test_driver_refuses_another_configuration(compiled, target: str, board: str, plays: str) -> None:
+    """The firmware's driver compares the NPU's CONFIG with the program's before starting it."""
+    from emlkit.deploy.sim_qemu import run_qemu
+
+    r = run_qemu(compiled("conv_relu", target).bpte, board, timeout=120, npu=plays)
+    assert r.status == "error", (r.status, r.tail)
+    want = target.replace("ethos-u", "Ethos-U")
+    assert r.run.raw.get("code") == "npu_config" and want in r.run.raw["error"] and plays in r.run.raw["error"]
+    assert r.npu.jobs == []   # refused before the NPU ever started
