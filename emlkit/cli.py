@@ -36,6 +36,12 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--board", default=None,
                    help="board to check the program's memory fit against / run on (default: the target's board; "
                         "host runs natively)")
+    p.add_argument("--system-config", metavar="NAME", default=None,
+                   help="Ethos-U: Vela system config from ExecuTorch's vela.ini (e.g. Ethos_U55_Deep_Embedded, "
+                        "Ethos_U85_SYS_Flash_High; default: ExecuTorch's for the NPU)")
+    p.add_argument("--memory-mode", metavar="NAME", default=None,
+                   help="Ethos-U: Vela memory mode (Sram_Only, Shared_Sram, Dedicated_Sram[_256KB|_384KB|_512KB]; "
+                        "default: ExecuTorch's for the NPU)")
 
 
 # Each command: its arguments -> a typed request (emlkit/commands.py resolves the target and board once) -> the

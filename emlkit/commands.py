@@ -39,10 +39,11 @@ def _load_board(name: str) -> Any:
 
 def program_spec(args: argparse.Namespace) -> ProgramSpec:
     from emlkit.compile import make_options
-    from emlkit.targets import get_target
+    from emlkit.targets import get_target, with_vela_config
 
     options = make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float, args.per_channel_linear)
-    return ProgramSpec(args.model, get_target(args.target), args.calibration, options)
+    target = with_vela_config(get_target(args.target), args.system_config, args.memory_mode)
+    return ProgramSpec(args.model, target, args.calibration, options)
 
 
 # ---------------------------------------------------------------- requests from the command line
@@ -112,7 +113,7 @@ def compile_cmd(req: CompileRequest) -> int:
     from emlkit.summary import print_compile
 
     spec = req.program
-    res = compile_model(spec.model, spec.target.name, req.output, spec.calibration, spec.options)
+    res = compile_model(spec.model, spec.target, req.output, spec.calibration, spec.options)
     fit = fit_check(res, req.board)
     print_compile(res.report)
     log.info("program: %s  bundled: %s  report: %s", res.pte, res.bpte, res.report_path)

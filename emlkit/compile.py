@@ -71,8 +71,18 @@ def cache_key(model: LoadedModel, target: Target, options: LowerOptions, calibra
     # sizes, load check, program needs: emlkit.hostfw), so a change to either invalidates caches.
     sources = sorted(src.rglob("*.py")) + sorted(p for p in hostfw.FIRMWARE_DIR.rglob("*") if p.suffix in (".c", ".h", ".def"))
     tool = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
-    text = f"{model.fingerprint}|{target.name}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{options.allow_float}|{calib}|{tool}|{emlkit.__version__}"
+    text = f"{model.fingerprint}|{target.name}|{target.system_config}|{target.memory_mode}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{options.allow_float}|{calib}|{tool}|{emlkit.__version__}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _vela_config(target: Target) -> dict[str, str] | None:
+    """The accelerator config, system config and memory mode Vela compiled with (ExecuTorch's defaults filled in)."""
+    if target.npu is None:
+        return None
+    from emlkit.vela_ini import resolve
+
+    sys_cfg, mode = resolve(target.npu, target.system_config, target.memory_mode)
+    return {"accelerator": target.npu, "system_config": sys_cfg, "memory_mode": mode}
 
 
 def _vela_summary(lowered: Lowered) -> dict[str, Any] | None:
@@ -249,15 +259,16 @@ def lower_model(model: LoadedModel, target: Target, options: LowerOptions | None
 
 def compile_model(
     model_spec: str,
-    target_name: str,
+    target_name: str | Target,
     outdir: str | Path,
     calibration: str | None = None,
     options: LowerOptions | None = None,
     reuse_cache: bool = False,
 ) -> CompileResult:
     """Compile MODEL for TARGET into OUTDIR. The report's "program_needs" says what a Cortex-M program asks of
-    the runner's memories; whether that fits a board is the command's fit check (emlkit/deploy/fit.py)."""
-    target = get_target(target_name)
+    the runner's memories; whether that fits a board is the command's fit check (emlkit/deploy/fit.py).
+    TARGET_NAME: a target's name, or a Target (one with a Vela system config or memory mode chosen)."""
+    target = target_name if isinstance(target_name, Target) else get_target(target_name)
     options = options or make_options()  # our passes, as the CLI configures them
     model = load_model(model_spec)
     out = output_folder(outdir)
@@ -334,6 +345,7 @@ def _report(model: LoadedModel, target: Target, key: str, compile_s: float, floa
         },
         "output_qparams": program_info.output_qparams(lowered.edge),
         "vela": _vela_summary(lowered),
+        "vela_config": _vela_config(target),
         "notes": lowered.notes,
         "files": files,
     }

@@ -104,6 +104,7 @@ class SuiteRequest:
     timeout: float
     verbose: bool = False
     programs: Path | None = None     # the compiled-program cache (None: out/programs)
+    extra_rows: list[tuple[str, str]] = field(default_factory=list)   # (model, target) rows beyond models x targets
 
 
 @dataclass

@@ -14,7 +14,7 @@ from emlkit.compile import CompileResult, compile_model
 from emlkit.errors import EXIT_DEVICE, EXIT_FIT, EXIT_MISMATCH, EXIT_OK, EXIT_SKIP, EXIT_TIMEOUT, EXIT_USAGE, AotError
 from emlkit.measures import VELA_NPU_ONLY, VELA_NPU_ONLY_KEY, VELA_TOTAL, VELA_TOTAL_KEY, cpu_count_label, npu_pmu_label
 from emlkit.requests import BoardRef, RunRequest, board_name
-from emlkit.summary import npu_check_text, print_run
+from emlkit.summary import npu_check_text, print_run, vela_config_text
 from emlkit.targets import get_target
 
 log = logging.getLogger(__name__)
@@ -165,6 +165,8 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
         from emlkit.summary import fit_text
 
         rows.append((f"memory on {o.fit.board}", fit_text({"checked": True, **o.fit.to_dict()})))
+    if vela_config_text(o.compile):
+        rows.append(("Vela config", vela_config_text(o.compile)))
     vela = o.compile.get("vela")
     if vela:
         rows.append((VELA_NPU_ONLY, f"{vela[VELA_NPU_ONLY_KEY]:,}"))
@@ -220,7 +222,7 @@ def run_model(req: RunRequest) -> int:
     if req.prebuilt:
         cres = prebuilt(spec.model, target.name)
     else:
-        cres = compile_model(spec.model, target.name, req.output, spec.calibration, spec.options, reuse_cache=True)
+        cres = compile_model(spec.model, target, req.output, spec.calibration, spec.options, reuse_cache=True)
     outcome = execute(cres, req.board, req.sim, req.timeout, req.kernels, req.save_outputs, req.npu_trace, req.etdump)
     if req.cycles:
         add_cycle_model(outcome, cres, req.board, req.timeout)

@@ -26,6 +26,11 @@ log = logging.getLogger("emlkit.suite")
 QUICK_MODELS = ["add", "conv_relu", "lut_activations", "softmax"]
 DEFAULT_TARGETS = ["cortex-m55", "ethos-u55-128", "ethos-u65-256", "ethos-u85-256",
                    "cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33"]
+# One small zoo model on every other Ethos-U configuration ExecuTorch's Arm flow accepts (and the a16w8
+# variants), so each passes through the firmware in the default run without multiplying its time.
+CONFIG_ROWS = [("conv_relu", t) for t in ("ethos-u55-32", "ethos-u55-64", "ethos-u55-256", "ethos-u55-128-a16w8",
+                                          "ethos-u65-512", "ethos-u85-128", "ethos-u85-512", "ethos-u85-1024",
+                                          "ethos-u85-2048", "ethos-u85-256-a16w8")]
 
 
 @dataclass
@@ -139,8 +144,13 @@ def run_case(case: Case, programs: str, timeout: float) -> Row:
     return row
 
 
-def plan(models_: list[str], targets: list[str], boards: list[str] | None, sim: str) -> list[Case]:
+def plan(models_: list[str], targets: list[str], boards: list[str] | None, sim: str,
+         extra: list[tuple[str, str]] | None = None) -> list[Case]:
+    """Every model x target x board, then the EXTRA (model, target) rows on the target's boards."""
     cases: list[Case] = []
+    for m, t in extra or []:
+        if t not in targets:
+            cases += [Case(m, t, b, sim) for b in boards or list(get_target(t).boards)]
     for m in models_:
         for t in targets:
             tgt = get_target(t)
@@ -251,8 +261,11 @@ def request(argv: list[str] | None = None) -> SuiteRequest:
     if sim == "auto":
         sim = "fvp" if _fvp_on_path() else "qemu"
     boards = args.boards.split(",") if args.boards else None
+    # The configuration rows belong to the default run (its targets), for the models it runs.
+    default_run = args.targets == ",".join(DEFAULT_TARGETS) and not args.quick
+    extra = [(m, t) for m, t in CONFIG_ROWS if m in names] if default_run else []
     return SuiteRequest(names, targets, boards, sim, args.jobs, Path(args.out), args.timeout, args.verbose,
-                        Path(args.programs) if args.programs else None)
+                        Path(args.programs) if args.programs else None, extra)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,7 +310,7 @@ def run_suite(req: SuiteRequest) -> int:
 
     from emlkit.deploy.boards import BoardError, load_board
 
-    cases = plan(req.models, req.targets, req.boards, req.sim)
+    cases = plan(req.models, req.targets, req.boards, req.sim, req.extra_rows)
     out = req.out
     out.mkdir(parents=True, exist_ok=True)
     try:

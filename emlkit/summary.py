@@ -31,6 +31,8 @@ def print_compile(report: dict[str, Any]) -> None:
     t.add_row("constants / program", f"{mem['constant_bytes']} / {mem['program_bytes']} bytes")
     num = report["numerics"]
     t.add_row("vs float model", f"SNR {_fmt_db(num['snr_db'])}, max abs {num['max_abs']:.4g}")
+    if vela_config_text(report):
+        t.add_row("Vela config", vela_config_text(report))
     if report.get("vela"):
         v = report["vela"]
         t.add_row(VELA_NPU_ONLY, f"{v[VELA_NPU_ONLY_KEY]:,}")
@@ -48,6 +50,12 @@ def print_compile(report: dict[str, Any]) -> None:
         lf = report["lut_fusion"]
         t.add_row("LUT fusion", f"{lf.get('regions_fused', 0)} regions, ops {lf.get('ops_before')} -> {lf.get('ops_after')}")
     _console.print(t)
+
+
+def vela_config_text(report: dict[str, Any]) -> str | None:
+    """"accelerator, system config, memory mode" of an Ethos-U compile report (None for a CPU program)."""
+    cfg = report.get("vela_config")
+    return f"{cfg['accelerator']}, {cfg['system_config']}, {cfg['memory_mode']}" if cfg else None
 
 
 def print_run(summary: dict[str, Any]) -> None:

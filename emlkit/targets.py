@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from emlkit.errors import AotError
 
@@ -19,6 +19,9 @@ class Target:
     # Boards the suite runs this target on; the first is default_board. More than one where the
     # target's own machine is too small for most models and a stand-in runs the same code.
     suite_boards: tuple[str, ...] = ()
+    # Vela's system config and memory mode (--system-config, --memory-mode; None: ExecuTorch's default for the NPU).
+    system_config: str | None = None
+    memory_mode: str | None = None
 
     @property
     def boards(self) -> tuple[str, ...]:
@@ -53,9 +56,30 @@ TARGETS: dict[str, Target] = {
         Target("ethos-u55-64", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-64"),
         Target("ethos-u55-256", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-256"),
         Target("ethos-u65-256", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u65-256"),
+        Target("ethos-u65-512", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u65-512"),
         Target("ethos-u85-256", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-256"),
+        Target("ethos-u85-256-a16w8", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-256",
+               activation_bits=16),
+        Target("ethos-u85-128", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-128"),
+        Target("ethos-u85-512", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-512"),
+        Target("ethos-u85-1024", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-1024"),
+        Target("ethos-u85-2048", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-2048"),
     ]
 }
+
+
+def with_vela_config(target: Target, system_config: str | None, memory_mode: str | None) -> Target:
+    """TARGET compiled with Vela's SYSTEM_CONFIG and MEMORY_MODE (None: ExecuTorch's default), both checked against
+    the vela.ini ExecuTorch's Arm flow uses; AotError (exit 2) naming the accepted values otherwise."""
+    if system_config is None and memory_mode is None:
+        return target
+    if target.npu is None:
+        raise AotError(f"--system-config and --memory-mode are Vela options for Ethos-U targets; {target.name} has no "
+                       "NPU: drop them or pick an ethos-u target")
+    from emlkit.vela_ini import resolve
+
+    sys_cfg, mode = resolve(target.npu, system_config, memory_mode)
+    return replace(target, system_config=sys_cfg, memory_mode=mode)
 
 
 def get_target(name: str) -> Target:

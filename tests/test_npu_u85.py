@@ -332,8 +332,8 @@ def test_fast_weight_stream_is_header_then_one_byte_per_weight() -> None:
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(macs=512), "512 MACs"),
-    (dict(ifm_bits=16), "16-bit IFMs"),
+    (dict(macs=384), "384 MACs"),
+    (dict(ifm_bits=32), "32-bit IFMs"),
     (dict(weight_format=0), "not MLW-compressed"),
 ])
 def test_unmodelled_weight_streams_are_clear_errors(change: dict, message: str) -> None:

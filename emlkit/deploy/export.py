@@ -594,7 +594,7 @@ def export_model(req: ExportRequest) -> int:
 
     spec = req.program
     with tempfile.TemporaryDirectory(prefix="emlkit-export-") as work:
-        cres = compile_model(spec.model, spec.target.name, work, spec.calibration, spec.options)
+        cres = compile_model(spec.model, spec.target, work, spec.calibration, spec.options)
         res = export_compiled(cres, req.board, req.output, req.force, req.kernels)
     log.info("wrote %s: %s for %s on %s, program %d bytes, %d operators (%s)%s", res.out, res.model, res.target,
              res.board, res.model_bytes, len(res.operators), ", ".join(res.operators),

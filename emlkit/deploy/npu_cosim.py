@@ -111,7 +111,8 @@ class NpuSpec:
         product, _, cmd_version = _PRODUCTS[self.product]
         word = (product << 28) | (cmd_version << 4) | (self.macs.bit_length() - 1)
         if self.product == "ethos-u85":
-            return word | (1 << 8)  # two SRAM AXI ports (log2 = 1)
+            # log2 of the SRAM AXI ports (regor's Ethos-U85 table: 2 ports up to 1024 MACs, 4 on the 2048)
+            return word | ((2 if self.macs == 2048 else 1) << 8)
         return word | (_SHRAM_KIB.get((self.product, self.macs), 48) << 8)
 
 

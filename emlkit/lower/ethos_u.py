@@ -163,7 +163,8 @@ def _recompiled(tosa: bytes, blob: bytes, target: Target) -> dict[str, str] | No
 
 def compile_spec(target: Target, workdir: str) -> EthosUCompileSpec:
     assert target.npu is not None
-    spec = EthosUCompileSpec(target.npu, extra_flags=VELA_FLAGS + list(target.vela_flags))
+    spec = EthosUCompileSpec(target.npu, system_config=target.system_config, memory_mode=target.memory_mode,
+                             extra_flags=VELA_FLAGS + list(target.vela_flags))
     spec.dump_intermediate_artifacts_to(workdir)
     return spec
 

@@ -38,9 +38,9 @@ ROUND_TFL, ROUND_TRUNCATE, ROUND_NATURAL = 0, 1, 2
 _POOL_MODES = {0: "max", 1: "avg", 2: "reduce_sum"}
 _ELEMENTWISE = {0: "mul", 1: "add", 2: "sub", 3: "min", 4: "max", 5: "lrelu", 6: "abs", 7: "clz", 8: "shr", 9: "shl"}
 LUT_BYTES = 2048
-# The fast scratch a board gives the NPU for Dedicated_Sram programs: ExecuTorch's Ethos-U65 default
-# memory mode is Dedicated_Sram_384KB, a 384 KiB cache that Vela plans region 2 within.
-FAST_SCRATCH_BYTES = 384 * 1024
+# The fast scratch a board gives the NPU for Dedicated_Sram programs: Vela plans region 2 within the memory
+# mode's cache (ExecuTorch's Ethos-U65 default Dedicated_Sram_384KB: 384 KiB; the largest in vela.ini 512 KiB).
+FAST_SCRATCH_BYTES = 512 * 1024
 
 
 def _s16(v: int) -> int:
@@ -154,7 +154,7 @@ class Machine:
     elementwise_modes = _ELEMENTWISE
 
     def __init__(self, blob: VelaBlob, ifm_ublock: int = 8, ofm_ublock: int = 8,
-                 fast_scratch_bytes: int = FAST_SCRATCH_BYTES) -> None:
+                 fast_scratch_bytes: int = FAST_SCRATCH_BYTES, cores: int = 1) -> None:
         self.blob = blob
         self.regions: dict[int, np.ndarray] = {0: np.frombuffer(blob.weights, dtype=np.uint8).copy(),
                                                1: np.zeros(max(blob.scratch_size, 16), dtype=np.uint8),
@@ -164,6 +164,9 @@ class Machine:
         self.regs: dict[str, int] = {}
         self.pay: dict[str, int] = {}
         self.ifm_ublock, self.ofm_ublock = ifm_ublock, ofm_ublock
+        # Cores (the dual-core Ethos-U65-512: 2). Core c computes OFM channels c, c + cores, ... from its own
+        # weight and scale streams (WEIGHT_BASE/SCALE_BASE for core 0, WEIGHT1_BASE/SCALE1_BASE for core 1).
+        self.cores = cores
         self.trace: list[TraceEntry] = []
         self.keep_outputs = False
         self.op_param = 0          # the parameter of the NPU_OP_* command being executed
@@ -408,16 +411,39 @@ class Machine:
     def conv_weights(self, op: str, oc: int, kh: int, kw: int, ic: int, depthwise: bool,
                      dilation: tuple[int, int]) -> np.ndarray:
         part_kernel = bool((self.r("NPU_SET_KERNEL_STRIDE") >> 2) & 1)
-        return decode_weights(self.weight_stream(op), oc, kh, kw, ic, self.r("NPU_SET_OFM_BLK_DEPTH_M1") + 1,
-                              depthwise, part_kernel, self.ifm_bits(), dilation, self.ifm_ublock, self.ofm_ublock)
+        block_depth = self.r("NPU_SET_OFM_BLK_DEPTH_M1") + 1
+        if self.cores == 1:
+            return decode_weights(self.weight_stream(op), oc, kh, kw, ic, block_depth, depthwise, part_kernel,
+                                  self.ifm_bits(), dilation, self.ifm_ublock, self.ofm_ublock)
+        w = np.zeros((oc, kh, kw, 1 if depthwise else ic), dtype=np.int64)
+        for core in range(min(self.cores, oc)):
+            names = ("NPU_SET_WEIGHT_BASE", "NPU_SET_WEIGHT_LENGTH") if core == 0 else \
+                (f"NPU_SET_WEIGHT{core}_BASE", f"NPU_SET_WEIGHT{core}_LENGTH")
+            # Each core's stream is a single-core stream of its own channels, its share of the OFM block deep.
+            w[core::self.cores] = decode_weights(
+                self.weight_stream(op, *names), len(range(core, oc, self.cores)), kh, kw, ic,
+                (block_depth + self.cores - 1 - core) // self.cores, depthwise, part_kernel, self.ifm_bits(),
+                dilation, self.ifm_ublock, self.ofm_ublock)
+        return w
 
     def scales(self, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.cores == 1:
+            return self.decode_scales(self.scale_stream(op, "NPU_SET_SCALE_BASE", "NPU_SET_SCALE_LENGTH"), channels, op)
+        bias, scale, shift = (np.zeros(channels, dtype=np.int64) for _ in range(3))
+        for core in range(min(self.cores, channels)):
+            sfx = "" if core == 0 else str(core)
+            raw = self.scale_stream(op, f"NPU_SET_SCALE{sfx}_BASE", f"NPU_SET_SCALE{sfx}_LENGTH")
+            b, sc, sh = self.decode_scales(raw, len(range(core, channels, self.cores)), op)
+            bias[core::self.cores], scale[core::self.cores], shift[core::self.cores] = b, sc, sh
+        return bias, scale, shift
+
+    def scale_stream(self, op: str, base: str, length: str) -> bytes:
         sreg = self.r("NPU_SET_SCALE_REGION")
         smem = self.mem(sreg, f"{op} scales")
-        sb, sl = self.p("NPU_SET_SCALE_BASE"), self.p("NPU_SET_SCALE_LENGTH")
+        sb, sl = self.p(base), self.p(length)
         if sb + sl > len(smem):
             raise NpuError(f"{op} scale stream {sb}..{sb + sl} lies outside region {sreg} ({len(smem)} bytes)")
-        return self.decode_scales(smem[sb:sb + sl].tobytes(), channels, op)
+        return smem[sb:sb + sl].tobytes()
 
     def decode_scales(self, raw: bytes, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return decode_scales(raw, channels)

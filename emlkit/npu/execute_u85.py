@@ -183,12 +183,8 @@ class MachineU85(Machine):
 
     def conv_weights(self, op: str, oc: int, kh: int, kw: int, ic: int, depthwise: bool,
                      dilation: tuple[int, int]) -> np.ndarray:
-        from emlkit.npu.weights_u85 import decode_weights_u85
+        from emlkit.npu.weights_u85 import DECODERS, decode_weights_u85
 
-        for i in (1, 2, 3):
-            if self.p(f"NPU_SET_WEIGHT{i}_LENGTH", 0):
-                raise NpuError(f"{op} splits its weights over several weight decoders (WEIGHT{i}_LENGTH), "
-                               "as U85 configurations above 256 MACs do; not modelled")
         wf = self.r("NPU_SET_WEIGHT_FORMAT")
         if wf & ~0x11:
             raise NpuError(f"{op}: WEIGHT_FORMAT 0x{wf:x} sets reserved bits")
@@ -197,8 +193,18 @@ class MachineU85(Machine):
             raise NpuError(f"{op}: ACC_FORMAT micro-block {ub} is not defined")
         _, _, sy, sx, _, _ = self.kernel()
         macs = 1 << self.blob.config.macs_per_cc if self.blob.config is not None else 256
+        # One stream per weight decoder (DECODERS[macs]); the fast format interleaves them in one.
+        decoders = DECODERS.get(macs, 1)
+        streams = 1 if wf & 0x1 else decoders
+        for i in range(decoders, 4):
+            if self.p(f"NPU_SET_WEIGHT{i}_LENGTH", 0):
+                raise NpuError(f"{op} gives weight stream {i} (WEIGHT{i}_LENGTH), the {macs}-MAC Ethos-U85 has "
+                               f"{decoders} weight decoder{'s' if decoders > 1 else ''}")
+        raws = [self.weight_stream(op, *(("NPU_SET_WEIGHT_BASE", "NPU_SET_WEIGHT_LENGTH") if i == 0 else
+                                          (f"NPU_SET_WEIGHT{i}_BASE", f"NPU_SET_WEIGHT{i}_LENGTH")))
+                for i in range(streams)]
         return decode_weights_u85(
-            self.weight_stream(op), ofm_depth=oc, kh=kh, kw=kw, ifm_depth=ic, depthwise=depthwise,
+            raws, ofm_depth=oc, kh=kh, kw=kw, ifm_depth=ic, depthwise=depthwise,
             part_kernel=bool((self.r("NPU_SET_KERNEL_STRIDE") >> 2) & 1), ifm_bits=self.ifm_bits(),
             dilation=(dilation[1], dilation[0]), stride=(sy, sx),
             ofm_block_depth=self.r("NPU_SET_OFM_BLK_DEPTH_M1") + 1, microblock_hw=R.MICROBLOCKS[ub][0] * R.MICROBLOCKS[ub][1],
@@ -207,9 +213,10 @@ class MachineU85(Machine):
     def decode_scales(self, raw: bytes, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         from emlkit.npu.weights_u85 import decode_scales_u85
 
-        if self.r("NPU_SET_ACC_FORMAT") & 0x3:
-            raise NpuError(f"{op}: 48-bit accumulators (ACC_FORMAT I48) are not modelled")
-        return decode_scales_u85(raw, channels)
+        acc = self.r("NPU_SET_ACC_FORMAT") & 0x3
+        if acc not in (0, 1):
+            raise NpuError(f"{op}: ACC_FORMAT accumulator type {acc} is not defined")
+        return decode_scales_u85(raw, channels, acc48=acc == 1)
 
     def block_scale(self, oc: int, op: str) -> tuple[Any, Any, Any]:
         """(bias, scale, shift) for a pool, elementwise or matmul: OFM_SCALE when OFM_PRECISION selects the

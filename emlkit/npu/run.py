@@ -23,8 +23,11 @@ def machine_for(blob: VelaBlob) -> Machine:
     if product in (0, 1):
         # The 32-MAC U55 computes 4 OFM channels per micro-block (Vela's ArchitectureConfig: OFM ublock 1x1x4,
         # IFM ublock 1x1x8); every other U55/U65 configuration 8. The weight stream is ordered by them.
+        # The Ethos-U65-512 is two 256-MAC cores (Vela's ArchitectureConfig: 256 MACs, 2 cores), each with its own
+        # weight and scale streams for every other OFM channel.
         macs = 1 << blob.config.macs_per_cc if blob.config is not None else 128
-        return Machine(blob, ifm_ublock=8, ofm_ublock=4 if macs == 32 else 8)
+        cores = 2 if (product == 1 and macs == 512) else 1
+        return Machine(blob, ifm_ublock=8, ofm_ublock=4 if macs == 32 else 8, cores=cores)
     if product == 2:
         return MachineU85(blob)
     raise NpuError(f"command stream targets {blob.config.product_name if blob.config else product}: "

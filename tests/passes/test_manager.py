@@ -70,6 +70,14 @@ PER_TARGET = {
     "ethos-u55-128": ETHOS_U,
     "ethos-u85-256": {**ETHOS_U, "pre_quant": _only(ETHOS_U["pre_quant"], "SplitFusedProjection") + ["SplitBatchedMatmul"]},
 }
+# Every configuration of an NPU family has the family's pipeline.
+PER_TARGET.update({t: PER_TARGET["ethos-u85-256"] for t in ("ethos-u85-128", "ethos-u85-512", "ethos-u85-1024",
+                                                             "ethos-u85-2048")})
+PER_TARGET["ethos-u65-512"] = ETHOS_U
+PER_TARGET["ethos-u85-256-a16w8"] = {
+    **ETHOS_U, "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
+                             "SplitBatchedMatmul"],
+    "quantizer_hook": ["NpuHardswishFloor"], "pre_edge": ETHOS_U["pre_edge"] + ["NpuA16w8ConvRescale"]}
 
 
 def test_every_pass_is_installed() -> None:
