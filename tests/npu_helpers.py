@@ -14,7 +14,8 @@ from emlkit.npu.run import run_blob
 # pass runs them (scripts/test.sh --slow). The main job (./test_cortex_m.sh) still runs each of them on every NPU
 # target through the firmware and the co-simulated NPU, bit for bit against tosa_reference_model's outputs.
 SLOW_ZOO = {"mobilenet_v2", "mobilenet_v3_small", "gru_kws", "mlperf_vww_mobilenet_v1", "mlperf_ic_resnet8",
-            "transformer_block", "mlperf_ad_autoencoder", "mlperf_kws_dscnn", "digits_cnn"}
+            "transformer_block", "mlperf_ad_autoencoder", "mlperf_kws_dscnn", "digits_cnn", "unet_small",
+            "conv1d_timeseries", "branch_concat"}
 
 
 def compile_for_npu(model: str, target: str) -> Any:

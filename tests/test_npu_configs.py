@@ -191,16 +191,16 @@ def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, target:
 
 
 @pytest.mark.parametrize("target, model", [
-    ("ethos-u55-32", "conv_relu"),
+    pytest.param("ethos-u55-32", "conv_relu", marks=pytest.mark.slow),  # the main job runs each configuration
     ("ethos-u85-512", "conv_relu"),
     pytest.param("ethos-u55-32", "mlperf_kws_dscnn", marks=pytest.mark.slow),
     pytest.param("ethos-u55-64", "mlperf_kws_dscnn", marks=pytest.mark.slow),
     pytest.param("ethos-u55-256", "mlperf_kws_dscnn", marks=pytest.mark.slow),
     ("ethos-u65-512", "conv_relu"),
     pytest.param("ethos-u65-512", "dw_separable", marks=pytest.mark.slow),
-    ("ethos-u85-128", "conv_relu"),
-    ("ethos-u85-1024", "conv_relu"),
-    ("ethos-u85-2048", "conv_relu"),
+    pytest.param("ethos-u85-128", "conv_relu", marks=pytest.mark.slow),  # the main job runs each configuration
+    pytest.param("ethos-u85-1024", "conv_relu", marks=pytest.mark.slow),  # the main job runs each configuration
+    pytest.param("ethos-u85-2048", "conv_relu", marks=pytest.mark.slow),  # the main job runs each configuration
     pytest.param("ethos-u85-1024", "dw_separable", marks=pytest.mark.slow),
     ("ethos-u85-256-a16w8", "conv_relu"),
     pytest.param("ethos-u85-256-a16w8", "mlperf_kws_dscnn", marks=pytest.mark.slow),
@@ -215,9 +215,11 @@ def test_configuration_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 @pytest.mark.parametrize("target, system_config, memory_mode", [
-    ("ethos-u55-128", "Ethos_U55_Deep_Embedded", "Sram_Only"), ("ethos-u85-256", None, "Dedicated_Sram_384KB"),
-    ("ethos-u65-256", None, "Shared_Sram"), ("ethos-u65-512", "Ethos_U65_Mid_End", "Dedicated_Sram_512KB"),
-    ("ethos-u85-1024", "Ethos_U85_SYS_Flash_High", "Shared_Sram")])
+    ("ethos-u55-128", "Ethos_U55_Deep_Embedded", "Sram_Only"),
+    pytest.param("ethos-u85-256", None, "Dedicated_Sram_384KB", marks=pytest.mark.slow),
+    pytest.param("ethos-u65-256", None, "Shared_Sram", marks=pytest.mark.slow),
+    ("ethos-u65-512", "Ethos_U65_Mid_End", "Dedicated_Sram_512KB"),
+    pytest.param("ethos-u85-1024", "Ethos_U85_SYS_Flash_High", "Shared_Sram", marks=pytest.mark.slow)])
 def test_memory_mode_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str,
                                     system_config: str | None, memory_mode: str) -> None:
     extra = ["--system-config", system_config] if system_config else []

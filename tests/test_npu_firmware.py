@@ -74,7 +74,8 @@ def model_extents(blob: bytes) -> dict[int, int]:
 ZOO_SAMPLE = ["conv_relu", "dw_separable", "pool", "softmax", "lut_activations", "attention", "global_avgpool"]
 
 
-@pytest.mark.parametrize("target", TARGETS)
+# the U65's streams are the U55's command set: its checker cases run in the slow pass
+@pytest.mark.parametrize("target", [pytest.param(t, marks=pytest.mark.slow) if "u65" in t else t for t in TARGETS])
 @pytest.mark.parametrize("model", ZOO_SAMPLE)
 def test_checker_bounds_equal_functional_model(compiled, check, model: str, target: str) -> None:
     """The C checker accepts every zoo delegate, and the bytes it says each region needs are exactly the bytes
