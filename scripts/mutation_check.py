@@ -413,6 +413,25 @@ def _sigterm(signum: int, frame: object) -> None:
     raise KeyboardInterrupt   # so the temporary tree is removed on `kill` too
 
 
+def select_mutants(args: argparse.Namespace) -> list[Mutant]:
+    """The mutants the arguments select: a sample of the kernel mutants and every pass mutant, or --filter's."""
+    mutants: list[Mutant] = []
+    if args.only != "passes":
+        pool = kernel_mutants(REPO)
+        random.Random(args.seed).shuffle(pool)
+        # One mutant per (file, kind) first, so every kernel and every kind of fault is tried.
+        seen: set[tuple[str, str]] = set()
+        first = [m for m in pool if (m.path, m.kind) not in seen and not seen.add((m.path, m.kind))]  # type: ignore[func-returns-value]
+        rest = [m for m in pool if m not in first]
+        mutants += (first + rest)[: args.max]
+    if args.only != "kernels":
+        mutants += pass_mutants(REPO)
+    if args.filter:
+        mutants = [m for m in (kernel_mutants(REPO) if args.only != "passes" else []) + pass_mutants(REPO)
+                   if args.filter in m.label()]
+    return mutants
+
+
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)
     ap = argparse.ArgumentParser(description="Mutation check over firmware/kernels and emlkit passes")
@@ -431,20 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--max must be >= 0")
     if args.jobs < 1:
         ap.error("--jobs must be >= 1")
-    mutants: list[Mutant] = []
-    if args.only != "passes":
-        pool = kernel_mutants(REPO)
-        random.Random(args.seed).shuffle(pool)
-        # One mutant per (file, kind) first, so every kernel and every kind of fault is tried.
-        seen: set[tuple[str, str]] = set()
-        first = [m for m in pool if (m.path, m.kind) not in seen and not seen.add((m.path, m.kind))]  # type: ignore[func-returns-value]
-        rest = [m for m in pool if m not in first]
-        mutants += (first + rest)[: args.max]
-    if args.only != "kernels":
-        mutants += pass_mutants(REPO)
-    if args.filter:
-        mutants = [m for m in (kernel_mutants(REPO) if args.only != "passes" else []) + pass_mutants(REPO)
-                   if args.filter in m.label()]
+    mutants = select_mutants(args)
     if args.list:
         for m in mutants:
             print(f"{m.label()}: {m.new.strip()[:100]}")

@@ -101,11 +101,9 @@ def _flow_title(flow: str, targets: list[str]) -> str:
 
 
 def page(m: dict[str, Any]) -> str:
-    flows, targets, rows = m["flows"], m["targets"], m["rows"]
+    flows, targets = m["flows"], m["targets"]
     emlkit_flows = [f for f in flows if f.startswith("emlkit_")]
     etref = [f for f in flows if not f.startswith("emlkit_")]
-    cases = sorted({r["case"] for r in rows})
-    by = {(r["case"], r["flow"]): r for r in rows}
     cap = m.get("capture") or {}
     lines = [
         "# ExecuTorch's backend operator suite on emlkit",
@@ -153,6 +151,16 @@ def page(m: dict[str, Any]) -> str:
         "",
         "The suite's `models/` tests need torchvision and torchaudio, which do not import beside the pinned "
         "torch 2.13.0 CPU wheel, so they are not run.",
+    ]
+    return "\n".join(lines + _tables(m, emlkit_flows, etref)) + "\n"
+
+
+def _tables(m: dict[str, Any], emlkit_flows: list[str], etref: list[str]) -> list[str]:
+    """The page's per-flow, refused-op and per-case tables."""
+    targets, rows, cap = m["targets"], m["rows"], m.get("capture") or {}
+    cases = sorted({r["case"] for r in rows})
+    by = {(r["case"], r["flow"]): r for r in rows}
+    lines = [
         "",
         "## Per flow",
         "",
@@ -189,7 +197,7 @@ def page(m: dict[str, Any]) -> str:
     if skipped:
         lines += ["", f"The suite itself skips {len(skipped)} tests (not cases here): "
                       + ", ".join(f"`{t}`" for t in sorted(skipped)) + "."]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(args: Any) -> int:

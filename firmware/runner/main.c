@@ -131,6 +131,95 @@ static void print_profile(void) {
   }
 }
 
+/* The context over the board's arena regions (the ones its NPU can reach: board.toml [arenas]), the bundled
+ * program loaded into it. */
+static void init_and_load(const uint8_t *data, size_t size) {
+  const plat_region *region;
+  size_t nregions = plat_regions(&region);
+  const uint32_t nmem = nregions > MAX_REGIONS ? MAX_REGIONS : (uint32_t)nregions;
+  for (uint32_t i = 0; i < nmem; i++) g_mem[i] = (eml_memory){.base = region[i].base, .size = region[i].size, .name = region[i].name};
+  const eml_config cfg = {.memory = g_mem, .n_memory = nmem, .scratch_bytes = RUNNER_SCRATCH_BYTES, .clock = plat_counter,
+                          .clock_unit = plat_counter_unit()};
+  check(eml_init(&g_ctx, &cfg));
+  check(eml_load_bundled(&g_ctx, data, size));
+}
+
+#ifdef FW_LOAD_CHECK
+static void __attribute__((noreturn)) load_only_report(const eml_plan *p) {
+  /* A plan with moves prepares each call right before it runs: one run of case 0 prepares them all.
+   * Delegates run only on a board with the NPU, so their programs stop at the load. */
+  if (!p->prepared_at_load && p->delegate_bytes == 0) run_case(0);
+  plat_printf("{\"status\": \"loaded\", \"prepared_at_load\": %s", p->prepared_at_load ? "true" : "false");
+  print_arena_bytes(p);
+  plat_printf(", \"runtime_bytes\": %lu, \"delegate_bytes\": %lu}\n", (unsigned long)p->runtime_bytes,
+              (unsigned long)p->delegate_bytes);
+  plat_exit(0);
+}
+#endif
+
+/* Case C's per-output diffs (g_case_diff) folded into the run's (g_diff); whether every output of C passed. */
+static bool merge_case_diff(uint32_t c, uint32_t nout) {
+  bool pass = true;
+  for (uint32_t i = 0; i < nout; i++) {
+    eml_output_diff *d = &g_diff[i], *e = &g_case_diff[i];
+    if (c == 0) *d = *e;
+    else {
+      if (e->max_abs > d->max_abs) d->max_abs = e->max_abs;
+      if (e->max_steps > d->max_steps) d->max_steps = e->max_steps;
+      d->nan_mismatch |= e->nan_mismatch;
+      d->pass &= e->pass;
+    }
+    pass &= e->pass;
+  }
+  return pass;
+}
+
+/* Every test case once: its run's ticks add to *TOTAL and its deepest stack to *STACK; case 0's outputs must equal
+ * the warm-up's COPY and are saved. Whether every case passed. */
+static bool measured_runs(uint32_t ncases, uint32_t nout, uint8_t *copy, uint64_t *total, size_t *stack) {
+  bool pass = true;
+  for (uint32_t c = 0; c < ncases; c++) {
+    check(eml_set_case_inputs(&g_ctx, c));
+    plat_stack_repaint();
+    const eml_status st = eml_run(&g_ctx);
+    const size_t s_used = plat_stack_used();
+    if (s_used > *stack) *stack = s_used;
+    check(st);
+    eml_stats stats;
+    check(eml_stats_get(&g_ctx, &stats));
+    *total += stats.last_run_ticks;
+    if (c == 0) {
+      if (!outputs_equal(copy, nout, false))
+        g_last_status = EML_E_INTERNAL, fail_error("outputs of two runs of test case 0 differ: a kernel reads uninitialised or stale memory");
+      for (uint32_t i = 0; i < nout; i++) {
+        const void *out;
+        size_t n;
+        if (eml_output(&g_ctx, i, &out, &n) == EML_OK) plat_save_output(i, out, n);
+      }
+    }
+    check(eml_compare_case(&g_ctx, c, g_case_diff, MAX_OUTPUTS));
+    pass &= merge_case_diff(c, nout);
+  }
+  return pass;
+}
+
+static void print_outputs(uint32_t nout) {
+  for (uint32_t i = 0; i < nout; i++) {
+    const eml_output_diff *d = &g_diff[i];
+    plat_printf("%s{", i ? ", " : "");
+    if (d->nan_mismatch) plat_printf("\"max_abs\": null");
+#ifdef ET_FMT_FLOAT
+    else plat_printf("\"max_abs\": %.9g", d->max_abs);
+#else
+    /* exact, and no decimal float conversion in the image: a hex-float string (emlkit/deploy/result.py) */
+    else plat_printf("\"max_abs\": \"%a\"", d->max_abs);
+#endif
+    if (d->max_steps >= 0) plat_printf(", \"max_steps\": %" PRId64, d->max_steps);
+    else plat_printf(", \"max_steps\": null");
+    plat_printf(", \"pass\": %s}", d->pass ? "true" : "false");
+  }
+}
+
 int main(int argc, char **argv) {
   plat_init(argc, argv);
 #ifdef FW_LOAD_CHECK
@@ -145,15 +234,7 @@ int main(int argc, char **argv) {
   /* The device is brought up only if a delegate needs it (runner/npu.c). */
   if (runner_npu_register(load_only) != 0) g_last_status = EML_E_INTERNAL, fail_error("cannot register the Ethos-U backend");
 
-  /* The board's arena regions are the ones its NPU can reach (board.toml [arenas]). */
-  const plat_region *region;
-  size_t nregions = plat_regions(&region);
-  const uint32_t nmem = nregions > MAX_REGIONS ? MAX_REGIONS : (uint32_t)nregions;
-  for (uint32_t i = 0; i < nmem; i++) g_mem[i] = (eml_memory){.base = region[i].base, .size = region[i].size, .name = region[i].name};
-  const eml_config cfg = {.memory = g_mem, .n_memory = nmem, .scratch_bytes = RUNNER_SCRATCH_BYTES, .clock = plat_counter,
-                          .clock_unit = plat_counter_unit()};
-  check(eml_init(&g_ctx, &cfg));
-  check(eml_load_bundled(&g_ctx, data, size));
+  init_and_load(data, size);
   const eml_plan *p = plan();
   uint32_t nout, ncases;
   check(eml_num_outputs(&g_ctx, &nout));
@@ -162,16 +243,7 @@ int main(int argc, char **argv) {
   check(eml_num_cases(&g_ctx, &ncases));
   if (ncases == 0) fail_error("bundled program has no test cases: bundle at least one");
 #ifdef FW_LOAD_CHECK
-  if (load_only) {
-    /* A plan with moves prepares each call right before it runs: one run of case 0 prepares them all.
-     * Delegates run only on a board with the NPU, so their programs stop at the load. */
-    if (!p->prepared_at_load && p->delegate_bytes == 0) run_case(0);
-    plat_printf("{\"status\": \"loaded\", \"prepared_at_load\": %s", p->prepared_at_load ? "true" : "false");
-    print_arena_bytes(p);
-    plat_printf(", \"runtime_bytes\": %lu, \"delegate_bytes\": %lu}\n", (unsigned long)p->runtime_bytes,
-                (unsigned long)p->delegate_bytes);
-    plat_exit(0);
-  }
+  if (load_only) load_only_report(p);
 #endif
 
   /* Warm-up, then the same case again: outputs must be bit-identical. */
@@ -194,40 +266,8 @@ int main(int argc, char **argv) {
   const bool etdump = plat_etdump_wanted() != 0;
   if (etdump) check(eml_record_runs(&g_ctx, ncases, plat_debug_wanted() != 0));
   uint64_t total = 0;
-  bool pass = true;
   size_t stack_inference = 0; /* deepest stack of one inference (eml_run), over the cases */
-  for (uint32_t c = 0; c < ncases; c++) {
-    check(eml_set_case_inputs(&g_ctx, c));
-    plat_stack_repaint();
-    const eml_status st = eml_run(&g_ctx);
-    const size_t s_used = plat_stack_used();
-    if (s_used > stack_inference) stack_inference = s_used;
-    check(st);
-    eml_stats stats;
-    check(eml_stats_get(&g_ctx, &stats));
-    total += stats.last_run_ticks;
-    if (c == 0) {
-      if (!outputs_equal(copy, nout, false))
-        g_last_status = EML_E_INTERNAL, fail_error("outputs of two runs of test case 0 differ: a kernel reads uninitialised or stale memory");
-      for (uint32_t i = 0; i < nout; i++) {
-        const void *out;
-        size_t n;
-        if (eml_output(&g_ctx, i, &out, &n) == EML_OK) plat_save_output(i, out, n);
-      }
-    }
-    check(eml_compare_case(&g_ctx, c, g_case_diff, MAX_OUTPUTS));
-    for (uint32_t i = 0; i < nout; i++) {
-      eml_output_diff *d = &g_diff[i], *e = &g_case_diff[i];
-      if (c == 0) *d = *e;
-      else {
-        if (e->max_abs > d->max_abs) d->max_abs = e->max_abs;
-        if (e->max_steps > d->max_steps) d->max_steps = e->max_steps;
-        d->nan_mismatch |= e->nan_mismatch;
-        d->pass &= e->pass;
-      }
-      pass &= e->pass;
-    }
-  }
+  const bool pass = measured_runs(ncases, nout, copy, &total, &stack_inference);
 
   size_t etdump_bytes = 0, debug_bytes = 0;
   const uint8_t *debug = NULL;
@@ -241,20 +281,7 @@ int main(int argc, char **argv) {
 
   const char *unit = plat_counter_unit();
   plat_printf("{\"status\": \"%s\", \"cases\": %" PRIu32 ", \"outputs\": [", pass ? "pass" : "fail", ncases);
-  for (uint32_t i = 0; i < nout; i++) {
-    const eml_output_diff *d = &g_diff[i];
-    plat_printf("%s{", i ? ", " : "");
-    if (d->nan_mismatch) plat_printf("\"max_abs\": null");
-#ifdef ET_FMT_FLOAT
-    else plat_printf("\"max_abs\": %.9g", d->max_abs);
-#else
-    /* exact, and no decimal float conversion in the image: a hex-float string (emlkit/deploy/result.py) */
-    else plat_printf("\"max_abs\": \"%a\"", d->max_abs);
-#endif
-    if (d->max_steps >= 0) plat_printf(", \"max_steps\": %" PRId64, d->max_steps);
-    else plat_printf(", \"max_steps\": null");
-    plat_printf(", \"pass\": %s}", d->pass ? "true" : "false");
-  }
+  print_outputs(nout);
   /* One entry per operator name (overloads merged) in program order, then one per delegate backend. */
   plat_printf("], \"%s\": %" PRIu64 ", \"unit\": \"%s\", \"per_op\": [", unit, total, unit);
   print_profile();
