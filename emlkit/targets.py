@@ -36,6 +36,15 @@ class Target:
         return CortexMTargetConfig.from_target_string(self.cpu).backend.name
 
 
+def _npu_target(name: str) -> Target:
+    """An Ethos-U target: U55/U65 beside a Cortex-M55 on Corstone-300, U85 beside a Cortex-M85 on Corstone-320;
+    a name ending in -a16w8 has int16 activations."""
+    npu = name.removesuffix("-a16w8")
+    u85 = npu.startswith("ethos-u85")
+    return Target(name, "ethos_u", "cortex-m85" if u85 else "cortex-m55", "corstone-320" if u85 else "corstone-300",
+                  npu=npu, activation_bits=16 if name != npu else 8)
+
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in [
@@ -49,21 +58,10 @@ TARGETS: dict[str, Target] = {
         Target("cortex-m4", "cortex_m", "cortex-m4", "mps2-an386"),
         Target("cortex-m7", "cortex_m", "cortex-m7", "mps2-an500"),
         Target("cortex-m33", "cortex_m", "cortex-m33", "mps2-an505"),
-        Target("ethos-u55-128", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-128"),
-        Target("ethos-u55-128-a16w8", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-128",
-               activation_bits=16),
-        Target("ethos-u55-32", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-32"),
-        Target("ethos-u55-64", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-64"),
-        Target("ethos-u55-256", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u55-256"),
-        Target("ethos-u65-256", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u65-256"),
-        Target("ethos-u65-512", "ethos_u", "cortex-m55", "corstone-300", npu="ethos-u65-512"),
-        Target("ethos-u85-256", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-256"),
-        Target("ethos-u85-256-a16w8", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-256",
-               activation_bits=16),
-        Target("ethos-u85-128", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-128"),
-        Target("ethos-u85-512", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-512"),
-        Target("ethos-u85-1024", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-1024"),
-        Target("ethos-u85-2048", "ethos_u", "cortex-m85", "corstone-320", npu="ethos-u85-2048"),
+        *(_npu_target(name) for name in (
+            "ethos-u55-128", "ethos-u55-128-a16w8", "ethos-u55-32", "ethos-u55-64", "ethos-u55-256", "ethos-u65-256",
+            "ethos-u65-512", "ethos-u85-256", "ethos-u85-256-a16w8", "ethos-u85-128", "ethos-u85-512", "ethos-u85-1024",
+            "ethos-u85-2048")),
     ]
 }
 

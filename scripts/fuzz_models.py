@@ -144,6 +144,16 @@ def generate(seed: str) -> Spec:
     return spec
 
 
+
+# Blocks whose forward is one line and that own no module: the line for block b on a (c, h, w) input.
+_ONE_LINE_BLOCKS: dict[str, Any] = {
+    "slice": lambda b, c, h, w: f"x = x[:, :{b['keep']}]",
+    "permute": lambda b, c, h, w: "x = x.permute(0, 1, 3, 2)",
+    "reshape": lambda b, c, h, w: f"x = x.reshape(1, {c}, {h * w}, 1).reshape(1, {c}, {h}, {w})",
+    "act": lambda b, c, h, w: f"x = {ACT_CODE[b['act']].format('x')}",
+    "upsample": lambda b, c, h, w: "x = F.interpolate(x, scale_factor=2, mode=\"nearest\")",
+}
+
 def source(spec: Spec) -> str:
     """A standalone model file for SPEC (ModelUnderTest + ModelInputs)."""
     init: list[str] = []
@@ -176,16 +186,8 @@ def source(spec: Spec) -> str:
             ya = ACT_CODE[b["act1"]].format(ya) if b["act1"] else ya
             yb = ACT_CODE[b["act2"]].format(yb) if b["act2"] else yb
             fwd.append(f"x = torch.cat([{ya}, {yb}], dim=1)")
-        elif k == "slice":
-            fwd.append(f"x = x[:, :{b['keep']}]")
-        elif k == "permute":
-            fwd.append("x = x.permute(0, 1, 3, 2)")
-        elif k == "reshape":
-            fwd.append(f"x = x.reshape(1, {c}, {h * w}, 1).reshape(1, {c}, {h}, {w})")
-        elif k == "act":
-            fwd.append(f"x = {ACT_CODE[b['act']].format('x')}")
-        elif k == "upsample":
-            fwd.append("x = F.interpolate(x, scale_factor=2, mode=\"nearest\")")
+        elif k in _ONE_LINE_BLOCKS:
+            fwd.append(_ONE_LINE_BLOCKS[k](b, c, h, w))
         elif k == "lstm":
             out = b["hid"] * (2 if b["bidir"] else 1)
             init.append(f"self.b{i} = nn.LSTM({c}, {b['hid']}, num_layers={b['layers']}, batch_first=True, "

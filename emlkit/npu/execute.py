@@ -398,12 +398,16 @@ class Machine:
         return out, (ifm.shape[0], ifm.shape[1], ic), (kh_n, kw_n, sy, sx)
 
     def weight_stream(self, op: str, base: str = "NPU_SET_WEIGHT_BASE", length: str = "NPU_SET_WEIGHT_LENGTH") -> bytes:
-        wreg = self.r("NPU_SET_WEIGHT_REGION")
-        wmem = self.mem(wreg, f"{op} weights")
-        wb, wl = self.p(base), self.p(length)
-        if wb + wl > len(wmem):
-            raise NpuError(f"{op} weight stream {wb}..{wb + wl} lies outside region {wreg} ({len(wmem)} bytes)")
-        return wmem[wb:wb + wl].tobytes()
+        return self.stream(op, "weight", "NPU_SET_WEIGHT_REGION", base, length)
+
+    def stream(self, op: str, what: str, region: str, base: str, length: str) -> bytes:
+        """The bytes of a weight or scale stream the registers BASE and LENGTH place in REGION's memory."""
+        reg = self.r(region)
+        mem = self.mem(reg, f"{op} {what}s")
+        b, n = self.p(base), self.p(length)
+        if b + n > len(mem):
+            raise NpuError(f"{op} {what} stream {b}..{b + n} lies outside region {reg} ({len(mem)} bytes)")
+        return mem[b:b + n].tobytes()
 
     def ifm_bits(self) -> int:
         return 8 * np.dtype(self.fmap("IFM").dtype).itemsize
@@ -438,12 +442,7 @@ class Machine:
         return bias, scale, shift
 
     def scale_stream(self, op: str, base: str, length: str) -> bytes:
-        sreg = self.r("NPU_SET_SCALE_REGION")
-        smem = self.mem(sreg, f"{op} scales")
-        sb, sl = self.p(base), self.p(length)
-        if sb + sl > len(smem):
-            raise NpuError(f"{op} scale stream {sb}..{sb + sl} lies outside region {sreg} ({len(smem)} bytes)")
-        return smem[sb:sb + sl].tobytes()
+        return self.stream(op, "scale", "NPU_SET_SCALE_REGION", base, length)
 
     def decode_scales(self, raw: bytes, channels: int, op: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return decode_scales(raw, channels)

@@ -5,174 +5,173 @@
 #include "cortex_m_util.h"
 #include "emlkit_kernels.h"
 
-/* Argument slots (the schema's order, then the two outputs). */
-enum {
-  ELSTM_X, ELSTM_W_IH, ELSTM_W_HH, ELSTM_BIAS, ELSTM_REQUANT, ELSTM_TABLES, ELSTM_BATCH_FIRST, ELSTM_X_ZP,
-  ELSTM_H_ZP, ELSTM_CELL_FRAC, ELSTM_OUT_MULT, ELSTM_OUT_SHIFT, ELSTM_OUT, ELSTM_CELL
-};
+/* Argument slots both ops share (the schema's order), then each op's own. */
+enum { RNN_X, RNN_W_IH, RNN_W_HH, RNN_BIAS, RNN_REQUANT, RNN_TABLES, RNN_BATCH_FIRST, RNN_X_ZP, RNN_H_ZP };
+enum { ELSTM_X = RNN_X, ELSTM_W_IH = RNN_W_IH, ELSTM_W_HH = RNN_W_HH, ELSTM_BIAS = RNN_BIAS, ELSTM_REQUANT = RNN_REQUANT,
+       ELSTM_TABLES = RNN_TABLES, ELSTM_BATCH_FIRST = RNN_BATCH_FIRST, ELSTM_X_ZP = RNN_X_ZP, ELSTM_H_ZP = RNN_H_ZP,
+       ELSTM_CELL_FRAC, ELSTM_OUT_MULT, ELSTM_OUT_SHIFT, ELSTM_OUT, ELSTM_CELL };
+/* emlkit::gru.out(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
+ * h_multiplier, h_shift, output_multiplier, output_shift, out): the LSTM's checks with three gate rows per unit,
+ * bias [4H] (the x-side biases, then b_hn) and h's Q0.15 requantization. */
+enum { EGRU_X = RNN_X, EGRU_W_IH = RNN_W_IH, EGRU_W_HH = RNN_W_HH, EGRU_BIAS = RNN_BIAS, EGRU_REQUANT = RNN_REQUANT,
+       EGRU_TABLES = RNN_TABLES, EGRU_BATCH_FIRST = RNN_BATCH_FIRST, EGRU_X_ZP = RNN_X_ZP, EGRU_H_ZP = RNN_H_ZP,
+       EGRU_H_MULT, EGRU_H_SHIFT, EGRU_OUT_MULT, EGRU_OUT_SHIFT, EGRU_OUT };
 
 #define ELSTM_MAX_FEATURES (1 << 14) /* |dot| <= 127 * 255 * 2^14 < 2^29: int32 */
 #define ELSTM_MAX_BIAS (1 << 24)
 
 static const char *const k_lstm = "emlkit::lstm";
+static const char *const k_gru = "emlkit::gru";
 
-ET_PREPARE static et_status lstm_fail(et_kernel_ctx *ctx, const char *what) {
-  return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s", k_lstm, what);
+typedef struct {
+  et_tensor *x, *w_ih, *w_hh, *bias, *rq, *tables, *out;
+  int32_t batch_first;
+} rnn_args;
+
+/* Each op's wording of the shared checks (the reference's, emlkit/emlkit_ops.py). */
+typedef struct {
+  const char *weights, *requant_shape, *requant_range;
+} rnn_words;
+
+ET_PREPARE static et_status rnn_fail(et_kernel_ctx *ctx, const char *op, const char *what) {
+  return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s", op, what);
+}
+
+/* The shared slots and OUT: tensors, batch_first and the zero points' ranges. */
+ET_PREPARE static et_status rnn_fetch(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t out_slot,
+                                      rnn_args *a) {
+  int32_t zp;
+  CM_TRY(cm_tensor(ctx, op, args, RNN_X, "x", false, &a->x));
+  CM_TRY(cm_tensor(ctx, op, args, RNN_W_IH, "w_ih", false, &a->w_ih));
+  CM_TRY(cm_tensor(ctx, op, args, RNN_W_HH, "w_hh", false, &a->w_hh));
+  CM_TRY(cm_tensor(ctx, op, args, RNN_BIAS, "bias", false, &a->bias));
+  CM_TRY(cm_tensor(ctx, op, args, RNN_REQUANT, "requant", false, &a->rq));
+  CM_TRY(cm_tensor(ctx, op, args, RNN_TABLES, "tables", false, &a->tables));
+  CM_TRY(cm_tensor(ctx, op, args, out_slot, "out", false, &a->out));
+  CM_TRY(cm_int(ctx, op, args, RNN_BATCH_FIRST, "batch_first", 0, 1, &a->batch_first));
+  CM_TRY(cm_int(ctx, op, args, RNN_X_ZP, "input_zero_point", -128, 127, &zp));
+  CM_TRY(cm_int(ctx, op, args, RNN_H_ZP, "output_zero_point", -128, 127, &zp));
+  return ET_OK;
+}
+
+/* Everything the kernels' int32/int64 arithmetic relies on for GATES gate rows per hidden unit: x and out 3-D
+ * contiguous int8, the weights' shapes, the sizes' bound, bias [4H] within +-2^24, requant [GATES*H, 4] in range,
+ * the two int16 tables, out x's shape with H features. *HID: H. */
+ET_PREPARE static et_status rnn_check(et_kernel_ctx *ctx, const char *op, const rnn_args *a, int32_t gates,
+                                      const rnn_words *w, int32_t *hid_out) {
+  const et_tensor *x = a->x, *w_ih = a->w_ih, *w_hh = a->w_hh, *bias = a->bias, *rq = a->rq, *tables = a->tables;
+  CM_TRY(cm_dtype(ctx, op, x, "x", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, a->out, "out", ET_DT_CHAR));
+  CM_TRY(cm_rank(ctx, op, x, "x", 3));
+  CM_TRY(cm_rank(ctx, op, a->out, "out", 3));
+  CM_TRY(cm_contiguous(ctx, op, x, "x"));
+  CM_TRY(cm_contiguous(ctx, op, a->out, "out"));
+  const int32_t in = x->sizes[2];
+  const int32_t rows = w_ih->dim == 2 ? w_ih->sizes[0] : 0, hid = rows / gates;
+  if (w_ih->dtype != ET_DT_CHAR || w_hh->dtype != ET_DT_CHAR || rows % gates || rows == 0 || w_ih->sizes[1] != in ||
+      w_hh->dim != 2 || w_hh->sizes[0] != rows || w_hh->sizes[1] != hid || !w_ih->data || !w_hh->data)
+    return rnn_fail(ctx, op, w->weights);
+  if (in > ELSTM_MAX_FEATURES || hid > ELSTM_MAX_FEATURES)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: input and hidden sizes must be at most %d", op, ELSTM_MAX_FEATURES);
+  if (bias->dtype != ET_DT_INT || bias->dim != 1 || bias->sizes[0] != 4 * hid || !bias->data)
+    return rnn_fail(ctx, op, "bias must be int32 [4H] within +-2^24");
+  const int32_t *b = (const int32_t *)bias->data;
+  for (int32_t r = 0; r < 4 * hid; r++)
+    if (b[r] < -ELSTM_MAX_BIAS || b[r] > ELSTM_MAX_BIAS) return rnn_fail(ctx, op, "bias must be int32 [4H] within +-2^24");
+  if (rq->dtype != ET_DT_INT || rq->dim != 2 || rq->sizes[0] != rows || rq->sizes[1] != 4 || !rq->data)
+    return rnn_fail(ctx, op, w->requant_shape);
+  const int32_t *q = (const int32_t *)rq->data;
+  for (int32_t k = 0; k < 4 * rows; k += 2)
+    if (q[k] < (1 << 30) || q[k + 1] < 1 || q[k + 1] > 62) return rnn_fail(ctx, op, w->requant_range);
+  if (tables->dtype != ET_DT_SHORT || tables->dim != 2 || tables->sizes[0] != 2 ||
+      tables->sizes[1] != EMLKIT_LSTM_TABLE_LEN || !tables->data)
+    return rnn_fail(ctx, op, "tables must be int16 [2, 513] within +-32767");
+  const int16_t *tv = (const int16_t *)tables->data;
+  for (int32_t k = 0; k < 2 * EMLKIT_LSTM_TABLE_LEN; k++)
+    if (tv[k] < -32767) return rnn_fail(ctx, op, "tables must be int16 [2, 513] within +-32767");
+  if (a->out->sizes[0] != x->sizes[0] || a->out->sizes[1] != x->sizes[1] || a->out->sizes[2] != hid)
+    return rnn_fail(ctx, op, "out must be x's shape with H features");
+  *hid_out = hid;
+  return ET_OK;
+}
+
+/* The sizes eval passes to a kernel: x is [B, T, I] (batch_first) or [T, B, I], w_ih [GATES*H, I]. */
+typedef struct {
+  int32_t batch, steps, in, hid, batch_first;
+} rnn_shape;
+
+static rnn_shape rnn_shape_of(et_value **args, int32_t gates) {
+  const et_tensor *const x = args[RNN_X]->u.t;
+  const int32_t bf = cm_i(args, RNN_BATCH_FIRST);
+  return (rnn_shape){bf ? x->sizes[0] : x->sizes[1], bf ? x->sizes[1] : x->sizes[0], x->sizes[2],
+                     args[RNN_W_IH]->u.t->sizes[0] / gates, bf};
 }
 
 ET_PREPARE et_status op_emlkit_lstm_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = k_lstm;
-  et_tensor *x, *w_ih, *w_hh, *bias, *rq, *tables, *out, *cell;
-  int32_t bf, xzp, hzp, frac, mult, shift;
+  static const rnn_words words = {"w_ih must be int8 [4H, I] with I = x's last dim and w_hh int8 [4H, H]",
+                                  "requant must be int32 [4H, 4]",
+                                  "requant multipliers must be in [2^30, 2^31) and shifts in [1, 62]"};
+  rnn_args a;
+  et_tensor *cell;
+  int32_t v, hid;
   if (nargs < ELSTM_CELL + 1 || nargs > ELSTM_CELL + 3)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: got %u arguments, expected %u (schema args + out + cell)", op,
                    (unsigned)nargs, (unsigned)(ELSTM_CELL + 1));
-  CM_TRY(cm_tensor(ctx, op, args, ELSTM_X, "x", false, &x));
-  CM_TRY(cm_tensor(ctx, op, args, ELSTM_W_IH, "w_ih", false, &w_ih));
-  CM_TRY(cm_tensor(ctx, op, args, ELSTM_W_HH, "w_hh", false, &w_hh));
-  CM_TRY(cm_tensor(ctx, op, args, ELSTM_BIAS, "bias", false, &bias));
-  CM_TRY(cm_tensor(ctx, op, args, ELSTM_REQUANT, "requant", false, &rq));
-  CM_TRY(cm_tensor(ctx, op, args, ELSTM_TABLES, "tables", false, &tables));
-  CM_TRY(cm_tensor(ctx, op, args, ELSTM_OUT, "out", false, &out));
+  CM_TRY(rnn_fetch(ctx, op, args, ELSTM_OUT, &a));
   CM_TRY(cm_tensor(ctx, op, args, ELSTM_CELL, "cell", false, &cell));
-  CM_TRY(cm_int(ctx, op, args, ELSTM_BATCH_FIRST, "batch_first", 0, 1, &bf));
-  CM_TRY(cm_int(ctx, op, args, ELSTM_X_ZP, "input_zero_point", -128, 127, &xzp));
-  CM_TRY(cm_int(ctx, op, args, ELSTM_H_ZP, "output_zero_point", -128, 127, &hzp));
-  CM_TRY(cm_int(ctx, op, args, ELSTM_CELL_FRAC, "cell_frac_bits", 11, 15, &frac));
-  CM_TRY(cm_int(ctx, op, args, ELSTM_OUT_MULT, "output_multiplier", (int64_t)1 << 30, INT32_MAX, &mult));
-  CM_TRY(cm_int(ctx, op, args, ELSTM_OUT_SHIFT, "output_shift", 1, 62, &shift));
-  CM_TRY(cm_dtype(ctx, op, x, "x", ET_DT_CHAR));
-  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  CM_TRY(cm_int(ctx, op, args, ELSTM_CELL_FRAC, "cell_frac_bits", 11, 15, &v));
+  CM_TRY(cm_int(ctx, op, args, ELSTM_OUT_MULT, "output_multiplier", (int64_t)1 << 30, INT32_MAX, &v));
+  CM_TRY(cm_int(ctx, op, args, ELSTM_OUT_SHIFT, "output_shift", 1, 62, &v));
   CM_TRY(cm_dtype(ctx, op, cell, "cell", ET_DT_SHORT));
-  CM_TRY(cm_rank(ctx, op, x, "x", 3));
-  CM_TRY(cm_rank(ctx, op, out, "out", 3));
-  CM_TRY(cm_contiguous(ctx, op, x, "x"));
-  CM_TRY(cm_contiguous(ctx, op, out, "out"));
   CM_TRY(cm_contiguous(ctx, op, cell, "cell"));
-  const int32_t in = x->sizes[2];
-  const int32_t hid4 = w_ih->dim == 2 ? w_ih->sizes[0] : 0, hid = hid4 / 4;
-  if (w_ih->dtype != ET_DT_CHAR || w_hh->dtype != ET_DT_CHAR || hid4 % 4 || hid4 == 0 || w_ih->sizes[1] != in ||
-      w_hh->dim != 2 || w_hh->sizes[0] != hid4 || w_hh->sizes[1] != hid || !w_ih->data || !w_hh->data)
-    return lstm_fail(ctx, "w_ih must be int8 [4H, I] with I = x's last dim and w_hh int8 [4H, H]");
-  if (in > ELSTM_MAX_FEATURES || hid > ELSTM_MAX_FEATURES)
-    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: input and hidden sizes must be at most %d", op, ELSTM_MAX_FEATURES);
-  if (bias->dtype != ET_DT_INT || bias->dim != 1 || bias->sizes[0] != hid4 || !bias->data)
-    return lstm_fail(ctx, "bias must be int32 [4H] within +-2^24");
-  const int32_t *b = (const int32_t *)bias->data;
-  for (int32_t r = 0; r < hid4; r++)
-    if (b[r] < -ELSTM_MAX_BIAS || b[r] > ELSTM_MAX_BIAS) return lstm_fail(ctx, "bias must be int32 [4H] within +-2^24");
-  if (rq->dtype != ET_DT_INT || rq->dim != 2 || rq->sizes[0] != hid4 || rq->sizes[1] != 4 || !rq->data)
-    return lstm_fail(ctx, "requant must be int32 [4H, 4]");
-  const int32_t *q = (const int32_t *)rq->data;
-  for (int32_t k = 0; k < 4 * hid4; k += 2)
-    if (q[k] < (1 << 30) || q[k + 1] < 1 || q[k + 1] > 62)
-      return lstm_fail(ctx, "requant multipliers must be in [2^30, 2^31) and shifts in [1, 62]");
-  if (tables->dtype != ET_DT_SHORT || tables->dim != 2 || tables->sizes[0] != 2 ||
-      tables->sizes[1] != EMLKIT_LSTM_TABLE_LEN || !tables->data)
-    return lstm_fail(ctx, "tables must be int16 [2, 513] within +-32767");
-  const int16_t *tv = (const int16_t *)tables->data;
-  for (int32_t k = 0; k < 2 * EMLKIT_LSTM_TABLE_LEN; k++)
-    if (tv[k] < -32767) return lstm_fail(ctx, "tables must be int16 [2, 513] within +-32767");
-  const int32_t batch = bf ? x->sizes[0] : x->sizes[1];
-  if (out->sizes[0] != x->sizes[0] || out->sizes[1] != x->sizes[1] || out->sizes[2] != hid)
-    return lstm_fail(ctx, "out must be x's shape with H features");
+  CM_TRY(rnn_check(ctx, op, &a, 4, &words, &hid));
+  const int32_t batch = a.batch_first ? a.x->sizes[0] : a.x->sizes[1];
   if (cell->dim != 2 || cell->sizes[0] != batch || cell->sizes[1] != hid)
-    return lstm_fail(ctx, "cell must be int16 [B, H]");
+    return rnn_fail(ctx, op, "cell must be int16 [B, H]");
   return ET_OK;
 }
 
 et_status op_emlkit_lstm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const x = args[ELSTM_X]->u.t, *const w_ih = args[ELSTM_W_IH]->u.t;
-  const int32_t bf = cm_i(args, ELSTM_BATCH_FIRST);
-  const emlkit_lstm_params p = {bf ? x->sizes[0] : x->sizes[1], bf ? x->sizes[1] : x->sizes[0], x->sizes[2],
-                                w_ih->sizes[0] / 4, bf, cm_i(args, ELSTM_X_ZP), cm_i(args, ELSTM_H_ZP),
-                                cm_i(args, ELSTM_CELL_FRAC), cm_i(args, ELSTM_OUT_MULT), cm_i(args, ELSTM_OUT_SHIFT)};
-  emk_emlkit_lstm_s8(&p, (const int8_t *)x->data, (int8_t *)args[ELSTM_OUT]->u.t->data,
-                     (int16_t *)args[ELSTM_CELL]->u.t->data, (const int8_t *)w_ih->data,
+  const rnn_shape d = rnn_shape_of(args, 4);
+  const emlkit_lstm_params p = {d.batch, d.steps, d.in, d.hid, d.batch_first, cm_i(args, ELSTM_X_ZP),
+                                cm_i(args, ELSTM_H_ZP), cm_i(args, ELSTM_CELL_FRAC), cm_i(args, ELSTM_OUT_MULT),
+                                cm_i(args, ELSTM_OUT_SHIFT)};
+  emk_emlkit_lstm_s8(&p, (const int8_t *)args[ELSTM_X]->u.t->data, (int8_t *)args[ELSTM_OUT]->u.t->data,
+                     (int16_t *)args[ELSTM_CELL]->u.t->data, (const int8_t *)args[ELSTM_W_IH]->u.t->data,
                      (const int8_t *)args[ELSTM_W_HH]->u.t->data, (const int32_t *)args[ELSTM_BIAS]->u.t->data,
                      (const int32_t *)args[ELSTM_REQUANT]->u.t->data, (const int16_t *)args[ELSTM_TABLES]->u.t->data);
   return ET_OK;
 }
 
-/* ---------------------------------------------------------------- emlkit::gru
- * emlkit::gru.out(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
- * h_multiplier, h_shift, output_multiplier, output_shift, out): the LSTM's checks with three gate rows per unit,
- * bias [4H] (the x-side biases, then b_hn) and h's Q0.15 requantization. */
-enum {
-  EGRU_X, EGRU_W_IH, EGRU_W_HH, EGRU_BIAS, EGRU_REQUANT, EGRU_TABLES, EGRU_BATCH_FIRST, EGRU_X_ZP, EGRU_H_ZP,
-  EGRU_H_MULT, EGRU_H_SHIFT, EGRU_OUT_MULT, EGRU_OUT_SHIFT, EGRU_OUT
-};
-
-static const char *const k_gru = "emlkit::gru";
-
-ET_PREPARE static et_status gru_fail(et_kernel_ctx *ctx, const char *what) {
-  return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s", k_gru, what);
-}
+/* ---------------------------------------------------------------- emlkit::gru */
 
 ET_PREPARE et_status op_emlkit_gru_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = k_gru;
-  et_tensor *x, *w_ih, *w_hh, *bias, *rq, *tables, *out;
-  int32_t bf, xzp, hzp, v;
+  static const rnn_words words = {
+      "x must be 3-D int8, w_ih int8 [3H, I] and w_hh int8 [3H, H]",
+      "requant must be int32 [3H, 4], multipliers in [2^30, 2^31) and shifts in [1, 62]",
+      "requant must be int32 [3H, 4], multipliers in [2^30, 2^31) and shifts in [1, 62]"};
+  rnn_args a;
+  int32_t v, hid;
   CM_TRY(cm_nargs(ctx, op, nargs, EGRU_OUT));
-  CM_TRY(cm_tensor(ctx, op, args, EGRU_X, "x", false, &x));
-  CM_TRY(cm_tensor(ctx, op, args, EGRU_W_IH, "w_ih", false, &w_ih));
-  CM_TRY(cm_tensor(ctx, op, args, EGRU_W_HH, "w_hh", false, &w_hh));
-  CM_TRY(cm_tensor(ctx, op, args, EGRU_BIAS, "bias", false, &bias));
-  CM_TRY(cm_tensor(ctx, op, args, EGRU_REQUANT, "requant", false, &rq));
-  CM_TRY(cm_tensor(ctx, op, args, EGRU_TABLES, "tables", false, &tables));
-  CM_TRY(cm_tensor(ctx, op, args, EGRU_OUT, "out", false, &out));
-  CM_TRY(cm_int(ctx, op, args, EGRU_BATCH_FIRST, "batch_first", 0, 1, &bf));
-  CM_TRY(cm_int(ctx, op, args, EGRU_X_ZP, "input_zero_point", -128, 127, &xzp));
-  CM_TRY(cm_int(ctx, op, args, EGRU_H_ZP, "output_zero_point", -128, 127, &hzp));
+  CM_TRY(rnn_fetch(ctx, op, args, EGRU_OUT, &a));
   CM_TRY(cm_int(ctx, op, args, EGRU_H_MULT, "h_multiplier", (int64_t)1 << 30, INT32_MAX, &v));
   CM_TRY(cm_int(ctx, op, args, EGRU_H_SHIFT, "h_shift", 1, 62, &v));
   CM_TRY(cm_int(ctx, op, args, EGRU_OUT_MULT, "output_multiplier", (int64_t)1 << 30, INT32_MAX, &v));
   CM_TRY(cm_int(ctx, op, args, EGRU_OUT_SHIFT, "output_shift", 1, 62, &v));
-  CM_TRY(cm_dtype(ctx, op, x, "x", ET_DT_CHAR));
-  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
-  CM_TRY(cm_rank(ctx, op, x, "x", 3));
-  CM_TRY(cm_rank(ctx, op, out, "out", 3));
-  CM_TRY(cm_contiguous(ctx, op, x, "x"));
-  CM_TRY(cm_contiguous(ctx, op, out, "out"));
-  const int32_t in = x->sizes[2];
-  const int32_t hid3 = w_ih->dim == 2 ? w_ih->sizes[0] : 0, hid = hid3 / 3;
-  if (w_ih->dtype != ET_DT_CHAR || w_hh->dtype != ET_DT_CHAR || hid3 % 3 || hid3 == 0 || w_ih->sizes[1] != in ||
-      w_hh->dim != 2 || w_hh->sizes[0] != hid3 || w_hh->sizes[1] != hid || !w_ih->data || !w_hh->data)
-    return gru_fail(ctx, "x must be 3-D int8, w_ih int8 [3H, I] and w_hh int8 [3H, H]");
-  if (in > ELSTM_MAX_FEATURES || hid > ELSTM_MAX_FEATURES)
-    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: input and hidden sizes must be at most %d", op, ELSTM_MAX_FEATURES);
-  if (bias->dtype != ET_DT_INT || bias->dim != 1 || bias->sizes[0] != 4 * hid || !bias->data)
-    return gru_fail(ctx, "bias must be int32 [4H] within +-2^24");
-  const int32_t *b = (const int32_t *)bias->data;
-  for (int32_t r = 0; r < 4 * hid; r++)
-    if (b[r] < -ELSTM_MAX_BIAS || b[r] > ELSTM_MAX_BIAS) return gru_fail(ctx, "bias must be int32 [4H] within +-2^24");
-  if (rq->dtype != ET_DT_INT || rq->dim != 2 || rq->sizes[0] != hid3 || rq->sizes[1] != 4 || !rq->data)
-    return gru_fail(ctx, "requant must be int32 [3H, 4], multipliers in [2^30, 2^31) and shifts in [1, 62]");
-  const int32_t *q = (const int32_t *)rq->data;
-  for (int32_t k = 0; k < 4 * hid3; k += 2)
-    if (q[k] < (1 << 30) || q[k + 1] < 1 || q[k + 1] > 62)
-      return gru_fail(ctx, "requant must be int32 [3H, 4], multipliers in [2^30, 2^31) and shifts in [1, 62]");
-  if (tables->dtype != ET_DT_SHORT || tables->dim != 2 || tables->sizes[0] != 2 ||
-      tables->sizes[1] != EMLKIT_LSTM_TABLE_LEN || !tables->data)
-    return gru_fail(ctx, "tables must be int16 [2, 513] within +-32767");
-  const int16_t *tv = (const int16_t *)tables->data;
-  for (int32_t k = 0; k < 2 * EMLKIT_LSTM_TABLE_LEN; k++)
-    if (tv[k] < -32767) return gru_fail(ctx, "tables must be int16 [2, 513] within +-32767");
-  if (out->sizes[0] != x->sizes[0] || out->sizes[1] != x->sizes[1] || out->sizes[2] != hid)
-    return gru_fail(ctx, "out must be x's shape with H features");
-  return ET_OK;
+  return rnn_check(ctx, op, &a, 3, &words, &hid);
 }
 
 et_status op_emlkit_gru_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const x = args[EGRU_X]->u.t, *const w_ih = args[EGRU_W_IH]->u.t;
-  const int32_t bf = cm_i(args, EGRU_BATCH_FIRST);
-  const emlkit_gru_params p = {bf ? x->sizes[0] : x->sizes[1], bf ? x->sizes[1] : x->sizes[0], x->sizes[2],
-                               w_ih->sizes[0] / 3, bf, cm_i(args, EGRU_X_ZP), cm_i(args, EGRU_H_ZP),
-                               cm_i(args, EGRU_H_MULT), cm_i(args, EGRU_H_SHIFT), cm_i(args, EGRU_OUT_MULT),
-                               cm_i(args, EGRU_OUT_SHIFT)};
-  emk_emlkit_gru_s8(&p, (const int8_t *)x->data, (int8_t *)args[EGRU_OUT]->u.t->data, (const int8_t *)w_ih->data,
+  const rnn_shape d = rnn_shape_of(args, 3);
+  const emlkit_gru_params p = {d.batch, d.steps, d.in, d.hid, d.batch_first, cm_i(args, EGRU_X_ZP),
+                               cm_i(args, EGRU_H_ZP), cm_i(args, EGRU_H_MULT), cm_i(args, EGRU_H_SHIFT),
+                               cm_i(args, EGRU_OUT_MULT), cm_i(args, EGRU_OUT_SHIFT)};
+  emk_emlkit_gru_s8(&p, (const int8_t *)args[EGRU_X]->u.t->data, (int8_t *)args[EGRU_OUT]->u.t->data,
+                    (const int8_t *)args[EGRU_W_IH]->u.t->data,
                     (const int8_t *)args[EGRU_W_HH]->u.t->data, (const int32_t *)args[EGRU_BIAS]->u.t->data,
                     (const int32_t *)args[EGRU_REQUANT]->u.t->data, (const int16_t *)args[EGRU_TABLES]->u.t->data);
   return ET_OK;
