@@ -13,7 +13,11 @@
 #ifndef RUNNER_SCRATCH_BYTES
 #define RUNNER_SCRATCH_BYTES 4096u /* kernel scratch; ops' own scratch is planned */
 #endif
-#define MAX_REGIONS 8
+/* memory regions handed to the library (a board's arena regions; boards with little RAM set fewer in their cflags) */
+#ifndef RUNNER_MAX_REGIONS
+#define RUNNER_MAX_REGIONS 8
+#endif
+#define MAX_REGIONS RUNNER_MAX_REGIONS
 /* per-output diff records (2 x 24 B each): boards with little RAM set fewer in their cflags */
 #ifndef RUNNER_MAX_OUTPUTS
 #define RUNNER_MAX_OUTPUTS 32
