@@ -15,10 +15,7 @@ from emlkit.npu.run import run_blob
 # target through the firmware and the co-simulated NPU, bit for bit against tosa_reference_model's outputs.
 SLOW_ZOO = {"mobilenet_v2", "mobilenet_v3_small", "gru_kws", "mlperf_vww_mobilenet_v1", "mlperf_ic_resnet8",
             "transformer_block", "mlperf_ad_autoencoder", "mlperf_kws_dscnn", "digits_cnn", "unet_small",
-            "conv1d_timeseries", "branch_concat",
-            # more of the same commands (elementwise, convolutions, pools): the fast pass keeps conv_relu,
-            # dw_separable, pool, softmax, lut_activations and attention
-            "add", "mul", "conv_hardsigmoid", "mlp", "relu6_net", "global_avgpool", "scalar_arith", "fc_autoencoder"}
+            "conv1d_timeseries", "branch_concat"}
 
 
 def compile_for_npu(model: str, target: str) -> Any:

@@ -34,8 +34,7 @@ _MODEL = module_source("""
     return ya, self.fc(yb[-1]), h[-1], self.d(x[:, 3])[0], ye, he, self.f(x[:, 2])""", "torch.randn(2, 7, 6)", name="Lstms", seed=5)
 
 
-# the kernels are portable C: the M4 runs the M0+'s code built for Armv7E-M (slow pass)
-@pytest.mark.parametrize("target, board", [("cortex-m55", []), pytest.param("cortex-m4", [], marks=pytest.mark.slow),
+@pytest.mark.parametrize("target, board", [("cortex-m55", []), ("cortex-m4", []),
                                            ("cortex-m0plus", ["--board", "an385-m0plus"])])
 def test_lstm_int8_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str]) -> None:
     (tmp_path / "lstms.py").write_text(_MODEL)

@@ -88,8 +88,7 @@ def test_zoo_whole_program_matches_bundled(compiled, model: str) -> None:
     assert checks and all(r["checked"] and r["max_diff_steps"] == 0 for r in checks), checks
 
 
-@pytest.mark.parametrize("model", ["conv_relu", pytest.param("dw_separable", marks=pytest.mark.slow),
-                                   pytest.param("lut_activations", marks=pytest.mark.slow), "attention"])
+@pytest.mark.parametrize("model", ["conv_relu", "dw_separable", "lut_activations", "attention"])
 def test_u65_dedicated_sram_programs(compiled, model: str) -> None:
     """Ethos-U65 programs (Vela's Dedicated_Sram_384KB mode, ExecuTorch's U65 default) keep feature maps in
     the separate fast scratch, region 2: bit-exact with TOSA and the bundled outputs."""
