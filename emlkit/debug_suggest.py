@@ -143,6 +143,14 @@ def synthetic_calibration(calibration: list[tuple[torch.Tensor, ...]], n: int,
     return [*calibration, *extra]
 
 
+def rebuilt_options(opts: Any, allow_float: bool | None = None) -> Any:
+    """OPTS' choices configured afresh (for a target of its own, or with hooks added), --allow-float as given."""
+    from emlkit.compile import make_options
+
+    return make_options(opts.lut_fusion, opts.explicit_layout,
+                        opts.allow_float if allow_float is None else allow_float, opts.linear_mode)
+
+
 def _try(name: str, change: str, measure: Callable[[], float], base: float) -> Remedy:
     try:
         snr = measure()
@@ -181,9 +189,8 @@ def suggest(model: LoadedModel, target: Target, options: Any, calibration: list[
     wide = TARGETS.get(f"{target.name}-a16w8")
     if wide is not None:
         out.append(_try("int16 activations (a16w8)", f"the whole model on {wide.name}",
-                        lambda: output_snr(model, wide, make_options(opts.lut_fusion, opts.explicit_layout,
-                                                                     opts.allow_float, opts.linear_mode),
-                                           calibration, sample, work / "a16w8"), base))
+                        lambda: output_snr(model, wide, rebuilt_options(opts), calibration, sample, work / "a16w8"),
+                        base))
     else:
         out.append(Remedy("int16 activations (a16w8)", "-", None,
                           note=f"{target.name} has no a16w8 variant" + (
@@ -194,7 +201,7 @@ def suggest(model: LoadedModel, target: Target, options: Any, calibration: list[
 
     if module:
         record: list[str] = []
-        flt = make_options(opts.lut_fusion, opts.explicit_layout, True, opts.linear_mode)
+        flt = rebuilt_options(opts, allow_float=True)
         flt.quantizer_hooks.append(keep_module_float(module, record))
         rem = _try("the layer in float", f"module {module} unquantized (--allow-float)",
                    lambda: output_snr(model, target, flt, calibration, sample, work / "float_layer"), base)
@@ -215,10 +222,8 @@ def _layer_a16w8(model: LoadedModel, target: Target, opts: Any, calibration: lis
         return Remedy(name, "-", None, note="Cortex-M kernels are int8: no per-layer int16 on the CPU")
     if not module:
         return Remedy(name, "-", None, note="the worst layer belongs to no submodule")
-    from emlkit.compile import make_options
-
     record: list[str] = []
-    wide = make_options(opts.lut_fusion, opts.explicit_layout, opts.allow_float, opts.linear_mode)
+    wide = rebuilt_options(opts)
     wide.quantizer_hooks.append(module_in_a16w8(module, record))
     rem = _try(name, f"module {module} with int16 activations, the rest int8",
                lambda: output_snr(model, target, wide, calibration, sample, work / "layer_a16w8"), base)
