@@ -1,9 +1,11 @@
-"""Run the cycle model's microbenchmarks on every core and write docs/cycle-model.md (no dates: the page changes
-only when the model, the benchmarks or the toolchain do).
+"""Run the cycle model's microbenchmarks on every core and write docs/cycle-model.md and the README's per-core
+validation summary (between its cycle-validation markers; no dates: both change only when the model, the
+benchmarks or the toolchain do).
 
     .venv/bin/python scripts/cycle_validation.py [--check]
 
---check: exit 1 when docs/cycle-model.md differs from what the benchmarks give now (tests/test_cycles.py).
+--check: exit 1 when docs/cycle-model.md or the README's summary differs from what the benchmarks give now
+(tests/test_cycles.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from emlkit.cycle_bench import BENCH_BOARDS, BENCHES, BenchResult, run_bench
 from emlkit.cycles import CORES, CoreModel
 
 log = logging.getLogger("cycle_validation")
-DOC = Path(__file__).resolve().parents[1] / "docs" / "cycle-model.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "cycle-model.md"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- cycle-validation:begin -->", "<!-- cycle-validation:end -->"
 
 
 def _num(x: float) -> str:
@@ -74,19 +79,48 @@ def render(rows: list[BenchResult]) -> str:
     return "\n".join(out)
 
 
+def summary(rows: list[BenchResult]) -> str:
+    """One row per core: how many documented microbenchmark counts the model reproduces, the largest error,
+    and how many benchmarks have no documented figure to check against."""
+    out = [BEGIN, "| core | documented counts reproduced | largest error | benchmarks without a documented count |",
+           "|---|---|---|---|"]
+    for core in CORES:
+        mine = [r for r in rows if r.core == core]
+        checked = [r for r in mine if r.error is not None]
+        ok = sum(1 for r in checked if r.error == 0)
+        worst = f"{100 * max(r.error for r in checked):.1f}%" if checked else "-"
+        out.append(f"| {core} | {ok} of {len(checked)} | {worst} | {len(mine) - len(checked)} |")
+    return "\n".join([*out, END])
+
+
+def readme_with(block: str) -> str | None:
+    """README.md with its summary block replaced by BLOCK; None when the markers are missing."""
+    text = README.read_text()
+    a, b = text.find(BEGIN), text.find(END)
+    if a < 0 or b < a:
+        return None
+    return text[:a] + block + text[b + len(END):]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare with docs/cycle-model.md instead of writing it")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    text = render(results())
+    rows = results()
+    text, readme = render(rows), readme_with(summary(rows))
+    if readme is None:
+        log.error("error: %s has no %s ... %s block: add the two marker lines where the summary goes", README,
+                  BEGIN, END)
+        return 1
     if args.check:
-        if not DOC.is_file() or DOC.read_text() != text:
-            log.error("error: %s is out of date: run .venv/bin/python scripts/cycle_validation.py", DOC)
-            return 1
-        return 0
+        stale = [p for p, want in ((DOC, text), (README, readme)) if not p.is_file() or p.read_text() != want]
+        for p in stale:
+            log.error("error: %s is out of date: run .venv/bin/python scripts/cycle_validation.py", p)
+        return 1 if stale else 0
     DOC.write_text(text)
-    log.info("wrote %s", DOC)
+    README.write_text(readme)
+    log.info("wrote %s and the summary in %s", DOC, README)
     return 0
 
 
