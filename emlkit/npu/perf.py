@@ -275,3 +275,14 @@ def estimates_beside(bpte: Path | bytes) -> dict[str, dict[int, int]]:
     except (OSError, ValueError):
         return {}
     return cycles_by_stream(data) if isinstance(data, dict) else {}
+
+
+def delegates_beside(path: Path) -> list[dict[str, Any]]:
+    """The npu_estimates delegates of the compile report beside `path` (an .etrecord or .bpte), in program order;
+    empty without one."""
+    try:
+        data = json.loads(Path(path).with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return []
+    est = data.get("npu_estimates") if isinstance(data, dict) else None
+    return list((est or {}).get("delegates") or [])
