@@ -117,7 +117,20 @@ def test_pmu_counts_what_the_driver_enables(npu: str, base: int) -> None:
     assert m.read(base + PMCCNTR) == 0 and m.read(base + PMCCNTR_HI) == 0
 
 
-@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+NPU_TARGETS = ["ethos-u55-128", "ethos-u55-128-a16w8", "ethos-u55-32", "ethos-u55-64", "ethos-u55-256", "ethos-u65-256",
+               "ethos-u65-512", "ethos-u85-256", "ethos-u85-256-a16w8", "ethos-u85-128", "ethos-u85-512",
+               "ethos-u85-1024", "ethos-u85-2048"]
+
+
+def test_every_npu_target_is_covered() -> None:
+    from emlkit.targets import TARGETS
+
+    assert sorted(NPU_TARGETS) == sorted(t for t, v in TARGETS.items() if v.npu)
+
+
+# every configuration in the slow pass; one U55 and one U85 in the quick one
+@pytest.mark.parametrize("target", [t if t in ("ethos-u55-128", "ethos-u85-256") else pytest.param(t, marks=pytest.mark.slow)
+                                    for t in NPU_TARGETS])
 def test_compile_report_estimates_match_vela(compiled, target: str) -> None:
     """Every command the functional model runs has an estimate, and they sum to Vela's total estimate."""
     from emlkit.npu.blob import parse_blob
@@ -134,6 +147,6 @@ def test_compile_report_estimates_match_vela(compiled, target: str) -> None:
     assert d["cycles"] == res.report["vela"]["total_cycles_estimate"]
     (blob,) = program_parts(res)[0]
     vb = parse_blob(blob)
-    arch = "u85" if "u85" in target else "u55"
+    arch = "u85" if target.startswith("ethos-u85") else "u55"
     assert [c[0] for c in d["commands"]] == [c.offset for c in executed(decode(vb.commands, 0, arch))]
     assert d["stream_sha256"] == stream_key(vb.commands.astype("<u4").tobytes())
