@@ -150,3 +150,16 @@ def test_compile_report_estimates_match_vela(compiled, target: str) -> None:
     arch = "u85" if target.startswith("ethos-u85") else "u55"
     assert [c[0] for c in d["commands"]] == [c.offset for c in executed(decode(vb.commands, 0, arch))]
     assert d["stream_sha256"] == stream_key(vb.commands.astype("<u4").tobytes())
+
+
+def test_suite_row_keeps_the_estimate_apart_from_real_pmu_counts(compiled) -> None:
+    """Under QEMU the co-simulated PMU's count is an estimate: its own field, never the FVP/board PMU column."""
+    from conftest import CACHE
+
+    from emlkit.suite import Case, _cells, run_case
+
+    res = compiled("conv_relu", "ethos-u55-128")
+    row = run_case(Case("conv_relu", "ethos-u55-128", "corstone-300", "qemu"), str(CACHE), 120)
+    assert row.status == "PASS", row.reason
+    assert row.npu_pmu_cycles is None and row.npu_pmu_label == "" and _cells(row)[11] == "-"
+    assert row.npu_pmu_cycles_estimate == 2 * res.report["vela"]["total_cycles_estimate"]  # warm-up + measured
