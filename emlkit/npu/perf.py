@@ -196,13 +196,15 @@ def estimate_stream(commands: list[Command], perf: VelaPerf) -> StreamEstimate:
     first = next((perf.queue[c.offset] for c in run if c.offset in perf.queue), None)
     if first is None:
         raise NpuError("no command of the stream is in Vela's queue table: the debug database is not this stream's")
+    last = current if current is not None else first
     for c in run:  # leading unqueued commands belong to the first operation, trailing DMAs to the last one
-        owner.setdefault(c.offset, first if current is None or c.offset < min(perf.queue) else current)
+        owner.setdefault(c.offset, first if c.offset < min(perf.queue) else last)
+
     # A fused or chained operation (Vela's group table: U85 chaining) is timed with its group's leader, whose
     # op_cycles hold the group's time: the group's cycles are split over all its commands.
     def unit(op_id: int) -> int:
         leader = perf.groups.get(op_id)
-        return leader if leader in perf.ops else op_id
+        return leader if leader is not None and leader in perf.ops else op_id
 
     for op_id in owner.values():
         if op_id not in perf.ops:
