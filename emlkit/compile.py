@@ -109,6 +109,28 @@ def _vela_summary(lowered: Lowered) -> dict[str, Any] | None:
     }
 
 
+def _npu_estimates(lowered: Lowered, target: Target) -> dict[str, Any] | None:
+    """Every NPU command's estimated cycles (emlkit/npu/perf.py), per delegate; None on the CPU. A delegate whose
+    estimates cannot be made is left out with a warning: the co-simulated PMU then reads 0 for it."""
+    parts = delegate_partitions(lowered, target)
+    if not parts:
+        return None
+    from emlkit.npu.errors import NpuError
+    from emlkit.npu.perf import delegate_estimate, report_entry
+
+    arch = "u85" if (target.npu or "").startswith("ethos-u85") else "u55"
+    delegates = {}
+    for name, part in parts.items():
+        if not part.debug_db:
+            log.warning("warning: Vela wrote no debug database for %s: no per-command NPU estimates", name)
+            continue
+        try:
+            delegates[name] = delegate_estimate(part.blob, part.debug_db, arch)
+        except NpuError as err:
+            log.warning("warning: no per-command NPU estimates for %s: %s", name, err)
+    return report_entry(delegates)
+
+
 def _tosa_agreement(lowered: Lowered, tosa_out: list[torch.Tensor], qparams: list[Any]) -> dict[str, Any]:
     """How far the program run with delegates on tosa_reference_model is from the fake-quantized torch model.
 
@@ -352,6 +374,9 @@ def _report(model: LoadedModel, target: Target, key: str, compile_s: float, floa
     if ref.npu_check is not None:
         report["npu_check"] = {"reference": "Vela's command streams on the NPU functional model vs "
                                             "tosa_reference_model, same inputs", "delegates": ref.npu_check}
+    estimates = _npu_estimates(lowered, target)
+    if estimates is not None:
+        report["npu_estimates"] = estimates
     if ref.tosa_graphs and lowered.quantized is not None:
         report["tosa_check"] = _tosa_agreement(lowered, ref.device_out, report["output_qparams"])
         _refuse_wrong_lowering(report["tosa_check"], target)

@@ -202,11 +202,14 @@ def cmd_inspect(req: InspectRequest) -> int:
         Path(req.json).write_text(json.dumps([p.to_json() for p in profiles], indent=2) + "\n")
         log.info("wrote %s", req.json)
     if req.trace:
+        from emlkit.npu.perf import delegates_beside
         from emlkit.trace import write_trace
 
         nodes = {r.instruction: {"nodes": r.nodes, "source": r.source} for r in profiles[0].rows
                  if r.instruction is not None and (r.nodes or r.source)}
-        write_trace(dumps[0], Path(req.trace), req.trace_run, nodes)
+        # The per-command NPU estimates sit in the compile report beside the ETRecord (NAME_TARGET.json).
+        npu = delegates_beside(rec) if rec is not None else []
+        write_trace(dumps[0], Path(req.trace), req.trace_run, nodes, npu)
         log.info("wrote %s (run %d of the %s)", req.trace, req.trace_run,
                  "ETDump" if len(dumps) == 1 else f"first of {len(dumps)} ETDumps")
     return 0

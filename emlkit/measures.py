@@ -5,7 +5,8 @@ The toolkit reports five kinds of count that must never be mixed up:
   instruction, MVE included); not cycles.
 - DWT cycles: the Cortex-M cycle counter, on an FVP or a board.
 - NPU PMU cycles: the Ethos-U's own cycle counter, from an FVP's NPU model or a
-  real NPU (QEMU's co-simulated NPU has no timing: it reports none).
+  real NPU. QEMU's co-simulated NPU has no timing: its PMU counts each command's share
+  of Vela's per-operation estimate (emlkit/npu/perf.py), always labelled an estimate.
 - Vela's NPU-only estimate (`cycles_npu`): the NPU's own cycles as Vela models them.
 - Vela's total estimate (`cycles_total`): the NPU plus the memory transfers Vela
   expects to stall it; on the zoo it is up to 6.8x the NPU-only figure.
@@ -20,6 +21,7 @@ DWT_CYCLES = "cycles (DWT, FVP or board)"
 HOST_NS = "host ns (wall clock)"
 NPU_PMU_FVP = "NPU cycles (FVP NPU model PMU)"
 NPU_PMU_BOARD = "NPU cycles (board NPU PMU)"
+NPU_PMU_ESTIMATE = "NPU cycles (estimate, Vela per-op model)"
 VELA_NPU_ONLY = "NPU cycles (Vela estimate, NPU only)"
 VELA_TOTAL = "cycles (Vela estimate, total)"
 
@@ -40,4 +42,5 @@ def cpu_count_label(unit: str | None, sim: str | None = None) -> str:
 
 
 def npu_pmu_label(sim: str | None) -> str:
-    return NPU_PMU_FVP if sim == "fvp" else NPU_PMU_BOARD
+    """What the firmware's NPU PMU count is where it ran: QEMU's co-simulated NPU counts an estimate."""
+    return {"fvp": NPU_PMU_FVP, "qemu": NPU_PMU_ESTIMATE}.get(sim or "", NPU_PMU_BOARD)

@@ -153,8 +153,9 @@ def _summary_rows(o: RunOutcome) -> list[tuple[str, str]]:
     npu = (r.raw or {}).get("npu") if r is not None else None
     if npu:
         rows.append(("NPU (device)", f"{npu.get('config')} ID {npu.get('id')}, {npu.get('invocations')} inferences"))
-        if npu.get("pmu_cycles"):  # 0 where nothing times the NPU (QEMU's co-simulation)
-            rows.append((npu_pmu_label(o.sim), f"{npu['pmu_cycles']:,}"))
+        if npu.get("pmu_cycles"):  # 0 where nothing counts (a co-simulated program without Vela's estimates)
+            per = f" ({npu['pmu_cycles'] // npu['invocations']:,} per inference)" if npu.get("invocations") else ""
+            rows.append((npu_pmu_label(o.sim), f"{npu['pmu_cycles']:,}{per}"))
     if r is not None and (r.raw or {}).get("delegate_bytes"):
         rows.append(("delegate bytes (NPU scratch)", f"{r.raw['delegate_bytes']:,}"))
     if r is not None and r.stack_bytes:

@@ -49,3 +49,9 @@ def test_each_partition_has_its_own_graph_blob_and_estimates(tmp_path: Path) -> 
     assert parts[0].tosa != parts[1].tosa
     assert parts[0].summary["nn_macs"] != parts[1].summary["nn_macs"]
     assert not (tmp_path / "vela" / "output_tag7_stale.tosa").exists()
+    # Each partition's per-command NPU estimates come from its own Vela debug database (one recompiled).
+    from emlkit.npu.perf import delegate_estimate
+
+    for p in parts:
+        est = delegate_estimate(p.blob, p.debug_db, "u55")
+        assert est["cycles"] == int(p.summary["cycles_total"]) and est["unplaced"] == []

@@ -212,6 +212,8 @@ def test_firmware_runs_zoo_bit_exact(compiled, model: str, target: str) -> None:
     ops = {p["op"]: p for p in raw["per_op"]}
     assert ops["delegate:EthosUBackend"]["calls"] >= 1
     assert r.npu is not None and all(j.result == "ok" for j in r.npu.jobs)
+    per_inference = sum(d["cycles"] for d in res.report["npu_estimates"]["delegates"])
+    assert raw["npu"]["pmu_cycles"] == raw["npu"]["invocations"] * per_inference > 0
 
 
 def test_firmware_runs_u85_resize(compiled) -> None:
@@ -236,6 +238,22 @@ def test_firmware_counts_repeat_exactly(compiled) -> None:
     assert a.run.total == b.run.total and a.run.per_op == b.run.per_op
     ops = {p.op: p.count for p in a.run.per_op}
     assert 0 < ops["delegate:EthosUBackend"] < 20_000  # copies + register accesses, no NPU time
+    # The co-simulated PMU counts the compile report's per-command estimates: Vela's total per inference.
+    per_inference = sum(d["cycles"] for d in res.report["npu_estimates"]["delegates"])
+    assert per_inference == res.report["vela"]["total_cycles_estimate"] > 0
+    for r in (a, b):
+        npu = r.run.raw["npu"]
+        assert npu["pmu_cycles"] == npu["invocations"] * per_inference == r.run.npu_pmu_cycles
+        assert npu["pmu_events"][0] == npu["pmu_cycles"] and npu["pmu_events"][1:] == [0, 0, 0]  # NPU active only
+        assert all(j.estimated_cycles == per_inference for j in r.npu.jobs)
+
+
+def test_no_estimates_means_the_pmu_reads_0(compiled) -> None:
+    """A program given as bytes has no compile report beside it: no estimates, and the PMU says nothing."""
+    res = compiled("conv_relu", "ethos-u55-128")
+    r = _run(res.bpte.read_bytes(), "corstone-300")
+    assert r.status == "pass" and r.run.raw["npu"]["pmu_cycles"] == 0 and r.run.npu_pmu_cycles is None
+    assert all(j.estimated_cycles is None for j in r.npu.jobs)
 
 
 def _error(r: Any) -> tuple[str, str]:

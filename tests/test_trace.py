@@ -4,6 +4,7 @@ CPU and NPU tracks are named, and the events' durations are the firmware's own c
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from emlkit.errors import AotError
-from emlkit.trace import CPU_TID, NPU_TID, trace_events
+from emlkit.trace import CPU_TID, NPU_TID, npu_command_spans, trace_events
 
 
 def _tracks(trace: dict) -> dict[int, str]:
@@ -49,17 +50,45 @@ def test_a_host_run_as_a_trace(tmp_path: Path, compiled) -> None:
 
 
 @pytest.mark.slow
-def test_an_ethos_u_run_has_its_npu_track(tmp_path: Path, compiled) -> None:
-    cres = compiled("conv_relu", "ethos-u55-128")
-    etdp = tmp_path / "u55.etdp"
-    r = subprocess.run([sys.executable, "-m", "emlkit", "run", "conv_relu", "--target", "ethos-u55-128", "-o",
-                        str(cres.pte.parent), "--etdump", str(etdp)], capture_output=True, text=True, timeout=900)
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_an_ethos_u_run_has_its_npu_track(tmp_path: Path, compiled, target: str) -> None:
+    """`run --etdump` then `inspect --trace`: the delegate call on both tracks, and inside it on the NPU track one
+    span per command the NPU ran, in proportion to the compile report's estimates."""
+    cres = compiled("conv_relu", target)
+    etdp, out = tmp_path / "npu.etdp", tmp_path / "trace.json"
+    r = subprocess.run([sys.executable, "-m", "emlkit", "run", "conv_relu", "--target", target, "-o",
+                        str(cres.pte.parent), "--etdump", str(etdp)], capture_output=True, text=True, timeout=900,
+                       env={**os.environ, "COLUMNS": "200"})  # the summary table's labels unwrapped
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    trace = trace_events(etdp.read_bytes())
+    assert "NPU cycles (estimate, Vela per-op model)" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "emlkit", "inspect", "--etdump", str(etdp), "--etrecord",
+                        str(cres.pte.with_suffix(".etrecord")), "--trace", str(out)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    trace = json.loads(out.read_text())
+    assert _tracks(trace) == {CPU_TID: "CPU", NPU_TID: "NPU"} and trace["otherData"]["unit"] == "instructions"
     (cpu_side,) = _spans(trace, CPU_TID, "delegate")
-    (npu,) = _spans(trace, NPU_TID)
+    (npu,) = _spans(trace, NPU_TID, "npu")
     assert npu["dur"] > 0 and (npu["ts"], npu["dur"]) == (cpu_side["ts"], cpu_side["dur"])
-    assert trace["otherData"]["unit"] == "instructions"
+    cmds = _spans(trace, NPU_TID, "npu-command")
+    (est,) = cres.report["npu_estimates"]["delegates"]
+    assert len(cmds) == len(est["commands"]) == cres.report["npu_check"]["delegates"][0]["commands"]
+    assert all(e["dur"] > 0 and npu["ts"] <= e["ts"] and e["ts"] + e["dur"] <= npu["ts"] + npu["dur"] + 1e-9
+               for e in cmds)
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-9 for a, b in zip(cmds, cmds[1:]))  # in stream order, no overlap
+    assert abs(sum(e["dur"] for e in cmds) - npu["dur"]) < 1e-6
+    assert [e["args"]["estimated_cycles"] for e in cmds] == [c[3] for c in est["commands"]]
+    assert all("estimate" in e["args"]["estimate"] for e in cmds)
+    assert "estimate" in trace["otherData"]["npu_commands"]
+
+
+def test_npu_command_spans_are_proportional_and_nested() -> None:
+    delegate = {"commands": [[0, "DMA", "a", 1], [8, "CONV", "a", 299], [16, "CONV", "b", 700]]}
+    spans = npu_command_spans(100, 50, delegate, 3)
+    assert [s["name"] for s in spans] == ["DMA a", "CONV a", "CONV b"]
+    assert [round(s["dur"], 9) for s in spans] == [0.05, 14.95, 35.0]
+    assert spans[0]["ts"] == 100 and spans[-1]["ts"] + spans[-1]["dur"] == 150
+    assert all(s["tid"] == NPU_TID and s["cat"] == "npu-command" and s["args"]["instruction"] == 3 for s in spans)
 
 
 def test_bad_etdumps_are_one_line() -> None:

@@ -19,8 +19,11 @@ ignored) and has no Ethos-U. This harness plays the NPU through QEMU's gdbstub:
   Trigger Interrupt Register with the NPU's line number, and resumes. QEMU then takes the interrupt
   through its real exception logic. That is the one instruction the co-simulation adds per inference.
 * With `-icount shift=0` QEMU's clock stands still while the guest is halted, so CPU instruction counts
-  are those of the firmware alone; the NPU's own time is not simulated (NPU cycles come from Vela's
-  estimate, labelled as such). The co-simulated PMU counts nothing (it reads 0).
+  are those of the firmware alone; the NPU's own time is not simulated. Its PMU counts an estimate instead:
+  as the functional model executes each command, the cycle counter (and the NPU_ACTIVE event) advances by
+  that command's share of Vela's per-operation estimate (emlkit/npu/perf.py, from the compile report,
+  recognised by the stream's SHA-256). A stream without estimates counts nothing (the PMU reads 0); the
+  other events (MAC active, AXI beats) are not modelled and read 0.
 
 Faults can be injected for tests: "hang" (the job never completes, no interrupt), "drop-irq" (the job
 completes but the interrupt is never raised) and "bus-error" (the NPU reports a bus abort on the IFM).
@@ -54,6 +57,10 @@ FAULTS = ("hang", "drop-irq", "bus-error")
 ID, STATUS, CMD, RESET, QBASE, QBASE_HI, QREAD, QCONFIG, QSIZE, PROT, CONFIG = (
     0x00, 0x04, 0x08, 0x0C, 0x10, 0x14, 0x18, 0x1C, 0x20, 0x24, 0x28)
 BASEP = 0x80
+# PMU registers from the PMU block's base (firmware/npu/ethosu_regs.h); the U85's block sits at +0x1000.
+PMCR, PMCNTENSET, PMCNTENCLR, PMCCNTR, PMCCNTR_HI, PMEVCNTR, PMEVTYPER = 0x180, 0x184, 0x188, 0x1A0, 0x1A4, 0x300, 0x380
+PMU_EVENTS = 8
+PMU_EVENT_NPU_ACTIVE = 35
 ST_RUNNING, ST_IRQ, ST_BUS, ST_PARSE, ST_END = 1 << 0, 1 << 1, 1 << 2, 1 << 4, 1 << 5
 
 # (ID register, CONFIG fields) of the NPUs the harness plays; ID values are each product's architecture
@@ -227,6 +234,7 @@ class Job:
     seconds: float = 0.0
     result: str = "ok"           # ok, bus-error, parse-error, hang, dropped-irq
     detail: str = ""
+    estimated_cycles: int | None = None  # Vela per-op model's cycles for the stream; None without estimates
 
 
 @dataclass
@@ -237,6 +245,51 @@ class NpuModel:
     status: int = 0
     jobs: list[Job] = field(default_factory=list)
     unsupported: str | None = None  # a feature the functional model lacks: the run cannot be judged
+    estimates: dict[str, dict[int, int]] = field(default_factory=dict)  # stream SHA-256 -> {offset: cycles}
+    pmu_cycles: int = 0
+    pmu_events: list[int] = field(default_factory=lambda: [0] * PMU_EVENTS)
+
+    @property
+    def pmu_base(self) -> int:
+        return 0x1000 if self.spec.arch == "u85" else 0
+
+    def _pmu_read(self, rel: int) -> int | None:
+        if rel == PMCCNTR:
+            return self.pmu_cycles & 0xFFFFFFFF
+        if rel == PMCCNTR_HI:
+            return (self.pmu_cycles >> 32) & 0xFFFF
+        if PMEVCNTR <= rel < PMEVCNTR + 4 * PMU_EVENTS:
+            return self.pmu_events[(rel - PMEVCNTR) // 4] & 0xFFFFFFFF
+        return None
+
+    def pmu_write(self, rel: int, value: int) -> bool:
+        """A write to the PMU block; False when `rel` is not a PMU register the model acts on."""
+        if rel == PMCR:
+            if value & 2:
+                self.pmu_events = [0] * PMU_EVENTS
+            if value & 4:
+                self.pmu_cycles = 0
+        elif rel == PMCNTENSET:
+            self.regs[self.pmu_base + PMCNTENSET] = self.regs.get(self.pmu_base + PMCNTENSET, 0) | value
+            return True
+        elif rel == PMCNTENCLR:
+            self.regs[self.pmu_base + PMCNTENSET] = self.regs.get(self.pmu_base + PMCNTENSET, 0) & ~value
+            return True
+        else:
+            return False
+        self.regs[self.pmu_base + rel] = value & 1  # the reset bits read back as 0
+        return True
+
+    def count(self, cycles: int) -> None:
+        """The PMU's counters over `cycles` estimated cycles of NPU activity, as far as they are enabled."""
+        if not self.regs.get(self.pmu_base + PMCR, 0) & 1:
+            return
+        enabled = self.regs.get(self.pmu_base + PMCNTENSET, 0)
+        if enabled & (1 << 31):
+            self.pmu_cycles = (self.pmu_cycles + cycles) & ((1 << 48) - 1)
+        for i in range(PMU_EVENTS):
+            if enabled & (1 << i) and self.regs.get(self.pmu_base + PMEVTYPER + 4 * i, 0) == PMU_EVENT_NPU_ACTIVE:
+                self.pmu_events[i] += cycles
 
     def read(self, off: int) -> int:
         if off == ID:
@@ -247,13 +300,15 @@ class NpuModel:
             return self.status
         if off == CMD:
             return self.regs.get(CMD, 0) & 0xC
-        if 0x1A0 <= off % 0x1000 < 0x1A8 or 0x300 <= off % 0x1000 < 0x320:
-            return 0  # PMU cycle and event counters: this NPU model keeps no time
+        pmu = self._pmu_read(off - self.pmu_base)
+        if pmu is not None:
+            return pmu
         return self.regs.get(off, 0)
 
     def reset(self, value: int) -> None:
         self.regs = {PROT: value & 3}
         self.status = 0
+        self.pmu_cycles, self.pmu_events = 0, [0] * PMU_EVENTS
 
     def base(self, r: int) -> int:
         return self.regs.get(BASEP + 8 * r, 0) | (self.regs.get(BASEP + 8 * r + 4, 0) << 32)
@@ -279,6 +334,7 @@ def _machine(spec: NpuSpec, regions: dict[int, GuestRegion]) -> Any:
 def run_job(npu: NpuModel, mem: GuestMemory) -> Job:
     """Execute the command stream at QBASE on the functional model; sets STATUS as the NPU would."""
     from emlkit.npu.commands import decode
+    from emlkit.npu.perf import stream_key
 
     job = Job()
     t0 = time.monotonic()
@@ -302,7 +358,18 @@ def run_job(npu: NpuModel, mem: GuestMemory) -> Job:
         job.commands = len(cmds)
         regions = {r: GuestRegion(mem, npu.base(r)) for r in range(8)}
         m = _machine(npu.spec, regions)
-        m.run(cmds)
+        est = npu.estimates.get(stream_key(raw.tobytes()))
+        if est is None:
+            m.run(cmds)
+        else:
+            job.estimated_cycles = 0
+
+            def on_op(entry: Any) -> None:  # the PMU advances as each command completes
+                n = est.get(entry.offset, 0)
+                job.estimated_cycles = (job.estimated_cycles or 0) + n
+                npu.count(n)
+
+            m.run(cmds, on_op)
         job.operations = len(m.trace)
         mem.flush()
         npu.status = ST_END | ST_IRQ
@@ -424,6 +491,8 @@ class _Session:
             log.debug("NPU write %#06x <- %#010x", off, value)
         if off == RESET:
             npu.reset(value)
+        elif npu.pmu_write(off - npu.pmu_base, value):
+            pass
         elif off == CMD:
             npu.regs[CMD] = value & 0xC
             if value & 2:
@@ -443,8 +512,10 @@ class _Session:
 
 
 def run_cosim(cmd: list[str], elf: Path, workdir: Path, spec: NpuSpec, npu_base: int, irq: int,
-              reachable: list[tuple[int, int, str]], timeout: float, fault: str | None = None) -> CosimResult:
-    """Run QEMU (`cmd`, without -gdb/-S) with the NPU co-simulated; returns the console and what the NPU did."""
+              reachable: list[tuple[int, int, str]], timeout: float, fault: str | None = None,
+              estimates: dict[str, dict[int, int]] | None = None) -> CosimResult:
+    """Run QEMU (`cmd`, without -gdb/-S) with the NPU co-simulated; returns the console and what the NPU did.
+    `estimates` (emlkit.npu.perf.cycles_by_stream) drive the PMU; without them it reads 0."""
     if fault is not None and fault not in FAULTS:
         raise ValueError(f"unknown NPU fault '{fault}': use one of {', '.join(FAULTS)}")
     syms = _symbols(elf)
@@ -454,7 +525,7 @@ def run_cosim(cmd: list[str], elf: Path, workdir: Path, spec: NpuSpec, npu_base:
     console_path = workdir / "console.txt"
     full = [*cmd, "-chardev", f"socket,id=npugdb,path={sock},server=on,wait=off", "-gdb", "chardev:npugdb", "-S"]
     t0 = time.monotonic()
-    npu = NpuModel(spec, fault)
+    npu = NpuModel(spec, fault, estimates=dict(estimates or {}))
     session: _Session | None = None
     timed_out = False
     with open(console_path, "wb") as console:

@@ -48,7 +48,8 @@ class RunResult:
     runtime_bytes: int | None = None
     error: str | None = None
     code: str | None = None               # the firmware's status name with an error ("npu_timeout", ...)
-    npu_pmu_cycles: int | None = None     # the NPU's own PMU cycle counter (FVP, hardware); None when absent or 0
+    npu_pmu_cycles: int | None = None     # the NPU's PMU cycle counter (FVP, hardware; under QEMU the co-simulated
+                                          # NPU's Vela per-op estimate, emlkit/measures.py); None when absent or 0
     console: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
 

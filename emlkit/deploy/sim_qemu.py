@@ -272,7 +272,9 @@ def run_qemu(bpte: Path | bytes, board: str | Board = "corstone-300", npu_fault:
         cmd = qemu_command(b, Path(elf).resolve(), model_bin.resolve())
         wanted = o["npu"] or program_npu(data)
         if wanted is not None and b.npu is not None:
-            return finish(_run_cosim(b, Path(elf), wd, cmd, wanted, npu_fault, timeout), workdir)
+            from emlkit.npu.perf import estimates_beside
+
+            return finish(_run_cosim(b, Path(elf), wd, cmd, wanted, npu_fault, timeout, estimates_beside(bpte)), workdir)
         console, code, timed_out, secs = run_command(cmd, wd, timeout)
         status, parsed = classify(console, code, timed_out)
         res = finish(SimResult(status, code, console, parsed, secs, wd, _collect_outputs(wd), cmd), workdir)
@@ -302,7 +304,7 @@ class QemuSimulator:
 
 
 def _run_cosim(b: Board, elf: Path, workdir: Path, cmd: list[str], npu: str, fault: str | None,
-               timeout: float) -> SimResult:
+               timeout: float, estimates: dict[str, dict[int, int]] | None = None) -> SimResult:
     from emlkit.deploy.npu_cosim import CosimError, NpuSpec, run_cosim
 
     assert b.npu is not None
@@ -315,7 +317,7 @@ def _run_cosim(b: Board, elf: Path, workdir: Path, cmd: list[str], npu: str, fau
                        f"pick a board with that NPU (see boards/*/board.toml [npu].products)")
     reach = [(m.base, m.end, m.name) for m in b.memories if not b.npu.dma_regions or m.name in b.npu.dma_regions]
     try:
-        r = run_cosim(cmd, elf, workdir, spec, b.npu.base, b.npu.irq, reach, timeout, fault)
+        r = run_cosim(cmd, elf, workdir, spec, b.npu.base, b.npu.irq, reach, timeout, fault, estimates)
     except CosimError as err:
         return SimResult("skip", None, "", None, 0.0, workdir, [], cmd, npu_spec=spec.name, skip_reason=str(err))
     status, parsed = classify(r.console, r.exit_code, r.timed_out)

@@ -34,8 +34,10 @@ from emlkit.targets import Target
 
 log = logging.getLogger(__name__)
 
-# Vela writes its summary CSV (cycles, SRAM, flash) without verbose flags; they only add stdout noise.
-VELA_FLAGS: list[str] = []
+# Vela writes its summary CSV (cycles, SRAM, flash) without verbose flags; they only add stdout noise. Its debug
+# database (<name>_debug.xml, no stdout) holds the per-operation estimates and the command offsets of each operation
+# that the per-command NPU estimates come from (emlkit/npu/perf.py); it does not change the command stream.
+VELA_FLAGS: list[str] = ["--enable-debug-db"]
 
 
 # Ops whose Ethos-U85 command streams use features our functional NPU model (emlkit/npu/) and the firmware's
@@ -71,6 +73,7 @@ class VelaPartition:
     tosa: bytes
     summary: dict[str, str]
     blob: bytes
+    debug_db: str = ""   # Vela's debug database (XML): per-operation estimates and their command offsets
 
 
 def _raised_in_vela(exc: BaseException) -> bool:
@@ -100,10 +103,18 @@ def _vela_summary_csv(outdir: str) -> dict[str, str]:
     return summary
 
 
+def _vela_debug_db(outdir: str) -> str:
+    for path in glob.glob(os.path.join(outdir, "*_debug.xml")):
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    return ""
+
+
 def _clear_artefacts(workdir: str) -> None:
     """Outputs of an earlier compile in a reused intermediates folder would pass for this one's."""
     for path in [*glob.glob(os.path.join(workdir, "output_*.tosa")), os.path.join(workdir, "out.tosa"),
-                 *glob.glob(os.path.join(workdir, "output", "*_summary_*.csv"))]:
+                 *glob.glob(os.path.join(workdir, "output", "*_summary_*.csv")),
+                 *glob.glob(os.path.join(workdir, "output", "*_debug.xml"))]:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
 
@@ -133,24 +144,25 @@ def vela_partitions(edge: Any, workdir: str, target: Target) -> list[VelaPartiti
         tag = next(iter(tags)) if len(tags) == 1 else None
         if tag in dumps and dumps[tag] == last_tosa:
             tosa, summary = last_tosa, _vela_summary_csv(os.path.join(workdir, "output"))
+            debug_db = _vela_debug_db(os.path.join(workdir, "output"))
         else:
             # ExecuTorch names a dump by the first tag its Arm passes left in the graph, which may be none
             # (output_<spec>.tosa) or a neighbour's: try the tagged dump first, then every other one, and keep
             # the graph Vela compiles to this delegate's blob.
             ordered = ([dumps[tag]] if tag in dumps else []) + [d for d in [*dumps.values(), last_tosa]
                                                                   if d and d not in used]
-            found = next(((t, summ) for t in dict.fromkeys(ordered) if (summ := _recompiled(t, blob, target))), None)
+            found = next(((t, again) for t in dict.fromkeys(ordered) if (again := _recompiled(t, blob, target))), None)
             if found is None:
                 raise AotError(f"internal: no dumped TOSA graph compiles to delegate {name}'s blob (tags "
                                f"{sorted(tags)}, dumps {sorted(dumps)})", EXIT_INTERNAL)
-            tosa, summary = found
+            tosa, (summary, debug_db) = found
         used.add(tosa)
-        parts.append(VelaPartition(tosa, summary, blob))
+        parts.append(VelaPartition(tosa, summary, blob, debug_db))
     return parts
 
 
-def _recompiled(tosa: bytes, blob: bytes, target: Target) -> dict[str, str] | None:
-    """Vela's summary for TOSA when Vela compiles it to BLOB (it is deterministic), else None."""
+def _recompiled(tosa: bytes, blob: bytes, target: Target) -> tuple[dict[str, str], str] | None:
+    """Vela's summary and debug database for TOSA when Vela compiles it to BLOB (it is deterministic), else None."""
     with tempfile.TemporaryDirectory(prefix="aot_vela_part_") as tmp:
         try:
             again = vela_compile(tosa, list(compile_spec(target, tmp).compiler_flags), intermediate_path=tmp)
@@ -158,7 +170,8 @@ def _recompiled(tosa: bytes, blob: bytes, target: Target) -> dict[str, str] | No
             return None
         if bytes(again.processed_bytes) != blob:
             return None
-        return _vela_summary_csv(os.path.join(tmp, "output")) or {"matched": "1"}
+        outdir = os.path.join(tmp, "output")
+        return _vela_summary_csv(outdir) or {"matched": "1"}, _vela_debug_db(outdir)
 
 
 def compile_spec(target: Target, workdir: str) -> EthosUCompileSpec:
