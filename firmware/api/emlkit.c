@@ -428,6 +428,11 @@ eml_status eml_run(eml_context *ctx) {
   return from_et(c, st, c->method.msg);
 }
 
+eml_status eml_reset_state(eml_context *ctx) {
+  READY(ctx, true);
+  return from_et(c, et_method_reset_state(&c->method), c->method.msg);
+}
+
 eml_status eml_output(const eml_context *ctx, uint32_t i, const void **data, size_t *nbytes) {
   READY(ctx, true);
   const et_value *v = et_method_output(&c->method, i);

@@ -214,6 +214,10 @@ eml_status eml_output_info(const eml_context *ctx, uint32_t i, eml_tensor_info *
  * stay valid through eml_run and be aligned to its element. */
 eml_status eml_set_input(eml_context *ctx, uint32_t i, const void *data, size_t nbytes);
 eml_status eml_run(eml_context *ctx);
+/* Zeroes the state a program keeps across eml_run calls (compiled with
+ * --streaming-state: each LSTM/GRU layer's h and c), as eml_load leaves it:
+ * the next run starts a new sequence. EML_OK also when the program has none. */
+eml_status eml_reset_state(eml_context *ctx);
 /* Output i of the last run, in place (valid until the next eml_run). */
 eml_status eml_output(const eml_context *ctx, uint32_t i, const void **data, size_t *nbytes);
 
