@@ -178,7 +178,8 @@ typedef struct {
 typedef struct {
   const char *name;     /* "cortex_m::quantized_conv2d" */
   const char *overload; /* "out" ("" when none) */
-  uint32_t state_bytes; /* runtime memory each call of it takes */
+  uint32_t state_bytes; /* runtime memory each call of it takes (0 also for a streaming LSTM/GRU, whose
+                         * state the call's arguments size: eml_plan's runtime_bytes counts it) */
 } eml_operator_info;
 
 /* Resets ctx and remembers cfg (the memories are not touched yet). With an
