@@ -91,7 +91,8 @@ def test_streaming_reference_equals_the_whole_sequence(tmp_path: Path) -> None:
     assert all(torch.equal(a, b) for r, g in zip(restart, got[:2]) for a, b in zip(r, g))
 
 
-def _device(tmp: Path, model, lowered, target: str, cases, board: str) -> None:
+def bundled(tmp: Path, model, lowered, target: str, cases) -> CompileResult:
+    """LOWERED's program with CASES (inputs, expected outputs) bundled, written to TMP."""
     program = to_executorch(lowered, get_target(target))
     stem = f"{model.name}_{target}"
     bundled = emit.bpte_bytes(emit.bundle(program, cases))
@@ -100,8 +101,16 @@ def _device(tmp: Path, model, lowered, target: str, cases, board: str) -> None:
     emit.write_pte(program, pte)
     emit.atomic_write(bpte, bundled)
     needs = verify.program_needs(program)
-    cres = CompileResult(model.name, get_target(target), pte, bpte, tmp / f"{stem}.json",
+    return CompileResult(model.name, get_target(target), pte, bpte, tmp / f"{stem}.json",
                          {"program_needs": needs.to_dict()})
+
+
+def streams(tmp: Path, target: str):
+    return _streams(tmp, target)
+
+
+def _device(tmp: Path, model, lowered, target: str, cases, board: str) -> None:
+    cres = bundled(tmp, model, lowered, target, cases)
     outcome = execute(cres, resolve_board(board), "qemu", 600, "mve" if target == "cortex-m55" else "portable", None)
     assert outcome.status == "PASS", (outcome.status, outcome.reason, outcome.result)
     res = outcome.result
@@ -128,3 +137,11 @@ def test_streaming_refuses_a_bidirectional_layer(tmp_path: Path) -> None:
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and "bidirectional GRU" in lines[0] and "bi.py:" in lines[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+def test_streaming_is_for_cortex_m_targets(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "emlkit", "compile", "conv_relu", "--target", "ethos-u55-128",
+                           "--streaming-state", "-o", str(tmp_path / "o")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "--streaming-state is for the Cortex-M targets" in lines[0], proc.stderr[-2000:]
