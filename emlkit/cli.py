@@ -33,6 +33,10 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
                    help="Cortex-M: quantize Linear weights per output channel as 1x1 convs "
                         "(all, the default: every layer, the NPU flow's accuracy; auto: only where it is cheap or "
                         "needed, i.e. >= 4 rows or feeding a matmul/table; off: none)")
+    p.add_argument("--streaming-state", action="store_true",
+                   help="Cortex-M: each LSTM/GRU layer keeps its h (and c) between executions instead of starting "
+                        "from zero (eml_reset_state zeroes it), so one frame per call equals one call over all "
+                        "frames; calibration samples run in order as one stream")
     p.add_argument("--board", default=None,
                    help="board to check the program's memory fit against / run on (default: the target's board; "
                         "host runs natively)")

@@ -377,6 +377,9 @@ def _bilinear_out_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, 
 #   tanh(c): v = sat16(c << (12 - K)) if K <= 12 else (c + 2^(K-13)) >> (K - 12); tc = lut(tanh table, v)
 #   h code = clamp(((o * tc) * M + 2^(T-1)) >> T) + zp_out, -128, 127), M / 2^T = 2^-30 / s_h.
 # The second output is the last cell state c (int16 [B, H], real c * 2^-K): the kernel's working state.
+# state_bytes: 0, or lstm_state_bytes(B, H) in a streaming program (--streaming-state): the call keeps its last h
+# codes and c in that many bytes of per-call runtime memory across executions and starts from them (from the zero
+# state after load or eml_reset_state). lstm_reference's h0/c0 give that initial state on the host.
 LSTM_GATE_FRAC = 12       # gate pre-activations in Q3.12: [-8, 8), where sigmoid and tanh are within 2^-11 of 0/1
 LSTM_TABLE_STEP = 7       # 2^7 input codes between table entries: 513 entries span the int16 range
 LSTM_TABLE_LEN = (1 << (16 - LSTM_TABLE_STEP)) + 1
@@ -385,10 +388,31 @@ LSTM_MAX_FEATURES = 1 << 14
 
 lib.define("lstm(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
            "int input_zero_point, int output_zero_point, int cell_frac_bits, int output_multiplier, "
-           "int output_shift) -> (Tensor, Tensor)")
+           "int output_shift, int state_bytes=0) -> (Tensor, Tensor)")
 lib.define("lstm.out(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
            "int input_zero_point, int output_zero_point, int cell_frac_bits, int output_multiplier, "
-           "int output_shift, *, Tensor(a!) out, Tensor(b!) cell) -> (Tensor(a!), Tensor(b!))")
+           "int output_shift, int state_bytes=0, *, Tensor(a!) out, Tensor(b!) cell) -> (Tensor(a!), Tensor(b!))")
+RNN_STATE_HEADER = 8      # the kept state's first word says whether it holds a state yet (zeroed: none)
+
+
+def lstm_state_bytes(batch: int, hid: int) -> int:
+    """A streaming emlkit::lstm call's state: the header, int16 c [B, H], int8 h codes [B, H]."""
+    return RNN_STATE_HEADER + 3 * batch * hid
+
+
+def gru_state_bytes(batch: int, hid: int) -> int:
+    """A streaming emlkit::gru call's state: the header and int8 h codes [B, H]."""
+    return RNN_STATE_HEADER + batch * hid
+
+
+def check_state_bytes(op: str, state_bytes: int, want: int, what: str) -> None:
+    """The firmware's prepare check of state_bytes, in its words (firmware/ops/emlkit_lstm_ops.c)."""
+    if state_bytes not in (0, want):
+        raise ValueError(f"{op}: state_bytes must be 0 or {what}")
+
+
+LSTM_STATE_WHAT = "8 + 3 * B * H (a streaming call's header, int16 c and int8 h codes)"
+GRU_STATE_WHAT = "8 + B * H (a streaming call's header and int8 h codes)"
 
 
 def lstm_tables() -> torch.Tensor:
@@ -443,18 +467,23 @@ def check_lstm_args(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bia
 def lstm_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor,
                    requant: torch.Tensor, tables: torch.Tensor, batch_first: int, input_zero_point: int,
                    output_zero_point: int, cell_frac_bits: int, output_multiplier: int,
-                   output_shift: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The op's definition (above), in int64."""
+                   output_shift: int, state_bytes: int = 0, h0: torch.Tensor | None = None,
+                   c0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The op's definition (above), in int64; from the initial state (h0 int8 codes [B, H], c0 int16 [B, H]) when
+    given, else from zero."""
     check_lstm_args(x, w_ih, w_hh, bias, requant, tables, cell_frac_bits, output_multiplier, output_shift)
     xs = (x if batch_first else x.transpose(0, 1)).to(torch.int64) - input_zero_point      # [B, T, I]
     b, steps = xs.shape[0], xs.shape[1]
     hid = w_hh.shape[1]
+    check_state_bytes("emlkit::lstm", state_bytes, lstm_state_bytes(b, hid), LSTM_STATE_WHAT)
     wi, wh, bias64 = w_ih.to(torch.int64), w_hh.to(torch.int64), bias.to(torch.int64)
     rq = requant.to(torch.int64)
     sig, tnh = tables[0].to(torch.int64), tables[1].to(torch.int64)
     k = cell_frac_bits
     h = torch.zeros(b, hid, dtype=torch.int64)          # h codes minus the output zero point
     c = torch.zeros(b, hid, dtype=torch.int64)
+    if h0 is not None and c0 is not None:
+        h, c = h0.to(torch.int64).reshape(b, hid) - output_zero_point, c0.to(torch.int64).reshape(b, hid)
     ys = []
     for t in range(steps):
         pre = _sat16(_rq(xs[:, t] @ wi.T, rq[:, 0], rq[:, 1]) + _rq(h @ wh.T, rq[:, 2], rq[:, 3]) + bias64)
@@ -474,7 +503,8 @@ def lstm_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias
 @register_fake("emlkit::lstm")
 def _lstm_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
                tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-               cell_frac_bits: int, output_multiplier: int, output_shift: int) -> tuple[torch.Tensor, torch.Tensor]:
+               cell_frac_bits: int, output_multiplier: int, output_shift: int,
+               state_bytes: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     hid = w_hh.shape[1]
     batch = x.shape[0] if batch_first else x.shape[1]
     return (x.new_empty((x.shape[0], x.shape[1], hid), dtype=torch.int8),
@@ -484,18 +514,19 @@ def _lstm_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: to
 @impl(lib, "lstm", "CompositeExplicitAutograd")
 def _lstm_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
                tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-               cell_frac_bits: int, output_multiplier: int, output_shift: int) -> tuple[torch.Tensor, torch.Tensor]:
+               cell_frac_bits: int, output_multiplier: int, output_shift: int,
+               state_bytes: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return lstm_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                          cell_frac_bits, output_multiplier, output_shift)
+                          cell_frac_bits, output_multiplier, output_shift, state_bytes)
 
 
 @impl(lib, "lstm.out", "CompositeExplicitAutograd")
 def _lstm_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
                    tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-                   cell_frac_bits: int, output_multiplier: int, output_shift: int, *, out: torch.Tensor,
-                   cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                   cell_frac_bits: int, output_multiplier: int, output_shift: int, state_bytes: int = 0, *,
+                   out: torch.Tensor, cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     y, c = lstm_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                          cell_frac_bits, output_multiplier, output_shift)
+                          cell_frac_bits, output_multiplier, output_shift, state_bytes)
     out.copy_(y)
     cell.copy_(c)
     return out, cell
@@ -510,18 +541,21 @@ def _lstm_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias
 #   hq = rq(h - zp_out, Mq, Tq) clamped to +-32767, Mq / 2^Tq = s_h * 2^15          (h_{t-1} in Q0.15)
 #   h code = clamp(rq((2^15 - z) * n + z * hq, M, T) + zp_out, -128, 127), M / 2^T = 2^-30 / s_h.
 # requant: int32 [3H, 4] (Mx, Tx, Mh, Th per gate row); bias: int32 [4H] (3H x-side, then b_hn).
+# state_bytes: 0, or gru_state_bytes(B, H) in a streaming program (the LSTM's, with h only).
 lib.define("gru(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
            "int input_zero_point, int output_zero_point, int h_multiplier, int h_shift, int output_multiplier, "
-           "int output_shift) -> Tensor")
+           "int output_shift, int state_bytes=0) -> Tensor")
 lib.define("gru.out(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
            "int input_zero_point, int output_zero_point, int h_multiplier, int h_shift, int output_multiplier, "
-           "int output_shift, *, Tensor(a!) out) -> Tensor(a!)")
+           "int output_shift, int state_bytes=0, *, Tensor(a!) out) -> Tensor(a!)")
 
 
 def gru_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
                   tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
-    """The op's definition (above), in int64."""
+                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
+                  h0: torch.Tensor | None = None) -> torch.Tensor:
+    """The op's definition (above), in int64; from the initial h codes h0 (int8 [B, H]) when given, else from
+    zero."""
     op = "emlkit::gru"
     hid3 = w_ih.shape[0] if w_ih.dim() == 2 else 0
     hid = hid3 // 3
@@ -541,10 +575,13 @@ def gru_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias:
     _check_requant(op, output_multiplier, output_shift)
     xs = (x if batch_first else x.transpose(0, 1)).to(torch.int64) - input_zero_point
     b, steps = xs.shape[0], xs.shape[1]
+    check_state_bytes(op, state_bytes, gru_state_bytes(b, hid), GRU_STATE_WHAT)
     wi, wh, rq = w_ih.to(torch.int64), w_hh.to(torch.int64), requant.to(torch.int64)
     bx, bhn = bias[:hid3].to(torch.int64), bias[hid3:].to(torch.int64)
     sig, tnh = tables[0].to(torch.int64), tables[1].to(torch.int64)
     h = torch.zeros(b, hid, dtype=torch.int64)          # h codes minus the output zero point
+    if h0 is not None:
+        h = h0.to(torch.int64).reshape(b, hid) - output_zero_point
     ys = []
     for t in range(steps):
         ax = _rq(xs[:, t] @ wi.T, rq[:, 0], rq[:, 1]) + bx
@@ -566,23 +603,23 @@ def gru_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias:
 @register_fake("emlkit::gru")
 def _gru_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
               tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int, h_multiplier: int,
-              h_shift: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+              h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0) -> torch.Tensor:
     return x.new_empty((x.shape[0], x.shape[1], w_hh.shape[1]), dtype=torch.int8)
 
 
 @impl(lib, "gru", "CompositeExplicitAutograd")
 def _gru_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
               tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int, h_multiplier: int,
-              h_shift: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+              h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0) -> torch.Tensor:
     return gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                         h_multiplier, h_shift, output_multiplier, output_shift)
+                         h_multiplier, h_shift, output_multiplier, output_shift, state_bytes)
 
 
 @impl(lib, "gru.out", "CompositeExplicitAutograd")
 def _gru_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
                   tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int, *,
+                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0, *,
                   out: torch.Tensor) -> torch.Tensor:
     out.copy_(gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                            h_multiplier, h_shift, output_multiplier, output_shift))
+                            h_multiplier, h_shift, output_multiplier, output_shift, state_bytes))
     return out

@@ -131,8 +131,10 @@ def evaluate(req: EvaluateRequest) -> tuple[dict[str, Any], Any]:
         float_out = [_first_output(model.module(*s)) for s in data.samples]
     lowered, tosa = lower_model(model, target, spec.options, calib.samples,
                                 out / f"{model.name}_{target.name}_eval.vela")
+    # a streaming program (--streaming-state) runs the samples as one stream on the device: so does the reference
+    stream: reference.StreamState | None = {} if spec.options is not None and spec.options.streaming_state else None
     with torch.no_grad():  # before the program is emitted: emitting changes the edge graph
-        ref_all = [reference.run_lowered(lowered.edge, s, tosa) for s in data.samples]
+        ref_all = [reference.run_lowered(lowered.edge, s, tosa, stream=stream) for s in data.samples]
     qp = program_info.output_qparams(lowered.edge)
     program = to_executorch(lowered, target)
     ref_out = [r[0].detach().float().numpy() for r in ref_all]

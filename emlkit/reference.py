@@ -83,13 +83,43 @@ def _on_codes(target: Any, args: Any, kwargs: Any) -> Any:
     return out.to(x.dtype)
 
 
+StreamState = dict[str, list[torch.Tensor]]
+
+
+def _streaming_rnn(target: Any, args: Any, kwargs: Any, key: str, stream: StreamState) -> Any:
+    """emlkit::lstm / gru with state_bytes set, as the firmware runs it (emlkit_lstm_ops.c): from the state the
+    call's previous execution left in STREAM[KEY] (none: zero), which it replaces; None for any other call."""
+    from emlkit import emlkit_ops as eo
+
+    name = str(getattr(getattr(target, "_schema", None), "name", ""))
+    if name not in ("emlkit::lstm", "emlkit::gru") or kwargs or len(args) < (13 if name == "emlkit::lstm" else 14):
+        return None
+    gru = name == "emlkit::gru"
+    if not args[-1]:
+        return None
+    x, batch_first = args[0], args[6]
+    prev = stream.get(key)
+    if gru:
+        y = eo.gru_reference(*args, h0=prev[0] if prev else None)
+        out: Any = y
+        kept = []
+    else:
+        y, c = eo.lstm_reference(*args, h0=prev[0] if prev else None, c0=prev[1] if prev else None)
+        out, kept = (y, c), [c]
+    if x.shape[1 if batch_first else 0] > 0:
+        last = y[:, -1] if batch_first else y[-1]
+        stream[key] = [last.contiguous(), *kept]
+    return out
+
+
 class _Interpreter(torch.fx.Interpreter):
     def __init__(self, gm: torch.fx.GraphModule, tosa_graphs: dict[str, bytes],
-                 capture: dict[str, Any] | None = None) -> None:
+                 capture: dict[str, Any] | None = None, stream: StreamState | None = None) -> None:
         super().__init__(gm)
         self.tosa_graphs = tosa_graphs
         self.delegate_io: list[DelegateIO] = []
         self.capture = capture
+        self.stream = stream
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if target is torch.ops.higher_order.executorch_call_delegate:
@@ -103,6 +133,10 @@ class _Interpreter(torch.fx.Interpreter):
             outs = run_tosa(self.tosa_graphs[name], operands, like)
             self.delegate_io.append(DelegateIO(name, list(operands), outs))
             return tuple(outs)
+        if self.stream is not None:
+            kept = _streaming_rnn(target, args, kwargs, self._current.name, self.stream)
+            if kept is not None:
+                return kept
         # What torch.fx.Interpreter.call_function does, with dilated integer convolutions made computable.
         if str(getattr(getattr(target, "_schema", None), "name", "")) in ORDER_OPS_ON_CODES:
             return _on_codes(target, args, kwargs)
@@ -122,13 +156,15 @@ def delegate_names(gm: torch.fx.GraphModule) -> list[str]:
 
 def run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None = None,
                 delegate_io: list[DelegateIO] | None = None,
-                capture: dict[str, Any] | None = None) -> list[torch.Tensor]:
+                capture: dict[str, Any] | None = None, stream: StreamState | None = None) -> list[torch.Tensor]:
     """Execute the edge program on the host; returns its outputs as a flat list.
 
     With delegate_io, every delegate call (run on tosa_reference_model) is appended to it; with capture, every
-    operator node's output, by node name."""
+    operator node's output, by node name. With stream (a dict, empty for a freshly loaded program), the state each
+    streaming LSTM/GRU keeps (--streaming-state) is read from it and left in it: calls of run_lowered with the same
+    dict are the device's executions in sequence without a reset; without it every execution starts from zero."""
     ep = edge.exported_program()
-    interp = _Interpreter(ep.graph_module, tosa_by_delegate or {}, capture)
+    interp = _Interpreter(ep.graph_module, tosa_by_delegate or {}, capture, stream)
     # Lifted constants/params are placeholders of the graph module: feed them in signature order.
     state = {**ep.state_dict, **ep.constants}
     args: list[Any] = []

@@ -50,6 +50,11 @@ def _source_line(node: torch.fx.Node) -> str:
     return inside_torch or "unknown source line"
 
 
+def source_line(node: torch.fx.Node) -> str:
+    """The user's source line that created NODE (file:line (code)), for one-line errors."""
+    return _source_line(node)
+
+
 def edge_op_name(node: torch.fx.Node) -> str | None:
     if node.op != "call_function":
         return None

@@ -121,6 +121,20 @@ def test_api_runs_the_bundled_test_cases(consumers, compiled, tmp_path: Path) ->
     assert p.runs == b["cases"] and all(r.calls == b["cases"] for r in p.rows)
 
 
+def test_api_resets_a_streaming_program_mid_sequence(consumers, tmp_path: Path) -> None:
+    """A --streaming-state program (tests/test_lstm_streaming.py: an LSTM and a GRU over one frame) with its frames
+    as the bundle's cases: run in sequence they pass only with the state kept from case to case; after half of them
+    and eml_reset_state the sequence passes again from its first frame."""
+    import test_lstm_streaming as ls
+
+    _, (model, one, frames, got) = ls.streams(tmp_path, "cortex-m55")
+    cres = ls.bundled(tmp_path, model, one, "cortex-m55", list(zip(frames, got)))
+    out, _ = _run(consumers["find_package"], cres, tmp_path / "run")
+    b = out["bundle"]
+    assert b["cases"] == ls.N and b["after_reset"] == [True] * ls.N
+    assert b["diffs"] == [{"max_steps": 0, "pass": True}] * ls.N
+
+
 def test_inspector_reads_the_api_etdump(consumers, compiled, tmp_path: Path) -> None:
     from emlkit.etdump import inspect_etdump
 

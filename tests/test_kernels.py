@@ -743,10 +743,11 @@ def test_emlkit_resize_bilinear(K, seed, n, h, w, c, oh, ow, align, by_scale, iz
 @SETTINGS
 @given(seed=seeds, b=st.integers(1, 3), t=st.integers(1, 12), i=st.integers(1, 20), h=st.integers(1, 17),
        batch_first=st.booleans(), xzp=zps, hzp=zps, x_scale=st.floats(1e-3, 0.1), h_scale=st.floats(2e-3, 0.02),
-       w_range=st.floats(0.05, 2.0), frac=st.integers(11, 15))
-def test_emlkit_lstm(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scale, w_range, frac):
+       w_range=st.floats(0.05, 2.0), frac=st.integers(11, 15), given=st.booleans())
+def test_emlkit_lstm(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scale, w_range, frac, given):
     """emlkit::lstm's kernel is bit-exact with the Python reference for any sizes, either layout, any cell format
-    and weights from small to large enough to saturate gates and cell."""
+    and weights from small to large enough to saturate gates and cell, from the zero or a given initial state
+    (any h codes, any int16 cell: a streaming program's kept state)."""
     import emlkit.emlkit_ops as eo
     from emlkit.passes.emlkit_lstm import lstm_constants
 
@@ -757,15 +758,20 @@ def test_emlkit_lstm(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scal
     c = lstm_constants(w_ih, w_hh, bias, x_scale, h_scale)
     assert c is not None
     x = s8(rng_from(seed), *((b, t, i) if batch_first else (t, b, i)))
+    h0 = s8(rng_from(seed + 1), b, h) if given else None
+    c0 = rng_from(seed + 2).integers(-32768, 32768, (b, h)).astype(np.int16) if given else None
     want_y, want_c = eo.lstm_reference(torch.from_numpy(x), c["w_ih"], c["w_hh"], c["bias"], c["requant"],
-                                       c["tables"], int(batch_first), xzp, hzp, frac, c["mult"], c["shift"])
+                                       c["tables"], int(batch_first), xzp, hzp, frac, c["mult"], c["shift"],
+                                       h0=None if h0 is None else torch.from_numpy(h0),
+                                       c0=None if c0 is None else torch.from_numpy(c0))
     p = QLstm(batch=b, steps=t, in_=i, hid=h, batch_first=int(batch_first), x_zp=xzp, h_zp=hzp, cell_frac=frac,
               out_mult=c["mult"], out_shift=c["shift"])
     arrays = [np.ascontiguousarray(c[k].numpy()) for k in ("w_ih", "w_hh", "bias", "requant", "tables")]
     for f in both(K, "emk_emlkit_lstm_s8"):
         y = np.zeros(x.shape[:2] + (h,), np.int8)
-        cell = np.full((b, h), 12345, np.int16)           # the kernel starts from c = 0 whatever the memory holds
-        f(C.byref(p), ptr(x), ptr(y), ptr(cell), *[ptr(a) for a in arrays])
+        # the kernel starts from c = 0 whatever the memory holds, or from the given cell
+        cell = c0.copy() if given else np.full((b, h), 12345, np.int16)
+        f(C.byref(p), ptr(x), ptr(y), ptr(cell), *[ptr(a) for a in arrays], ptr(h0) if given else None)
         np.testing.assert_array_equal(y, want_y.numpy())
         np.testing.assert_array_equal(cell, want_c.numpy())
 
@@ -773,10 +779,10 @@ def test_emlkit_lstm(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scal
 @SETTINGS
 @given(seed=seeds, b=st.integers(1, 3), t=st.integers(1, 12), i=st.integers(1, 20), h=st.integers(1, 17),
        batch_first=st.booleans(), xzp=zps, hzp=zps, x_scale=st.floats(1e-3, 0.1), h_scale=st.floats(2e-3, 0.02),
-       w_range=st.floats(0.05, 2.0))
-def test_emlkit_gru(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scale, w_range):
+       w_range=st.floats(0.05, 2.0), given=st.booleans())
+def test_emlkit_gru(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scale, w_range, given):
     """emlkit::gru's kernel is bit-exact with the Python reference for any sizes, either layout and weights from
-    small to large enough to saturate the gates."""
+    small to large enough to saturate the gates, from the zero or a given initial state (any h codes)."""
     import emlkit.emlkit_ops as eo
     from emlkit.passes.emlkit_lstm import gru_constants
 
@@ -787,12 +793,14 @@ def test_emlkit_gru(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scale
     c = gru_constants(w_ih, w_hh, bias, x_scale, h_scale)
     assert c is not None
     x = s8(rng_from(seed), *((b, t, i) if batch_first else (t, b, i)))
+    h0 = s8(rng_from(seed + 1), b, h) if given else None
     want = eo.gru_reference(torch.from_numpy(x), c["w_ih"], c["w_hh"], c["bias"], c["requant"], c["tables"],
-                            int(batch_first), xzp, hzp, c["h_mult"], c["h_shift"], c["mult"], c["shift"])
+                            int(batch_first), xzp, hzp, c["h_mult"], c["h_shift"], c["mult"], c["shift"],
+                            h0=None if h0 is None else torch.from_numpy(h0))
     p = QGru(batch=b, steps=t, in_=i, hid=h, batch_first=int(batch_first), x_zp=xzp, h_zp=hzp, h_mult=c["h_mult"],
              h_shift=c["h_shift"], out_mult=c["mult"], out_shift=c["shift"])
     arrays = [np.ascontiguousarray(c[k].numpy()) for k in ("w_ih", "w_hh", "bias", "requant", "tables")]
     for f in both(K, "emk_emlkit_gru_s8"):
         y = np.zeros(x.shape[:2] + (h,), np.int8)
-        f(C.byref(p), ptr(x), ptr(y), *[ptr(a) for a in arrays])
+        f(C.byref(p), ptr(x), ptr(y), *[ptr(a) for a in arrays], ptr(h0) if given else None)
         np.testing.assert_array_equal(y, want.numpy())

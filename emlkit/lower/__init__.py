@@ -19,6 +19,9 @@ class LowerOptions:
     linear_mode: str = "all"
     # Ops without an int8 kernel run in float on the device instead of being refused (the passes' configuration).
     allow_float: bool = False
+    # Cortex-M: each int8 LSTM/GRU keeps its h (and c) across executions (emlkit_lstm.py), and calibration runs the
+    # samples as one stream (export.py): a keyword spotter feeds one frame per call.
+    streaming_state: bool = False
     # Passes run on the exported float graph before quantization annotation (op rewrites).
     pre_quant_passes: list[GraphPass] = field(default_factory=list)
     # Called with (quantizer, target, options); returns the quantizer to use (configuration tweaks).

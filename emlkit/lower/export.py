@@ -44,6 +44,50 @@ def export_graph(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> t
     return export_module(module, inputs).module(check_guards=False)
 
 
+class _StreamCalibration(torch.fx.Interpreter):
+    """Runs the observed model with every single-layer, one-direction LSTM/GRU stepped one frame at a time from the
+    state the previous step (of this sample or the previous one) left: the calibration samples form one stream, as
+    a --streaming-state program sees its calls. Stepping every sequence frame by frame (not one call over all frames)
+    makes the observed values those a one-frame model fed the same frames computes, bit for bit, so a one-frame and
+    an N-frame program of the same model and frames get the same qparams."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.states: dict[str, list[torch.Tensor]] = {}
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        from emlkit.passes.graph import GRU_OPS, LSTM_OPS
+
+        if n.op != "call_function" or n.target not in (LSTM_OPS | GRU_OPS) or len(n.args) < 9:
+            return super().run_node(n)
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        x, hx, rest = args[0], args[1], list(args[2:])
+        layers, bidirectional, batch_first = rest[2], rest[5], rest[6]
+        if layers != 1 or bidirectional:
+            return super().run_node(n)
+        gru = n.target in GRU_OPS
+        state = self.states.get(n.name) or ([hx] if gru else list(hx))
+        time = 1 if batch_first else 0
+        ys = []
+        for t in range(x.shape[time]):
+            out = n.target(x.narrow(time, t, 1).contiguous(), state[0] if gru else state, *rest, **kwargs)
+            ys.append(out[0])
+            state = list(out[1:])
+        self.states[n.name] = [s.detach() for s in state]
+        return (torch.cat(ys, time), *state)
+
+
+def calibrate(prepared: torch.fx.GraphModule, calibration: list[tuple[torch.Tensor, ...]],
+              streaming: bool = False) -> None:
+    """Feed the observers every sample; STREAMING: in order, as one stream (_StreamCalibration)."""
+    stream = _StreamCalibration(prepared) if streaming else None
+    for sample in calibration:
+        if stream is None:
+            prepared(*sample)
+        else:
+            stream.run(*sample)
+
+
 def quantize(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], calibration: list[tuple[torch.Tensor, ...]],
              quantizer: Any, target: Any, options: LowerOptions) -> torch.fx.GraphModule:
     """Export, pre-quant passes, annotate (quantizer hooks), calibrate, convert, pre-edge passes."""
@@ -51,8 +95,7 @@ def quantize(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], calibrat
     for p in options.pre_quant_passes:
         graph = p(graph)
     prepared = prepare_pt2e(graph, apply_quantizer_hooks(quantizer, target, options))
-    for sample in calibration:
-        prepared(*sample)
+    calibrate(prepared, calibration, options.streaming_state)
     quantized = convert_pt2e(prepared)
     for p in options.pre_edge_passes:
         quantized = p(quantized)

@@ -28,6 +28,13 @@ M, T)` the same way: r and z from both biases, n's hidden part with b_hn scaled 
 h = (1 - z) n + z h_{t-1} in Q0.30 requantized to s_h (37.8-41.0 dB SNR against the float model in the tests, within
 2.2 dB of the program with the GRU in float).
 
+Streaming (--streaming-state, LowerOptions.streaming_state): each op gets state_bytes = lstm_state_bytes(B, H)
+(gru_state_bytes): the firmware keeps its last h codes and c in that much per-call runtime memory across executions
+and starts the next from them (eml_reset_state zeroes them), and the cell format is K = 11 whatever T, the
+long-sequence rule, since a stream has no length: a program over one frame then computes, call after call, exactly
+what the same model over N frames computes in one call (same qparams: calibration runs the samples as one stream,
+emlkit/lower/export.py). An LSTM or GRU this pass cannot lower is refused then (in float it would not keep state).
+
 Why: ExecuTorch 1.5.1's Cortex-M flow has no LSTM or GRU: they ran in float, unrolled into 30-40 float ops a step.
 """
 
@@ -41,9 +48,11 @@ from typing import Any
 import torch
 
 import emlkit.emlkit_ops as eo
+from emlkit.errors import EXIT_UNSUPPORTED, AotError
 from emlkit.passes.graph import (DQ_TARGETS, GRU_OPS, LSTM_OPS, Q_TARGETS, add_parameter, copy_meta, get_attrs,
                                  lstm_layer, per_tensor_qparams, qparams, shape_of)
 from emlkit.passes.manager import Pass, declare
+from emlkit.verify import source_line
 
 log = logging.getLogger(__name__)
 MAX_CELL_INT_BITS = 4
@@ -116,8 +125,13 @@ def gru_constants(w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor | N
 class EmlkitLstm(Pass):
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
 
-    def __init__(self) -> None:
+    def __init__(self, streaming: bool = False) -> None:
         self.lowered: list[dict[str, Any]] = []
+        self.streaming = streaming
+
+    @classmethod
+    def create(cls, opts: Any, allow_float: bool) -> "EmlkitLstm":
+        return cls(streaming=bool(getattr(opts, "streaming_state", False)))
 
     def report(self) -> dict[str, Any]:
         return {"lowered": list(self.lowered)}
@@ -130,6 +144,12 @@ class EmlkitLstm(Pass):
             entry = self._lower(gm, n)
             if entry is not None:
                 self.lowered.append(entry)
+            elif self.streaming:
+                kind = "GRU" if n.target in GRU_OPS else "LSTM"
+                raise AotError(f"--streaming-state: the {kind} {n.name} ({source_line(n)}) has no int8 kernel here "
+                               f"(run -v for why: e.g. a given initial state, a read c_n, or its input or output not "
+                               f"int8), and in float it would not keep its state: make it a plain nn.{kind} whose "
+                               f"output is quantized, or compile without --streaming-state", EXIT_UNSUPPORTED)
         if self.lowered:
             gm.graph.eliminate_dead_code()
             gm.graph.lint()
@@ -159,7 +179,10 @@ class EmlkitLstm(Pass):
         if consts is None:
             log.info("LSTM %s left in float: a weight or output scale is outside the requantization's range", n.name)
             return None
-        k = cell_frac_bits(steps)
+        k = 15 - MAX_CELL_INT_BITS if self.streaming else cell_frac_bits(steps)
+        batch = int(xs[0] if layer.batch_first else xs[1])
+        hid = int(layer.w_hh.shape[1])
+        state = ((eo.gru_state_bytes if layer.gru else eo.lstm_state_bytes)(batch, hid) if self.streaming else 0)
         names = [add_parameter(gm, f"{n.name}_{key}", consts[key])
                  for key in ("w_ih", "w_hh", "bias", "requant", "tables")]
         g = gm.graph
@@ -168,11 +191,12 @@ class EmlkitLstm(Pass):
             if layer.gru:
                 new = y = g.call_function(torch.ops.emlkit.gru.default,
                                           (dq.args[0], *consts_nodes, int(layer.batch_first), zp_x, zp_h,
-                                           consts["h_mult"], consts["h_shift"], consts["mult"], consts["shift"]))
+                                           consts["h_mult"], consts["h_shift"], consts["mult"], consts["shift"],
+                                           state))
             else:
                 new = g.call_function(torch.ops.emlkit.lstm.default,
                                       (dq.args[0], *consts_nodes, int(layer.batch_first), zp_x, zp_h, k,
-                                       consts["mult"], consts["shift"]))
+                                       consts["mult"], consts["shift"], state))
                 y = g.call_function(operator.getitem, (new, 0))
         copy_meta(n, [new, y] if new is not y else [new])
         # convert_pt2e's quantize nodes carry no value meta: the LSTM's own output value gives y's shape, so a
@@ -194,4 +218,5 @@ class EmlkitLstm(Pass):
             g.erase_node(dq)
         return {"node": n.name, "kind": "gru" if layer.gru else "lstm", "steps": steps,
                 "hidden": int(layer.w_hh.shape[1]), "batch_first": layer.batch_first,
-                "cell_frac_bits": None if layer.gru else k, "in_scale": s_x, "out_scale": s_h}
+                "cell_frac_bits": None if layer.gru else k, "in_scale": s_x, "out_scale": s_h,
+                "state_bytes": state}

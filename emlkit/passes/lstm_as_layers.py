@@ -12,6 +12,9 @@ initial state of its own), each reading the previous layer's output; the reverse
 `stack` of each layer and direction's last step (`select(y, time, -1)`, time 0 for the reverse direction), in
 nn.LSTM's order (`unsqueeze` for one). Exact in float (eval mode has no dropout between layers).
 
+With --streaming-state a bidirectional layer is refused (one line naming it): its reverse direction reads the
+sequence from its end, which a stream fed one frame per call does not have.
+
 Why: the int8 kernel (emlkit::lstm, emlkit_lstm.py) runs one layer in one direction and writes the sequence output
 only. Split, each layer's output gets its own observed qparams (h ranges differ from layer to layer), each layer
 is lowered on its own, and flip, cat, select and stack are data movement on int8 codes.
@@ -24,8 +27,10 @@ from typing import Any
 
 import torch
 
+from emlkit.errors import EXIT_UNSUPPORTED, AotError
 from emlkit.passes.graph import GRU_OPS, LSTM_OPS, NodeRewrite, copy_meta, lstm_zero_state
 from emlkit.passes.manager import declare
+from emlkit.verify import source_line
 
 aten = torch.ops.aten
 
@@ -42,6 +47,13 @@ def _val(target: Any, args: tuple[Any, ...], fake: Any, kwargs: dict[str, Any] |
 class LstmAsLayers(NodeRewrite):
     matches = (*LSTM_OPS, *GRU_OPS, aten.lstm_cell.default, aten.gru_cell.default)
     what = "LSTM as single layers"
+    streaming = False
+
+    @classmethod
+    def create(cls, opts: Any, allow_float: bool) -> "LstmAsLayers":
+        made = cls()
+        made.streaming = bool(getattr(opts, "streaming_state", False))
+        return made
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
         if n.target in (aten.lstm_cell.default, aten.gru_cell.default):
@@ -55,6 +67,11 @@ class LstmAsLayers(NodeRewrite):
         if not isinstance(xv, torch.Tensor) or xv.dim() != 3 or train or not isinstance(layers, int):
             return False
         dirs = 2 if bidirectional else 1
+        if bidirectional and self.streaming:
+            kind = "GRU" if gru else "LSTM"
+            raise AotError(f"--streaming-state: the bidirectional {kind} {n.name} ({source_line(n)}) cannot stream: "
+                           "its reverse direction starts from the sequence's end; make it unidirectional or compile "
+                           "without --streaming-state", EXIT_UNSUPPORTED)
         if not isinstance(hx, (list, tuple)) or len(hx) != (1 if gru else 2) or \
                 not all(lstm_zero_state(gm, h) for h in hx):
             return False

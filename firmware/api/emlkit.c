@@ -428,6 +428,11 @@ eml_status eml_run(eml_context *ctx) {
   return from_et(c, st, c->method.msg);
 }
 
+eml_status eml_reset_state(eml_context *ctx) {
+  READY(ctx, true);
+  return from_et(c, et_method_reset_state(&c->method), c->method.msg);
+}
+
 eml_status eml_output(const eml_context *ctx, uint32_t i, const void **data, size_t *nbytes) {
   READY(ctx, true);
   const et_value *v = et_method_output(&c->method, i);
@@ -623,6 +628,8 @@ eml_status eml_operator(uint32_t i, eml_operator_info *info) {
   info->overload = overload;
   info->state_bytes = 0;
   (void)et_registry_find(name, (uint32_t)strlen(name), overload, (uint32_t)strlen(overload), NULL, &info->state_bytes);
+  /* sized per call by one of its arguments (registry.h): no fixed figure; the plan's runtime bytes count it */
+  if (info->state_bytes & ET_STATE_ARG_FLAG) info->state_bytes = 0;
   return EML_OK;
 }
 

@@ -178,7 +178,8 @@ typedef struct {
 typedef struct {
   const char *name;     /* "cortex_m::quantized_conv2d" */
   const char *overload; /* "out" ("" when none) */
-  uint32_t state_bytes; /* runtime memory each call of it takes */
+  uint32_t state_bytes; /* runtime memory each call of it takes (0 also for a streaming LSTM/GRU, whose
+                         * state the call's arguments size: eml_plan's runtime_bytes counts it) */
 } eml_operator_info;
 
 /* Resets ctx and remembers cfg (the memories are not touched yet). With an
@@ -214,6 +215,10 @@ eml_status eml_output_info(const eml_context *ctx, uint32_t i, eml_tensor_info *
  * stay valid through eml_run and be aligned to its element. */
 eml_status eml_set_input(eml_context *ctx, uint32_t i, const void *data, size_t nbytes);
 eml_status eml_run(eml_context *ctx);
+/* Zeroes the state a program keeps across eml_run calls (compiled with
+ * --streaming-state: each LSTM/GRU layer's h and c), as eml_load leaves it:
+ * the next run starts a new sequence. EML_OK also when the program has none. */
+eml_status eml_reset_state(eml_context *ctx);
 /* Output i of the last run, in place (valid until the next eml_run). */
 eml_status eml_output(const eml_context *ctx, uint32_t i, const void **data, size_t *nbytes);
 

@@ -67,7 +67,8 @@ void emk_emlkit_resize_bilinear_s8_mve(const int8_t *in, int8_t *out, int32_t ba
  * (K = cell_frac fraction bits), the last one on return. w_ih int8 [4H][I], w_hh int8 [4H][H], bias int32 [4H]
  * (Q3.12), requant int32 [4H][4] (Mx, Tx, Mh, Th: x and h dot products to Q3.12), tables int16 [2][513]
  * (sigmoid, tanh in Q0.15 over [-8, 8]). The adapter bounds I, H <= 2^14, |bias| <= 2^24, shifts in [1, 62],
- * 11 <= K <= 15. Numerics: emlkit/emlkit_ops.py (lstm_reference). */
+ * 11 <= K <= 15. h0: NULL for the zero initial state (cell is zeroed first), else the initial h codes [B][H]
+ * with cell holding the initial cell state. Numerics: emlkit/emlkit_ops.py (lstm_reference). */
 #define EMLKIT_LSTM_TABLE_LEN 513
 typedef struct {
   int32_t batch, steps, in, hid, batch_first;
@@ -75,22 +76,25 @@ typedef struct {
 } emlkit_lstm_params;
 void emk_emlkit_lstm_s8_ref(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell,
                             const int8_t *w_ih, const int8_t *w_hh, const int32_t *bias, const int32_t *requant,
-                            const int16_t *tables);
+                            const int16_t *tables, const int8_t *h0);
 void emk_emlkit_lstm_s8(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell, const int8_t *w_ih,
-                        const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables);
+                        const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables,
+                        const int8_t *h0);
 
 /* ---- emlkit::gru (emlkit_lstm_s8.c) ----
  * One unidirectional GRU layer, torch's gate order (r, z, n), zero initial state, the LSTM's layouts and tables.
  * w_ih int8 [3H][I], w_hh int8 [3H][H], bias int32 [4H] (3H x-side in Q3.12, then b_hn), requant int32 [3H][4].
- * h_{t-1} in Q0.15 through (h_mult, h_shift), the output through (out_mult, out_shift). Numerics:
+ * h_{t-1} in Q0.15 through (h_mult, h_shift), the output through (out_mult, out_shift). h0: NULL for the zero
+ * initial state, else the initial h codes [B][H]. Numerics:
  * emlkit/emlkit_ops.py (gru_reference). */
 typedef struct {
   int32_t batch, steps, in, hid, batch_first;
   int32_t x_zp, h_zp, h_mult, h_shift, out_mult, out_shift;
 } emlkit_gru_params;
 void emk_emlkit_gru_s8_ref(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih,
-                           const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables);
+                           const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables,
+                           const int8_t *h0);
 void emk_emlkit_gru_s8(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih, const int8_t *w_hh,
-                       const int32_t *bias, const int32_t *requant, const int16_t *tables);
+                       const int32_t *bias, const int32_t *requant, const int16_t *tables, const int8_t *h0);
 
 #endif

@@ -3,7 +3,8 @@
  * its four gate rows (j, H + j, 2H + j, 3H + j) in turn: two int32 dot products (x and h_{t-1} codes minus
  * their zero points), each requantized to Q3.12 per row, plus the Q3.12 bias, saturated to int16; sigmoid or
  * tanh by table interpolation to Q0.15; then c and h of unit j. h_{t-1} is read back from y's previous step,
- * so besides the cell state (the op's second output) the kernel needs no memory of its own. */
+ * so besides the cell state (the op's second output) the kernel needs no memory of its own. A given initial state
+ * (h0 codes, the cell's contents) replaces the zero one: a streaming program's state or the model's (h0, c0). */
 #include "emlkit_kernels.h"
 
 static inline int32_t lstm_sat16(int64_t v) { return (int32_t)(v < -32768 ? -32768 : (v > 32767 ? 32767 : v)); }
@@ -21,18 +22,19 @@ static inline int32_t lstm_lut(const int16_t *t, int32_t v) {
 
 void emk_emlkit_lstm_s8_ref(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell,
                             const int8_t *w_ih, const int8_t *w_hh, const int32_t *bias, const int32_t *requant,
-                            const int16_t *tables) {
+                            const int16_t *tables, const int8_t *h0) {
   const int32_t B = p->batch, T = p->steps, I = p->in, H = p->hid, K = p->cell_frac;
   /* element strides of one time step and one batch row, in x and in y */
   const size_t xt = p->batch_first ? (size_t)I : (size_t)B * I, xb = p->batch_first ? (size_t)T * I : (size_t)I;
   const size_t yt = p->batch_first ? (size_t)H : (size_t)B * H, yb = p->batch_first ? (size_t)T * H : (size_t)H;
   const int16_t *const sig = tables, *const tnh = tables + EMLKIT_LSTM_TABLE_LEN;
   const int64_t f_scale = (int64_t)1 << (15 - K), c_half = (int64_t)1 << (29 - K);
-  for (size_t k = 0; k < (size_t)B * H; k++) cell[k] = 0;
+  if (!h0)
+    for (size_t k = 0; k < (size_t)B * H; k++) cell[k] = 0;
   for (int32_t t = 0; t < T; t++) {
     for (int32_t b = 0; b < B; b++) {
       const int8_t *const xv = x + (size_t)t * xt + (size_t)b * xb;
-      const int8_t *const hv = t ? y + (size_t)(t - 1) * yt + (size_t)b * yb : NULL;
+      const int8_t *const hv = t ? y + (size_t)(t - 1) * yt + (size_t)b * yb : (h0 ? h0 + (size_t)b * H : NULL);
       int8_t *const out = y + (size_t)t * yt + (size_t)b * yb;
       int16_t *const c = cell + (size_t)b * H;
       for (int32_t j = 0; j < H; j++) {
@@ -63,8 +65,9 @@ void emk_emlkit_lstm_s8_ref(const emlkit_lstm_params *p, const int8_t *x, int8_t
 }
 
 void emk_emlkit_lstm_s8(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell, const int8_t *w_ih,
-                        const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables) {
-  emk_emlkit_lstm_s8_ref(p, x, y, cell, w_ih, w_hh, bias, requant, tables);
+                        const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables,
+                        const int8_t *h0) {
+  emk_emlkit_lstm_s8_ref(p, x, y, cell, w_ih, w_hh, bias, requant, tables, h0);
 }
 
 /* emlkit::gru: the same loop shape; per hidden unit j its three gate rows (j, H + j, 2H + j). */
@@ -75,7 +78,8 @@ static inline int32_t gru_dot(const int8_t *w, const int8_t *v, int32_t n, int32
 }
 
 void emk_emlkit_gru_s8_ref(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih,
-                           const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables) {
+                           const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables,
+                           const int8_t *h0) {
   const int32_t B = p->batch, T = p->steps, I = p->in, H = p->hid;
   const size_t xt = p->batch_first ? (size_t)I : (size_t)B * I, xb = p->batch_first ? (size_t)T * I : (size_t)I;
   const size_t yt = p->batch_first ? (size_t)H : (size_t)B * H, yb = p->batch_first ? (size_t)T * H : (size_t)H;
@@ -84,7 +88,7 @@ void emk_emlkit_gru_s8_ref(const emlkit_gru_params *p, const int8_t *x, int8_t *
   for (int32_t t = 0; t < T; t++) {
     for (int32_t b = 0; b < B; b++) {
       const int8_t *const xv = x + (size_t)t * xt + (size_t)b * xb;
-      const int8_t *const hv = t ? y + (size_t)(t - 1) * yt + (size_t)b * yb : NULL;
+      const int8_t *const hv = t ? y + (size_t)(t - 1) * yt + (size_t)b * yb : (h0 ? h0 + (size_t)b * H : NULL);
       int8_t *const out = y + (size_t)t * yt + (size_t)b * yb;
       for (int32_t j = 0; j < H; j++) {
         int64_t ax[3], ah[3];
@@ -108,6 +112,6 @@ void emk_emlkit_gru_s8_ref(const emlkit_gru_params *p, const int8_t *x, int8_t *
 }
 
 void emk_emlkit_gru_s8(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih, const int8_t *w_hh,
-                       const int32_t *bias, const int32_t *requant, const int16_t *tables) {
-  emk_emlkit_gru_s8_ref(p, x, y, w_ih, w_hh, bias, requant, tables);
+                       const int32_t *bias, const int32_t *requant, const int16_t *tables, const int8_t *h0) {
+  emk_emlkit_gru_s8_ref(p, x, y, w_ih, w_hh, bias, requant, tables, h0);
 }

@@ -5,17 +5,30 @@
 #include "cortex_m_util.h"
 #include "emlkit_kernels.h"
 
+#include <string.h>
+
 /* Argument slots both ops share (the schema's order), then each op's own. */
 enum { RNN_X, RNN_W_IH, RNN_W_HH, RNN_BIAS, RNN_REQUANT, RNN_TABLES, RNN_BATCH_FIRST, RNN_X_ZP, RNN_H_ZP };
 enum { ELSTM_X = RNN_X, ELSTM_W_IH = RNN_W_IH, ELSTM_W_HH = RNN_W_HH, ELSTM_BIAS = RNN_BIAS, ELSTM_REQUANT = RNN_REQUANT,
        ELSTM_TABLES = RNN_TABLES, ELSTM_BATCH_FIRST = RNN_BATCH_FIRST, ELSTM_X_ZP = RNN_X_ZP, ELSTM_H_ZP = RNN_H_ZP,
-       ELSTM_CELL_FRAC, ELSTM_OUT_MULT, ELSTM_OUT_SHIFT, ELSTM_OUT, ELSTM_CELL };
+       ELSTM_CELL_FRAC, ELSTM_OUT_MULT, ELSTM_OUT_SHIFT, ELSTM_STATE_BYTES, ELSTM_OUT, ELSTM_CELL };
 /* emlkit::gru.out(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
- * h_multiplier, h_shift, output_multiplier, output_shift, out): the LSTM's checks with three gate rows per unit,
- * bias [4H] (the x-side biases, then b_hn) and h's Q0.15 requantization. */
+ * h_multiplier, h_shift, output_multiplier, output_shift, state_bytes, out): the LSTM's checks with three gate rows
+ * per unit, bias [4H] (the x-side biases, then b_hn) and h's Q0.15 requantization. */
 enum { EGRU_X = RNN_X, EGRU_W_IH = RNN_W_IH, EGRU_W_HH = RNN_W_HH, EGRU_BIAS = RNN_BIAS, EGRU_REQUANT = RNN_REQUANT,
        EGRU_TABLES = RNN_TABLES, EGRU_BATCH_FIRST = RNN_BATCH_FIRST, EGRU_X_ZP = RNN_X_ZP, EGRU_H_ZP = RNN_H_ZP,
-       EGRU_H_MULT, EGRU_H_SHIFT, EGRU_OUT_MULT, EGRU_OUT_SHIFT, EGRU_OUT };
+       EGRU_H_MULT, EGRU_H_SHIFT, EGRU_OUT_MULT, EGRU_OUT_SHIFT, EGRU_STATE_BYTES, EGRU_OUT };
+/* emlkit_ops.def sizes each call's kept state by its state_bytes argument (ET_STATE_FROM_ARG) */
+_Static_assert(ELSTM_STATE_BYTES == 12 && EGRU_STATE_BYTES == 13, "emlkit_ops.def's state argument index");
+
+/* A streaming call's kept state (state_bytes > 0, emlkit/emlkit_ops.py: lstm_state_bytes, gru_state_bytes), in
+ * the per-call memory the runtime keeps across executions and zeroes at load and eml_reset_state: a header whose
+ * `started` is 0 until a first run has left a state, then (LSTM) int16 c [B][H], then int8 h codes [B][H]. */
+#define RNN_STATE_HEADER 8
+typedef struct {
+  uint32_t started, pad;
+} rnn_state_header;
+_Static_assert(sizeof(rnn_state_header) == RNN_STATE_HEADER, "state header");
 
 #define ELSTM_MAX_FEATURES (1 << 14) /* |dot| <= 127 * 255 * 2^14 < 2^29: int32 */
 #define ELSTM_MAX_BIAS (1 << 24)
@@ -52,6 +65,26 @@ ET_PREPARE static et_status rnn_fetch(et_kernel_ctx *ctx, const char *op, et_val
   CM_TRY(cm_int(ctx, op, args, RNN_X_ZP, "input_zero_point", -128, 127, &zp));
   CM_TRY(cm_int(ctx, op, args, RNN_H_ZP, "output_zero_point", -128, 127, &zp));
   return ET_OK;
+}
+
+/* state_bytes (slot SLOT) is 0 or exactly WANT, and the runtime gave the call that much memory. */
+ET_PREPARE static et_status rnn_state_check(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t slot,
+                                            int64_t want, const char *what) {
+  int32_t v;
+  CM_TRY(cm_int(ctx, op, args, slot, "state_bytes", 0, INT32_MAX, &v));
+  if (v != 0 && v != want) return et_fail(ctx, ET_E_INVALID_ARG, "%s: state_bytes must be 0 or %s", op, what);
+  if (v != 0 && (ctx->state == NULL || ctx->state_size < (size_t)v))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: the runtime gave %u bytes of state, the call needs %d", op,
+                   (unsigned)(ctx->state ? ctx->state_size : 0), (int)v);
+  return ET_OK;
+}
+
+/* After a streaming run: the last step's h codes of every batch row (Y's layout) into the kept state. */
+static void rnn_keep_h(int8_t *dst, const int8_t *y, int32_t batch, int32_t steps, int32_t hid, int32_t batch_first) {
+  for (int32_t b = 0; b < batch; b++) {
+    const int8_t *src = batch_first ? y + ((size_t)b * steps + steps - 1) * hid : y + ((size_t)(steps - 1) * batch + b) * hid;
+    memcpy(dst + (size_t)b * hid, src, (size_t)hid);
+  }
 }
 
 /* Everything the kernels' int32/int64 arithmetic relies on for GATES gate rows per hidden unit: x and out 3-D
@@ -129,7 +162,8 @@ ET_PREPARE et_status op_emlkit_lstm_out_prepare(et_kernel_ctx *ctx, et_value **a
   const int32_t batch = a.batch_first ? a.x->sizes[0] : a.x->sizes[1];
   if (cell->dim != 2 || cell->sizes[0] != batch || cell->sizes[1] != hid)
     return rnn_fail(ctx, op, "cell must be int16 [B, H]");
-  return ET_OK;
+  return rnn_state_check(ctx, op, args, ELSTM_STATE_BYTES, RNN_STATE_HEADER + 3 * (int64_t)batch * hid,
+                         "8 + 3 * B * H (a streaming call's header, int16 c and int8 h codes)");
 }
 
 et_status op_emlkit_lstm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
@@ -138,10 +172,23 @@ et_status op_emlkit_lstm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs
   const emlkit_lstm_params p = {d.batch, d.steps, d.in, d.hid, d.batch_first, cm_i(args, ELSTM_X_ZP),
                                 cm_i(args, ELSTM_H_ZP), cm_i(args, ELSTM_CELL_FRAC), cm_i(args, ELSTM_OUT_MULT),
                                 cm_i(args, ELSTM_OUT_SHIFT)};
-  emk_emlkit_lstm_s8(&p, (const int8_t *)args[ELSTM_X]->u.t->data, (int8_t *)args[ELSTM_OUT]->u.t->data,
-                     (int16_t *)args[ELSTM_CELL]->u.t->data, (const int8_t *)args[ELSTM_W_IH]->u.t->data,
-                     (const int8_t *)args[ELSTM_W_HH]->u.t->data, (const int32_t *)args[ELSTM_BIAS]->u.t->data,
-                     (const int32_t *)args[ELSTM_REQUANT]->u.t->data, (const int16_t *)args[ELSTM_TABLES]->u.t->data);
+  int16_t *const cell = (int16_t *)args[ELSTM_CELL]->u.t->data;
+  int8_t *const y = (int8_t *)args[ELSTM_OUT]->u.t->data;
+  const size_t bh = (size_t)d.batch * d.hid;
+  /* streaming: start from the kept c and h (none before the first run), keep the new ones */
+  rnn_state_header *const st = cm_i(args, ELSTM_STATE_BYTES) ? (rnn_state_header *)ctx->state : NULL;
+  int16_t *const keep_c = st ? (int16_t *)(void *)(st + 1) : NULL;
+  int8_t *const keep_h = st ? (int8_t *)(keep_c + bh) : NULL;
+  if (st && st->started) memcpy(cell, keep_c, bh * sizeof *cell);
+  emk_emlkit_lstm_s8(&p, (const int8_t *)args[ELSTM_X]->u.t->data, y, cell,
+                     (const int8_t *)args[ELSTM_W_IH]->u.t->data, (const int8_t *)args[ELSTM_W_HH]->u.t->data,
+                     (const int32_t *)args[ELSTM_BIAS]->u.t->data, (const int32_t *)args[ELSTM_REQUANT]->u.t->data,
+                     (const int16_t *)args[ELSTM_TABLES]->u.t->data, st && st->started ? keep_h : NULL);
+  if (st && d.steps > 0) {
+    memcpy(keep_c, cell, bh * sizeof *cell);
+    rnn_keep_h(keep_h, y, d.batch, d.steps, d.hid, d.batch_first);
+    st->started = 1;
+  }
   return ET_OK;
 }
 
@@ -161,7 +208,10 @@ ET_PREPARE et_status op_emlkit_gru_out_prepare(et_kernel_ctx *ctx, et_value **ar
   CM_TRY(cm_int(ctx, op, args, EGRU_H_SHIFT, "h_shift", 1, 62, &v));
   CM_TRY(cm_int(ctx, op, args, EGRU_OUT_MULT, "output_multiplier", (int64_t)1 << 30, INT32_MAX, &v));
   CM_TRY(cm_int(ctx, op, args, EGRU_OUT_SHIFT, "output_shift", 1, 62, &v));
-  return rnn_check(ctx, op, &a, 3, &words, &hid);
+  CM_TRY(rnn_check(ctx, op, &a, 3, &words, &hid));
+  const int32_t batch = a.batch_first ? a.x->sizes[0] : a.x->sizes[1];
+  return rnn_state_check(ctx, op, args, EGRU_STATE_BYTES, RNN_STATE_HEADER + (int64_t)batch * hid,
+                         "8 + B * H (a streaming call's header and int8 h codes)");
 }
 
 et_status op_emlkit_gru_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
@@ -170,9 +220,16 @@ et_status op_emlkit_gru_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs)
   const emlkit_gru_params p = {d.batch, d.steps, d.in, d.hid, d.batch_first, cm_i(args, EGRU_X_ZP),
                                cm_i(args, EGRU_H_ZP), cm_i(args, EGRU_H_MULT), cm_i(args, EGRU_H_SHIFT),
                                cm_i(args, EGRU_OUT_MULT), cm_i(args, EGRU_OUT_SHIFT)};
-  emk_emlkit_gru_s8(&p, (const int8_t *)args[EGRU_X]->u.t->data, (int8_t *)args[EGRU_OUT]->u.t->data,
-                    (const int8_t *)args[EGRU_W_IH]->u.t->data,
+  int8_t *const y = (int8_t *)args[EGRU_OUT]->u.t->data;
+  rnn_state_header *const st = cm_i(args, EGRU_STATE_BYTES) ? (rnn_state_header *)ctx->state : NULL;
+  int8_t *const keep_h = st ? (int8_t *)(st + 1) : NULL;
+  emk_emlkit_gru_s8(&p, (const int8_t *)args[EGRU_X]->u.t->data, y, (const int8_t *)args[EGRU_W_IH]->u.t->data,
                     (const int8_t *)args[EGRU_W_HH]->u.t->data, (const int32_t *)args[EGRU_BIAS]->u.t->data,
-                    (const int32_t *)args[EGRU_REQUANT]->u.t->data, (const int16_t *)args[EGRU_TABLES]->u.t->data);
+                    (const int32_t *)args[EGRU_REQUANT]->u.t->data, (const int16_t *)args[EGRU_TABLES]->u.t->data,
+                    st && st->started ? keep_h : NULL);
+  if (st && d.steps > 0) {
+    rnn_keep_h(keep_h, y, d.batch, d.steps, d.hid, d.batch_first);
+    st->started = 1;
+  }
   return ET_OK;
 }

@@ -57,10 +57,18 @@ typedef struct {
 } plan_shape;
 
 
-/* Bytes of state the registry gives operator `op` of the plan per call (0 for
- * an operator out of range or unknown: the load refuses those later). */
-static uint32_t op_state_bytes(const fb_vec *ops, int32_t op) {
-  fb_table t;
+/* A call's state bytes from the registry's figure: the figure itself, or for
+ * ET_STATE_FROM_ARG(k) the Int value of argument k (0 when it is none). */
+static uint32_t state_from_arg(uint32_t reg, bool is_int, int64_t v) {
+  if (!(reg & ET_STATE_ARG_FLAG)) return reg;
+  return is_int && v >= 0 && v <= (int64_t)ET_MAX_CALL_STATE ? (uint32_t)v : 0;
+}
+
+/* Bytes of state the registry gives operator `op` of the plan for the call
+ * with arguments AV (0 for an operator out of range or unknown: the load
+ * refuses those later). */
+static uint32_t op_state_bytes(const fb_vec *ops, int32_t op, const fb_vec *values, const fb_vec *av) {
+  fb_table t, ev, val;
   bool p1, p2;
   const char *name, *ov;
   uint32_t nl, ol, bytes = 0;
@@ -68,7 +76,23 @@ static uint32_t op_state_bytes(const fb_vec *ops, int32_t op) {
       !fb_string(&t, FBP_Operator__name, &p1, &name, &nl) || !fb_string(&t, FBP_Operator__overload, &p2, &ov, &ol))
     return 0;
   (void)et_registry_find(name, nl, ov, ol, NULL, &bytes);
-  return bytes;
+  if (!(bytes & ET_STATE_ARG_FLAG)) return bytes;
+  const uint32_t k = bytes & ~ET_STATE_ARG_FLAG;
+  const int32_t vi = k < av->len ? fb_vec_i32(av, k) : -1;
+  uint8_t type = 0;
+  int64_t v = -1;
+  const bool is_int = vi >= 0 && (uint32_t)vi < values->len && fb_vec_table(values, (uint32_t)vi, &ev) &&
+                      fb_union(&ev, FBP_EValue__val, &type, &p1, &val) && type == FBPU_KernelTypes__Int &&
+                      fb_i64(&val, FBP_Int__int_val, 0, &v);
+  return state_from_arg(bytes, is_int, v);
+}
+
+/* The state bytes of a kernel call of a loaded method. */
+static uint32_t call_state_bytes(const et_method *m, const et_instr *ins) {
+  const uint32_t reg = m->ops[ins->a].state_bytes, k = reg & ~ET_STATE_ARG_FLAG;
+  if (!(reg & ET_STATE_ARG_FLAG)) return reg;
+  const bool is_int = k < ins->nargs && ins->args[k]->tag == ET_TAG_INT;
+  return state_from_arg(reg, is_int, is_int ? ins->args[k]->u.i : -1);
 }
 
 /* One walk over the plan that counts what the runtime memory must hold. */
@@ -109,7 +133,7 @@ static et_status shape_of(const fb_table *plan, char *msg, plan_shape *s) {
       }
       int32_t op = -1;
       if (type == FBPU_InstructionArguments__KernelCall && fb_i32(&args, FBP_KernelCall__op_index, 0, &op))
-        s->kstate += align_up(op_state_bytes(&s->ops, op));
+        s->kstate += align_up(op_state_bytes(&s->ops, op, &s->values, &av));
     }
   }
   if (s->sizes.len > ET_MAX_ARENAS + 1)
@@ -486,9 +510,9 @@ static et_status parse_instructions(et_method *m, const plan_shape *s, et_value 
         }
         argbuf += av.len;
       }
-      if (type == FBPU_InstructionArguments__KernelCall && m->ops[x].state_bytes) {
+      if (type == FBPU_InstructionArguments__KernelCall && call_state_bytes(m, ins)) {
         ins->dstate = kstate; /* zeroed with the runtime memory */
-        kstate += align_up(m->ops[x].state_bytes);
+        kstate += align_up(call_state_bytes(m, ins));
       }
       if (type == FBPU_InstructionArguments__DelegateCall) {
         et_status st = init_delegate(m, ins, n, &dmem, &dleft);
@@ -570,7 +594,7 @@ static et_status prepare_calls(et_method *m) {
       const et_op_slot *op = &m->ops[ins->a];
       if (op->prepare == NULL) continue;
       m->kmsg[0] = 0;
-      m->ctx.state = ins->dstate, m->ctx.state_size = op->state_bytes;
+      m->ctx.state = ins->dstate, m->ctx.state_size = call_state_bytes(m, ins);
       et_status st = op->prepare(&m->ctx, ins->args, ins->nargs);
       if (st != ET_OK)
         return et_errf(m->msg, st, "instruction %" PRIu32 " (%s.%s): %s", pc - m->chain_start[c], op->name, op->overload,
@@ -648,6 +672,16 @@ et_status et_method_init(et_method *m, et_program *p, const char *name, void *ru
   return prepare_calls(m);
 }
 
+et_status et_method_reset_state(et_method *m) {
+  for (uint32_t pc = 0; pc < m->chain_start[m->nchains]; pc++) {
+    const et_instr *ins = &m->instrs[pc];
+    if (ins->kind == FBPU_InstructionArguments__KernelCall && ins->dstate &&
+        (m->ops[ins->a].state_bytes & ET_STATE_ARG_FLAG))
+      memset(ins->dstate, 0, call_state_bytes(m, ins));
+  }
+  return ET_OK;
+}
+
 uint32_t et_method_num_inputs(const et_method *m) { return m->inputs.len; }
 uint32_t et_method_num_outputs(const et_method *m) { return m->outputs.len; }
 et_value *et_method_input(et_method *m, uint32_t i) {
@@ -705,7 +739,7 @@ et_status et_method_execute(et_method *m) {
           m->ctx.state = ins->dstate; /* state_size is prepare's to check */
           et_status st = ET_OK;
           if (m->prepare_each_call && op->prepare) {
-            m->ctx.state_size = op->state_bytes;
+            m->ctx.state_size = call_state_bytes(m, ins);
             st = op->prepare(&m->ctx, ins->args, ins->nargs);
           }
           if (st == ET_OK) st = op->fn(&m->ctx, ins->args, ins->nargs);

@@ -11,6 +11,15 @@
  * bytes of per-call state (0: none). */
 et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
                           et_op_prepare_fn *prepare, uint32_t *state_bytes);
+/* An entry's state bytes with this flag set are not a constant: each call of it keeps
+ * as many bytes as its Int argument k says (ET_STATE_FROM_ARG(k); an argument that is
+ * not an Int, or is negative or over ET_MAX_CALL_STATE, gives 0 bytes, which the
+ * adapter's prepare refuses). Such state is the op's memory across executions (an
+ * LSTM's h and c in streaming programs): zeroed at load and by et_method_reset_state. */
+#define ET_STATE_ARG_FLAG 0x80000000u
+#define ET_STATE_FROM_ARG(k) (ET_STATE_ARG_FLAG | (uint32_t)(k))
+#define ET_MAX_CALL_STATE (1u << 24)
+
 /* For listings: entry i (NULL name past the end). */
 const char *et_registry_entry(uint32_t i, const char **overload);
 

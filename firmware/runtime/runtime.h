@@ -138,6 +138,10 @@ const et_value *et_method_output(const et_method *m, uint32_t i);
 /* Copy `src` into input i (dtype and sizes must match; dim orders may differ). */
 et_status et_method_set_input_tensor(et_method *m, uint32_t i, const et_tensor *src);
 et_status et_method_execute(et_method *m);
+/* Zeroes the state the method keeps across executions (kernel calls whose registry
+ * entry sizes it by an argument, registry.h: streaming LSTM/GRU h and c), as at load;
+ * other calls' state (plans made by prepare) is left alone. */
+et_status et_method_reset_state(et_method *m);
 void et_method_reset_stats(et_method *m);
 /* Quantization step of output i if the graph ends in a dequantize whose
  * scale is a constant (returns false otherwise). */

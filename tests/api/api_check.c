@@ -171,8 +171,30 @@ int main(int argc, char **argv) {
   EXPECT(eml_num_cases(&ctx, &ncases), EML_OK);
   eml_plan plan;
   EXPECT(eml_plan_get(&ctx, &plan), EML_OK);
+  /* A reset in the middle: half the cases, eml_reset_state, then every case from the first: each must pass (a
+   * streaming program's cases are one sequence from the state after load; other programs pass trivially). */
+  bool after_reset[64];
+  const uint32_t nreset = ncases < 64 ? ncases : 64;
+  uint32_t bout = 0;
+  EXPECT(eml_num_outputs(&ctx, &bout), EML_OK);
+  eml_output_diff rdiffs[8];
+  for (uint32_t c = 0; c < ncases / 2; c++) {
+    EXPECT(eml_set_case_inputs(&ctx, c), EML_OK);
+    EXPECT(eml_run(&ctx), EML_OK);
+  }
+  EXPECT(eml_reset_state(&ctx), EML_OK);
+  for (uint32_t c = 0; c < nreset; c++) {
+    EXPECT(eml_set_case_inputs(&ctx, c), EML_OK);
+    EXPECT(eml_run(&ctx), EML_OK);
+    EXPECT(eml_compare_case(&ctx, c, rdiffs, 8), EML_OK);
+    after_reset[c] = true;
+    for (uint32_t i = 0; i < 8 && i < bout; i++) after_reset[c] &= rdiffs[i].pass;
+  }
+  EXPECT(eml_reset_state(&ctx), EML_OK); /* the cases below run from the start again */
   EXPECT(eml_record_runs(&ctx, ncases, true), EML_OK);
-  printf(", \"bundle\": {\"cases\": %" PRIu32 ", \"plan_arenas\": [", ncases);
+  printf(", \"bundle\": {\"cases\": %" PRIu32 ", \"after_reset\": [", ncases);
+  for (uint32_t c = 0; c < nreset; c++) printf("%s%s", c ? ", " : "", after_reset[c] ? "true" : "false");
+  printf("], \"plan_arenas\": [");
   for (uint32_t k = 0; k < plan.n_arenas; k++) printf("%s%" PRIu64, k ? ", " : "", plan.arena_bytes[k]);
   printf("], \"runtime_bytes\": %zu, \"prepared_at_load\": %s, \"diffs\": [", plan.runtime_bytes,
          plan.prepared_at_load ? "true" : "false");
