@@ -39,7 +39,9 @@ def prelu_table(slopes: torch.Tensor, channels: int, s_in: float, s_out: float) 
     rows = []
     for v in w.tolist():
         m, t = eo.signed_multiplier_shift(v * s_in / s_out)
-        if not 1 <= t <= 62:
+        if t > 62:      # |factor| < 2^-32: |q * factor| < 1/2 for every code, so it rounds to 0 as a 0 slope does
+            m, t = 0, 1
+        if t < 1:
             return None
         rows.append((m, t))
     return torch.tensor(rows, dtype=torch.int32).reshape(-1, 2)

@@ -47,7 +47,8 @@ def test_table_signs_and_range() -> None:
     assert t is not None and t[:, 0].tolist()[2] == 0 and t[0, 0] > 0 > t[1, 0]
     assert (t[0, 0].item() / 2 ** t[0, 1].item()) == pytest.approx(1.0, rel=1e-8)
     assert prelu_table(torch.tensor([0.5, 0.5]), 3, 0.02, 0.01) is None          # slopes do not match the channels
-    assert prelu_table(torch.tensor([1e-30]), 2, 0.02, 0.01) is None             # a factor below the shift range
+    assert prelu_table(torch.tensor([1e-30]), 2, 0.02, 0.01).tolist() == [[0, 1], [0, 1]]  # rounds to 0 anyway
+    assert prelu_table(torch.tensor([1e12]), 1, 0.02, 0.01) is None             # a factor above the shift range
 
 
 def test_pipelines() -> None:
