@@ -43,6 +43,17 @@ module registers the ops; the passes that emit them import it.
 - `emlkit::quantized_layer_norm(x, gain, bias, eps_term, shift, out_zero_point)`: int8 layer norm over
   the last dim in integer arithmetic (int32/int64 sums, an integer square root); see below.
   emlkit/passes/int8_layer_norm.py replaces `dequantize -> native_layer_norm -> quantize` with it.
+- `emlkit::prelu(x, neg_requant, input_zero_point, output_zero_point, multiplier, shift)`: int8 PReLU with one slope
+  per channel (dim 1): the positive side requantized by M / 2^T, the negative side by a signed (M_c, T_c) per
+  channel (emlkit/passes/emlkit_prelu.py).
+- `emlkit::adaptive_avg_pool2d(x, rows, cols, requant, input_zero_point, output_zero_point)`: int8 average over
+  PyTorch's adaptive windows (any output size), one requantization per output position
+  (emlkit/passes/emlkit_adaptive_avg_pool.py).
+- `emlkit::floor_divide(a, b, ...)`: the exact floor of the quotient of two int8 tensors' values (scales as integer
+  mantissas), requantized once (emlkit/passes/emlkit_floor_divide.py).
+- `emlkit::embedding_bag(weight, indices, offsets, mode, ...)`: sum, mean or max of int8 table rows per bag
+  (emlkit/passes/emlkit_embedding_bag.py).
+Each one's exact arithmetic is written beside its definition below.
 
 Import this module before building or running a program that contains these ops.
 """
