@@ -3,9 +3,9 @@
 Matches, in the quantized graph: `embedding_bag(W, indices, offsets, ...)` (the `.default` and `.padding_idx`
 overloads and `_embedding_bag`) with a constant float table W, 1-D int64 indices and offsets, no per-sample weights,
 mode sum, mean or max, whose bag values (output 0) feed only one per-tensor int8 `quantize` and whose other outputs
-are unused. With include_last_offset, torch documents the last offset as len(indices); the op ends the last bag at
-the last offset whatever it is, which is torch's result whenever that holds (with a smaller last offset torch's CPU
-kernel reads on to the end of the indices in modes max and padding_idx, and divides by that count in mode mean).
+are unused. Not matched: include_last_offset outside mode sum without padding_idx: there torch's CPU kernel (the float
+model's) reads past the last offset to the end of the indices (max, padding_idx) or divides the last bag by another
+count (mean), against its documentation; that op stays as it is.
 
 Produces `emlkit::embedding_bag(Wq, indices, offsets, mode, include_last_offset, padding_idx, zp_w, zp_out, M, T)`
 (semantics in emlkit/emlkit_ops.py): Wq = quantize(W) with W's own range (a bag's sum or mean can lie far
@@ -67,6 +67,10 @@ class EmlkitEmbeddingBag(NodeRewrite):
         pad = -1 if pad is None else int(pad)  # type: ignore[call-overload]
         if w is None or not w.is_floating_point() or w.dim() != 2 or psw is not None or mode not in (0, 1, 2) \
                 or not _long_1d(idx) or not _long_1d(off):
+            return False
+        if last and (mode != 0 or pad >= 0):
+            log.info("embedding_bag %s left in float: include_last_offset outside mode sum without padding_idx "
+                     "(torch's kernel does not stop its last bag at the last offset there)", n.name)
             return False
         users = list(n.users)
         if any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
