@@ -43,6 +43,17 @@ module registers the ops; the passes that emit them import it.
 - `emlkit::quantized_layer_norm(x, gain, bias, eps_term, shift, out_zero_point)`: int8 layer norm over
   the last dim in integer arithmetic (int32/int64 sums, an integer square root); see below.
   emlkit/passes/int8_layer_norm.py replaces `dequantize -> native_layer_norm -> quantize` with it.
+- `emlkit::prelu(x, neg_requant, input_zero_point, output_zero_point, multiplier, shift)`: int8 PReLU with one slope
+  per channel (dim 1): the positive side requantized by M / 2^T, the negative side by a signed (M_c, T_c) per
+  channel (emlkit/passes/emlkit_prelu.py).
+- `emlkit::adaptive_avg_pool2d(x, rows, cols, requant, input_zero_point, output_zero_point)`: int8 average over
+  PyTorch's adaptive windows (any output size), one requantization per output position
+  (emlkit/passes/emlkit_adaptive_avg_pool.py).
+- `emlkit::floor_divide(a, b, ...)`: the exact floor of the quotient of two int8 tensors' values (scales as integer
+  mantissas), requantized once (emlkit/passes/emlkit_floor_divide.py).
+- `emlkit::embedding_bag(weight, indices, offsets, mode, ...)`: sum, mean or max of int8 table rows per bag
+  (emlkit/passes/emlkit_embedding_bag.py).
+Each one's exact arithmetic is written beside its definition below.
 
 Import this module before building or running a program that contains these ops.
 """
@@ -622,4 +633,308 @@ def _gru_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias:
                   out: torch.Tensor) -> torch.Tensor:
     out.copy_(gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
                             h_multiplier, h_shift, output_multiplier, output_shift, state_bytes))
+    return out
+
+
+# ---------------------------------------------------------------- prelu (int8, a slope per channel)
+# y = requant(x - zp_in, M, T, zp_out)                  where x >= zp_in (the positive side, one factor)
+#   = requant(x - zp_in, neg[c, 0], neg[c, 1], zp_out)  elsewhere, c = the element's index along dim 1
+# neg: int32 [C, 2] (multiplier, shift) per channel: M_c / 2^T_c = slope_c * s_in / s_out, the multiplier's sign
+# the slope's (|M_c| in [2^30, 2^31) and T_c in [1, 62], or (0, 1) for a zero slope). requant as _requant.
+lib.define("prelu(Tensor x, Tensor neg_requant, int input_zero_point, int output_zero_point, int multiplier, "
+           "int shift) -> Tensor")
+lib.define("prelu.out(Tensor x, Tensor neg_requant, int input_zero_point, int output_zero_point, int multiplier, "
+           "int shift, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def signed_multiplier_shift(real: float) -> tuple[int, int]:
+    """(M, T) with M / 2^T = real, |M| in [2^30, 2^31) (the sign is M's); (0, 1) for 0."""
+    if real == 0.0:
+        return 0, 1
+    m, t = multiplier_shift(abs(real))
+    return (m if real > 0 else -m), t
+
+
+def check_prelu_table(neg: torch.Tensor, channels: int) -> None:
+    if neg.dtype != torch.int32 or tuple(neg.shape) != (channels, 2):
+        raise ValueError(f"emlkit::prelu: neg_requant must be an int32 [{channels}, 2] table, got {neg.dtype} "
+                         f"{list(neg.shape)}")
+    m, t = neg[:, 0].to(torch.int64), neg[:, 1]
+    ok = ((m.abs() >= 1 << 30) & (m.abs() < 1 << 31)) | (m == 0)
+    if not bool(ok.all()) or bool((t < 1).any()) or bool((t > 62).any()):
+        raise ValueError("emlkit::prelu: a neg_requant multiplier is not 0 or +-[2^30, 2^31), or a shift is outside "
+                         "[1, 62]")
+
+
+def prelu_reference(x: torch.Tensor, neg: torch.Tensor, input_zero_point: int, output_zero_point: int,
+                    multiplier: int, shift: int) -> torch.Tensor:
+    """The op's definition (above), in int64; the output takes x's memory format."""
+    if x.dtype != torch.int8 or x.dim() < 2:
+        raise TypeError("emlkit::prelu: expected an int8 input of 2 or more dims (dim 1 holds the channels)")
+    _check_requant("emlkit::prelu", multiplier, shift)
+    check_prelu_table(neg, x.shape[1])
+    q = x.to(torch.int64) - input_zero_point
+    view = [1, -1] + [1] * (x.dim() - 2)
+    m, t = neg[:, 0].to(torch.int64).view(view), neg[:, 1].to(torch.int64).view(view)
+    pos = ((q * multiplier + (1 << (shift - 1))) >> shift)
+    neg_v = (q * m + (1 << (t - 1))) >> t
+    y = torch.where(q >= 0, pos, neg_v) + output_zero_point
+    return y.clamp(-128, 127).to(torch.int8).contiguous(memory_format=_memory_format(x))
+
+
+@register_fake("emlkit::prelu")
+def _prelu_meta(x: torch.Tensor, neg_requant: torch.Tensor, input_zero_point: int, output_zero_point: int,
+                multiplier: int, shift: int) -> torch.Tensor:
+    return torch.empty_like(x, dtype=torch.int8)
+
+
+@impl(lib, "prelu", "CompositeExplicitAutograd")
+def _prelu_impl(x: torch.Tensor, neg_requant: torch.Tensor, input_zero_point: int, output_zero_point: int,
+                multiplier: int, shift: int) -> torch.Tensor:
+    return prelu_reference(x, neg_requant, input_zero_point, output_zero_point, multiplier, shift)
+
+
+@impl(lib, "prelu.out", "CompositeExplicitAutograd")
+def _prelu_out_impl(x: torch.Tensor, neg_requant: torch.Tensor, input_zero_point: int, output_zero_point: int,
+                    multiplier: int, shift: int, *, out: torch.Tensor) -> torch.Tensor:
+    out.copy_(prelu_reference(x, neg_requant, input_zero_point, output_zero_point, multiplier, shift))
+    return out
+
+
+# ---------------------------------------------------------------- adaptive_avg_pool2d (int8, any output size)
+# rows: int32 [OH, 2], cols: int32 [OW, 2]: each output row's (column's) input window [start, end), PyTorch's
+# start = floor(i * H / OH), end = ceil((i + 1) * H / OH); requant: int32 [OH * OW, 2] (M, T) per output position,
+# M / 2^T = s_in / (s_out * window taps), M in [2^30, 2^31), T in [1, 62]:
+#   y[n, c, i, j] = requant(sum over the window of (x - zp_in), requant[i * OW + j], zp_out)
+# A window has at most 2^16 taps (|sum| < 2^24: the product with M stays in int64).
+ADAPTIVE_MAX_TAPS = 1 << 16
+
+lib.define("adaptive_avg_pool2d(Tensor x, Tensor rows, Tensor cols, Tensor requant, int input_zero_point, "
+           "int output_zero_point) -> Tensor")
+lib.define("adaptive_avg_pool2d.out(Tensor x, Tensor rows, Tensor cols, Tensor requant, int input_zero_point, "
+           "int output_zero_point, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def adaptive_windows(size: int, out: int) -> torch.Tensor:
+    """int32 [out, 2]: PyTorch's adaptive pooling windows [floor(i*size/out), ceil((i+1)*size/out))."""
+    return torch.tensor([[i * size // out, -((-(i + 1) * size) // out)] for i in range(out)],
+                        dtype=torch.int32).reshape(-1, 2)
+
+
+def _check_adaptive(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, requant: torch.Tensor) -> None:
+    for name, t, size in (("rows", rows, x.shape[2]), ("cols", cols, x.shape[3])):
+        if t.dtype != torch.int32 or t.dim() != 2 or t.shape[1] != 2 or t.shape[0] < 1:
+            raise ValueError(f"emlkit::adaptive_avg_pool2d: {name} must be an int32 [n, 2] table, got {t.dtype} "
+                             f"{list(t.shape)}")
+        if bool((t[:, 0] < 0).any()) or bool((t[:, 1] > size).any()) or bool((t[:, 0] >= t[:, 1]).any()):
+            raise ValueError(f"emlkit::adaptive_avg_pool2d: {name} has an empty window or one outside [0, {size})")
+    taps = (rows[:, 1] - rows[:, 0]).max().item() * (cols[:, 1] - cols[:, 0]).max().item()
+    if taps > ADAPTIVE_MAX_TAPS:
+        raise ValueError(f"emlkit::adaptive_avg_pool2d: a window has {taps} taps, over {ADAPTIVE_MAX_TAPS}")
+    n_out = rows.shape[0] * cols.shape[0]
+    if requant.dtype != torch.int32 or tuple(requant.shape) != (n_out, 2):
+        raise ValueError(f"emlkit::adaptive_avg_pool2d: requant must be an int32 [{n_out}, 2] table")
+    for m, t in requant.tolist():
+        _check_requant("emlkit::adaptive_avg_pool2d", m, t)
+
+
+def adaptive_avg_pool2d_reference(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, requant: torch.Tensor,
+                                  input_zero_point: int, output_zero_point: int) -> torch.Tensor:
+    """The op's definition (above), in int64; the output takes x's memory format."""
+    if x.dtype != torch.int8 or x.dim() != 4:
+        raise TypeError("emlkit::adaptive_avg_pool2d: expected a 4-D int8 input")
+    _check_adaptive(x, rows, cols, requant)
+    q = x.to(torch.int64) - input_zero_point
+    oh, ow = rows.shape[0], cols.shape[0]
+    out = torch.empty((x.shape[0], x.shape[1], oh, ow), dtype=torch.int64)
+    rq = requant.to(torch.int64)
+    for i, (r0, r1) in enumerate(rows.tolist()):
+        for j, (c0, c1) in enumerate(cols.tolist()):
+            s = q[:, :, r0:r1, c0:c1].sum(dim=(2, 3))
+            m, t = int(rq[i * ow + j, 0]), int(rq[i * ow + j, 1])
+            out[:, :, i, j] = ((s * m + (1 << (t - 1))) >> t) + output_zero_point
+    return out.clamp(-128, 127).to(torch.int8).contiguous(memory_format=_memory_format(x))
+
+
+@register_fake("emlkit::adaptive_avg_pool2d")
+def _adaptive_meta(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, requant: torch.Tensor,
+                   input_zero_point: int, output_zero_point: int) -> torch.Tensor:
+    return torch.empty((x.shape[0], x.shape[1], rows.shape[0], cols.shape[0]), dtype=torch.int8, device=x.device,
+                       memory_format=_memory_format(x))
+
+
+@impl(lib, "adaptive_avg_pool2d", "CompositeExplicitAutograd")
+def _adaptive_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, requant: torch.Tensor,
+                   input_zero_point: int, output_zero_point: int) -> torch.Tensor:
+    return adaptive_avg_pool2d_reference(x, rows, cols, requant, input_zero_point, output_zero_point)
+
+
+@impl(lib, "adaptive_avg_pool2d.out", "CompositeExplicitAutograd")
+def _adaptive_out_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, requant: torch.Tensor,
+                       input_zero_point: int, output_zero_point: int, *, out: torch.Tensor) -> torch.Tensor:
+    out.copy_(adaptive_avg_pool2d_reference(x, rows, cols, requant, input_zero_point, output_zero_point))
+    return out
+
+
+# ---------------------------------------------------------------- floor_divide (int8 / int8, exact floor)
+# a, b: int8 of one shape and memory format. The scales as integers: s_a = a_mant * 2^e_a, s_b = b_mant * 2^e_b
+# (24-bit mantissas, exponent = e_a - e_b in [-30, 30]). With A = a - zp_a, B = b - zp_b:
+#   N = A * a_mant * 2^max(exponent, 0),  D = B * b_mant * 2^max(-exponent, 0)     (|N|, |D| < 2^62)
+#   f = floor(N / D)  (the exact floor of the real quotient), clamped to [-2^31, 2^31]
+#   y = requant(f, M, T, zp_out), M / 2^T = 1 / s_out
+# B = 0 (a real division by zero: +-inf, or nan for 0 / 0) gives 127 for A > 0, -128 for A < 0, zp_out for A = 0.
+FLOOR_DIV_MANT_BITS = 24
+FLOOR_DIV_MAX_EXP = 30
+FLOOR_DIV_CLAMP = 1 << 31
+
+lib.define("floor_divide(Tensor a, Tensor b, int a_zero_point, int b_zero_point, int a_mantissa, int b_mantissa, "
+           "int exponent, int output_zero_point, int multiplier, int shift) -> Tensor")
+lib.define("floor_divide.out(Tensor a, Tensor b, int a_zero_point, int b_zero_point, int a_mantissa, "
+           "int b_mantissa, int exponent, int output_zero_point, int multiplier, int shift, *, Tensor(a!) out) "
+           "-> Tensor(a!)")
+
+
+def scale_mantissa(scale: float) -> tuple[int, int]:
+    """(m, e): scale ~= m * 2^e with m in [2^23, 2^24) (exact for a float32 scale)."""
+    if not (scale > 0.0 and math.isfinite(scale)):
+        raise ValueError(f"scale {scale} is not a positive finite number")
+    mant, exp = math.frexp(scale)
+    m = round(mant * (1 << FLOOR_DIV_MANT_BITS))
+    if m == 1 << FLOOR_DIV_MANT_BITS:
+        m, exp = m >> 1, exp + 1
+    return m, exp - FLOOR_DIV_MANT_BITS
+
+
+def _check_floor_divide(a_mantissa: int, b_mantissa: int, exponent: int, multiplier: int, shift: int) -> None:
+    lo, hi = 1 << (FLOOR_DIV_MANT_BITS - 1), 1 << FLOOR_DIV_MANT_BITS
+    if not (lo <= a_mantissa < hi and lo <= b_mantissa < hi) or abs(exponent) > FLOOR_DIV_MAX_EXP:
+        raise ValueError(f"emlkit::floor_divide: mantissas must be in [2^23, 2^24) and the exponent in "
+                         f"[-{FLOOR_DIV_MAX_EXP}, {FLOOR_DIV_MAX_EXP}]")
+    _check_requant("emlkit::floor_divide", multiplier, shift)
+
+
+def floor_divide_reference(a: torch.Tensor, b: torch.Tensor, a_zero_point: int, b_zero_point: int, a_mantissa: int,
+                           b_mantissa: int, exponent: int, output_zero_point: int, multiplier: int,
+                           shift: int) -> torch.Tensor:
+    """The op's definition (above), in int64; the output takes a's memory format."""
+    if a.dtype != torch.int8 or b.dtype != torch.int8 or a.shape != b.shape:
+        raise TypeError("emlkit::floor_divide: expected two int8 tensors of one shape")
+    _check_floor_divide(a_mantissa, b_mantissa, exponent, multiplier, shift)
+    big = a.to(torch.int64) - a_zero_point
+    den_q = b.to(torch.int64) - b_zero_point
+    num = big * a_mantissa * (1 << max(exponent, 0))
+    den = den_q * b_mantissa * (1 << max(-exponent, 0))
+    safe = torch.where(den == 0, torch.ones_like(den), den)
+    f = torch.div(num, safe, rounding_mode="floor").clamp(-FLOOR_DIV_CLAMP, FLOOR_DIV_CLAMP)
+    y = (((f * multiplier + (1 << (shift - 1))) >> shift) + output_zero_point).clamp(-128, 127)
+    by_zero = torch.where(big > 0, 127, torch.where(big < 0, -128, max(-128, min(127, output_zero_point))))
+    y = torch.where(den == 0, by_zero, y)
+    return y.to(torch.int8).contiguous(memory_format=_memory_format(a))
+
+
+@register_fake("emlkit::floor_divide")
+def _floor_divide_meta(a: torch.Tensor, b: torch.Tensor, a_zero_point: int, b_zero_point: int, a_mantissa: int,
+                       b_mantissa: int, exponent: int, output_zero_point: int, multiplier: int,
+                       shift: int) -> torch.Tensor:
+    return torch.empty_like(a, dtype=torch.int8)
+
+
+@impl(lib, "floor_divide", "CompositeExplicitAutograd")
+def _floor_divide_impl(a: torch.Tensor, b: torch.Tensor, a_zero_point: int, b_zero_point: int, a_mantissa: int,
+                       b_mantissa: int, exponent: int, output_zero_point: int, multiplier: int,
+                       shift: int) -> torch.Tensor:
+    return floor_divide_reference(a, b, a_zero_point, b_zero_point, a_mantissa, b_mantissa, exponent,
+                                  output_zero_point, multiplier, shift)
+
+
+@impl(lib, "floor_divide.out", "CompositeExplicitAutograd")
+def _floor_divide_out_impl(a: torch.Tensor, b: torch.Tensor, a_zero_point: int, b_zero_point: int, a_mantissa: int,
+                           b_mantissa: int, exponent: int, output_zero_point: int, multiplier: int, shift: int, *,
+                           out: torch.Tensor) -> torch.Tensor:
+    out.copy_(floor_divide_reference(a, b, a_zero_point, b_zero_point, a_mantissa, b_mantissa, exponent,
+                                     output_zero_point, multiplier, shift))
+    return out
+
+
+# ---------------------------------------------------------------- embedding_bag (int8 table, sum / mean / max)
+# weight: int8 [num, dim] codes (zero point weight_zero_point); indices, offsets: 1-D int64 or int32. Bag j holds
+# indices[offsets[j] : end_j], end_j = offsets[j + 1], or len(indices) for the last bag without include_last_offset;
+# bags = len(offsets) - include_last_offset. Entries equal to padding_idx (-1: none) are left out, of the count too.
+# Per bag and column, with w = weight[i, col] - weight_zero_point over its n entries:
+#   mode 0 (sum):  v = sum w                                   M / 2^T = s_w / s_out
+#   mode 1 (mean): v = sum w * ((2^16 + n // 2) // n), 0 if n = 0  M / 2^T = s_w / (s_out * 2^16)
+#   mode 2 (max):  v = max w, 0 if n = 0                        M / 2^T = s_w / s_out
+#   y = requant(v, M, T, zp_out)
+# An offset outside [0, len(indices)], offsets that decrease, or an index outside [0, num) is an error (the kernel
+# returns an error status). len(indices) <= 2^23 keeps |v| * M in int64.
+EMBEDDING_BAG_MEAN_BITS = 16
+EMBEDDING_BAG_MAX_INDICES = 1 << 23
+EMBEDDING_BAG_MODES = {"sum": 0, "mean": 1, "max": 2}
+
+lib.define("embedding_bag(Tensor weight, Tensor indices, Tensor offsets, int mode, int include_last_offset, "
+           "int padding_idx, int weight_zero_point, int output_zero_point, int multiplier, int shift) -> Tensor")
+lib.define("embedding_bag.out(Tensor weight, Tensor indices, Tensor offsets, int mode, int include_last_offset, "
+           "int padding_idx, int weight_zero_point, int output_zero_point, int multiplier, int shift, *, "
+           "Tensor(a!) out) -> Tensor(a!)")
+
+
+def embedding_bag_reference(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mode: int,
+                            include_last_offset: int, padding_idx: int, weight_zero_point: int,
+                            output_zero_point: int, multiplier: int, shift: int) -> torch.Tensor:
+    """The op's definition (above), in int64."""
+    if weight.dtype != torch.int8 or weight.dim() != 2 or indices.dim() != 1 or offsets.dim() != 1:
+        raise TypeError("emlkit::embedding_bag: expected an int8 [num, dim] weight and 1-D indices and offsets")
+    if mode not in (0, 1, 2) or indices.numel() > EMBEDDING_BAG_MAX_INDICES:
+        raise ValueError(f"emlkit::embedding_bag: mode {mode} is not 0, 1 or 2, or over "
+                         f"{EMBEDDING_BAG_MAX_INDICES} indices")
+    _check_requant("emlkit::embedding_bag", multiplier, shift)
+    num, dim = weight.shape
+    idx, off = indices.to(torch.int64).tolist(), offsets.to(torch.int64).tolist()
+    if idx and (min(idx) < 0 or max(idx) >= num):
+        raise ValueError(f"emlkit::embedding_bag: an index is outside [0, {num})")
+    bags = len(off) - (1 if include_last_offset else 0)
+    ends = off[1:] + ([] if include_last_offset else [len(idx)])
+    w = weight.to(torch.int64) - weight_zero_point
+    out = torch.zeros((max(bags, 0), dim), dtype=torch.int64)
+    for j in range(max(bags, 0)):
+        s, e = off[j], ends[j]
+        if not 0 <= s <= e <= len(idx):
+            raise ValueError(f"emlkit::embedding_bag: bag {j} spans [{s}, {e}), outside [0, {len(idx)}] or reversed")
+        rows = [i for i in idx[s:e] if i != padding_idx]
+        if not rows:
+            continue
+        sel = w[rows]
+        if mode == 2:
+            out[j] = sel.max(dim=0).values
+        elif mode == 1:
+            n = len(rows)
+            out[j] = sel.sum(dim=0) * (((1 << EMBEDDING_BAG_MEAN_BITS) + n // 2) // n)
+        else:
+            out[j] = sel.sum(dim=0)
+    return (((out * multiplier + (1 << (shift - 1))) >> shift) + output_zero_point).clamp(-128, 127).to(torch.int8)
+
+
+@register_fake("emlkit::embedding_bag")
+def _embedding_bag_meta(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mode: int,
+                        include_last_offset: int, padding_idx: int, weight_zero_point: int, output_zero_point: int,
+                        multiplier: int, shift: int) -> torch.Tensor:
+    return torch.empty((offsets.shape[0] - (1 if include_last_offset else 0), weight.shape[1]), dtype=torch.int8,
+                       device=weight.device)
+
+
+@impl(lib, "embedding_bag", "CompositeExplicitAutograd")
+def _embedding_bag_impl(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mode: int,
+                        include_last_offset: int, padding_idx: int, weight_zero_point: int, output_zero_point: int,
+                        multiplier: int, shift: int) -> torch.Tensor:
+    return embedding_bag_reference(weight, indices, offsets, mode, include_last_offset, padding_idx,
+                                   weight_zero_point, output_zero_point, multiplier, shift)
+
+
+@impl(lib, "embedding_bag.out", "CompositeExplicitAutograd")
+def _embedding_bag_out_impl(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mode: int,
+                            include_last_offset: int, padding_idx: int, weight_zero_point: int,
+                            output_zero_point: int, multiplier: int, shift: int, *,
+                            out: torch.Tensor) -> torch.Tensor:
+    out.copy_(embedding_bag_reference(weight, indices, offsets, mode, include_last_offset, padding_idx,
+                                      weight_zero_point, output_zero_point, multiplier, shift))
     return out

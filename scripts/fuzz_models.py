@@ -8,7 +8,8 @@ Model i of a run is drawn from random.Random(f"{seed}:{i}") alone, so any case
 can be regenerated from (seed, i). Each model is a chain of blocks over an
 [1, C, H, W] feature map drawn from the supported op set: conv, depthwise conv,
 pools (avg, max), residual add, gating mul, concat of two branches, channel
-slice, reshape/permute round trips, activations, nearest upsample; and a head
+slice, reshape/permute round trips, activations, nearest upsample (and, from a stream of
+their own, a per-channel PReLU, a non-dividing adaptive average pool or a ConvTranspose2d with output_padding); and a head
 that is either the feature map or flatten + Linear (+ softmax).
 
 Per model, a defect is any of:
@@ -65,6 +66,11 @@ ACT_CODE = {
 BLOCKS = ["conv", "dwconv", "avgpool", "maxpool", "add", "mul", "cat", "slice", "permute", "reshape", "act",
           "upsample"]
 LSTM_SHARE = 0.25   # models that end their blocks with an "lstm" block (pixels as a sequence of at most 64 steps)
+# Issue 30's int8 extensions that fit the block pattern, drawn from a stream of their own (so earlier seeds make the
+# models they made): a per-channel PReLU, an adaptive average pool to a size that does not divide the map, a
+# ConvTranspose2d with output_padding. floor_divide and embedding_bag take a second input and do not fit a chain.
+EXT_BLOCKS = ["prelu", "adapool", "upconv"]
+EXT_SHARE = 0.3
 
 
 @dataclass
@@ -97,6 +103,10 @@ def _shape_after(c: int, h: int, w: int, b: dict[str, Any]) -> tuple[int, int, i
         return c, w, h
     if k == "lstm":
         return b["hid"] * (2 if b["bidir"] else 1), h, w
+    if k == "adapool":
+        return c, b["oh"], b["ow"]
+    if k == "upconv":
+        return c, 2 * h, 2 * w
     return c, h, w
 
 
@@ -132,6 +142,18 @@ def generate(seed: str) -> Spec:
                 continue
         spec.blocks.append(b)
         c, h, w = _shape_after(c, h, w, b)
+    ext = random.Random(f"{seed}:int8ext")
+    if ext.random() < EXT_SHARE:
+        b = {"kind": ext.choice(EXT_BLOCKS)}
+        if b["kind"] == "prelu":
+            b.update(slopes=[round(ext.uniform(-0.5, 0.5), 3) for _ in range(c)])
+        elif b["kind"] == "adapool":
+            oh = [o for o in range(2, h) if h % o] or [h]
+            ow = [o for o in range(2, w) if w % o] or [w]
+            b.update(oh=ext.choice(oh), ow=ext.choice(ow))
+        if b["kind"] != "upconv" or h * w * c <= 2048:
+            spec.blocks.append(b)
+            c, h, w = _shape_after(c, h, w, b)
     # An LSTM over the map's pixels as a sequence, drawn from a stream of its own, so a seed without one still makes
     # the model it made before LSTMs were drawn.
     extra = random.Random(f"{seed}:lstm")
@@ -188,6 +210,15 @@ def source(spec: Spec) -> str:
             fwd.append(f"x = torch.cat([{ya}, {yb}], dim=1)")
         elif k in _ONE_LINE_BLOCKS:
             fwd.append(_ONE_LINE_BLOCKS[k](b, c, h, w))
+        elif k == "prelu":
+            init.append(f"self.b{i} = nn.PReLU({c})")
+            init.append(f"self.b{i}.weight.data = torch.tensor({b['slopes']})")
+            fwd.append(f"x = self.b{i}(x)")
+        elif k == "adapool":
+            fwd.append(f"x = F.adaptive_avg_pool2d(x, ({b['oh']}, {b['ow']}))")
+        elif k == "upconv":
+            init.append(f"self.b{i} = nn.ConvTranspose2d({c}, {c}, 3, stride=2, padding=1, output_padding=1)")
+            fwd.append(f"x = self.b{i}(x)")
         elif k == "lstm":
             out = b["hid"] * (2 if b["bidir"] else 1)
             init.append(f"self.b{i} = nn.LSTM({c}, {b['hid']}, num_layers={b['layers']}, batch_first=True, "

@@ -78,6 +78,10 @@ KERNEL_TESTS: dict[str, str] = {
     "emlkit_softmax_s8.c": "test_emlkit_softmax",
     "emlkit_avg_pool2d_s8.c": "test_emlkit_avg_pool2d",
     "emlkit_resize_bilinear_s8.c": "test_emlkit_resize_bilinear",
+    "emlkit_prelu_s8.c": "test_emlkit_prelu",
+    "emlkit_adaptive_avg_pool2d_s8.c": "test_emlkit_adaptive_avg_pool2d",
+    "emlkit_floor_divide_s8.c": "test_emlkit_floor_divide",
+    "emlkit_embedding_bag_s8.c": "test_emlkit_embedding_bag",
     "emlkit_lstm_s8.c": "test_emlkit_lstm or test_emlkit_gru",
     "kernels.h": "test_requantize or test_quantized_add or test_quantized_conv2d or test_quantized_max_pool2d",
 }

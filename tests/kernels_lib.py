@@ -102,6 +102,15 @@ class QPool(C.Structure):
                                     "stride_h", "stride_w", "pad_h", "pad_w")]
 
 
+class QFloorDiv(C.Structure):
+    _fields_ = [(n, i32) for n in ("a_zp", "b_zp", "a_mant", "b_mant", "exp", "out_zp", "mult", "shift")]
+
+
+class QEmbeddingBag(C.Structure):
+    _fields_ = [(n, i32) for n in ("num", "dim", "n_idx", "n_off", "include_last_offset", "mode", "padding_idx",
+                                    "w_zp", "out_zp", "mult", "shift")]
+
+
 class QLstm(C.Structure):
     _fields_ = [(n, i32) for n in ("batch", "steps", "in_", "hid", "batch_first", "x_zp", "h_zp", "cell_frac",
                                     "out_mult", "out_shift")]
@@ -144,6 +153,10 @@ class Kernels:
             "emk_emlkit_softmax_s8": [P, P, i32, i32, i32, P, i32, i32, i32],
             "emk_emlkit_avg_pool2d_s8": [C.POINTER(QPool), P, P, i32, i32, i32, i32],
             "emk_emlkit_resize_bilinear_s8": [P, P, i32, i32, i32, i32, i32, i32, P, P, i32, i32, i32, i32],
+            "emk_emlkit_prelu_s8": [P, P, i32, i32, i32, P, i32, i32, i32, i32],
+            "emk_emlkit_adaptive_avg_pool2d_s8": [P, P, i32, i32, i32, i32, i32, i32, P, P, P, i32, i32],
+            "emk_emlkit_floor_divide_s8": [P, P, P, sz, C.POINTER(QFloorDiv)],
+            "emk_emlkit_embedding_bag_s8": [C.POINTER(QEmbeddingBag), P, P, P, P],
             "emk_emlkit_lstm_s8": [C.POINTER(QLstm), P, P, P, P, P, P, P, P, P],
             "emk_emlkit_gru_s8": [C.POINTER(QGru), P, P, P, P, P, P, P, P],
             "emk_minmax_any": [C.c_int, C.c_int, C.c_int, P, P, P, P, P, P],

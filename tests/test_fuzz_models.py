@@ -52,7 +52,7 @@ def test_generated_files_are_standalone_models(tmp_path: Path) -> None:
         with torch.no_grad():
             y = mod.ModelUnderTest(*mod.ModelInputs)
         assert torch.isfinite(y).all()
-    every = {*fz.BLOCKS, "lstm"}
+    every = {*fz.BLOCKS, "lstm", *fz.EXT_BLOCKS}
     assert kinds == every, f"blocks never drawn in 40 models: {every - kinds}"
 
 

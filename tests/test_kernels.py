@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 # Importing the passes package first avoids a circular import inside the wheel;
 # it loads ops/operators.py, which registers torch.ops.cortex_m.
 import executorch.backends.cortex_m.passes  # noqa: F401
-from kernels_lib import KERNELS, Kernels, QAdd, QBmm, QConv, QGru, QLinear, QLstm, QMul, QPool, build_library, ptr
+from kernels_lib import (KERNELS, Kernels, QAdd, QBmm, QConv, QEmbeddingBag, QFloorDiv, QGru, QLinear, QLstm, QMul, QPool,
+                         build_library, ptr)
 
 ops = torch.ops.cortex_m
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -804,3 +805,106 @@ def test_emlkit_gru(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scale
         y = np.zeros(x.shape[:2] + (h,), np.int8)
         f(C.byref(p), ptr(x), ptr(y), *[ptr(a) for a in arrays], ptr(h0) if given else None)
         np.testing.assert_array_equal(y, want.numpy())
+
+
+# ---------------------------------------------------------------- emlkit::prelu, adaptive_avg_pool2d, floor_divide,
+# embedding_bag (issue 30): each portable kernel and its dispatcher bit-exact with the Python reference
+@SETTINGS
+@given(seed=seeds, outer=st.integers(1, 4), c=st.integers(1, 9), inner=st.integers(1, 13), izp=zps, ozp=zps,
+       ratio=st.floats(0.05, 8.0), slopes=st.lists(st.floats(-3.0, 3.0), min_size=9, max_size=9),
+       zero=st.integers(0, 8))
+def test_emlkit_prelu(K, seed, outer, c, inner, izp, ozp, ratio, slopes, zero):
+    """Per-channel slopes of either sign, a zero slope, and both layouts' views ([outer][c][inner])."""
+    import emlkit.emlkit_ops as eo
+    from emlkit.passes.emlkit_prelu import prelu_table
+
+    w = torch.tensor(slopes[:c], dtype=torch.float64)
+    w[zero % c] = 0.0
+    table = prelu_table(w, c, ratio, 1.0)
+    assert table is not None
+    m, s = eo.multiplier_shift(ratio)
+    x = s8(rng_from(seed), outer, c, inner)
+    want = eo.prelu_reference(torch.from_numpy(x), table, izp, ozp, m, s).numpy()
+    neg = table.numpy().copy()
+    for f in both(K, "emk_emlkit_prelu_s8"):
+        out = np.zeros_like(x)
+        f(ptr(x), ptr(out), outer, c, inner, ptr(neg), izp, ozp, m, s)
+        np.testing.assert_array_equal(out, want)
+    # and the reference is a PReLU: within 1 step of quantizing the float result
+    q = x.astype(np.float64) - izp
+    yf = np.where(q >= 0, q, q * w.numpy()[None, :, None]) * ratio + ozp
+    assert np.abs(want.astype(np.float64) - np.clip(np.round(yf), -128, 127)).max() <= 1
+
+
+@SETTINGS
+@given(seed=seeds, n=st.integers(1, 2), h=st.integers(1, 11), w=st.integers(1, 11), c=st.integers(1, 7),
+       oh=st.integers(1, 8), ow=st.integers(1, 8), izp=zps, ozp=zps, ratio=st.floats(0.1, 4.0))
+def test_emlkit_adaptive_avg_pool2d(K, seed, n, h, w, c, oh, ow, izp, ozp, ratio):
+    """Bit-exact with the reference, NHWC and NCHW (c = 1, n * c images), any output size (windows of unequal sizes
+    and overlapping); and the reference is torch's adaptive average pool within 1 int8 step."""
+    import emlkit.emlkit_ops as eo
+    from emlkit.passes.emlkit_adaptive_avg_pool import adaptive_tables
+
+    tables = adaptive_tables(h, w, oh, ow, 1.0, ratio)
+    assert tables is not None
+    rows, cols, rq = (t.numpy().copy() for t in tables)
+    x = s8(rng_from(seed), n, h, w, c)
+    want = torch_to_nhwc(eo.adaptive_avg_pool2d_reference(nhwc_to_torch(x), *tables, izp, ozp))
+    for f in both(K, "emk_emlkit_adaptive_avg_pool2d_s8"):
+        out = np.zeros((n, oh, ow, c), np.int8)
+        f(ptr(x), ptr(out), n, h, w, c, oh, ow, ptr(rows), ptr(cols), ptr(rq), izp, ozp)
+        np.testing.assert_array_equal(out, want)
+        planes = np.ascontiguousarray(x.transpose(0, 3, 1, 2)).reshape(n * c, h, w, 1)
+        out_p = np.zeros((n * c, oh, ow, 1), np.int8)
+        f(ptr(planes), ptr(out_p), n * c, h, w, 1, oh, ow, ptr(rows), ptr(cols), ptr(rq), izp, ozp)
+        np.testing.assert_array_equal(out_p.reshape(n, c, oh, ow), want.transpose(0, 3, 1, 2))
+    yf = torch.nn.functional.adaptive_avg_pool2d(nhwc_to_torch(x).double() - izp, (oh, ow)) / ratio + ozp
+    ref = torch_to_nhwc(torch.clamp(torch.round(yf), -128, 127))
+    assert np.abs(want.astype(np.float64) - ref).max() <= 1
+
+
+@SETTINGS
+@given(seed=seeds, size=st.integers(1, 200), azp=zps, bzp=zps, ozp=zps, s_a=st.floats(1e-3, 1.0),
+       s_b=st.floats(1e-3, 1.0), s_out=st.floats(1e-2, 2.0))
+def test_emlkit_floor_divide(K, seed, size, azp, bzp, ozp, s_a, s_b, s_out):
+    """Bit-exact with the reference over the whole int8 range of both operands, division by zero included."""
+    import emlkit.emlkit_ops as eo
+    from emlkit.passes.emlkit_floor_divide import floor_divide_constants
+
+    f32 = [float(np.float32(v)) for v in (s_a, s_b)]
+    consts = floor_divide_constants(f32[0], f32[1], s_out)
+    assert consts is not None
+    m_a, m_b, e, mult, shift = consts
+    rng = rng_from(seed)
+    a, b = s8(rng, size), s8(rng, size)
+    b[: size // 4] = np.int8(max(-128, min(127, bzp)))                        # some zero divisors
+    want = eo.floor_divide_reference(torch.from_numpy(a), torch.from_numpy(b), azp, bzp, m_a, m_b, e, ozp, mult,
+                                     shift).numpy()
+    p = QFloorDiv(azp, bzp, m_a, m_b, e, ozp, mult, shift)
+    for f in both(K, "emk_emlkit_floor_divide_s8"):
+        out = np.zeros_like(a)
+        f(ptr(a), ptr(b), ptr(out), size, C.byref(p))
+        np.testing.assert_array_equal(out, want)
+
+
+@SETTINGS
+@given(seed=seeds, num=st.integers(1, 20), dim=st.integers(1, 9), n_idx=st.integers(0, 40), bags=st.integers(1, 8),
+       mode=st.integers(0, 2), last=st.booleans(), pad=st.integers(-1, 19), wzp=zps, ozp=zps,
+       ratio=st.floats(0.05, 4.0))
+def test_emlkit_embedding_bag(K, seed, num, dim, n_idx, bags, mode, last, pad, wzp, ozp, ratio):
+    """Sum, mean and max bags (empty bags, padding_idx, include_last_offset) bit-exact with the reference."""
+    import emlkit.emlkit_ops as eo
+
+    rng = rng_from(seed)
+    pad = pad if pad < num else -1
+    weight = s8(rng, num, dim)
+    idx = rng.integers(0, num, size=n_idx, dtype=np.int64)
+    off = np.sort(rng.integers(0, n_idx + 1, size=bags + (1 if last else 0), dtype=np.int64))
+    m, s = eo.multiplier_shift(ratio / ((1 << eo.EMBEDDING_BAG_MEAN_BITS) if mode == 1 else 1))
+    want = eo.embedding_bag_reference(torch.from_numpy(weight), torch.from_numpy(idx), torch.from_numpy(off), mode,
+                                      int(last), pad, wzp, ozp, m, s).numpy()
+    p = QEmbeddingBag(num, dim, n_idx, len(off), int(last), mode, pad, wzp, ozp, m, s)
+    for f in both(K, "emk_emlkit_embedding_bag_s8"):
+        out = np.zeros((bags, dim), np.int8)
+        f(C.byref(p), ptr(weight), ptr(idx) if n_idx else None, ptr(off), ptr(out))
+        np.testing.assert_array_equal(out, want)

@@ -97,4 +97,53 @@ void emk_emlkit_gru_s8_ref(const emlkit_gru_params *p, const int8_t *x, int8_t *
 void emk_emlkit_gru_s8(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih, const int8_t *w_hh,
                        const int32_t *bias, const int32_t *requant, const int16_t *tables, const int8_t *h0);
 
+/* ---- emlkit::prelu (emlkit_prelu_s8.c): [outer][c][inner] view (c the channel dim in memory order) ----
+ * neg: c pairs (multiplier, shift), multiplier 0 or +-[2^30, 2^31), shift in [1, 62]. With q = x - in_zp:
+ * out = emlkit_requant_s8(q, q >= 0 ? mult : neg[2k], q >= 0 ? shift : neg[2k + 1], out_zp). */
+void emk_emlkit_prelu_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int32_t c, int32_t inner,
+                             const int32_t *neg, int32_t in_zp, int32_t out_zp, int32_t mult, int32_t shift);
+void emk_emlkit_prelu_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t c, int32_t inner, const int32_t *neg,
+                         int32_t in_zp, int32_t out_zp, int32_t mult, int32_t shift);
+
+/* ---- emlkit::adaptive_avg_pool2d (emlkit_adaptive_avg_pool2d_s8.c), NHWC (NCHW as NHWC with c = 1 and
+ * batch = N * C) ----
+ * rows: out_h pairs [start, end) of input rows, cols: out_w pairs of input columns, non-empty and inside the
+ * input, at most 2^16 taps a window; requant: out_h * out_w pairs (mult, shift), row-major over the output:
+ * out = emlkit_requant_s8(sum of (x - in_zp) over the window, mult, shift, out_zp). */
+void emk_emlkit_adaptive_avg_pool2d_s8_ref(const int8_t *in, int8_t *out, int32_t batch, int32_t in_h, int32_t in_w,
+                                           int32_t c, int32_t out_h, int32_t out_w, const int32_t *rows,
+                                           const int32_t *cols, const int32_t *requant, int32_t in_zp,
+                                           int32_t out_zp);
+void emk_emlkit_adaptive_avg_pool2d_s8(const int8_t *in, int8_t *out, int32_t batch, int32_t in_h, int32_t in_w,
+                                       int32_t c, int32_t out_h, int32_t out_w, const int32_t *rows,
+                                       const int32_t *cols, const int32_t *requant, int32_t in_zp, int32_t out_zp);
+
+/* ---- emlkit::floor_divide (emlkit_floor_divide_s8.c): n elements of a, b, out in one memory order ----
+ * A = a - a_zp, B = b - b_zp; N = A * a_mant << max(exp, 0), D = B * b_mant << max(-exp, 0) (mantissas in
+ * [2^23, 2^24), |exp| <= 30: |N|, |D| < 2^62); f = floor(N / D) clamped to [-2^31, 2^31];
+ * out = emlkit_requant_s8(f, mult, shift, out_zp); B = 0: 127 (A > 0), -128 (A < 0), out_zp (A = 0). */
+typedef struct {
+  int32_t a_zp, b_zp, a_mant, b_mant, exp, out_zp, mult, shift;
+} emlkit_floor_div_params;
+void emk_emlkit_floor_divide_s8_ref(const int8_t *a, const int8_t *b, int8_t *out, size_t n,
+                                    const emlkit_floor_div_params *p);
+void emk_emlkit_floor_divide_s8(const int8_t *a, const int8_t *b, int8_t *out, size_t n,
+                                const emlkit_floor_div_params *p);
+
+/* ---- emlkit::embedding_bag (emlkit_embedding_bag_s8.c) ----
+ * weight: int8 [num][dim]; indices: n_idx entries in [0, num); offsets: n_off non-decreasing entries in [0, n_idx]
+ * (the adapter checks both); bag j (of bags = n_off - include_last_offset) spans indices [offsets[j], end_j),
+ * end_j = offsets[j + 1], or n_idx for j + 1 = n_off. Entries equal to padding_idx (-1: none) are skipped. Per bag
+ * and column, with w = weight[i][col] - w_zp over the bag's n entries: mode 0 v = sum w, mode 1
+ * v = sum w * ((2^16 + n / 2) / n) (0 for n = 0), mode 2 v = max w (0 for n = 0);
+ * out[j][col] = emlkit_requant_s8(v, mult, shift, out_zp). */
+#define EMLKIT_EMBEDDING_BAG_MEAN_BITS 16
+typedef struct {
+  int32_t num, dim, n_idx, n_off, include_last_offset, mode, padding_idx, w_zp, out_zp, mult, shift;
+} emlkit_embedding_bag_params;
+void emk_emlkit_embedding_bag_s8_ref(const emlkit_embedding_bag_params *p, const int8_t *weight, const int64_t *indices,
+                                     const int64_t *offsets, int8_t *out);
+void emk_emlkit_embedding_bag_s8(const emlkit_embedding_bag_params *p, const int8_t *weight, const int64_t *indices,
+                                 const int64_t *offsets, int8_t *out);
+
 #endif

@@ -26,10 +26,11 @@ def called(gm: torch.fx.GraphModule) -> list[Any]:
     return [n.target for n in gm.graph.nodes if n.op == "call_function"]
 
 
-def lowered(module: torch.nn.Module, x: torch.Tensor, target: str, drop: tuple[str, ...] = (),
-            **options: Any) -> tuple[Any, Any]:
+def lowered(module: torch.nn.Module, x: torch.Tensor | tuple[torch.Tensor, ...], target: str,
+            drop: tuple[str, ...] = (), **options: Any) -> tuple[Any, Any]:
     """MODULE lowered for TARGET by its flow with our passes (but those named in DROP): (Lowered, options).
-    No firmware, no .pte: the flow's lowering only (seconds for a small model)."""
+    X is the input, or a tuple of inputs (calibrated on themselves: integer inputs such as indices have no random
+    stand-in). No firmware, no .pte: the flow's lowering only (seconds for a small model)."""
     from emlkit.lower import cortex_m, ethos_u
     from emlkit.passes.manager import STAGE_FIELD, pass_name
 
@@ -39,9 +40,10 @@ def lowered(module: torch.nn.Module, x: torch.Tensor, target: str, drop: tuple[s
     t = get_target(target)
     flow = cortex_m if t.flow == "cortex_m" else ethos_u
     torch.manual_seed(0)
-    data = [(x,)] + [(torch.randn_like(x),) for _ in range(2)]
+    inputs = x if isinstance(x, tuple) else (x,)
+    data = [inputs] if isinstance(x, tuple) else [(x,)] + [(torch.randn_like(x),) for _ in range(2)]
     with torch.no_grad():
-        low = flow.lower(module.eval(), (x,), data, t, opts)
+        low = flow.lower(module.eval(), inputs, data, t, opts)
     return low, opts
 
 

@@ -18,13 +18,13 @@ from emlkit.passes.manager import (ALL, NOT_PASS_MODULES, STAGE_FIELD, STAGES, P
                                 pass_name, pipeline)
 
 EXPECTED = {
-    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "AdaptivePoolAsPool", "MeanAsPool", "GluAsSigmoidMul", "LstmAsLayers",
+    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "AdaptivePoolAsPool", "ConvTransposeOutputPadding", "MeanAsPool", "GluAsSigmoidMul", "LstmAsLayers",
                   "FoldLinearBatchNorm", "SplitFusedProjection", "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                   "SplitBatchedMatmul", "ChannelsLastEverywhere"],
     "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                        "OwnOutputQparams", "LstmOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
     "pre_edge": ["LutFusion", "ScalarOpsAsTables", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
-                 "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "ExplicitNpuClamp", "NpuPoolZeroPoint",
+                 "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag", "ExplicitNpuClamp", "NpuPoolZeroPoint",
                  "NpuA16w8ConvRescale"],
     "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
     "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
@@ -51,7 +51,7 @@ CORTEX_M = {
                        "SplitBatchedMatmul"),
     "quantizer_hook": _only(EXPECTED["quantizer_hook"], "Int8MatmulOnU55", "NpuSoftmaxRanges", "NpuHardswishFloor"),
     "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
-                 "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm"],
+                 "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag"],
     "program": EXPECTED["program"],
     "post": EXPECTED["post"],
     "check": EXPECTED["check"],
@@ -94,7 +94,7 @@ def test_pipeline_follows_the_options() -> None:
     got = pipeline(make_options(lut_fusion=False, explicit_layout=True), m55)
     assert got == {**CORTEX_M, "pre_quant": _only(CORTEX_M["pre_quant"], "ChannelsLastEverywhere"),
                    "pre_edge": ["ScalarOpsAsTables", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
-                                "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm"]}
+                                "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag"]}
     # Portable-kernel cores keep the one-channel depthwise; a16w8 NPU targets get their own fixes.
     assert "DepthwiseOneChannelAsConv" not in pipeline(make_options(), get_target("cortex-m3"))["program"]
     a16 = pipeline(make_options(), get_target("ethos-u55-128-a16w8"))

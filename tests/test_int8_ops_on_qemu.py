@@ -1,0 +1,116 @@
+"""Per-channel PReLU, adaptive average pools whose output does not divide the input, floor_divide and embedding_bag
+(sum, mean with padding_idx, max, sum with include_last_offset), and ConvTranspose1d/2d with output_padding in int8 on cortex-m55, cortex-m4 and cortex-m0plus
+(an385-m0plus) under QEMU (issue 30): one model with all of them compiles without --allow-float (no aten:: compute op
+left), the device's outputs equal the host reference bit for bit, and each output's SNR against the float model is
+at least the floor the README states."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from emlkit.verify import DATA_MOVEMENT
+
+_MODEL = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Ops(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.conv = nn.Conv2d(3, 5, 3, padding=1)
+        self.prelu = nn.PReLU(5)
+        with torch.no_grad():
+            self.prelu.weight.copy_(torch.tensor([0.25, -0.5, 0.0, 1.5, 0.1]))
+        self.bag_mean = nn.EmbeddingBag(12, 6, mode="mean", padding_idx=4)
+        self.bag_sum = nn.EmbeddingBag(12, 6, mode="sum")
+        self.bag_max = nn.EmbeddingBag(12, 6, mode="max")
+        self.bag_last = nn.EmbeddingBag(12, 6, mode="sum", include_last_offset=True)
+
+    def forward(self, x, y, idx, off):
+        h = self.conv(x)
+        return (self.prelu(h), F.adaptive_avg_pool2d(h, (3, 4)), F.adaptive_avg_pool2d(x, (5, 2)),
+                torch.floor_divide(x, y), self.bag_mean(idx, off), self.bag_sum(idx, off), self.bag_max(idx, off),
+                self.bag_last(idx, off))
+
+
+ModelUnderTest = Ops().eval()
+ModelInputs = (torch.randn(1, 3, 7, 9, generator=torch.Generator().manual_seed(1)),
+               torch.rand(1, 3, 7, 9, generator=torch.Generator().manual_seed(2)) + 0.25,
+               torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 11, 7]), torch.tensor([0, 4, 4, 9]))
+'''
+
+# Transposed convolutions with output_padding (below and above the padding, and 1-D), in a model of their own: the
+# M0+ runner reports at most 8 outputs.
+_UP_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class Up(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.conv = nn.Conv2d(3, 5, 3, padding=1)
+        self.up = nn.ConvTranspose2d(5, 3, 3, stride=2, padding=1, output_padding=1)
+        self.up_tail = nn.ConvTranspose2d(3, 2, (3, 2), stride=(3, 2), output_padding=(2, 1))
+        self.up_1d = nn.ConvTranspose1d(3, 4, 4, stride=3, padding=1, output_padding=2)
+
+    def forward(self, x):
+        return self.up(self.conv(x)), self.up_tail(x), self.up_1d(x[:, :, 0])
+
+
+ModelUnderTest = Up().eval()
+ModelInputs = (torch.randn(1, 3, 7, 9, generator=torch.Generator().manual_seed(1)),)
+'''
+
+# The README's SNR floors against the float model (dB), per output: PReLU, the two pools, floor_divide (a floor
+# jumps by 1 where the int8 input crosses an integer quotient), the four bags; the three transposed convolutions.
+SNR_FLOOR_DB = {"ops": [30.0, 35.0, 35.0, 20.0, 35.0, 35.0, 35.0, 35.0], "up": [35.0, 35.0, 35.0]}
+_OPS = {"ops": {"emlkit::prelu": 1, "emlkit::adaptive_avg_pool2d": 2, "emlkit::floor_divide": 1,
+                "emlkit::embedding_bag": 4},
+        "up": {"cortex_m::quantized_transpose_conv2d": 3}}
+_SOURCE = {"ops": _MODEL, "up": _UP_MODEL}
+
+
+def _snr_db(got: np.ndarray, want: np.ndarray) -> float:
+    err = float(np.mean((got.astype(np.float64) - want) ** 2))
+    return float("inf") if err == 0 else 10 * np.log10(float(np.mean(want ** 2)) / err)
+
+
+@pytest.mark.parametrize("which", ["ops", "up"])
+@pytest.mark.parametrize("target, board", [("cortex-m55", None), ("cortex-m4", None),
+                                           ("cortex-m0plus", "an385-m0plus")])
+def test_int8_ops_bit_exact_on_qemu(tmp_path: Path, target: str, board: str | None, which: str) -> None:
+    model = tmp_path / f"int8_{which}.py"
+    model.write_text(_SOURCE[which])
+    cmd = [sys.executable, "-m", "emlkit", "run", str(model), "--target", target, "-o", str(tmp_path / "o"),
+           "--save-outputs", str(tmp_path / "saved")] + (["--board", board] if board else [])
+    proc = subprocess.run(cmd, cwd=tmp_path, env=dict(os.environ), capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)  # the table wraps long cells
+    assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
+    cells = " ".join(diffs.group(1).split()).split(",")
+    assert [d.split()[0] for d in cells] == ["0"] * len(SNR_FLOOR_DB[which]), diffs.group(1)
+    (report,) = (tmp_path / "o").glob("*.json")
+    ops = json.loads(report.read_text())["ops"]
+    assert {k: ops.get(k) for k in _OPS[which]} == _OPS[which], ops
+    assert not any(op.startswith("aten::") and op not in DATA_MOVEMENT for op in ops), ops  # crops, selects: int8
+    ns = runpy.run_path(str(model))
+    with torch.no_grad():
+        want = ns["ModelUnderTest"](*ns["ModelInputs"])
+    snrs = [_snr_db(np.load(tmp_path / "saved" / f"output_{i}.npy"), w.numpy().astype(np.float64))
+            for i, w in enumerate(want)]
+    assert len(snrs) == len(SNR_FLOOR_DB[which]) and all(s >= f for s, f in zip(snrs, SNR_FLOOR_DB[which])), snrs
