@@ -19,14 +19,122 @@ k_conv_fn emk_conv2d_s8;
 
 /* The builds without MVE or DSP. */
 #if !FW_HAVE_MVE && !FW_HAVE_DSP
+#include "kernels_dsp.h" /* the plain-C requantization helpers */
+
 DEPTHWISE_CONV2D_S8_GET_BUFFER_SIZE
 
-/* The dispatcher: the portable variant, which takes no scratch. */
+/* Portable fast path (Cortex-M0+/M3, the host), depth multiplier 1: per output pixel, four channels at a
+ * time over the window's valid taps (the tap's four input and four weight bytes at fixed offsets from two
+ * pointers), the accumulators in registers. Windows inside the input start from bias + input_offset *
+ * sum(weights) (the program's p->beff, else computed per call into scratch) and add plain products; border
+ * windows start from the bias and add the offset per tap. Sums modulo 2^32, as the reference's. Outputs
+ * are requantized by the 32-bit form when every channel allows it (checked once per layer). */
+typedef struct {
+  const int32_t *start, *mult, *shift;
+  int32_t C, xstep, ystep, kw, oo, lo, hi, off, fast;
+} dw_c_ctx;
+
+static inline int8_t dw_c_fin(const dw_c_ctx *g, uint32_t acc, int32_t c) {
+  return g->fast ? k_finish_fast_s8((int32_t)acc, g->mult[c], g->shift[c], g->oo, g->lo, g->hi)
+                 : k_finish_s8((int32_t)acc, g->mult[c], g->shift[c], g->oo, g->lo, g->hi);
+}
+
+/* One output pixel: x and w at its first valid tap, nky x nkx valid taps; start: per-channel start values;
+ * off: the input offset added per tap (0 for windows inside the input, whose start values hold it). */
+static inline __attribute__((always_inline)) void dw_c_pixel_body(const dw_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                                 int32_t nky, int32_t nkx, const int32_t *start,
+                                                                 int32_t off, int8_t *op) {
+  const int32_t C = g->C, xstep = g->xstep, xadj = g->ystep - nkx * xstep, wadj = (g->kw - nkx) * C;
+  int32_t c = 0;
+  for (; c + 4 <= C; c += 4) {
+    uint32_t a0 = start ? (uint32_t)start[c] : 0u, a1 = start ? (uint32_t)start[c + 1] : 0u;
+    uint32_t a2 = start ? (uint32_t)start[c + 2] : 0u, a3 = start ? (uint32_t)start[c + 3] : 0u;
+    const int8_t *xp = x + c, *wp = w + c;
+    for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
+      for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) {
+        a0 += (uint32_t)((xp[0] + off) * wp[0]);
+        a1 += (uint32_t)((xp[1] + off) * wp[1]);
+        a2 += (uint32_t)((xp[2] + off) * wp[2]);
+        a3 += (uint32_t)((xp[3] + off) * wp[3]);
+      }
+    op[c] = dw_c_fin(g, a0, c);
+    op[c + 1] = dw_c_fin(g, a1, c + 1);
+    op[c + 2] = dw_c_fin(g, a2, c + 2);
+    op[c + 3] = dw_c_fin(g, a3, c + 3);
+  }
+  for (; c < C; c++) {
+    uint32_t a = start ? (uint32_t)start[c] : 0u;
+    const int8_t *xp = x + c, *wp = w + c;
+    for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
+      for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) a += (uint32_t)((*xp + off) * *wp);
+    op[c] = dw_c_fin(g, a, c);
+  }
+}
+/* Out of line, the offset constant 0 for inside windows, so that their loop carries no add. */
+static __attribute__((noinline)) void dw_c_pixel_inside(const dw_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                        int32_t nky, int32_t nkx, int8_t *op) {
+  dw_c_pixel_body(g, x, w, nky, nkx, g->start, 0, op);
+}
+static __attribute__((noinline)) void dw_c_pixel_border(const dw_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                        int32_t nky, int32_t nkx, const int32_t *bias, int8_t *op) {
+  dw_c_pixel_body(g, x, w, nky, nkx, bias, g->off, op);
+}
+
+static void dw_c_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n, int32_t *lo,
+                       int32_t *hi) {
+  const int32_t i0 = o * stride - pad;
+  int32_t a = 0, b = k;
+  while (a < b && i0 + a * dil < 0) a++;
+  while (b > a && i0 + (b - 1) * dil >= n) b--;
+  *lo = a, *hi = b;
+}
+
+/* The dispatcher of the builds without MVE or DSP. */
 k_status emk_depthwise_conv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                                  const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch,
                                  size_t scratch_size) {
-  (void)scratch, (void)scratch_size;
-  emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
+  if (scratch_size < emk_depthwise_conv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  if (dw_as_conv(p)) DW_AS_CONV(emk_conv2d_s8);
+  if (p->out_c != p->in_c) {
+    emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
+    return K_OK;
+  }
+  const int32_t C = p->in_c, taps = p->k_h * p->k_w;
+  const int32_t *start = p->beff; /* folded at compile time (emlkit/passes/window_bias.py), else computed here */
+  if (!start) {
+    int32_t *s = (int32_t *)scratch;
+    for (int32_t c = 0; c < C; c++) {
+      uint32_t ws = 0;
+      for (int32_t t = 0; t < taps; t++) ws += (uint32_t)w[(size_t)t * C + c];
+      s[c] = (int32_t)((bias ? (uint32_t)bias[c] : 0u) + (uint32_t)p->input_offset * ws);
+    }
+    start = s;
+  }
+  const dw_c_ctx g = {start, mult, shift, C, p->dil_w * C, p->dil_h * p->in_w * C, p->k_w, p->output_offset,
+                      p->act_min, p->act_max, p->input_offset, k_rq_fast_ok(mult, shift, C)};
+  /* locals: the int8 stores may alias *p */
+  const int32_t B = p->batch, OH = p->out_h, OW = p->out_w, IH = p->in_h, IW = p->in_w, KH = p->k_h, KW = p->k_w;
+  const int32_t SH = p->stride_h, SW = p->stride_w, PH = p->pad_h, PW = p->pad_w, DH = p->dil_h, DW = p->dil_w;
+  int8_t *op = out;
+  for (int32_t b = 0; b < B; b++)
+    for (int32_t oy = 0; oy < OH; oy++) {
+      int32_t ky_lo, ky_hi;
+      dw_c_valid(oy, SH, PH, DH, KH, IH, &ky_lo, &ky_hi);
+      const int32_t iy0 = oy * SH - PH + ky_lo * DH;
+      for (int32_t ox = 0; ox < OW; ox++, op += C) {
+        int32_t kx_lo, kx_hi;
+        dw_c_valid(ox, SW, PW, DW, KW, IW, &kx_lo, &kx_hi);
+        const int32_t nky = ky_hi - ky_lo, nkx = kx_hi - kx_lo;
+        const int32_t ix0 = ox * SW - PW + kx_lo * DW;
+        /* first valid tap, as an integer offset: no pointer outside the input is formed */
+        const int8_t *x0 = in + (size_t)b * IH * IW * C + (nky > 0 && nkx > 0 ? ((ptrdiff_t)iy0 * IW + ix0) * C : 0);
+        const int8_t *w0 = w + ((size_t)ky_lo * KW + kx_lo) * C;
+        if (nky == KH && nkx == KW)
+          dw_c_pixel_inside(&g, x0, w0, nky, nkx, op);
+        else /* a window with no valid tap is its bias alone (nky or nkx 0: no tap is read) */
+          dw_c_pixel_border(&g, x0, w0, nky > 0 && nkx > 0 ? nky : 0, nkx, bias, op);
+      }
+    }
   return K_OK;
 }
 #endif
