@@ -34,51 +34,77 @@ typedef struct {
   int32_t C, xstep, ystep, kw, oo, lo, hi, off, fast;
 } dw_c_ctx;
 
-static inline int8_t dw_c_fin(const dw_c_ctx *g, uint32_t acc, int32_t c) {
-  return g->fast ? k_finish_fast_s8((int32_t)acc, g->mult[c], g->shift[c], g->oo, g->lo, g->hi)
-                 : k_finish_s8((int32_t)acc, g->mult[c], g->shift[c], g->oo, g->lo, g->hi);
-}
-
 /* One output pixel: x and w at its first valid tap, nky x nkx valid taps; start: per-channel start values;
- * off: the input offset added per tap (0 for windows inside the input, whose start values hold it). */
+ * off: the input offset added per tap (0 for windows inside the input, whose start values hold it); fast: the
+ * 32-bit requantization applies to every channel (a constant in each out-of-line copy below). */
 static inline __attribute__((always_inline)) void dw_c_pixel_body(const dw_c_ctx *g, const int8_t *x, const int8_t *w,
                                                                  int32_t nky, int32_t nkx, const int32_t *start,
-                                                                 int32_t off, int8_t *op) {
+                                                                 int32_t off, int8_t *op, const int fast) {
+  /* locals: the int8 stores below may alias *g */
   const int32_t C = g->C, xstep = g->xstep, xadj = g->ystep - nkx * xstep, wadj = (g->kw - nkx) * C;
+  const int32_t oo = g->oo, lo = g->lo, hi = g->hi, ystep = g->ystep;
+  const int32_t *const mult = g->mult, *const shift = g->shift;
+  const int row3 = nkx == 3 && g->kw == 3;
+#define DW_C_FIN(A, J)                                                                                 \
+  (fast ? k_finish_fast_s8((int32_t)(A), mult[J], shift[J], oo, lo, hi)                                \
+        : k_finish_s8((int32_t)(A), mult[J], shift[J], oo, lo, hi))
   int32_t c = 0;
   for (; c + 4 <= C; c += 4) {
     uint32_t a0 = start ? (uint32_t)start[c] : 0u, a1 = start ? (uint32_t)start[c + 1] : 0u;
     uint32_t a2 = start ? (uint32_t)start[c + 2] : 0u, a3 = start ? (uint32_t)start[c + 3] : 0u;
     const int8_t *xp = x + c, *wp = w + c;
-    for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
-      for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) {
+    if (row3) /* three taps per kernel row, unrolled: the pointers move once per row */
+      for (int32_t ky = 0; ky < nky; ky++, xp += ystep, wp += 3 * C) {
+        const int8_t *x1 = xp + xstep, *x2 = xp + 2 * xstep, *w1 = wp + C, *w2 = wp + 2 * C;
         a0 += (uint32_t)((xp[0] + off) * wp[0]);
         a1 += (uint32_t)((xp[1] + off) * wp[1]);
         a2 += (uint32_t)((xp[2] + off) * wp[2]);
         a3 += (uint32_t)((xp[3] + off) * wp[3]);
+        a0 += (uint32_t)((x1[0] + off) * w1[0]);
+        a1 += (uint32_t)((x1[1] + off) * w1[1]);
+        a2 += (uint32_t)((x1[2] + off) * w1[2]);
+        a3 += (uint32_t)((x1[3] + off) * w1[3]);
+        a0 += (uint32_t)((x2[0] + off) * w2[0]);
+        a1 += (uint32_t)((x2[1] + off) * w2[1]);
+        a2 += (uint32_t)((x2[2] + off) * w2[2]);
+        a3 += (uint32_t)((x2[3] + off) * w2[3]);
       }
-    op[c] = dw_c_fin(g, a0, c);
-    op[c + 1] = dw_c_fin(g, a1, c + 1);
-    op[c + 2] = dw_c_fin(g, a2, c + 2);
-    op[c + 3] = dw_c_fin(g, a3, c + 3);
+    else
+      for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
+        for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) {
+          a0 += (uint32_t)((xp[0] + off) * wp[0]);
+          a1 += (uint32_t)((xp[1] + off) * wp[1]);
+          a2 += (uint32_t)((xp[2] + off) * wp[2]);
+          a3 += (uint32_t)((xp[3] + off) * wp[3]);
+        }
+    op[c] = DW_C_FIN(a0, c);
+    op[c + 1] = DW_C_FIN(a1, c + 1);
+    op[c + 2] = DW_C_FIN(a2, c + 2);
+    op[c + 3] = DW_C_FIN(a3, c + 3);
   }
   for (; c < C; c++) {
     uint32_t a = start ? (uint32_t)start[c] : 0u;
     const int8_t *xp = x + c, *wp = w + c;
     for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
       for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) a += (uint32_t)((*xp + off) * *wp);
-    op[c] = dw_c_fin(g, a, c);
+    op[c] = DW_C_FIN(a, c);
   }
+#undef DW_C_FIN
 }
-/* Out of line, the offset constant 0 for inside windows, so that their loop carries no add. */
-static __attribute__((noinline)) void dw_c_pixel_inside(const dw_c_ctx *g, const int8_t *x, const int8_t *w,
-                                                        int32_t nky, int32_t nkx, int8_t *op) {
-  dw_c_pixel_body(g, x, w, nky, nkx, g->start, 0, op);
-}
-static __attribute__((noinline)) void dw_c_pixel_border(const dw_c_ctx *g, const int8_t *x, const int8_t *w,
-                                                        int32_t nky, int32_t nkx, const int32_t *bias, int8_t *op) {
-  dw_c_pixel_body(g, x, w, nky, nkx, bias, g->off, op);
-}
+/* Out of line: windows inside the input (offset constant 0, so their loop carries no add) and border windows,
+ * each with the requantization chosen per layer. */
+#define DW_C_PIXEL_FN(NAME, FAST)                                                                              \
+  static __attribute__((noinline)) void NAME##_inside(const dw_c_ctx *g, const int8_t *x, const int8_t *w,       \
+                                                      int32_t nky, int32_t nkx, int8_t *op) {                    \
+    dw_c_pixel_body(g, x, w, nky, nkx, g->start, 0, op, FAST);                                                  \
+  }                                                                                                              \
+  static __attribute__((noinline)) void NAME##_border(const dw_c_ctx *g, const int8_t *x, const int8_t *w,       \
+                                                      int32_t nky, int32_t nkx, const int32_t *bias, int8_t *op) { \
+    dw_c_pixel_body(g, x, w, nky, nkx, bias, g->off, op, FAST);                                                 \
+  }
+DW_C_PIXEL_FN(dw_c_fast, 1)
+DW_C_PIXEL_FN(dw_c_gen, 0)
+#undef DW_C_PIXEL_FN
 
 static void dw_c_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n, int32_t *lo,
                        int32_t *hi) {
@@ -129,10 +155,12 @@ k_status emk_depthwise_conv2d_s8(const qconv_params *p, const int8_t *in, const 
         /* first valid tap, as an integer offset: no pointer outside the input is formed */
         const int8_t *x0 = in + (size_t)b * IH * IW * C + (nky > 0 && nkx > 0 ? ((ptrdiff_t)iy0 * IW + ix0) * C : 0);
         const int8_t *w0 = w + ((size_t)ky_lo * KW + kx_lo) * C;
+        /* a window with no valid tap is its bias alone (nky or nkx 0: no tap is read) */
+        const int32_t nb = nky > 0 && nkx > 0 ? nky : 0;
         if (nky == KH && nkx == KW)
-          dw_c_pixel_inside(&g, x0, w0, nky, nkx, op);
-        else /* a window with no valid tap is its bias alone (nky or nkx 0: no tap is read) */
-          dw_c_pixel_border(&g, x0, w0, nky > 0 && nkx > 0 ? nky : 0, nkx, bias, op);
+          (g.fast ? dw_c_fast_inside : dw_c_gen_inside)(&g, x0, w0, nky, nkx, op);
+        else
+          (g.fast ? dw_c_fast_border : dw_c_gen_border)(&g, x0, w0, nb, nkx, bias, op);
       }
     }
   return K_OK;
