@@ -68,7 +68,36 @@ static __attribute__((noinline)) void conv_c_row(const conv_c_ctx *g, const int8
   for (; o + 4 <= OC; o += 4) {
     const int8_t *w0 = w + (size_t)o * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
     uint32_t a0 = (uint32_t)beff[o], a1 = (uint32_t)beff[o + 1], a2 = (uint32_t)beff[o + 2], a3 = (uint32_t)beff[o + 3];
-    for (int32_t i = 0; i < K; i++) {
+    int32_t i = 0;
+#if defined(__thumb2__) && defined(__ARM_ARCH_7M__)
+    /* Armv7-M: four bytes per pass, each one input load, four weight loads (rows K, 2K, 3K on from the first,
+     * whose load moves the pointer on) and four MLA; in asm for the reason given at conv_c_dot2x2 */
+    if (K >= 4) {
+      int32_t n = K >> 2, t0, t1;
+      const int8_t *xp = x, *wp = w0;
+      const int32_t k2 = 2 * K, k3 = 3 * K;
+#define CONV_C_STEP4                      \
+  "ldrsb %[t0], [%[xp]], #1\n"             \
+  "ldrsb %[t1], [%[wp], %[k1]]\n"          \
+  "mla %[a1], %[t0], %[t1], %[a1]\n"       \
+  "ldrsb %[t1], [%[wp], %[k2]]\n"          \
+  "mla %[a2], %[t0], %[t1], %[a2]\n"       \
+  "ldrsb %[t1], [%[wp], %[k3]]\n"          \
+  "mla %[a3], %[t0], %[t1], %[a3]\n"       \
+  "ldrsb %[t1], [%[wp]], #1\n"             \
+  "mla %[a0], %[t0], %[t1], %[a0]\n"
+      __asm volatile("1:\n" CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4
+                     "subs %[n], %[n], #1\n"
+                     "bne 1b\n"
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xp] "+r"(xp), [wp] "+r"(wp),
+                       [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1)
+                     : [k1] "r"(K), [k2] "r"(k2), [k3] "r"(k3)
+                     : "cc", "memory");
+#undef CONV_C_STEP4
+      i = K & ~3;
+    }
+#endif
+    for (; i < K; i++) {
       const int32_t xv = x[i];
       a0 += (uint32_t)(xv * w0[i]);
       a1 += (uint32_t)(xv * w1[i]);
