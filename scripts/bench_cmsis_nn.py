@@ -397,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     from emlkit.compile import compile_model, make_options
 
     cores = list(CORES) if args.core == "all" else [args.core]
+    args.out = args.out.resolve()  # QEMU runs in it and loads the layer table by this path
     args.out.mkdir(parents=True, exist_ok=True)
     reports = []
     for core in cores:
