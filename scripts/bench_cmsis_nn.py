@@ -1,21 +1,23 @@
-"""Our kernels against Arm's CMSIS-NN, side by side, on every kernel layer of compiled models.
+"""Our kernels against Arm's CMSIS-NN, side by side, on every kernel layer of compiled models, on every core.
 
     .venv/bin/python scripts/bench_cmsis_nn.py --cmsis-nn /path/to/CMSIS-NN [MODEL ...] [--out DIR]
-        [--core cortex-m55|cortex-m4|cortex-m33]
+        [--core cortex-m55|cortex-m4|cortex-m7|cortex-m33|cortex-m3|cortex-m0plus|all]
 
-For each model (default: mobilenet_v2) the script compiles it for cortex-m55, takes every
-conv / depthwise / fully connected / add / mul / average and max pool layer from the program (shapes,
-strides, pads, offsets, multipliers and shifts, activation ranges, weights, biases, kernel sums),
-builds one Corstone-300 image with our kernels and CMSIS-NN compiled from the checkout you pass (the
-flags -mcpu=cortex-m55 -Ofast, ARM_MATH_MVEI and ARM_MATH_DSP), runs both on the
-same random inputs under QEMU (-icount: instructions) in one run, checks the outputs byte for byte,
-and prints per-layer, per-class and whole-model ratios (table, JSON, plot).
+For each model (default: mobilenet_v2 and mlperf_kws_dscnn) the script compiles it for the core's target, takes
+every conv / depthwise / fully connected / add / mul / average and max pool layer from the program (shapes,
+strides, pads, offsets, multipliers and shifts, activation ranges, weights, biases, kernel sums), builds one
+image with our kernels and CMSIS-NN compiled from the checkout you pass, runs both on the same random inputs
+under QEMU (-icount: instructions) in one run, checks the outputs byte for byte, and prints per-class and
+whole-model ratios, the worst layer and the bit-identical count (table, JSON, plot).
 
-With --core cortex-m4 the model is compiled for cortex-m4 (ExecuTorch's DSP configuration), and
-the image for mps2-an386 (Cortex-M4, -mcpu=cortex-m4 -mfpu=fpv4-sp-d16 -mfloat-abi=hard) holds our
-DSP-extension kernels and CMSIS-NN's DSP-only variant (ARM_MATH_DSP, no MVE). --core cortex-m33 does
-the same for the Cortex-M33 (Armv8-M Mainline with the DSP extension) on mps2-an505
-(-mcpu=cortex-m33 -mfpu=fpv5-sp-d16 -mfloat-abi=hard, the board's start-up and link script).
+The cores, each against the CMSIS-NN build that fits it (-Ofast; our kernels with the firmware's flags):
+  cortex-m55     corstone-300 (mps3-an547): our MVE kernels vs CMSIS-NN's MVE build (ARM_MATH_MVEI, ARM_MATH_DSP)
+  cortex-m4      mps2-an386: our DSP-extension kernels vs CMSIS-NN's DSP-only build (ARM_MATH_DSP)
+  cortex-m7      mps2-an500: the same, -mcpu=cortex-m7 -mfpu=fpv5-d16
+  cortex-m33     mps2-an505: the same, Armv8-M Mainline with the DSP extension
+  cortex-m3      mps2-an385: our portable C vs CMSIS-NN's pure-C build (neither macro)
+  cortex-m0plus  an385-m0plus (the Armv6-M image on the AN385, unaligned accesses trap): the same, Armv6-M
+  all            every core above, one table per core and a summary table at the end
 
 --cmsis-nn is required: fetch CMSIS-NN yourself, outside this repository, and pass its path. Nothing
 is printed that this run did not measure.
@@ -45,9 +47,15 @@ CLASS = {1: "conv", 2: "depthwise", 3: "fully connected", 4: "add", 5: "average 
 F = {n: i for i, n in enumerate(
     "KIND N IH IW IC OH OW OC KH KW SH SW PH PW DH DW MULT IOFF OOFF AMIN AMAX W B M S KS FOFF QM QS AZP AM AS BZP BM BS "
     "ELEMS INLEN OUTLEN DB".split())}
-# --core: (compile target, board, QEMU machine)
-CORES = {"cortex-m55": ("cortex-m55", "corstone-300", "mps3-an547"), "cortex-m4": ("cortex-m4", "mps2-an386", "mps2-an386"),
-         "cortex-m33": ("cortex-m33", "mps2-an505", "mps2-an505")}
+# --core: (compile target, board, QEMU machine, CMSIS-NN build: mve = ARM_MATH_MVEI + ARM_MATH_DSP, dsp = ARM_MATH_DSP,
+# c = neither, its pure-C paths)
+CORES = {"cortex-m55": ("cortex-m55", "corstone-300", "mps3-an547", "mve"),
+         "cortex-m4": ("cortex-m4", "mps2-an386", "mps2-an386", "dsp"),
+         "cortex-m7": ("cortex-m7", "mps2-an500", "mps2-an500", "dsp"),
+         "cortex-m33": ("cortex-m33", "mps2-an505", "mps2-an505", "dsp"),
+         "cortex-m3": ("cortex-m3", "mps2-an385", "mps2-an385", "c"),
+         "cortex-m0plus": ("cortex-m0plus", "an385-m0plus", "mps2-an385", "c")}
+CMSIS_BUILD = {"mve": "CMSIS-NN MVE", "dsp": "CMSIS-NN DSP-only", "c": "CMSIS-NN pure C"}
 
 
 @dataclass
@@ -243,7 +251,7 @@ def extract(pte: bytes) -> Blob:
     return blob
 
 
-def build(cmsis: Path, out: Path, board: str = "corstone-300") -> Path:
+def build(cmsis: Path, out: Path, board: str = "corstone-300", variant: str = "mve") -> Path:
     from emlkit.hostfw import cmake_binary
 
     cmake = cmake_binary()
@@ -252,6 +260,7 @@ def build(cmsis: Path, out: Path, board: str = "corstone-300") -> Path:
     key = hashlib.sha256(str(cmsis.resolve()).encode()).hexdigest()[:8]
     bdir = out / (f"build-{key}" if board == "corstone-300" else f"build-{key}-{board}")
     cfg = [cmake, "-S", str(BENCH_SRC), "-B", str(bdir), f"-DBOARD={board}", f"-DCMSIS_NN_ROOT={cmsis.resolve()}",
+           f"-DCMSIS_NN_VARIANT={variant}",
            f"-DCMAKE_TOOLCHAIN_FILE={ROOT / 'firmware' / 'cmake' / 'arm-none-eabi.cmake'}", "-DCMAKE_BUILD_TYPE=Release",
            f"-DFW_PYTHON={sys.executable}"]
     for cmd in (cfg, [cmake, "--build", str(bdir), "-j", "2"]):
@@ -288,7 +297,9 @@ def report(model: str, blob: Blob, rows: list[dict[str, Any]]) -> dict[str, Any]
     for lay, row in zip(blob.layers, rows):
         layers.append({"instruction": lay.index, "class": CLASS[lay.kind], "shape": lay.desc, "ours": row["ours"],
                        "cmsis_nn": row["cmsis"], "ratio": round(row["ours"] / row["cmsis"], 3) if row["cmsis"] else None,
-                       "bit_identical": row["equal"], "cmsis_status": row["cmsis_status"]})
+                       "bit_identical": row["equal"], "cmsis_status": row["cmsis_status"],
+                       # average pool: outputs that differ only because the two round half-way means differently
+                       "tie_diffs": row.get("tie_diffs", 0), "other_diffs": row.get("other_diffs", 0)})
     classes: dict[str, dict[str, int]] = {}
     for lay in layers:
         c = classes.setdefault(lay["class"], {"ours": 0, "cmsis_nn": 0, "layers": 0, "bit_identical": 0})
@@ -297,7 +308,9 @@ def report(model: str, blob: Blob, rows: list[dict[str, Any]]) -> dict[str, Any]
         c["layers"] += 1
         c["bit_identical"] += int(lay["bit_identical"])
     ours, theirs = sum(x["ours"] for x in layers), sum(x["cmsis_nn"] for x in layers)
-    return {"model": model, "unit": "instructions (QEMU -icount shift=0)", "layers": layers,
+    timed = [x for x in layers if x["ratio"] is not None]
+    worst = max(timed, key=lambda x: x["ratio"]) if timed else None
+    return {"model": model, "worst": worst, "unit": "instructions (QEMU -icount shift=0)", "layers": layers,
             "classes": {k: {**v, "ratio": round(v["ours"] / v["cmsis_nn"], 3)} for k, v in classes.items()},
             "total": {"ours": ours, "cmsis_nn": theirs, "ratio": round(ours / theirs, 3) if theirs else None,
                       "layers": len(layers), "bit_identical": sum(int(x["bit_identical"]) for x in layers)}}
@@ -321,15 +334,56 @@ def plot(rep: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def print_report(rep: dict[str, Any], board: str, build: str, verbose: bool) -> None:
+    t = rep["total"]
+    w = rep["worst"]
+    print(f"\n{rep['model']} on {rep['core']} ({board}), ours vs {build}: {t['layers']} kernel layers, ours "
+          f"{t['ours']:,} vs CMSIS-NN {t['cmsis_nn']:,} instructions = {t['ratio']}x; bit-identical "
+          f"{t['bit_identical']}/{t['layers']}")
+    if w is not None:
+        print(f"  worst layer: #{w['instruction']} {w['shape']} {w['ratio']}x")
+    print(f"  {'class':16s} {'layers':>6s} {'ours':>12s} {'CMSIS-NN':>12s} {'ratio':>6s} {'identical':>9s}")
+    for k, c in sorted(rep["classes"].items()):
+        print(f"  {k:16s} {c['layers']:6d} {c['ours']:12,} {c['cmsis_nn']:12,} {c['ratio']:6.3f} "
+              f"{c['bit_identical']:>4d}/{c['layers']}")
+    for lay in rep["layers"]:
+        if verbose or lay["ratio"] is None or lay["ratio"] > 1.0 or not lay["bit_identical"]:
+            same = "identical"
+            if not lay["bit_identical"]:
+                same = "DIFFERENT"
+                if lay["tie_diffs"] and not lay["other_diffs"]:
+                    same += (f" only at {lay['tie_diffs']} half-way means (rounding rule: reference half to even, "
+                             "CMSIS-NN away from zero)")
+            print(f"  #{lay['instruction']:<4d} {lay['shape']:40s} {lay['ours']:10,} {lay['cmsis_nn']:10,} "
+                  f"{lay['ratio']}  {same}")
+
+
+def print_summary(reports: list[dict[str, Any]]) -> None:
+    """One line per (core, model): the total, each class and the worst layer, the figures issue 33 asks for."""
+    classes = sorted({k for r in reports for k in r["classes"]})
+    short = {"conv": "conv", "depthwise": "dw", "fully connected": "fc", "add": "add", "average pool": "avgpool",
+             "max pool": "maxpool", "mul": "mul"}
+    head = f"{'core':14s} {'model':18s} {'total':>6s} " + " ".join(f"{short.get(c, c):>7s}" for c in classes)
+    print("\nsummary (ours / CMSIS-NN, instructions; - : no such layer)")
+    print(head + f" {'identical':>9s}  worst layer")
+    for r in reports:
+        cls = " ".join(f"{r['classes'][c]['ratio']:7.3f}" if c in r["classes"] else f"{'-':>7s}" for c in classes)
+        t, w = r["total"], r["worst"]
+        worst = f"{w['ratio']}x {w['shape']}" if w is not None else "-"
+        print(f"{r['core']:14s} {r['model']:18s} {t['ratio']:6.3f} {cls} {t['bit_identical']:>4d}/{t['layers']:<4d}  {worst}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="*", default=["mobilenet_v2"], help="zoo models or .py model files")
+    ap.add_argument("models", nargs="*", default=["mobilenet_v2", "mlperf_kws_dscnn"],
+                    help="zoo models or .py model files (default: mobilenet_v2 mlperf_kws_dscnn)")
     ap.add_argument("--cmsis-nn", type=Path, help="a CMSIS-NN checkout (kept outside this repository)")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-cmsis-nn")
-    ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--core", choices=sorted(CORES), default="cortex-m55",
-                    help="cortex-m55: MVE kernels vs CMSIS-NN's MVE build on corstone-300 (default); cortex-m4: our "
-                         "DSP kernels vs CMSIS-NN's DSP-only build on mps2-an386; cortex-m33: the same on mps2-an505")
+    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--core", choices=[*CORES, "all"], default="cortex-m55",
+                    help="cortex-m55: MVE kernels vs CMSIS-NN's MVE build (default); cortex-m4/m7/m33: our DSP "
+                         "kernels vs CMSIS-NN's DSP-only build; cortex-m3/m0plus: our portable C vs CMSIS-NN's "
+                         "pure-C build; all: every core in one run")
     ap.add_argument("--verbose-layers", action="store_true", help="print every layer, not only the ones above 1.0")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -342,33 +396,30 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from emlkit.compile import compile_model, make_options
 
-    target, board, machine = CORES[args.core]
+    cores = list(CORES) if args.core == "all" else [args.core]
+    args.out = args.out.resolve()  # QEMU runs in it and loads the layer table by this path
     args.out.mkdir(parents=True, exist_ok=True)
-    elf = build(args.cmsis_nn, args.out, board)
     reports = []
-    for model in args.models:
-        cres = compile_model(model, target, args.out / "programs", options=make_options(), reuse_cache=True)
-        blob = extract(cres.pte.read_bytes())
-        rows = run(elf, blob.table(), args.out, args.timeout, board, machine)
-        rep = report(cres.name, blob, rows)
-        rep["core"] = args.core
-        reports.append(rep)
-        t = rep["total"]
-        print(f"\n{cres.name} ({args.core} on {board}): {t['layers']} kernel layers, ours {t['ours']:,} vs CMSIS-NN {t['cmsis_nn']:,} instructions "
-              f"= {t['ratio']}x; bit-identical {t['bit_identical']}/{t['layers']}")
-        print(f"  {'class':16s} {'layers':>6s} {'ours':>12s} {'CMSIS-NN':>12s} {'ratio':>6s} {'identical':>9s}")
-        for k, c in sorted(rep["classes"].items()):
-            print(f"  {k:16s} {c['layers']:6d} {c['ours']:12,} {c['cmsis_nn']:12,} {c['ratio']:6.3f} "
-                  f"{c['bit_identical']:>4d}/{c['layers']}")
-        for lay in rep["layers"]:
-            if args.verbose_layers or lay["ratio"] is None or lay["ratio"] > 1.0 or not lay["bit_identical"]:
-                print(f"  #{lay['instruction']:<4d} {lay['shape']:40s} {lay['ours']:10,} {lay['cmsis_nn']:10,} "
-                      f"{lay['ratio']}  {'identical' if lay['bit_identical'] else 'DIFFERENT'}")
-        plot(rep, args.out / (f"{cres.name}_ratios.png" if args.core == "cortex-m55"
-                              else f"{cres.name}_{args.core}_ratios.png"))
-    res = args.out / ("results.json" if args.core == "cortex-m55" else f"results_{args.core}.json")
-    res.write_text(json.dumps(reports, indent=2) + "\n")
-    print(f"\nwrote {res} and the plots in {args.out}")
+    for core in cores:
+        target, board, machine, variant = CORES[core]
+        elf = build(args.cmsis_nn, args.out, board, variant)
+        core_reports = []
+        for model in args.models:
+            cres = compile_model(model, target, args.out / "programs", options=make_options(), reuse_cache=True)
+            blob = extract(cres.pte.read_bytes())
+            rows = run(elf, blob.table(), args.out, args.timeout, board, machine)
+            rep = report(cres.name, blob, rows)
+            rep["core"], rep["board"], rep["cmsis_nn_build"] = core, board, CMSIS_BUILD[variant]
+            core_reports.append(rep)
+            print_report(rep, board, CMSIS_BUILD[variant], args.verbose_layers)
+            plot(rep, args.out / (f"{cres.name}_ratios.png" if core == "cortex-m55" else f"{cres.name}_{core}_ratios.png"))
+        res = args.out / ("results.json" if core == "cortex-m55" else f"results_{core}.json")
+        res.write_text(json.dumps(core_reports, indent=2) + "\n")
+        reports += core_reports
+    print_summary(reports)
+    if len(cores) > 1:
+        (args.out / "results_all.json").write_text(json.dumps(reports, indent=2) + "\n")
+    print(f"\nwrote the results JSON and the plots in {args.out}")
     return 0
 
 

@@ -118,7 +118,45 @@ void emk_add_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len
 }
 #endif
 
+#if !FW_HAVE_MVE && !FW_HAVE_DSP
+/* Portable fast path (Cortex-M0+/M3, the host): the broadcast split into equal-length blocks (no modulo per
+ * element) and the 32-bit requantizations of kernels_dsp.h (k_requantize_dsp, exact; its rs >= 2 branch
+ * alone when all three multiplier / shift pairs allow it, checked once per call). */
+static inline __attribute__((always_inline)) void add_block_c(const int8_t *a, const int8_t *b, int8_t *out,
+                                                              int32_t len, const qadd_params *pp, const int fast) {
+  const qadd_params p = *pp; /* locals: the int8 stores may alias the parameters */
+  for (int32_t i = 0; i < len; i++) {
+    const int32_t xa = (int32_t)((uint32_t)(a[i] - p.a_zp) << K_ADD_LEFT_SHIFT);
+    const int32_t xb = (int32_t)((uint32_t)(b[i] - p.b_zp) << K_ADD_LEFT_SHIFT);
+    int32_t r;
+    if (fast) {
+      const int32_t fa = k_requantize_dsp_fast(xa, p.a_mult, p.a_shift), fb = k_requantize_dsp_fast(xb, p.b_mult, p.b_shift);
+      r = k_requantize_dsp_fast((int32_t)((uint32_t)fa + (uint32_t)fb), p.out_mult, p.out_shift);
+    } else {
+      const int32_t fa = k_requantize_dsp(xa, p.a_mult, p.a_shift), fb = k_requantize_dsp(xb, p.b_mult, p.b_shift);
+      r = k_requantize_dsp((int32_t)((uint32_t)fa + (uint32_t)fb), p.out_mult, p.out_shift);
+    }
+    out[i] = (int8_t)k_clamp((int32_t)((uint32_t)r + (uint32_t)p.out_zp), p.act_min, p.act_max);
+  }
+}
+static __attribute__((noinline)) void add_block_c_fast(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
+                                                       const void *p) {
+  add_block_c(a, b, out, len, (const qadd_params *)p, 1);
+}
+static __attribute__((noinline)) void add_block_c_gen(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
+                                                      const void *p) {
+  add_block_c(a, b, out, len, (const qadd_params *)p, 0);
+}
+#endif
+
 void emk_add_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len, int8_t *out,
              const qadd_params *p) {
+#if !FW_HAVE_MVE && !FW_HAVE_DSP
+  if (a_len == 0 || b_len == 0) return;
+  const int fast = p->a_mult >= 0 && p->a_shift <= -2 && p->b_mult >= 0 && p->b_shift <= -2 && p->out_mult >= 0 &&
+                   p->out_shift <= -2;
+  k_bcast_blocks(a, a_len, b, b_len, out, fast ? add_block_c_fast : add_block_c_gen, p);
+#else
   K_BEST(emk_add_s8)(a, a_len, b, b_len, out, p);
+#endif
 }

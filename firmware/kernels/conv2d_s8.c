@@ -18,13 +18,241 @@ k_conv_fn emk_conv2d_s8_mve, emk_conv2d_s8_dsp;
 
 /* The builds without MVE or DSP. */
 #if !FW_HAVE_MVE && !FW_HAVE_DSP
+#include <string.h>
+
+#include "kernels_dsp.h" /* the plain-C requantization helpers */
+
 CONV2D_S8_GET_BUFFER_SIZE
 
-/* The dispatcher of the builds without MVE or DSP: the portable variant, which takes no scratch. */
+/* Portable fast path (Cortex-M0+/M3, the host), for groups 1 with a pad byte that the int8 range holds
+ * (conv_fast_ok), in the scratch every variant gets: per output channel the start value bias +
+ * input_offset * sum(weights) (the program's p->beff when it carries it), then one im2col row whose padding
+ * taps hold -input_offset, so that each output is that start value plus a plain int8 dot product of the
+ * pixel's row with the channel's weight row. Sums modulo 2^32 in any order equal the reference's int32
+ * wrap-around, so the result is bit-identical. 1x1 convolutions without padding read their rows straight
+ * from the input (stride 1: two pixels by two channels at a time). Rows against several channels at a time
+ * share each input load; outputs are requantized
+ * by the 32-bit form (k_finish_fast_s8) when every channel allows it, checked once per layer. */
+typedef struct {
+  const int32_t *beff, *mult, *shift;
+  int32_t K, OC, oo, lo, hi, fast;
+} conv_c_ctx;
+
+static inline int8_t conv_c_fin(const conv_c_ctx *g, uint32_t acc, int32_t o) {
+  return g->fast ? k_finish_fast_s8((int32_t)acc, g->mult[o], g->shift[o], g->oo, g->lo, g->hi)
+                 : k_finish_s8((int32_t)acc, g->mult[o], g->shift[o], g->oo, g->lo, g->hi);
+}
+
+#if defined(__ARM_ARCH_6M__)
+/* Armv6-M has eight low registers: two channels per pass keep the loop out of the stack. */
+#define CONV_C_BLOCK 2
+#else
+#define CONV_C_BLOCK 4
+#endif
+
+/* Output channel o of one pixel's K-byte row x. */
+static void conv_c_row1(const conv_c_ctx *g, const int8_t *x, const int8_t *w, int32_t o, int8_t *op) {
+  const int32_t K = g->K;
+  const int8_t *w0 = w + (size_t)o * K;
+  uint32_t a0 = (uint32_t)g->beff[o];
+  for (int32_t i = 0; i < K; i++) a0 += (uint32_t)(x[i] * w0[i]);
+  op[o] = conv_c_fin(g, a0, o);
+}
+
+/* One pixel's K-byte row x against every output channel, outputs to op. */
+static __attribute__((noinline)) void conv_c_row(const conv_c_ctx *g, const int8_t *x, const int8_t *w, int8_t *op) {
+  const int32_t K = g->K, OC = g->OC;
+  const int32_t *const beff = g->beff;
+  int32_t o = 0;
+#if CONV_C_BLOCK == 4
+  for (; o + 4 <= OC; o += 4) {
+    const int8_t *w0 = w + (size_t)o * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+    uint32_t a0 = (uint32_t)beff[o], a1 = (uint32_t)beff[o + 1], a2 = (uint32_t)beff[o + 2], a3 = (uint32_t)beff[o + 3];
+    int32_t i = 0;
+#if defined(__thumb2__) && defined(__ARM_ARCH_7M__)
+    /* Armv7-M: four bytes per pass, each one input load, four weight loads (rows K, 2K, 3K on from the first,
+     * whose load moves the pointer on) and four MLA; in asm for the reason given at conv_c_dot2x2 */
+    if (K >= 4) {
+      int32_t n = K >> 2, t0, t1;
+      const int8_t *xp = x, *wp = w0;
+      const int32_t k2 = 2 * K, k3 = 3 * K;
+#define CONV_C_STEP4                      \
+  "ldrsb %[t0], [%[xp]], #1\n"             \
+  "ldrsb %[t1], [%[wp], %[k1]]\n"          \
+  "mla %[a1], %[t0], %[t1], %[a1]\n"       \
+  "ldrsb %[t1], [%[wp], %[k2]]\n"          \
+  "mla %[a2], %[t0], %[t1], %[a2]\n"       \
+  "ldrsb %[t1], [%[wp], %[k3]]\n"          \
+  "mla %[a3], %[t0], %[t1], %[a3]\n"       \
+  "ldrsb %[t1], [%[wp]], #1\n"             \
+  "mla %[a0], %[t0], %[t1], %[a0]\n"
+      __asm volatile("1:\n" CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4
+                     "subs %[n], %[n], #1\n"
+                     "bne 1b\n"
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xp] "+r"(xp), [wp] "+r"(wp),
+                       [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1)
+                     : [k1] "r"(K), [k2] "r"(k2), [k3] "r"(k3)
+                     : "cc", "memory");
+#undef CONV_C_STEP4
+      i = K & ~3;
+    }
+#endif
+    for (; i < K; i++) {
+      const int32_t xv = x[i];
+      a0 += (uint32_t)(xv * w0[i]);
+      a1 += (uint32_t)(xv * w1[i]);
+      a2 += (uint32_t)(xv * w2[i]);
+      a3 += (uint32_t)(xv * w3[i]);
+    }
+    op[o] = conv_c_fin(g, a0, o);
+    op[o + 1] = conv_c_fin(g, a1, o + 1);
+    op[o + 2] = conv_c_fin(g, a2, o + 2);
+    op[o + 3] = conv_c_fin(g, a3, o + 3);
+  }
+#endif
+  for (; o + 2 <= OC; o += 2) {
+    const int8_t *w0 = w + (size_t)o * K, *w1 = w0 + K;
+    uint32_t a0 = (uint32_t)beff[o], a1 = (uint32_t)beff[o + 1];
+    for (int32_t i = 0; i < K; i++) {
+      const int32_t xv = x[i];
+      a0 += (uint32_t)(xv * w0[i]);
+      a1 += (uint32_t)(xv * w1[i]);
+    }
+    op[o] = conv_c_fin(g, a0, o);
+    op[o + 1] = conv_c_fin(g, a1, o + 1);
+  }
+  if (o < OC) conv_c_row1(g, x, w, o, op);
+}
+
+#if CONV_C_BLOCK == 4
+/* a00 += x.w0, a01 += x.w1, a10 += y.w0, a11 += y.w1 over K bytes, where y = x + K and w1 = w0 + K. */
+static inline __attribute__((always_inline)) void conv_c_dot2x2(const int8_t *x, const int8_t *w0, int32_t K,
+                                                               uint32_t *a00, uint32_t *a01, uint32_t *a10,
+                                                               uint32_t *a11) {
+  uint32_t b00 = *a00, b01 = *a01, b10 = *a10, b11 = *a11;
+  int32_t i = 0;
+#if defined(__thumb2__) && defined(__ARM_ARCH_7M__)
+  /* Armv7-M: four bytes per pass, each a load of both pixels' and both channels' bytes (the second pixel's and
+   * channel's at register offset K) and four MLA; GCC reassociates the C form of this unrolling into MUL and
+   * ADD pairs, hence the asm */
+  if (K >= 4) {
+    int32_t n = K >> 2, t0, t1, t2, t3;
+    const int8_t *xp = x, *wp = w0;
+#define CONV_C_STEP                           \
+  "ldrsb %[t0], [%[xp], %[k]]\n"               \
+  "ldrsb %[t1], [%[xp]], #1\n"                 \
+  "ldrsb %[t2], [%[wp], %[k]]\n"               \
+  "ldrsb %[t3], [%[wp]], #1\n"                 \
+  "mla %[b00], %[t1], %[t3], %[b00]\n"         \
+  "mla %[b01], %[t1], %[t2], %[b01]\n"         \
+  "mla %[b10], %[t0], %[t3], %[b10]\n"         \
+  "mla %[b11], %[t0], %[t2], %[b11]\n"
+    __asm volatile("1:\n" CONV_C_STEP CONV_C_STEP CONV_C_STEP CONV_C_STEP
+                   "subs %[n], %[n], #1\n"
+                   "bne 1b\n"
+                   : [b00] "+r"(b00), [b01] "+r"(b01), [b10] "+r"(b10), [b11] "+r"(b11), [xp] "+r"(xp),
+                     [wp] "+r"(wp), [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3)
+                   : [k] "r"(K)
+                   : "cc", "memory");
+#undef CONV_C_STEP
+    i = K & ~3;
+  }
+#endif
+  for (; i < K; i++) {
+    const int32_t xa = x[i], ya = x[K + i], va = w0[i], ua = w0[K + i];
+    b00 += (uint32_t)(xa * va);
+    b01 += (uint32_t)(xa * ua);
+    b10 += (uint32_t)(ya * va);
+    b11 += (uint32_t)(ya * ua);
+  }
+  *a00 = b00, *a01 = b01, *a10 = b10, *a11 = b11;
+}
+
+/* 1x1 stride-1 convolutions without padding: consecutive pixels are consecutive K-byte rows, so two pixels by
+ * two output channels share each load (four loads for four products). */
+static __attribute__((noinline)) void conv_c_pointwise(const conv_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                       int32_t npix, int8_t *out) {
+  const int32_t K = g->K, OC = g->OC;
+  const int32_t *const beff = g->beff;
+  int32_t j = 0;
+  for (; j + 2 <= npix; j += 2, x += 2 * K, out += 2 * OC) {
+    int32_t o = 0;
+    for (; o + 2 <= OC; o += 2) {
+      const int8_t *w0 = w + (size_t)o * K;
+      const uint32_t b0 = (uint32_t)beff[o], b1 = (uint32_t)beff[o + 1];
+      uint32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;
+      conv_c_dot2x2(x, w0, K, &a00, &a01, &a10, &a11);
+      out[o] = conv_c_fin(g, a00, o);
+      out[o + 1] = conv_c_fin(g, a01, o + 1);
+      out[OC + o] = conv_c_fin(g, a10, o);
+      out[OC + o + 1] = conv_c_fin(g, a11, o + 1);
+    }
+    if (o < OC) {
+      conv_c_row1(g, x, w, o, out);
+      conv_c_row1(g, x + K, w, o, out + OC);
+    }
+  }
+  if (j < npix) conv_c_row(g, x, w, out);
+}
+#endif
+
+/* The im2col row of output pixel (b, oy, ox): k_h x k_w taps of C bytes, padding taps = pad. */
+static void conv_c_im2col(const qconv_params *p, const int8_t *in, int32_t b, int32_t oy, int32_t ox, int8_t pad,
+                          int8_t *dst) {
+  const int32_t C = p->in_c;
+  for (int32_t ky = 0; ky < p->k_h; ky++) {
+    const int32_t iy = oy * p->stride_h - p->pad_h + ky * p->dil_h;
+    for (int32_t kx = 0; kx < p->k_w; kx++, dst += C) {
+      const int32_t ix = ox * p->stride_w - p->pad_w + kx * p->dil_w;
+      if (iy < 0 || iy >= p->in_h || ix < 0 || ix >= p->in_w)
+        memset(dst, pad, (size_t)C);
+      else
+        memcpy(dst, in + (((size_t)b * p->in_h + iy) * p->in_w + ix) * C, (size_t)C);
+    }
+  }
+}
+
+/* The dispatcher of the builds without MVE or DSP. */
 k_status emk_conv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                        const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch, size_t scratch_size) {
-  (void)scratch, (void)scratch_size;
-  emk_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
+  if (!conv_fast_ok(p)) {
+    emk_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
+    return K_OK;
+  }
+  if (scratch_size < emk_conv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  const int32_t C = p->in_c, K = p->k_h * p->k_w * C, OC = p->out_c;
+  int32_t *beff = (int32_t *)scratch;
+  int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
+  if (p->beff && p->input_offset) /* folded at compile time (emlkit/passes/window_bias.py) */
+    memcpy(beff, p->beff, (size_t)OC * sizeof(int32_t));
+  else
+    for (int32_t o = 0; o < OC; o++) {
+      uint32_t ws = 0;
+      for (int32_t i = 0; i < K; i++) ws += (uint32_t)w[(size_t)o * K + i];
+      beff[o] = (int32_t)((bias ? (uint32_t)bias[o] : 0u) + (uint32_t)p->input_offset * ws);
+    }
+  conv_c_ctx g = {beff, mult, shift, K, OC, p->output_offset, p->act_min, p->act_max, k_rq_fast_ok(mult, shift, OC)};
+  const int direct = conv_direct(p);
+  const int8_t pad = (int8_t)-p->input_offset;
+  /* locals: the int8 stores may alias *p */
+  const int32_t B = p->batch, OH = p->out_h, OW = p->out_w, IH = p->in_h, IW = p->in_w, SH = p->stride_h, SW = p->stride_w;
+#if CONV_C_BLOCK == 4
+  if (direct && SH == 1 && SW == 1) {
+    conv_c_pointwise(&g, in, w, B * OH * OW, out);
+    return K_OK;
+  }
+#endif
+  int8_t *op = out;
+  for (int32_t b = 0; b < B; b++)
+    for (int32_t oy = 0; oy < OH; oy++)
+      for (int32_t ox = 0; ox < OW; ox++, op += OC) {
+        const int8_t *x = row;
+        if (direct)
+          x = in + (((size_t)b * IH + (size_t)oy * SH) * IW + (size_t)ox * SW) * C;
+        else
+          conv_c_im2col(p, in, b, oy, ox, pad, row);
+        conv_c_row(&g, x, w, op);
+      }
   return K_OK;
 }
 #endif

@@ -11,8 +11,8 @@ CONV2D_S8_GET_BUFFER_SIZE
  * input_offset * sum(weights) folded in, then one im2col row whose padding
  * taps hold -input_offset (so that they contribute nothing). Each output
  * pixel's K-byte row (the input itself for 1x1 convolutions without padding;
- * for interior pixels with dil_w == 1 the k_h input runs of k_w*C bytes, no
- * copy) is multiplied with four weight rows at a time (k_dot4_s8_dsp:
+ * for interior pixels with dil_w == 1 and k_w*C >= 16 the k_h input runs of
+ * k_w*C bytes, no copy) is multiplied with four weight rows at a time (k_dot4_s8_dsp:
  * SXTB16 + SMLAD). Other cases run the portable code. */
 static void im2col_row_dsp(const qconv_params *p, const int8_t *in, int32_t b, int32_t oy, int32_t ox,
                            int8_t pad, int8_t *dst) {
@@ -174,6 +174,11 @@ k_status emk_conv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t
     return K_OK;
   }
   const size_t ystep = (size_t)p->dil_h * p->in_w * C;
+  /* interior pixels read their k_h input runs in place when the runs are long enough (16 bytes or more);
+     shorter runs (e.g. a one-channel input's 4-byte rows) cost more in per-run set-up than one copy of the
+     whole row into scratch */
+  const int runs = p->dil_w == 1 && kwc >= 16;
+  const int fast = k_rq_fast_ok(mult, shift, OC); /* the requantization without its range tests */
   int8_t *op = out;
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
@@ -187,7 +192,7 @@ k_status emk_conv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t
         size_t xstep = 0;
         if (direct) {
           x = in + (((size_t)b * p->in_h + iy0) * p->in_w + ix0) * C;
-        } else if (p->dil_w == 1 && rows_in && ix0 >= 0 && ix0 + p->k_w <= p->in_w) {
+        } else if (runs && rows_in && ix0 >= 0 && ix0 + p->k_w <= p->in_w) {
           x = in + (((size_t)b * p->in_h + iy0) * p->in_w + ix0) * C;
           nseg = p->k_h, seg = kwc, xstep = ystep;
         } else {
@@ -198,8 +203,10 @@ k_status emk_conv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t
           int32_t acc[4] = {beff[o0], beff[o0 + 1], beff[o0 + 2], beff[o0 + 3]};
           const int8_t *wr = w + (size_t)o0 * K, *xs = x;
           for (int32_t s = 0; s < nseg; s++, xs += xstep) k_dot4_s8_dsp(xs, wr + (size_t)s * seg, K, seg, acc, 0, 0);
-          for (int j = 0; j < 4; j++)
-            op[o0 + j] = k_finish_s8(acc[j], mult[o0 + j], shift[o0 + j], oo, lo, hi);
+          if (fast)
+            for (int j = 0; j < 4; j++) op[o0 + j] = k_finish_fast_s8(acc[j], mult[o0 + j], shift[o0 + j], oo, lo, hi);
+          else
+            for (int j = 0; j < 4; j++) op[o0 + j] = k_finish_s8(acc[j], mult[o0 + j], shift[o0 + j], oo, lo, hi);
         }
         for (int32_t o = OC4; o < OC; o++) {
           int32_t acc = beff[o];

@@ -19,14 +19,150 @@ k_conv_fn emk_conv2d_s8;
 
 /* The builds without MVE or DSP. */
 #if !FW_HAVE_MVE && !FW_HAVE_DSP
+#include "kernels_dsp.h" /* the plain-C requantization helpers */
+
 DEPTHWISE_CONV2D_S8_GET_BUFFER_SIZE
 
-/* The dispatcher: the portable variant, which takes no scratch. */
+/* Portable fast path (Cortex-M0+/M3, the host), depth multiplier 1: per output pixel, four channels at a
+ * time over the window's valid taps (the tap's four input and four weight bytes at fixed offsets from two
+ * pointers), the accumulators in registers. Windows inside the input start from bias + input_offset *
+ * sum(weights) (the program's p->beff, else computed per call into scratch) and add plain products; border
+ * windows start from the bias and add the offset per tap. Sums modulo 2^32, as the reference's. Outputs
+ * are requantized by the 32-bit form when every channel allows it (checked once per layer). */
+typedef struct {
+  const int32_t *start, *mult, *shift;
+  int32_t C, xstep, ystep, kw, oo, lo, hi, off, fast;
+} dw_c_ctx;
+
+/* One output pixel: x and w at its first valid tap, nky x nkx valid taps; start: per-channel start values;
+ * off: the input offset added per tap (0 for windows inside the input, whose start values hold it); fast: the
+ * 32-bit requantization applies to every channel (a constant in each out-of-line copy below). */
+static inline __attribute__((always_inline)) void dw_c_pixel_body(const dw_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                                 int32_t nky, int32_t nkx, const int32_t *start,
+                                                                 int32_t off, int8_t *op, const int fast) {
+  /* locals: the int8 stores below may alias *g */
+  const int32_t C = g->C, xstep = g->xstep, xadj = g->ystep - nkx * xstep, wadj = (g->kw - nkx) * C;
+  const int32_t oo = g->oo, lo = g->lo, hi = g->hi, ystep = g->ystep;
+  const int32_t *const mult = g->mult, *const shift = g->shift;
+  const int row3 = nkx == 3 && g->kw == 3;
+#define DW_C_FIN(A, J)                                                                                 \
+  (fast ? k_finish_fast_s8((int32_t)(A), mult[J], shift[J], oo, lo, hi)                                \
+        : k_finish_s8((int32_t)(A), mult[J], shift[J], oo, lo, hi))
+  int32_t c = 0;
+  for (; c + 4 <= C; c += 4) {
+    uint32_t a0 = start ? (uint32_t)start[c] : 0u, a1 = start ? (uint32_t)start[c + 1] : 0u;
+    uint32_t a2 = start ? (uint32_t)start[c + 2] : 0u, a3 = start ? (uint32_t)start[c + 3] : 0u;
+    const int8_t *xp = x + c, *wp = w + c;
+    if (row3) /* three taps per kernel row, unrolled: the pointers move once per row */
+      for (int32_t ky = 0; ky < nky; ky++, xp += ystep, wp += 3 * C) {
+        const int8_t *x1 = xp + xstep, *x2 = xp + 2 * xstep, *w1 = wp + C, *w2 = wp + 2 * C;
+        a0 += (uint32_t)((xp[0] + off) * wp[0]);
+        a1 += (uint32_t)((xp[1] + off) * wp[1]);
+        a2 += (uint32_t)((xp[2] + off) * wp[2]);
+        a3 += (uint32_t)((xp[3] + off) * wp[3]);
+        a0 += (uint32_t)((x1[0] + off) * w1[0]);
+        a1 += (uint32_t)((x1[1] + off) * w1[1]);
+        a2 += (uint32_t)((x1[2] + off) * w1[2]);
+        a3 += (uint32_t)((x1[3] + off) * w1[3]);
+        a0 += (uint32_t)((x2[0] + off) * w2[0]);
+        a1 += (uint32_t)((x2[1] + off) * w2[1]);
+        a2 += (uint32_t)((x2[2] + off) * w2[2]);
+        a3 += (uint32_t)((x2[3] + off) * w2[3]);
+      }
+    else
+      for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
+        for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) {
+          a0 += (uint32_t)((xp[0] + off) * wp[0]);
+          a1 += (uint32_t)((xp[1] + off) * wp[1]);
+          a2 += (uint32_t)((xp[2] + off) * wp[2]);
+          a3 += (uint32_t)((xp[3] + off) * wp[3]);
+        }
+    op[c] = DW_C_FIN(a0, c);
+    op[c + 1] = DW_C_FIN(a1, c + 1);
+    op[c + 2] = DW_C_FIN(a2, c + 2);
+    op[c + 3] = DW_C_FIN(a3, c + 3);
+  }
+  for (; c < C; c++) {
+    uint32_t a = start ? (uint32_t)start[c] : 0u;
+    const int8_t *xp = x + c, *wp = w + c;
+    for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
+      for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) a += (uint32_t)((*xp + off) * *wp);
+    op[c] = DW_C_FIN(a, c);
+  }
+#undef DW_C_FIN
+}
+/* Out of line: windows inside the input (offset constant 0, so their loop carries no add) and border windows,
+ * each with the requantization chosen per layer. */
+#define DW_C_PIXEL_FN(NAME, FAST)                                                                              \
+  static __attribute__((noinline)) void NAME##_inside(const dw_c_ctx *g, const int8_t *x, const int8_t *w,       \
+                                                      int32_t nky, int32_t nkx, int8_t *op) {                    \
+    dw_c_pixel_body(g, x, w, nky, nkx, g->start, 0, op, FAST);                                                  \
+  }                                                                                                              \
+  static __attribute__((noinline)) void NAME##_border(const dw_c_ctx *g, const int8_t *x, const int8_t *w,       \
+                                                      int32_t nky, int32_t nkx, const int32_t *bias, int8_t *op) { \
+    dw_c_pixel_body(g, x, w, nky, nkx, bias, g->off, op, FAST);                                                 \
+  }
+DW_C_PIXEL_FN(dw_c_fast, 1)
+DW_C_PIXEL_FN(dw_c_gen, 0)
+#undef DW_C_PIXEL_FN
+
+static void dw_c_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n, int32_t *lo,
+                       int32_t *hi) {
+  const int32_t i0 = o * stride - pad;
+  int32_t a = 0, b = k;
+  while (a < b && i0 + a * dil < 0) a++;
+  while (b > a && i0 + (b - 1) * dil >= n) b--;
+  *lo = a, *hi = b;
+}
+
+/* The dispatcher of the builds without MVE or DSP. */
 k_status emk_depthwise_conv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
                                  const int32_t *mult, const int32_t *shift, int8_t *out, void *scratch,
                                  size_t scratch_size) {
-  (void)scratch, (void)scratch_size;
-  emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
+  if (scratch_size < emk_depthwise_conv2d_s8_get_buffer_size(p) || ((uintptr_t)scratch & 3)) return K_ERR_SCRATCH;
+  if (dw_as_conv(p)) DW_AS_CONV(emk_conv2d_s8);
+  if (p->out_c != p->in_c) {
+    emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
+    return K_OK;
+  }
+  const int32_t C = p->in_c, taps = p->k_h * p->k_w;
+  const int32_t *start = p->beff; /* folded at compile time (emlkit/passes/window_bias.py), else computed here */
+  if (!start) {
+    int32_t *s = (int32_t *)scratch;
+    for (int32_t c = 0; c < C; c++) {
+      uint32_t ws = 0;
+      for (int32_t t = 0; t < taps; t++) ws += (uint32_t)w[(size_t)t * C + c];
+      s[c] = (int32_t)((bias ? (uint32_t)bias[c] : 0u) + (uint32_t)p->input_offset * ws);
+    }
+    start = s;
+  }
+  const dw_c_ctx g = {start, mult, shift, C, p->dil_w * C, p->dil_h * p->in_w * C, p->k_w, p->output_offset,
+                      p->act_min, p->act_max, p->input_offset, k_rq_fast_ok(mult, shift, C)};
+  /* locals: the int8 stores may alias *p */
+  const int32_t B = p->batch, OH = p->out_h, OW = p->out_w, IH = p->in_h, IW = p->in_w, KH = p->k_h, KW = p->k_w;
+  const int32_t SH = p->stride_h, SW = p->stride_w, PH = p->pad_h, PW = p->pad_w, DH = p->dil_h, DW = p->dil_w;
+  int8_t *op = out;
+  for (int32_t b = 0; b < B; b++)
+    for (int32_t oy = 0; oy < OH; oy++) {
+      int32_t ky_lo, ky_hi;
+      dw_c_valid(oy, SH, PH, DH, KH, IH, &ky_lo, &ky_hi);
+      const int32_t iy0 = oy * SH - PH + ky_lo * DH;
+      for (int32_t ox = 0; ox < OW; ox++, op += C) {
+        int32_t kx_lo, kx_hi;
+        dw_c_valid(ox, SW, PW, DW, KW, IW, &kx_lo, &kx_hi);
+        const int32_t nky = ky_hi - ky_lo, nkx = kx_hi - kx_lo;
+        const int32_t ix0 = ox * SW - PW + kx_lo * DW;
+        /* first valid tap, as an integer offset: no pointer outside the input is formed */
+        const int8_t *x0 = in + (size_t)b * IH * IW * C + (nky > 0 && nkx > 0 ? ((ptrdiff_t)iy0 * IW + ix0) * C : 0);
+        const int8_t *w0 = w + ((size_t)ky_lo * KW + kx_lo) * C;
+        /* a window with no valid tap is its bias alone (nky or nkx 0: no tap is read) */
+        const int32_t nb = nky > 0 && nkx > 0 ? nky : 0;
+        if (nky == KH && nkx == KW)
+          (g.fast ? dw_c_fast_inside : dw_c_gen_inside)(&g, x0, w0, nky, nkx, op);
+        else
+          (g.fast ? dw_c_fast_border : dw_c_gen_border)(&g, x0, w0, nb, nkx, bias, op);
+      }
+    }
   return K_OK;
 }
 #endif

@@ -9,10 +9,10 @@ DEPTHWISE_CONV2D_S8_GET_BUFFER_SIZE
 
 /* DSP extension (Cortex-M4/M7/M33). Depth multiplier 1: four channels per
  * step; per valid tap one LDR of input and one of weights, SXTB16 splits
- * each into the even and odd channels' int16 halves, SADD16 adds the input
- * offset to both input halves (x + offset fits int16), and SMLABB / SMLATT
+ * each into the even and odd channels' int16 halves (SXTAB16 adds the input
+ * offset to the input halves in the same instruction: x + offset fits int16), and SMLABB / SMLATT
  * accumulate the four channels' products. Windows inside the input skip the
- * SADD16: their offset term is folded into a per-channel start value, the
+ * offset: their offset term is folded into a per-channel start value, the
  * program's (p->beff) or computed per call into scratch.
  * The last 1-3 channels run the portable arithmetic. A one-channel input with a depth multiplier runs as a
  * convolution (weights transposed into scratch, then emk_conv2d_s8_dsp), as on
@@ -28,7 +28,7 @@ static void dw_dsp_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, in
 
 /* Four channels' sums over the window's valid taps (nky rows of nkx taps;
  * after each row the pointers move on by xadj / wadj), starting from a[0..3].
- * With use_off the input offset is added to the input halves (SADD16);
+ * With use_off the input offset is added to the input halves (SXTAB16);
  * without, the caller folded it into a[] (windows inside the input).
  * Inlined with a constant use_off into the two functions below, which stay
  * out of line so that their loops get the registers to themselves. */
@@ -40,8 +40,8 @@ static inline __attribute__((always_inline)) void dw_dsp_taps4(const int8_t *xp,
   for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
     for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += wstep) {
       const int32_t vx = k_rd32(xp), vw = k_rd32(wp);
-      int32_t xl = k_lo16(vx), xh = k_hi16(vx);
-      if (use_off) xl = __sadd16(xl, off2), xh = __sadd16(xh, off2);
+      /* border windows: the offset added by the sign extension itself (SXTAB16) */
+      const int32_t xl = use_off ? k_lo16_add(vx, off2) : k_lo16(vx), xh = use_off ? k_hi16_add(vx, off2) : k_hi16(vx);
       const int32_t wl = k_lo16(vw), wh = k_hi16(vw);
       a0 = __smlabb(xl, wl, a0);
       a2 = __smlatt(xl, wl, a2);
