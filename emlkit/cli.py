@@ -194,10 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_suite(argparse.Namespace(suite_args=argv[1:]))
     ap = build_parser()
     args = ap.parse_args(argv)
-    setup_logging(args.verbose)
-    if not args.verbose:
-        warnings.filterwarnings("ignore")  # torch/torchao deprecation noise
     try:
+        from emlkit import commands
+
+        commands.check_arguments(args)  # names and files first: setup_logging imports torch (seconds)
+        setup_logging(args.verbose)
+        if not args.verbose:
+            warnings.filterwarnings("ignore")  # torch/torchao deprecation noise
         # opsuite's parser (emlkit/opsuite) names its own handlers; its requests go through the command layer too.
         func = cmd_opsuite if args.cmd == "opsuite" else args.func
         return int(func(args))

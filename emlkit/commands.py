@@ -50,6 +50,40 @@ def program_spec(args: argparse.Namespace) -> ProgramSpec:
     return ProgramSpec(args.model, target, args.calibration, options)
 
 
+# ---------------------------------------------------------------- checks before the library loads
+
+_RUNS_ON_A_BOARD = ("run", "evaluate", "debug")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """The mistakes the command line alone shows (unknown target, board or model, a missing model file or image,
+    an Ethos-U target on a board without its NPU), refused before torch and ExecuTorch are imported: such an error
+    costs well under a second instead of seconds of imports. The requests below and the library check the same
+    things again, with the same messages, for callers that do not come through here."""
+    if args.cmd == "flash":
+        from emlkit.deploy.flash import check_arguments as check_flash
+
+        check_flash(Path(args.elf), args.probe, args.pyocd_target)
+        return
+    if args.cmd not in ("compile", "export", *_RUNS_ON_A_BOARD):
+        return
+    from emlkit.targets import get_target
+
+    target = get_target(args.target)
+    name = args.board or target.default_board
+    board = None
+    if name != HOST and (args.cmd != "compile" or target.flow == "cortex_m"):  # as compile_request: the fit check's board
+        board = _load_board(name)
+    if board is not None and target.flow == "ethos_u" and args.cmd in _RUNS_ON_A_BOARD:
+        from emlkit.deploy.execute import npu_board
+
+        npu_board(target, board)
+    if not (args.cmd == "run" and str(args.model).endswith((".bpte", ".pte"))):  # run also takes a bundled program
+        from emlkit.model_spec import model_kind
+
+        model_kind(args.model)
+
+
 # ---------------------------------------------------------------- requests from the command line
 
 

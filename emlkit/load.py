@@ -13,6 +13,7 @@ import torch
 
 from emlkit import models
 from emlkit.errors import AotError
+from emlkit.model_spec import model_kind
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +72,13 @@ def load_model(spec: str) -> LoadedModel:
     """MODEL is a zoo name, a path to a .py file defining ModelUnderTest and ModelInputs, or a case file (.pt)
     holding the dict {"ModelUnderTest": module, "ModelInputs": tuple} (`emlkit opsuite` writes them)."""
     path = Path(spec)
-    if spec in models.ZOO:
+    kind = model_kind(spec)  # the CLI's early check: unknown names and missing files
+    if kind == "zoo":
         zm = models.build(spec)
         src = Path(models.__file__).parent / f"{spec}.py"
         return LoadedModel(spec, zm.module, zm.inputs, spec, hashlib.sha256(src.read_bytes()).hexdigest()[:16])
-    if path.suffix == ".pt":
+    if kind == "case":
         return _load_case_file(spec, path)
-    if path.suffix != ".py":
-        raise AotError(
-            f"unknown model '{spec}': give a zoo name ({', '.join(models.ZOO)}), "
-            "a path to a .py file defining ModelUnderTest and ModelInputs, or a .pt case file"
-        )
-    if not path.is_file():
-        raise AotError(f"model file not found: {spec}")
     mod_name = f"_aot_user_model_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]}"
     loader = importlib.util.spec_from_file_location(mod_name, path)
     assert loader is not None and loader.loader is not None
@@ -117,8 +112,6 @@ def _model_from(spec: str, path: Path, found: dict[str, object], what: str, hint
 def _load_case_file(spec: str, path: Path) -> LoadedModel:
     """A case file: torch.save of {"ModelUnderTest": module, "ModelInputs": tuple}. Loading unpickles the
     module, which imports the module that defines its class: run only case files you trust, as model files."""
-    if not path.is_file():
-        raise AotError(f"case file not found: {spec}")
     try:
         data = torch.load(path, weights_only=False)
     except (ImportError, AttributeError) as exc:  # the pickled class's module or name is gone

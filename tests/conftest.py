@@ -1,4 +1,4 @@
-"""Shared fixtures: compiled zoo programs cached across test files and runs."""
+"""Shared fixtures: compiled zoo programs cached across test files and runs; the CLI run in this process."""
 
 from __future__ import annotations
 
@@ -30,3 +30,11 @@ def compile_cached(model: str, target: str, lut_fusion: bool = True, explicit_la
 @pytest.fixture(scope="session")
 def compiled():
     return compile_cached
+
+
+@pytest.fixture
+def emlkit_cli(capfd):
+    """`emlkit ARGS` in this process (tests/cli_in_process.py): emlkit_cli([...], cwd) -> returncode, stdout, stderr."""
+    from cli_in_process import cli_runner
+
+    return cli_runner(capfd)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import CliResult
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -21,7 +23,7 @@ def _aot(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout:
                           timeout=timeout)
 
 
-def _one_line(p: subprocess.CompletedProcess[str], status: int) -> str:
+def _one_line(p: subprocess.CompletedProcess[str] | CliResult, status: int) -> str:
     assert p.returncode == status, (p.returncode, p.stdout[-1500:], p.stderr[-1500:])
     assert "Traceback" not in p.stderr and "Traceback" not in p.stdout, p.stderr[-2000:]
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
@@ -29,7 +31,7 @@ def _one_line(p: subprocess.CompletedProcess[str], status: int) -> str:
     return lines[0]
 
 
-def test_unreadable_model_file(tmp_path: Path) -> None:
+def test_unreadable_model_file(emlkit_cli, tmp_path: Path) -> None:
     f = tmp_path / "m.py"
     f.write_text("import torch\n")
     f.chmod(0)
@@ -37,75 +39,75 @@ def test_unreadable_model_file(tmp_path: Path) -> None:
         f.chmod(0o644)
         f.unlink()
         f.mkdir()
-    line = _one_line(_aot(["compile", str(f), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path), 2)
+    line = _one_line(emlkit_cli(["compile", str(f), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path), 2)
     assert "m.py" in line
 
 
-def test_file_that_is_not_python(tmp_path: Path) -> None:
+def test_file_that_is_not_python(emlkit_cli, tmp_path: Path) -> None:
     f = tmp_path / "weights.py"
     f.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
-    line = _one_line(_aot(["compile", str(f), "--target", "cortex-m55"], tmp_path), 2)
+    line = _one_line(emlkit_cli(["compile", str(f), "--target", "cortex-m55"], tmp_path), 2)
     assert "failed to import" in line
 
 
-def test_model_inputs_of_the_wrong_shape(tmp_path: Path) -> None:
+def test_model_inputs_of_the_wrong_shape(emlkit_cli, tmp_path: Path) -> None:
     f = tmp_path / "m.py"
     f.write_text("import torch\nModelUnderTest = torch.nn.Linear(8, 4)\nModelInputs = (torch.randn(1, 5),)\n")
-    line = _one_line(_aot(["compile", str(f), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path), 2)
+    line = _one_line(emlkit_cli(["compile", str(f), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path), 2)
     assert "ModelInputs" in line and "shape" in line
 
 
-def test_model_inputs_of_the_wrong_dtype(tmp_path: Path) -> None:
+def test_model_inputs_of_the_wrong_dtype(emlkit_cli, tmp_path: Path) -> None:
     f = tmp_path / "m.py"
     f.write_text("import torch\nModelUnderTest = torch.nn.Linear(8, 4)\nModelInputs = (torch.ones(1, 8, dtype=torch.int64),)\n")
-    line = _one_line(_aot(["compile", str(f), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path), 2)
+    line = _one_line(emlkit_cli(["compile", str(f), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path), 2)
     assert "ModelInputs" in line and "int64" in line
 
 
-def test_unknown_board(tmp_path: Path) -> None:
-    line = _one_line(_aot(["run", "add", "--target", "cortex-m55", "--board", "mps9", "-o", str(tmp_path)], tmp_path), 2)
+def test_unknown_board(emlkit_cli, tmp_path: Path) -> None:
+    line = _one_line(emlkit_cli(["run", "add", "--target", "cortex-m55", "--board", "mps9", "-o", str(tmp_path)], tmp_path), 2)
     assert "unknown board 'mps9'" in line and "corstone-300" in line
 
 
-def test_target_board_mismatch(tmp_path: Path) -> None:
-    line = _one_line(_aot(["run", "add", "--target", "ethos-u85-256", "--board", "corstone-300", "-o", str(tmp_path)],
+def test_target_board_mismatch(emlkit_cli, tmp_path: Path) -> None:
+    line = _one_line(emlkit_cli(["run", "add", "--target", "ethos-u85-256", "--board", "corstone-300", "-o", str(tmp_path)],
                           tmp_path), 2)
     assert "not an ethos-u85" in line and "--board corstone-320" in line
 
 
-def test_unwritable_output_folder(tmp_path: Path) -> None:
+def test_unwritable_output_folder(emlkit_cli, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    line = _one_line(_aot(["compile", "add", "--target", "cortex-m55", "-o", str(blocker / "out")], tmp_path), 2)
+    line = _one_line(emlkit_cli(["compile", "add", "--target", "cortex-m55", "-o", str(blocker / "out")], tmp_path), 2)
     assert "output folder" in line and str(blocker) in line
 
 
-def test_truncated_and_corrupt_bundled_programs(compiled, tmp_path: Path) -> None:
+def test_truncated_and_corrupt_bundled_programs(compiled, emlkit_cli, tmp_path: Path) -> None:
     good = compiled("add", "cortex-m55").bpte.read_bytes()
     cases = {"truncated.bpte": good[: len(good) // 3], "garbage.bpte": b"\x00" * 64,
              "flipped.bpte": good[:8] + bytes(b ^ 0xFF for b in good[8:200]) + good[200:]}
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
-        line = _one_line(_aot(["run", str(tmp_path / name), "--target", "cortex-m55"], tmp_path), 2)
+        line = _one_line(emlkit_cli(["run", str(tmp_path / name), "--target", "cortex-m55"], tmp_path), 2)
         assert name in line and ("bundled program" in line), line
     (tmp_path / "p.pte").write_bytes(compiled("add", "cortex-m55").pte.read_bytes())
-    line = _one_line(_aot(["run", str(tmp_path / "p.pte"), "--target", "cortex-m55"], tmp_path), 2)
+    line = _one_line(emlkit_cli(["run", str(tmp_path / "p.pte"), "--target", "cortex-m55"], tmp_path), 2)
     assert ".bpte" in line
 
 
 @pytest.mark.slow
-def test_program_for_another_npu(compiled, tmp_path: Path) -> None:
+def test_program_for_another_npu(compiled, emlkit_cli, tmp_path: Path) -> None:
     """An Ethos-U85 program run as an Ethos-U55 one: the firmware refuses it by name (device error, exit 7)."""
     bpte = tmp_path / "u85.bpte"
     bpte.write_bytes(compiled("conv_relu", "ethos-u85-256").bpte.read_bytes())
-    line = _one_line(_aot(["run", str(bpte), "--target", "ethos-u55-128"], tmp_path), 7)
+    line = _one_line(emlkit_cli(["run", str(bpte), "--target", "ethos-u55-128"], tmp_path), 7)
     assert "npu_config" in line and "Ethos-U85-256" in line and "--target ethos-u55-128" in line
 
 
-def test_prebuilt_bundle_runs(compiled, tmp_path: Path) -> None:
+def test_prebuilt_bundle_runs(compiled, emlkit_cli, tmp_path: Path) -> None:
     bpte = tmp_path / "add.bpte"
     bpte.write_bytes(compiled("add", "cortex-m55").bpte.read_bytes())
-    p = _aot(["run", str(bpte), "--target", "cortex-m55"], tmp_path)
+    p = emlkit_cli(["run", str(bpte), "--target", "cortex-m55"], tmp_path)
     assert p.returncode == 0 and "PASS" in p.stdout, p.stderr[-2000:]
 
 

@@ -3,9 +3,6 @@ dtypes (one line, exit status 2), the cache key over a folder's files, the compi
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +12,6 @@ import torch
 from emlkit.errors import EXIT_USAGE, AotError
 from emlkit.load import calibration_digest, calibration_set, load_calibration
 
-REPO = Path(__file__).resolve().parents[1]
 ONE = (torch.zeros(1, 1, 8, 8),)
 TWO = (torch.zeros(1, 4), torch.zeros(1, 3))
 
@@ -91,13 +87,11 @@ def test_digest_covers_a_folders_files(tmp_path: Path) -> None:
     assert calibration_digest(str(tmp_path)) == calibration_digest(str(tmp_path))
 
 
-def test_compile_with_bad_calibration_shape_one_line_exit_2(tmp_path: Path) -> None:
+def test_compile_with_bad_calibration_shape_one_line_exit_2(emlkit_cli, tmp_path: Path) -> None:
     """Through the command: one `error:` line, status 2, no traceback (mlp takes 1 x 64)."""
     np.savez(tmp_path / "c.npz", x=np.zeros((4, 32), np.float32))
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = subprocess.run([sys.executable, "-m", "emlkit", "compile", "mlp", "--target", "cortex-m55", "-o",
-                        str(tmp_path / "out"), "--calibration", str(tmp_path / "c.npz")],
-                       capture_output=True, text=True, env=env, timeout=600)
+    r = emlkit_cli(["compile", "mlp", "--target", "cortex-m55", "-o", str(tmp_path / "out"), "--calibration",
+                    str(tmp_path / "c.npz")])
     assert r.returncode == EXIT_USAGE, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr

@@ -5,10 +5,7 @@ equal the host reference bit for bit, NHWC (after a conv) and NCHW (a model inpu
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,11 +28,9 @@ _MODEL = module_source("""
 
 
 @pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
-def test_resize_select_median_int8_bit_exact_on_qemu(tmp_path: Path, target: str) -> None:
+def test_resize_select_median_int8_bit_exact_on_qemu(emlkit_cli, tmp_path: Path, target: str) -> None:
     (tmp_path / "codes_ops.py").write_text(_MODEL)
-    proc = subprocess.run([sys.executable, "-m", "emlkit", "run", str(tmp_path / "codes_ops.py"), "--target", target,
-                           "-o", str(tmp_path / "o")], cwd=tmp_path, env=dict(os.environ), capture_output=True,
-                          text=True, timeout=900)
+    proc = emlkit_cli(["run", str(tmp_path / "codes_ops.py"), "--target", target, "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)  # the table wraps long cells
     assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]

@@ -1,24 +1,16 @@
-"""Bad input to `python -m emlkit compile`: one clear line on stderr, the documented exit status (2 usage error,
-4 unsupported model), no traceback."""
+"""Bad input to `emlkit compile`: one clear line on stderr, the documented exit status (2 usage error,
+4 unsupported model), no traceback. The command runs in this process (tests/cli_in_process.py); the same errors
+from a real process are in tests/test_cli.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from cli_in_process import CliResult
 from model_files import line_of, module_source
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-def _error_line(proc: subprocess.CompletedProcess[str], status: int = 2) -> str:
+def _error_line(proc: CliResult, status: int = 2) -> str:
     assert proc.returncode == status, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     lines = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
@@ -32,52 +24,52 @@ def _write(tmp_path: Path, name: str, body: str) -> Path:
     return p
 
 
-def test_unknown_model(tmp_path: Path) -> None:
-    line = _error_line(_run(["compile", "no_such_model", "--target", "cortex-m55", "-o", str(tmp_path)], tmp_path))
+def test_unknown_model(emlkit_cli, tmp_path: Path) -> None:
+    line = _error_line(emlkit_cli(["compile", "no_such_model", "--target", "cortex-m55", "-o", str(tmp_path)], tmp_path))
     assert "unknown model 'no_such_model'" in line and "mobilenet_v2" in line
 
 
-def test_missing_model_file(tmp_path: Path) -> None:
-    line = _error_line(_run(["compile", str(tmp_path / "nope.py"), "--target", "cortex-m55"], tmp_path))
+def test_missing_model_file(emlkit_cli, tmp_path: Path) -> None:
+    line = _error_line(emlkit_cli(["compile", str(tmp_path / "nope.py"), "--target", "cortex-m55"], tmp_path))
     assert "model file not found" in line
 
 
-def test_unknown_target(tmp_path: Path) -> None:
-    line = _error_line(_run(["compile", "add", "--target", "cortex-m4000", "-o", str(tmp_path)], tmp_path))
+def test_unknown_target(emlkit_cli, tmp_path: Path) -> None:
+    line = _error_line(emlkit_cli(["compile", "add", "--target", "cortex-m4000", "-o", str(tmp_path)], tmp_path))
     assert "unknown target 'cortex-m4000'" in line and "ethos-u55-128" in line
 
 
-def test_file_without_attributes(tmp_path: Path) -> None:
+def test_file_without_attributes(emlkit_cli, tmp_path: Path) -> None:
     p = _write(tmp_path, "m.py", "import torch\nNet = torch.nn.ReLU()\n")
-    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55"], tmp_path))
+    line = _error_line(emlkit_cli(["compile", str(p), "--target", "cortex-m55"], tmp_path))
     assert "does not define ModelUnderTest and ModelInputs" in line
 
 
-def test_file_that_fails_to_import(tmp_path: Path) -> None:
+def test_file_that_fails_to_import(emlkit_cli, tmp_path: Path) -> None:
     p = _write(tmp_path, "m.py", "import torch\nraise RuntimeError('boom')\n")
-    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55"], tmp_path))
+    line = _error_line(emlkit_cli(["compile", str(p), "--target", "cortex-m55"], tmp_path))
     assert "failed to import" in line and "boom" in line
 
 
-def test_model_that_fails_to_export(tmp_path: Path) -> None:
+def test_model_that_fails_to_export(emlkit_cli, tmp_path: Path) -> None:
     p = _write(tmp_path, "m.py", module_source("", "if x.sum() > 0:\n    return x * 2\nreturn x", "torch.randn(1, 4)"))
-    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55"], tmp_path), 4)
+    line = _error_line(emlkit_cli(["compile", str(p), "--target", "cortex-m55"], tmp_path), 4)
     assert "failed to export" in line
 
 
-def test_unsupported_op_names_op_and_source_line(tmp_path: Path) -> None:
+def test_unsupported_op_names_op_and_source_line(emlkit_cli, tmp_path: Path) -> None:
     src = module_source("", "return torch.cumsum(x, dim=1)", "torch.randn(1, 8)")
     p = _write(tmp_path, "m.py", src)
-    line = _error_line(_run(["compile", str(p), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path), 4)
+    line = _error_line(emlkit_cli(["compile", str(p), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path), 4)
     assert "cumsum" in line and f"m.py:{line_of(src, 'cumsum')}" in line and "cortex-m55" in line
 
 
-def test_bad_calibration_shapes(tmp_path: Path) -> None:
+def test_bad_calibration_shapes(emlkit_cli, tmp_path: Path) -> None:
     import torch
 
     cal = tmp_path / "cal.pt"
     torch.save([(torch.randn(1, 3),)], cal)
-    line = _error_line(_run(["compile", "mlp", "--target", "cortex-m55", "--calibration", str(cal), "-o", str(tmp_path)], tmp_path))
+    line = _error_line(emlkit_cli(["compile", "mlp", "--target", "cortex-m55", "--calibration", str(cal), "-o", str(tmp_path)], tmp_path))
     assert "calibration sample 0" in line and "(1, 64)" in line
 
 
@@ -95,11 +87,11 @@ _VELA_REJECTS = module_source("""
     "torch.randn(1, 3, 16, 16)", imports="import torch.nn.functional as F\n")
 
 
-def test_vela_rejecting_a_partition_is_one_line(tmp_path: Path) -> None:
+def test_vela_rejecting_a_partition_is_one_line(emlkit_cli, tmp_path: Path) -> None:
     """ExecuTorch 1.5.1's partitioner hands Vela a DepthwiseConv2D it cannot place; Vela raises a bare
     RuntimeError deep inside to_edge_transform_and_lower, which must not reach the user as a traceback."""
     model = _write(tmp_path, "vela_rejects.py", _VELA_REJECTS)
-    line = _error_line(_run(["compile", str(model), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path), 4)
+    line = _error_line(emlkit_cli(["compile", str(model), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path), 4)
     assert "Vela could not compile an NPU partition for ethos-u55-128" in line and "cortex-m" in line
 
 

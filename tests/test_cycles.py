@@ -271,9 +271,8 @@ def test_microbenchmarks_reproduce_documented_counts_and_the_doc_is_current() ->
 
 @pytest.mark.slow
 @needs_qemu
-def test_run_cycles_prints_modelled_cycles_per_op(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "emlkit", "run", "conv_relu", "--target", "cortex-m4", "--cycles", "-o", str(tmp_path)]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+def test_run_cycles_prints_modelled_cycles_per_op(emlkit_cli, tmp_path: Path) -> None:
+    out = emlkit_cli(["run", "conv_relu", "--target", "cortex-m4", "--cycles", "-o", str(tmp_path)], ROOT)
     assert out.returncode == 0, out.stderr
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("{"))
     d = json.loads(line)
@@ -286,8 +285,7 @@ def test_run_cycles_prints_modelled_cycles_per_op(tmp_path: Path) -> None:
             assert o["calls"] == per_op[o["op"]]["calls"]
             assert o["cycles_model"] > 0
     assert "cycles (model" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "emlkit", "run", "conv_relu", "--target", "cortex-m4", "--board",
-                          "host", "--cycles", "-o", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    bad = emlkit_cli(["run", "conv_relu", "--target", "cortex-m4", "--board", "host", "--cycles", "-o", str(tmp_path)], ROOT)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: --cycles")
     assert "Traceback" not in bad.stderr
 

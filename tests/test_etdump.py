@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -41,14 +39,10 @@ def test_log_blocks_are_checked() -> None:
         inspect_etdump(b"\0" * 32)
 
 
-def _emlkit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "emlkit", *args], capture_output=True, text=True, timeout=900)
-
-
-def test_inspect_cli_errors(tmp_path: Path) -> None:
-    r = _emlkit("inspect", "--etdump", str(tmp_path / "none.etdp"))
+def test_inspect_cli_errors(emlkit_cli, tmp_path: Path) -> None:
+    r = emlkit_cli(["inspect", "--etdump", str(tmp_path / "none.etdp")])
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in r.stderr
-    r = _emlkit("inspect")
+    r = emlkit_cli(["inspect"])
     assert r.returncode == 2 and "give exactly one of --etdump" in r.stderr
 
 
@@ -73,16 +67,17 @@ def test_inspector_reads_the_host_runner_etdump(tmp_path: Path, compiled) -> Non
 
 
 @pytest.mark.slow
-def test_delegate_calls_in_the_etdump_of_a_qemu_run(tmp_path: Path, compiled) -> None:
+def test_delegate_calls_in_the_etdump_of_a_qemu_run(tmp_path: Path, compiled, emlkit_cli) -> None:
     """An Ethos-U program under QEMU (NPU co-simulated): the runner writes the ETDump through semihosting,
     `emlkit run --etdump` hands it over, and the Inspector names the delegate's backend from the ETRecord."""
     cres = compiled("conv_relu", "ethos-u55-128")
     etdump = tmp_path / "u55.etdp"
-    r = _emlkit("run", "conv_relu", "--target", "ethos-u55-128", "-o", str(cres.pte.parent), "--etdump", str(etdump))
+    r = emlkit_cli(["run", "conv_relu", "--target", "ethos-u55-128", "-o", str(cres.pte.parent), "--etdump", str(etdump)])
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "QEMU instructions" in r.stdout and "NPU cycles (Vela estimate, NPU only)" in r.stdout
     prof = tmp_path / "p.json"
-    r = _emlkit("inspect", "--etdump", str(etdump), "--etrecord", str(cres.pte.with_suffix(".etrecord")), "--json", str(prof))
+    r = emlkit_cli(["inspect", "--etdump", str(etdump), "--etrecord", str(cres.pte.with_suffix(".etrecord")), "--json",
+                    str(prof)])
     assert r.returncode == 0, r.stderr
     (p,) = json.loads(prof.read_text())
     assert p["figure"] == "QEMU instructions"

@@ -4,9 +4,6 @@ firmware run) on a data set; the digits CNN trained on scikit-learn's 8x8 digits
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -82,17 +79,15 @@ def test_digits_split_is_deterministic_held_out(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_digits_on_cortex_m55(tmp_path: Path) -> None:
+def test_digits_on_cortex_m55(emlkit_cli, tmp_path: Path) -> None:
     """The whole held-out split in one QEMU run: the device agrees with the int8 reference on every sample and
     its top-1 is within 1 point of the float model's."""
     from emlkit.models import digits_cnn
 
     data = digits_cnn.write_split(tmp_path / "test.npz")
     calib = digits_cnn.write_calibration(tmp_path / "calib.npz")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = subprocess.run([sys.executable, "-m", "emlkit", "evaluate", str(DIGITS), "--target", "cortex-m55",
-                        "--data", str(data), "--calibration", str(calib), "-o", str(tmp_path / "out")],
-                       capture_output=True, text=True, env=env, timeout=900)
+    r = emlkit_cli(["evaluate", str(DIGITS), "--target", "cortex-m55", "--data", str(data), "--calibration", str(calib),
+                    "-o", str(tmp_path / "out")])
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(r.stdout.strip().splitlines()[-1])
     assert "top-1" in r.stdout and "device vs reference" in r.stdout  # the table

@@ -102,9 +102,8 @@ def test_existing_folder_is_kept_unless_forced(tmp_path: Path, compiled) -> None
     assert "model/model_data.c" in res.files and "emlkit/include/emlkit.h" in res.files
 
 
-def test_cli_errors_are_one_line(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "emlkit", "export", "conv_relu", "--target", "cortex-m55", "--board", "nope",
-                        "-o", str(tmp_path / "p")], capture_output=True, text=True, timeout=600)
+def test_cli_errors_are_one_line(emlkit_cli, tmp_path: Path) -> None:
+    r = emlkit_cli(["export", "conv_relu", "--target", "cortex-m55", "--board", "nope", "-o", str(tmp_path / "p")])
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("error: unknown board 'nope'") and "Traceback" not in r.stderr
     assert not (tmp_path / "p").exists()
@@ -151,7 +150,7 @@ QEMU_CMD = ["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-icount", "shi
 
 @pytest.mark.slow
 @needs_tools
-def test_exported_project_builds_outside_and_passes_on_plain_qemu(tmp_path: Path, compiled) -> None:
+def test_exported_project_builds_outside_and_passes_on_plain_qemu(tmp_path: Path, compiled, emlkit_cli) -> None:
     cres = compiled("conv_relu", "cortex-m55")
     proj = tmp_path / "proj"
     export_compiled(cres, None, proj)
@@ -172,9 +171,8 @@ def test_exported_project_builds_outside_and_passes_on_plain_qemu(tmp_path: Path
 
     # ExecuTorch's Inspector reads the ETDump the firmware printed; its per-operator counts are the firmware's.
     prof = tmp_path / "prof.json"
-    r = subprocess.run([sys.executable, "-m", "emlkit", "inspect", "--log", str(tmp_path / "console.txt"), "--etrecord",
-                        str(proj / "model" / "model.etrecord"), "--json", str(prof)], capture_output=True, text=True,
-                       timeout=600)
+    r = emlkit_cli(["inspect", "--log", str(tmp_path / "console.txt"), "--etrecord", str(proj / "model" / "model.etrecord"),
+                    "--json", str(prof)])
     assert r.returncode == 0, r.stderr
     assert "QEMU instructions" in r.stdout
     (p,) = json.loads(prof.read_text())
@@ -190,8 +188,7 @@ def test_exported_project_builds_outside_and_passes_on_plain_qemu(tmp_path: Path
     assert any(row["source"] == "conv_relu.py:15" for row in p["rows"])
 
     # The same ELF as the MPS3 SD-card images: loaded raw at the CPU addresses, as the MCC does, it boots.
-    r = subprocess.run([sys.executable, "-m", "emlkit", "flash", str(elf), "--mps3-dir", str(tmp_path / "sd")],
-                       capture_output=True, text=True, timeout=300)
+    r = emlkit_cli(["flash", str(elf), "--mps3-dir", str(tmp_path / "sd")])
     assert r.returncode == 0, r.stderr
     txt = (tmp_path / "sd" / "MB" / "HBI0309C" / "AN547" / "images.txt").read_text()
     loaders = []

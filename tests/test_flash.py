@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -112,30 +111,26 @@ def test_pyocd_command_line() -> None:
     assert "--uid" not in pyocd_command(Path("a.elf"), "cortex_m", "auto")
 
 
-def _emlkit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
-
-
-def test_cli_errors_and_dry_run(tmp_path: Path) -> None:
+def test_cli_errors_and_dry_run(emlkit_cli, tmp_path: Path) -> None:
     elf = tmp_path / "app.elf"
     elf.write_bytes(elf32([(0x10000000, 0x10000000, b"\x05" * 16)]))
-    r = _emlkit("flash", str(elf), "--probe", "auto", cwd=tmp_path)
+    r = emlkit_cli(["flash", str(elf), "--probe", "auto"], tmp_path)
     assert r.returncode == 2 and "error: --probe needs --pyocd-target" in r.stderr and "Traceback" not in r.stderr
-    r = _emlkit("flash", str(tmp_path / "none.elf"), "--mps3-dir", "sd", cwd=tmp_path)
+    r = emlkit_cli(["flash", str(tmp_path / "none.elf"), "--mps3-dir", "sd"], tmp_path)
     assert r.returncode == 2 and "no such image" in r.stderr
-    r = _emlkit("flash", str(elf), "--probe", "auto", "--pyocd-target", "cortex_m", "--dry-run", cwd=tmp_path)
+    r = emlkit_cli(["flash", str(elf), "--probe", "auto", "--pyocd-target", "cortex_m", "--dry-run"], tmp_path)
     assert r.returncode == 0 and "flash --no-wait --target cortex_m --erase auto --format elf" in r.stdout
-    r = _emlkit("flash", str(elf), "--mps3-dir", "sd", cwd=tmp_path)
+    r = emlkit_cli(["flash", str(elf), "--mps3-dir", "sd"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "sd" / "SOFTWARE" / "itcm.bin").is_file() and (tmp_path / "sd/MB/HBI0309C/AN547/images.txt").is_file()
 
 
 @pytest.mark.skipif(find_pyocd() is None, reason="pyOCD is not installed (requirements.txt pins pyocd==0.46.0)")
-def test_pyocd_accepts_the_command_and_reports_no_probe(tmp_path: Path) -> None:
+def test_pyocd_accepts_the_command_and_reports_no_probe(emlkit_cli, tmp_path: Path) -> None:
     """pyOCD parses every option we give it and stops at the missing probe (none is connected here)."""
     elf = tmp_path / "app.elf"
     elf.write_bytes(elf32([(0x10000000, 0x10000000, b"\x05" * 16)]))
-    r = _emlkit("flash", str(elf), "--probe", "auto", "--pyocd-target", "cortex_m", "--frequency", "1000000", cwd=tmp_path)
+    r = emlkit_cli(["flash", str(elf), "--probe", "auto", "--pyocd-target", "cortex_m", "--frequency", "1000000"], tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "No connected debug probes" in r.stdout + r.stderr
     assert "error: pyOCD could not flash app.elf" in r.stderr and "usage:" not in r.stdout + r.stderr

@@ -383,15 +383,9 @@ def test_firmware_runs_independent_models(tmp_path: Path, model: str, target: st
 
 @pytest.mark.skipif(any(__import__("shutil").which(f) for f in ("FVP_Corstone_SSE-300_Ethos-U55", "FVP_Corstone_SSE-300_Ethos-U65")),
                     reason="an FVP is installed")
-def test_sim_fvp_without_fvp_is_one_line_and_exit_5(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
+def test_sim_fvp_without_fvp_is_one_line_and_exit_5(emlkit_cli, tmp_path: Path) -> None:
     root = Path(__file__).resolve().parent.parent
-    p = subprocess.run([sys.executable, "-m", "emlkit", "run", "conv_relu", "--target", "ethos-u55-128", "--sim", "fvp",
-                        "-o", str(tmp_path)], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
-                       capture_output=True, text=True, timeout=600)
+    p = emlkit_cli(["run", "conv_relu", "--target", "ethos-u55-128", "--sim", "fvp", "-o", str(tmp_path)], root)
     assert p.returncode == 5, p.stderr[-1500:]
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "no FVP for corstone-300 with an ethos-u55" in errors[0] and "Traceback" not in p.stderr

@@ -21,6 +21,8 @@ from emlkit.opsuite import report
 from emlkit.opsuite.plugin import Record
 from emlkit.opsuite.run import ETREF_FLOW, Case, plan, parse_shard, select, shard_name
 
+from cli_in_process import CliResult
+
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -36,7 +38,7 @@ def _emlkit(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.Comp
                           timeout=timeout)
 
 
-def _one_error_line(p: subprocess.CompletedProcess[str], status: int) -> str:
+def _one_error_line(p: subprocess.CompletedProcess[str] | CliResult, status: int) -> str:
     assert p.returncode == status, (p.returncode, p.stdout[-1500:], p.stderr[-1500:])
     assert "Traceback" not in p.stderr + p.stdout, p.stderr[-2000:]
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
@@ -301,8 +303,8 @@ def test_case_file_loads_and_bad_ones_say_why(tmp_path: Path) -> None:
     (["--shard", "0/2"], "bad --shard '0/2'"),
     (["--jobs", "0"], "--jobs must be at least 1"),
 ])
-def test_bad_arguments_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
-    line = _one_error_line(_emlkit(["opsuite", *args, "--out", str(tmp_path / "o")], tmp_path), 2)
+def test_bad_arguments_exit_2(emlkit_cli, tmp_path: Path, args: list[str], says: str) -> None:
+    line = _one_error_line(emlkit_cli(["opsuite", *args, "--out", str(tmp_path / "o")], tmp_path), 2)
     assert says in line
     assert not (tmp_path / "o").exists()
 
@@ -313,11 +315,11 @@ def test_no_case_matches_k_exits_2(tmp_path: Path) -> None:
     assert "no case" in line and "no_such_op_anywhere" in line
 
 
-def test_merge_bad_shard_file_exits_2(tmp_path: Path) -> None:
+def test_merge_bad_shard_file_exits_2(emlkit_cli, tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("[]")
-    line = _one_error_line(_emlkit(["opsuite", "merge", str(tmp_path / "bad.json"), "-o", "r.json"], tmp_path), 2)
+    line = _one_error_line(emlkit_cli(["opsuite", "merge", str(tmp_path / "bad.json"), "-o", "r.json"], tmp_path), 2)
     assert "not an opsuite shard file" in line
-    line = _one_error_line(_emlkit(["opsuite", "merge", str(tmp_path / "none.json"), "-o", "r.json"], tmp_path), 2)
+    line = _one_error_line(emlkit_cli(["opsuite", "merge", str(tmp_path / "none.json"), "-o", "r.json"], tmp_path), 2)
     assert "cannot read shard file" in line
 
 

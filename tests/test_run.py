@@ -31,17 +31,20 @@ def _run_outcome(compiled, model: str, board: str, kernels: str = "mve", timeout
     return execute(compiled(model, "cortex-m55"), board, "qemu", timeout, kernels, None)
 
 
-def test_run_host_cli_pass_and_save_outputs(tmp_path: Path) -> None:
-    proc = _aot(["run", "conv_relu", "--target", "cortex-m55", "--board", "host", "-o", str(tmp_path / "o"),
-                 "--save-outputs", str(tmp_path / "npy")], tmp_path)
+def test_run_host_cli_pass_and_save_outputs(compiled, emlkit_cli, tmp_path: Path) -> None:
+    # -o the tests' program cache: the command reuses the program other tests compiled (same options, same key)
+    out = compiled("conv_relu", "cortex-m55").pte.parent
+    proc = emlkit_cli(["run", "conv_relu", "--target", "cortex-m55", "--board", "host", "-o", str(out),
+                       "--save-outputs", str(tmp_path / "npy")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "PASS" in proc.stdout and "0 steps" in proc.stdout
     out = np.load(tmp_path / "npy" / "output_0.npy")
     assert out.dtype == np.float32 and out.shape == (1, 32, 8, 8)
 
 
-def test_run_qemu_cli_pass(tmp_path: Path) -> None:
-    proc = _aot(["run", "add", "--target", "cortex-m55", "--board", "corstone-300", "-o", str(tmp_path / "o")], tmp_path)
+def test_run_qemu_cli_pass(compiled, emlkit_cli, tmp_path: Path) -> None:
+    out = compiled("add", "cortex-m55").pte.parent  # the cached program, as above
+    proc = emlkit_cli(["run", "add", "--target", "cortex-m55", "--board", "corstone-300", "-o", str(out)], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "PASS" in proc.stdout and "instructions" in proc.stdout
 
@@ -94,9 +97,10 @@ def test_wrong_expected_output_fails_with_exit_1(compiled, tmp_path: Path, board
     assert o.result.outputs[0].max_abs == pytest.approx(1.0, abs=0.02)
 
 
-def test_simulator_timeout_exits_3(tmp_path: Path) -> None:
+def test_simulator_timeout_exits_3(compiled, tmp_path: Path) -> None:
+    out = compiled("conv_relu", "cortex-m55").pte.parent  # the cached program, as above
     proc = _aot(["run", "conv_relu", "--target", "cortex-m55", "--board", "corstone-300", "--timeout", "0.01",
-                 "-o", str(tmp_path / "o")], tmp_path)
+                 "-o", str(out)], tmp_path)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "timeout" in proc.stderr
 
@@ -130,11 +134,11 @@ _DILATED = module_source("""
     "return self.c2(torch.relu(self.c1(x)))", "torch.randn(1, 3, 16, 16)", name="Dilated")
 
 
-def test_dilated_convs_run_on_qemu(tmp_path: Path) -> None:
+def test_dilated_convs_run_on_qemu(emlkit_cli, tmp_path: Path) -> None:
     """ExecuTorch's Python reference cannot run an int dilated conv (torch has no such CPU kernel); ours
     computes it exactly, so the bundle holds expected outputs and the MVE firmware matches them."""
     (tmp_path / "dilated.py").write_text(_DILATED)
-    proc = _aot(["run", str(tmp_path / "dilated.py"), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path)
+    proc = emlkit_cli(["run", str(tmp_path / "dilated.py"), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "PASS" in proc.stdout and "0 steps" in proc.stdout
 
@@ -149,11 +153,11 @@ _CATS = module_source("""
     return y, z, s + 0.0""", "torch.randn(1, 3, 7, 5)", name="Cats", seed=1)
 
 
-def test_short_row_block_copies_on_qemu(tmp_path: Path) -> None:
+def test_short_row_block_copies_on_qemu(emlkit_cli, tmp_path: Path) -> None:
     """cat and slice with short rows (4-60 bytes) on a 7x5 map (35 rows: 8 groups of four and a tail of
     three) run through the MVE word gather/scatter copy and match the host bit for bit."""
     (tmp_path / "cats.py").write_text(_CATS)
-    proc = _aot(["run", str(tmp_path / "cats.py"), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path)
+    proc = emlkit_cli(["run", str(tmp_path / "cats.py"), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     diffs = re.search(r"max diff vs expected\s+(.*)", proc.stdout)
     assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
@@ -181,12 +185,12 @@ _UPSAMPLE_7x11 = module_source("""
 
 
 @pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
-def test_non_integer_upsample_runs_bit_exact(tmp_path: Path, target: str) -> None:
+def test_non_integer_upsample_runs_bit_exact(emlkit_cli, tmp_path: Path, target: str) -> None:
     """5x6 -> 7x11 nearest (was refused by name: no kernel took a non-integer factor) runs as
     emlkit::upsample_nearest2d_index with torch's own row and column choices, bit-exact on QEMU
     (Cortex-M55 with MVE, Cortex-M4 without)."""
     (tmp_path / "up.py").write_text(_UPSAMPLE_7x11)
-    proc = _aot(["run", str(tmp_path / "up.py"), "--target", target, "-o", str(tmp_path / "o")], tmp_path)
+    proc = emlkit_cli(["run", str(tmp_path / "up.py"), "--target", target, "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     diffs = re.search(r"max diff vs expected\s+(\S+)", proc.stdout)
     assert "PASS" in proc.stdout and diffs and diffs.group(1) == "0", proc.stdout[-2000:]

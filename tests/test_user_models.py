@@ -1,17 +1,17 @@
 """Models of the kinds users write (tests/models/), and the internal errors they used to end in.
 
 Without --allow-float an op with no int8 kernel is refused by name (exit 4); with it, the op runs in float on
-the device. No path may end in an internal error (exit 6) or a traceback.
+the device. No path may end in an internal error (exit 6) or a traceback. The commands run in this process
+(tests/cli_in_process.py).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from cli_in_process import CliResult
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
@@ -23,12 +23,7 @@ USER_MODELS = ["lstm_kws", "transformer_encoder_cls", "prelu_ceil_adaptive_pool"
                "shufflenet_unit", "dilated_tcn"]
 
 
-def _emlkit(args: list[str], cwd: Path, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=cwd, env=dict(os.environ), capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
+def _last_line(proc: CliResult) -> str:
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     return lines[-1] if lines else ""
 
@@ -39,24 +34,24 @@ def _write(tmp: Path, name: str, body: str) -> Path:
     return p
 
 
-def test_conv3d_is_refused_by_name_on_cortex_m(tmp_path: Path) -> None:
+def test_conv3d_is_refused_by_name_on_cortex_m(emlkit_cli, tmp_path: Path) -> None:
     m = _write(tmp_path, "c3d", "ModelUnderTest = torch.nn.Sequential(torch.nn.Conv3d(2, 4, 3)).eval()\n"
                                  "ModelInputs = (torch.randn(1, 2, 5, 6, 6),)\n")
-    proc = _emlkit(["compile", str(m), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path)
+    proc = emlkit_cli(["compile", str(m), "--target", "cortex-m55", "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 4, proc.stderr[-2000:]
     assert "Conv3d" in _last_line(proc) and "Traceback" not in proc.stderr
 
 
-def test_second_npu_partition_after_bilinear_is_refused_not_internal(tmp_path: Path) -> None:
+def test_second_npu_partition_after_bilinear_is_refused_not_internal(emlkit_cli, tmp_path: Path) -> None:
     """Two NPU partitions where the second one's input comes from the first: its TOSA dump was not found."""
-    proc = _emlkit(["compile", str(MODELS / "mbconv_se_bilinear.py"), "--target", "ethos-u55-128",
+    proc = emlkit_cli(["compile", str(MODELS / "mbconv_se_bilinear.py"), "--target", "ethos-u55-128",
                     "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 4, proc.stderr[-2000:]
     assert "upsample_bilinear2d" in _last_line(proc)
 
 
-def test_fused_encoder_layer_is_decomposed(tmp_path: Path) -> None:
-    proc = _emlkit(["compile", str(MODELS / "transformer_encoder_cls.py"), "--target", "cortex-m55",
+def test_fused_encoder_layer_is_decomposed(emlkit_cli, tmp_path: Path) -> None:
+    proc = emlkit_cli(["compile", str(MODELS / "transformer_encoder_cls.py"), "--target", "cortex-m55",
                     "-o", str(tmp_path / "o")], tmp_path)
     assert "_transformer_encoder_layer_fwd" not in proc.stderr
     assert proc.returncode in (0, 4), proc.stderr[-2000:]
@@ -68,29 +63,29 @@ def test_fused_encoder_layer_is_decomposed(tmp_path: Path) -> None:
     ("class M(torch.nn.Module):\n    def forward(self, x):\n        return x.reshape(2, 12)\n"
      "ModelUnderTest = M()\nModelInputs = (torch.randn(4, 6),)\n", "no_npu_partition"),
 ])
-def test_ethos_u_programs_that_used_to_fail_run(tmp_path: Path, body: str, what: str) -> None:
+def test_ethos_u_programs_that_used_to_fail_run(emlkit_cli, tmp_path: Path, body: str, what: str) -> None:
     """ceil on the U55 (its TOSA dump carried no delegation tag), and a program with nothing delegated (its
     image has no Ethos-U driver): both run on the firmware under QEMU."""
     m = _write(tmp_path, what, body)
-    proc = _emlkit(["run", str(m), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path)
+    proc = emlkit_cli(["run", str(m), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "PASS" in proc.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", USER_MODELS)
-def test_user_models_run_with_allow_float_on_cortex_m55(tmp_path: Path, model: str) -> None:
-    proc = _emlkit(["run", str(MODELS / f"{model}.py"), "--target", "cortex-m55", "--allow-float",
+def test_user_models_run_with_allow_float_on_cortex_m55(emlkit_cli, tmp_path: Path, model: str) -> None:
+    proc = emlkit_cli(["run", str(MODELS / f"{model}.py"), "--target", "cortex-m55", "--allow-float",
                     "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "PASS" in proc.stdout
 
 
 @pytest.mark.slow
-def test_prelu_with_allow_float_runs_and_reports_float_ops(tmp_path: Path) -> None:
+def test_prelu_with_allow_float_runs_and_reports_float_ops(emlkit_cli, tmp_path: Path) -> None:
     """--allow-float on PReLU + ceil-mode max pool + adaptive pool ended in a torch RuntimeError (the host
     reference ran max_pool2d_with_indices on int8 codes)."""
-    proc = _emlkit(["run", str(MODELS / "prelu_ceil_adaptive_pool.py"), "--target", "cortex-m55", "--allow-float",
+    proc = emlkit_cli(["run", str(MODELS / "prelu_ceil_adaptive_pool.py"), "--target", "cortex-m55", "--allow-float",
                     "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "float ops (--allow-float)" in proc.stdout and "aten::where" in proc.stdout
@@ -107,8 +102,8 @@ _ALL_TARGETS = ["cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-
 
 @pytest.mark.parametrize("target", [t if t in _QUICK_FLOAT_TARGETS else pytest.param(t, marks=pytest.mark.slow)
                                     for t in _ALL_TARGETS])
-def test_allow_float_runs_on_every_target(target: str, tmp_path: Path) -> None:
-    proc = _emlkit(["run", str(MODELS / "prelu_pool_head.py"), "--target", target, "--allow-float",
+def test_allow_float_runs_on_every_target(emlkit_cli, target: str, tmp_path: Path) -> None:
+    proc = emlkit_cli(["run", str(MODELS / "prelu_pool_head.py"), "--target", target, "--allow-float",
                     "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "PASS" in proc.stdout and "0 steps" in proc.stdout

@@ -221,17 +221,18 @@ def stand_in_for(board: Any) -> Any:
     return None
 
 
-def _npu_board(cres: Any, board: Any) -> Any:
-    """The board an Ethos-U program runs on: it must have an NPU of the program's product."""
+def npu_board(target: Any, board: Any) -> Any:
+    """The board an Ethos-U program for TARGET runs on: it must have an NPU of the target's product. The CLI asks
+    before compiling (emlkit/commands.py), execution again for library callers."""
     b = _board(board)
-    npu = cres.target.npu
+    npu = target.npu
     if b.npu is None:
-        raise AotError(f"board '{b.name}' has no Ethos-U NPU ([npu] in its board.toml): run {cres.target.name} programs "
+        raise AotError(f"board '{b.name}' has no Ethos-U NPU ([npu] in its board.toml): run {target.name} programs "
                        f"on corstone-300 or corstone-320, or with --board host")
     product = npu.rsplit("-", 1)[0]
     if b.npu.products and product not in b.npu.products:
         raise AotError(f"board '{b.name}' has an {' or '.join(b.npu.products)}, not an {product}: use --board "
-                       f"{cres.target.default_board}")
+                       f"{target.default_board}")
     return b
 
 
@@ -269,7 +270,7 @@ def _execute_npu(cres: Any, board: Any, sim: str, timeout: float, kernels: str, 
                            "functional model: run on a board (corstone-300) instead")
         return _run_npu_model(cres, save_outputs, npu_trace)
     npu = cres.target.npu
-    sim, b, label, fvp = _npu_simulator(_npu_board(cres, board), sim, npu)
+    sim, b, label, fvp = _npu_simulator(npu_board(cres.target, board), sim, npu)
     from emlkit.deploy.build import BuildError
     from emlkit.deploy.program_image import OpSet, program_image
 

@@ -179,11 +179,19 @@ def find_pyocd() -> list[str] | None:
 # ---------------------------------------------------------------- command
 
 
+def check_arguments(elf: Path, probe: str | None, pyocd_target: str | None) -> None:
+    """The usage errors the options alone show (the CLI asks before anything heavy is imported)."""
+    if not elf.is_file():
+        raise AotError(f"{elf}: no such image (build the exported project: cmake --build build)")
+    if probe and not pyocd_target:
+        raise AotError("--probe needs --pyocd-target (the chip, e.g. stm32h743zitx; `pyocd list --targets` lists "
+                       "them); an MPS3 board is flashed through its SD card: --mps3 DRIVE")
+
+
 def flash(req: FlashRequest) -> int:
     """`emlkit flash`: program a board through pyOCD (--probe) or write an MPS3's SD-card files."""
     elf = Path(req.elf)
-    if not elf.is_file():
-        raise AotError(f"{elf}: no such image (build the exported project: cmake --build build)")
+    check_arguments(elf, req.probe, req.pyocd_target)
     segments = load_segments(elf)
     if req.probe:
         return _flash_probe(req, elf, segments)
@@ -209,11 +217,8 @@ def flash(req: FlashRequest) -> int:
 
 
 def _flash_probe(req: FlashRequest, elf: Path, segments: list[Segment]) -> int:
-    if not req.pyocd_target:
-        raise AotError("--probe needs --pyocd-target (the chip, e.g. stm32h743zitx; `pyocd list --targets` lists "
-                       "them); an MPS3 board is flashed through its SD card: --mps3 DRIVE")
     pyocd = find_pyocd()
-    assert req.probe is not None
+    assert req.probe is not None and req.pyocd_target is not None  # check_arguments
     cmd = pyocd_command(elf, req.pyocd_target, req.probe, req.frequency, req.erase, pyocd)
     if req.dry_run:
         print(" ".join(cmd))

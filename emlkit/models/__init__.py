@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # the names and descriptions need no torch: the CLI checks a model name before torch loads
+    import torch
 
 # name -> (module, one-line description)
 ZOO: dict[str, str] = {
