@@ -41,7 +41,8 @@ def program_spec(args: argparse.Namespace) -> ProgramSpec:
     from emlkit.compile import make_options
     from emlkit.targets import get_target, with_vela_config
 
-    options = make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float, args.per_channel_linear)
+    options = make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float, args.per_channel_linear,
+                           args.memory_planner)
     target = with_vela_config(get_target(args.target), args.system_config, args.memory_mode)
     return ProgramSpec(args.model, target, args.calibration, options)
 

@@ -19,6 +19,8 @@ class LowerOptions:
     linear_mode: str = "all"
     # Ops without an int8 kernel run in float on the device instead of being refused (the passes' configuration).
     allow_float: bool = False
+    # Who places the activation tensors in the arena: "emlkit" (emlkit/memory_plan.py) or "executorch" (its greedy).
+    memory_planner: str = "emlkit"
     # Passes run on the exported float graph before quantization annotation (op rewrites).
     pre_quant_passes: list[GraphPass] = field(default_factory=list)
     # Called with (quantizer, target, options); returns the quantizer to use (configuration tweaks).
