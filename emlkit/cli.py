@@ -33,9 +33,10 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
                    help="Cortex-M: quantize Linear weights per output channel as 1x1 convs "
                         "(all, the default: every layer, the NPU flow's accuracy; auto: only where it is cheap or "
                         "needed, i.e. >= 4 rows or feeding a matmul/table; off: none)")
-    p.add_argument("--memory-planner", choices=["emlkit", "executorch"], default="emlkit",
-                   help="who places the activations in the arena: emlkit (lifetime-aware best fit, the default) or "
-                        "executorch (ExecuTorch's greedy planner, for comparison)")
+    p.add_argument("--memory-planner", choices=["emlkit", "emlkit-no-in-place", "executorch"], default="emlkit",
+                   help="who places the activations in the arena: emlkit (lifetime-aware best fit, outputs over "
+                        "inputs where the firmware allows it; the default), emlkit-no-in-place, or executorch "
+                        "(ExecuTorch's greedy planner, for comparison)")
     p.add_argument("--board", default=None,
                    help="board to check the program's memory fit against / run on (default: the target's board; "
                         "host runs natively)")

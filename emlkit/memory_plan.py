@@ -18,9 +18,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from emlkit import hostfw
+
 log = logging.getLogger(__name__)
 
-PLANNERS = ("emlkit", "executorch")
+PLANNERS = ("emlkit", "emlkit-no-in-place", "executorch")
 DEFAULT_PLANNER = "emlkit"
 
 
@@ -91,8 +93,101 @@ def _fallback(alignment: int, specs: Any, graph_module: Any, graph_signature: An
     return MemoryPlanningAlgorithmSuite()(alignment, specs, graph_module, graph_signature, extra_padding)
 
 
-def plan(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, extra_padding: int = 0) -> list[int]:
-    """Place SPECS (ExecuTorch TensorSpecs with lifetimes) in their arenas; the arena sizes by memory id.
+def _op_key(target: Any) -> tuple[str, str] | None:
+    schema = getattr(target, "_schema", None)
+    return None if schema is None else (schema.name, getattr(target, "_overloadname", "") or "")
+
+
+def _arg(node: Any, k: int) -> Any:
+    """Schema argument K of NODE (positional or by name)."""
+    if k < len(node.args):
+        return node.args[k]
+    args = node.target._schema.arguments
+    return node.kwargs.get(args[k].name) if k < len(args) else None
+
+
+def _planned(spec: Any, planned: set[Any]) -> Any:
+    """The planned spec holding SPEC's bytes: itself, or the base of a view (ExecuTorch's memory.view, whose
+    spec shares its base's place and lifetime); None if neither is planned here."""
+    seen = 0
+    while spec is not None and spec not in planned and seen < 64:
+        spec, seen = getattr(spec, "_base", None), seen + 1
+    return spec if spec in planned else None
+
+
+def in_place_pairs(graph_module: Any, planned: set[Any], in_place: dict[tuple[str, str], frozenset[int]]) -> list[tuple[Any, Any]]:
+    """(input spec, output spec) of each call that may write its output over that input: the firmware allows it
+    for the op and argument (IN_PLACE, from the firmware's registry), the call is the input's last use, both
+    are planned here in one arena, and the output is no larger, element for element, than the input (the
+    loader's condition, firmware/runtime/method.c in_place_ok; the compile's load check holds every plan to it)."""
+    pairs: list[tuple[Any, Any]] = []
+    for idx, node in enumerate(graph_module.graph.nodes):
+        if node.op != "call_function":
+            continue
+        allowed = in_place.get(_op_key(node.target) or ("", ""))
+        out = _planned(node.meta.get("spec"), planned)
+        if not allowed or out is None or getattr(out, "dtype", None) is None:
+            continue
+        for k in sorted(allowed):
+            a = _arg(node, k)
+            spec = _planned(a.meta.get("spec"), planned) if hasattr(a, "meta") else None
+            if (spec is None or spec is out or int(spec.lifetime[1]) != idx
+                    or (spec.mem_id or 1) != (out.mem_id or 1) or getattr(spec, "dtype", None) is None):
+                continue
+            if out.nbytes() <= spec.nbytes() and out.dtype.itemsize <= spec.dtype.itemsize:
+                pairs.append((spec, out))
+                break
+    return pairs
+
+
+def _blocks(group: list[Any], pairs: list[tuple[Any, Any]]) -> list[_Block]:
+    """GROUP's specs as blocks, each in-place chain (PAIRS) joined into one block at one offset."""
+    parent = {id(s): id(s) for s in group}
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        if id(a) in parent and id(b) in parent:
+            parent[root(id(b))] = root(id(a))
+    members: dict[int, list[Any]] = {}
+    for s in group:
+        members.setdefault(root(id(s)), []).append(s)
+    blocks = []
+    for k, specs in enumerate(members.values()):
+        blocks.append(_Block(specs, min(int(s.lifetime[0]) for s in specs), max(int(s.lifetime[1]) for s in specs),
+                             max(int(s.allocated_memory) for s in specs), k))
+    return blocks
+
+
+def _with_pairs(group: list[Any], pairs: list[tuple[Any, Any]]) -> tuple[list[_Block], int, str, list[int]]:
+    """The smallest plan of GROUP over in-place choices: all of PAIRS, then each pair dropped in turn where that
+    makes the arena smaller (joining a chain ties the placement of its tensors, which can cost more than the
+    bytes it shares), and none."""
+    def attempt(chosen: list[tuple[Any, Any]]) -> tuple[list[_Block], int, str, list[int]]:
+        blocks = _blocks(group, chosen)
+        return (blocks, *best_plan(blocks))
+
+    best = attempt(pairs)
+    chosen = list(pairs)
+    for pair in list(pairs):
+        trial = attempt([p for p in chosen if p is not pair])
+        if trial[1] < best[1]:
+            best, chosen = trial, [p for p in chosen if p is not pair]
+    if chosen:
+        none = attempt([])
+        if none[1] < best[1]:
+            best = none
+    return best
+
+
+def plan(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, extra_padding: int = 0,
+         in_place: dict[tuple[str, str], frozenset[int]] | None = None) -> list[int]:
+    """Place SPECS (ExecuTorch TensorSpecs with lifetimes) in their arenas; the arena sizes by memory id. With
+    IN_PLACE (the firmware's in-place ops), a call's output shares its input's place where in_place_pairs allows.
 
     Control flow (sub-graphs with arenas of their own) and storage-sharing views are left to ExecuTorch's
     planner: no program of ours has them, and its handling of them is not restated here."""
@@ -105,32 +200,41 @@ def plan(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, ex
     for s in specs:
         by_mem.setdefault(1 if s.mem_id is None else int(s.mem_id), []).append(s)
     sizes = [0] * (max(by_mem, default=1) + 1)
+    for s in specs:
+        s.realign(alignment)
+    pairs = in_place_pairs(graph_module, set(specs), in_place) if in_place else []
     obj = 0
     for mem_id in sorted(by_mem):
         group = by_mem[mem_id]
-        blocks = []
-        for k, s in enumerate(group):
-            s.realign(alignment)
-            blocks.append(_Block([s], int(s.lifetime[0]), int(s.lifetime[1]), int(s.allocated_memory), k))
-        total, how, offsets = best_plan(blocks)
+        blocks, total, how, offsets = _with_pairs(group, pairs)
         for b, off in zip(blocks, offsets):
             for s in b.specs:
                 s.mem_id, s.mem_offset, s.mem_obj_id = mem_id, off, obj
             obj += 1
         sizes[mem_id] = total + extra_padding
-        log.debug("memory plan: arena %d: %d B for %d tensors (order %s)", mem_id, total, len(group), how)
+        log.debug("memory plan: arena %d: %d B for %d tensors, %d in place (order %s)", mem_id, total, len(group),
+                  len(group) - len(blocks), how)
     if len(sizes) < 2:
         sizes.append(0)
     return sizes
 
 
 def memory_planning_pass(planner: str) -> Any:
-    """ExecuTorch's MemoryPlanningPass with PLANNER's algorithm ("emlkit": ours; "executorch": its default)."""
+    """ExecuTorch's MemoryPlanningPass with PLANNER's algorithm ("emlkit": ours, in place where the firmware
+    allows; "emlkit-no-in-place": ours without; "executorch": its default)."""
     from executorch.exir.passes import MemoryPlanningPass
 
     if planner not in PLANNERS:
         raise ValueError(f"unknown memory planner {planner!r}: one of {', '.join(PLANNERS)}")
-    return MemoryPlanningPass() if planner == "executorch" else MemoryPlanningPass(memory_planning_algo=plan)
+    if planner == "executorch":
+        return MemoryPlanningPass()
+    table = hostfw.in_place_ops() if planner == "emlkit" else {}
+
+    def algo(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, extra_padding: int = 0) -> list[int]:
+        return plan(alignment, specs, graph_module, graph_signature, extra_padding, table)
+
+    algo.__name__ = f"emlkit_{planner.replace('-', '_')}"
+    return MemoryPlanningPass(memory_planning_algo=algo)
 
 
 # Element sizes of ExecuTorch's ScalarType codes (executorch/exir/scalar_type.py).

@@ -65,6 +65,38 @@ et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overl
   return NULL;
 }
 
+/* Ops whose kernels can write their output over an input (the memory planner,
+ * emlkit/memory_plan.py, asks for this table through `runner --list-ops`). Each
+ * kernel variant (portable, MVE, DSP) walks memory forwards and reads element i
+ * (or the vector or word holding it) before writing output element i, and an
+ * output element is no larger than an input one, so a write never reaches an
+ * input byte still to be read. The masks are argument slots of the adapters'
+ * schemas: quantize_per_tensor's input 0 (cortex_m_quantize.c QPT_IN);
+ * quantized_activation's input 0 (LUT_IN); quantized_add's self 0 and other 4;
+ * quantized_mul's self 0 and other 2 (cortex_m_elementwise.c). A broadcast
+ * operand is shorter than the output, which the size rule in the loader keeps
+ * apart. Depthwise convolution is not here: its window reads rows above the
+ * one it writes. */
+typedef struct {
+  const char *name;
+  const char *overload;
+  uint32_t args;
+} in_place_entry;
+
+static const in_place_entry k_in_place[] = {
+    {"cortex_m::quantize_per_tensor", "out", 1u << 0},
+    {"cortex_m::quantized_activation", "out", 1u << 0},
+    {"cortex_m::quantized_add", "out", (1u << 0) | (1u << 4)},
+    {"cortex_m::quantized_mul", "out", (1u << 0) | (1u << 2)},
+    {NULL, NULL, 0},
+};
+
+uint32_t et_registry_in_place(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len) {
+  for (const in_place_entry *e = k_in_place; e->name; e++)
+    if (eq(e->name, name, name_len) && eq(e->overload, overload, overload_len)) return e->args;
+  return 0;
+}
+
 const char *et_registry_entry(uint32_t i, const char **overload) {
   if (i >= sizeof k_ops / sizeof k_ops[0] - 1) return NULL;
   *overload = k_ops[i].overload;

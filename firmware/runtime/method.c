@@ -506,10 +506,18 @@ static bool ranges_overlap(const et_tensor *a, const et_tensor *b) {
   return a0 < b0 + b->nbytes && b0 < a0 + a->nbytes;
 }
 
+/* In place: the op's registry entry allows its output over input argument k
+ * (et_registry_in_place), the output starts exactly at that input and its
+ * elements are no larger (the kernels then only write bytes already read). */
+static bool in_place_ok(const et_op_slot *op, uint32_t k, const et_tensor *out, const et_tensor *in) {
+  return k < 32 && (op->in_place >> k & 1u) && out->data == in->data && out->nbytes <= in->nbytes &&
+         et_dtype_size(out->dtype) <= et_dtype_size(in->dtype);
+}
+
 /* A kernel's output (its last argument, by the out-variant convention) must not
- * share bytes with any of its inputs: ExecuTorch's planner never overlaps tensors
- * that are live at the same call, and the kernels (block copies above all) rely on
- * it. A program that does is damaged; refusing it at load keeps execution sound. */
+ * share bytes with any of its inputs, except in place where the registry allows
+ * it (in_place_ok): the kernels (block copies above all) rely on it. A program
+ * that does otherwise is damaged; refusing it at load keeps execution sound. */
 static et_status check_aliasing(et_method *m) {
   for (uint32_t pc = 0; pc < m->chain_start[m->nchains]; pc++) {
     const et_instr *ins = &m->instrs[pc];
@@ -521,7 +529,7 @@ static et_status check_aliasing(et_method *m) {
       if (v == ov) continue; /* the out argument repeated as the return value */
       bool clash = false;
       if (v->tag == ET_TAG_TENSOR) {
-        clash = ranges_overlap(ov->u.t, v->u.t);
+        clash = ranges_overlap(ov->u.t, v->u.t) && !in_place_ok(&m->ops[ins->a], k, ov->u.t, v->u.t);
       } else if (v->tag == ET_TAG_TENSOR_LIST || v->tag == ET_TAG_OPT_TENSOR_LIST) {
         for (uint32_t j = 0; j < v->u.list.len && !clash; j++) {
           const et_tensor *t = et_list_tensor(v, j);
@@ -548,6 +556,7 @@ static et_status resolve_ops(et_method *m, const plan_shape *s) {
         !fb_string(&op, FBP_Operator__overload, &p2, &slot->overload, &ol))
       return CORRUPT(m->msg, "operator table");
     slot->fn = et_registry_find(slot->name, nl, slot->overload, ol, &slot->prepare, &slot->state_bytes);
+    slot->in_place = et_registry_in_place(slot->name, nl, slot->overload, ol);
     if (slot->fn == NULL)
       return et_errf(m->msg, ET_E_UNKNOWN_OP, "unknown operator %s.%s: no kernel registered for it in firmware/ops/*.def",
                      slot->name, ol ? slot->overload : "default");
