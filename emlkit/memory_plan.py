@@ -15,7 +15,7 @@ mem_id / mem_offset / mem_obj_id and returns the arena sizes by memory id (index
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from emlkit import hostfw
@@ -35,7 +35,7 @@ class _Block:
     end: int
     size: int
     order: int          # first appearance, for deterministic tie-breaks
-    offset: int = -1
+    rel: dict[int, int] = field(default_factory=dict)   # id(spec) -> its offset in the block (in place at an end)
 
 
 def _overlap(a: _Block, b: _Block) -> bool:
@@ -115,12 +115,16 @@ def _planned(spec: Any, planned: set[Any]) -> Any:
     return spec if spec in planned else None
 
 
-def in_place_pairs(graph_module: Any, planned: set[Any], in_place: dict[tuple[str, str], frozenset[int]]) -> list[tuple[Any, Any]]:
-    """(input spec, output spec) of each call that may write its output over that input: the firmware allows it
-    for the op and argument (IN_PLACE, from the firmware's registry), the call is the input's last use, both
-    are planned here in one arena, and the output is no larger, element for element, than the input (the
-    loader's condition, firmware/runtime/method.c in_place_ok; the compile's load check holds every plan to it)."""
-    pairs: list[tuple[Any, Any]] = []
+InPlaceTable = dict[tuple[str, str], dict[int, str]]
+
+
+def in_place_pairs(graph_module: Any, planned: set[Any], in_place: InPlaceTable) -> list[tuple[Any, Any, int]]:
+    """(input spec, output spec, the input's offset from the output's) of each call that may write its output
+    over that input: the firmware allows it for the op and argument (IN_PLACE, from the firmware's registry:
+    the output starting at the input, or ending where it ends), the call is the input's last use, both are
+    planned here in one arena, and the sizes meet the loader's condition (firmware/runtime/method.c
+    in_place_ok; the compile's load check holds every plan to it)."""
+    pairs: list[tuple[Any, Any, int]] = []
     for idx, node in enumerate(graph_module.graph.nodes):
         if node.op != "call_function":
             continue
@@ -128,46 +132,64 @@ def in_place_pairs(graph_module: Any, planned: set[Any], in_place: dict[tuple[st
         out = _planned(node.meta.get("spec"), planned)
         if not allowed or out is None or getattr(out, "dtype", None) is None:
             continue
-        for k in sorted(allowed):
+        for k, how in sorted(allowed.items()):
             a = _arg(node, k)
             spec = _planned(a.meta.get("spec"), planned) if hasattr(a, "meta") else None
             if (spec is None or spec is out or int(spec.lifetime[1]) != idx
                     or (spec.mem_id or 1) != (out.mem_id or 1) or getattr(spec, "dtype", None) is None):
                 continue
-            if out.nbytes() <= spec.nbytes() and out.dtype.itemsize <= spec.dtype.itemsize:
-                pairs.append((spec, out))
+            osz, isz = out.dtype.itemsize, spec.dtype.itemsize
+            if how == hostfw.IN_PLACE_START and out.nbytes() <= spec.nbytes() and osz <= isz:
+                pairs.append((spec, out, 0))
+                break
+            rel = out.nbytes() - spec.nbytes()
+            # The input's offset must keep the arena's alignment (every planned offset is a multiple of it).
+            if (how == hostfw.IN_PLACE_END and osz >= isz and out.nbytes() // osz == spec.nbytes() // isz
+                    and rel % max(1, int(spec.alignment)) == 0):
+                pairs.append((spec, out, rel))
                 break
     return pairs
 
 
-def _blocks(group: list[Any], pairs: list[tuple[Any, Any]]) -> list[_Block]:
-    """GROUP's specs as blocks, each in-place chain (PAIRS) joined into one block at one offset."""
+def _blocks(group: list[Any], pairs: list[tuple[Any, Any, int]]) -> list[_Block]:
+    """GROUP's specs as blocks, each in-place chain (PAIRS) joined into one block whose specs keep their offsets
+    from each other (block.rel); a pair that would contradict offsets already joined is left out."""
     parent = {id(s): id(s) for s in group}
+    pot = {id(s): 0 for s in group}   # offset from the parent
 
-    def root(x: int) -> int:
+    def find(x: int) -> tuple[int, int]:
+        off = 0
         while parent[x] != x:
-            parent[x] = parent[parent[x]]
+            off += pot[x]
             x = parent[x]
-        return x
+        return x, off
 
-    for a, b in pairs:
-        if id(a) in parent and id(b) in parent:
-            parent[root(id(b))] = root(id(a))
-    members: dict[int, list[Any]] = {}
+    for a, b, rel in pairs:   # offset(a) = offset(b) + rel
+        if id(a) not in parent or id(b) not in parent:
+            continue
+        ra, oa = find(id(a))
+        rb, ob = find(id(b))
+        if ra != rb:
+            parent[rb], pot[rb] = ra, oa - rel - ob
+    members: dict[int, list[tuple[Any, int]]] = {}
     for s in group:
-        members.setdefault(root(id(s)), []).append(s)
+        r, off = find(id(s))
+        members.setdefault(r, []).append((s, off))
     blocks = []
     for k, specs in enumerate(members.values()):
-        blocks.append(_Block(specs, min(int(s.lifetime[0]) for s in specs), max(int(s.lifetime[1]) for s in specs),
-                             max(int(s.allocated_memory) for s in specs), k))
+        low = min(off for _, off in specs)
+        blocks.append(_Block([s for s, _ in specs], min(int(s.lifetime[0]) for s, _ in specs),
+                             max(int(s.lifetime[1]) for s, _ in specs),
+                             max(off - low + int(s.allocated_memory) for s, off in specs), k,
+                             rel={id(s): off - low for s, off in specs}))
     return blocks
 
 
-def _with_pairs(group: list[Any], pairs: list[tuple[Any, Any]]) -> tuple[list[_Block], int, str, list[int]]:
+def _with_pairs(group: list[Any], pairs: list[tuple[Any, Any, int]]) -> tuple[list[_Block], int, str, list[int]]:
     """The smallest plan of GROUP over in-place choices: all of PAIRS, then each pair dropped in turn where that
     makes the arena smaller (joining a chain ties the placement of its tensors, which can cost more than the
     bytes it shares), and none."""
-    def attempt(chosen: list[tuple[Any, Any]]) -> tuple[list[_Block], int, str, list[int]]:
+    def attempt(chosen: list[tuple[Any, Any, int]]) -> tuple[list[_Block], int, str, list[int]]:
         blocks = _blocks(group, chosen)
         return (blocks, *best_plan(blocks))
 
@@ -185,7 +207,7 @@ def _with_pairs(group: list[Any], pairs: list[tuple[Any, Any]]) -> tuple[list[_B
 
 
 def plan(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, extra_padding: int = 0,
-         in_place: dict[tuple[str, str], frozenset[int]] | None = None) -> list[int]:
+         in_place: InPlaceTable | None = None) -> list[int]:
     """Place SPECS (ExecuTorch TensorSpecs with lifetimes) in their arenas; the arena sizes by memory id. With
     IN_PLACE (the firmware's in-place ops), a call's output shares its input's place where in_place_pairs allows.
 
@@ -209,7 +231,7 @@ def plan(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, ex
         blocks, total, how, offsets = _with_pairs(group, pairs)
         for b, off in zip(blocks, offsets):
             for s in b.specs:
-                s.mem_id, s.mem_offset, s.mem_obj_id = mem_id, off, obj
+                s.mem_id, s.mem_offset, s.mem_obj_id = mem_id, off + b.rel.get(id(s), 0), obj
             obj += 1
         sizes[mem_id] = total + extra_padding
         log.debug("memory plan: arena %d: %d B for %d tensors, %d in place (order %s)", mem_id, total, len(group),

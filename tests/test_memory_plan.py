@@ -60,9 +60,10 @@ def test_best_fit_fills_the_gap_a_freed_tensor_leaves() -> None:
 @needs_host_fw
 def test_in_place_ops_are_the_firmware_registry_s() -> None:
     table = hostfw.in_place_ops()
-    assert table[("cortex_m::quantized_add", "out")] == frozenset({0, 4})
-    assert table[("cortex_m::quantize_per_tensor", "out")] == frozenset({0})
-    assert ("cortex_m::dequantize_per_tensor", "out") not in table  # its output is larger than its input
+    assert table[("cortex_m::quantized_add", "out")] == {0: hostfw.IN_PLACE_START, 4: hostfw.IN_PLACE_START}
+    assert table[("cortex_m::quantize_per_tensor", "out")] == {0: hostfw.IN_PLACE_START}
+    # Its float output is larger than its int8 input: it may only end where the input ends.
+    assert table[("cortex_m::dequantize_per_tensor", "out")] == {0: hostfw.IN_PLACE_END}
     assert not any("conv" in name for name, _ in table)
 
 
@@ -86,14 +87,47 @@ def _place(t: Any) -> tuple[int, int] | None:
     return None if a is None else (a.memory_id, a.memory_offset_low)
 
 
+IN_PLACE_OPS = {"cortex_m::quantize_per_tensor", "cortex_m::quantized_activation", "cortex_m::quantized_add",
+                "cortex_m::quantized_mul", "cortex_m::dequantize_per_tensor"}
+
+
+def _over(program: Any) -> set[str]:
+    """The ops of PROGRAM whose output shares a place with one of their inputs (start or end)."""
+    names = set()
+    for name, args in _calls(program):
+        out, o = args[-1], _place(args[-1])
+        for a in args[:-1]:
+            p = _place(a)
+            if a is out or p is None or o is None or p[0] != o[0]:
+                continue
+            start = p[1] == o[1]
+            end = p[1] + memory_plan._tensor_bytes(a) == o[1] + memory_plan._tensor_bytes(out)
+            names.add(name) if start or end else None
+    return names
+
+
+def _all_pairs(group: list[Any], pairs: list[Any]) -> Any:
+    """memory_plan._with_pairs taking every in-place candidate (for the device tests: each kernel writes in place)."""
+    blocks = memory_plan._blocks(group, pairs)
+    return (blocks, *memory_plan.best_plan(blocks))
+
+
 @needs_host_fw
-def test_in_place_outputs_start_at_their_input_and_load() -> None:
+def test_in_place_candidates_are_planned_only_where_the_firmware_allows(monkeypatch: pytest.MonkeyPatch) -> None:
     low, case = _chain_program("emlkit")
     program = to_executorch(low, get_target("cortex-m55"), "emlkit")
-    over = {name for name, args in _calls(program) if any(a is not args[-1] and _place(a) == _place(args[-1]) for a in args[:-1])}
-    assert {"cortex_m::quantize_per_tensor", "cortex_m::quantized_activation", "cortex_m::quantized_add",
-            "cortex_m::quantized_mul"} <= over
-    assert all(hostfw.in_place_ops().get((n, "out")) for n in over)
+    assert _over(program) <= IN_PLACE_OPS
+    no = to_executorch(_chain_program("emlkit-no-in-place")[0], get_target("cortex-m55"), "emlkit-no-in-place")
+    assert not _over(no)
+    assert program_info.memory_plan(program)["arena_total"] <= program_info.memory_plan(no)["arena_total"]
+    verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [case])), "cortex-m55")
+    # Every candidate taken: each op of the registry's writes over its input, and the firmware loads it.
+    monkeypatch.setattr(memory_plan, "_with_pairs", _all_pairs)
+    low, case = _chain_program("emlkit")
+    program = to_executorch(low, get_target("cortex-m55"), "emlkit")
+    assert _over(program) == IN_PLACE_OPS
+    args = next(a for n, a in _calls(program) if n == "cortex_m::dequantize_per_tensor")
+    assert _place(args[0]) != _place(args[-1])  # its float output ends where the int8 input ends
     verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [case])), "cortex-m55")
 
 
@@ -112,29 +146,36 @@ def _load_damaged(program: Any, case: Any, damage: Any) -> None:
 
 
 @needs_host_fw
-@pytest.mark.parametrize("op, shift, refused", [
-    ("cortex_m::quantized_activation", 0, False),   # exactly over its input: allowed
-    ("cortex_m::quantized_activation", 16, True),   # over part of its input: its kernel would read written bytes
-    ("cortex_m::quantized_conv2d", 0, True),        # not an in-place op in the registry
+@pytest.mark.parametrize("planner, op, place, refused", [
+    ("emlkit-no-in-place", "cortex_m::quantized_activation", "at input", False),  # exactly over its input
+    ("emlkit-no-in-place", "cortex_m::quantized_activation", "at input + 16", True),  # over part of it
+    ("emlkit-no-in-place", "cortex_m::quantized_conv2d", "at input", True),  # not an in-place op
+    ("emlkit", "cortex_m::dequantize_per_tensor", "as planned", False),  # float output ending at the int8 input's end
+    ("emlkit", "cortex_m::dequantize_per_tensor", "16 off", True),  # float writes would overtake the reads
 ])
-def test_the_loader_allows_exactly_the_registry_s_in_place_outputs(op: str, shift: int, refused: bool) -> None:
+def test_the_loader_allows_exactly_the_registry_s_in_place_outputs(planner: str, op: str, place: str,
+                                                                   refused: bool) -> None:
     from executorch.exir.schema import AllocationDetails
 
-    low, case = _chain_program("emlkit-no-in-place")
-    program = to_executorch(low, get_target("cortex-m55"), "emlkit-no-in-place")
+    low, case = _chain_program(planner)
+    program = to_executorch(low, get_target("cortex-m55"), planner)
+    pc = next(k for k, (n, _) in enumerate(_calls(program)) if n == op)
+    assert not any(n == "emlkit" for n, _ in _calls(program)[:pc])  # kernel calls only: pc is the instruction
 
     def damage(prog: Any) -> None:
         plan = prog.execution_plan[0]
-        args = next(i.instr_args.args for c in plan.chains for i in c.instructions
-                    if type(i.instr_args).__name__ == "KernelCall" and plan.operators[i.instr_args.op_index].name == op)
-        a = plan.values[args[0]].val.allocation_info
-        plan.values[args[-1]].val.allocation_info = AllocationDetails(a.memory_id, a.memory_offset_low + shift,
-                                                                      a.memory_offset_high)
+        args = [i.instr_args.args for c in plan.chains for i in c.instructions
+                if type(i.instr_args).__name__ == "KernelCall"][pc]
+        a, o = plan.values[args[0]].val.allocation_info, plan.values[args[-1]].val.allocation_info
+        offset = {"at input": a.memory_offset_low, "at input + 16": a.memory_offset_low + 16,
+                  "as planned": o.memory_offset_low,
+                  "16 off": o.memory_offset_low - 16 if o.memory_offset_low >= 16 else o.memory_offset_low + 16}[place]
+        plan.values[args[-1]].val.allocation_info = AllocationDetails(o.memory_id, offset, o.memory_offset_high)
 
     if not refused:
         _load_damaged(program, case, damage)
         return
-    with pytest.raises(AotError, match="writes its output over its argument 0") as err:
+    with pytest.raises(AotError, match=f"instruction {pc} writes its output over its argument 0") as err:
         _load_damaged(program, case, damage)
     assert err.value.exit_code == EXIT_INTERNAL
 
@@ -160,9 +201,23 @@ def test_an_unknown_planner_is_one_usage_line() -> None:
 
 @needs_qemu
 @pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
-def test_in_place_chain_runs_bit_exact_on_the_device(tmp_path: Path, target: str) -> None:
-    """The MVE (M55) and DSP (M4) kernels write over their inputs and still match the reference bit for bit."""
-    p = subprocess.run([sys.executable, "-m", "emlkit", "run", str(CHAIN), "--target", target, "-o", str(tmp_path)],
-                       capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
-    assert "PASS" in p.stdout
+def test_in_place_kernels_run_bit_exact_on_the_device(tmp_path: Path, target: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every in-place op writing over its input, with the MVE (M55) and DSP (M4) kernels, matches the reference
+    bit for bit; the planner's own choice (a subset) runs too."""
+    from emlkit.compile import compile_model
+
+    default = subprocess.run([sys.executable, "-m", "emlkit", "run", str(CHAIN), "--target", target, "-o",
+                              str(tmp_path / "default")], capture_output=True, text=True, timeout=900)
+    assert default.returncode == 0 and "PASS" in default.stdout, (default.stdout + default.stderr)[-2000:]
+    monkeypatch.setattr(memory_plan, "_with_pairs", _all_pairs)
+    res = compile_model(str(CHAIN), target, tmp_path / "all")
+    p = subprocess.run([sys.executable, "-m", "emlkit", "run", str(res.bpte), "--target", target, "-o",
+                        str(tmp_path / "run")], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0 and "PASS" in p.stdout, (p.stdout + p.stderr)[-2000:]
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    class _Prog:  # _calls reads program.executorch_program
+        executorch_program = deserialize_pte_binary(res.pte.read_bytes()).program
+
+    assert _over(_Prog()) == IN_PLACE_OPS

@@ -623,7 +623,8 @@ eml_status eml_operator(uint32_t i, eml_operator_info *info) {
   info->overload = overload;
   info->state_bytes = 0;
   (void)et_registry_find(name, (uint32_t)strlen(name), overload, (uint32_t)strlen(overload), NULL, &info->state_bytes);
-  info->in_place = et_registry_in_place(name, (uint32_t)strlen(name), overload, (uint32_t)strlen(overload));
+  info->in_place = et_registry_in_place(name, (uint32_t)strlen(name), overload, (uint32_t)strlen(overload),
+                                        &info->in_place_tail);
   return EML_OK;
 }
 

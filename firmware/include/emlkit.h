@@ -179,7 +179,8 @@ typedef struct {
   const char *name;     /* "cortex_m::quantized_conv2d" */
   const char *overload; /* "out" ("" when none) */
   uint32_t state_bytes; /* runtime memory each call of it takes */
-  uint32_t in_place;    /* inputs its output may be planned over (bit k: argument k), 0: none */
+  uint32_t in_place;    /* inputs its output may be planned over, from their start (bit k: argument k), 0: none */
+  uint32_t in_place_tail; /* inputs its output may be planned over, ending where they end */
 } eml_operator_info;
 
 /* Resets ctx and remembers cfg (the memories are not touched yet). With an

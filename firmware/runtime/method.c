@@ -507,11 +507,15 @@ static bool ranges_overlap(const et_tensor *a, const et_tensor *b) {
 }
 
 /* In place: the op's registry entry allows its output over input argument k
- * (et_registry_in_place), the output starts exactly at that input and its
- * elements are no larger (the kernels then only write bytes already read). */
+ * (et_registry_in_place), and the output either starts exactly at that input
+ * with elements no larger, or ends exactly where it ends with as many elements,
+ * each no smaller (the kernels then only write bytes already read). */
 static bool in_place_ok(const et_op_slot *op, uint32_t k, const et_tensor *out, const et_tensor *in) {
-  return k < 32 && (op->in_place >> k & 1u) && out->data == in->data && out->nbytes <= in->nbytes &&
-         et_dtype_size(out->dtype) <= et_dtype_size(in->dtype);
+  if (k >= 32) return false;
+  const size_t osz = et_dtype_size(out->dtype), isz = et_dtype_size(in->dtype);
+  if ((op->in_place >> k & 1u) && out->data == in->data && out->nbytes <= in->nbytes && osz <= isz) return true;
+  return (op->in_place_tail >> k & 1u) && (const char *)out->data + out->nbytes == (const char *)in->data + in->nbytes &&
+         et_tensor_numel(out) == et_tensor_numel(in) && osz >= isz;
 }
 
 /* A kernel's output (its last argument, by the out-variant convention) must not
@@ -556,7 +560,7 @@ static et_status resolve_ops(et_method *m, const plan_shape *s) {
         !fb_string(&op, FBP_Operator__overload, &p2, &slot->overload, &ol))
       return CORRUPT(m->msg, "operator table");
     slot->fn = et_registry_find(slot->name, nl, slot->overload, ol, &slot->prepare, &slot->state_bytes);
-    slot->in_place = et_registry_in_place(slot->name, nl, slot->overload, ol);
+    slot->in_place = et_registry_in_place(slot->name, nl, slot->overload, ol, &slot->in_place_tail);
     if (slot->fn == NULL)
       return et_errf(m->msg, ET_E_UNKNOWN_OP, "unknown operator %s.%s: no kernel registered for it in firmware/ops/*.def",
                      slot->name, ol ? slot->overload : "default");
