@@ -7,6 +7,13 @@ one of a few orders (largest first, longest-lived first, ...), each goes into th
 the tensors it is live with, and the order giving the smallest arena wins. Lifetimes are ExecuTorch's
 (node indices, both ends inclusive), so the plan is valid by the same rule the ExecuTorch verifier checks.
 
+In place: where the firmware's registry says an op's kernels may write their output over an input (asked
+from the firmware itself, emlkit.hostfw.in_place_ops) and the call is that input's last use, the two are
+joined into one block at fixed offsets from each other (the output at the input's start, or ending at its
+end). A joined chain holds its widest member's bytes for its whole life, which can cost more than it saves,
+so each join is kept only where it makes the arena smaller. The firmware's loader accepts exactly these
+overlaps (firmware/runtime/method.c in_place_ok).
+
 It plugs into ExecuTorch's public `MemoryPlanningPass(memory_planning_algo=...)`: `plan` has the signature
 `apply_algo` calls (alignment, specs, graph module, graph signature, extra padding), sets each spec's
 mem_id / mem_offset / mem_obj_id and returns the arena sizes by memory id (index 0: constants, always 0).
@@ -19,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from emlkit import hostfw
+from emlkit.errors import EXIT_USAGE, AotError
 
 log = logging.getLogger(__name__)
 
@@ -42,25 +50,38 @@ def _overlap(a: _Block, b: _Block) -> bool:
     return not (a.end < b.start or a.start > b.end)
 
 
+def _members(b: _Block) -> list[tuple[int, int, int, int]]:
+    """(start, end, offset in the block, bytes) of each spec of B: a joined chain holds only its live members' bytes."""
+    if not b.rel:
+        return [(b.start, b.end, 0, b.size)]
+    return [(int(s.lifetime[0]), int(s.lifetime[1]), b.rel.get(id(s), 0), int(s.allocated_memory)) for s in b.specs]
+
+
 def _place(blocks: Sequence[_Block], order: list[int]) -> tuple[int, list[int]]:
-    """Best fit in ORDER: each block at the smallest gap among the placed blocks it is live with that holds it
-    (the lowest offset on ties), else above them all. Returns the arena size and each block's offset."""
+    """Best fit in ORDER: each block at the start of the smallest free stretch of offsets where none of its
+    members shares bytes with a placed member it is live with (the lowest offset on ties), else above them
+    all. Returns the arena size and each block's offset."""
     offsets = [-1] * len(blocks)
-    placed: list[int] = []
+    placed: list[tuple[int, int, int, int]] = []  # (start, end, first byte, end byte) of each placed member
     top = 0
     for i in order:
         b = blocks[i]
-        live = sorted((offsets[j], offsets[j] + blocks[j].size) for j in placed if _overlap(b, blocks[j]))
-        best: tuple[int, int] | None = None  # (gap size, offset)
+        banned = []  # block offsets X in [lo, hi) would overlap a live placed member
+        for s, e, rel, size in _members(b):
+            for qs, qe, lo, hi in placed:
+                if not (e < qs or s > qe):
+                    banned.append((lo - rel - size + 1, hi - rel))
+        banned.sort()
+        best: tuple[int, int] | None = None  # (free stretch, offset)
         cursor = 0
-        for lo, hi in live:
-            gap = lo - cursor
-            if gap >= b.size and (best is None or gap < best[0]):
-                best = (gap, cursor)
+        for lo, hi in banned:
+            if lo > cursor and (best is None or lo - cursor < best[0]):
+                best = (lo - cursor, cursor)
             cursor = max(cursor, hi)
         off = best[1] if best is not None else cursor
         offsets[i] = off
-        placed.append(i)
+        for s, e, rel, size in _members(b):
+            placed.append((s, e, off + rel, off + rel + size))
         top = max(top, off + b.size)
     return top, offsets
 
@@ -247,10 +268,13 @@ def memory_planning_pass(planner: str) -> Any:
     from executorch.exir.passes import MemoryPlanningPass
 
     if planner not in PLANNERS:
-        raise ValueError(f"unknown memory planner {planner!r}: one of {', '.join(PLANNERS)}")
+        raise AotError(f"unknown memory planner {planner!r}: use one of {', '.join(PLANNERS)}", EXIT_USAGE)
     if planner == "executorch":
         return MemoryPlanningPass()
-    table = hostfw.in_place_ops() if planner == "emlkit" else {}
+    try:
+        table = hostfw.in_place_ops() if planner == "emlkit" else {}
+    except hostfw.HostBuildError as exc:
+        raise hostfw.unavailable("ask the firmware which ops run in place", exc) from exc
 
     def algo(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, extra_padding: int = 0) -> list[int]:
         return plan(alignment, specs, graph_module, graph_signature, extra_padding, table)

@@ -49,6 +49,38 @@ def test_placements_never_share_live_bytes_and_stay_within_bounds(raw: list[tupl
     assert live <= total <= sum(b.size for b in blocks)
 
 
+class _Spec:
+    """A TensorSpec stand-in: what the placement reads (lifetime, aligned bytes)."""
+
+    def __init__(self, start: int, end: int, size: int) -> None:
+        self.lifetime, self.allocated_memory = [start, end], size
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6), st.integers(1, 20), st.integers(1, 20)),
+                min_size=1, max_size=15), blocks_st)
+def test_chains_hold_only_their_live_members_bytes(chains: list[tuple[int, int, int, int]],
+                                                   raw: list[tuple[int, int, int]]) -> None:
+    """Blocks of two members (an input and the output written over it, at its start or its end) among single
+    tensors: no two members of different blocks that are live together share a byte."""
+    blocks = _blocks(raw)
+    for k, (s, d, n_in, n_out) in enumerate(chains):
+        a, b = _Spec(s, s + d, 16 * n_in), _Spec(s + d, s + d + 2, 16 * n_out)
+        rel = max(0, b.allocated_memory - a.allocated_memory)  # a larger output ends where its input ends
+        blocks.append(memory_plan._Block([a, b], s, s + d + 2, max(a.allocated_memory, b.allocated_memory),
+                                         len(raw) + k, rel={id(a): rel, id(b): 0}))
+    total, _, offsets = memory_plan.best_plan(blocks)
+    spans = []
+    for blk, off in zip(blocks, offsets):
+        for start, end, rel, size in memory_plan._members(blk):
+            spans.append((blk.order, start, end, off + rel, off + rel + size))
+            assert off + rel + size <= total
+    for i, (bi, s1, e1, lo1, hi1) in enumerate(spans):
+        for bj, s2, e2, lo2, hi2 in spans[:i]:
+            if bi != bj and not (e1 < s2 or s1 > e2):
+                assert hi1 <= lo2 or hi2 <= lo1
+
+
 def test_best_fit_fills_the_gap_a_freed_tensor_leaves() -> None:
     # A and C live apart, B with both: largest first puts A at 0, B above it, and C back at 0.
     blocks = [memory_plan._Block(["a"], 0, 2, 64, 0), memory_plan._Block(["b"], 1, 5, 32, 1),
