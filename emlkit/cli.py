@@ -37,6 +37,10 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
                    help="Cortex-M: each LSTM/GRU layer keeps its h (and c) between executions instead of starting "
                         "from zero (eml_reset_state zeroes it), so one frame per call equals one call over all "
                         "frames; calibration samples run in order as one stream")
+    p.add_argument("--memory-planner", choices=["emlkit", "emlkit-no-in-place", "executorch"], default="emlkit",
+                   help="who places the activations in the arena: emlkit (lifetime-aware best fit, outputs over "
+                        "inputs where the firmware allows it; the default), emlkit-no-in-place, or executorch "
+                        "(ExecuTorch's greedy planner, for comparison)")
     p.add_argument("--board", default=None,
                    help="board to check the program's memory fit against / run on (default: the target's board; "
                         "host runs natively)")

@@ -18,6 +18,7 @@ from executorch.exir import ExecutorchBackendConfig
 import emlkit
 from emlkit import emit, hostfw, macs, numerics, program_info, reference, verify
 from emlkit.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError
+from emlkit.memory_plan import DEFAULT_PLANNER, memory_planning_pass
 from emlkit.load import LoadedModel, calibration_digest, calibration_set, load_model
 from emlkit.lower import LowerOptions, Lowered
 from emlkit.measures import VELA_NPU_ONLY_KEY, VELA_TOTAL_KEY
@@ -40,10 +41,11 @@ class CompileResult:
 
 
 def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_float: bool = False,
-                 linear_mode: str = "all", streaming_state: bool = False) -> LowerOptions:
+                 linear_mode: str = "all", streaming_state: bool = False,
+                 memory_planner: str = DEFAULT_PLANNER) -> LowerOptions:
     """LowerOptions with our passes configured (emlkit.passes.configure)."""
     opts = LowerOptions(lut_fusion=lut_fusion, explicit_layout=explicit_layout, linear_mode=linear_mode,
-                        allow_float=allow_float, streaming_state=streaming_state)
+                        allow_float=allow_float, streaming_state=streaming_state, memory_planner=memory_planner)
     configure(opts, allow_float=allow_float)
     return opts
 
@@ -71,7 +73,7 @@ def cache_key(model: LoadedModel, target: Target, options: LowerOptions, calibra
     # sizes, load check, program needs: emlkit.hostfw), so a change to either invalidates caches.
     sources = sorted(src.rglob("*.py")) + sorted(p for p in hostfw.FIRMWARE_DIR.rglob("*") if p.suffix in (".c", ".h", ".def"))
     tool = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
-    text = f"{model.fingerprint}|{target.name}|{target.system_config}|{target.memory_mode}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{options.allow_float}|{options.streaming_state}|{calib}|{tool}|{emlkit.__version__}"
+    text = f"{model.fingerprint}|{target.name}|{target.system_config}|{target.memory_mode}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{options.allow_float}|{options.streaming_state}|{options.memory_planner}|{calib}|{tool}|{emlkit.__version__}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -255,9 +257,11 @@ def _reference(lowered: Lowered, target: Target, out: Path, stem: str) -> _Refer
     return _Reference(device_out, tosa_graphs, npu_check)
 
 
-def to_executorch(lowered: Lowered, target: Target) -> Any:
+def to_executorch(lowered: Lowered, target: Target, planner: str = DEFAULT_PLANNER) -> Any:
+    """The ExecuTorch program of LOWERED, its arena placed by PLANNER (emlkit.memory_plan.PLANNERS)."""
+    config = ExecutorchBackendConfig(extract_delegate_segments=False, memory_planning_pass=memory_planning_pass(planner))
     try:
-        program = lowered.edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
+        program = lowered.edge.to_executorch(config=config)
     except Exception as exc:
         raise AotError(f"ExecuTorch could not emit the program for {target.name}: {type(exc).__name__}: "
                        f"{str(exc).splitlines()[0] if str(exc) else ''}", EXIT_UNSUPPORTED) from exc
@@ -314,7 +318,7 @@ def compile_model(
     ref = _reference(lowered, target, out, stem)
     device_out = ref.device_out
     edge_before_emit = copy.deepcopy(lowered.edge)  # for the ETRecord: to_executorch changes the graph
-    program = to_executorch(lowered, target)
+    program = to_executorch(lowered, target, options.memory_planner)
     compile_s = time.monotonic() - t0
 
     # Each file is written then renamed, the report (which carries the cache key) last: a run stopped earlier

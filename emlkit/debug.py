@@ -467,6 +467,7 @@ def debug_model(req: DebugRequest, tamper: Callable[[Any], None] | None = None) 
     device then runs a program the reference does not, as a kernel bug would make it."""
     from emlkit import emit, reference, verify
     from emlkit.compile import CompileResult, lower_model, output_folder, to_executorch
+    from emlkit.memory_plan import DEFAULT_PLANNER
     from emlkit.run import execute, exit_status
 
     spec = req.program
@@ -483,7 +484,7 @@ def debug_model(req: DebugRequest, tamper: Callable[[Any], None] | None = None) 
     if tamper is not None:
         tamper(lowered.edge)
     edge_before_emit = copy.deepcopy(lowered.edge)
-    program = to_executorch(lowered, target)
+    program = to_executorch(lowered, target, spec.options.memory_planner if spec.options else DEFAULT_PLANNER)
     bundled = emit.bundle(program, [(sample, ref_out)])
     data = emit.bpte_bytes(bundled)
     verify.check_device_load(program, data, target.name)

@@ -119,6 +119,7 @@ def evaluate(req: EvaluateRequest) -> tuple[dict[str, Any], Any]:
     """The evaluation's JSON record and the device run's outcome (emlkit/run.py RunOutcome)."""
     from emlkit import emit, program_info, reference, verify
     from emlkit.compile import CompileResult, lower_model, output_folder, to_executorch
+    from emlkit.memory_plan import DEFAULT_PLANNER
     from emlkit.run import execute
 
     spec = req.program
@@ -136,7 +137,7 @@ def evaluate(req: EvaluateRequest) -> tuple[dict[str, Any], Any]:
     with torch.no_grad():  # before the program is emitted: emitting changes the edge graph
         ref_all = [reference.run_lowered(lowered.edge, s, tosa, stream=stream) for s in data.samples]
     qp = program_info.output_qparams(lowered.edge)
-    program = to_executorch(lowered, target)
+    program = to_executorch(lowered, target, spec.options.memory_planner if spec.options else DEFAULT_PLANNER)
     ref_out = [r[0].detach().float().numpy() for r in ref_all]
     stem = f"{model.name}_{target.name}_eval"
     pte, bpte = out / f"{stem}.pte", out / f"{stem}.bpte"

@@ -7,8 +7,8 @@ requantization bounds, scratch, aliasing of outputs over inputs) exactly as the 
 then stops before the first inference. A program the device would refuse is refused at compile time with
 the device's own message.
 
-`runner --list-ops` prints the firmware's operator registry: which (operator, overload) pairs it implements
-and the per-call state bytes of each.
+`runner --list-ops` prints the firmware's operator registry: which (operator, overload) pairs it implements,
+the per-call state bytes of each and the inputs its output may be planned over (in place).
 
 The host library libemlkit_host.so (boards/host/query.c, built with the runner) answers the rest through
 ctypes, from the firmware's own code: what a program needs from the runtime with a device image's struct
@@ -159,20 +159,41 @@ def registry_ops() -> frozenset[tuple[str, str]]:
     return frozenset(op for op, _ in _registry())
 
 
+IN_PLACE_START, IN_PLACE_END = "start", "end"
+
+
+def in_place_ops() -> dict[tuple[str, str], dict[int, str]]:
+    """(`ns::name`, overload) -> {argument slot: how the output may lie over that input}, as the firmware's
+    registry gives them (firmware/ops/registry.c k_in_place): IN_PLACE_START (the output starts at the input,
+    elements no larger) or IN_PLACE_END (it ends where the input ends, as many elements, each no smaller).
+    Ops without any are left out."""
+    table: dict[tuple[str, str], dict[int, str]] = {}
+    for op, _, start, end in _listed_ops_full():
+        slots = {k: IN_PLACE_START for k in range(32) if start >> k & 1}
+        slots.update({k: IN_PLACE_END for k in range(32) if end >> k & 1 and k not in slots})
+        if slots:
+            table[op] = slots
+    return table
+
+
 def _registry() -> tuple[tuple[tuple[str, str], int], ...]:
+    return tuple((op, state) for op, state, _, _ in _listed_ops_full())
+
+
+def _listed_ops_full() -> tuple[tuple[tuple[str, str], int, int, int], ...]:
     runner = build_host_runner()
     return _listed_ops(str(runner), runner.stat().st_mtime_ns)
 
 
 @lru_cache(maxsize=4)
-def _listed_ops(runner: str, mtime_ns: int) -> tuple[tuple[tuple[str, str], int], ...]:
+def _listed_ops(runner: str, mtime_ns: int) -> tuple[tuple[tuple[str, str], int, int, int], ...]:
     p = subprocess.run([runner, "--list-ops"], capture_output=True, text=True, timeout=LOAD_CHECK_TIMEOUT_S)
     try:
         ops = json.loads(p.stdout)["ops"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise HostBuildError(f"the host runner did not list its operators (exit {p.returncode}): "
                              f"{(p.stdout + p.stderr).strip()[-400:]}") from exc
-    return tuple(((str(name), str(overload)), int(state)) for name, overload, state in ops)
+    return tuple(((str(name), str(overload)), int(state), int(start), int(end)) for name, overload, state, start, end in ops)
 
 
 # ---------------------------------------------------------------- the host library (boards/host/query.c)

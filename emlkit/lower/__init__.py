@@ -22,6 +22,8 @@ class LowerOptions:
     # Cortex-M: each int8 LSTM/GRU keeps its h (and c) across executions (emlkit_lstm.py), and calibration runs the
     # samples as one stream (export.py): a keyword spotter feeds one frame per call.
     streaming_state: bool = False
+    # Who places the activation tensors in the arena: "emlkit" (emlkit/memory_plan.py) or "executorch" (its greedy).
+    memory_planner: str = "emlkit"
     # Passes run on the exported float graph before quantization annotation (op rewrites).
     pre_quant_passes: list[GraphPass] = field(default_factory=list)
     # Called with (quantizer, target, options); returns the quantizer to use (configuration tweaks).

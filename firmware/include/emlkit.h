@@ -180,6 +180,8 @@ typedef struct {
   const char *overload; /* "out" ("" when none) */
   uint32_t state_bytes; /* runtime memory each call of it takes (0 also for a streaming LSTM/GRU, whose
                          * state the call's arguments size: eml_plan's runtime_bytes counts it) */
+  uint32_t in_place;    /* inputs its output may be planned over, from their start (bit k: argument k), 0: none */
+  uint32_t in_place_tail; /* inputs its output may be planned over, ending where they end */
 } eml_operator_info;
 
 /* Resets ctx and remembers cfg (the memories are not touched yet). With an

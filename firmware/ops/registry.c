@@ -65,6 +65,48 @@ et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overl
   return NULL;
 }
 
+/* Ops whose kernels can write their output over an input (the memory planner,
+ * emlkit/memory_plan.py, asks for this table through `runner --list-ops`).
+ * `args`: the output may start exactly at the input, its elements no larger.
+ * `tail_args`: the output may end exactly where the input ends, as many
+ * elements, each no smaller. Either way every kernel variant (portable, MVE,
+ * DSP) walks memory forwards and reads element i (or the vector or word holding
+ * it) before writing output element i, so a write never reaches an input byte
+ * still to be read: with the ends aligned, output elements 0..i end at or below
+ * where input element i + 1 starts. The masks are argument slots of the
+ * adapters' schemas: quantize_per_tensor's and dequantize_per_tensor's input 0
+ * (cortex_m_quantize.c QPT_IN); quantized_activation's input 0 (LUT_IN);
+ * quantized_add's self 0 and other 4; quantized_mul's self 0 and other 2
+ * (cortex_m_elementwise.c). A broadcast operand is shorter than the output,
+ * which the loader's size rule keeps apart. Depthwise convolution is not here:
+ * its window reads rows above the one it writes. */
+typedef struct {
+  const char *name;
+  const char *overload;
+  uint32_t args;
+  uint32_t tail_args;
+} in_place_entry;
+
+static const in_place_entry k_in_place[] = {
+    {"cortex_m::quantize_per_tensor", "out", 1u << 0, 0},
+    {"cortex_m::dequantize_per_tensor", "out", 0, 1u << 0},
+    {"cortex_m::quantized_activation", "out", 1u << 0, 0},
+    {"cortex_m::quantized_add", "out", (1u << 0) | (1u << 4), 0},
+    {"cortex_m::quantized_mul", "out", (1u << 0) | (1u << 2), 0},
+    {NULL, NULL, 0, 0},
+};
+
+uint32_t et_registry_in_place(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
+                              uint32_t *tail_args) {
+  if (tail_args) *tail_args = 0;
+  for (const in_place_entry *e = k_in_place; e->name; e++)
+    if (eq(e->name, name, name_len) && eq(e->overload, overload, overload_len)) {
+      if (tail_args) *tail_args = e->tail_args;
+      return e->args;
+    }
+  return 0;
+}
+
 const char *et_registry_entry(uint32_t i, const char **overload) {
   if (i >= sizeof k_ops / sizeof k_ops[0] - 1) return NULL;
   *overload = k_ops[i].overload;

@@ -530,10 +530,22 @@ static bool ranges_overlap(const et_tensor *a, const et_tensor *b) {
   return a0 < b0 + b->nbytes && b0 < a0 + a->nbytes;
 }
 
+/* In place: the op's registry entry allows its output over input argument k
+ * (et_registry_in_place), and the output either starts exactly at that input
+ * with elements no larger, or ends exactly where it ends with as many elements,
+ * each no smaller (the kernels then only write bytes already read). */
+static bool in_place_ok(const et_op_slot *op, uint32_t k, const et_tensor *out, const et_tensor *in) {
+  if (k >= 32) return false;
+  const size_t osz = et_dtype_size(out->dtype), isz = et_dtype_size(in->dtype);
+  if ((op->in_place >> k & 1u) && out->data == in->data && out->nbytes <= in->nbytes && osz <= isz) return true;
+  return (op->in_place_tail >> k & 1u) && (const char *)out->data + out->nbytes == (const char *)in->data + in->nbytes &&
+         et_tensor_numel(out) == et_tensor_numel(in) && osz >= isz;
+}
+
 /* A kernel's output (its last argument, by the out-variant convention) must not
- * share bytes with any of its inputs: ExecuTorch's planner never overlaps tensors
- * that are live at the same call, and the kernels (block copies above all) rely on
- * it. A program that does is damaged; refusing it at load keeps execution sound. */
+ * share bytes with any of its inputs, except in place where the registry allows
+ * it (in_place_ok): the kernels (block copies above all) rely on it. A program
+ * that does otherwise is damaged; refusing it at load keeps execution sound. */
 static et_status check_aliasing(et_method *m) {
   for (uint32_t pc = 0; pc < m->chain_start[m->nchains]; pc++) {
     const et_instr *ins = &m->instrs[pc];
@@ -545,7 +557,7 @@ static et_status check_aliasing(et_method *m) {
       if (v == ov) continue; /* the out argument repeated as the return value */
       bool clash = false;
       if (v->tag == ET_TAG_TENSOR) {
-        clash = ranges_overlap(ov->u.t, v->u.t);
+        clash = ranges_overlap(ov->u.t, v->u.t) && !in_place_ok(&m->ops[ins->a], k, ov->u.t, v->u.t);
       } else if (v->tag == ET_TAG_TENSOR_LIST || v->tag == ET_TAG_OPT_TENSOR_LIST) {
         for (uint32_t j = 0; j < v->u.list.len && !clash; j++) {
           const et_tensor *t = et_list_tensor(v, j);
@@ -572,6 +584,7 @@ static et_status resolve_ops(et_method *m, const plan_shape *s) {
         !fb_string(&op, FBP_Operator__overload, &p2, &slot->overload, &ol))
       return CORRUPT(m->msg, "operator table");
     slot->fn = et_registry_find(slot->name, nl, slot->overload, ol, &slot->prepare, &slot->state_bytes);
+    slot->in_place = et_registry_in_place(slot->name, nl, slot->overload, ol, &slot->in_place_tail);
     if (slot->fn == NULL)
       return et_errf(m->msg, ET_E_UNKNOWN_OP, "unknown operator %s.%s: no kernel registered for it in firmware/ops/*.def",
                      slot->name, ol ? slot->overload : "default");

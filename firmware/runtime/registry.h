@@ -20,6 +20,13 @@ et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overl
 #define ET_STATE_FROM_ARG(k) (ET_STATE_ARG_FLAG | (uint32_t)(k))
 #define ET_MAX_CALL_STATE (1u << 24)
 
+/* The inputs (bit k: argument k) over which the op's kernels may write their
+ * output: the loader lets the output start exactly at such an input when its
+ * elements are no larger than the input's (firmware/ops/registry.c). 0: none.
+ * *tail_args (if not NULL): the inputs whose end the output may end at, with
+ * as many elements, each no smaller. */
+uint32_t et_registry_in_place(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
+                              uint32_t *tail_args);
 /* For listings: entry i (NULL name past the end). */
 const char *et_registry_entry(uint32_t i, const char **overload);
 

@@ -76,6 +76,8 @@ typedef struct {
   et_op_fn fn;
   et_op_prepare_fn prepare; /* NULL: the adapter checks nothing at load */
   uint32_t state_bytes;     /* per kernel call (ET_OP's fifth argument), 0: none */
+  uint32_t in_place;        /* inputs the output may start at (bit k: argument k; et_registry_in_place) */
+  uint32_t in_place_tail;   /* inputs the output may end at (bit k: argument k; et_registry_in_place) */
   uint64_t calls;
   uint64_t count;   /* sum of clock deltas */
 } et_op_slot;

@@ -1,0 +1,333 @@
+"""Our memory planner: where each activation tensor of a program lives in the arena.
+
+ExecuTorch's default planner (`greedy` in executorch.exir.memory_planning) groups tensors into shared objects
+and lays the objects end to end, so two tensors whose lifetimes never meet can still keep each other's bytes
+apart. Ours places each tensor at an offset of its own (lifetime-aware best fit): the tensors are taken in
+one of a few orders (largest first, longest-lived first, ...), each goes into the smallest gap left between
+the tensors it is live with, and the order giving the smallest arena wins. Lifetimes are ExecuTorch's
+(node indices, both ends inclusive), so the plan is valid by the same rule the ExecuTorch verifier checks.
+
+In place: where the firmware's registry says an op's kernels may write their output over an input (asked
+from the firmware itself, emlkit.hostfw.in_place_ops) and the call is that input's last use, the two are
+joined into one block at fixed offsets from each other (the output at the input's start, or ending at its
+end). A joined chain holds its widest member's bytes for its whole life, which can cost more than it saves,
+so each join is kept only where it makes the arena smaller. The firmware's loader accepts exactly these
+overlaps (firmware/runtime/method.c in_place_ok).
+
+It plugs into ExecuTorch's public `MemoryPlanningPass(memory_planning_algo=...)`: `plan` has the signature
+`apply_algo` calls (alignment, specs, graph module, graph signature, extra padding), sets each spec's
+mem_id / mem_offset / mem_obj_id and returns the arena sizes by memory id (index 0: constants, always 0).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from emlkit import hostfw
+from emlkit.errors import EXIT_USAGE, AotError
+
+log = logging.getLogger(__name__)
+
+PLANNERS = ("emlkit", "emlkit-no-in-place", "executorch")
+DEFAULT_PLANNER = "emlkit"
+
+
+@dataclass
+class _Block:
+    """One allocation: the specs sharing it (one, or an in-place chain), its lifetime and aligned size."""
+
+    specs: list[Any]
+    start: int
+    end: int
+    size: int
+    order: int          # first appearance, for deterministic tie-breaks
+    rel: dict[int, int] = field(default_factory=dict)   # id(spec) -> its offset in the block (in place at an end)
+
+
+def _overlap(a: _Block, b: _Block) -> bool:
+    return not (a.end < b.start or a.start > b.end)
+
+
+def _members(b: _Block) -> list[tuple[int, int, int, int]]:
+    """(start, end, offset in the block, bytes) of each spec of B: a joined chain holds only its live members' bytes."""
+    if not b.rel:
+        return [(b.start, b.end, 0, b.size)]
+    return [(int(s.lifetime[0]), int(s.lifetime[1]), b.rel.get(id(s), 0), int(s.allocated_memory)) for s in b.specs]
+
+
+def _place(blocks: Sequence[_Block], order: list[int]) -> tuple[int, list[int]]:
+    """Best fit in ORDER: each block at the start of the smallest free stretch of offsets where none of its
+    members shares bytes with a placed member it is live with (the lowest offset on ties), else above them
+    all. Returns the arena size and each block's offset."""
+    offsets = [-1] * len(blocks)
+    placed: list[tuple[int, int, int, int]] = []  # (start, end, first byte, end byte) of each placed member
+    top = 0
+    for i in order:
+        b = blocks[i]
+        banned = []  # block offsets X in [lo, hi) would overlap a live placed member
+        for s, e, rel, size in _members(b):
+            for qs, qe, lo, hi in placed:
+                if not (e < qs or s > qe):
+                    banned.append((lo - rel - size + 1, hi - rel))
+        banned.sort()
+        best: tuple[int, int] | None = None  # (free stretch, offset)
+        cursor = 0
+        for lo, hi in banned:
+            if lo > cursor and (best is None or lo - cursor < best[0]):
+                best = (lo - cursor, cursor)
+            cursor = max(cursor, hi)
+        off = best[1] if best is not None else cursor
+        offsets[i] = off
+        for s, e, rel, size in _members(b):
+            placed.append((s, e, off + rel, off + rel + size))
+        top = max(top, off + b.size)
+    return top, offsets
+
+
+# The orders tried; each is a sort key over blocks. Largest first is the classic greedy by size; the others
+# win on graphs with long-lived skip tensors (U-Net) or many equal sizes.
+_ORDERS: dict[str, Callable[[_Block], tuple[int, ...]]] = {
+    "size": lambda b: (-b.size, b.start, b.order),
+    "size*lifetime": lambda b: (-b.size * (b.end - b.start + 1), -b.size, b.order),
+    "lifetime": lambda b: (-(b.end - b.start), -b.size, b.order),
+    "start": lambda b: (b.start, -b.size, b.order),
+}
+
+
+def best_plan(blocks: Sequence[_Block]) -> tuple[int, str, list[int]]:
+    """The smallest arena over the orders tried: (bytes, the order's name, offsets)."""
+    best: tuple[int, str, list[int]] | None = None
+    for name, key in _ORDERS.items():
+        order = sorted(range(len(blocks)), key=lambda i: key(blocks[i]))
+        size, offsets = _place(blocks, order)
+        if best is None or size < best[0]:
+            best = (size, name, offsets)
+    assert best is not None
+    return best
+
+
+def _fallback(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, extra_padding: int) -> list[int]:
+    from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite
+
+    return MemoryPlanningAlgorithmSuite()(alignment, specs, graph_module, graph_signature, extra_padding)
+
+
+def _op_key(target: Any) -> tuple[str, str] | None:
+    schema = getattr(target, "_schema", None)
+    return None if schema is None else (schema.name, getattr(target, "_overloadname", "") or "")
+
+
+def _arg(node: Any, k: int) -> Any:
+    """Schema argument K of NODE (positional or by name)."""
+    if k < len(node.args):
+        return node.args[k]
+    args = node.target._schema.arguments
+    return node.kwargs.get(args[k].name) if k < len(args) else None
+
+
+def _planned(spec: Any, planned: set[Any]) -> Any:
+    """The planned spec holding SPEC's bytes: itself, or the base of a view (ExecuTorch's memory.view, whose
+    spec shares its base's place and lifetime); None if neither is planned here."""
+    seen = 0
+    while spec is not None and spec not in planned and seen < 64:
+        spec, seen = getattr(spec, "_base", None), seen + 1
+    return spec if spec in planned else None
+
+
+InPlaceTable = dict[tuple[str, str], dict[int, str]]
+
+
+def in_place_pairs(graph_module: Any, planned: set[Any], in_place: InPlaceTable) -> list[tuple[Any, Any, int]]:
+    """(input spec, output spec, the input's offset from the output's) of each call that may write its output
+    over that input: the firmware allows it for the op and argument (IN_PLACE, from the firmware's registry:
+    the output starting at the input, or ending where it ends), the call is the input's last use, both are
+    planned here in one arena, and the sizes meet the loader's condition (firmware/runtime/method.c
+    in_place_ok; the compile's load check holds every plan to it)."""
+    pairs: list[tuple[Any, Any, int]] = []
+    for idx, node in enumerate(graph_module.graph.nodes):
+        if node.op != "call_function":
+            continue
+        allowed = in_place.get(_op_key(node.target) or ("", ""))
+        out = _planned(node.meta.get("spec"), planned)
+        if not allowed or out is None or getattr(out, "dtype", None) is None:
+            continue
+        for k, how in sorted(allowed.items()):
+            a = _arg(node, k)
+            spec = _planned(a.meta.get("spec"), planned) if hasattr(a, "meta") else None
+            if (spec is None or spec is out or int(spec.lifetime[1]) != idx
+                    or (spec.mem_id or 1) != (out.mem_id or 1) or getattr(spec, "dtype", None) is None):
+                continue
+            osz, isz = out.dtype.itemsize, spec.dtype.itemsize
+            if how == hostfw.IN_PLACE_START and out.nbytes() <= spec.nbytes() and osz <= isz:
+                pairs.append((spec, out, 0))
+                break
+            rel = out.nbytes() - spec.nbytes()
+            # The input's offset must keep the arena's alignment (every planned offset is a multiple of it).
+            if (how == hostfw.IN_PLACE_END and osz >= isz and out.nbytes() // osz == spec.nbytes() // isz
+                    and rel % max(1, int(spec.alignment)) == 0):
+                pairs.append((spec, out, rel))
+                break
+    return pairs
+
+
+def _blocks(group: list[Any], pairs: list[tuple[Any, Any, int]]) -> list[_Block]:
+    """GROUP's specs as blocks, each in-place chain (PAIRS) joined into one block whose specs keep their offsets
+    from each other (block.rel); a pair that would contradict offsets already joined is left out."""
+    parent = {id(s): id(s) for s in group}
+    pot = {id(s): 0 for s in group}   # offset from the parent
+
+    def find(x: int) -> tuple[int, int]:
+        off = 0
+        while parent[x] != x:
+            off += pot[x]
+            x = parent[x]
+        return x, off
+
+    for a, b, rel in pairs:   # offset(a) = offset(b) + rel
+        if id(a) not in parent or id(b) not in parent:
+            continue
+        ra, oa = find(id(a))
+        rb, ob = find(id(b))
+        if ra != rb:
+            parent[rb], pot[rb] = ra, oa - rel - ob
+    members: dict[int, list[tuple[Any, int]]] = {}
+    for s in group:
+        r, off = find(id(s))
+        members.setdefault(r, []).append((s, off))
+    blocks = []
+    for k, specs in enumerate(members.values()):
+        low = min(off for _, off in specs)
+        blocks.append(_Block([s for s, _ in specs], min(int(s.lifetime[0]) for s, _ in specs),
+                             max(int(s.lifetime[1]) for s, _ in specs),
+                             max(off - low + int(s.allocated_memory) for s, off in specs), k,
+                             rel={id(s): off - low for s, off in specs}))
+    return blocks
+
+
+def _with_pairs(group: list[Any], pairs: list[tuple[Any, Any, int]]) -> tuple[list[_Block], int, str, list[int]]:
+    """The smallest plan of GROUP over in-place choices: all of PAIRS, then each pair dropped in turn where that
+    makes the arena smaller (joining a chain ties the placement of its tensors, which can cost more than the
+    bytes it shares), and none."""
+    def attempt(chosen: list[tuple[Any, Any, int]]) -> tuple[list[_Block], int, str, list[int]]:
+        blocks = _blocks(group, chosen)
+        return (blocks, *best_plan(blocks))
+
+    best = attempt(pairs)
+    chosen = list(pairs)
+    for pair in list(pairs):
+        trial = attempt([p for p in chosen if p is not pair])
+        if trial[1] < best[1]:
+            best, chosen = trial, [p for p in chosen if p is not pair]
+    if chosen:
+        none = attempt([])
+        if none[1] < best[1]:
+            best = none
+    return best
+
+
+def plan(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, extra_padding: int = 0,
+         in_place: InPlaceTable | None = None) -> list[int]:
+    """Place SPECS (ExecuTorch TensorSpecs with lifetimes) in their arenas; the arena sizes by memory id. With
+    IN_PLACE (the firmware's in-place ops), a call's output shares its input's place where in_place_pairs allows.
+
+    Control flow (sub-graphs with arenas of their own) and storage-sharing views are left to ExecuTorch's
+    planner: no program of ours has them, and its handling of them is not restated here."""
+    specs = list(specs)
+    reserved = [int(x) for x in (getattr(graph_module, "input_mem_buffer_sizes", None) or [])]
+    if any(reserved) or any(s.storage_base is not None for s in specs):
+        log.debug("memory plan: control flow or storage views; ExecuTorch's planner places this graph")
+        return _fallback(alignment, specs, graph_module, graph_signature, extra_padding)
+    by_mem: dict[int, list[Any]] = {}
+    for s in specs:
+        by_mem.setdefault(1 if s.mem_id is None else int(s.mem_id), []).append(s)
+    sizes = [0] * (max(by_mem, default=1) + 1)
+    for s in specs:
+        s.realign(alignment)
+    pairs = in_place_pairs(graph_module, set(specs), in_place) if in_place else []
+    obj = 0
+    for mem_id in sorted(by_mem):
+        group = by_mem[mem_id]
+        blocks, total, how, offsets = _with_pairs(group, pairs)
+        for b, off in zip(blocks, offsets):
+            for s in b.specs:
+                s.mem_id, s.mem_offset, s.mem_obj_id = mem_id, off + b.rel.get(id(s), 0), obj
+            obj += 1
+        sizes[mem_id] = total + extra_padding
+        log.debug("memory plan: arena %d: %d B for %d tensors, %d in place (order %s)", mem_id, total, len(group),
+                  len(group) - len(blocks), how)
+    if len(sizes) < 2:
+        sizes.append(0)
+    return sizes
+
+
+def memory_planning_pass(planner: str) -> Any:
+    """ExecuTorch's MemoryPlanningPass with PLANNER's algorithm ("emlkit": ours, in place where the firmware
+    allows; "emlkit-no-in-place": ours without; "executorch": its default)."""
+    from executorch.exir.passes import MemoryPlanningPass
+
+    if planner not in PLANNERS:
+        raise AotError(f"unknown memory planner {planner!r}: use one of {', '.join(PLANNERS)}", EXIT_USAGE)
+    if planner == "executorch":
+        return MemoryPlanningPass()
+    try:
+        table = hostfw.in_place_ops() if planner == "emlkit" else {}
+    except hostfw.HostBuildError as exc:
+        raise hostfw.unavailable("ask the firmware which ops run in place", exc) from exc
+
+    def algo(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, extra_padding: int = 0) -> list[int]:
+        return plan(alignment, specs, graph_module, graph_signature, extra_padding, table)
+
+    algo.__name__ = f"emlkit_{planner.replace('-', '_')}"
+    return MemoryPlanningPass(memory_planning_algo=algo)
+
+
+# Element sizes of ExecuTorch's ScalarType codes (executorch/exir/scalar_type.py).
+_ELEMENT_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2}
+
+
+@dataclass(frozen=True)
+class LayerBound:
+    """The call whose planned tensors (inputs and output) take the most bytes: no plan that keeps a call's
+    output apart from its inputs can make the arena smaller."""
+
+    bytes: int
+    instruction: int
+    op: str
+
+
+def _tensor_bytes(t: Any) -> int:
+    n = 1
+    for s in t.sizes:
+        n *= int(s)
+    return n * _ELEMENT_BYTES.get(int(t.scalar_type), 8)
+
+
+def layer_bound(program: Any) -> LayerBound:
+    """The largest (inputs + output) bytes of planned tensors over the calls of method 0 of PROGRAM
+    (an ExecutorchProgramManager); each tensor counted once per call, unaligned."""
+    from executorch.exir.schema import DelegateCall, KernelCall, Tensor, TensorList
+
+    plan = program.executorch_program.execution_plan[0]
+    best = LayerBound(0, -1, "")
+    pc = 0
+    for chain in plan.chains:
+        for ins in chain.instructions:
+            a = ins.instr_args
+            if isinstance(a, (KernelCall, DelegateCall)):
+                seen: set[int] = set()
+                for vi in a.args:
+                    v = plan.values[vi].val
+                    idxs = list(v.items) if isinstance(v, TensorList) else [vi]
+                    for ti in idxs:
+                        t = plan.values[ti].val
+                        if isinstance(t, Tensor) and t.allocation_info is not None:
+                            seen.add(ti)
+                total = sum(_tensor_bytes(plan.values[ti].val) for ti in seen)
+                if total > best.bytes:
+                    op = (plan.operators[a.op_index].name if isinstance(a, KernelCall)
+                          else f"delegate {plan.delegates[a.delegate_index].id}")
+                    best = LayerBound(total, pc, op)
+            pc += 1
+    return best

@@ -1,0 +1,258 @@
+"""Our memory planner (emlkit/memory_plan.py): its placements are valid and never larger than the live bytes
+allow; in-place outputs come from the firmware's registry, are planned where the call is the input's last use,
+are accepted by the firmware's loader exactly when the output starts at the input, and run bit-exact on the
+device; ExecuTorch's planner stays available for comparison."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emlkit import emit, hostfw, memory_plan, program_info, verify
+from emlkit.compile import make_options, to_executorch
+from emlkit.errors import EXIT_INTERNAL, AotError
+from emlkit.lower import cortex_m
+from emlkit.targets import get_target
+from toolchain import needs_qemu
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAIN = ROOT / "tests" / "models" / "in_place_chain.py"
+needs_host_fw = pytest.mark.skipif(hostfw.cmake_binary() is None, reason="needs cmake and a host C compiler")
+
+blocks_st = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 8), st.integers(1, 40)), min_size=1, max_size=25)
+
+
+def _blocks(raw: list[tuple[int, int, int]]) -> list[Any]:
+    return [memory_plan._Block([k], s, s + d, 16 * n, k) for k, (s, d, n) in enumerate(raw)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(blocks_st)
+def test_placements_never_share_live_bytes_and_stay_within_bounds(raw: list[tuple[int, int, int]]) -> None:
+    blocks = _blocks(raw)
+    total, _, offsets = memory_plan.best_plan(blocks)
+    for i, a in enumerate(blocks):
+        assert offsets[i] >= 0 and offsets[i] % 16 == 0 and offsets[i] + a.size <= total
+        for j in range(i):
+            b = blocks[j]
+            if memory_plan._overlap(a, b):
+                assert offsets[i] + a.size <= offsets[j] or offsets[j] + b.size <= offsets[i], (a, b)
+    live = max(sum(b.size for b in blocks if b.start <= t <= b.end) for t in range(0, 40))
+    assert live <= total <= sum(b.size for b in blocks)
+
+
+class _Spec:
+    """A TensorSpec stand-in: what the placement reads (lifetime, aligned bytes)."""
+
+    def __init__(self, start: int, end: int, size: int) -> None:
+        self.lifetime, self.allocated_memory = [start, end], size
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6), st.integers(1, 20), st.integers(1, 20)),
+                min_size=1, max_size=15), blocks_st)
+def test_chains_hold_only_their_live_members_bytes(chains: list[tuple[int, int, int, int]],
+                                                   raw: list[tuple[int, int, int]]) -> None:
+    """Blocks of two members (an input and the output written over it, at its start or its end) among single
+    tensors: no two members of different blocks that are live together share a byte."""
+    blocks = _blocks(raw)
+    for k, (s, d, n_in, n_out) in enumerate(chains):
+        a, b = _Spec(s, s + d, 16 * n_in), _Spec(s + d, s + d + 2, 16 * n_out)
+        rel = max(0, b.allocated_memory - a.allocated_memory)  # a larger output ends where its input ends
+        blocks.append(memory_plan._Block([a, b], s, s + d + 2, max(a.allocated_memory, b.allocated_memory),
+                                         len(raw) + k, rel={id(a): rel, id(b): 0}))
+    total, _, offsets = memory_plan.best_plan(blocks)
+    spans = []
+    for blk, off in zip(blocks, offsets):
+        for start, end, rel, size in memory_plan._members(blk):
+            spans.append((blk.order, start, end, off + rel, off + rel + size))
+            assert off + rel + size <= total
+    for i, (bi, s1, e1, lo1, hi1) in enumerate(spans):
+        for bj, s2, e2, lo2, hi2 in spans[:i]:
+            if bi != bj and not (e1 < s2 or s1 > e2):
+                assert hi1 <= lo2 or hi2 <= lo1
+
+
+def test_best_fit_fills_the_gap_a_freed_tensor_leaves() -> None:
+    # A and C live apart, B with both: largest first puts A at 0, B above it, and C back at 0.
+    blocks = [memory_plan._Block(["a"], 0, 2, 64, 0), memory_plan._Block(["b"], 1, 5, 32, 1),
+              memory_plan._Block(["c"], 3, 5, 64, 2)]
+    total, _, offsets = memory_plan.best_plan(blocks)
+    assert total == 96 and offsets[0] == offsets[2]
+
+
+@needs_host_fw
+def test_in_place_ops_are_the_firmware_registry_s() -> None:
+    table = hostfw.in_place_ops()
+    assert table[("cortex_m::quantized_add", "out")] == {0: hostfw.IN_PLACE_START, 4: hostfw.IN_PLACE_START}
+    assert table[("cortex_m::quantize_per_tensor", "out")] == {0: hostfw.IN_PLACE_START}
+    # Its float output is larger than its int8 input: it may only end where the input ends.
+    assert table[("cortex_m::dequantize_per_tensor", "out")] == {0: hostfw.IN_PLACE_END}
+    assert not any("conv" in name for name, _ in table)
+
+
+def _chain_program(planner: str) -> tuple[Any, Any]:
+    ns: dict[str, Any] = {}
+    exec(compile(CHAIN.read_text(), str(CHAIN), "exec"), ns)  # noqa: S102 - our own test model
+    model, x = ns["ModelUnderTest"]().eval(), ns["ModelInputs"]
+    low = cortex_m.lower(model, x, [x], get_target("cortex-m55"), make_options(memory_planner=planner))
+    out = low.edge.exported_program().module()(*x)
+    return low, (x, [out])
+
+
+def _calls(program: Any) -> list[tuple[str, list[Any]]]:
+    plan = program.executorch_program.execution_plan[0]
+    return [(plan.operators[i.instr_args.op_index].name, [plan.values[a].val for a in i.instr_args.args])
+            for c in plan.chains for i in c.instructions if type(i.instr_args).__name__ == "KernelCall"]
+
+
+def _place(t: Any) -> tuple[int, int] | None:
+    a = getattr(t, "allocation_info", None)
+    return None if a is None else (a.memory_id, a.memory_offset_low)
+
+
+IN_PLACE_OPS = {"cortex_m::quantize_per_tensor", "cortex_m::quantized_activation", "cortex_m::quantized_add",
+                "cortex_m::quantized_mul", "cortex_m::dequantize_per_tensor"}
+
+
+def _over(program: Any) -> set[str]:
+    """The ops of PROGRAM whose output shares a place with one of their inputs (start or end)."""
+    names = set()
+    for name, args in _calls(program):
+        out, o = args[-1], _place(args[-1])
+        for a in args[:-1]:
+            p = _place(a)
+            if a is out or p is None or o is None or p[0] != o[0]:
+                continue
+            start = p[1] == o[1]
+            end = p[1] + memory_plan._tensor_bytes(a) == o[1] + memory_plan._tensor_bytes(out)
+            names.add(name) if start or end else None
+    return names
+
+
+def _all_pairs(group: list[Any], pairs: list[Any]) -> Any:
+    """memory_plan._with_pairs taking every in-place candidate (for the device tests: each kernel writes in place)."""
+    blocks = memory_plan._blocks(group, pairs)
+    return (blocks, *memory_plan.best_plan(blocks))
+
+
+@needs_host_fw
+def test_in_place_candidates_are_planned_only_where_the_firmware_allows(monkeypatch: pytest.MonkeyPatch) -> None:
+    low, case = _chain_program("emlkit")
+    program = to_executorch(low, get_target("cortex-m55"), "emlkit")
+    assert _over(program) <= IN_PLACE_OPS
+    no = to_executorch(_chain_program("emlkit-no-in-place")[0], get_target("cortex-m55"), "emlkit-no-in-place")
+    assert not _over(no)
+    assert program_info.memory_plan(program)["arena_total"] <= program_info.memory_plan(no)["arena_total"]
+    verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [case])), "cortex-m55")
+    # Every candidate taken: each op of the registry's writes over its input, and the firmware loads it.
+    monkeypatch.setattr(memory_plan, "_with_pairs", _all_pairs)
+    low, case = _chain_program("emlkit")
+    program = to_executorch(low, get_target("cortex-m55"), "emlkit")
+    assert _over(program) == IN_PLACE_OPS
+    args = next(a for n, a in _calls(program) if n == "cortex_m::dequantize_per_tensor")
+    assert _place(args[0]) != _place(args[-1])  # its float output ends where the int8 input ends
+    verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [case])), "cortex-m55")
+
+
+def _load_damaged(program: Any, case: Any, damage: Any) -> None:
+    """Bundle PROGRAM after DAMAGE(its schema program) and load it with the firmware (verify.check_device_load)."""
+    from executorch.devtools.bundled_program.core import BundledProgram
+    from executorch.exir._serialize._program import PTEFile, serialize_pte_binary
+
+    bundled = emit.bundle(program, [case])
+    damage(program.executorch_program)
+    with tempfile.TemporaryDirectory() as d:
+        pte = Path(d) / "damaged.pte"
+        pte.write_bytes(bytes(serialize_pte_binary(PTEFile(program.executorch_program, None, None))))
+        data = emit.bpte_bytes(BundledProgram(None, bundled.method_test_suites, pte_file_path=str(pte)))
+    verify.check_device_load(program, data, "cortex-m55")
+
+
+@needs_host_fw
+@pytest.mark.parametrize("planner, op, place, refused", [
+    ("emlkit-no-in-place", "cortex_m::quantized_activation", "at input", False),  # exactly over its input
+    ("emlkit-no-in-place", "cortex_m::quantized_activation", "at input + 16", True),  # over part of it
+    ("emlkit-no-in-place", "cortex_m::quantized_conv2d", "at input", True),  # not an in-place op
+    ("emlkit", "cortex_m::dequantize_per_tensor", "as planned", False),  # float output ending at the int8 input's end
+    ("emlkit-no-in-place", "cortex_m::dequantize_per_tensor", "not at its end", True),  # writes overtake reads
+])
+def test_the_loader_allows_exactly_the_registry_s_in_place_outputs(planner: str, op: str, place: str,
+                                                                   refused: bool) -> None:
+    from executorch.exir.schema import AllocationDetails
+
+    low, case = _chain_program(planner)
+    program = to_executorch(low, get_target("cortex-m55"), planner)
+    pc = next(k for k, (n, _) in enumerate(_calls(program)) if n == op)
+    assert not any(n == "emlkit" for n, _ in _calls(program)[:pc])  # kernel calls only: pc is the instruction
+
+    def damage(prog: Any) -> None:
+        plan = prog.execution_plan[0]
+        args = [i.instr_args.args for c in plan.chains for i in c.instructions
+                if type(i.instr_args).__name__ == "KernelCall"][pc]
+        a, o = plan.values[args[0]].val.allocation_info, plan.values[args[-1]].val.allocation_info
+        a_end = a.memory_offset_low + memory_plan._tensor_bytes(plan.values[args[0]].val)
+        o_bytes = memory_plan._tensor_bytes(plan.values[args[-1]].val)
+        # Over the input but 16 bytes short of its end, or (no room below) starting at it: inside the arena.
+        off_end = a_end - o_bytes - 16 if a_end - o_bytes - 16 >= 0 else a.memory_offset_low
+        offset = {"at input": a.memory_offset_low, "at input + 16": a.memory_offset_low + 16,
+                  "as planned": o.memory_offset_low, "not at its end": off_end}[place]
+        plan.values[args[-1]].val.allocation_info = AllocationDetails(o.memory_id, offset, o.memory_offset_high)
+
+    if not refused:
+        _load_damaged(program, case, damage)
+        return
+    with pytest.raises(AotError, match=f"instruction {pc} writes its output over its argument 0") as err:
+        _load_damaged(program, case, damage)
+    assert err.value.exit_code == EXIT_INTERNAL
+
+
+@needs_host_fw
+def test_executorch_s_planner_stays_selectable() -> None:
+    sizes = {}
+    for planner in memory_plan.PLANNERS:
+        low, case = _chain_program(planner)
+        program = to_executorch(low, get_target("cortex-m55"), planner)
+        verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [case])), "cortex-m55")
+        sizes[planner] = program_info.memory_plan(program)["arena_total"]
+        over = [n for n, args in _calls(program) if any(a is not args[-1] and _place(a) == _place(args[-1]) for a in args[:-1])]
+        assert bool(over) == (planner == "emlkit"), (planner, over)
+    assert sizes["emlkit"] <= sizes["emlkit-no-in-place"] <= sizes["executorch"]
+
+
+def test_an_unknown_planner_is_one_usage_line() -> None:
+    p = subprocess.run([sys.executable, "-m", "emlkit", "compile", "conv_relu", "--target", "cortex-m55",
+                        "--memory-planner", "tiny"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "invalid choice: 'tiny'" in p.stderr and "Traceback" not in p.stderr
+
+
+@needs_qemu
+@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
+def test_in_place_kernels_run_bit_exact_on_the_device(tmp_path: Path, target: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every in-place op writing over its input, with the MVE (M55) and DSP (M4) kernels, matches the reference
+    bit for bit; the planner's own choice (a subset) runs too."""
+    from emlkit.compile import compile_model
+
+    default = subprocess.run([sys.executable, "-m", "emlkit", "run", str(CHAIN), "--target", target, "-o",
+                              str(tmp_path / "default")], capture_output=True, text=True, timeout=900)
+    assert default.returncode == 0 and "PASS" in default.stdout, (default.stdout + default.stderr)[-2000:]
+    monkeypatch.setattr(memory_plan, "_with_pairs", _all_pairs)
+    res = compile_model(str(CHAIN), target, tmp_path / "all")
+    p = subprocess.run([sys.executable, "-m", "emlkit", "run", str(res.bpte), "--target", target, "-o",
+                        str(tmp_path / "run")], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0 and "PASS" in p.stdout, (p.stdout + p.stderr)[-2000:]
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    class _Prog:  # _calls reads program.executorch_program
+        executorch_program = deserialize_pte_binary(res.pte.read_bytes()).program
+
+    assert _over(_Prog()) == IN_PLACE_OPS
