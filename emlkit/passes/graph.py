@@ -803,7 +803,7 @@ def lstm_zero_state(gm: torch.fx.GraphModule, node: Any) -> bool:
 @dataclass
 class LstmLayer:
     """One `aten.lstm.input` call the int8 kernel takes: a single unidirectional layer with zero initial state,
-    constant float weights, whose only read output is the sequence (getitem 0)."""
+    constant float weights, whose read outputs are the sequence (getitem 0) and, for an LSTM, c_n (getitem 2)."""
 
     node: torch.fx.Node
     x: torch.fx.Node
@@ -813,6 +813,7 @@ class LstmLayer:
     batch_first: bool
     output: torch.fx.Node              # the getitem of the sequence output
     gru: bool = False                  # an `aten.gru.input` (gates r, z, n) rather than an LSTM
+    cell_out: torch.fx.Node | None = None  # LSTM: the getitem of c_n when it is read (the kernel's last cell)
 
 
 def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
@@ -848,6 +849,10 @@ def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
         if u.op != "call_function" or u.target is not operator.getitem:
             return None
         outs[u.args[1]] = u
-    if set(outs) - {0, 1, 2} or 0 not in outs or any(outs[k].users for k in (1, 2) if k in outs):
-        return None                        # h_n / c_n read: not written by the int8 kernel yet
-    return LstmLayer(n, x, w_ih.detach().double(), w_hh.detach().double(), bias, bool(batch_first), outs[0], gru)
+    # h_n read: lstm_as_layers.py expresses it through the sequence output first; c_n: the kernel's last cell
+    if set(outs) - {0, 1, 2} or 0 not in outs or (1 in outs and outs[1].users) or \
+            (2 in outs and outs[2].users and gru):
+        return None
+    cell = outs[2] if 2 in outs and outs[2].users else None
+    return LstmLayer(n, x, w_ih.detach().double(), w_hh.detach().double(), bias, bool(batch_first), outs[0], gru,
+                     cell)

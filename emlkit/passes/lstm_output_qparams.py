@@ -1,7 +1,8 @@
 """Quantizer annotation (Cortex-M): an LSTM layer's input and sequence output get int8 per-tensor qparams.
 
 Targets: `aten.lstm.input` and `aten.gru.input` calls the int8 kernels take (graph.lstm_layer: one unidirectional
-layer, zero initial state, constant weights, only the sequence output read).
+layer, zero initial state, constant weights, the sequence output read and, for an LSTM, c_n: that stays float,
+emlkit_lstm.py dequantizes the kernel's int16 cell into it).
 
 Why: ExecuTorch's CortexMQuantizer does not annotate `aten.lstm`; its output reached a quantize only after the
 next op (a select or view), so no `dequantize -> lstm -> quantize` region existed for emlkit_lstm.py to lower.
