@@ -30,6 +30,8 @@ class _Seq(torch.nn.Module):
             return y, h[-1]
         if self.read == "seq_c":
             return y, c
+        if self.read == "all":
+            return y, h, c
         return {"h_n": h, "c_n": c, "seq": y}[self.read]
 
 
@@ -127,6 +129,20 @@ def test_given_initial_state_lowered(i, h, batch_first, steps, batch) -> None:
     assert torch.equal(hn[0], y[:, -1] if batch_first else y[-1]) and _snr(hn, fh.detach()) > 30.0
     assert installed(opts, LstmAsLayers).report()["rewritten"]
     assert _snr(y, fy.detach()) > 33.0 and _snr(c, fc.detach()) > 33.0, (_snr(y, fy.detach()), _snr(c, fc.detach()))
+
+
+def test_h_n_and_c_n_read_lowered() -> None:
+    """A one-layer LSTM whose h_n and c_n are both read (nn.LSTM's whole result): h_n the last step of y
+    (lstm_as_layers.py), c_n the kernel's cell, no float op."""
+    model = _Seq(6, 10, False, "all")
+    x = torch.randn(7, 2, 6, generator=torch.Generator().manual_seed(2))
+    low, opts = lowered(model, x, "cortex-m55")
+    (entry,) = installed(opts, EmlkitLstm).report()["lowered"]
+    assert entry["cell_out"] and installed(opts, LstmAsLayers).report()["rewritten"]
+    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
+    (y, h, c), (fy, fh, fc) = reference.run_lowered(low.edge, (x,)), model(x)
+    assert torch.equal(h[0], y[-1]) and h.shape == fh.shape and c.shape == fc.shape
+    assert min(_snr(y, fy.detach()), _snr(h, fh.detach()), _snr(c, fc.detach())) > 33.0
 
 
 @pytest.mark.parametrize("kw, read", [({"num_layers": 2}, "c_n"), ({"proj_size": 3}, "seq")])
