@@ -391,6 +391,8 @@ def _bilinear_out_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, 
 # state_bytes: 0, or lstm_state_bytes(B, H) in a streaming program (--streaming-state): the call keeps its last h
 # codes and c in that many bytes of per-call runtime memory across executions and starts from them (from the zero
 # state after load or eml_reset_state). lstm_reference's h0/c0 give that initial state on the host.
+# h0, c0: None (the zero initial state), or both: a given initial state, h0 int8 h codes and c0 int16 cells in the
+# cell format, each B * H elements (a model's (h0, c0) input, [1, B, H]); not with state_bytes.
 LSTM_GATE_FRAC = 12       # gate pre-activations in Q3.12: [-8, 8), where sigmoid and tanh are within 2^-11 of 0/1
 LSTM_TABLE_STEP = 7       # 2^7 input codes between table entries: 513 entries span the int16 range
 LSTM_TABLE_LEN = (1 << (16 - LSTM_TABLE_STEP)) + 1
@@ -399,10 +401,11 @@ LSTM_MAX_FEATURES = 1 << 14
 
 lib.define("lstm(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
            "int input_zero_point, int output_zero_point, int cell_frac_bits, int output_multiplier, "
-           "int output_shift, int state_bytes=0) -> (Tensor, Tensor)")
+           "int output_shift, int state_bytes=0, Tensor? h0=None, Tensor? c0=None) -> (Tensor, Tensor)")
 lib.define("lstm.out(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
            "int input_zero_point, int output_zero_point, int cell_frac_bits, int output_multiplier, "
-           "int output_shift, int state_bytes=0, *, Tensor(a!) out, Tensor(b!) cell) -> (Tensor(a!), Tensor(b!))")
+           "int output_shift, int state_bytes=0, Tensor? h0=None, Tensor? c0=None, *, Tensor(a!) out, Tensor(b!) cell) "
+           "-> (Tensor(a!), Tensor(b!))")
 RNN_STATE_HEADER = 8      # the kept state's first word says whether it holds a state yet (zeroed: none)
 
 
@@ -493,7 +496,11 @@ def lstm_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias
     k = cell_frac_bits
     h = torch.zeros(b, hid, dtype=torch.int64)          # h codes minus the output zero point
     c = torch.zeros(b, hid, dtype=torch.int64)
+    if (h0 is None) != (c0 is None):
+        raise ValueError("emlkit::lstm: h0 and c0 must be given together, and not with state_bytes")
     if h0 is not None and c0 is not None:
+        if h0.dtype != torch.int8 or c0.dtype != torch.int16 or h0.numel() != b * hid or c0.numel() != b * hid:
+            raise ValueError("emlkit::lstm: h0 must be int8 and c0 int16, each with B * H elements")
         h, c = h0.to(torch.int64).reshape(b, hid) - output_zero_point, c0.to(torch.int64).reshape(b, hid)
     ys = []
     for t in range(steps):
@@ -514,30 +521,40 @@ def lstm_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias
 @register_fake("emlkit::lstm")
 def _lstm_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
                tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-               cell_frac_bits: int, output_multiplier: int, output_shift: int,
-               state_bytes: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+               cell_frac_bits: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
+               h0: torch.Tensor | None = None, c0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     hid = w_hh.shape[1]
     batch = x.shape[0] if batch_first else x.shape[1]
     return (x.new_empty((x.shape[0], x.shape[1], hid), dtype=torch.int8),
             x.new_empty((batch, hid), dtype=torch.int16))
 
 
+def _given_state_alone(state_bytes: int, h0: torch.Tensor | None) -> None:
+    """The op's rule (the firmware's prepare check): a given h0/c0 never in a streaming call, which starts from its
+    kept state (lstm_reference's h0/c0 also stand for that state on the host, reference.py)."""
+    if h0 is not None and state_bytes:
+        raise ValueError("emlkit::lstm: h0 and c0 must be given together, and not with state_bytes")
+
+
 @impl(lib, "lstm", "CompositeExplicitAutograd")
 def _lstm_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
                tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-               cell_frac_bits: int, output_multiplier: int, output_shift: int,
-               state_bytes: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+               cell_frac_bits: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
+               h0: torch.Tensor | None = None, c0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    _given_state_alone(state_bytes, h0)
     return lstm_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                          cell_frac_bits, output_multiplier, output_shift, state_bytes)
+                          cell_frac_bits, output_multiplier, output_shift, state_bytes, h0, c0)
 
 
 @impl(lib, "lstm.out", "CompositeExplicitAutograd")
 def _lstm_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
                    tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-                   cell_frac_bits: int, output_multiplier: int, output_shift: int, state_bytes: int = 0, *,
+                   cell_frac_bits: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
+                   h0: torch.Tensor | None = None, c0: torch.Tensor | None = None, *,
                    out: torch.Tensor, cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    _given_state_alone(state_bytes, h0)
     y, c = lstm_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                          cell_frac_bits, output_multiplier, output_shift, state_bytes)
+                          cell_frac_bits, output_multiplier, output_shift, state_bytes, h0, c0)
     out.copy_(y)
     cell.copy_(c)
     return out, cell

@@ -95,7 +95,7 @@ def _streaming_rnn(target: Any, args: Any, kwargs: Any, key: str, stream: Stream
     if name not in ("emlkit::lstm", "emlkit::gru") or kwargs or len(args) < (13 if name == "emlkit::lstm" else 14):
         return None
     gru = name == "emlkit::gru"
-    if not args[-1]:
+    if not args[13 if gru else 12]:        # state_bytes (a given h0/c0 follows it, never with it)
         return None
     x, batch_first = args[0], args[6]
     prev = stream.get(key)

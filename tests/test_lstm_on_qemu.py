@@ -1,9 +1,10 @@
 """int8 LSTM and GRU (emlkit::lstm, emlkit::gru, issue 30) on the device under QEMU: a model with a batch_first
-LSTM over a batch of two, a sequence-first LSTM feeding a Linear, a two-layer bidirectional LSTM whose h_n is read,
-an LSTMCell, a two-layer bidirectional GRU (output and h_n) and a GRUCell compiles without --allow-float (no float
-op), and the device's outputs equal the host reference bit for bit on cortex-m55 (MVE build), cortex-m4 (DSP
+LSTM over a batch of two whose c_n is read too, a sequence-first LSTM feeding a Linear, a two-layer bidirectional
+LSTM whose h_n is read, an LSTMCell, a two-layer bidirectional GRU (output and h_n) and a GRUCell compiles
+without --allow-float (no float op), and the device's outputs equal the host reference bit for bit on cortex-m55 (MVE build), cortex-m4 (DSP
 build) and cortex-m0plus (the Armv6-M image on the an385-m0plus stand-in: the micro:bit's 16 KiB RAM is too small
-for this model; tests/models/lstm_kws.py fits it)."""
+for this model; tests/models/lstm_kws.py fits it). Likewise an LSTM from a given (h0, c0), the model's inputs,
+whose h_n and c_n are read."""
 
 from __future__ import annotations
 
@@ -27,15 +28,22 @@ _MODEL = module_source("""
     self.d = nn.LSTMCell(6, 5)
     self.e = nn.GRU(6, 7, num_layers=2, batch_first=True, bidirectional=True)
     self.f = nn.GRUCell(6, 4)""", """
-    ya, _ = self.a(x)
+    ya, (_, ca) = self.a(x)
     yb, _ = self.b(x.transpose(0, 1))
     _, (h, _) = self.c(x)
     ye, he = self.e(x)
-    return ya, self.fc(yb[-1]), h[-1], self.d(x[:, 3])[0], ye, he, self.f(x[:, 2])""", "torch.randn(2, 7, 6)", name="Lstms", seed=5)
+    return ya, self.fc(yb[-1]), h[-1], self.d(x[:, 3])[0], ye, he, self.f(x[:, 2]), ca""", "torch.randn(2, 7, 6)", name="Lstms", seed=5)
 
 
-@pytest.mark.parametrize("target, board", [("cortex-m55", []), ("cortex-m4", []),
-                                           ("cortex-m0plus", ["--board", "an385-m0plus"])])
+_TARGETS = [("cortex-m55", []), ("cortex-m4", []), ("cortex-m0plus", ["--board", "an385-m0plus"])]
+_GIVEN = module_source("""
+    self.a = nn.LSTM(6, 12, batch_first=True)""", """
+    y, (h, c) = self.a(x, (h0, c0))
+    return y, h, c""", "torch.randn(2, 7, 6), torch.tanh(torch.randn(1, 2, 12)), torch.randn(1, 2, 12)", name="Given",
+                       seed=3).replace("def forward(self, x):", "def forward(self, x, h0, c0):")
+
+
+@pytest.mark.parametrize("target, board", _TARGETS)
 def test_lstm_int8_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str]) -> None:
     (tmp_path / "lstms.py").write_text(_MODEL)
     proc = subprocess.run([sys.executable, "-m", "emlkit", "run", str(tmp_path / "lstms.py"), "--target", target,
@@ -45,8 +53,27 @@ def test_lstm_int8_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[st
     diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)
     assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
     cells = " ".join(diffs.group(1).split()).split(",")
-    assert [d.split()[0] for d in cells] == ["0"] * 7, diffs.group(1)
+    assert [d.split()[0] for d in cells] == ["0"] * 8, diffs.group(1)
     (report,) = (tmp_path / "o").glob("*.json")
     rep = json.loads(report.read_text())
     assert rep["ops"].get("emlkit::lstm") == 7 and rep["ops"].get("emlkit::gru") == 5, rep["ops"]
+    assert not [op for op in rep["ops"] if op.startswith("aten::") and op.split(".")[0] not in DATA_MOVEMENT], rep["ops"]
+
+
+@pytest.mark.parametrize("target, board", _TARGETS)
+def test_lstm_given_state_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str]) -> None:
+    """h0 and c0 as model inputs: quantized on the device (h0 to int8 at h's qparams, c0 to the int16 cell) and
+    fed to emlkit::lstm; y, h_n (its last step) and c_n equal the host reference, no float op."""
+    (tmp_path / "given.py").write_text(_GIVEN)
+    proc = subprocess.run([sys.executable, "-m", "emlkit", "run", str(tmp_path / "given.py"), "--target", target,
+                           *board, "-o", str(tmp_path / "o")], cwd=tmp_path, env=dict(os.environ), capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)
+    assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
+    assert [d.split()[0] for d in " ".join(diffs.group(1).split()).split(",")] == ["0"] * 3, diffs.group(1)
+    (report,) = (tmp_path / "o").glob("*.json")
+    rep = json.loads(report.read_text())
+    (entry,) = rep["emlkit_lstm"]["lowered"]
+    assert entry["given_state"] and entry["cell_out"] and rep["ops"].get("emlkit::lstm") == 1, rep["ops"]
     assert not [op for op in rep["ops"] if op.startswith("aten::") and op.split(".")[0] not in DATA_MOVEMENT], rep["ops"]

@@ -3,8 +3,8 @@ quantized GRU layer -> `emlkit::gru`.
 
 Matches `dequantize(x_q, s_x, zp_x) -> aten.lstm.input -> getitem 0 -> quantize(s_h, zp_h)`, int8 per-tensor, the
 forms lstm_output_qparams.py annotates (graph.lstm_layer: one unidirectional layer, batch_first either way, any
-sequence length, zero initial state, only the sequence output read; lstm_as_layers.py has split stacked layers and
-expressed h_n through the sequence output).
+sequence length, zero initial state or for an LSTM a given one, the sequence output and for an LSTM c_n read;
+lstm_as_layers.py has split stacked layers and expressed h_n through the sequence output).
 
 Emits `emlkit::lstm(x_q, w_ih, w_hh, bias, requant, tables, batch_first, zp_x, zp_h, K, M, T)` (semantics in
 emlkit/emlkit_ops.py) and reads its first output. At compile time: W_ih and W_hh quantized to int8 per gate row
@@ -16,6 +16,15 @@ Cell state: int16 with K = 15 - B fraction bits, B = min(ceil(log2 T), 4). |c_t|
 f c_{t-1} + i g with f, i, |g| < 1 and c_{-1} = 0), so up to T = 16 steps the cell can never saturate; longer
 sequences keep 4 integer bits (|c| < 16, where tanh(c) is 1 to within 2^-45) and saturate beyond. A fixed rule,
 not a calibrated range, so the program does not depend on the calibration set reaching the largest cell values.
+A read c_n is that cell, the op's second output, dequantized at scale 2^-K (int16, zero point 0) and unsqueezed to
+nn.LSTM's [1, B, H]: 41.0-43.8 dB SNR against the float model in the tests.
+
+Given state: an LSTM's (h0, c0) that are the model's inputs ([1, B, H] each, not constants) become the op's h0
+and c0: h0 the int8 codes of the dequantize lstm_output_qparams.py put on its edge (h's qparams, which the
+sequence output shares), c0 quantized to the int16 cell at 2^-K in the program, and K = 11 (a given c0 bounds
+no cell value, so the long-sequence rule). y 35.6-38.6 dB and c_n 40.3-45.3 dB SNR against the float model in the
+tests with h0 in (-1, 1). A GRU's given h0, a constant or computed state stay float (refused under --streaming-state,
+which starts from its kept state).
 
 Accuracy (random weights, tests/passes/test_emlkit_lstm.py): the sequence output is 38.4-43.0 dB SNR against the
 float model over five shapes (1 to 40 steps), within 2.6 dB of the program where the LSTM ran in float between
@@ -147,9 +156,10 @@ class EmlkitLstm(Pass):
             elif self.streaming:
                 kind = "GRU" if n.target in GRU_OPS else "LSTM"
                 raise AotError(f"--streaming-state: the {kind} {n.name} ({source_line(n)}) has no int8 kernel here "
-                               f"(run -v for why: e.g. a given initial state, a read c_n, or its input or output not "
-                               f"int8), and in float it would not keep its state: make it a plain nn.{kind} whose "
-                               f"output is quantized, or compile without --streaming-state", EXIT_UNSUPPORTED)
+                               f"(run -v for why: e.g. a given initial state, a stacked LSTM's read c_n, or its input "
+                               f"or output not int8), and in float it would not keep its state: make it a plain "
+                               f"nn.{kind} whose output is quantized, or compile without --streaming-state",
+                               EXIT_UNSUPPORTED)
         if self.lowered:
             gm.graph.eliminate_dead_code()
             gm.graph.lint()
@@ -179,26 +189,46 @@ class EmlkitLstm(Pass):
         if consts is None:
             log.info("LSTM %s left in float: a weight or output scale is outside the requantization's range", n.name)
             return None
-        k = 15 - MAX_CELL_INT_BITS if self.streaming else cell_frac_bits(steps)
+        cell_out = layer.cell_out
+        if cell_out is not None and _used_before(cell_out, q):
+            log.info("LSTM %s left in float: its c_n is read before its sequence output is quantized", n.name)
+            return None
+        state: tuple[Any, ...] = ()
+        if layer.state is not None:
+            h0 = layer.state[0]
+            if self.streaming or not (h0.op == "call_function" and h0.target in DQ_TARGETS and
+                                      per_tensor_qparams(h0) and qparams(h0)[:2] == (s_h, zp_h) and
+                                      qparams(h0)[4] == torch.int8):
+                log.info("LSTM %s left in float: its given h0 is not in its output's int8 codes (or the program "
+                         "streams its state)", n.name)
+                return None
+        # a given c0 bounds no cell value: the long-sequence format (4 integer bits) whatever T
+        k = 15 - MAX_CELL_INT_BITS if self.streaming or layer.state is not None else cell_frac_bits(steps)
         batch = int(xs[0] if layer.batch_first else xs[1])
         hid = int(layer.w_hh.shape[1])
-        state = ((eo.gru_state_bytes if layer.gru else eo.lstm_state_bytes)(batch, hid) if self.streaming else 0)
+        state_bytes = ((eo.gru_state_bytes if layer.gru else eo.lstm_state_bytes)(batch, hid) if self.streaming
+                       else 0)
         names = [add_parameter(gm, f"{n.name}_{key}", consts[key])
                  for key in ("w_ih", "w_hh", "bias", "requant", "tables")]
         g = gm.graph
         consts_nodes = get_attrs(gm, q, names, getattr(out.meta.get("val"), "fake_mode", None))
         with g.inserting_before(q):
+            if layer.state is not None:
+                c0 = g.call_function(torch.ops.quantized_decomposed.quantize_per_tensor.default,
+                                     (layer.state[1], 2.0 ** -k, 0, -32768, 32767, torch.int16))
+                state = (layer.state[0].args[0], c0)
             if layer.gru:
                 new = y = g.call_function(torch.ops.emlkit.gru.default,
                                           (dq.args[0], *consts_nodes, int(layer.batch_first), zp_x, zp_h,
                                            consts["h_mult"], consts["h_shift"], consts["mult"], consts["shift"],
-                                           state))
+                                           state_bytes))
             else:
                 new = g.call_function(torch.ops.emlkit.lstm.default,
                                       (dq.args[0], *consts_nodes, int(layer.batch_first), zp_x, zp_h, k,
-                                       consts["mult"], consts["shift"], state))
+                                       consts["mult"], consts["shift"], state_bytes, *state))
                 y = g.call_function(operator.getitem, (new, 0))
-        copy_meta(n, [new, y] if new is not y else [new])
+            cell_nodes = _cell_output(g, new, k) if cell_out is not None else []
+        copy_meta(n, ([new, y] if new is not y else [new]) + cell_nodes + list(state[1:]))
         # convert_pt2e's quantize nodes carry no value meta: the LSTM's own output value gives y's shape, so a
         # later layer reading y sees its shape (graph.shape_of)
         ov = out.meta.get("val")
@@ -210,13 +240,37 @@ class EmlkitLstm(Pass):
                 y.meta["val"] = torch.empty_like(ov, dtype=torch.int8)
                 if new is not y:
                     new.meta["val"] = (y.meta["val"], cell)
+                if state:
+                    state[1].meta["val"] = torch.empty((1, *cell.shape), dtype=torch.int16)
+                if cell_nodes:
+                    cell_nodes[0].meta["val"] = cell
+                    cell_nodes[1].meta["val"] = torch.empty(cell.shape, dtype=torch.float32)
+                    cell_nodes[2].meta["val"] = torch.empty((1, *cell.shape), dtype=torch.float32)
         q.replace_all_uses_with(y)
+        if cell_out is not None:
+            cell_out.replace_all_uses_with(cell_nodes[-1])
         for dead in (q, out, *[u for u in list(n.users)], n):
             if not dead.users and dead in g.nodes:
                 g.erase_node(dead)
-        if not dq.users:
-            g.erase_node(dq)
+        for d in (dq, *(layer.state or ())[:1]):
+            if not d.users:
+                g.erase_node(d)
         return {"node": n.name, "kind": "gru" if layer.gru else "lstm", "steps": steps,
                 "hidden": int(layer.w_hh.shape[1]), "batch_first": layer.batch_first,
                 "cell_frac_bits": None if layer.gru else k, "in_scale": s_x, "out_scale": s_h,
-                "state_bytes": state}
+                "state_bytes": state_bytes, "cell_out": cell_out is not None, "given_state": bool(state)}
+
+
+def _used_before(node: torch.fx.Node, q: torch.fx.Node) -> bool:
+    """Whether a user of NODE comes before Q in the graph (the cell output is built where Q is)."""
+    order = {m: i for i, m in enumerate(node.graph.nodes)}
+    return any(order[u] < order[q] for u in node.users)
+
+
+def _cell_output(g: torch.fx.Graph, new: torch.fx.Node, k: int) -> list[torch.fx.Node]:
+    """c_n as nn.LSTM returns it, float [1, B, H], from the op's int16 cell (real c * 2^-K): getitem, dequantize,
+    unsqueeze."""
+    cell = g.call_function(operator.getitem, (new, 1))
+    real = g.call_function(torch.ops.quantized_decomposed.dequantize_per_tensor.default,
+                           (cell, 2.0 ** -k, 0, -32768, 32767, torch.int16))
+    return [cell, real, g.call_function(torch.ops.aten.unsqueeze.default, (real, 0))]

@@ -802,8 +802,9 @@ def lstm_zero_state(gm: torch.fx.GraphModule, node: Any) -> bool:
 
 @dataclass
 class LstmLayer:
-    """One `aten.lstm.input` call the int8 kernel takes: a single unidirectional layer with zero initial state,
-    constant float weights, whose only read output is the sequence (getitem 0)."""
+    """One `aten.lstm.input` call the int8 kernel takes: a single unidirectional layer with zero initial state
+    (an LSTM: or a given one, two distinct tensors other than x), constant float weights, whose read outputs are the
+    sequence (getitem 0) and, for an LSTM, c_n (getitem 2)."""
 
     node: torch.fx.Node
     x: torch.fx.Node
@@ -813,6 +814,17 @@ class LstmLayer:
     batch_first: bool
     output: torch.fx.Node              # the getitem of the sequence output
     gru: bool = False                  # an `aten.gru.input` (gates r, z, n) rather than an LSTM
+    cell_out: torch.fx.Node | None = None  # LSTM: the getitem of c_n when it is read (the kernel's last cell)
+    state: tuple[torch.fx.Node, torch.fx.Node] | None = None   # LSTM: a given (h0, c0), None for zeros
+
+
+def _model_input(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
+    """Whether NODE is one of the model's inputs (a non-constant placeholder), quantized and dequantized or not:
+    a given LSTM state the lowering takes (a constant one would be folded before the kernel reads it)."""
+    while node.op == "call_function" and node.target in (DQ_TARGETS | Q_TARGETS) and \
+            isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+    return node.op == "placeholder" and const_tensor(gm, node) is None
 
 
 def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
@@ -825,9 +837,16 @@ def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
     if xs is None or len(xs) != 3 or num_layers != 1 or train or bidirectional:
         return None
     states = [hx] if gru else hx
-    if not isinstance(states, (list, tuple)) or len(states) != (1 if gru else 2) or \
-            not all(lstm_zero_state(gm, h) for h in states):
+    if not isinstance(states, (list, tuple)) or len(states) != (1 if gru else 2):
         return None
+    given = None
+    if not all(lstm_zero_state(gm, h) for h in states):
+        h0, c0 = states if not gru else (None, None)
+        hs = shape_of(h0) if isinstance(h0, torch.fx.Node) else None
+        if hs is None or not isinstance(c0, torch.fx.Node) or shape_of(c0) != hs or len(set((h0, c0, x))) != 3 or \
+                not _model_input(gm, h0) or not _model_input(gm, c0):
+            return None                    # a GRU's given h0, or a state not given as the model's inputs
+        given = (h0, c0)
     consts = [const_tensor(gm, p) for p in params] if isinstance(params, (list, tuple)) else []
     if len(consts) != (4 if has_biases else 2) or any(c is None or not c.is_floating_point() for c in consts):
         return None
@@ -848,6 +867,12 @@ def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
         if u.op != "call_function" or u.target is not operator.getitem:
             return None
         outs[u.args[1]] = u
-    if set(outs) - {0, 1, 2} or 0 not in outs or any(outs[k].users for k in (1, 2) if k in outs):
-        return None                        # h_n / c_n read: not written by the int8 kernel yet
-    return LstmLayer(n, x, w_ih.detach().double(), w_hh.detach().double(), bias, bool(batch_first), outs[0], gru)
+    # h_n read: lstm_as_layers.py expresses it through the sequence output first; c_n: the kernel's last cell
+    if set(outs) - {0, 1, 2} or 0 not in outs or (1 in outs and outs[1].users) or \
+            (2 in outs and outs[2].users and gru):
+        return None
+    cell = outs[2] if 2 in outs and outs[2].users else None
+    if given is not None and shape_of(given[0]) != (1, xs[0] if batch_first else xs[1], hid):
+        return None
+    return LstmLayer(n, x, w_ih.detach().double(), w_hh.detach().double(), bias, bool(batch_first), outs[0], gru,
+                     cell, given)

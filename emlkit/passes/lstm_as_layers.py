@@ -2,7 +2,8 @@
 quantization, Cortex-M).
 
 Matches, in the exported float graph: `aten.lstm.input` (nn.LSTM) with zero initial state, in eval mode, whose c_n
-is not read, when it has several layers, two directions or its h_n is read; `aten.lstm_cell` (nn.LSTMCell) with
+is not read, when it has several layers, two directions or its h_n is read (one layer, one direction with a given
+state or a read c_n: its h_n read becomes `unsqueeze(select(y, time, -1), 0)`, the layer stays for the kernel); `aten.lstm_cell` (nn.LSTMCell) with
 zero state whose c is not read (one step of a one-layer LSTM over `unsqueeze(x, 0)`, h its `select(y, 0, 0)`);
 `aten.gru.input` (nn.GRU) and `aten.gru_cell` (nn.GRUCell) the same way.
 
@@ -72,9 +73,9 @@ class LstmAsLayers(NodeRewrite):
             raise AotError(f"--streaming-state: the bidirectional {kind} {n.name} ({source_line(n)}) cannot stream: "
                            "its reverse direction starts from the sequence's end; make it unidirectional or compile "
                            "without --streaming-state", EXIT_UNSUPPORTED)
-        if not isinstance(hx, (list, tuple)) or len(hx) != (1 if gru else 2) or \
-                not all(lstm_zero_state(gm, h) for h in hx):
+        if not isinstance(hx, (list, tuple)) or len(hx) != (1 if gru else 2):
             return False
+        given = not all(lstm_zero_state(gm, h) for h in hx)
         per = 4 if has_biases else 2
         if not isinstance(params, (list, tuple)) or len(params) != per * layers * dirs:
             return False
@@ -83,9 +84,12 @@ class LstmAsLayers(NodeRewrite):
             if u.target is not operator.getitem:
                 return False
             outs[int(u.args[1])] = u
-        if 2 in outs and outs[2].users:
-            return False                     # c_n: the int8 kernel does not write it
         h_n = outs.get(1)
+        if given or (2 in outs and outs[2].users):
+            # the kernel reads a given state and writes c_n for the one layer it runs: that layer stays as it is
+            if gru or layers != 1 or dirs != 1 or h_n is None or not h_n.users:
+                return False
+            return self._h_n_as_last_step(gm, n, outs, xv, bool(batch_first))
         if layers == 1 and dirs == 1 and (h_n is None or not h_n.users):
             return False
         fake = xv.fake_mode
@@ -120,6 +124,28 @@ class LstmAsLayers(NodeRewrite):
         for u in list(n.users):
             g.erase_node(u)
         g.erase_node(n)
+        return True
+
+    def _h_n_as_last_step(self, gm: torch.fx.GraphModule, n: torch.fx.Node, outs: dict[int, torch.fx.Node],
+                          xv: torch.Tensor, batch_first: bool) -> bool:
+        """A one-layer LSTM with a given state or a read c_n: kept, its h_n read as `unsqueeze(select(y, time,
+        -1), 0)`."""
+        time = 1 if batch_first else 0
+        order = {m: i for i, m in enumerate(gm.graph.nodes)}
+        h_n, y = outs[1], outs.get(0)
+        if int(xv.shape[time]) < 1 or (y is not None and order[y] > order[h_n]):
+            return False
+        g, fake, made = gm.graph, xv.fake_mode, []
+        with g.inserting_before(h_n):
+            if y is None:
+                y = g.call_function(operator.getitem, (n, 0))
+                y.meta["val"] = n.meta["val"][0]
+                made.append(y)
+            last = self._call(g, aten.select.int, (y, time, -1), fake, made)
+            hn = self._call(g, aten.unsqueeze.default, (last, 0), fake, made)
+        copy_meta(n, made)
+        h_n.replace_all_uses_with(hn)
+        g.erase_node(h_n)
         return True
 
     def _cell(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:

@@ -11,7 +11,7 @@
 enum { RNN_X, RNN_W_IH, RNN_W_HH, RNN_BIAS, RNN_REQUANT, RNN_TABLES, RNN_BATCH_FIRST, RNN_X_ZP, RNN_H_ZP };
 enum { ELSTM_X = RNN_X, ELSTM_W_IH = RNN_W_IH, ELSTM_W_HH = RNN_W_HH, ELSTM_BIAS = RNN_BIAS, ELSTM_REQUANT = RNN_REQUANT,
        ELSTM_TABLES = RNN_TABLES, ELSTM_BATCH_FIRST = RNN_BATCH_FIRST, ELSTM_X_ZP = RNN_X_ZP, ELSTM_H_ZP = RNN_H_ZP,
-       ELSTM_CELL_FRAC, ELSTM_OUT_MULT, ELSTM_OUT_SHIFT, ELSTM_STATE_BYTES, ELSTM_OUT, ELSTM_CELL };
+       ELSTM_CELL_FRAC, ELSTM_OUT_MULT, ELSTM_OUT_SHIFT, ELSTM_STATE_BYTES, ELSTM_H0, ELSTM_C0, ELSTM_OUT, ELSTM_CELL };
 /* emlkit::gru.out(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
  * h_multiplier, h_shift, output_multiplier, output_shift, state_bytes, out): the LSTM's checks with three gate rows
  * per unit, bias [4H] (the x-side biases, then b_hn) and h's Q0.15 requantization. */
@@ -146,13 +146,15 @@ ET_PREPARE et_status op_emlkit_lstm_out_prepare(et_kernel_ctx *ctx, et_value **a
                                   "requant must be int32 [4H, 4]",
                                   "requant multipliers must be in [2^30, 2^31) and shifts in [1, 62]"};
   rnn_args a;
-  et_tensor *cell;
+  et_tensor *cell, *h0, *c0;
   int32_t v, hid;
   if (nargs < ELSTM_CELL + 1 || nargs > ELSTM_CELL + 3)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: got %u arguments, expected %u (schema args + out + cell)", op,
                    (unsigned)nargs, (unsigned)(ELSTM_CELL + 1));
   CM_TRY(rnn_fetch(ctx, op, args, ELSTM_OUT, &a));
   CM_TRY(cm_tensor(ctx, op, args, ELSTM_CELL, "cell", false, &cell));
+  CM_TRY(cm_tensor(ctx, op, args, ELSTM_H0, "h0", true, &h0));
+  CM_TRY(cm_tensor(ctx, op, args, ELSTM_C0, "c0", true, &c0));
   CM_TRY(cm_int(ctx, op, args, ELSTM_CELL_FRAC, "cell_frac_bits", 11, 15, &v));
   CM_TRY(cm_int(ctx, op, args, ELSTM_OUT_MULT, "output_multiplier", (int64_t)1 << 30, INT32_MAX, &v));
   CM_TRY(cm_int(ctx, op, args, ELSTM_OUT_SHIFT, "output_shift", 1, 62, &v));
@@ -162,6 +164,16 @@ ET_PREPARE et_status op_emlkit_lstm_out_prepare(et_kernel_ctx *ctx, et_value **a
   const int32_t batch = a.batch_first ? a.x->sizes[0] : a.x->sizes[1];
   if (cell->dim != 2 || cell->sizes[0] != batch || cell->sizes[1] != hid)
     return rnn_fail(ctx, op, "cell must be int16 [B, H]");
+  /* a given initial state (the model's h0, c0): both or neither, B * H codes each, not in a streaming call */
+  if ((h0 == NULL) != (c0 == NULL) || (h0 && cm_i(args, ELSTM_STATE_BYTES) != 0))
+    return rnn_fail(ctx, op, "h0 and c0 must be given together, and not with state_bytes");
+  if (h0 && (h0->dtype != ET_DT_CHAR || c0->dtype != ET_DT_SHORT || et_tensor_numel(h0) != (size_t)batch * hid ||
+             et_tensor_numel(c0) != (size_t)batch * hid || !h0->data || !c0->data))
+    return rnn_fail(ctx, op, "h0 must be int8 and c0 int16, each with B * H elements");
+  if (h0) {
+    CM_TRY(cm_contiguous(ctx, op, h0, "h0"));
+    CM_TRY(cm_contiguous(ctx, op, c0, "c0"));
+  }
   return rnn_state_check(ctx, op, args, ELSTM_STATE_BYTES, RNN_STATE_HEADER + 3 * (int64_t)batch * hid,
                          "8 + 3 * B * H (a streaming call's header, int16 c and int8 h codes)");
 }
@@ -180,10 +192,16 @@ et_status op_emlkit_lstm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs
   int16_t *const keep_c = st ? (int16_t *)(void *)(st + 1) : NULL;
   int8_t *const keep_h = st ? (int8_t *)(keep_c + bh) : NULL;
   if (st && st->started) memcpy(cell, keep_c, bh * sizeof *cell);
+  const et_value *const h0v = args[ELSTM_H0];
+  const int8_t *h0 = st && st->started ? keep_h : NULL;
+  if (h0v->tag == ET_TAG_TENSOR) { /* a given initial state (prepare: with c0, never streaming) */
+    memcpy(cell, args[ELSTM_C0]->u.t->data, bh * sizeof *cell);
+    h0 = (const int8_t *)h0v->u.t->data;
+  }
   emk_emlkit_lstm_s8(&p, (const int8_t *)args[ELSTM_X]->u.t->data, y, cell,
                      (const int8_t *)args[ELSTM_W_IH]->u.t->data, (const int8_t *)args[ELSTM_W_HH]->u.t->data,
                      (const int32_t *)args[ELSTM_BIAS]->u.t->data, (const int32_t *)args[ELSTM_REQUANT]->u.t->data,
-                     (const int16_t *)args[ELSTM_TABLES]->u.t->data, st && st->started ? keep_h : NULL);
+                     (const int16_t *)args[ELSTM_TABLES]->u.t->data, h0);
   if (st && d.steps > 0) {
     memcpy(keep_c, cell, bh * sizeof *cell);
     rnn_keep_h(keep_h, y, d.batch, d.steps, d.hid, d.batch_first);
