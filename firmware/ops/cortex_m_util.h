@@ -346,4 +346,25 @@ static inline bool cm_io(et_value **args, uint32_t in_slot, uint32_t out_slot, c
   return et_tensor_numel(*out) != 0;
 }
 
+/* cm_io, then `in` viewed around `dim` as v = {outer, len, inner} (the dim wherever the dim order puts it). */
+static inline bool cm_io_view(et_value **args, uint32_t in_slot, uint32_t out_slot, int32_t dim, const et_tensor **in,
+                              et_tensor **out, int32_t v[3]) {
+  if (!cm_io(args, in_slot, out_slot, in, out)) return false;
+  cm_dim_view(*in, dim, &v[0], &v[1], &v[2]);
+  return true;
+}
+
+/* cm_io for the pair cm_s8_map_pair checked, as the kernels' NHWC: `images` maps of `channels` channels (contiguous
+ * NCHW is N * C one-channel maps). Prepare saw one of the two layouts; a tensor can be both (one channel, or a 1x1
+ * map): ask both tensors. */
+static inline bool cm_s8_map_io(et_value **args, uint32_t in_slot, uint32_t out_slot, const et_tensor **in,
+                                et_tensor **out, int32_t *images, int32_t *channels) {
+  if (!cm_io(args, in_slot, out_slot, in, out)) return false;
+  const int32_t n = (*in)->sizes[0], c = (*in)->sizes[1];
+  const bool nhwc = cm_layout_is(*in, cm_nhwc_order) && cm_layout_is(*out, cm_nhwc_order);
+  *images = nhwc ? n : n * c;
+  *channels = nhwc ? c : 1;
+  return true;
+}
+
 #endif

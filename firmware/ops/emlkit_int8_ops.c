@@ -77,10 +77,9 @@ et_status op_emlkit_prelu_out(et_kernel_ctx *ctx, et_value **args, uint32_t narg
   (void)ctx, (void)nargs;
   const et_tensor *in;
   et_tensor *out;
-  if (!cm_io(args, EPRELU_IN, EPRELU_OUT, &in, &out)) return ET_OK;
-  int32_t outer, c, inner;
-  cm_dim_view(in, 1, &outer, &c, &inner); /* the channel dim wherever the dim order puts it */
-  emk_emlkit_prelu_s8((const int8_t *)in->data, (int8_t *)out->data, outer, c, inner,
+  int32_t v[3]; /* around the channel dim */
+  if (!cm_io_view(args, EPRELU_IN, EPRELU_OUT, 1, &in, &out, v)) return ET_OK;
+  emk_emlkit_prelu_s8((const int8_t *)in->data, (int8_t *)out->data, v[0], v[1], v[2],
                       (const int32_t *)args[EPRELU_NEG]->u.t->data, cm_i(args, EPRELU_IN_ZP),
                       cm_i(args, EPRELU_OUT_ZP), cm_i(args, EPRELU_MULT), cm_i(args, EPRELU_SHIFT));
   return ET_OK;
@@ -101,10 +100,6 @@ ET_PREPARE static et_status window_table(et_kernel_ctx *ctx, const char *op, con
     if (v[2 * i + 1] - v[2 * i] > *widest) *widest = v[2 * i + 1] - v[2 * i];
   }
   return ET_OK;
-}
-
-static bool aap_nhwc(const et_tensor *in, const et_tensor *out) {
-  return cm_layout_is(in, cm_nhwc_order) && cm_layout_is(out, cm_nhwc_order);
 }
 
 ET_PREPARE et_status op_emlkit_adaptive_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
@@ -131,12 +126,10 @@ et_status op_emlkit_adaptive_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args,
   (void)ctx, (void)nargs;
   const et_tensor *in;
   et_tensor *out;
-  if (!cm_io(args, EAAP_IN, EAAP_OUT, &in, &out)) return ET_OK;
-  const int32_t n = in->sizes[0], c = in->sizes[1];
-  /* prepare saw one of the two pairs; a tensor can be both (one channel, or a 1x1 map): ask both tensors */
-  const bool nchw = !aap_nhwc(in, out);
-  emk_emlkit_adaptive_avg_pool2d_s8((const int8_t *)in->data, (int8_t *)out->data, nchw ? n * c : n, in->sizes[2],
-                                    in->sizes[3], nchw ? 1 : c, out->sizes[2], out->sizes[3],
+  int32_t images, c;
+  if (!cm_s8_map_io(args, EAAP_IN, EAAP_OUT, &in, &out, &images, &c)) return ET_OK;
+  emk_emlkit_adaptive_avg_pool2d_s8((const int8_t *)in->data, (int8_t *)out->data, images, in->sizes[2],
+                                    in->sizes[3], c, out->sizes[2], out->sizes[3],
                                     (const int32_t *)args[EAAP_ROWS]->u.t->data,
                                     (const int32_t *)args[EAAP_COLS]->u.t->data,
                                     (const int32_t *)args[EAAP_REQUANT]->u.t->data, cm_i(args, EAAP_IN_ZP),

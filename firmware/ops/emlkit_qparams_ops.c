@@ -42,10 +42,9 @@ et_status op_emlkit_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t na
   (void)ctx, (void)nargs;
   const et_tensor *in;
   et_tensor *out;
-  if (!cm_io(args, ESOFTMAX_IN, ESOFTMAX_OUT, &in, &out)) return ET_OK;
-  int32_t outer, len, inner;
-  cm_dim_view(in, cm_i(args, ESOFTMAX_DIM), &outer, &len, &inner);
-  emk_emlkit_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, outer, len, inner,
+  int32_t v[3]; /* around dim */
+  if (!cm_io_view(args, ESOFTMAX_IN, ESOFTMAX_OUT, cm_i(args, ESOFTMAX_DIM), &in, &out, v)) return ET_OK;
+  emk_emlkit_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, v[0], v[1], v[2],
                     (const int32_t *)args[ESOFTMAX_EXP_TABLE]->u.t->data, cm_i(args, ESOFTMAX_OUT_ZP), cm_i(args, ESOFTMAX_MULT), cm_i(args, ESOFTMAX_SHIFT));
   return ET_OK;
 }
@@ -136,12 +135,10 @@ et_status op_emlkit_upsample_bilinear2d_out(et_kernel_ctx *ctx, et_value **args,
   (void)ctx, (void)nargs;
   const et_tensor *in;
   et_tensor *out;
-  if (!cm_io(args, EBIL_IN, EBIL_OUT, &in, &out)) return ET_OK;
-  const int32_t n = in->sizes[0], c = in->sizes[1];
-  /* prepare saw one of the two pairs; a tensor can be both (one channel, or a 1x1 map): ask both tensors */
-  const bool nchw = !(cm_layout_is(in, cm_nhwc_order) && cm_layout_is(out, cm_nhwc_order));
-  emk_emlkit_resize_bilinear_s8((const int8_t *)in->data, (int8_t *)out->data, nchw ? n * c : n, in->sizes[2],
-                                in->sizes[3], nchw ? 1 : c, out->sizes[2], out->sizes[3],
+  int32_t images, c;
+  if (!cm_s8_map_io(args, EBIL_IN, EBIL_OUT, &in, &out, &images, &c)) return ET_OK;
+  emk_emlkit_resize_bilinear_s8((const int8_t *)in->data, (int8_t *)out->data, images, in->sizes[2],
+                                in->sizes[3], c, out->sizes[2], out->sizes[3],
                                 (const int32_t *)args[EBIL_ROWS]->u.t->data,
                                 (const int32_t *)args[EBIL_COLS]->u.t->data, cm_i(args, EBIL_IN_ZP),
                                 cm_i(args, EBIL_OUT_ZP), cm_i(args, EBIL_MULT), cm_i(args, EBIL_SHIFT));
