@@ -252,6 +252,17 @@ def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
     return w2, b2
 
 
+def node_arg(n: torch.fx.Node, i: int, name: str, default: Any = None) -> Any:
+    """Argument `name` of call `n`: positional i if given there, else the keyword, else `default`."""
+    return n.args[i] if len(n.args) > i else n.kwargs.get(name, default)
+
+
+def node_val(x: Any) -> torch.Tensor | None:
+    """The example tensor (meta "val") of a node argument; None for a constant or a node without one."""
+    v = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    return v if isinstance(v, torch.Tensor) else None
+
+
 def shape_of(n: Any) -> tuple[int, ...] | None:
     """Shape of a node's tensor. Q/DQ nodes that convert_pt2e made and the table lookups LUT fusion made
     have no shape meta; all are elementwise: their input's shape."""
