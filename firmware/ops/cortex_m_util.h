@@ -354,16 +354,28 @@ static inline bool cm_io_view(et_value **args, uint32_t in_slot, uint32_t out_sl
   return true;
 }
 
-/* cm_io for the pair cm_s8_map_pair checked, as the kernels' NHWC: `images` maps of `channels` channels (contiguous
- * NCHW is N * C one-channel maps). Prepare saw one of the two layouts; a tensor can be both (one channel, or a 1x1
- * map): ask both tensors. */
-static inline bool cm_s8_map_io(et_value **args, uint32_t in_slot, uint32_t out_slot, const et_tensor **in,
-                                et_tensor **out, int32_t *images, int32_t *channels) {
-  if (!cm_io(args, in_slot, out_slot, in, out)) return false;
-  const int32_t n = (*in)->sizes[0], c = (*in)->sizes[1];
-  const bool nhwc = cm_layout_is(*in, cm_nhwc_order) && cm_layout_is(*out, cm_nhwc_order);
-  *images = nhwc ? n : n * c;
-  *channels = nhwc ? c : 1;
+/* A table-driven int8 map op's eval arguments (pools, resizes: x, rows, cols, ..., out) as the kernels' NHWC:
+ * `images` maps of `c` channels (contiguous NCHW is N * C one-channel maps). */
+typedef struct {
+  const int8_t *in;
+  int8_t *out;
+  int32_t images, ih, iw, c, oh, ow;
+  const int32_t *rows, *cols;
+} cm_s8_map;
+
+/* Fills *m from the pair cm_s8_map_pair checked; false when out is empty. Prepare saw one of the two layouts; a
+ * tensor can be both (one channel, or a 1x1 map): ask both tensors. */
+static inline bool cm_s8_map_io(et_value **args, uint32_t in_slot, uint32_t rows_slot, uint32_t cols_slot,
+                                uint32_t out_slot, cm_s8_map *m) {
+  const et_tensor *in;
+  et_tensor *out;
+  if (!cm_io(args, in_slot, out_slot, &in, &out)) return false;
+  const int32_t n = in->sizes[0], c = in->sizes[1];
+  const bool nhwc = cm_layout_is(in, cm_nhwc_order) && cm_layout_is(out, cm_nhwc_order);
+  m->in = (const int8_t *)in->data, m->out = (int8_t *)out->data;
+  m->images = nhwc ? n : n * c, m->c = nhwc ? c : 1;
+  m->ih = in->sizes[2], m->iw = in->sizes[3], m->oh = out->sizes[2], m->ow = out->sizes[3];
+  m->rows = (const int32_t *)args[rows_slot]->u.t->data, m->cols = (const int32_t *)args[cols_slot]->u.t->data;
   return true;
 }
 

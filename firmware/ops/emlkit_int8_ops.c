@@ -124,14 +124,9 @@ ET_PREPARE et_status op_emlkit_adaptive_avg_pool2d_out_prepare(et_kernel_ctx *ct
 
 et_status op_emlkit_adaptive_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *in;
-  et_tensor *out;
-  int32_t images, c;
-  if (!cm_s8_map_io(args, EAAP_IN, EAAP_OUT, &in, &out, &images, &c)) return ET_OK;
-  emk_emlkit_adaptive_avg_pool2d_s8((const int8_t *)in->data, (int8_t *)out->data, images, in->sizes[2],
-                                    in->sizes[3], c, out->sizes[2], out->sizes[3],
-                                    (const int32_t *)args[EAAP_ROWS]->u.t->data,
-                                    (const int32_t *)args[EAAP_COLS]->u.t->data,
+  cm_s8_map m;
+  if (!cm_s8_map_io(args, EAAP_IN, EAAP_ROWS, EAAP_COLS, EAAP_OUT, &m)) return ET_OK;
+  emk_emlkit_adaptive_avg_pool2d_s8(m.in, m.out, m.images, m.ih, m.iw, m.c, m.oh, m.ow, m.rows, m.cols,
                                     (const int32_t *)args[EAAP_REQUANT]->u.t->data, cm_i(args, EAAP_IN_ZP),
                                     cm_i(args, EAAP_OUT_ZP));
   return ET_OK;

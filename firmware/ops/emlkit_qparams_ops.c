@@ -133,14 +133,10 @@ ET_PREPARE et_status op_emlkit_upsample_bilinear2d_out_prepare(et_kernel_ctx *ct
 
 et_status op_emlkit_upsample_bilinear2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *in;
-  et_tensor *out;
-  int32_t images, c;
-  if (!cm_s8_map_io(args, EBIL_IN, EBIL_OUT, &in, &out, &images, &c)) return ET_OK;
-  emk_emlkit_resize_bilinear_s8((const int8_t *)in->data, (int8_t *)out->data, images, in->sizes[2],
-                                in->sizes[3], c, out->sizes[2], out->sizes[3],
-                                (const int32_t *)args[EBIL_ROWS]->u.t->data,
-                                (const int32_t *)args[EBIL_COLS]->u.t->data, cm_i(args, EBIL_IN_ZP),
-                                cm_i(args, EBIL_OUT_ZP), cm_i(args, EBIL_MULT), cm_i(args, EBIL_SHIFT));
+  cm_s8_map m;
+  if (!cm_s8_map_io(args, EBIL_IN, EBIL_ROWS, EBIL_COLS, EBIL_OUT, &m)) return ET_OK;
+  emk_emlkit_resize_bilinear_s8(m.in, m.out, m.images, m.ih, m.iw, m.c, m.oh, m.ow, m.rows, m.cols,
+                                cm_i(args, EBIL_IN_ZP), cm_i(args, EBIL_OUT_ZP), cm_i(args, EBIL_MULT),
+                                cm_i(args, EBIL_SHIFT));
   return ET_OK;
 }
