@@ -210,10 +210,12 @@ def _layer_norm_out_impl(x: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor
     return out
 
 
-@register_fake("emlkit::quantized_layer_norm")  # type: ignore[misc]
-def _layer_norm_fake(x: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, eps_term: int, shift: int,
-                     out_zero_point: int) -> torch.Tensor:
+def _int8_like(x: torch.Tensor, *_args: object) -> torch.Tensor:
+    """The fake (shape) implementation of the ops whose int8 output has their first argument's shape and layout."""
     return torch.empty_like(x, dtype=torch.int8)
+
+
+register_fake("emlkit::quantized_layer_norm")(_int8_like)  # type: ignore[misc]
 
 
 # ---- softmax and average pool with free output qparams
@@ -264,10 +266,7 @@ def _check_requant(op: str, multiplier: int, shift: int) -> None:
         raise ValueError(f"{op}: multiplier {multiplier} must be in [2^30, 2^31) and shift {shift} in [1, 62]")
 
 
-@register_fake("emlkit::softmax")
-def _softmax_meta(input: torch.Tensor, exp_table: torch.Tensor, dim: int, output_zero_point: int,
-                  output_multiplier: int, output_shift: int) -> torch.Tensor:
-    return torch.empty_like(input, dtype=torch.int8)
+register_fake("emlkit::softmax")(_int8_like)  # type: ignore[misc]
 
 
 @impl(lib, "softmax", "CompositeExplicitAutograd")
@@ -699,10 +698,7 @@ def prelu_reference(x: torch.Tensor, neg: torch.Tensor, input_zero_point: int, o
     return y.clamp(-128, 127).to(torch.int8).contiguous(memory_format=_memory_format(x))
 
 
-@register_fake("emlkit::prelu")
-def _prelu_meta(x: torch.Tensor, neg_requant: torch.Tensor, input_zero_point: int, output_zero_point: int,
-                multiplier: int, shift: int) -> torch.Tensor:
-    return torch.empty_like(x, dtype=torch.int8)
+register_fake("emlkit::prelu")(_int8_like)  # type: ignore[misc]
 
 
 @impl(lib, "prelu", "CompositeExplicitAutograd")
@@ -849,11 +845,7 @@ def floor_divide_reference(a: torch.Tensor, b: torch.Tensor, a_zero_point: int, 
     return y.to(torch.int8).contiguous(memory_format=_memory_format(a))
 
 
-@register_fake("emlkit::floor_divide")
-def _floor_divide_meta(a: torch.Tensor, b: torch.Tensor, a_zero_point: int, b_zero_point: int, a_mantissa: int,
-                       b_mantissa: int, exponent: int, output_zero_point: int, multiplier: int,
-                       shift: int) -> torch.Tensor:
-    return torch.empty_like(a, dtype=torch.int8)
+register_fake("emlkit::floor_divide")(_int8_like)  # type: ignore[misc]
 
 
 @impl(lib, "floor_divide", "CompositeExplicitAutograd")

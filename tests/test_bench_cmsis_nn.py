@@ -4,24 +4,18 @@ checkout and is run by hand (docs/measurements.md)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from script_modules import load_module
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "bench_cmsis_nn.py"
 
 
 def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_cmsis_nn", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    sys.modules["bench_cmsis_nn"] = mod      # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(SCRIPT, register=True)
 
 
 def test_every_core_has_its_board_and_cmsis_build() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from script_modules import load_module
 from toolchain import needs_qemu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,20 +18,7 @@ SCRIPT = ROOT / "scripts" / "fuzz_models.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("fuzz_models", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    sys.modules["fuzz_models"] = mod      # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(SCRIPT, register=True)
 
 
 def test_same_seed_same_model() -> None:
@@ -48,7 +35,7 @@ def test_generated_files_are_standalone_models(tmp_path: Path) -> None:
         kinds.update(b["kind"] for b in spec.blocks)
         p = tmp_path / f"m{i}.py"
         p.write_text(fz.source(spec))
-        mod = _load(p)
+        mod = load_module(p)
         with torch.no_grad():
             y = mod.ModelUnderTest(*mod.ModelInputs)
         assert torch.isfinite(y).all()

@@ -20,17 +20,28 @@ import torch
 
 from emlkit.verify import DATA_MOVEMENT
 
-_MODEL = '''
+# What both models start from: a seeded Conv2d(3, 5) and the image input.
+_PRELUDE = '''
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 
-class Ops(nn.Module):
-    def __init__(self):
+class Seeded(nn.Module):
+    def __init__(self, seed):
         super().__init__()
-        torch.manual_seed(3)
+        torch.manual_seed(seed)
         self.conv = nn.Conv2d(3, 5, 3, padding=1)
+
+
+X = torch.randn(1, 3, 7, 9, generator=torch.Generator().manual_seed(1))
+'''
+
+_MODEL = _PRELUDE + '''
+
+class Ops(Seeded):
+    def __init__(self):
+        super().__init__(3)
         self.prelu = nn.PReLU(5)
         with torch.no_grad():
             self.prelu.weight.copy_(torch.tensor([0.25, -0.5, 0.0, 1.5, 0.1]))
@@ -47,23 +58,17 @@ class Ops(nn.Module):
 
 
 ModelUnderTest = Ops().eval()
-ModelInputs = (torch.randn(1, 3, 7, 9, generator=torch.Generator().manual_seed(1)),
-               torch.rand(1, 3, 7, 9, generator=torch.Generator().manual_seed(2)) + 0.25,
+ModelInputs = (X, torch.rand(1, 3, 7, 9, generator=torch.Generator().manual_seed(2)) + 0.25,
                torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 11, 7]), torch.tensor([0, 4, 4, 9]))
 '''
 
 # Transposed convolutions with output_padding (below and above the padding, and 1-D), in a model of their own: the
 # M0+ runner reports at most 8 outputs.
-_UP_MODEL = '''
-import torch
-import torch.nn as nn
+_UP_MODEL = _PRELUDE + '''
 
-
-class Up(nn.Module):
+class Up(Seeded):
     def __init__(self):
-        super().__init__()
-        torch.manual_seed(4)
-        self.conv = nn.Conv2d(3, 5, 3, padding=1)
+        super().__init__(4)
         self.up = nn.ConvTranspose2d(5, 3, 3, stride=2, padding=1, output_padding=1)
         self.up_tail = nn.ConvTranspose2d(3, 2, (3, 2), stride=(3, 2), output_padding=(2, 1))
         self.up_1d = nn.ConvTranspose1d(3, 4, 4, stride=3, padding=1, output_padding=2)
@@ -73,7 +78,7 @@ class Up(nn.Module):
 
 
 ModelUnderTest = Up().eval()
-ModelInputs = (torch.randn(1, 3, 7, 9, generator=torch.Generator().manual_seed(1)),)
+ModelInputs = (X,)
 '''
 
 # The README's SNR floors against the float model (dB), per output: PReLU, the two pools, floor_divide (a floor

@@ -23,6 +23,15 @@ def _spans(trace: dict, tid: int, cat: str | None = None) -> list[dict]:
     return [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == tid and (cat is None or e["cat"] == cat)]
 
 
+def _inspect_trace(etdp: Path, pte: Path, out: Path) -> dict:
+    """`emlkit inspect --trace` of an ETDump against the program's ETRecord: the trace it wrote."""
+    r = subprocess.run([sys.executable, "-m", "emlkit", "inspect", "--etdump", str(etdp), "--etrecord",
+                        str(pte.with_suffix(".etrecord")), "--trace", str(out)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
 def test_a_host_run_as_a_trace(tmp_path: Path, compiled) -> None:
     """Every instruction of one run on the CPU track, inside the whole run, with the runner's own counts."""
     from emlkit.deploy.sim_host import run_host
@@ -31,11 +40,7 @@ def test_a_host_run_as_a_trace(tmp_path: Path, compiled) -> None:
     etdp, out = tmp_path / "run.etdp", tmp_path / "trace.json"
     res = run_host(cres.bpte, etdump=etdp)
     assert res.status == "pass" and res.raw["cases"] == 1
-    r = subprocess.run([sys.executable, "-m", "emlkit", "inspect", "--etdump", str(etdp), "--etrecord",
-                        str(cres.pte.with_suffix(".etrecord")), "--trace", str(out)], capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    trace = json.loads(out.read_text())
+    trace = _inspect_trace(etdp, cres.pte, out)
     assert _tracks(trace) == {CPU_TID: "CPU", NPU_TID: "NPU"} and trace["otherData"]["unit"] == "ns"
     (whole,) = _spans(trace, CPU_TID, "run")
     ops = _spans(trace, CPU_TID, "op")
@@ -61,11 +66,7 @@ def test_an_ethos_u_run_has_its_npu_track(tmp_path: Path, compiled, target: str)
                        env={**os.environ, "COLUMNS": "200"})  # the summary table's labels unwrapped
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "NPU cycles (estimate, Vela per-op model)" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "emlkit", "inspect", "--etdump", str(etdp), "--etrecord",
-                        str(cres.pte.with_suffix(".etrecord")), "--trace", str(out)], capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    trace = json.loads(out.read_text())
+    trace = _inspect_trace(etdp, cres.pte, out)
     assert _tracks(trace) == {CPU_TID: "CPU", NPU_TID: "NPU"} and trace["otherData"]["unit"] == "instructions"
     (cpu_side,) = _spans(trace, CPU_TID, "delegate")
     (npu,) = _spans(trace, NPU_TID, "npu")

@@ -29,7 +29,8 @@ from typing import Any
 
 import torch
 
-from emlkit.passes.graph import Rewrite, add_parameter, const_tensor, copy_meta, finish, fold_into, get_attrs
+from emlkit.passes.graph import (Rewrite, add_parameter, const_tensor, copy_meta, finish, fold_into, get_attrs,
+                                 node_arg)
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -37,12 +38,6 @@ aten = torch.ops.aten
 POINTWISE = {aten.relu.default, aten.relu_.default, aten.hardtanh.default, aten.hardtanh_.default,
              aten.clamp.default, aten.sigmoid.default, aten.tanh.default, aten.hardswish.default,
              aten.hardsigmoid.default, aten.gelu.default, aten.silu.default, aten.relu6.default}
-
-
-def _arg(n: torch.fx.Node, i: int, name: str, default: Any) -> Any:
-    if len(n.args) > i:
-        return n.args[i]
-    return n.kwargs.get(name, default)
 
 
 def _one(v: Any) -> int:
@@ -118,7 +113,7 @@ class Conv1dAsConv2d(Rewrite):
     def _weights(gm: torch.fx.GraphModule, n: torch.fx.Node) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """The constant 3-D weight and bias (None: no bias) of a 1-D (transposed) convolution; None if not constant."""
         w = const_tensor(gm, n.args[1])
-        b_node = _arg(n, 2, "bias", None)
+        b_node = node_arg(n, 2, "bias", None)
         b = const_tensor(gm, b_node) if b_node is not None else None
         if w is None or w.dim() != 3 or (b_node is not None and b is None):
             return None
@@ -129,10 +124,10 @@ class Conv1dAsConv2d(Rewrite):
         if wb is None:
             return None
         w, b = wb
-        padding = _arg(n, 4, "padding", [0])
+        padding = node_arg(n, 4, "padding", [0])
         if isinstance(padding, str):
             return None           # "same"/"valid" strings: leave them
-        stride, dil, groups = _one(_arg(n, 3, "stride", [1])), _one(_arg(n, 5, "dilation", [1])), _arg(n, 6, "groups", 1)
+        stride, dil, groups = _one(node_arg(n, 3, "stride", [1])), _one(node_arg(n, 5, "dilation", [1])), node_arg(n, 6, "groups", 1)
         w2, b2 = w.detach().clone(), None if b is None else b.detach().clone()
         replaced = n
         users = list(n.users)
@@ -159,8 +154,8 @@ class Conv1dAsConv2d(Rewrite):
         if wb is None:
             return None
         w, b = wb
-        stride, pad = _one(_arg(n, 3, "stride", [1])), _one(_arg(n, 4, "padding", [0]))
-        out_pad, groups, dil = _one(_arg(n, 5, "output_padding", [0])), _arg(n, 6, "groups", 1), _one(_arg(n, 7, "dilation", [1]))
+        stride, pad = _one(node_arg(n, 3, "stride", [1])), _one(node_arg(n, 4, "padding", [0]))
+        out_pad, groups, dil = _one(node_arg(n, 5, "output_padding", [0])), node_arg(n, 6, "groups", 1), _one(node_arg(n, 7, "dilation", [1]))
         names = [add_parameter(gm, "_aot_conv_transpose2d_weight", w.detach().clone().unsqueeze(2).contiguous())]
         if b is not None:
             names.append(add_parameter(gm, "_aot_conv_transpose2d_bias", b.detach().clone().contiguous()))
@@ -192,14 +187,14 @@ class Conv1dAsConv2d(Rewrite):
         if n.target is aten.adaptive_avg_pool1d.default:
             return self._wrap(gm, n, aten.adaptive_avg_pool2d.default, ([1, _one(n.args[1])],))
         k = _one(n.args[1])
-        s = _one(_arg(n, 2, "stride", []) or [k])
-        p = _one(_arg(n, 3, "padding", [0]))
+        s = _one(node_arg(n, 2, "stride", []) or [k])
+        p = _one(node_arg(n, 3, "padding", [0]))
         if n.target is aten.max_pool1d.default:
-            d = _one(_arg(n, 4, "dilation", [1]))
-            ceil = bool(_arg(n, 5, "ceil_mode", False))
+            d = _one(node_arg(n, 4, "dilation", [1]))
+            ceil = bool(node_arg(n, 5, "ceil_mode", False))
             return self._wrap(gm, n, aten.max_pool2d.default, ([1, k], [1, s], [0, p], [1, d], ceil))
-        ceil = bool(_arg(n, 4, "ceil_mode", False))
-        incl = bool(_arg(n, 5, "count_include_pad", True))
+        ceil = bool(node_arg(n, 4, "ceil_mode", False))
+        incl = bool(node_arg(n, 5, "count_include_pad", True))
         return self._wrap(gm, n, aten.avg_pool2d.default, ([1, k], [1, s], [0, p], ceil, incl))
 
     # ---------------------------------------------------------------- clean-up

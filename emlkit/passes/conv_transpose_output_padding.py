@@ -20,14 +20,10 @@ from typing import Any
 
 import torch
 
-from emlkit.passes.graph import NodeRewrite, add_parameter, const_tensor, get_attrs, replace_node
+from emlkit.passes.graph import NodeRewrite, add_parameter, const_tensor, get_attrs, node_arg, node_val, replace_node
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
-
-
-def _arg(n: torch.fx.Node, i: int, name: str, default: Any) -> Any:
-    return n.args[i] if len(n.args) > i else n.kwargs.get(name, default)
 
 
 def _pair(v: Any) -> list[int]:
@@ -41,12 +37,11 @@ class ConvTransposeOutputPadding(NodeRewrite):
     what = "transposed convolutions' output_padding as a crop"
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        g = gm.graph
-        x, w, b = n.args[0], n.args[1], _arg(n, 2, "bias", None)
-        stride, pad = _pair(_arg(n, 3, "stride", [1, 1])), _pair(_arg(n, 4, "padding", [0, 0]))
-        out_pad = _pair(_arg(n, 5, "output_padding", [0, 0]))
-        groups, dil = int(_arg(n, 6, "groups", 1)), _pair(_arg(n, 7, "dilation", [1, 1]))
-        xv, yv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None, n.meta.get("val")
+        x, w, b = n.args[0], n.args[1], node_arg(n, 2, "bias")
+        stride, pad = _pair(node_arg(n, 3, "stride", [1, 1])), _pair(node_arg(n, 4, "padding", [0, 0]))
+        out_pad = _pair(node_arg(n, 5, "output_padding", [0, 0]))
+        groups, dil = int(node_arg(n, 6, "groups", 1)), _pair(node_arg(n, 7, "dilation", [1, 1]))
+        xv, yv = node_val(x), node_val(n)
         if not any(out_pad) or not isinstance(xv, torch.Tensor) or not isinstance(yv, torch.Tensor) or xv.dim() != 4:
             return False
         w0 = const_tensor(gm, w)
@@ -54,6 +49,7 @@ class ConvTransposeOutputPadding(NodeRewrite):
             return False
         taps = [math.ceil(max(op - p, 0) / d) for op, p, d in zip(out_pad, pad, dil)]
         wt = torch.nn.functional.pad(w0.detach(), [0, taps[1], 0, taps[0]]) if any(taps) else None
+        g = gm.graph
         with g.inserting_before(n):
             w2 = w
             if wt is not None:
@@ -61,8 +57,7 @@ class ConvTransposeOutputPadding(NodeRewrite):
                                   getattr(xv, "fake_mode", None))
             full = g.call_function(aten.conv_transpose2d.input, (x, w2, b, stride, [0, 0], [0, 0], groups, dil))
             made: list[torch.fx.Node] = [full]
-            bv = b.meta.get("val") if isinstance(b, torch.fx.Node) else None
-            wv = w2.meta.get("val") if isinstance(w2, torch.fx.Node) else None
+            bv, wv = node_val(b), node_val(w2)
             size = None
             if isinstance(wv, torch.Tensor):
                 size = torch.nn.functional.conv_transpose2d(xv, wv, bv, stride, 0, 0, groups, dil)

@@ -52,9 +52,7 @@ def adaptive_tables(h: int, w: int, oh: int, ow: int, s_in: float, s_out: float
 class EmlkitAdaptiveAvgPool(DqOpQLowering):
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
 
-    def takes(self, n: torch.fx.Node) -> bool:
-        shape = shape_of(n.args[0]) if n.target in ADAPTIVE_AVG else None
-        return shape is not None and len(shape) == 4
+    op_targets, ranks = ADAPTIVE_AVG, range(4, 5)
 
     def lower(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node,
               q: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, Any]] | None:

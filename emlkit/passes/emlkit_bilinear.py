@@ -70,9 +70,7 @@ def _table(pos: torch.Tensor, size: int) -> torch.Tensor:
 class EmlkitBilinear(DqOpQLowering):
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
 
-    def takes(self, n: torch.fx.Node) -> bool:
-        shape = shape_of(n.args[0]) if n.target in BILINEAR else None
-        return shape is not None and len(shape) == 4
+    op_targets, ranks = BILINEAR, range(4, 5)
 
     def lower(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node,
               q: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, Any]] | None:

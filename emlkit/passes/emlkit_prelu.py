@@ -51,9 +51,7 @@ def prelu_table(slopes: torch.Tensor, channels: int, s_in: float, s_out: float) 
 class EmlkitPrelu(DqOpQLowering):
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
 
-    def takes(self, n: torch.fx.Node) -> bool:
-        shape = shape_of(n.args[0]) if n.target is aten.prelu.default else None
-        return shape is not None and len(shape) >= 2
+    op_targets, ranks = (aten.prelu.default,), range(2, 64)  # dim 1 holds the channels
 
     def lower(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node,
               q: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, Any]] | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from emlkit.passes.graph import NodeRewrite, replace_node
+from emlkit.passes.graph import NodeRewrite, node_arg, node_val, replace_node
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -26,15 +26,15 @@ class GluAsSigmoidMul(NodeRewrite):
     what = "GLU as sigmoid * half"
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        x, g = n.args[0], gm.graph
-        xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-        if not isinstance(xv, torch.Tensor) or not xv.is_floating_point():
+        x = n.args[0]
+        xv = node_val(x)
+        if xv is None or not xv.is_floating_point():
             return False
-        dim = int(n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", -1)) % xv.dim()
+        dim = int(node_arg(n, 1, "dim", -1)) % xv.dim()
         size = int(xv.shape[dim])
         if size % 2:
             return False
-        h = size // 2
+        h, g = size // 2, gm.graph
         with g.inserting_before(n):
             a = g.call_function(aten.slice.Tensor, (x, dim, 0, h))
             b = g.call_function(aten.slice.Tensor, (x, dim, h, size))

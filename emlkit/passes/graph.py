@@ -252,6 +252,17 @@ def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
     return w2, b2
 
 
+def node_arg(n: torch.fx.Node, i: int, name: str, default: Any = None) -> Any:
+    """Argument `name` of call `n`: positional i if given there, else the keyword, else `default`."""
+    return n.args[i] if len(n.args) > i else n.kwargs.get(name, default)
+
+
+def node_val(x: Any) -> torch.Tensor | None:
+    """The example tensor (meta "val") of a node argument; None for a constant or a node without one."""
+    v = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    return v if isinstance(v, torch.Tensor) else None
+
+
 def shape_of(n: Any) -> tuple[int, ...] | None:
     """Shape of a node's tensor. Q/DQ nodes that convert_pt2e made and the table lookups LUT fusion made
     have no shape meta; all are elementwise: their input's shape."""
@@ -557,17 +568,21 @@ class DqOpQLowering(Pass):
     """Base of the pre-edge passes that lower `dequantize -> op -> quantize` to one emlkit:: op (Cortex-M):
     the walk over the matches and a report of the nodes they lowered.
 
-    Subclasses say which ops they take (`takes`) and build the replacement (`lower`, called with the
-    graph inserting before the quantize): the new node and its report entry, or None to leave the op.
+    Subclasses say which ops they take (`takes`; by default the calls of `op_targets` whose input has a rank in
+    `ranks`) and build the replacement (`lower`, called with the graph inserting before the quantize): the new
+    node and its report entry, or None to leave the op.
     """
 
+    op_targets: ClassVar[tuple[Any, ...]] = ()
+    ranks: ClassVar[range] = range(0)
     lowered: list[dict[str, Any]] = field(default_factory=list)
 
     def report(self) -> dict[str, Any]:
         return {"lowered": list(self.lowered)}
 
     def takes(self, n: torch.fx.Node) -> bool:
-        raise NotImplementedError
+        shape = shape_of(n.args[0]) if n.target in self.op_targets else None
+        return shape is not None and len(shape) in self.ranks
 
     def lower(self, gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Node,
               q: torch.fx.Node) -> tuple[torch.fx.Node, dict[str, Any]] | None:

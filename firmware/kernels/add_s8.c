@@ -96,15 +96,7 @@ static inline __attribute__((always_inline)) void add_block_dsp(const int8_t *a,
     out[i] = add_dsp_one((int32_t)((uint32_t)(a[i] + (int16_t)nza2) << K_ADD_LEFT_SHIFT),
                          (int32_t)((uint32_t)(b[i] + (int16_t)nzb2) << K_ADD_LEFT_SHIFT), &k, fast);
 }
-/* Out-of-line copies for each constant `fast`, with the k_elem_block signature. */
-static __attribute__((noinline)) void add_block_dsp_fast(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
-                                                         const void *k) {
-  add_block_dsp(a, b, out, len, (const add_dsp_k *)k, 1);
-}
-static __attribute__((noinline)) void add_block_dsp_gen(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
-                                                        const void *k) {
-  add_block_dsp(a, b, out, len, (const add_dsp_k *)k, 0);
-}
+K_ELEM_BLOCK_FAST_GEN(add_block_dsp, add_dsp_k)
 
 void emk_add_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len,
                  int8_t *out, const qadd_params *p) {
@@ -139,14 +131,7 @@ static inline __attribute__((always_inline)) void add_block_c(const int8_t *a, c
     out[i] = (int8_t)k_clamp((int32_t)((uint32_t)r + (uint32_t)p.out_zp), p.act_min, p.act_max);
   }
 }
-static __attribute__((noinline)) void add_block_c_fast(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
-                                                       const void *p) {
-  add_block_c(a, b, out, len, (const qadd_params *)p, 1);
-}
-static __attribute__((noinline)) void add_block_c_gen(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,
-                                                      const void *p) {
-  add_block_c(a, b, out, len, (const qadd_params *)p, 0);
-}
+K_ELEM_BLOCK_FAST_GEN(add_block_c, qadd_params)
 #endif
 
 void emk_add_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len, int8_t *out,

@@ -48,6 +48,14 @@ static inline __attribute__((always_inline)) void dw_c_pixel_body(const dw_c_ctx
 #define DW_C_FIN(A, J)                                                                                 \
   (fast ? k_finish_fast_s8((int32_t)(A), mult[J], shift[J], oo, lo, hi)                                \
         : k_finish_s8((int32_t)(A), mult[J], shift[J], oo, lo, hi))
+/* One tap of four channels (X, W: the tap's input and weight pointers) into a0..a3. */
+#define DW_C_TAP4(X, W)                          \
+  do {                                           \
+    a0 += (uint32_t)(((X)[0] + off) * (W)[0]);   \
+    a1 += (uint32_t)(((X)[1] + off) * (W)[1]);   \
+    a2 += (uint32_t)(((X)[2] + off) * (W)[2]);   \
+    a3 += (uint32_t)(((X)[3] + off) * (W)[3]);   \
+  } while (0)
   int32_t c = 0;
   for (; c + 4 <= C; c += 4) {
     uint32_t a0 = start ? (uint32_t)start[c] : 0u, a1 = start ? (uint32_t)start[c + 1] : 0u;
@@ -56,27 +64,13 @@ static inline __attribute__((always_inline)) void dw_c_pixel_body(const dw_c_ctx
     if (row3) /* three taps per kernel row, unrolled: the pointers move once per row */
       for (int32_t ky = 0; ky < nky; ky++, xp += ystep, wp += 3 * C) {
         const int8_t *x1 = xp + xstep, *x2 = xp + 2 * xstep, *w1 = wp + C, *w2 = wp + 2 * C;
-        a0 += (uint32_t)((xp[0] + off) * wp[0]);
-        a1 += (uint32_t)((xp[1] + off) * wp[1]);
-        a2 += (uint32_t)((xp[2] + off) * wp[2]);
-        a3 += (uint32_t)((xp[3] + off) * wp[3]);
-        a0 += (uint32_t)((x1[0] + off) * w1[0]);
-        a1 += (uint32_t)((x1[1] + off) * w1[1]);
-        a2 += (uint32_t)((x1[2] + off) * w1[2]);
-        a3 += (uint32_t)((x1[3] + off) * w1[3]);
-        a0 += (uint32_t)((x2[0] + off) * w2[0]);
-        a1 += (uint32_t)((x2[1] + off) * w2[1]);
-        a2 += (uint32_t)((x2[2] + off) * w2[2]);
-        a3 += (uint32_t)((x2[3] + off) * w2[3]);
+        DW_C_TAP4(xp, wp);
+        DW_C_TAP4(x1, w1);
+        DW_C_TAP4(x2, w2);
       }
     else
       for (int32_t ky = 0; ky < nky; ky++, xp += xadj, wp += wadj)
-        for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) {
-          a0 += (uint32_t)((xp[0] + off) * wp[0]);
-          a1 += (uint32_t)((xp[1] + off) * wp[1]);
-          a2 += (uint32_t)((xp[2] + off) * wp[2]);
-          a3 += (uint32_t)((xp[3] + off) * wp[3]);
-        }
+        for (int32_t kx = 0; kx < nkx; kx++, xp += xstep, wp += C) DW_C_TAP4(xp, wp);
     op[c] = DW_C_FIN(a0, c);
     op[c + 1] = DW_C_FIN(a1, c + 1);
     op[c + 2] = DW_C_FIN(a2, c + 2);
@@ -90,6 +84,7 @@ static inline __attribute__((always_inline)) void dw_c_pixel_body(const dw_c_ctx
     op[c] = DW_C_FIN(a, c);
   }
 #undef DW_C_FIN
+#undef DW_C_TAP4
 }
 /* Out of line: windows inside the input (offset constant 0, so their loop carries no add) and border windows,
  * each with the requantization chosen per layer. */

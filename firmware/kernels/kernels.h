@@ -113,6 +113,17 @@ static inline int32_t k_clamp(int32_t v, int32_t lo, int32_t hi) {
  * instructions per block). Calls blk on each period-long block; the _mve
  * and _dsp kernels share it, inlined so blk becomes a direct call. */
 typedef void k_elem_block(const int8_t *a, const int8_t *b, int8_t *out, int32_t len, const void *ctx);
+/* NAME##_fast and NAME##_gen: k_elem_block copies, out of line, of the always-inline block function
+ * NAME(a, b, out, len, (const T *)ctx, fast), one per constant `fast` (which then folds away in each copy). */
+#define K_ELEM_BLOCK_FAST_GEN(NAME, T)                                                                              \
+  static __attribute__((noinline)) void NAME##_fast(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,   \
+                                                    const void *ctx) {                                            \
+    NAME(a, b, out, len, (const T *)ctx, 1);                                                                      \
+  }                                                                                                               \
+  static __attribute__((noinline)) void NAME##_gen(const int8_t *a, const int8_t *b, int8_t *out, int32_t len,    \
+                                                   const void *ctx) {                                             \
+    NAME(a, b, out, len, (const T *)ctx, 0);                                                                      \
+  }
 static inline __attribute__((always_inline)) void k_bcast_blocks(const int8_t *a, size_t a_len, const int8_t *b,
                                                                  size_t b_len, int8_t *out, k_elem_block *blk,
                                                                  const void *ctx) {

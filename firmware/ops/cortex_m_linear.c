@@ -44,12 +44,10 @@ ET_PREPARE et_status op_cortex_m_quantized_linear_out_prepare(et_kernel_ctx *ctx
   et_tensor *in, *w, *bias, *ksum, *out;
   qlinear_params p;
   static const char *const off_name[N_CHECKED] = {"input_offset", "filter_offset", "output_offset"};
-  CM_TRY(cm_nargs(ctx, op, nargs, LINEAR_OUT));
-  CM_TRY(cm_tensor(ctx, op, args, LINEAR_IN, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, LINEAR_WEIGHTS, "weights", false, &w));
-  CM_TRY(cm_tensor(ctx, op, args, LINEAR_BIAS, "bias", true, &bias));
-  CM_TRY(cm_tensor(ctx, op, args, LINEAR_KERNEL_SUM, "kernel_sum", true, &ksum));
-  CM_TRY(cm_tensor(ctx, op, args, LINEAR_OUT, "out", false, &out));
+  static const cm_tensor_arg ts[] = {{LINEAR_IN, "input", false},         {LINEAR_WEIGHTS, "weights", false},
+                                     {LINEAR_BIAS, "bias", true},           {LINEAR_KERNEL_SUM, "kernel_sum", true},
+                                     {LINEAR_OUT, "out", false}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, LINEAR_OUT, ts, 5, (et_tensor **const[]){&in, &w, &bias, &ksum, &out}));
   CM_TRY(offsets(ctx, op, args, k_linear_off_slot, off_name, (int32_t *const[N_CHECKED]){&p.input_offset, &p.filter_offset, &p.output_offset}));
   int32_t mults[ET_MAX_DIM], shifts[ET_MAX_DIM];
   uint32_t nm = 0, ns = 0;

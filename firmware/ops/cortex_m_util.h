@@ -288,4 +288,95 @@ static inline et_status cm_per_channel(et_kernel_ctx *ctx, const char *op, const
   return ET_OK;
 }
 
+/* One tensor argument of a schema: an op's table of these replaces a run of cm_tensor calls. */
+typedef struct {
+  uint32_t slot;
+  const char *name;
+  bool optional;
+} cm_tensor_arg;
+
+/* One int argument and its supported range (checked at load; eval reads it with cm_i). */
+typedef struct {
+  uint32_t slot;
+  const char *name;
+  int64_t lo, hi;
+} cm_int_arg;
+
+/* The argument count (out at slot nschema), then spec[k]'s tensor into *dst[k]. */
+static inline et_status cm_tensors(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
+                                   uint32_t nschema, const cm_tensor_arg *spec, uint32_t n, et_tensor **const *dst) {
+  CM_TRY(cm_nargs(ctx, op, nargs, nschema));
+  for (uint32_t k = 0; k < n; k++) CM_TRY(cm_tensor(ctx, op, args, spec[k].slot, spec[k].name, spec[k].optional, dst[k]));
+  return ET_OK;
+}
+
+static inline et_status cm_ints(et_kernel_ctx *ctx, const char *op, et_value **args, const cm_int_arg *spec,
+                                uint32_t n) {
+  int32_t v;
+  for (uint32_t k = 0; k < n; k++) CM_TRY(cm_int(ctx, op, args, spec[k].slot, spec[k].name, spec[k].lo, spec[k].hi, &v));
+  return ET_OK;
+}
+
+/* multiplier at slot i and shift at i + 1 in the emlkit ops' int64 requantization ranges. */
+static inline et_status cm_requant_args(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i) {
+  int32_t mult, shift;
+  CM_TRY(cm_int(ctx, op, args, i, "multiplier", (int64_t)1 << 30, INT32_MAX, &mult));
+  return cm_int(ctx, op, args, i + 1, "shift", 1, 62, &shift);
+}
+
+/* x and out of a logical-NCHW int8 map op (pool, resize): 4-D, both channels-last (the kernels' NHWC) or both
+ * contiguous NCHW, one batch and channel count. */
+static inline et_status cm_s8_map_pair(et_kernel_ctx *ctx, const char *op, const et_tensor *in, const et_tensor *out) {
+  CM_TRY(cm_dtype(ctx, op, in, "x", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  CM_TRY(cm_rank(ctx, op, in, "x", 4));
+  CM_TRY(cm_rank(ctx, op, out, "out", 4));
+  const bool nhwc = cm_layout_is(in, cm_nhwc_order) && cm_layout_is(out, cm_nhwc_order);
+  if (!(nhwc || (cm_layout_is(in, cm_contig_order) && cm_layout_is(out, cm_contig_order))))
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: x and out must both be channels-last or both contiguous NCHW", op);
+  if (out->sizes[0] != in->sizes[0] || out->sizes[1] != in->sizes[1])
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out's batch and channels are not x's", op);
+  return ET_OK;
+}
+
+/* Eval's input and out (prepare checked them): false when out is empty, so there is nothing to compute. */
+static inline bool cm_io(et_value **args, uint32_t in_slot, uint32_t out_slot, const et_tensor **in, et_tensor **out) {
+  *in = args[in_slot]->u.t;
+  *out = args[out_slot]->u.t;
+  return et_tensor_numel(*out) != 0;
+}
+
+/* cm_io, then `in` viewed around `dim` as v = {outer, len, inner} (the dim wherever the dim order puts it). */
+static inline bool cm_io_view(et_value **args, uint32_t in_slot, uint32_t out_slot, int32_t dim, const et_tensor **in,
+                              et_tensor **out, int32_t v[3]) {
+  if (!cm_io(args, in_slot, out_slot, in, out)) return false;
+  cm_dim_view(*in, dim, &v[0], &v[1], &v[2]);
+  return true;
+}
+
+/* A table-driven int8 map op's eval arguments (pools, resizes: x, rows, cols, ..., out) as the kernels' NHWC:
+ * `images` maps of `c` channels (contiguous NCHW is N * C one-channel maps). */
+typedef struct {
+  const int8_t *in;
+  int8_t *out;
+  int32_t images, ih, iw, c, oh, ow;
+  const int32_t *rows, *cols;
+} cm_s8_map;
+
+/* Fills *m from the pair cm_s8_map_pair checked; false when out is empty. Prepare saw one of the two layouts; a
+ * tensor can be both (one channel, or a 1x1 map): ask both tensors. */
+static inline bool cm_s8_map_io(et_value **args, uint32_t in_slot, uint32_t rows_slot, uint32_t cols_slot,
+                                uint32_t out_slot, cm_s8_map *m) {
+  const et_tensor *in;
+  et_tensor *out;
+  if (!cm_io(args, in_slot, out_slot, &in, &out)) return false;
+  const int32_t n = in->sizes[0], c = in->sizes[1];
+  const bool nhwc = cm_layout_is(in, cm_nhwc_order) && cm_layout_is(out, cm_nhwc_order);
+  m->in = (const int8_t *)in->data, m->out = (int8_t *)out->data;
+  m->images = nhwc ? n : n * c, m->c = nhwc ? c : 1;
+  m->ih = in->sizes[2], m->iw = in->sizes[3], m->oh = out->sizes[2], m->ow = out->sizes[3];
+  m->rows = (const int32_t *)args[rows_slot]->u.t->data, m->cols = (const int32_t *)args[cols_slot]->u.t->data;
+  return true;
+}
+
 #endif

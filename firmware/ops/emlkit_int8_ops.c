@@ -27,18 +27,21 @@ ET_PREPARE static et_status requant_pair(et_kernel_ctx *ctx, const char *op, con
   return ET_OK;
 }
 
-ET_PREPARE static et_status requant_args(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i) {
-  int32_t mult, shift;
-  CM_TRY(cm_int(ctx, op, args, i, "multiplier", (int64_t)1 << 30, INT32_MAX, &mult));
-  return cm_int(ctx, op, args, i + 1, "shift", 1, 62, &shift);
-}
-
 /* An int32 [n, 2] constant table (prepare reads it). */
 ET_PREPARE static et_status pair_table(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const char *name,
                                        int32_t n) {
   CM_TRY(cm_dtype(ctx, op, t, name, ET_DT_INT));
   if (t->dim != 2 || t->sizes[0] != n || t->sizes[1] != 2 || !t->data)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: %s must be a constant int32 [%ld, 2] table", op, name, (long)n);
+  return ET_OK;
+}
+
+/* A constant int32 [n, 2] table of (multiplier, shift) pairs, each checked by requant_pair. */
+ET_PREPARE static et_status requant_table(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const char *name,
+                                          int32_t n, const char *what, bool signed_mult) {
+  CM_TRY(pair_table(ctx, op, t, name, n));
+  const int32_t *v = (const int32_t *)t->data;
+  for (int32_t k = 0; k < n; k++) CM_TRY(requant_pair(ctx, op, what, v[2 * k], v[2 * k + 1], signed_mult));
   return ET_OK;
 }
 
@@ -56,32 +59,27 @@ ET_PREPARE static et_status same_s8(et_kernel_ctx *ctx, const char *op, const et
 ET_PREPARE et_status op_emlkit_prelu_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "emlkit::prelu";
   et_tensor *in, *neg, *out;
-  int32_t izp, ozp;
-  CM_TRY(cm_nargs(ctx, op, nargs, EPRELU_OUT));
-  CM_TRY(cm_tensor(ctx, op, args, EPRELU_IN, "x", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, EPRELU_NEG, "neg_requant", false, &neg));
-  CM_TRY(cm_tensor(ctx, op, args, EPRELU_OUT, "out", false, &out));
-  CM_TRY(cm_int(ctx, op, args, EPRELU_IN_ZP, "input_zero_point", -128, 127, &izp));
-  CM_TRY(cm_int(ctx, op, args, EPRELU_OUT_ZP, "output_zero_point", -128, 127, &ozp));
-  CM_TRY(requant_args(ctx, op, args, EPRELU_MULT));
+  static const cm_tensor_arg ts[] = {{EPRELU_IN, "x", false}, {EPRELU_NEG, "neg_requant", false},
+                                     {EPRELU_OUT, "out", false}};
+  static const cm_int_arg zps[] = {{EPRELU_IN_ZP, "input_zero_point", -128, 127},
+                                   {EPRELU_OUT_ZP, "output_zero_point", -128, 127}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, EPRELU_OUT, ts, 3, (et_tensor **const[]){&in, &neg, &out}));
+  CM_TRY(cm_ints(ctx, op, args, zps, 2));
+  CM_TRY(cm_requant_args(ctx, op, args, EPRELU_MULT));
   CM_TRY(same_s8(ctx, op, in, "x", out));
   if (in->dim < 2)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: x must have 2 or more dims (dim 1 holds the channels), got %u-D", op,
                    (unsigned)in->dim);
-  CM_TRY(pair_table(ctx, op, neg, "neg_requant", in->sizes[1]));
-  const int32_t *v = (const int32_t *)neg->data;
-  for (int32_t k = 0; k < in->sizes[1]; k++) CM_TRY(requant_pair(ctx, op, "a channel's negative-side", v[2 * k], v[2 * k + 1], true));
-  return ET_OK;
+  return requant_table(ctx, op, neg, "neg_requant", in->sizes[1], "a channel's negative-side", true);
 }
 
 et_status op_emlkit_prelu_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const in = args[EPRELU_IN]->u.t;
-  et_tensor *const out = args[EPRELU_OUT]->u.t;
-  if (et_tensor_numel(out) == 0) return ET_OK;
-  int32_t outer, c, inner;
-  cm_dim_view(in, 1, &outer, &c, &inner); /* the channel dim wherever the dim order puts it */
-  emk_emlkit_prelu_s8((const int8_t *)in->data, (int8_t *)out->data, outer, c, inner,
+  const et_tensor *in;
+  et_tensor *out;
+  int32_t v[3]; /* around the channel dim */
+  if (!cm_io_view(args, EPRELU_IN, EPRELU_OUT, 1, &in, &out, v)) return ET_OK;
+  emk_emlkit_prelu_s8((const int8_t *)in->data, (int8_t *)out->data, v[0], v[1], v[2],
                       (const int32_t *)args[EPRELU_NEG]->u.t->data, cm_i(args, EPRELU_IN_ZP),
                       cm_i(args, EPRELU_OUT_ZP), cm_i(args, EPRELU_MULT), cm_i(args, EPRELU_SHIFT));
   return ET_OK;
@@ -104,54 +102,31 @@ ET_PREPARE static et_status window_table(et_kernel_ctx *ctx, const char *op, con
   return ET_OK;
 }
 
-static bool aap_nhwc(const et_tensor *in, const et_tensor *out) {
-  return cm_layout_is(in, cm_nhwc_order) && cm_layout_is(out, cm_nhwc_order);
-}
-
 ET_PREPARE et_status op_emlkit_adaptive_avg_pool2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "emlkit::adaptive_avg_pool2d";
   et_tensor *in, *rows, *cols, *rq, *out;
-  int32_t izp, ozp, wr, wc;
-  CM_TRY(cm_nargs(ctx, op, nargs, EAAP_OUT));
-  CM_TRY(cm_tensor(ctx, op, args, EAAP_IN, "x", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, EAAP_ROWS, "rows", false, &rows));
-  CM_TRY(cm_tensor(ctx, op, args, EAAP_COLS, "cols", false, &cols));
-  CM_TRY(cm_tensor(ctx, op, args, EAAP_REQUANT, "requant", false, &rq));
-  CM_TRY(cm_tensor(ctx, op, args, EAAP_OUT, "out", false, &out));
-  CM_TRY(cm_int(ctx, op, args, EAAP_IN_ZP, "input_zero_point", -128, 127, &izp));
-  CM_TRY(cm_int(ctx, op, args, EAAP_OUT_ZP, "output_zero_point", -128, 127, &ozp));
-  CM_TRY(cm_dtype(ctx, op, in, "x", ET_DT_CHAR));
-  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
-  CM_TRY(cm_rank(ctx, op, in, "x", 4));
-  CM_TRY(cm_rank(ctx, op, out, "out", 4));
-  if (!(aap_nhwc(in, out) || (cm_layout_is(in, cm_contig_order) && cm_layout_is(out, cm_contig_order))))
-    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: x and out must both be channels-last or both contiguous NCHW", op);
-  if (out->sizes[0] != in->sizes[0] || out->sizes[1] != in->sizes[1])
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out's batch and channels are not x's", op);
+  int32_t wr, wc;
+  static const cm_tensor_arg ts[] = {{EAAP_IN, "x", false},           {EAAP_ROWS, "rows", false},
+                                     {EAAP_COLS, "cols", false},       {EAAP_REQUANT, "requant", false},
+                                     {EAAP_OUT, "out", false}};
+  static const cm_int_arg zps[] = {{EAAP_IN_ZP, "input_zero_point", -128, 127},
+                                   {EAAP_OUT_ZP, "output_zero_point", -128, 127}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, EAAP_OUT, ts, 5, (et_tensor **const[]){&in, &rows, &cols, &rq, &out}));
+  CM_TRY(cm_ints(ctx, op, args, zps, 2));
+  CM_TRY(cm_s8_map_pair(ctx, op, in, out));
   CM_TRY(window_table(ctx, op, rows, "rows", out->sizes[2], in->sizes[2], &wr));
   CM_TRY(window_table(ctx, op, cols, "cols", out->sizes[3], in->sizes[3], &wc));
   if ((int64_t)wr * wc > EMLKIT_ADAPTIVE_MAX_TAPS)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: a %ldx%ld window has more than %d taps", op, (long)wr, (long)wc,
                    EMLKIT_ADAPTIVE_MAX_TAPS);
-  const int32_t n_out = out->sizes[2] * out->sizes[3];
-  CM_TRY(pair_table(ctx, op, rq, "requant", n_out));
-  const int32_t *v = (const int32_t *)rq->data;
-  for (int32_t i = 0; i < n_out; i++) CM_TRY(requant_pair(ctx, op, "a window's", v[2 * i], v[2 * i + 1], false));
-  return ET_OK;
+  return requant_table(ctx, op, rq, "requant", out->sizes[2] * out->sizes[3], "a window's", false);
 }
 
 et_status op_emlkit_adaptive_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const in = args[EAAP_IN]->u.t;
-  et_tensor *const out = args[EAAP_OUT]->u.t;
-  if (et_tensor_numel(out) == 0) return ET_OK;
-  const int32_t n = in->sizes[0], c = in->sizes[1];
-  /* prepare saw one of the two pairs; a tensor can be both (one channel, or a 1x1 map): ask both tensors */
-  const bool nchw = !aap_nhwc(in, out);
-  emk_emlkit_adaptive_avg_pool2d_s8((const int8_t *)in->data, (int8_t *)out->data, nchw ? n * c : n, in->sizes[2],
-                                    in->sizes[3], nchw ? 1 : c, out->sizes[2], out->sizes[3],
-                                    (const int32_t *)args[EAAP_ROWS]->u.t->data,
-                                    (const int32_t *)args[EAAP_COLS]->u.t->data,
+  cm_s8_map m;
+  if (!cm_s8_map_io(args, EAAP_IN, EAAP_ROWS, EAAP_COLS, EAAP_OUT, &m)) return ET_OK;
+  emk_emlkit_adaptive_avg_pool2d_s8(m.in, m.out, m.images, m.ih, m.iw, m.c, m.oh, m.ow, m.rows, m.cols,
                                     (const int32_t *)args[EAAP_REQUANT]->u.t->data, cm_i(args, EAAP_IN_ZP),
                                     cm_i(args, EAAP_OUT_ZP));
   return ET_OK;
@@ -162,18 +137,14 @@ et_status op_emlkit_adaptive_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args,
 ET_PREPARE et_status op_emlkit_floor_divide_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "emlkit::floor_divide";
   et_tensor *a, *b, *out;
-  int32_t v;
-  CM_TRY(cm_nargs(ctx, op, nargs, EFDIV_OUT));
-  CM_TRY(cm_tensor(ctx, op, args, EFDIV_A, "a", false, &a));
-  CM_TRY(cm_tensor(ctx, op, args, EFDIV_B, "b", false, &b));
-  CM_TRY(cm_tensor(ctx, op, args, EFDIV_OUT, "out", false, &out));
-  CM_TRY(cm_int(ctx, op, args, EFDIV_A_ZP, "a_zero_point", -128, 127, &v));
-  CM_TRY(cm_int(ctx, op, args, EFDIV_B_ZP, "b_zero_point", -128, 127, &v));
-  CM_TRY(cm_int(ctx, op, args, EFDIV_A_MANT, "a_mantissa", 1 << 23, (1 << 24) - 1, &v));
-  CM_TRY(cm_int(ctx, op, args, EFDIV_B_MANT, "b_mantissa", 1 << 23, (1 << 24) - 1, &v));
-  CM_TRY(cm_int(ctx, op, args, EFDIV_EXP, "exponent", -30, 30, &v));
-  CM_TRY(cm_int(ctx, op, args, EFDIV_OUT_ZP, "output_zero_point", -128, 127, &v));
-  CM_TRY(requant_args(ctx, op, args, EFDIV_MULT));
+  static const cm_tensor_arg ts[] = {{EFDIV_A, "a", false}, {EFDIV_B, "b", false}, {EFDIV_OUT, "out", false}};
+  static const cm_int_arg ints[] = {
+      {EFDIV_A_ZP, "a_zero_point", -128, 127},         {EFDIV_B_ZP, "b_zero_point", -128, 127},
+      {EFDIV_A_MANT, "a_mantissa", 1 << 23, (1 << 24) - 1}, {EFDIV_B_MANT, "b_mantissa", 1 << 23, (1 << 24) - 1},
+      {EFDIV_EXP, "exponent", -30, 30},                {EFDIV_OUT_ZP, "output_zero_point", -128, 127}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, EFDIV_OUT, ts, 3, (et_tensor **const[]){&a, &b, &out}));
+  CM_TRY(cm_ints(ctx, op, args, ints, 6));
+  CM_TRY(cm_requant_args(ctx, op, args, EFDIV_MULT));
   CM_TRY(same_s8(ctx, op, a, "a", out));
   return same_s8(ctx, op, b, "b", out);
 }
@@ -196,20 +167,19 @@ ET_PREPARE et_status op_emlkit_embedding_bag_out_prepare(et_kernel_ctx *ctx, et_
   const char *op = "emlkit::embedding_bag";
   et_tensor *w, *idx, *off, *out;
   int32_t v, last;
-  CM_TRY(cm_nargs(ctx, op, nargs, EBAG_OUT));
-  CM_TRY(cm_tensor(ctx, op, args, EBAG_WEIGHT, "weight", false, &w));
-  CM_TRY(cm_tensor(ctx, op, args, EBAG_INDICES, "indices", false, &idx));
-  CM_TRY(cm_tensor(ctx, op, args, EBAG_OFFSETS, "offsets", false, &off));
-  CM_TRY(cm_tensor(ctx, op, args, EBAG_OUT, "out", false, &out));
+  static const cm_tensor_arg ts[] = {{EBAG_WEIGHT, "weight", false}, {EBAG_INDICES, "indices", false},
+                                     {EBAG_OFFSETS, "offsets", false}, {EBAG_OUT, "out", false}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, EBAG_OUT, ts, 4, (et_tensor **const[]){&w, &idx, &off, &out}));
   CM_TRY(cm_int(ctx, op, args, EBAG_MODE, "mode", 0, 2, &v));
   CM_TRY(cm_int(ctx, op, args, EBAG_LAST, "include_last_offset", 0, 1, &last));
   CM_TRY(cm_dtype(ctx, op, w, "weight", ET_DT_CHAR));
   CM_TRY(cm_rank(ctx, op, w, "weight", 2));
   CM_TRY(cm_contiguous(ctx, op, w, "weight"));
   CM_TRY(cm_int(ctx, op, args, EBAG_PAD, "padding_idx", -1, w->sizes[0] - 1, &v));
-  CM_TRY(cm_int(ctx, op, args, EBAG_W_ZP, "weight_zero_point", -128, 127, &v));
-  CM_TRY(cm_int(ctx, op, args, EBAG_OUT_ZP, "output_zero_point", -128, 127, &v));
-  CM_TRY(requant_args(ctx, op, args, EBAG_MULT));
+  static const cm_int_arg zps[] = {{EBAG_W_ZP, "weight_zero_point", -128, 127},
+                                   {EBAG_OUT_ZP, "output_zero_point", -128, 127}};
+  CM_TRY(cm_ints(ctx, op, args, zps, 2));
+  CM_TRY(cm_requant_args(ctx, op, args, EBAG_MULT));
   CM_TRY(cm_dtype(ctx, op, idx, "indices", ET_DT_LONG));
   CM_TRY(cm_dtype(ctx, op, off, "offsets", ET_DT_LONG));
   CM_TRY(cm_rank(ctx, op, idx, "indices", 1));

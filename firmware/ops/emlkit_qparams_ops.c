@@ -12,25 +12,17 @@ enum { EBIL_IN, EBIL_ROWS, EBIL_COLS, EBIL_IN_ZP, EBIL_OUT_ZP, EBIL_MULT, EBIL_S
 #define EMLKIT_EXP_ONE (1 << 22)
 #define EMLKIT_MAX_TAPS (1 << 16) /* |sum| <= 255 * 2^16 < 2^24, times mult < 2^31: within int64 */
 
-ET_PREPARE static et_status requant_args(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i) {
-  int32_t mult, shift;
-  CM_TRY(cm_int(ctx, op, args, i, "multiplier", (int64_t)1 << 30, INT32_MAX, &mult));
-  CM_TRY(cm_int(ctx, op, args, i + 1, "shift", 1, 62, &shift));
-  return ET_OK;
-}
-
 /* emlkit::softmax.out(input, exp_table, dim, output_zero_point, output_multiplier, output_shift, out) */
 ET_PREPARE et_status op_emlkit_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "emlkit::softmax";
   et_tensor *in, *table, *out;
   int32_t dim, zp;
-  CM_TRY(cm_nargs(ctx, op, nargs, ESOFTMAX_OUT));
-  CM_TRY(cm_tensor(ctx, op, args, ESOFTMAX_IN, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, ESOFTMAX_EXP_TABLE, "exp_table", false, &table));
-  CM_TRY(cm_tensor(ctx, op, args, ESOFTMAX_OUT, "out", false, &out));
+  static const cm_tensor_arg ts[] = {{ESOFTMAX_IN, "input", false}, {ESOFTMAX_EXP_TABLE, "exp_table", false},
+                                     {ESOFTMAX_OUT, "out", false}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, ESOFTMAX_OUT, ts, 3, (et_tensor **const[]){&in, &table, &out}));
   CM_TRY(cm_int(ctx, op, args, ESOFTMAX_DIM, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1, &dim));
   CM_TRY(cm_int(ctx, op, args, ESOFTMAX_OUT_ZP, "output_zero_point", -128, 127, &zp));
-  CM_TRY(requant_args(ctx, op, args, ESOFTMAX_MULT));
+  CM_TRY(cm_requant_args(ctx, op, args, ESOFTMAX_MULT));
   CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, table, "exp_table", ET_DT_INT));
@@ -48,12 +40,11 @@ ET_PREPARE et_status op_emlkit_softmax_out_prepare(et_kernel_ctx *ctx, et_value 
 
 et_status op_emlkit_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const in = args[ESOFTMAX_IN]->u.t;
-  et_tensor *const out = args[ESOFTMAX_OUT]->u.t;
-  if (et_tensor_numel(in) == 0) return ET_OK;
-  int32_t outer, len, inner;
-  cm_dim_view(in, cm_i(args, ESOFTMAX_DIM), &outer, &len, &inner);
-  emk_emlkit_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, outer, len, inner,
+  const et_tensor *in;
+  et_tensor *out;
+  int32_t v[3]; /* around dim */
+  if (!cm_io_view(args, ESOFTMAX_IN, ESOFTMAX_OUT, cm_i(args, ESOFTMAX_DIM), &in, &out, v)) return ET_OK;
+  emk_emlkit_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, v[0], v[1], v[2],
                     (const int32_t *)args[ESOFTMAX_EXP_TABLE]->u.t->data, cm_i(args, ESOFTMAX_OUT_ZP), cm_i(args, ESOFTMAX_MULT), cm_i(args, ESOFTMAX_SHIFT));
   return ET_OK;
 }
@@ -64,15 +55,15 @@ ET_PREPARE et_status op_emlkit_quantized_avg_pool2d_out_prepare(et_kernel_ctx *c
                                                                 uint32_t nargs) {
   const char *op = "emlkit::quantized_avg_pool2d";
   et_tensor *in, *out;
-  int32_t k[2], s[2], izp, ozp, di[4], d_o[4];
-  CM_TRY(cm_nargs(ctx, op, nargs, EAVG_OUT));
-  CM_TRY(cm_tensor(ctx, op, args, EAVG_IN, "input", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, EAVG_OUT, "out", false, &out));
+  int32_t k[2], s[2], di[4], d_o[4];
+  static const cm_tensor_arg ts[] = {{EAVG_IN, "input", false}, {EAVG_OUT, "out", false}};
+  static const cm_int_arg zps[] = {{EAVG_IN_ZP, "input_zero_point", -128, 127},
+                                   {EAVG_OUT_ZP, "output_zero_point", -128, 127}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, EAVG_OUT, ts, 2, (et_tensor **const[]){&in, &out}));
   CM_TRY(cm_pair(ctx, op, args, EAVG_KERNEL, "kernel_size", 1, 4096, k));
   CM_TRY(cm_pair(ctx, op, args, EAVG_STRIDE, "stride", 1, 4096, s));
-  CM_TRY(cm_int(ctx, op, args, EAVG_IN_ZP, "input_zero_point", -128, 127, &izp));
-  CM_TRY(cm_int(ctx, op, args, EAVG_OUT_ZP, "output_zero_point", -128, 127, &ozp));
-  CM_TRY(requant_args(ctx, op, args, EAVG_MULT));
+  CM_TRY(cm_ints(ctx, op, args, zps, 2));
+  CM_TRY(cm_requant_args(ctx, op, args, EAVG_MULT));
   if ((int64_t)k[0] * k[1] > EMLKIT_MAX_TAPS)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: window %dx%d has more than %d taps", op, (int)k[0], (int)k[1],
                    EMLKIT_MAX_TAPS);
@@ -92,9 +83,9 @@ ET_PREPARE et_status op_emlkit_quantized_avg_pool2d_out_prepare(et_kernel_ctx *c
 
 et_status op_emlkit_quantized_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const in = args[EAVG_IN]->u.t;
-  et_tensor *const out = args[EAVG_OUT]->u.t;
-  if (et_tensor_numel(out) == 0) return ET_OK;
+  const et_tensor *in;
+  et_tensor *out;
+  if (!cm_io(args, EAVG_IN, EAVG_OUT, &in, &out)) return ET_OK;
   int32_t k[2], s[2], di[4], d_o[4];
   cm_pair_get(args, EAVG_KERNEL, k);
   cm_pair_get(args, EAVG_STRIDE, s);
@@ -109,8 +100,6 @@ et_status op_emlkit_quantized_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args
 /* emlkit::upsample_bilinear2d.out(x, rows, cols, input_zero_point, output_zero_point, multiplier, shift, out):
  * logical NCHW; input and output share one dim order, channels-last (the kernel's NHWC) or contiguous NCHW
  * (NHWC with one channel and N * C images). Prepare checks every table entry once; eval trusts them. */
-static bool bil_nchw(const et_tensor *t) { return cm_layout_is(t, cm_contig_order); }
-
 ET_PREPARE static et_status bil_table(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const char *name,
                                       int32_t out_len, int32_t in_len) {
   CM_TRY(cm_dtype(ctx, op, t, name, ET_DT_INT));
@@ -130,39 +119,24 @@ ET_PREPARE static et_status bil_table(et_kernel_ctx *ctx, const char *op, const 
 ET_PREPARE et_status op_emlkit_upsample_bilinear2d_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "emlkit::upsample_bilinear2d";
   et_tensor *in, *rows, *cols, *out;
-  int32_t izp, ozp;
-  CM_TRY(cm_nargs(ctx, op, nargs, EBIL_OUT));
-  CM_TRY(cm_tensor(ctx, op, args, EBIL_IN, "x", false, &in));
-  CM_TRY(cm_tensor(ctx, op, args, EBIL_ROWS, "rows", false, &rows));
-  CM_TRY(cm_tensor(ctx, op, args, EBIL_COLS, "cols", false, &cols));
-  CM_TRY(cm_tensor(ctx, op, args, EBIL_OUT, "out", false, &out));
-  CM_TRY(cm_int(ctx, op, args, EBIL_IN_ZP, "input_zero_point", -128, 127, &izp));
-  CM_TRY(cm_int(ctx, op, args, EBIL_OUT_ZP, "output_zero_point", -128, 127, &ozp));
-  CM_TRY(requant_args(ctx, op, args, EBIL_MULT));
-  CM_TRY(cm_dtype(ctx, op, in, "x", ET_DT_CHAR));
-  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
-  CM_TRY(cm_rank(ctx, op, in, "x", 4));
-  CM_TRY(cm_rank(ctx, op, out, "out", 4));
-  if (!((cm_layout_is(in, cm_nhwc_order) && cm_layout_is(out, cm_nhwc_order)) || (bil_nchw(in) && bil_nchw(out))))
-    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: x and out must both be channels-last or both contiguous NCHW", op);
-  if (out->sizes[0] != in->sizes[0] || out->sizes[1] != in->sizes[1])
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: out's batch and channels are not x's", op);
+  static const cm_tensor_arg ts[] = {{EBIL_IN, "x", false}, {EBIL_ROWS, "rows", false}, {EBIL_COLS, "cols", false},
+                                     {EBIL_OUT, "out", false}};
+  static const cm_int_arg zps[] = {{EBIL_IN_ZP, "input_zero_point", -128, 127},
+                                   {EBIL_OUT_ZP, "output_zero_point", -128, 127}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, EBIL_OUT, ts, 4, (et_tensor **const[]){&in, &rows, &cols, &out}));
+  CM_TRY(cm_ints(ctx, op, args, zps, 2));
+  CM_TRY(cm_requant_args(ctx, op, args, EBIL_MULT));
+  CM_TRY(cm_s8_map_pair(ctx, op, in, out));
   CM_TRY(bil_table(ctx, op, rows, "rows", out->sizes[2], in->sizes[2]));
   return bil_table(ctx, op, cols, "cols", out->sizes[3], in->sizes[3]);
 }
 
 et_status op_emlkit_upsample_bilinear2d_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *const in = args[EBIL_IN]->u.t;
-  et_tensor *const out = args[EBIL_OUT]->u.t;
-  if (et_tensor_numel(out) == 0) return ET_OK;
-  const int32_t n = in->sizes[0], c = in->sizes[1];
-  /* prepare saw one of the two pairs; a tensor can be both (one channel, or a 1x1 map): ask both tensors */
-  const bool nchw = !(cm_layout_is(in, cm_nhwc_order) && cm_layout_is(out, cm_nhwc_order));
-  emk_emlkit_resize_bilinear_s8((const int8_t *)in->data, (int8_t *)out->data, nchw ? n * c : n, in->sizes[2],
-                                in->sizes[3], nchw ? 1 : c, out->sizes[2], out->sizes[3],
-                                (const int32_t *)args[EBIL_ROWS]->u.t->data,
-                                (const int32_t *)args[EBIL_COLS]->u.t->data, cm_i(args, EBIL_IN_ZP),
-                                cm_i(args, EBIL_OUT_ZP), cm_i(args, EBIL_MULT), cm_i(args, EBIL_SHIFT));
+  cm_s8_map m;
+  if (!cm_s8_map_io(args, EBIL_IN, EBIL_ROWS, EBIL_COLS, EBIL_OUT, &m)) return ET_OK;
+  emk_emlkit_resize_bilinear_s8(m.in, m.out, m.images, m.ih, m.iw, m.c, m.oh, m.ow, m.rows, m.cols,
+                                cm_i(args, EBIL_IN_ZP), cm_i(args, EBIL_OUT_ZP), cm_i(args, EBIL_MULT),
+                                cm_i(args, EBIL_SHIFT));
   return ET_OK;
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -58,6 +59,28 @@ def program_ops(low: Any) -> list[str]:
     """The ops the lowered (edge) program calls, as strings (e.g. 'cortex_m.quantized_conv2d.default')."""
     gm = low.edge.exported_program().graph_module
     return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def assert_lowered_within_one_step(model: torch.nn.Module, x: torch.Tensor, cls: type,
+                                   lowered_op: Callable[[str], bool], float_op: Callable[[str], bool]) -> list[str]:
+    """Pass CLS lowers MODEL's one op on cortex-m55 (an op of the program meets LOWERED_OP), leaving no float
+    island, and the result is within one output step of the program without CLS (allowed float: an op meets
+    FLOAT_OP). Returns the lowered program's ops."""
+    from emlkit import reference
+
+    low, opts = lowered(model, x, "cortex-m55")
+    assert len(installed(opts, cls).report()["lowered"]) == 1
+    ops = program_ops(low)
+    assert any(lowered_op(o) for o in ops), ops
+    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
+    ref, _ = lowered(model, x, "cortex-m55", drop=(cls.__name__,), allow_float=True)
+    assert any(float_op(o) for o in program_ops(ref))
+    (a,), (b,) = reference.run_lowered(low.edge, (x,)), reference.run_lowered(ref.edge, (x,))
+    step = [float(n.args[1]) for n in low.quantized.graph.nodes if n.op == "call_function"
+            and n.target is torch.ops.quantized_decomposed.dequantize_per_tensor.default][-1]
+    assert a.shape == b.shape == model(x).shape
+    assert (a - b).abs().max() <= step * (1 + 1e-5)
+    return ops
 
 
 def in_pipeline(cls: type, target: str, **options: Any) -> bool:

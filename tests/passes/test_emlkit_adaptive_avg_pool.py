@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from emlkit import reference
 from emlkit.emlkit_ops import adaptive_windows
 from emlkit.passes.emlkit_adaptive_avg_pool import EmlkitAdaptiveAvgPool
-from pass_graphs import assert_pipelines, installed, lowered, program_ops
+from pass_graphs import assert_lowered_within_one_step, assert_pipelines
 
 
 class _Pool(torch.nn.Module):
@@ -28,17 +27,8 @@ class _Pool(torch.nn.Module):
 def test_adaptive_pool_lowered_within_one_step(size: tuple[int, int], conv: bool) -> None:
     x = torch.randn(1, 3, 7, 9, generator=torch.Generator().manual_seed(4))
     model = _Pool(size, conv)
-    low, opts = lowered(model, x, "cortex-m55")
-    assert len(installed(opts, EmlkitAdaptiveAvgPool).report()["lowered"]) == 1
-    assert any("emlkit.adaptive_avg_pool2d" in o for o in program_ops(low))
-    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
-    ref, _ = lowered(model, x, "cortex-m55", drop=("EmlkitAdaptiveAvgPool",), allow_float=True)
-    assert any("adaptive_avg_pool2d" in o and "emlkit" not in o for o in program_ops(ref))
-    (a,), (b,) = reference.run_lowered(low.edge, (x,)), reference.run_lowered(ref.edge, (x,))
-    step = [float(n.args[1]) for n in low.quantized.graph.nodes if n.op == "call_function"
-            and n.target is torch.ops.quantized_decomposed.dequantize_per_tensor.default][-1]
-    assert a.shape == b.shape == model(x).shape
-    assert (a - b).abs().max() <= step * (1 + 1e-5)
+    assert_lowered_within_one_step(model, x, EmlkitAdaptiveAvgPool, lambda o: "emlkit.adaptive_avg_pool2d" in o,
+                                   lambda o: "adaptive_avg_pool2d" in o and "emlkit" not in o)
 
 
 def test_windows_are_torchs() -> None:

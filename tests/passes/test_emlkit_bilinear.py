@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from emlkit import reference
 from emlkit.passes.emlkit_bilinear import EmlkitBilinear, source_tables
-from pass_graphs import assert_pipelines, installed, lowered, program_ops
+from pass_graphs import assert_lowered_within_one_step, assert_pipelines
 
 
 class _ConvUp(torch.nn.Module):
@@ -28,19 +27,10 @@ class _ConvUp(torch.nn.Module):
 def test_bilinear_lowered_within_one_step(size, scale, align) -> None:
     x = torch.randn(1, 3, 6, 7, generator=torch.Generator().manual_seed(4))
     model = _ConvUp(size, scale, align)
-    low, opts = lowered(model, x, "cortex-m55")
-    assert len(installed(opts, EmlkitBilinear).report()["lowered"]) == 1
-    ops = program_ops(low)
-    assert any("emlkit" in o and "upsample_bilinear2d" in o for o in ops)
+    ops = assert_lowered_within_one_step(model, x, EmlkitBilinear,
+                                         lambda o: "emlkit" in o and "upsample_bilinear2d" in o,
+                                         lambda o: "aten.upsample_bilinear2d" in o)
     assert not any("aten.upsample_bilinear2d" in o for o in ops)
-    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
-    ref, _ = lowered(model, x, "cortex-m55", drop=("EmlkitBilinear",), allow_float=True)
-    assert any("aten.upsample_bilinear2d" in o for o in program_ops(ref))
-    (a,), (b,) = reference.run_lowered(low.edge, (x,)), reference.run_lowered(ref.edge, (x,))
-    step = [float(n.args[1]) for n in low.quantized.graph.nodes if n.op == "call_function"
-            and n.target is torch.ops.quantized_decomposed.dequantize_per_tensor.default][-1]
-    assert a.shape == b.shape == model(x).shape
-    assert (a - b).abs().max() <= step * (1 + 1e-5)
 
 
 def test_tables_are_torch_positions() -> None:

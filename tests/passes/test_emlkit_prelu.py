@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from emlkit import reference
 from emlkit.passes.emlkit_prelu import EmlkitPrelu, prelu_table
-from pass_graphs import assert_pipelines, installed, lowered, program_ops
+from pass_graphs import assert_lowered_within_one_step, assert_pipelines
 
 
 class _Prelu(torch.nn.Module):
@@ -29,17 +28,8 @@ class _Prelu(torch.nn.Module):
 def test_prelu_lowered_within_one_step(conv: bool, slopes: list[float]) -> None:
     x = torch.randn(1, 3, 6, 7, generator=torch.Generator().manual_seed(4))
     model = _Prelu(conv, slopes)
-    low, opts = lowered(model, x, "cortex-m55")
-    assert len(installed(opts, EmlkitPrelu).report()["lowered"]) == 1
-    assert any("emlkit.prelu" in o for o in program_ops(low))
-    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
-    ref, _ = lowered(model, x, "cortex-m55", drop=("EmlkitPrelu",), allow_float=True)
-    assert any("aten.where" in o or "prelu" in o for o in program_ops(ref))
-    (a,), (b,) = reference.run_lowered(low.edge, (x,)), reference.run_lowered(ref.edge, (x,))
-    step = [float(n.args[1]) for n in low.quantized.graph.nodes if n.op == "call_function"
-            and n.target is torch.ops.quantized_decomposed.dequantize_per_tensor.default][-1]
-    assert a.shape == b.shape == model(x).shape
-    assert (a - b).abs().max() <= step * (1 + 1e-5)
+    assert_lowered_within_one_step(model, x, EmlkitPrelu, lambda o: "emlkit.prelu" in o,
+                                   lambda o: "aten.where" in o or "prelu" in o)
 
 
 def test_table_signs_and_range() -> None:
