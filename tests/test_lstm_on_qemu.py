@@ -43,19 +43,24 @@ _GIVEN = module_source("""
                        seed=3).replace("def forward(self, x):", "def forward(self, x, h0, c0):")
 
 
-@pytest.mark.parametrize("target, board", _TARGETS)
-def test_lstm_int8_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str]) -> None:
-    (tmp_path / "lstms.py").write_text(_MODEL)
-    proc = subprocess.run([sys.executable, "-m", "emlkit", "run", str(tmp_path / "lstms.py"), "--target", target,
+def _run_bit_exact(tmp_path: Path, name: str, text: str, target: str, board: list[str], outputs: int) -> dict:
+    """`emlkit run` of the model TEXT (as NAME) on TARGET: PASS with every one of OUTPUTS outputs 0 steps off the
+    host reference; the compile report."""
+    (tmp_path / name).write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "emlkit", "run", str(tmp_path / name), "--target", target,
                            *board, "-o", str(tmp_path / "o")], cwd=tmp_path, env=dict(os.environ), capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)
     assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
-    cells = " ".join(diffs.group(1).split()).split(",")
-    assert [d.split()[0] for d in cells] == ["0"] * 8, diffs.group(1)
+    assert [d.split()[0] for d in " ".join(diffs.group(1).split()).split(",")] == ["0"] * outputs, diffs.group(1)
     (report,) = (tmp_path / "o").glob("*.json")
-    rep = json.loads(report.read_text())
+    return json.loads(report.read_text())
+
+
+@pytest.mark.parametrize("target, board", _TARGETS)
+def test_lstm_int8_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str]) -> None:
+    rep = _run_bit_exact(tmp_path, "lstms.py", _MODEL, target, board, outputs=8)
     assert rep["ops"].get("emlkit::lstm") == 7 and rep["ops"].get("emlkit::gru") == 5, rep["ops"]
     assert not [op for op in rep["ops"] if op.startswith("aten::") and op.split(".")[0] not in DATA_MOVEMENT], rep["ops"]
 
@@ -64,16 +69,7 @@ def test_lstm_int8_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[st
 def test_lstm_given_state_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str]) -> None:
     """h0 and c0 as model inputs: quantized on the device (h0 to int8 at h's qparams, c0 to the int16 cell) and
     fed to emlkit::lstm; y, h_n (its last step) and c_n equal the host reference, no float op."""
-    (tmp_path / "given.py").write_text(_GIVEN)
-    proc = subprocess.run([sys.executable, "-m", "emlkit", "run", str(tmp_path / "given.py"), "--target", target,
-                           *board, "-o", str(tmp_path / "o")], cwd=tmp_path, env=dict(os.environ), capture_output=True,
-                          text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)
-    assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
-    assert [d.split()[0] for d in " ".join(diffs.group(1).split()).split(",")] == ["0"] * 3, diffs.group(1)
-    (report,) = (tmp_path / "o").glob("*.json")
-    rep = json.loads(report.read_text())
+    rep = _run_bit_exact(tmp_path, "given.py", _GIVEN, target, board, outputs=3)
     (entry,) = rep["emlkit_lstm"]["lowered"]
     assert entry["given_state"] and entry["cell_out"] and rep["ops"].get("emlkit::lstm") == 1, rep["ops"]
     assert not [op for op in rep["ops"] if op.startswith("aten::") and op.split(".")[0] not in DATA_MOVEMENT], rep["ops"]
