@@ -1,5 +1,5 @@
 """Bilinear resize, masked_fill/where with a scalar fill, median and adaptive max pool in int8 on cortex-m55 and cortex-m4 under
-QEMU (issue 30): one model with all three compiles without --allow-float (no float op), and the device's outputs
+QEMU: one model with all three compiles without --allow-float (no float op), and the device's outputs
 equal the host reference bit for bit, NHWC (after a conv) and NCHW (a model input) resizes included."""
 
 from __future__ import annotations

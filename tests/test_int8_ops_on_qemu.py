@@ -1,6 +1,6 @@
 """Per-channel PReLU, adaptive average pools whose output does not divide the input, floor_divide and embedding_bag
 (sum, mean with padding_idx, max, sum with include_last_offset), and ConvTranspose1d/2d with output_padding in int8 on cortex-m55, cortex-m4 and cortex-m0plus
-(an385-m0plus) under QEMU (issue 30): one model with all of them compiles without --allow-float (no aten:: compute op
+(an385-m0plus) under QEMU: one model with all of them compiles without --allow-float (no aten:: compute op
 left), the device's outputs equal the host reference bit for bit, and each output's SNR against the float model is
 at least the floor the README states."""
 

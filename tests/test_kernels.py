@@ -808,7 +808,7 @@ def test_emlkit_gru(K, seed, b, t, i, h, batch_first, xzp, hzp, x_scale, h_scale
 
 
 # ---------------------------------------------------------------- emlkit::prelu, adaptive_avg_pool2d, floor_divide,
-# embedding_bag (issue 30): each portable kernel and its dispatcher bit-exact with the Python reference
+# embedding_bag: each portable kernel and its dispatcher bit-exact with the Python reference
 @SETTINGS
 @given(seed=seeds, outer=st.integers(1, 4), c=st.integers(1, 9), inner=st.integers(1, 13), izp=zps, ozp=zps,
        ratio=st.floats(0.05, 8.0), slopes=st.lists(st.floats(-3.0, 3.0), min_size=9, max_size=9),

@@ -1,4 +1,4 @@
-"""int8 LSTM and GRU (emlkit::lstm, emlkit::gru, issue 30) on the device under QEMU: a model with a batch_first
+"""int8 LSTM and GRU (emlkit::lstm, emlkit::gru) on the device under QEMU: a model with a batch_first
 LSTM over a batch of two whose c_n is read too, a sequence-first LSTM feeding a Linear, a two-layer bidirectional
 LSTM whose h_n is read, an LSTMCell, a two-layer bidirectional GRU (output and h_n) and a GRUCell compiles
 without --allow-float (no float op), and the device's outputs equal the host reference bit for bit on cortex-m55 (MVE build), cortex-m4 (DSP

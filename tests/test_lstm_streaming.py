@@ -1,4 +1,4 @@
-"""Streaming LSTM/GRU state (--streaming-state, issue 30): a model with an LSTM (sequence output and h_n) and a GRU
+"""Streaming LSTM/GRU state (--streaming-state): a model with an LSTM (sequence output and h_n) and a GRU
 (sequence output and h_n), compiled once over N frames and once over one frame, both with --streaming-state and
 calibrated on the same frames (the one-frame program on them one per sample, in order). On the host reference,
 N one-frame executions in sequence give, frame by frame, the N-frame execution's sequence outputs and, after the

@@ -1,5 +1,5 @@
 """Repository structure: no import cycles among emlkit/ and scripts/ (scripts/import_cycles.py), no monkeypatching
-of other projects (issue 20: public ExecuTorch API only)."""
+of other projects (public ExecuTorch API only)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_checker_finds_a_monkeypatch() -> None:
     assert monkeypatches(src) == ["line 3: EthosUBackend._compile_tosa_flatbuffer", "line 4: torch.ops.?"]
 
 
-# Nothing is known and tolerated any more (issue 20 removed the EthosUBackend patch and the swap of F in
+# Nothing is known and tolerated any more (we removed the EthosUBackend patch and the swap of F in
 # ExecuTorch's cortex_m operators module: emlkit/exact_int_conv.py now calls the ops with zero-dilated weights).
 KNOWN: dict[str, list[str]] = {}
 
