@@ -359,7 +359,7 @@ def print_report(rep: dict[str, Any], board: str, build: str, verbose: bool) -> 
 
 
 def print_summary(reports: list[dict[str, Any]]) -> None:
-    """One line per (core, model): the total, each class and the worst layer: the figures the speed targets are stated in."""
+    """One line per (core, model): the total, each class and the worst layer (the speed targets' figures)."""
     classes = sorted({k for r in reports for k in r["classes"]})
     short = {"conv": "conv", "depthwise": "dw", "fully connected": "fc", "add": "add", "average pool": "avgpool",
              "max pool": "maxpool", "mul": "mul"}
