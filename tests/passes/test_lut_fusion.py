@@ -163,7 +163,11 @@ def test_chain_table_exact_and_fewer_ops(chain_case: Any) -> None:
     assert luts(fused)[0].tolist() == expected_table(ref_fn, *region_qparams(fused))
     assert float_ops(fused) == []
     if not isinstance(unfused, AotError):
-        assert op_count(fused) < op_count(unfused)
+        if n_ops == 1 and not float_ops(unfused):
+            # one op that has an int8 kernel of its own (PReLU: emlkit::prelu): the table replaces it one for one
+            assert op_count(fused) == op_count(unfused)
+        else:
+            assert op_count(fused) < op_count(unfused)
 
 
 def test_chain_not_further_from_float(chain_case: Any) -> None:
