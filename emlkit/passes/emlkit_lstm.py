@@ -229,23 +229,7 @@ class EmlkitLstm(Pass):
                 y = g.call_function(operator.getitem, (new, 0))
             cell_nodes = _cell_output(g, new, k) if cell_out is not None else []
         copy_meta(n, ([new, y] if new is not y else [new]) + cell_nodes + list(state[1:]))
-        # convert_pt2e's quantize nodes carry no value meta: the LSTM's own output value gives y's shape, so a
-        # later layer reading y sees its shape (graph.shape_of)
-        ov = out.meta.get("val")
-        fake = getattr(ov, "fake_mode", None)
-        if fake is not None and isinstance(ov, torch.Tensor):
-            with fake:
-                batch = xs[0] if layer.batch_first else xs[1]
-                cell = torch.empty((batch, layer.w_hh.shape[1]), dtype=torch.int16)
-                y.meta["val"] = torch.empty_like(ov, dtype=torch.int8)
-                if new is not y:
-                    new.meta["val"] = (y.meta["val"], cell)
-                if state:
-                    state[1].meta["val"] = torch.empty((1, *cell.shape), dtype=torch.int16)
-                if cell_nodes:
-                    cell_nodes[0].meta["val"] = cell
-                    cell_nodes[1].meta["val"] = torch.empty(cell.shape, dtype=torch.float32)
-                    cell_nodes[2].meta["val"] = torch.empty((1, *cell.shape), dtype=torch.float32)
+        _set_values(out, batch, hid, new, y, state, cell_nodes)
         q.replace_all_uses_with(y)
         if cell_out is not None:
             cell_out.replace_all_uses_with(cell_nodes[-1])
@@ -259,6 +243,27 @@ class EmlkitLstm(Pass):
                 "hidden": int(layer.w_hh.shape[1]), "batch_first": layer.batch_first,
                 "cell_frac_bits": None if layer.gru else k, "in_scale": s_x, "out_scale": s_h,
                 "state_bytes": state_bytes, "cell_out": cell_out is not None, "given_state": bool(state)}
+
+
+def _set_values(out: torch.fx.Node, batch: int, hid: int, new: torch.fx.Node, y: torch.fx.Node,
+                state: tuple[Any, ...], cell_nodes: list[torch.fx.Node]) -> None:
+    """Value meta for the new nodes. convert_pt2e's quantize nodes carry none: the LSTM's own output value gives
+    y's shape, so a later layer reading y sees its shape (graph.shape_of)."""
+    ov = out.meta.get("val")
+    fake = getattr(ov, "fake_mode", None)
+    if fake is None or not isinstance(ov, torch.Tensor):
+        return
+    with fake:
+        cell = torch.empty((batch, hid), dtype=torch.int16)
+        y.meta["val"] = torch.empty_like(ov, dtype=torch.int8)
+        if new is not y:
+            new.meta["val"] = (y.meta["val"], cell)
+        if state:
+            state[1].meta["val"] = torch.empty((1, *cell.shape), dtype=torch.int16)
+        if cell_nodes:
+            cell_nodes[0].meta["val"] = cell
+            cell_nodes[1].meta["val"] = torch.empty(cell.shape, dtype=torch.float32)
+            cell_nodes[2].meta["val"] = torch.empty((1, *cell.shape), dtype=torch.float32)
 
 
 def _used_before(node: torch.fx.Node, q: torch.fx.Node) -> bool:
