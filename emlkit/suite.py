@@ -63,7 +63,7 @@ class Row:
     vela_total_cycles_estimate: int | None = None     # Vela's estimate including memory transfers (up to 6.8x)
     npu_pmu_cycles: int | None = None  # the NPU's PMU, where something times the NPU (FVP model, board)
     npu_pmu_label: str = ""
-    npu_pmu_cycles_estimate: int | None = None  # QEMU's co-simulated NPU: its PMU's Vela per-op estimate
+    npu_pmu_cycles_estimate: int | None = None  # QEMU's co-simulated NPU: Vela per-op estimates, all inferences
     arena_bytes: int | None = None
     image_bytes: int | None = None
     model_bytes: int | None = None     # the .bpte (program, constants, bundled inputs and outputs)
