@@ -50,7 +50,8 @@ def adaptive_tables(h: int, w: int, oh: int, ow: int, s_in: float, s_out: float
 @declare("pre_edge", ("aten.adaptive_avg_pool2d",), runs_after=("LutFusion", "EmlkitAvgPool"), order=215,
          flows=("cortex_m",))
 class EmlkitAdaptiveAvgPool(DqOpQLowering):
-    """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
+    """An int8 adaptive average pool to any output size: PyTorch's window of each output row and column,
+    with a requantization per window, precomputed (`emlkit::adaptive_avg_pool2d`)."""
 
     op_targets, ranks = ADAPTIVE_AVG, range(4, 5)
 

@@ -68,7 +68,8 @@ def _table(pos: torch.Tensor, size: int) -> torch.Tensor:
 @declare("pre_edge", ("aten.upsample_bilinear2d",), runs_after=("LutFusion", "EmlkitAvgPool"), order=212,
          flows=("cortex_m",))
 class EmlkitBilinear(DqOpQLowering):
-    """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
+    """An int8 bilinear resize (`align_corners` either way, any scale): source rows and columns with their
+    fixed-point weights, precomputed from PyTorch's own coordinate rule."""
 
     op_targets, ranks = BILINEAR, range(4, 5)
 

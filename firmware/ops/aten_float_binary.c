@@ -295,6 +295,7 @@ ET_PREPARE et_status aten_where_self_out_prepare(et_kernel_ctx *ctx, et_value **
   return ET_OK;
 }
 et_status aten_where_self_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)nargs;
   const char *op = "aten::where.self_out";
   const et_tensor *const c = args[WHERE_CONDITION]->u.t, *const a = args[WHERE_SELF]->u.t, *const b = args[WHERE_OTHER]->u.t;
   et_tensor *const out = args[WHERE_OUT]->u.t;
@@ -316,7 +317,6 @@ et_status aten_where_self_out(et_kernel_ctx *ctx, et_value **args, uint32_t narg
     const uint8_t *src = pc[it.off[ic]] ? pa + it.off[ia] * es : pb + it.off[ib] * es;
     memcpy(po + it.off[io] * es, src, es);
   }
-  (void)nargs;
   return ET_OK;
 }
 

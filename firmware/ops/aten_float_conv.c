@@ -240,6 +240,7 @@ ET_PREPARE et_status aten_addmm_out_prepare(et_kernel_ctx *ctx, et_value **args,
   return af_bcast(ctx, op, c, out);
 }
 et_status aten_addmm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)nargs;
   const et_tensor *c;
   size_t cs[ET_MAX_DIM];
   et_tensor *const out = af_bcast_args(ctx, "aten::addmm.out", args, ADDMM_SELF, ADDMM_OUT, &c, cs);
@@ -248,7 +249,6 @@ et_status aten_addmm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   j.c = c->data, j.cm = cs[0], j.cn = cs[1];
   j.beta = (float)aten_scalar_get(args[ADDMM_BETA], NULL), j.alpha = (float)aten_scalar_get(args[ADDMM_ALPHA], NULL);
   mm_run(&j);
-  (void)nargs;
   return ET_OK;
 }
 

@@ -338,34 +338,34 @@ ET_PREPARE static et_status reduce_prepare(et_kernel_ctx *ctx, const char *op, r
 }
 
 static et_status reduce_adapter(et_kernel_ctx *ctx, const char *op, rkind k, bool all_dims, et_value **args, uint32_t nargs) {
-  (void)ctx, (void)op;
+  (void)ctx, (void)op, (void)nargs;
   const et_tensor *const a = args[RED_SELF]->u.t;
   const red_layout l = k_layout[k];
   red_args ra;
   red_unpack(k, args, a, &ra, all_dims);
   et_tensor *const out = args[all_dims ? ALLRED_OUT : l.out]->u.t;
   reduce(k, a, &ra, out, !all_dims && l.indices >= 0 ? args[l.indices]->u.t : NULL);
-  (void)nargs;
   return ET_OK;
 }
 
-/* Each overload's entry points (named in aten_float_ops.def): eval fn, prepare fn##_prepare. */
-#define REDUCE_OP(fn, name, k, all) OP_ENTRIES(fn, reduce_adapter, reduce_prepare, name, k, all)
-REDUCE_OP(aten_sum_intlist_out, "aten::sum.IntList_out", R_SUM, false)
-REDUCE_OP(aten_mean_dtype_out, "aten::mean.dtype_out", R_MEAN, false)
-REDUCE_OP(aten_prod_int_out, "aten::prod.int_out", R_PROD, false)
-REDUCE_OP(aten_amax_out, "aten::amax.out", R_AMAX, false)
-REDUCE_OP(aten_amin_out, "aten::amin.out", R_AMIN, false)
-REDUCE_OP(aten_argmax_out, "aten::argmax.out", R_ARGMAX, false)
-REDUCE_OP(aten_argmin_out, "aten::argmin.out", R_ARGMIN, false)
-REDUCE_OP(aten_max_dim_max, "aten::max.dim_max", R_MAX, false)
-REDUCE_OP(aten_min_dim_min, "aten::min.dim_min", R_MIN, false)
-REDUCE_OP(aten_any_out, "aten::any.out", R_ANY, false)
-REDUCE_OP(aten_any_dims_out, "aten::any.dims_out", R_ANY, false)
-REDUCE_OP(aten_any_all_out, "aten::any.all_out", R_ANY, true)
-REDUCE_OP(aten_var_correction_out, "aten::var.correction_out", R_VAR, false)
-REDUCE_OP(aten_median_dim_values, "aten::median.dim_values", R_MEDIAN, false)
-REDUCE_OP(aten_median_out, "aten::median.out", R_MEDIAN, true)
+/* The reductions over a dim list (named in aten_float_ops.def), then the two over every element. */
+#define REDUCE_OP(fn, name, k) OP_ENTRIES(fn, reduce_adapter, reduce_prepare, name, k, false)
+#define REDUCE_ALL_OP(fn, name, k) OP_ENTRIES(fn, reduce_adapter, reduce_prepare, name, k, true)
+REDUCE_OP(aten_sum_intlist_out, "aten::sum.IntList_out", R_SUM)
+REDUCE_OP(aten_mean_dtype_out, "aten::mean.dtype_out", R_MEAN)
+REDUCE_OP(aten_prod_int_out, "aten::prod.int_out", R_PROD)
+REDUCE_OP(aten_amax_out, "aten::amax.out", R_AMAX)
+REDUCE_OP(aten_amin_out, "aten::amin.out", R_AMIN)
+REDUCE_OP(aten_argmax_out, "aten::argmax.out", R_ARGMAX)
+REDUCE_OP(aten_argmin_out, "aten::argmin.out", R_ARGMIN)
+REDUCE_OP(aten_max_dim_max, "aten::max.dim_max", R_MAX)
+REDUCE_OP(aten_min_dim_min, "aten::min.dim_min", R_MIN)
+REDUCE_OP(aten_any_out, "aten::any.out", R_ANY)
+REDUCE_OP(aten_any_dims_out, "aten::any.dims_out", R_ANY)
+REDUCE_OP(aten_var_correction_out, "aten::var.correction_out", R_VAR)
+REDUCE_OP(aten_median_dim_values, "aten::median.dim_values", R_MEDIAN)
+REDUCE_ALL_OP(aten_any_all_out, "aten::any.all_out", R_ANY)
+REDUCE_ALL_OP(aten_median_out, "aten::median.out", R_MEDIAN)
 
 /* ---- along one dim: cumsum and _log_softmax ---- */
 
