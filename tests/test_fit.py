@@ -4,9 +4,6 @@ reports and does, the one-line message per memory, and how compile, run and the 
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +12,6 @@ from emlkit.deploy import boards as B
 from emlkit.deploy import fit
 from emlkit.deploy.build import build_image
 from toolchain import needs_gcc, needs_qemu
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _needs(cres) -> fit.ProgramNeeds:
@@ -113,22 +108,16 @@ def test_an_image_that_does_not_link_is_a_code_fit_failure() -> None:
     assert fit.overflow_result(b, "undefined reference to `foo'") is None
 
 
-def _aot(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "emlkit", *args], cwd=tmp, env=env, capture_output=True, text=True,
-                          timeout=900)
-
-
 @needs_qemu
-def test_cli_compile_and_run_exit_4_with_one_line(tmp_path: Path) -> None:
+def test_cli_compile_and_run_exit_4_with_one_line(tmp_path: Path, emlkit_cli) -> None:
     for cmd in (["compile"], ["run"]):
-        p = _aot([*cmd, "conv_relu", "--target", "cortex-m0plus", "-o", str(tmp_path / "o")], tmp_path)
+        p = emlkit_cli([*cmd, "conv_relu", "--target", "cortex-m0plus", "-o", tmp_path / "o"], tmp_path)
         assert p.returncode == 4, p.stdout[-1500:] + p.stderr[-1500:]
         err = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
         assert len(err) == 1 and "Traceback" not in p.stderr
         assert err[0].startswith("error: conv_relu (cortex-m0plus) does not fit microbit: ram needs ")
     assert (tmp_path / "o" / "conv_relu_cortex-m0plus.bpte").is_file()  # the program is written all the same
-    p = _aot(["compile", "mlp", "--target", "cortex-m0plus", "--board", "microbit", "-o", str(tmp_path / "o")], tmp_path)
+    p = emlkit_cli(["compile", "mlp", "--target", "cortex-m0plus", "--board", "microbit", "-o", tmp_path / "o"], tmp_path)
     assert p.returncode == 0 and "memory on microbit" in p.stdout and "fits:" in p.stdout, p.stderr[-1500:]
 
 
