@@ -569,12 +569,14 @@ def _lstm_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias
 #   h code = clamp(rq((2^15 - z) * n + z * hq, M, T) + zp_out, -128, 127), M / 2^T = 2^-30 / s_h.
 # requant: int32 [3H, 4] (Mx, Tx, Mh, Th per gate row); bias: int32 [4H] (3H x-side, then b_hn).
 # state_bytes: 0, or gru_state_bytes(B, H) in a streaming program (the LSTM's, with h only).
+# h0: None (h_{-1} = zero codes), or a given initial state: int8 h codes, B * H elements (a model's h0); not
+# with state_bytes.
 lib.define("gru(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
            "int input_zero_point, int output_zero_point, int h_multiplier, int h_shift, int output_multiplier, "
-           "int output_shift, int state_bytes=0) -> Tensor")
+           "int output_shift, int state_bytes=0, Tensor? h0=None) -> Tensor")
 lib.define("gru.out(Tensor x, Tensor w_ih, Tensor w_hh, Tensor bias, Tensor requant, Tensor tables, int batch_first, "
            "int input_zero_point, int output_zero_point, int h_multiplier, int h_shift, int output_multiplier, "
-           "int output_shift, int state_bytes=0, *, Tensor(a!) out) -> Tensor(a!)")
+           "int output_shift, int state_bytes=0, Tensor? h0=None, *, Tensor(a!) out) -> Tensor(a!)")
 
 
 def gru_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
@@ -608,6 +610,8 @@ def gru_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias:
     sig, tnh = tables[0].to(torch.int64), tables[1].to(torch.int64)
     h = torch.zeros(b, hid, dtype=torch.int64)          # h codes minus the output zero point
     if h0 is not None:
+        if h0.dtype != torch.int8 or h0.numel() != b * hid:
+            raise ValueError(f"{op}: h0 must be int8 with B * H elements")
         h = h0.to(torch.int64).reshape(b, hid) - output_zero_point
     ys = []
     for t in range(steps):
@@ -627,28 +631,38 @@ def gru_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias:
     return (y if batch_first else y.transpose(0, 1)).to(torch.int8).contiguous()
 
 
+def _gru_given_state_alone(state_bytes: int, h0: torch.Tensor | None) -> None:
+    """The firmware's prepare check: a given h0 never in a streaming call (which starts from its kept state)."""
+    if h0 is not None and state_bytes:
+        raise ValueError("emlkit::gru: h0 must not be given with state_bytes")
+
+
 @register_fake("emlkit::gru")
 def _gru_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
               tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int, h_multiplier: int,
-              h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0) -> torch.Tensor:
+              h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
+              h0: torch.Tensor | None = None) -> torch.Tensor:
     return x.new_empty((x.shape[0], x.shape[1], w_hh.shape[1]), dtype=torch.int8)
 
 
 @impl(lib, "gru", "CompositeExplicitAutograd")
 def _gru_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
               tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int, h_multiplier: int,
-              h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0) -> torch.Tensor:
+              h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
+              h0: torch.Tensor | None = None) -> torch.Tensor:
+    _gru_given_state_alone(state_bytes, h0)
     return gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                         h_multiplier, h_shift, output_multiplier, output_shift, state_bytes)
+                         h_multiplier, h_shift, output_multiplier, output_shift, state_bytes, h0)
 
 
 @impl(lib, "gru.out", "CompositeExplicitAutograd")
 def _gru_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
                   tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0, *,
-                  out: torch.Tensor) -> torch.Tensor:
+                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
+                  h0: torch.Tensor | None = None, *, out: torch.Tensor) -> torch.Tensor:
+    _gru_given_state_alone(state_bytes, h0)
     out.copy_(gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                            h_multiplier, h_shift, output_multiplier, output_shift, state_bytes))
+                            h_multiplier, h_shift, output_multiplier, output_shift, state_bytes, h0))
     return out
 
 

@@ -139,6 +139,10 @@ class _Rnns(torch.nn.Module):
      "emlkit::lstm: h0 and c0 must be given together, and not with state_bytes"),
     ("gru", lambda low, n: _constant(low, n.args[3]).__setitem__(2, 1 << 25),
      "emlkit::gru: bias must be int32 [4H] within +-2^24"),
+    ("gru", lambda low, n: setattr(n, "args", (*n.args[:13], 8 + 5, n.args[0])),
+     "emlkit::gru: h0 must not be given with state_bytes"),
+    ("gru", lambda low, n: setattr(n, "args", (*n.args[:13], 0, n.args[0])),
+     "emlkit::gru: h0 must be int8 with B * H elements"),
 ])
 def test_recurrent_op_refusals(op: str, tamper: Callable[[Any, torch.fx.Node], None], message: str) -> None:
     """emlkit::lstm / emlkit::gru arguments out of the kernels' range are refused at compile time with the adapter's

@@ -633,7 +633,7 @@ def test_mve_matches_portable_on_qemu(tmp_path):
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
     assert set(passed) == {"emk_conv2d_s8", "emk_depthwise_conv2d_s8", "emk_linear_s8", "emk_batch_matmul_s8", "emk_add_s8", "emk_mul_s8",
                            "emk_lut_s8", "emk_max_pool2d_s8", "emk_avg_pool2d_s8", "emk_emlkit_avg_pool2d_s8", "emk_emlkit_resize_bilinear_s8",
-                           "emk_quantize_f32",
+                           "emk_emlkit_lstm_s8", "emk_emlkit_gru_s8", "emk_quantize_f32",
                            "emk_dequantize_f32"}, r.stdout
 
 
@@ -641,7 +641,7 @@ def test_mve_matches_portable_on_qemu(tmp_path):
                     reason="needs arm-none-eabi-gcc and qemu-system-arm")
 def test_dsp_matches_portable_on_qemu(tmp_path):
     """tests/dsp_selftest: emk_conv2d_s8_dsp, emk_depthwise_conv2d_s8_dsp, emk_linear_s8_dsp, emk_add_s8_dsp, emk_avg_pool2d_s8_dsp,
-    emk_mul_s8_dsp, emk_max_pool2d_s8_dsp and emk_lut_s8_dsp against their *_ref twins on
+    emk_mul_s8_dsp, emk_max_pool2d_s8_dsp, emk_lut_s8_dsp, emk_emlkit_lstm_s8_dsp and emk_emlkit_gru_s8_dsp against their *_ref twins on
     the Cortex-M4 of mps2-an386, 150 random cases each (odd channel counts, K
     tails, borders, groups, depth multipliers, broadcasts, unaligned operands
     and outputs), byte for byte, scratch canaries intact; and
@@ -653,7 +653,8 @@ def test_dsp_matches_portable_on_qemu(tmp_path):
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
     assert set(passed) == {"k_requantize_dsp", "emk_conv2d_s8", "emk_depthwise_conv2d_s8", "emk_linear_s8", "emk_add_s8",
-                           "emk_avg_pool2d_s8", "emk_mul_s8", "emk_max_pool2d_s8", "emk_lut_s8"}, r.stdout
+                           "emk_avg_pool2d_s8", "emk_mul_s8", "emk_max_pool2d_s8", "emk_lut_s8", "emk_emlkit_lstm_s8",
+                           "emk_emlkit_gru_s8"}, r.stdout
 
 
 # ---------------------------------------------------------------- emlkit:: ops (emlkit/emlkit_ops.py)

@@ -3,8 +3,9 @@ LSTM over a batch of two whose c_n is read too, a sequence-first LSTM feeding a 
 LSTM whose h_n is read, an LSTMCell, a two-layer bidirectional GRU (output and h_n) and a GRUCell compiles
 without --allow-float (no float op), and the device's outputs equal the host reference bit for bit on cortex-m55 (MVE build), cortex-m4 (DSP
 build) and cortex-m0plus (the Armv6-M image on the an385-m0plus stand-in: the micro:bit's 16 KiB RAM is too small
-for this model; tests/models/lstm_kws.py fits it). Likewise an LSTM from a given (h0, c0), the model's inputs,
-whose h_n and c_n are read."""
+for this model; tests/models/lstm_kws.py fits it). Likewise given states (the model's inputs) of every form: a
+stacked LSTM's (h0, c0), a stacked bidirectional GRU's h0, an LSTMCell's and a GRUCell's; and a bidirectional
+LSTM's c_n."""
 
 from __future__ import annotations
 
@@ -37,10 +38,20 @@ _MODEL = module_source("""
 
 _TARGETS = [("cortex-m55", []), ("cortex-m4", []), ("cortex-m0plus", ["--board", "an385-m0plus"])]
 _GIVEN = module_source("""
-    self.a = nn.LSTM(6, 12, batch_first=True)""", """
-    y, (h, c) = self.a(x, (h0, c0))
-    return y, h, c""", "torch.randn(2, 7, 6), torch.tanh(torch.randn(1, 2, 12)), torch.randn(1, 2, 12)", name="Given",
-                       seed=3).replace("def forward(self, x):", "def forward(self, x, h0, c0):")
+    self.a = nn.LSTM(6, 8, num_layers=2, batch_first=True)
+    self.b = nn.LSTM(6, 5, bidirectional=True)
+    self.g = nn.GRU(6, 7, num_layers=2, batch_first=True, bidirectional=True)
+    self.lc = nn.LSTMCell(6, 4)
+    self.gc = nn.GRUCell(6, 3)""", """
+    ya, (ha, ca) = self.a(x, (h0, c0))
+    yb, (_, cb) = self.b(x.transpose(0, 1))
+    yg, hg = self.g(x, g0)
+    h1, c1 = self.lc(x[:, 2], (hc, cc))
+    return ya, ca, yb, cb, yg, hg, torch.cat((h1, c1), 1), self.gc(x[:, 4], gc)""",
+                       "torch.randn(2, 7, 6), torch.tanh(torch.randn(2, 2, 8)), torch.randn(2, 2, 8), "
+                       "torch.tanh(torch.randn(4, 2, 7)), torch.tanh(torch.randn(2, 4)), torch.randn(2, 4), "
+                       "torch.tanh(torch.randn(2, 3))", name="Given", seed=3).replace(
+    "def forward(self, x):", "def forward(self, x, h0, c0, g0, hc, cc, gc):")
 
 
 def _run_bit_exact(tmp_path: Path, name: str, text: str, target: str, board: list[str], outputs: int) -> dict:
@@ -67,9 +78,14 @@ def test_lstm_int8_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[st
 
 @pytest.mark.parametrize("target, board", _TARGETS)
 def test_lstm_given_state_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str]) -> None:
-    """h0 and c0 as model inputs: quantized on the device (h0 to int8 at h's qparams, c0 to the int16 cell) and
-    fed to emlkit::lstm; y, h_n (its last step) and c_n equal the host reference, no float op."""
-    rep = _run_bit_exact(tmp_path, "given.py", _GIVEN, target, board, outputs=3)
-    (entry,) = rep["emlkit_lstm"]["lowered"]
-    assert entry["given_state"] and entry["cell_out"] and rep["ops"].get("emlkit::lstm") == 1, rep["ops"]
+    """Given states as model inputs, quantized on the device (h0 to int8 at h's qparams, c0 to the int16 cell) and
+    fed to the kernels: a two-layer LSTM's (h0, c0) (each layer its slice; y and c_n read), a two-layer
+    bidirectional GRU's h0, an LSTMCell's (h, c) (both read) and a GRUCell's h; and a bidirectional LSTM's c_n (each
+    direction's cell, joined). All eight outputs (the M0+ runner reports 8) equal the host reference, no float
+    op."""
+    rep = _run_bit_exact(tmp_path, "given.py", _GIVEN, target, board, outputs=8)
+    entries = rep["emlkit_lstm"]["lowered"]
+    assert sum(e["given_state"] for e in entries) == 2 + 4 + 1 + 1, entries
+    assert sum(e["cell_out"] for e in entries) == 2 + 2 + 1, entries
+    assert rep["ops"].get("emlkit::lstm") == 5 and rep["ops"].get("emlkit::gru") == 5, rep["ops"]
     assert not [op for op in rep["ops"] if op.startswith("aten::") and op.split(".")[0] not in DATA_MOVEMENT], rep["ops"]

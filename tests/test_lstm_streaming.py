@@ -1,12 +1,12 @@
-"""Streaming LSTM/GRU state (--streaming-state): a model with an LSTM (sequence output and h_n) and a GRU
-(sequence output and h_n), compiled once over N frames and once over one frame, both with --streaming-state and
-calibrated on the same frames (the one-frame program on them one per sample, in order). On the host reference,
-N one-frame executions in sequence give, frame by frame, the N-frame execution's sequence outputs and, after the
-last frame, its h_n, bit for bit; a reset (a fresh state) restarts the sequence. On the device (host build,
-cortex-m55 MVE, cortex-m4 DSP under QEMU), the one-frame program runs the frames as N bundled test cases in
-sequence without a reset and must equal that reference bit for bit; the runner's warm-up run of case 0 followed by
-eml_reset_state before the measured cases checks the reset on the device (without it case 0 would start from the
-warm-up's state). The N-frame program runs on the device too."""
+"""Streaming LSTM/GRU state (--streaming-state): a model with a two-layer LSTM (sequence output and h_n) and a
+two-layer GRU (sequence output and h_n), each layer keeping its own state, compiled once over N frames and once over
+one frame, both with --streaming-state and calibrated on the same frames (the one-frame program on them one per
+sample, in order). On the host reference, N one-frame executions in sequence give, frame by frame, the N-frame
+execution's sequence outputs and, after the last frame, its h_n, bit for bit; a reset (a fresh state) restarts the
+sequence. On the device (host build, cortex-m55 MVE, cortex-m4 DSP under QEMU), the one-frame program runs the
+frames as N bundled test cases in sequence without a reset and must equal that reference bit for bit; the runner's
+warm-up run of case 0 followed by eml_reset_state before the measured cases checks the reset on the device (without
+it case 0 would start from the warm-up's state). The N-frame program runs on the device too."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from model_files import module_source
 
 N, FEAT = 6, 5
 _LAYERS = """
-    self.a = nn.LSTM(5, 8, batch_first=True)
-    self.g = nn.GRU(5, 6)"""
+    self.a = nn.LSTM(5, 8, num_layers=2, batch_first=True)
+    self.g = nn.GRU(5, 6, num_layers=2)"""
 _FORWARD = """
     ya, (ha, _) = self.a(x)
     yg, hg = self.g(x.transpose(0, 1))
@@ -75,12 +75,12 @@ def test_streaming_reference_equals_the_whole_sequence(tmp_path: Path) -> None:
     for kind in ("lstm", "gru"):
         ops = [n for n in one.edge.exported_program().graph_module.graph.nodes
                if n.op == "call_function" and f"emlkit.{kind}" in str(n.target)]
-        assert len(ops) == 1, (kind, ops)
+        assert len(ops) == 2, (kind, ops)                                # one per layer, each with its state
         # state_bytes: the header and (LSTM) int16 c and int8 h of one row of 8, (GRU) int8 h of one row of 6
-        assert ops[0].args[-1] == (8 + 3 * 8 if kind == "lstm" else 8 + 6), ops[0].args
+        assert all(op.args[-1] == (8 + 3 * 8 if kind == "lstm" else 8 + 6) for op in ops), [op.args for op in ops]
         if kind == "lstm":
-            assert ops[0].args[9] == 11, ops[0].args                     # the cell format of any length
-    # outputs: LSTM y [1, T, 8] (batch first), its h_n [1, 1, 8], GRU y [T, 1, 6] (sequence first), its h_n
+            assert all(op.args[9] == 11 for op in ops), ops              # the cell format of any length
+    # outputs: LSTM y [1, T, 8] (batch first), its h_n [2, 1, 8], GRU y [T, 1, 6] (sequence first), its h_n
     assert torch.equal(_cat_frames(got, 0, 1), want[0])
     assert torch.equal(_cat_frames(got, 2, 0), want[2])
     assert torch.equal(got[-1][1], want[1]) and torch.equal(got[-1][3], want[3])
@@ -133,10 +133,12 @@ def test_streaming_on_the_device(tmp_path: Path, target: str, board: str) -> Non
 @pytest.mark.parametrize("layers, forward, words", [
     ("self.a = nn.GRU(5, 4, bidirectional=True)", "return self.a(x)[0]", "bidirectional GRU"),
     ("self.a = nn.LSTM(5, 4)", "return self.a(x, (torch.ones(1, 1, 4), torch.zeros(1, 1, 4)))[0]",
-     "has no int8 kernel here")])
+     "has no int8 kernel here"),
+    ("self.a = nn.GRU(5, 4, num_layers=2)", "return self.a(x, x[:2, :, :4])[0]", "is given an initial state")])
 def test_streaming_refuses_what_cannot_stream(tmp_path: Path, layers: str, forward: str, words: str) -> None:
-    """A bidirectional layer, and an LSTM the int8 kernel does not take (here: a given initial state), which in
-    float would not keep its state: one line naming the layer and its source line, status 4."""
+    """A bidirectional layer; an LSTM the int8 kernel does not take (here: a constant initial state), which in
+    float would not keep its state; a GRU given an initial state (a view of the model's input), which a stream
+    would ignore: one line naming the layer and its source line, status 4."""
     path = tmp_path / "bi.py"
     path.write_text(module_source(layers, forward, "torch.randn(3, 1, 5)", name="Bi"))
     proc = subprocess.run([sys.executable, "-m", "emlkit", "compile", str(path), "--target", "cortex-m4",

@@ -3,8 +3,9 @@ quantized GRU layer -> `emlkit::gru`.
 
 Matches `dequantize(x_q, s_x, zp_x) -> aten.lstm.input -> getitem 0 -> quantize(s_h, zp_h)`, int8 per-tensor, the
 forms lstm_output_qparams.py annotates (graph.lstm_layer: one unidirectional layer, batch_first either way, any
-sequence length, zero initial state or for an LSTM a given one, the sequence output and for an LSTM c_n read;
-lstm_as_layers.py has split stacked layers and expressed h_n through the sequence output).
+sequence length, zero initial state or a given one, the sequence output and for an LSTM c_n read; lstm_as_layers.py
+has split stacked and bidirectional layers, each reading its slice of a given state and giving its share of c_n,
+turned cells into one-step layers and expressed h_n through the sequence output).
 
 Emits `emlkit::lstm(x_q, w_ih, w_hh, bias, requant, tables, batch_first, zp_x, zp_h, K, M, T)` (semantics in
 emlkit/emlkit_ops.py) and reads its first output. At compile time: W_ih and W_hh quantized to int8 per gate row
@@ -19,23 +20,24 @@ not a calibrated range, so the program does not depend on the calibration set re
 A read c_n is that cell, the op's second output, dequantized at scale 2^-K (int16, zero point 0) and unsqueezed to
 nn.LSTM's [1, B, H]: 41.0-43.8 dB SNR against the float model in the tests.
 
-Given state: an LSTM's (h0, c0) that are the model's inputs ([1, B, H] each, not constants) become the op's h0
-and c0: h0 the int8 codes of the dequantize lstm_output_qparams.py put on its edge (h's qparams, which the
-sequence output shares), c0 quantized to the int16 cell at 2^-K in the program, and K = 11 (a given c0 bounds
-no cell value, so the long-sequence rule). y 35.6-38.6 dB and c_n 40.3-45.3 dB SNR against the float model in the
-tests with h0 in (-1, 1). A GRU's given h0, a constant or computed state stay float (refused under --streaming-state,
-which starts from its kept state).
+Given state: an LSTM's (h0, c0) and a GRU's h0 that are the model's inputs or slices and views of them ([1, B, H]
+each, not constants: a stacked layer's slice, a cell's unsqueezed state) become the op's h0 (and c0): h0 the int8
+codes of the dequantize lstm_output_qparams.py put on its edge (h's qparams, which the sequence output shares), c0
+quantized to the int16 cell at 2^-K in the program (float up to there), and K = 11 (a given c0 bounds no cell
+value, so the long-sequence rule). y 35.6-41.3 dB, c_n 40.3-45.3 dB and h_n 32.6-40.3 dB SNR against the float model
+in the tests with h0 in (-1, 1), stacked, bidirectional and cells included. A constant or computed state stays
+float; --streaming-state refuses a given state (a stream starts from its kept state) with one line.
 
 Accuracy (random weights, tests/passes/test_emlkit_lstm.py): the sequence output is 38.4-43.0 dB SNR against the
 float model over five shapes (1 to 40 steps), within 2.6 dB of the program where the LSTM ran in float between
 quantize and dequantize; the test holds it above 35 dB and within 3 dB. Bit-exact on the device
 (tests/test_lstm_on_qemu.py).
 
-GRU: `dequantize -> aten.gru.input -> getitem 0 -> quantize` (one unidirectional layer, zero initial state, the
-sequence output read) becomes `emlkit::gru(x_q, w_ih, w_hh, bias, requant, tables, batch_first, zp_x, zp_h, Mq, Tq,
-M, T)` the same way: r and z from both biases, n's hidden part with b_hn scaled by r, h_{t-1} to Q0.15 by (Mq, Tq),
-h = (1 - z) n + z h_{t-1} in Q0.30 requantized to s_h (37.8-41.0 dB SNR against the float model in the tests, within
-2.2 dB of the program with the GRU in float).
+GRU: `dequantize -> aten.gru.input -> getitem 0 -> quantize` (one unidirectional layer, zero or given initial state,
+the sequence output read) becomes `emlkit::gru(x_q, w_ih, w_hh, bias, requant, tables, batch_first, zp_x, zp_h, Mq,
+Tq, M, T)` the same way: r and z from both biases, n's hidden part with b_hn scaled by r, h_{t-1} to Q0.15 by (Mq,
+Tq), h = (1 - z) n + z h_{t-1} in Q0.30 requantized to s_h (37.8-41.0 dB SNR against the float model in the tests,
+within 2.2 dB of the program with the GRU in float).
 
 Streaming (--streaming-state, LowerOptions.streaming_state): each op gets state_bytes = lstm_state_bytes(B, H)
 (gru_state_bytes): the firmware keeps its last h codes and c in that much per-call runtime memory across executions
@@ -155,11 +157,17 @@ class EmlkitLstm(Pass):
                 self.lowered.append(entry)
             elif self.streaming:
                 kind = "GRU" if n.target in GRU_OPS else "LSTM"
+                layer = lstm_layer(gm, n)
+                if layer is not None and layer.state is not None:
+                    raise AotError(f"--streaming-state: the {kind} {n.name} ({source_line(n)}) is given an initial "
+                                   f"state, but a streaming program starts each call from the state the previous "
+                                   f"call left: drop the initial state or compile without --streaming-state",
+                                   EXIT_UNSUPPORTED)
                 raise AotError(f"--streaming-state: the {kind} {n.name} ({source_line(n)}) has no int8 kernel here "
-                               f"(run -v for why: e.g. a given initial state, a stacked LSTM's read c_n, or its input "
-                               f"or output not int8), and in float it would not keep its state: make it a plain "
-                               f"nn.{kind} whose output is quantized, or compile without --streaming-state",
-                               EXIT_UNSUPPORTED)
+                               f"(run -v for why: e.g. a constant or computed initial state, a c_n read without the "
+                               f"sequence output or h_n, or its input or output not int8), and in float it would not "
+                               f"keep its state: make it a plain nn.{kind} whose output is quantized, or compile "
+                               f"without --streaming-state", EXIT_UNSUPPORTED)
         if self.lowered:
             gm.graph.eliminate_dead_code()
             gm.graph.lint()
@@ -199,8 +207,8 @@ class EmlkitLstm(Pass):
             if self.streaming or not (h0.op == "call_function" and h0.target in DQ_TARGETS and
                                       per_tensor_qparams(h0) and qparams(h0)[:2] == (s_h, zp_h) and
                                       qparams(h0)[4] == torch.int8):
-                log.info("LSTM %s left in float: its given h0 is not in its output's int8 codes (or the program "
-                         "streams its state)", n.name)
+                log.info("%s %s left in float: its given h0 is not in its output's int8 codes (or the program "
+                         "streams its state)", "GRU" if layer.gru else "LSTM", n.name)
                 return None
         # a given c0 bounds no cell value: the long-sequence format (4 integer bits) whatever T
         k = 15 - MAX_CELL_INT_BITS if self.streaming or layer.state is not None else cell_frac_bits(steps)
@@ -213,15 +221,15 @@ class EmlkitLstm(Pass):
         g = gm.graph
         consts_nodes = get_attrs(gm, q, names, getattr(out.meta.get("val"), "fake_mode", None))
         with g.inserting_before(q):
-            if layer.state is not None:
-                c0 = g.call_function(torch.ops.quantized_decomposed.quantize_per_tensor.default,
-                                     (layer.state[1], 2.0 ** -k, 0, -32768, 32767, torch.int16))
-                state = (layer.state[0].args[0], c0)
+            if layer.state is not None:          # h0 as its int8 codes; an LSTM's c0 quantized to the cell format
+                state = (layer.state[0].args[0],) + tuple(
+                    g.call_function(torch.ops.quantized_decomposed.quantize_per_tensor.default,
+                                    (c0, 2.0 ** -k, 0, -32768, 32767, torch.int16)) for c0 in layer.state[1:])
             if layer.gru:
                 new = y = g.call_function(torch.ops.emlkit.gru.default,
                                           (dq.args[0], *consts_nodes, int(layer.batch_first), zp_x, zp_h,
                                            consts["h_mult"], consts["h_shift"], consts["mult"], consts["shift"],
-                                           state_bytes))
+                                           state_bytes, *state))
             else:
                 new = g.call_function(torch.ops.emlkit.lstm.default,
                                       (dq.args[0], *consts_nodes, int(layer.batch_first), zp_x, zp_h, k,
@@ -258,7 +266,7 @@ def _set_values(out: torch.fx.Node, batch: int, hid: int, new: torch.fx.Node, y:
         y.meta["val"] = torch.empty_like(ov, dtype=torch.int8)
         if new is not y:
             new.meta["val"] = (y.meta["val"], cell)
-        if state:
+        if len(state) > 1:
             state[1].meta["val"] = torch.empty((1, *cell.shape), dtype=torch.int16)
         if cell_nodes:
             cell_nodes[0].meta["val"] = cell

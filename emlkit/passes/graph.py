@@ -817,9 +817,10 @@ def lstm_zero_state(gm: torch.fx.GraphModule, node: Any) -> bool:
 
 @dataclass
 class LstmLayer:
-    """One `aten.lstm.input` call the int8 kernel takes: a single unidirectional layer with zero initial state
-    (an LSTM: or a given one, two distinct tensors other than x), constant float weights, whose read outputs are the
-    sequence (getitem 0) and, for an LSTM, c_n (getitem 2)."""
+    """One `aten.lstm.input` (`aten.gru.input`) call the int8 kernel takes: a single unidirectional layer with zero
+    initial state or a given one (the model's inputs, or slices of them: an LSTM's (h0, c0), two distinct tensors
+    other than x, a GRU's h0), constant float weights, whose read outputs are the sequence (getitem 0) and, for an
+    LSTM, c_n (getitem 2)."""
 
     node: torch.fx.Node
     x: torch.fx.Node
@@ -830,13 +831,18 @@ class LstmLayer:
     output: torch.fx.Node              # the getitem of the sequence output
     gru: bool = False                  # an `aten.gru.input` (gates r, z, n) rather than an LSTM
     cell_out: torch.fx.Node | None = None  # LSTM: the getitem of c_n when it is read (the kernel's last cell)
-    state: tuple[torch.fx.Node, torch.fx.Node] | None = None   # LSTM: a given (h0, c0), None for zeros
+    state: tuple[torch.fx.Node, ...] | None = None   # a given (h0, c0) (GRU: (h0,)), None for zeros
+
+
+STATE_VIEWS = {aten.slice.Tensor, aten.select.int, aten.unsqueeze.default, aten.view.default,
+                aten.reshape.default}
 
 
 def _model_input(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
-    """Whether NODE is one of the model's inputs (a non-constant placeholder), quantized and dequantized or not:
-    a given LSTM state the lowering takes (a constant one would be folded before the kernel reads it)."""
-    while node.op == "call_function" and node.target in (DQ_TARGETS | Q_TARGETS) and \
+    """Whether NODE is one of the model's inputs (a non-constant placeholder), quantized and dequantized or not, or
+    a slice or view of one (a stacked layer's share of h0, a cell's unsqueezed state): a given LSTM state the
+    lowering takes (a constant one would be folded before the kernel reads it)."""
+    while node.op == "call_function" and node.target in (DQ_TARGETS | Q_TARGETS | STATE_VIEWS) and \
             isinstance(node.args[0], torch.fx.Node):
         node = node.args[0]
     return node.op == "placeholder" and const_tensor(gm, node) is None
@@ -856,12 +862,11 @@ def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
         return None
     given = None
     if not all(lstm_zero_state(gm, h) for h in states):
-        h0, c0 = states if not gru else (None, None)
-        hs = shape_of(h0) if isinstance(h0, torch.fx.Node) else None
-        if hs is None or not isinstance(c0, torch.fx.Node) or shape_of(c0) != hs or len(set((h0, c0, x))) != 3 or \
-                not _model_input(gm, h0) or not _model_input(gm, c0):
-            return None                    # a GRU's given h0, or a state not given as the model's inputs
-        given = (h0, c0)
+        hs = shape_of(states[0]) if isinstance(states[0], torch.fx.Node) else None
+        if hs is None or not all(isinstance(s, torch.fx.Node) and shape_of(s) == hs and _model_input(gm, s)
+                                 for s in states) or len(set((*states, x))) != len(states) + 1:
+            return None                    # a state not given as the model's inputs (a constant or computed one)
+        given = tuple(states)
     consts = [const_tensor(gm, p) for p in params] if isinstance(params, (list, tuple)) else []
     if len(consts) != (4 if has_biases else 2) or any(c is None or not c.is_floating_point() for c in consts):
         return None

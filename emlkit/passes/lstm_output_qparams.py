@@ -2,8 +2,9 @@
 
 Targets: `aten.lstm.input` and `aten.gru.input` calls the int8 kernels take (graph.lstm_layer: one unidirectional
 layer, zero initial state, constant weights, the sequence output read and, for an LSTM, c_n: that stays float,
-emlkit_lstm.py dequantizes the kernel's int16 cell into it; a given (h0, c0): h0's edge shares the sequence
-output's qparams, c0 stays float, emlkit_lstm.py quantizes it to the cell format).
+emlkit_lstm.py dequantizes the kernel's int16 cell into it; a given (h0, c0) (a GRU: h0): h0's edge shares the
+sequence output's qparams, c0 and the slice of it a stacked layer reads stay float, emlkit_lstm.py quantizes it to
+the cell format).
 
 Why: ExecuTorch's CortexMQuantizer does not annotate `aten.lstm`; its output reached a quantize only after the
 next op (a select or view), so no `dequantize -> lstm -> quantize` region existed for emlkit_lstm.py to lower.
@@ -23,7 +24,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, SharedQu
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from emlkit.lower.quantizer_steps import WithSteps
-from emlkit.passes.graph import QuantizerHook, lstm_layer, matched_key
+from emlkit.passes.graph import LSTM_OPS, STATE_VIEWS, QuantizerHook, lstm_layer, matched_key
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,38 @@ def annotate_lstms(model: torch.fx.GraphModule, record: list[str]) -> None:
         n.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(edges, None, _annotated=True)
         layer.output.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, out_spec, _annotated=True)
         n.meta[key] = layer.output.meta[key] = True
+        for node in _float_c0(layer.state[1:] if layer.state is not None else ()):
+            # c0 stays float up to the LSTM (the model's input, a stacked layer's slice of it, a cell's unsqueeze):
+            # emlkit_lstm.py quantizes it to the int16 cell, which an int8 quantize on the way would coarsen
+            node.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, None, _annotated=True)
+            node.meta[key] = True
         record.append(n.name)
     if record:
         log.debug("LSTM layers given int8 input and output qparams: %s", ", ".join(record))
+
+
+def _float_c0(states: Any) -> list[torch.fx.Node]:
+    """A given c0's path from the model's input to the LSTM (graph.lstm_layer's given-state views): the nodes to
+    keep float, the input itself when it is only ever read as an LSTM's c0."""
+    path: list[torch.fx.Node] = []
+    for node in states:
+        while node.op == "call_function" and node.target in STATE_VIEWS and isinstance(node.args[0], torch.fx.Node):
+            path.append(node)
+            node = node.args[0]
+        if all(_reads_as_c0(u, node) for u in node.users):
+            path.append(node)
+    return path
+
+
+def _reads_as_c0(user: torch.fx.Node, src: torch.fx.Node) -> bool:
+    """Whether USER reads SRC only as an LSTM's c0, itself or through views that all do."""
+    if user.op != "call_function":
+        return False
+    if user.target in STATE_VIEWS:
+        return user.args[0] is src and all(_reads_as_c0(u, user) for u in user.users)
+    hx = user.args[1] if user.target in LSTM_OPS and len(user.args) > 1 else None
+    return isinstance(hx, (list, tuple)) and len(hx) == 2 and hx[1] is src and hx[0] is not src and \
+        user.args[0] is not src
 
 
 @declare("quantizer_hook", ("aten.lstm", "aten.gru"), order=165, flows=("cortex_m",))

@@ -62,7 +62,8 @@ void emk_emlkit_resize_bilinear_s8_mve(const int8_t *in, int8_t *out, int32_t ba
 #endif
 
 /* ---- emlkit::lstm (emlkit_lstm_s8.c) ----
- * One unidirectional LSTM layer, torch's gate order (i, f, g, o), zero initial state. x: int8 [B][T][I]
+ * One unidirectional LSTM layer, torch's gate order (i, f, g, o). _dsp (SMLAD) and _mve (VMLADAVA) variants of
+ * the gate matmul, bit-exact with _ref; the dispatcher picks the best the build has (K_BEST). x: int8 [B][T][I]
  * (batch_first) or [T][B][I]; y: int8 h codes in the same layout; cell: int16 [B][H], the working cell state
  * (K = cell_frac fraction bits), the last one on return. w_ih int8 [4H][I], w_hh int8 [4H][H], bias int32 [4H]
  * (Q3.12), requant int32 [4H][4] (Mx, Tx, Mh, Th: x and h dot products to Q3.12), tables int16 [2][513]
@@ -80,9 +81,19 @@ void emk_emlkit_lstm_s8_ref(const emlkit_lstm_params *p, const int8_t *x, int8_t
 void emk_emlkit_lstm_s8(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell, const int8_t *w_ih,
                         const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables,
                         const int8_t *h0);
+#if FW_HAVE_DSP
+void emk_emlkit_lstm_s8_dsp(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell,
+                            const int8_t *w_ih, const int8_t *w_hh, const int32_t *bias, const int32_t *requant,
+                            const int16_t *tables, const int8_t *h0);
+#endif
+#if FW_HAVE_MVE
+void emk_emlkit_lstm_s8_mve(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell,
+                            const int8_t *w_ih, const int8_t *w_hh, const int32_t *bias, const int32_t *requant,
+                            const int16_t *tables, const int8_t *h0);
+#endif
 
 /* ---- emlkit::gru (emlkit_lstm_s8.c) ----
- * One unidirectional GRU layer, torch's gate order (r, z, n), zero initial state, the LSTM's layouts and tables.
+ * One unidirectional GRU layer, torch's gate order (r, z, n), the LSTM's layouts, tables and variants.
  * w_ih int8 [3H][I], w_hh int8 [3H][H], bias int32 [4H] (3H x-side in Q3.12, then b_hn), requant int32 [3H][4].
  * h_{t-1} in Q0.15 through (h_mult, h_shift), the output through (out_mult, out_shift). h0: NULL for the zero
  * initial state, else the initial h codes [B][H]. Numerics:
@@ -96,6 +107,16 @@ void emk_emlkit_gru_s8_ref(const emlkit_gru_params *p, const int8_t *x, int8_t *
                            const int8_t *h0);
 void emk_emlkit_gru_s8(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih, const int8_t *w_hh,
                        const int32_t *bias, const int32_t *requant, const int16_t *tables, const int8_t *h0);
+#if FW_HAVE_DSP
+void emk_emlkit_gru_s8_dsp(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih,
+                           const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables,
+                           const int8_t *h0);
+#endif
+#if FW_HAVE_MVE
+void emk_emlkit_gru_s8_mve(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih,
+                           const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables,
+                           const int8_t *h0);
+#endif
 
 /* ---- emlkit::prelu (emlkit_prelu_s8.c): [outer][c][inner] view (c the channel dim in memory order) ----
  * neg: c pairs (multiplier, shift), multiplier 0 or +-[2^30, 2^31), shift in [1, 62]. With q = x - in_zp:

@@ -13,11 +13,11 @@ enum { ELSTM_X = RNN_X, ELSTM_W_IH = RNN_W_IH, ELSTM_W_HH = RNN_W_HH, ELSTM_BIAS
        ELSTM_TABLES = RNN_TABLES, ELSTM_BATCH_FIRST = RNN_BATCH_FIRST, ELSTM_X_ZP = RNN_X_ZP, ELSTM_H_ZP = RNN_H_ZP,
        ELSTM_CELL_FRAC, ELSTM_OUT_MULT, ELSTM_OUT_SHIFT, ELSTM_STATE_BYTES, ELSTM_H0, ELSTM_C0, ELSTM_OUT, ELSTM_CELL };
 /* emlkit::gru.out(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
- * h_multiplier, h_shift, output_multiplier, output_shift, state_bytes, out): the LSTM's checks with three gate rows
- * per unit, bias [4H] (the x-side biases, then b_hn) and h's Q0.15 requantization. */
+ * h_multiplier, h_shift, output_multiplier, output_shift, state_bytes, h0, out): the LSTM's checks with three gate
+ * rows per unit, bias [4H] (the x-side biases, then b_hn) and h's Q0.15 requantization; h0 None or B * H codes. */
 enum { EGRU_X = RNN_X, EGRU_W_IH = RNN_W_IH, EGRU_W_HH = RNN_W_HH, EGRU_BIAS = RNN_BIAS, EGRU_REQUANT = RNN_REQUANT,
        EGRU_TABLES = RNN_TABLES, EGRU_BATCH_FIRST = RNN_BATCH_FIRST, EGRU_X_ZP = RNN_X_ZP, EGRU_H_ZP = RNN_H_ZP,
-       EGRU_H_MULT, EGRU_H_SHIFT, EGRU_OUT_MULT, EGRU_OUT_SHIFT, EGRU_STATE_BYTES, EGRU_OUT };
+       EGRU_H_MULT, EGRU_H_SHIFT, EGRU_OUT_MULT, EGRU_OUT_SHIFT, EGRU_STATE_BYTES, EGRU_H0, EGRU_OUT };
 /* emlkit_ops.def sizes each call's kept state by its state_bytes argument (ET_STATE_FROM_ARG) */
 _Static_assert(ELSTM_STATE_BYTES == 12 && EGRU_STATE_BYTES == 13, "emlkit_ops.def's state argument index");
 
@@ -219,15 +219,22 @@ ET_PREPARE et_status op_emlkit_gru_out_prepare(et_kernel_ctx *ctx, et_value **ar
       "requant must be int32 [3H, 4], multipliers in [2^30, 2^31) and shifts in [1, 62]",
       "requant must be int32 [3H, 4], multipliers in [2^30, 2^31) and shifts in [1, 62]"};
   rnn_args a;
+  et_tensor *h0;
   int32_t v, hid;
   CM_TRY(cm_nargs(ctx, op, nargs, EGRU_OUT));
   CM_TRY(rnn_fetch(ctx, op, args, EGRU_OUT, &a));
+  CM_TRY(cm_tensor(ctx, op, args, EGRU_H0, "h0", true, &h0));
   CM_TRY(cm_int(ctx, op, args, EGRU_H_MULT, "h_multiplier", (int64_t)1 << 30, INT32_MAX, &v));
   CM_TRY(cm_int(ctx, op, args, EGRU_H_SHIFT, "h_shift", 1, 62, &v));
   CM_TRY(cm_int(ctx, op, args, EGRU_OUT_MULT, "output_multiplier", (int64_t)1 << 30, INT32_MAX, &v));
   CM_TRY(cm_int(ctx, op, args, EGRU_OUT_SHIFT, "output_shift", 1, 62, &v));
   CM_TRY(rnn_check(ctx, op, &a, 3, &words, &hid));
   const int32_t batch = a.batch_first ? a.x->sizes[0] : a.x->sizes[1];
+  /* a given initial state (the model's h0): B * H codes, not in a streaming call (it starts from its kept h) */
+  if (h0 && cm_i(args, EGRU_STATE_BYTES) != 0) return rnn_fail(ctx, op, "h0 must not be given with state_bytes");
+  if (h0 && (h0->dtype != ET_DT_CHAR || et_tensor_numel(h0) != (size_t)batch * hid || !h0->data))
+    return rnn_fail(ctx, op, "h0 must be int8 with B * H elements");
+  if (h0) CM_TRY(cm_contiguous(ctx, op, h0, "h0"));
   return rnn_state_check(ctx, op, args, EGRU_STATE_BYTES, RNN_STATE_HEADER + (int64_t)batch * hid,
                          "8 + B * H (a streaming call's header and int8 h codes)");
 }
@@ -241,10 +248,12 @@ et_status op_emlkit_gru_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs)
   int8_t *const y = (int8_t *)args[EGRU_OUT]->u.t->data;
   rnn_state_header *const st = cm_i(args, EGRU_STATE_BYTES) ? (rnn_state_header *)ctx->state : NULL;
   int8_t *const keep_h = st ? (int8_t *)(st + 1) : NULL;
+  const et_value *const h0v = args[EGRU_H0];
+  const int8_t *h0 = st && st->started ? keep_h : NULL;
+  if (h0v->tag == ET_TAG_TENSOR) h0 = (const int8_t *)h0v->u.t->data; /* a given h0 (prepare: never streaming) */
   emk_emlkit_gru_s8(&p, (const int8_t *)args[EGRU_X]->u.t->data, y, (const int8_t *)args[EGRU_W_IH]->u.t->data,
                     (const int8_t *)args[EGRU_W_HH]->u.t->data, (const int32_t *)args[EGRU_BIAS]->u.t->data,
-                    (const int32_t *)args[EGRU_REQUANT]->u.t->data, (const int16_t *)args[EGRU_TABLES]->u.t->data,
-                    st && st->started ? keep_h : NULL);
+                    (const int32_t *)args[EGRU_REQUANT]->u.t->data, (const int16_t *)args[EGRU_TABLES]->u.t->data, h0);
   if (st && d.steps > 0) {
     rnn_keep_h(keep_h, y, d.batch, d.steps, d.hid, d.batch_first);
     st->started = 1;

@@ -3,7 +3,7 @@
  * *_dsp kernel runs against its portable *_ref twin on random shapes (odd
  * channel counts, K not a multiple of 4, borders, strides, dilations, depth
  * multipliers, grouped convolutions; unaligned operands for add, mul, max
- * pool and the table lookup), data and quantization parameters; the
+ * pool and the table lookup; the LSTM and GRU gate matmuls), data and quantization parameters; the
  * outputs must match byte for byte and the scratch canary must survive.
  * Prints "PASS <kernel> <trials>" or "FAIL <kernel> trial <i> ..." per kernel
  * and exits with the number of failing kernels.
@@ -31,6 +31,8 @@ static int32_t g_bias[1024], g_mult[1024], g_shift[1024], g_ksum[1024];
 #define SELFTEST_SEED 0x9E3779B9u
 #define SELFTEST_TITLE "DSP self-test: *_dsp vs *_ref"
 #include "../mve_selftest/selftest_common.h"
+#define RNN_VARIANT(name) name##_dsp
+#include "../mve_selftest/selftest_rnn.h"
 
 /* any multiplier in [0, 2^31), shifts -31..6 (positive ones included) */
 static UNUSED_FN void rq(int32_t *m, int32_t *s) {
@@ -307,5 +309,7 @@ static UNUSED_FN void selftest(void) {
   run_trials("emk_mul_s8", TRIALS, trial_mul);
   run_trials("emk_max_pool2d_s8", TRIALS, trial_maxpool);
   run_trials("emk_lut_s8", TRIALS, trial_lut);
+  run_trials("emk_emlkit_lstm_s8", TRIALS, trial_emlkit_lstm);
+  run_trials("emk_emlkit_gru_s8", TRIALS, trial_emlkit_gru);
 }
 #endif

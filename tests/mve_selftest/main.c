@@ -42,6 +42,8 @@ static UNUSED_FN void fill_bias(int n) {
 
 
 #if FW_HAVE_MVE && !defined(BENCH)
+#define RNN_VARIANT(name) name##_mve
+#include "selftest_rnn.h"
 #define TRIALS 60
 /* Poisons both outputs, runs both calls (void expressions), returns the first difference. */
 #define CHECK(n, call_ref, call_mve) (poison(g_a, g_b, (n)), (call_ref), (call_mve), first_diff(g_a, g_b, (n)))
@@ -304,6 +306,8 @@ static void selftest(void) {
   run_trials("emk_avg_pool2d_s8", TRIALS, trial_avgpool);
   run_trials("emk_emlkit_avg_pool2d_s8", TRIALS, trial_emlkit_avgpool);
   run_trials("emk_emlkit_resize_bilinear_s8", TRIALS, trial_emlkit_bilinear);
+  run_trials("emk_emlkit_lstm_s8", TRIALS, trial_emlkit_lstm);
+  run_trials("emk_emlkit_gru_s8", TRIALS, trial_emlkit_gru);
 }
 #endif
 

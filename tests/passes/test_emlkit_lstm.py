@@ -2,7 +2,7 @@
 unidirectional layer, batch_first either way, sequence lengths 1 to 40), its SNR against the float model above
 35 dB and within 3 dB of the program that ran the LSTM in float between quantize/dequantize (measured 38.4-43.0 dB
 against 38.9-45.6 dB); stacked and bidirectional layers and h_n (lstm_as_layers.py); forms the int8 kernel does not take stay in
-float; nn.GRU as emlkit::gru; the cell format rule."""
+float; nn.GRU as emlkit::gru; given states and c_n of every form; the cell format rule."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ import pytest
 import torch
 
 from emlkit import reference
+from emlkit.compile import make_options
+from emlkit.lower import cortex_m
 from emlkit.passes.emlkit_lstm import EmlkitLstm, cell_frac_bits
 from emlkit.passes.lstm_as_layers import LstmAsLayers
 from emlkit.passes.lstm_output_qparams import LstmOutputQparams
+from emlkit.targets import get_target
 from pass_graphs import assert_pipelines, installed, lowered, program_ops
 
 
@@ -109,10 +112,6 @@ def test_given_initial_state_lowered(i, h, batch_first, steps, batch) -> None:
     """A given (h0, c0): h0 quantized at the sequence output's qparams, c0 to the cell format (K = 11), both fed to
     emlkit::lstm; no float op, y and c_n above 33 dB against the float model (measured: y 35.6-38.6 dB, c_n
     40.3-45.3 dB; h shares its qparams with h0, so an h0 beyond (-1, 1) widens them and costs y a little)."""
-    from emlkit.compile import make_options
-    from emlkit.lower import cortex_m
-    from emlkit.targets import get_target
-
     model, opts = _Given(i, h, batch_first), make_options()
     inputs = _given_inputs(i, h, batch_first, steps, batch, 4)
     data = [inputs] + [_given_inputs(i, h, batch_first, steps, batch, s) for s in (5, 6)]
@@ -145,9 +144,10 @@ def test_h_n_and_c_n_read_lowered() -> None:
     assert min(_snr(y, fy.detach()), _snr(h, fh.detach()), _snr(c, fc.detach())) > 33.0
 
 
-@pytest.mark.parametrize("kw, read", [({"num_layers": 2}, "c_n"), ({"proj_size": 3}, "seq")])
+@pytest.mark.parametrize("kw, read", [({}, "c_n"), ({"proj_size": 3}, "seq")])
 def test_forms_the_kernel_does_not_take_stay_float(kw, read) -> None:
-    """A stacked LSTM's read c_n and projections are not lowered (yet): the LSTM stays a float op, which
+    """A c_n read alone (neither the sequence output nor h_n: the kernel feeds h back in the sequence output's
+    qparams, which then are not observed) and projections are not lowered (yet): the LSTM stays a float op, which
     --allow-float runs and which is refused by name without it."""
     model = _Seq(5, 8, True, read, **kw)
     x = torch.randn(1, 4, 5, generator=torch.Generator().manual_seed(1))
@@ -260,6 +260,71 @@ def test_gru_cell_lowered() -> None:
     assert sum("emlkit.gru" in o for o in program_ops(low)) == 1 and low.extra["verify"]["float_islands"] == []
     (a,) = reference.run_lowered(low.edge, (x,))
     assert _snr(a, model(x).detach()) > 40.0
+
+
+class _State(torch.nn.Module):
+    """KIND (LSTM, GRU, LSTMCell, GRUCell) over x, from the given state (the model's further inputs) when there is
+    one; returns everything the module does (y, h_n and an LSTM's c_n; a cell's h and an LSTMCell's c)."""
+
+    def __init__(self, kind: str, **kw: object) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.kind, self.rnn = kind, getattr(torch.nn, kind)(5, 8, **kw)
+
+    def forward(self, x: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        hx = (state if self.kind.startswith("LSTM") else state[0]) if state else None
+        out = self.rnn(x, hx)
+        if self.kind == "LSTM":
+            return out[0], *out[1]
+        return out if isinstance(out, tuple) else (out,)
+
+
+def _state_inputs(kind: str, given: bool, states: int, batch_first: bool, seed: int) -> tuple[torch.Tensor, ...]:
+    """x (batch 2, 6 steps) and, if GIVEN, h0 in (-1, 1) as an RNN leaves it ([STATES, 2, 8]; a cell's [2, 8]) and
+    an LSTM's c0 of any size."""
+    g = torch.Generator().manual_seed(seed)
+    cell = kind.endswith("Cell")
+    x = torch.randn(*((2, 5) if cell else (2, 6, 5) if batch_first else (6, 2, 5)), generator=g)
+    shape = (2, 8) if cell else (states, 2, 8)
+    given_state = [torch.tanh(torch.randn(*shape, generator=g))] if given else []
+    if given and kind.startswith("LSTM"):
+        given_state.append(torch.randn(*shape, generator=g))
+    return (x, *given_state)
+
+
+@pytest.mark.parametrize("kind, given, layers, bidirectional, batch_first", [
+    ("LSTM", True, 2, False, True), ("LSTM", True, 1, True, False), ("LSTM", False, 2, True, False),
+    ("GRU", True, 1, False, True), pytest.param("GRU", True, 2, True, False, marks=pytest.mark.slow),
+    ("LSTMCell", True, 1, False, False), ("GRUCell", True, 1, False, False), ("LSTMCell", False, 1, False, False)])
+def test_given_state_and_c_n_of_any_form_lowered(kind, given, layers, bidirectional, batch_first) -> None:
+    """A stacked or bidirectional LSTM's c_n (each layer and direction's kernel cell, joined by a cat) and its given
+    (h0, c0) (each layer and direction reads its slice: h0's int8 codes, c0 quantized to its int16 cell), a GRU's
+    given h0 (one layer, stacked, bidirectional) and a cell's given state (unsqueezed; an LSTMCell's c read is its
+    kernel cell): one kernel per layer and direction, no float op, every output above the state floor against the
+    float model: the sequence output and c above 33 dB, h_n (the last steps, in h0's qparams) above 30 dB (measured:
+    y 36.7-41.3, c 40.3-43.0, h_n 32.6-40.3 dB; h shares its qparams with the given h0, here over all of (-1, 1))."""
+    kw = {} if kind.endswith("Cell") else {"num_layers": layers, "bidirectional": bidirectional,
+                                           "batch_first": batch_first}
+    model, opts = _State(kind, **kw).eval(), make_options()
+    runs = layers * (2 if bidirectional else 1)
+    inputs = _state_inputs(kind, given, runs, batch_first, 4)
+    data = [inputs] + [_state_inputs(kind, given, runs, batch_first, s) for s in (5, 6)]
+    with torch.no_grad():
+        low = cortex_m.lower(model, inputs, data, get_target("cortex-m55"), opts)
+    entries = installed(opts, EmlkitLstm).report()["lowered"]
+    assert len(entries) == runs and all(e["given_state"] == given for e in entries), entries
+    op = "emlkit.gru" if "GRU" in kind else "emlkit.lstm"
+    ops = program_ops(low)
+    assert sum(op in o for o in ops) == runs and not any("aten.lstm" in o or "aten.gru" in o for o in ops), ops
+    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
+    got = reference.run_lowered(low.edge, inputs)
+    with torch.no_grad():
+        want = model(*inputs)
+    assert len(got) == len(want)
+    # outputs: y, h_n, c_n (LSTM); y, h_n (GRU); h, c (LSTMCell); h (GRUCell)
+    floors = {"LSTM": (33.0, 30.0, 33.0), "GRU": (33.0, 30.0), "LSTMCell": (33.0, 33.0), "GRUCell": (33.0,)}[kind]
+    for a, f, floor in zip(got, want, floors):
+        assert a.shape == f.shape and _snr(a, f) > floor, (_snr(a, f), floor)
 
 
 def test_cell_format() -> None:
