@@ -10,10 +10,7 @@ LSTM's c_n."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -54,13 +51,11 @@ _GIVEN = module_source("""
     "def forward(self, x):", "def forward(self, x, h0, c0, g0, hc, cc, gc):")
 
 
-def _run_bit_exact(tmp_path: Path, name: str, text: str, target: str, board: list[str], outputs: int) -> dict:
-    """`emlkit run` of the model TEXT (as NAME) on TARGET: PASS with every one of OUTPUTS outputs 0 steps off the
-    host reference; the compile report."""
+def _run_bit_exact(cli, tmp_path: Path, name: str, text: str, target: str, board: list[str], outputs: int) -> dict:
+    """`emlkit run` (in this process: CLI) of the model TEXT (as NAME) on TARGET: PASS with every one of OUTPUTS
+    outputs 0 steps off the host reference; the compile report."""
     (tmp_path / name).write_text(text)
-    proc = subprocess.run([sys.executable, "-m", "emlkit", "run", str(tmp_path / name), "--target", target,
-                           *board, "-o", str(tmp_path / "o")], cwd=tmp_path, env=dict(os.environ), capture_output=True,
-                          text=True, timeout=900)
+    proc = cli(["run", tmp_path / name, "--target", target, *board, "-o", tmp_path / "o"], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)
     assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
@@ -70,20 +65,20 @@ def _run_bit_exact(tmp_path: Path, name: str, text: str, target: str, board: lis
 
 
 @pytest.mark.parametrize("target, board", _TARGETS)
-def test_lstm_int8_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str]) -> None:
-    rep = _run_bit_exact(tmp_path, "lstms.py", _MODEL, target, board, outputs=8)
+def test_lstm_int8_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str], emlkit_cli) -> None:
+    rep = _run_bit_exact(emlkit_cli, tmp_path, "lstms.py", _MODEL, target, board, outputs=8)
     assert rep["ops"].get("emlkit::lstm") == 7 and rep["ops"].get("emlkit::gru") == 5, rep["ops"]
     assert not [op for op in rep["ops"] if op.startswith("aten::") and op.split(".")[0] not in DATA_MOVEMENT], rep["ops"]
 
 
 @pytest.mark.parametrize("target, board", _TARGETS)
-def test_lstm_given_state_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str]) -> None:
+def test_lstm_given_state_bit_exact_on_qemu(tmp_path: Path, target: str, board: list[str], emlkit_cli) -> None:
     """Given states as model inputs, quantized on the device (h0 to int8 at h's qparams, c0 to the int16 cell) and
     fed to the kernels: a two-layer LSTM's (h0, c0) (each layer its slice; y and c_n read), a two-layer
     bidirectional GRU's h0, an LSTMCell's (h, c) (both read) and a GRUCell's h; and a bidirectional LSTM's c_n (each
     direction's cell, joined). All eight outputs (the M0+ runner reports 8) equal the host reference, no float
     op."""
-    rep = _run_bit_exact(tmp_path, "given.py", _GIVEN, target, board, outputs=8)
+    rep = _run_bit_exact(emlkit_cli, tmp_path, "given.py", _GIVEN, target, board, outputs=8)
     entries = rep["emlkit_lstm"]["lowered"]
     assert sum(e["given_state"] for e in entries) == 2 + 4 + 1 + 1, entries
     assert sum(e["cell_out"] for e in entries) == 2 + 2 + 1, entries
