@@ -10,8 +10,6 @@ it case 0 would start from the warm-up's state). The N-frame program runs on the
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -135,24 +133,22 @@ def test_streaming_on_the_device(tmp_path: Path, target: str, board: str) -> Non
     ("self.a = nn.LSTM(5, 4)", "return self.a(x, (torch.ones(1, 1, 4), torch.zeros(1, 1, 4)))[0]",
      "has no int8 kernel here"),
     ("self.a = nn.GRU(5, 4, num_layers=2)", "return self.a(x, x[:2, :, :4])[0]", "is given an initial state")])
-def test_streaming_refuses_what_cannot_stream(tmp_path: Path, layers: str, forward: str, words: str) -> None:
+def test_streaming_refuses_what_cannot_stream(tmp_path: Path, layers: str, forward: str, words: str,
+                                              emlkit_cli) -> None:
     """A bidirectional layer; an LSTM the int8 kernel does not take (here: a constant initial state), which in
     float would not keep its state; a GRU given an initial state (a view of the model's input), which a stream
     would ignore: one line naming the layer and its source line, status 4."""
     path = tmp_path / "bi.py"
     path.write_text(module_source(layers, forward, "torch.randn(3, 1, 5)", name="Bi"))
-    proc = subprocess.run([sys.executable, "-m", "emlkit", "compile", str(path), "--target", "cortex-m4",
-                           "--streaming-state", "-o", str(tmp_path / "o")], capture_output=True, text=True,
-                          timeout=600)
+    proc = emlkit_cli(["compile", path, "--target", "cortex-m4", "--streaming-state", "-o", tmp_path / "o"])
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and words in lines[0] and "bi.py:" in lines[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
 
 
-def test_streaming_is_for_cortex_m_targets(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "emlkit", "compile", "conv_relu", "--target", "ethos-u55-128",
-                           "--streaming-state", "-o", str(tmp_path / "o")], capture_output=True, text=True, timeout=600)
+def test_streaming_is_for_cortex_m_targets(tmp_path: Path, emlkit_cli) -> None:
+    proc = emlkit_cli(["compile", "conv_relu", "--target", "ethos-u55-128", "--streaming-state", "-o", tmp_path / "o"])
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and "--streaming-state is for the Cortex-M targets" in lines[0], proc.stderr[-2000:]
