@@ -309,6 +309,96 @@ static void conv_k16(const qconv_params *p, const int8_t *in, const int8_t *w, c
   }
 }
 
+/* 1x1 stride-1 convolutions with K = 32, 48 or 64 and out_c a multiple of 4:
+ * each pixel's K-byte row is loaded once into q0-q3 and every output channel
+ * reads only its weights, one load and one VMLAVA per 16 bytes; the weight
+ * rows are consecutive, so one pointer walks them all. Per group of four
+ * channels about 20 + 8 * K / 16 instructions, all pointers in registers. */
+typedef struct {
+  const int8_t *x;      /* 0: first pixel */
+  const int8_t *w;      /* 4 */
+  const int32_t *beff;  /* 8 */
+  const int32_t *mult;  /* 12 */
+  const int32_t *shift; /* 16 */
+  int8_t *out;          /* 20 */
+  int32_t groups;       /* 24: out_c / 4 */
+  int32_t npix;         /* 28: >= 1 */
+  int32_t off;          /* 32 */
+  int32_t pad_[3];
+  int32_t lo[4];        /* 48 */
+  int32_t hi[4];        /* 64 */
+} conv_xq_args;
+
+/* One output channel's sum into accumulator A over NV 16-byte vectors of the row (q0..). */
+#define XQ_V(A, Q) "vldrb.8 q4, [r1], #16\n" "vmlava.s8 " A ", " Q ", q4\n"
+#define XQ_CH2(A) XQ_V(A, "q0") XQ_V(A, "q1")
+#define XQ_CH3(A) XQ_CH2(A) XQ_V(A, "q2")
+#define XQ_CH4(A) XQ_CH3(A) XQ_V(A, "q3")
+#define XQ_LOAD2 "vldrb.8 q0, [r12], #16\n" "vldrb.8 q1, [r12], #16\n"
+#define XQ_LOAD3 XQ_LOAD2 "vldrb.8 q2, [r12], #16\n"
+#define XQ_LOAD4 XQ_LOAD3 "vldrb.8 q3, [r12], #16\n"
+#define XQ_LOOP(LOAD, CH)                                                   \
+  "mov r10, r0\n"                                                           \
+  "ldr r12, [r10, #0]\n"                                                    \
+  "ldr r3, [r10, #20]\n"                                                    \
+  "ldr r9, [r10, #32]\n"                                                    \
+  "ldr r11, [r10, #28]\n"                                                   \
+  "4:\n" /* pixel: its row into q0.. */                                    \
+  LOAD                                                                      \
+  "ldr r1, [r10, #4]\n"                                                     \
+  "ldr r8, [r10, #8]\n"                                                     \
+  "ldr r5, [r10, #12]\n"                                                    \
+  "ldr r7, [r10, #16]\n"                                                    \
+  "ldr r0, [r10, #24]\n"                                                    \
+  "dls lr, r0\n"                                                            \
+  "1:\n" /* group of four channels */                                      \
+  "ldrd r0, r2, [r8], #8\n"                                                 \
+  "ldrd r4, r6, [r8], #8\n"                                                 \
+  CH("r0") CH("r2") CH("r4") CH("r6")                                       \
+  "vmov.32 q4[0], r0\n"                                                     \
+  "vmov.32 q4[1], r2\n"                                                     \
+  "vmov.32 q4[2], r4\n"                                                     \
+  "vmov.32 q4[3], r6\n"                                                     \
+  "vldrw.32 q5, [r5], #16\n"                                                \
+  "vldrw.32 q6, [r7], #16\n"                                                \
+  /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */ \
+  "vqrdmulh.s32 q4, q4, q5\n"                                               \
+  "vand q5, q4, q6\n"                                                       \
+  "vshr.s32 q5, q5, #31\n"                                                  \
+  "vqadd.s32 q4, q4, q5\n"                                                  \
+  "vrshl.s32 q4, q4, q6\n"                                                  \
+  "vadd.i32 q4, q4, r9\n"                                                   \
+  "vldrw.32 q5, [r10, #48]\n"                                               \
+  "vmax.s32 q4, q4, q5\n"                                                   \
+  "vldrw.32 q5, [r10, #64]\n"                                               \
+  "vmin.s32 q4, q4, q5\n"                                                   \
+  "vstrb.32 q4, [r3], #4\n"                                                 \
+  "le lr, 1b\n"                                                             \
+  "subs r11, #1\n"                                                          \
+  "bne 4b\n"
+K_ASM_LOOP(conv_xq2, const conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2))
+K_ASM_LOOP(conv_xq3, const conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3))
+K_ASM_LOOP(conv_xq4, const conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4))
+#undef XQ_LOOP
+#undef XQ_LOAD4
+#undef XQ_LOAD3
+#undef XQ_LOAD2
+#undef XQ_CH4
+#undef XQ_CH3
+#undef XQ_CH2
+#undef XQ_V
+
+static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                    const int32_t *shift, int8_t *out, const int32_t *beff) {
+  conv_xq_args a __attribute__((aligned(16)));
+  a.x = in, a.w = w, a.beff = beff, a.mult = mult, a.shift = shift, a.out = out;
+  a.groups = p->out_c / 4, a.npix = p->batch * p->out_h * p->out_w, a.off = p->output_offset;
+  for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
+  if (p->in_c == 32) conv_xq2(&a);
+  else if (p->in_c == 48) conv_xq3(&a);
+  else conv_xq4(&a);
+}
+
 /* A run of output pixels, every full group of four output channels of each,
  * in one asm loop (out_c a multiple of 4, so that each pixel's outputs follow
  * the previous pixel's). Per pixel, with kh > 0, its receptive field is first
@@ -528,6 +618,8 @@ k_status emk_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t
   }
   if (CONV_MVE_IS_K16(p))
     conv_k16(p, in, w, mult, shift, out, beff);
+  else if (CONV_MVE_IS_XQ(p))
+    conv_xq(p, in, w, mult, shift, out, beff);
   else
     conv_fast(p, in, w, mult, shift, out, beff, row);
   return K_OK;
