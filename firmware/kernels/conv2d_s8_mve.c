@@ -309,11 +309,15 @@ static void conv_k16(const qconv_params *p, const int8_t *in, const int8_t *w, c
   }
 }
 
-/* 1x1 stride-1 convolutions with K = 32, 48 or 64 and out_c a multiple of 4:
+/* 1x1 stride-1 convolutions with 16 < K <= 64 and out_c a multiple of 4:
  * each pixel's K-byte row is loaded once into q0-q3 and every output channel
  * reads only its weights, one load and one VMLAVA per 16 bytes; the weight
- * rows are consecutive, so one pointer walks them all. Per group of four
- * channels about 20 + 8 * K / 16 instructions, all pointers in registers. */
+ * rows are consecutive, so one pointer walks them all. When K is not a
+ * multiple of 16 the last vector of each row is a predicated load of the
+ * tail's T bytes (inactive lanes read as zero, nothing past the row is read)
+ * and the pointers move on by T. Per group of four channels about
+ * 20 + 8 * ceil(K / 16) instructions (+ 8 with a tail), all pointers in
+ * registers. */
 typedef struct {
   const int8_t *x;      /* 0: first pixel */
   const int8_t *w;      /* 4 */
@@ -322,27 +326,37 @@ typedef struct {
   const int32_t *shift; /* 16 */
   int8_t *out;          /* 20 */
   int32_t groups;       /* 24: out_c / 4 */
-  int32_t npix;         /* 28: >= 1 */
+  int32_t npix;         /* 28: >= 1; counts down as the loop runs */
   int32_t off;          /* 32 */
-  int32_t pad_[3];
+  int32_t tail;         /* 36: K - 16 * (ceil(K / 16) - 1), 1..16 */
+  int32_t pad_[2];
   int32_t lo[4];        /* 48 */
   int32_t hi[4];        /* 64 */
 } conv_xq_args;
 
-/* One output channel's sum into accumulator A over NV 16-byte vectors of the row (q0..). */
+/* One output channel's sum into accumulator A from row vector Q (q4: the weights). */
 #define XQ_V(A, Q) "vldrb.8 q4, [r1], #16\n" "vmlava.s8 " A ", " Q ", q4\n"
+/* The same for the row's predicated last vector (P0: its T = r11 bytes). */
+#define XQ_T(A, Q) "vpst\n" "vldrbt.8 q4, [r1]\n" "add r1, r11\n" "vmlava.s8 " A ", " Q ", q4\n"
 #define XQ_CH2(A) XQ_V(A, "q0") XQ_V(A, "q1")
 #define XQ_CH3(A) XQ_CH2(A) XQ_V(A, "q2")
 #define XQ_CH4(A) XQ_CH3(A) XQ_V(A, "q3")
+#define XQ_CHT2(A) XQ_V(A, "q0") XQ_T(A, "q1")
+#define XQ_CHT3(A) XQ_CH2(A) XQ_T(A, "q2")
+#define XQ_CHT4(A) XQ_CH3(A) XQ_T(A, "q3")
 #define XQ_LOAD2 "vldrb.8 q0, [r12], #16\n" "vldrb.8 q1, [r12], #16\n"
 #define XQ_LOAD3 XQ_LOAD2 "vldrb.8 q2, [r12], #16\n"
 #define XQ_LOAD4 XQ_LOAD3 "vldrb.8 q3, [r12], #16\n"
+#define XQ_LOADT2 "vldrb.8 q0, [r12], #16\n" "vpst\n" "vldrbt.8 q1, [r12]\n" "add r12, r11\n"
+#define XQ_LOADT3 XQ_LOAD2 "vpst\n" "vldrbt.8 q2, [r12]\n" "add r12, r11\n"
+#define XQ_LOADT4 XQ_LOAD3 "vpst\n" "vldrbt.8 q3, [r12]\n" "add r12, r11\n"
 #define XQ_LOOP(LOAD, CH)                                                   \
   "mov r10, r0\n"                                                           \
   "ldr r12, [r10, #0]\n"                                                    \
   "ldr r3, [r10, #20]\n"                                                    \
   "ldr r9, [r10, #32]\n"                                                    \
-  "ldr r11, [r10, #28]\n"                                                   \
+  "ldr r11, [r10, #36]\n"                                                   \
+  "vctp.8 r11\n"                                                            \
   "4:\n" /* pixel: its row into q0.. */                                    \
   LOAD                                                                      \
   "ldr r1, [r10, #4]\n"                                                     \
@@ -374,29 +388,49 @@ typedef struct {
   "vmin.s32 q4, q4, q5\n"                                                   \
   "vstrb.32 q4, [r3], #4\n"                                                 \
   "le lr, 1b\n"                                                             \
-  "subs r11, #1\n"                                                          \
+  "ldr r0, [r10, #28]\n"                                                    \
+  "subs r0, #1\n"                                                           \
+  "str r0, [r10, #28]\n"                                                    \
   "bne 4b\n"
-K_ASM_LOOP(conv_xq2, const conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2))
-K_ASM_LOOP(conv_xq3, const conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3))
-K_ASM_LOOP(conv_xq4, const conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4))
+K_ASM_LOOP(conv_xq2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2))
+K_ASM_LOOP(conv_xq3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3))
+K_ASM_LOOP(conv_xq4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4))
+K_ASM_LOOP(conv_xqt2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2))
+K_ASM_LOOP(conv_xqt3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3))
+K_ASM_LOOP(conv_xqt4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4))
 #undef XQ_LOOP
+#undef XQ_LOADT4
+#undef XQ_LOADT3
+#undef XQ_LOADT2
 #undef XQ_LOAD4
 #undef XQ_LOAD3
 #undef XQ_LOAD2
+#undef XQ_CHT4
+#undef XQ_CHT3
+#undef XQ_CHT2
 #undef XQ_CH4
 #undef XQ_CH3
 #undef XQ_CH2
+#undef XQ_T
 #undef XQ_V
 
 static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                     const int32_t *shift, int8_t *out, const int32_t *beff) {
+  const int32_t K = p->in_c, nv = (K + 15) / 16;
   conv_xq_args a __attribute__((aligned(16)));
   a.x = in, a.w = w, a.beff = beff, a.mult = mult, a.shift = shift, a.out = out;
   a.groups = p->out_c / 4, a.npix = p->batch * p->out_h * p->out_w, a.off = p->output_offset;
+  a.tail = K - 16 * (nv - 1);
   for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
-  if (p->in_c == 32) conv_xq2(&a);
-  else if (p->in_c == 48) conv_xq3(&a);
-  else conv_xq4(&a);
+  if (a.tail == 16) {
+    if (nv == 2) conv_xq2(&a);
+    else if (nv == 3) conv_xq3(&a);
+    else conv_xq4(&a);
+  } else {
+    if (nv == 2) conv_xqt2(&a);
+    else if (nv == 3) conv_xqt3(&a);
+    else conv_xqt4(&a);
+  }
 }
 
 /* A run of output pixels, every full group of four output channels of each,

@@ -101,9 +101,9 @@ static void random_conv_wide(qconv_params *p, int depthwise, int t) {
       p->groups = 1;
       p->in_c = rr(1, 48);
       p->out_c = rr(1, 80);
-      if (t % 12 == 1) { /* the kernel with the pixel's row in registers (CONV_MVE_IS_XQ) */
+      if (t % 8 == 1) { /* the kernel with the pixel's row in registers (CONV_MVE_IS_XQ) */
         p->stride_h = p->stride_w = 1;
-        p->in_c = 16 * rr(2, 4);
+        p->in_c = (t % 16 == 1) ? 16 * rr(2, 4) : rr(17, 64);
         p->out_c = 4 * rr(1, 20);
       }
     }
