@@ -29,6 +29,8 @@ __attribute__((unused)) static conv_mve_path conv_mve_path_of(const qconv_params
   if (!conv_fast_ok(p)) return CONV_MVE_GENERAL;
   if (CONV_MVE_IS_K16(p)) return CONV_MVE_K16;
   if (CONV_MVE_IS_XQ(p)) return CONV_MVE_XQ;
+  const int32_t K = p->k_h * p->k_w * p->in_c; /* gathered rows of 16 < K <= 64: the same kernel */
+  if (!conv_direct(p) && K > 16 && K <= 64 && p->out_c % 4 == 0) return CONV_MVE_XQ;
   return conv_direct(p) ? CONV_MVE_ROWS_DIRECT : CONV_MVE_ROWS_IM2COL;
 }
 

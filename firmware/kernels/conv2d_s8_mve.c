@@ -332,6 +332,13 @@ typedef struct {
   int32_t pad_[2];
   int32_t lo[4];        /* 48 */
   int32_t hi[4];        /* 64 */
+  /* the im2col variants' (conv_xqi*): each pixel's row gathered as in conv_run_groups */
+  int32_t kh;           /* 80: runs to gather, 0: the row is src itself */
+  int32_t kwc;          /* 84: bytes per run */
+  int32_t rstep;        /* 88: input bytes between runs */
+  const int8_t *src;    /* 92: first pixel's first tap (or row); moves on by srcstep */
+  int32_t srcstep;      /* 96 */
+  int8_t *row;          /* 100: the K-byte scratch row */
 } conv_xq_args;
 
 /* One output channel's sum into accumulator A from row vector Q (q4: the weights). */
@@ -350,7 +357,7 @@ typedef struct {
 #define XQ_LOADT2 "vldrb.8 q0, [r12], #16\n" "vpst\n" "vldrbt.8 q1, [r12]\n" "add r12, r11\n"
 #define XQ_LOADT3 XQ_LOAD2 "vpst\n" "vldrbt.8 q2, [r12]\n" "add r12, r11\n"
 #define XQ_LOADT4 XQ_LOAD3 "vpst\n" "vldrbt.8 q3, [r12]\n" "add r12, r11\n"
-#define XQ_LOOP(LOAD, CH)                                                   \
+#define XQ_LOOP(LOAD, CH, PIX, NEXT)                                        \
   "mov r10, r0\n"                                                           \
   "ldr r12, [r10, #0]\n"                                                    \
   "ldr r3, [r10, #20]\n"                                                    \
@@ -358,6 +365,7 @@ typedef struct {
   "ldr r11, [r10, #36]\n"                                                   \
   "vctp.8 r11\n"                                                            \
   "4:\n" /* pixel: its row into q0.. */                                    \
+  PIX                                                                       \
   LOAD                                                                      \
   "ldr r1, [r10, #4]\n"                                                     \
   "ldr r8, [r10, #8]\n"                                                     \
@@ -388,16 +396,52 @@ typedef struct {
   "vmin.s32 q4, q4, q5\n"                                                   \
   "vstrb.32 q4, [r3], #4\n"                                                 \
   "le lr, 1b\n"                                                             \
+  NEXT                                                                      \
   "ldr r0, [r10, #28]\n"                                                    \
   "subs r0, #1\n"                                                           \
   "str r0, [r10, #28]\n"                                                    \
   "bne 4b\n"
-K_ASM_LOOP(conv_xq2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2))
-K_ASM_LOOP(conv_xq3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3))
-K_ASM_LOOP(conv_xq4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4))
-K_ASM_LOOP(conv_xqt2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2))
-K_ASM_LOOP(conv_xqt3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3))
-K_ASM_LOOP(conv_xqt4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4))
+/* im2col: gather the pixel's kh runs of kwc bytes from src into the row (then
+ * r12), or take src itself (kh 0); the loop's tail predication leaves P0
+ * alone, but it is set again to be sure. */
+#define XQ_GATHER                                                           \
+  "ldr r1, [r10, #92]\n"                                                    \
+  "ldr r4, [r10, #80]\n"                                                    \
+  "mov r12, r1\n"                                                           \
+  "cbz r4, 9f\n"                                                            \
+  "ldr r12, [r10, #100]\n"                                                  \
+  "mov r7, r12\n"                                                           \
+  "ldr r2, [r10, #84]\n"                                                    \
+  "ldr r5, [r10, #88]\n"                                                    \
+  "6:\n"                                                                    \
+  "mov r6, r1\n"                                                            \
+  "mov r8, r7\n"                                                            \
+  "dlstp.8 lr, r2\n"                                                        \
+  "8:\n"                                                                    \
+  "vldrb.8 q0, [r6], #16\n"                                                 \
+  "vstrb.8 q0, [r8], #16\n"                                                 \
+  "letp lr, 8b\n"                                                           \
+  "add r7, r2\n"                                                            \
+  "add r1, r5\n"                                                            \
+  "subs r4, #1\n"                                                           \
+  "bne 6b\n"                                                                \
+  "9:\n"                                                                    \
+  "vctp.8 r11\n"
+#define XQ_NEXT "ldr r1, [r10, #92]\n" "ldr r2, [r10, #96]\n" "add r1, r2\n" "str r1, [r10, #92]\n"
+K_ASM_LOOP(conv_xq2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, "", ""))
+K_ASM_LOOP(conv_xq3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, "", ""))
+K_ASM_LOOP(conv_xq4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, "", ""))
+K_ASM_LOOP(conv_xqt2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, "", ""))
+K_ASM_LOOP(conv_xqt3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, "", ""))
+K_ASM_LOOP(conv_xqt4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, "", ""))
+K_ASM_LOOP(conv_xqi2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xqi3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xqi4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xqit2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xqit3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xqit4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, XQ_GATHER, XQ_NEXT))
+#undef XQ_NEXT
+#undef XQ_GATHER
 #undef XQ_LOOP
 #undef XQ_LOADT4
 #undef XQ_LOADT3
@@ -413,6 +457,20 @@ K_ASM_LOOP(conv_xqt4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4))
 #undef XQ_CH2
 #undef XQ_T
 #undef XQ_V
+
+/* The im2col variant for this K (16 < K <= 64). */
+static void conv_xqi(conv_xq_args *a, int32_t K) {
+  const int32_t nv = (K + 15) / 16;
+  if (K % 16 == 0) {
+    if (nv == 2) conv_xqi2(a);
+    else if (nv == 3) conv_xqi3(a);
+    else conv_xqi4(a);
+  } else {
+    if (nv == 2) conv_xqit2(a);
+    else if (nv == 3) conv_xqit3(a);
+    else conv_xqit4(a);
+  }
+}
 
 static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                     const int32_t *shift, int8_t *out, const int32_t *beff) {
@@ -591,6 +649,14 @@ static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, 
   /* whole rows in one call: all pixels for direct ones, the interior run when the taps of a kernel row
    * are contiguous (dil_w 1); out_c a multiple of 4 so that the loop's stores run on from pixel to pixel */
   const int runs = !rem && OC4 && (direct || p->dil_w == 1);
+  /* 16 < K <= 64 with whole groups, gathered rows: the pixel's row in registers (conv_xq) */
+  const int xq = !rem && !direct && K > 16 && K <= 64;
+  conv_xq_args qa __attribute__((aligned(16)));
+  if (xq) {
+    qa.x = row, qa.w = w, qa.beff = beff, qa.mult = mult, qa.shift = shift, qa.groups = OC4 / 4, qa.off = p->output_offset;
+    qa.tail = K - 16 * ((K + 15) / 16 - 1), qa.kwc = a.kwc, qa.rstep = a.rstep, qa.row = row, qa.srcstep = SW * C;
+    for (int j = 0; j < 4; j++) qa.lo[j] = p->act_min, qa.hi[j] = p->act_max;
+  }
   int8_t *op = out;
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < OH; oy++) {
@@ -602,14 +668,22 @@ static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, 
           a.npix = n, a.out = op, a.x = row, a.kh = direct ? 0 : p->k_h;
           a.src = in + (((size_t)b * IH + iy0) * IW + (size_t)(ox * SW - p->pad_w)) * C;
           a.srcstep = SW * C;
-          conv_run_groups(&a);
+          if (xq) {
+            qa.npix = n, qa.out = op, qa.kh = p->k_h, qa.src = a.src;
+            conv_xqi(&qa, K);
+          } else {
+            conv_run_groups(&a);
+          }
           ox += n - 1, op += (size_t)(n - 1) * OC;
           continue;
         }
         const int8_t *x = row;
         if (direct) x = in + (((size_t)b * IH + (size_t)oy * SH) * IW + (size_t)ox * SW) * C;
         else im2col_row(p, in, b, oy, ox, vpad, row);
-        if (OC4) {
+        if (xq) {
+          qa.npix = 1, qa.out = op, qa.kh = 0, qa.src = x;
+          conv_xqi(&qa, K);
+        } else if (OC4) {
           a.npix = 1, a.out = op, a.x = x, a.kh = 0, a.src = x, a.srcstep = 0;
           conv_run_groups(&a);
         }
