@@ -208,46 +208,58 @@ typedef struct {
   "vmullt.s16 q6, q4, q5\n"                       \
   "vadd.i32 " QO ", " QO ", q6\n"
 
+/* The run loop around TAPS, the window's taps (r5 / r6: the first tap's
+ * input and weights; r7, lr and r2 free). */
+#define DW_RUN(TAPS)                                                             \
+  "ldr r1, [r0, #0]\n"                                                           \
+  "ldr r3, [r0, #8]\n"                                                           \
+  "ldr r4, [r0, #12]\n"                                                          \
+  "ldr r8, [r0, #32]\n"                                                          \
+  "ldr r9, [r0, #36]\n"                                                          \
+  "ldr r10, [r0, #40]\n"                                                         \
+  "ldr r11, [r0, #44]\n"                                                         \
+  "ldr r12, [r0, #48]\n"                                                         \
+  "1:\n" /* pixel: q0 / q1 channels 0-7 even / odd, q2 / q3 channels 8-15 */    \
+  "mov r2, r11\n"                                                                \
+  "vld20.32 {q0, q1}, [r2]\n"                                                    \
+  "vld21.32 {q0, q1}, [r2]!\n"                                                   \
+  "vld20.32 {q2, q3}, [r2]\n"                                                    \
+  "vld21.32 {q2, q3}, [r2]\n"                                                    \
+  "mov r5, r1\n"                                                                 \
+  "ldr r6, [r0, #4]\n"                                                           \
+  TAPS                                                                           \
+  /* multipliers at +64, shifts at +128 */                                      \
+  "add r2, r11, #64\n"                                                           \
+  DW_RQ8("q0", "q1", "")                                                         \
+  DW_RQ8("q2", "q3", ", #8")                                                     \
+  "ldr r2, [r0, #16]\n"                                                          \
+  "add r1, r2\n"                                                                 \
+  "ldr r2, [r0, #20]\n"                                                          \
+  "add r3, r2\n"                                                                 \
+  "subs r4, #1\n"                                                                \
+  "bne 1b\n"
+/* One tap of 16 channels, the pointers moved on to the next tap. */
+#define DW_TAP16 DW_TAP8("", "q0", "q1") DW_TAP8(", #8", "q2", "q3") "add r5, r8\n" "add r6, r9\n"
+/* Any kh x kw window: rows of kw taps. */
 K_ASM_LOOP(dw_run16, const dw_run_args,
-      "ldr r1, [r0, #0]\n"
-      "ldr r3, [r0, #8]\n"
-      "ldr r4, [r0, #12]\n"
-      "ldr r8, [r0, #32]\n"
-      "ldr r9, [r0, #36]\n"
-      "ldr r10, [r0, #40]\n"
-      "ldr r11, [r0, #44]\n"
-      "ldr r12, [r0, #48]\n"
-      "1:\n" /* pixel: q0 / q1 channels 0-7 even / odd, q2 / q3 channels 8-15 */
-      "mov r2, r11\n"
-      "vld20.32 {q0, q1}, [r2]\n"
-      "vld21.32 {q0, q1}, [r2]!\n"
-      "vld20.32 {q2, q3}, [r2]\n"
-      "vld21.32 {q2, q3}, [r2]\n"
-      "mov r5, r1\n"
-      "ldr r6, [r0, #4]\n"
-      "ldr r7, [r0, #28]\n"
-      "2:\n" /* tap row */
-      "ldr r2, [r0, #24]\n"
-      "dls lr, r2\n"
-      "3:\n" /* tap */
-      DW_TAP8("", "q0", "q1")
-      DW_TAP8(", #8", "q2", "q3")
-      "add r5, r8\n"
-      "add r6, r9\n"
-      "le lr, 3b\n"
-      "add r5, r10\n"
-      "subs r7, #1\n"
-      "bne 2b\n"
-      /* multipliers at +64, shifts at +128 */
-      "add r2, r11, #64\n"
-      DW_RQ8("q0", "q1", "")
-      DW_RQ8("q2", "q3", ", #8")
-      "ldr r2, [r0, #16]\n"
-      "add r1, r2\n"
-      "ldr r2, [r0, #20]\n"
-      "add r3, r2\n"
-      "subs r4, #1\n"
-      "bne 1b\n")
+      DW_RUN("ldr r7, [r0, #28]\n"
+             "2:\n" /* tap row */
+             "ldr r2, [r0, #24]\n"
+             "dls lr, r2\n"
+             "3:\n" /* tap */
+             DW_TAP16
+             "le lr, 3b\n"
+             "add r5, r10\n"
+             "subs r7, #1\n"
+             "bne 2b\n"))
+/* 3x3 windows written out: no loop counters, the weights' pointer runs on
+ * from row to row (kw * C bytes per row), the input's moves on by xadj. */
+K_ASM_LOOP(dw_run16_3x3, const dw_run_args,
+      DW_RUN(DW_TAP16 DW_TAP16 DW_TAP16 "add r5, r10\n"
+             DW_TAP16 DW_TAP16 DW_TAP16 "add r5, r10\n"
+             DW_TAP16 DW_TAP16 DW_TAP16))
+#undef DW_TAP16
+#undef DW_RUN
 #undef DW_TAP8
 #undef DW_RQ8
 
@@ -407,7 +419,8 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
           for (int32_t c0 = 0; c0 < C16; c0 += 16) {
             ra.x = in + (((size_t)b * p->in_h + iy0) * p->in_w + (size_t)(ox_a * p->stride_w - p->pad_w)) * C + c0;
             ra.w = w + c0, ra.out = op + c0, ra.g = blocks + (c0 / 16) * DW_BLOCK;
-            dw_run16(&ra);
+            if (p->k_h == 3 && p->k_w == 3) dw_run16_3x3(&ra);
+            else dw_run16(&ra);
           }
           if (C16 == C) {
             ox = ox_b - 1;
