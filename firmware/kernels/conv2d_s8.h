@@ -17,12 +17,20 @@ __attribute__((unused)) static int conv_direct(const qconv_params *p) {
 /* The MVE path's 1x1 kernel with the weights in registers: unit stride and at most 16 input channels. A
  * macro: as a function it changes GCC's inlining of the whole MVE file (and so its instruction counts). */
 #define CONV_MVE_IS_K16(p) (conv_direct(p) && (p)->stride_h == 1 && (p)->stride_w == 1 && (p)->in_c <= 16)
+/* The MVE path's 1x1 kernel with each pixel's row in registers: unit stride, 16 < in_c <= 64, whole groups
+ * of four output channels. */
+#define CONV_MVE_IS_XQ(p)                                                                                  \
+  (conv_direct(p) && (p)->stride_h == 1 && (p)->stride_w == 1 && (p)->in_c > 16 && (p)->in_c <= 64 &&       \
+   (p)->out_c % 4 == 0)
 /* The MVE path's kernel for a shape (per-channel requantization that the vector code cannot take aside:
  * that falls back to the reference), also named in the compile report (boards/host/query.c). */
-typedef enum { CONV_MVE_GENERAL, CONV_MVE_K16, CONV_MVE_ROWS_DIRECT, CONV_MVE_ROWS_IM2COL } conv_mve_path;
+typedef enum { CONV_MVE_GENERAL, CONV_MVE_K16, CONV_MVE_ROWS_DIRECT, CONV_MVE_ROWS_IM2COL, CONV_MVE_XQ } conv_mve_path;
 __attribute__((unused)) static conv_mve_path conv_mve_path_of(const qconv_params *p) {
   if (!conv_fast_ok(p)) return CONV_MVE_GENERAL;
   if (CONV_MVE_IS_K16(p)) return CONV_MVE_K16;
+  if (CONV_MVE_IS_XQ(p)) return CONV_MVE_XQ;
+  const int32_t K = p->k_h * p->k_w * p->in_c; /* gathered rows of 16 < K <= 64: the same kernel */
+  if (!conv_direct(p) && K > 16 && K <= 64 && p->out_c % 4 == 0) return CONV_MVE_XQ;
   return conv_direct(p) ? CONV_MVE_ROWS_DIRECT : CONV_MVE_ROWS_IM2COL;
 }
 

@@ -309,39 +309,262 @@ static void conv_k16(const qconv_params *p, const int8_t *in, const int8_t *w, c
   }
 }
 
-/* All full groups of four output channels of one pixel, in one asm loop:
- * per group the four weight rows are consecutive K-byte rows, the sums start
- * from the folded bias, and the result is requantized, clamped and stored.
- * About 35 + 9 * ceil(K / 16) instructions per group. The pointers in the
- * argument block advance as the loop runs. */
+/* 1x1 stride-1 convolutions with 16 < K <= 64 and out_c a multiple of 4:
+ * each pixel's K-byte row is loaded once into q0-q3 and every output channel
+ * reads only its weights, one load and one VMLAVA per 16 bytes; the weight
+ * rows are consecutive, so one pointer walks them all. When K is not a
+ * multiple of 16 the last vector of each row is a predicated load of the
+ * tail's T bytes (inactive lanes read as zero, nothing past the row is read)
+ * and the pointers move on by T. Per group of four channels about
+ * 20 + 8 * ceil(K / 16) instructions (+ 8 with a tail), all pointers in
+ * registers. */
 typedef struct {
-  const int8_t *x;      /* 0: the pixel's K-byte row */
-  const int8_t *w;      /* 4: the group's first weight row */
+  const int8_t *x;      /* 0: first pixel */
+  const int8_t *w;      /* 4 */
   const int32_t *beff;  /* 8 */
   const int32_t *mult;  /* 12 */
   const int32_t *shift; /* 16 */
   int8_t *out;          /* 20 */
+  int32_t groups;       /* 24: out_c / 4 */
+  int32_t npix;         /* 28: >= 1; counts down as the loop runs */
+  int32_t off;          /* 32 */
+  int32_t tail;         /* 36: K - 16 * (ceil(K / 16) - 1), 1..16 */
+  int32_t pad_[2];
+  int32_t lo[4];        /* 48 */
+  int32_t hi[4];        /* 64 */
+  /* the im2col variants' (conv_xqi*): each pixel's row gathered as in conv_run_groups */
+  int32_t kh;           /* 80: runs to gather, 0: the row is src itself */
+  int32_t kwc;          /* 84: bytes per run */
+  int32_t rstep;        /* 88: input bytes between runs */
+  const int8_t *src;    /* 92: first pixel's first tap (or row); moves on by srcstep */
+  int32_t srcstep;      /* 96 */
+  int8_t *row;          /* 100: the K-byte scratch row */
+} conv_xq_args;
+
+/* One output channel's sum into accumulator A from row vector Q (q4: the weights). */
+#define XQ_V(A, Q) "vldrb.8 q4, [r1], #16\n" "vmlava.s8 " A ", " Q ", q4\n"
+/* The same for the row's predicated last vector (P0: its T = r11 bytes). */
+#define XQ_T(A, Q) "vpst\n" "vldrbt.8 q4, [r1]\n" "add r1, r11\n" "vmlava.s8 " A ", " Q ", q4\n"
+#define XQ_CH2(A) XQ_V(A, "q0") XQ_V(A, "q1")
+#define XQ_CH3(A) XQ_CH2(A) XQ_V(A, "q2")
+#define XQ_CH4(A) XQ_CH3(A) XQ_V(A, "q3")
+#define XQ_CHT2(A) XQ_V(A, "q0") XQ_T(A, "q1")
+#define XQ_CHT3(A) XQ_CH2(A) XQ_T(A, "q2")
+#define XQ_CHT4(A) XQ_CH3(A) XQ_T(A, "q3")
+#define XQ_LOAD2 "vldrb.8 q0, [r12], #16\n" "vldrb.8 q1, [r12], #16\n"
+#define XQ_LOAD3 XQ_LOAD2 "vldrb.8 q2, [r12], #16\n"
+#define XQ_LOAD4 XQ_LOAD3 "vldrb.8 q3, [r12], #16\n"
+#define XQ_LOADT2 "vldrb.8 q0, [r12], #16\n" "vpst\n" "vldrbt.8 q1, [r12]\n" "add r12, r11\n"
+#define XQ_LOADT3 XQ_LOAD2 "vpst\n" "vldrbt.8 q2, [r12]\n" "add r12, r11\n"
+#define XQ_LOADT4 XQ_LOAD3 "vpst\n" "vldrbt.8 q3, [r12]\n" "add r12, r11\n"
+#define XQ_LOOP(LOAD, CH, PIX, NEXT)                                        \
+  "mov r10, r0\n"                                                           \
+  "ldr r12, [r10, #0]\n"                                                    \
+  "ldr r3, [r10, #20]\n"                                                    \
+  "ldr r9, [r10, #32]\n"                                                    \
+  "ldr r11, [r10, #36]\n"                                                   \
+  "vctp.8 r11\n"                                                            \
+  "4:\n" /* pixel: its row into q0.. */                                    \
+  PIX                                                                       \
+  LOAD                                                                      \
+  "ldr r1, [r10, #4]\n"                                                     \
+  "ldr r8, [r10, #8]\n"                                                     \
+  "ldr r5, [r10, #12]\n"                                                    \
+  "ldr r7, [r10, #16]\n"                                                    \
+  "ldr r0, [r10, #24]\n"                                                    \
+  "dls lr, r0\n"                                                            \
+  "1:\n" /* group of four channels */                                      \
+  "ldrd r0, r2, [r8], #8\n"                                                 \
+  "ldrd r4, r6, [r8], #8\n"                                                 \
+  CH("r0") CH("r2") CH("r4") CH("r6")                                       \
+  "vmov.32 q4[0], r0\n"                                                     \
+  "vmov.32 q4[1], r2\n"                                                     \
+  "vmov.32 q4[2], r4\n"                                                     \
+  "vmov.32 q4[3], r6\n"                                                     \
+  "vldrw.32 q5, [r5], #16\n"                                                \
+  "vldrw.32 q6, [r7], #16\n"                                                \
+  /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */ \
+  "vqrdmulh.s32 q4, q4, q5\n"                                               \
+  "vand q5, q4, q6\n"                                                       \
+  "vshr.s32 q5, q5, #31\n"                                                  \
+  "vqadd.s32 q4, q4, q5\n"                                                  \
+  "vrshl.s32 q4, q4, q6\n"                                                  \
+  "vadd.i32 q4, q4, r9\n"                                                   \
+  "vldrw.32 q5, [r10, #48]\n"                                               \
+  "vmax.s32 q4, q4, q5\n"                                                   \
+  "vldrw.32 q5, [r10, #64]\n"                                               \
+  "vmin.s32 q4, q4, q5\n"                                                   \
+  "vstrb.32 q4, [r3], #4\n"                                                 \
+  "le lr, 1b\n"                                                             \
+  NEXT                                                                      \
+  "ldr r0, [r10, #28]\n"                                                    \
+  "subs r0, #1\n"                                                           \
+  "str r0, [r10, #28]\n"                                                    \
+  "bne 4b\n"
+/* im2col: gather the pixel's kh runs of kwc bytes from src into the row (then
+ * r12), or take src itself (kh 0); the loop's tail predication leaves P0
+ * alone, but it is set again to be sure. */
+#define XQ_GATHER                                                           \
+  "ldr r1, [r10, #92]\n"                                                    \
+  "ldr r4, [r10, #80]\n"                                                    \
+  "mov r12, r1\n"                                                           \
+  "cbz r4, 9f\n"                                                            \
+  "ldr r12, [r10, #100]\n"                                                  \
+  "mov r7, r12\n"                                                           \
+  "ldr r2, [r10, #84]\n"                                                    \
+  "ldr r5, [r10, #88]\n"                                                    \
+  "6:\n"                                                                    \
+  "mov r6, r1\n"                                                            \
+  "mov r8, r7\n"                                                            \
+  "dlstp.8 lr, r2\n"                                                        \
+  "8:\n"                                                                    \
+  "vldrb.8 q0, [r6], #16\n"                                                 \
+  "vstrb.8 q0, [r8], #16\n"                                                 \
+  "letp lr, 8b\n"                                                           \
+  "add r7, r2\n"                                                            \
+  "add r1, r5\n"                                                            \
+  "subs r4, #1\n"                                                           \
+  "bne 6b\n"                                                                \
+  "9:\n"                                                                    \
+  "vctp.8 r11\n"
+#define XQ_NEXT "ldr r1, [r10, #92]\n" "ldr r2, [r10, #96]\n" "add r1, r2\n" "str r1, [r10, #92]\n"
+K_ASM_LOOP(conv_xq2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, "", ""))
+K_ASM_LOOP(conv_xq3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, "", ""))
+K_ASM_LOOP(conv_xq4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, "", ""))
+K_ASM_LOOP(conv_xqt2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, "", ""))
+K_ASM_LOOP(conv_xqt3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, "", ""))
+K_ASM_LOOP(conv_xqt4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, "", ""))
+K_ASM_LOOP(conv_xqi2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xqi3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xqi4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xqit2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xqit3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xqit4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, XQ_GATHER, XQ_NEXT))
+#undef XQ_NEXT
+#undef XQ_GATHER
+#undef XQ_LOOP
+#undef XQ_LOADT4
+#undef XQ_LOADT3
+#undef XQ_LOADT2
+#undef XQ_LOAD4
+#undef XQ_LOAD3
+#undef XQ_LOAD2
+#undef XQ_CHT4
+#undef XQ_CHT3
+#undef XQ_CHT2
+#undef XQ_CH4
+#undef XQ_CH3
+#undef XQ_CH2
+#undef XQ_T
+#undef XQ_V
+
+/* The im2col variant for this K (16 < K <= 64). */
+static void conv_xqi(conv_xq_args *a, int32_t K) {
+  const int32_t nv = (K + 15) / 16;
+  if (K % 16 == 0) {
+    if (nv == 2) conv_xqi2(a);
+    else if (nv == 3) conv_xqi3(a);
+    else conv_xqi4(a);
+  } else {
+    if (nv == 2) conv_xqit2(a);
+    else if (nv == 3) conv_xqit3(a);
+    else conv_xqit4(a);
+  }
+}
+
+static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                    const int32_t *shift, int8_t *out, const int32_t *beff) {
+  const int32_t K = p->in_c, nv = (K + 15) / 16;
+  conv_xq_args a __attribute__((aligned(16)));
+  a.x = in, a.w = w, a.beff = beff, a.mult = mult, a.shift = shift, a.out = out;
+  a.groups = p->out_c / 4, a.npix = p->batch * p->out_h * p->out_w, a.off = p->output_offset;
+  a.tail = K - 16 * (nv - 1);
+  for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
+  if (a.tail == 16) {
+    if (nv == 2) conv_xq2(&a);
+    else if (nv == 3) conv_xq3(&a);
+    else conv_xq4(&a);
+  } else {
+    if (nv == 2) conv_xqt2(&a);
+    else if (nv == 3) conv_xqt3(&a);
+    else conv_xqt4(&a);
+  }
+}
+
+/* A run of output pixels, every full group of four output channels of each,
+ * in one asm loop (out_c a multiple of 4, so that each pixel's outputs follow
+ * the previous pixel's). Per pixel, with kh > 0, its receptive field is first
+ * gathered into the K-byte row at x: kh runs of kwc bytes from src, rstep
+ * apart (windows inside the input, dil_w 1); with kh == 0 the row is src
+ * itself (1x1 without padding). Per group the four weight rows are
+ * consecutive K-byte rows, the sums start from the folded bias, and the result
+ * is requantized, clamped and stored. About 35 + 9 * ceil(K / 16)
+ * instructions per group, plus the gathering and ~20 per pixel. The fields
+ * past 96 are the loop's own. */
+typedef struct {
+  const int8_t *x;      /* 0: the K-byte row (im2col scratch; set per pixel when kh == 0) */
+  const int8_t *w;      /* 4: first weight row */
+  const int32_t *beff;  /* 8 */
+  const int32_t *mult;  /* 12 */
+  const int32_t *shift; /* 16 */
+  int8_t *out;          /* 20: the first pixel's outputs; moves on as the loop stores */
   int32_t groups;       /* 24: >= 1 */
   int32_t k;            /* 28 */
   int32_t off;          /* 32 */
-  int32_t pad_[3];
+  int32_t npix;         /* 36: >= 1 */
+  const int8_t *src;    /* 40: first pixel's first tap (or row) */
+  int32_t srcstep;      /* 44: input bytes between pixels */
   int32_t lo[4];        /* 48 */
   int32_t hi[4];        /* 64 */
-} conv_pix_args;
+  int32_t kh;           /* 80: rows to gather, 0 for none */
+  int32_t kwc;          /* 84: bytes per gathered run */
+  int32_t rstep;        /* 88: input bytes between runs */
+  int32_t pad_;         /* 92 */
+  const int8_t *wcur;   /* 96: the loop's: next group's first weight row */
+  const int32_t *scur;  /* 100: next group's shifts */
+  int32_t gleft;        /* 104: groups left */
+} conv_run_args;
 
-K_ASM_LOOP(conv_pixel_groups, conv_pix_args,
+K_ASM_LOOP(conv_run_groups, conv_run_args,
       "mov r10, r0\n"
       "ldr r9, [r10, #28]\n"
+      "vldrw.32 q7, [r10, #48]\n"
+      "4:\n" /* pixel */
+      "ldr r1, [r10, #40]\n"
+      "ldr r4, [r10, #80]\n"
+      "cbnz r4, 5f\n"
+      "str r1, [r10, #0]\n" /* the row is the input itself */
+      "b 7f\n"
+      "5:\n" /* gather kh runs of kwc bytes from r1 into the row */
+      "ldr r7, [r10, #0]\n"
+      "ldr r2, [r10, #84]\n"
+      "ldr r5, [r10, #88]\n"
+      "6:\n"
+      "mov r6, r1\n"
+      "mov r3, r7\n"
+      "dlstp.8 lr, r2\n"
+      "8:\n"
+      "vldrb.8 q0, [r6], #16\n"
+      "vstrb.8 q0, [r3], #16\n"
+      "letp lr, 8b\n"
+      "add r7, r2\n"
+      "add r1, r5\n"
+      "subs r4, #1\n"
+      "bne 6b\n"
+      "7:\n" /* the pixel's groups */
       "ldr r12, [r10, #8]\n"
       "ldr r11, [r10, #12]\n"
+      "ldr r3, [r10, #16]\n"
+      "str r3, [r10, #100]\n"
+      "ldr r3, [r10, #24]\n"
+      "str r3, [r10, #104]\n"
       "ldr r3, [r10, #4]\n"
-      "vldrw.32 q7, [r10, #48]\n"
       "1:\n"
       "add r5, r3, r9\n"
       "add r7, r5, r9\n"
       "add r8, r7, r9\n"
       "add r1, r8, r9\n"
-      "str r1, [r10, #4]\n"
+      "str r1, [r10, #96]\n"
       "ldr r1, [r10, #0]\n"
       "ldrd r0, r2, [r12], #8\n"
       "ldrd r4, r6, [r12], #8\n"
@@ -362,9 +585,9 @@ K_ASM_LOOP(conv_pixel_groups, conv_pix_args,
       "vmov.32 q4[2], r4\n"
       "vmov.32 q4[3], r6\n"
       "vldrw.32 q5, [r11], #16\n"
-      "ldr r0, [r10, #16]\n"
+      "ldr r0, [r10, #100]\n"
       "vldrw.32 q6, [r0], #16\n"
-      "str r0, [r10, #16]\n"
+      "str r0, [r10, #100]\n"
       /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */
       "vqrdmulh.s32 q4, q4, q5\n"
       "vand q5, q4, q6\n"
@@ -379,11 +602,33 @@ K_ASM_LOOP(conv_pixel_groups, conv_pix_args,
       "ldr r0, [r10, #20]\n"
       "vstrb.32 q4, [r0], #4\n"
       "str r0, [r10, #20]\n"
-      "ldr r3, [r10, #4]\n"
-      "ldr r0, [r10, #24]\n"
+      "ldr r3, [r10, #96]\n"
+      "ldr r0, [r10, #104]\n"
       "subs r0, #1\n"
-      "str r0, [r10, #24]\n"
-      "bne 1b\n")
+      "str r0, [r10, #104]\n"
+      "bne 1b\n"
+      "ldr r1, [r10, #40]\n" /* next pixel */
+      "ldr r2, [r10, #44]\n"
+      "add r1, r2\n"
+      "str r1, [r10, #40]\n"
+      "ldr r0, [r10, #36]\n"
+      "subs r0, #1\n"
+      "str r0, [r10, #36]\n"
+      "bne 4b\n")
+
+/* The last 1-3 output channels of one pixel's K-byte row x (out_c not a multiple of 4). */
+static void conv_rem(const qconv_params *p, const int8_t *x, const int8_t *w, const int32_t *mult,
+                     const int32_t *shift, const int32_t *beff, int8_t *op) {
+  const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c, OC4 = OC & ~3, rem = OC - OC4;
+  const mve_pred16_t ptail = vctp32q((uint32_t)rem);
+  /* weight rows of the last partial group: spare lanes repeat its first row */
+  const int8_t *wt = w + (size_t)OC4 * K;
+  const int8_t *wt1 = rem > 1 ? wt + K : wt, *wt2 = rem > 2 ? wt + 2 * (size_t)K : wt;
+  int32x4_t r = dot4_rows(x, wt, wt1, wt2, wt, K, beff + OC4);
+  r = k_requantize_mve(r, vldrwq_z_s32(mult + OC4, ptail), vldrwq_z_s32(shift + OC4, ptail));
+  r = vminq_s32(vmaxq_s32(vaddq_n_s32(r, p->output_offset), vdupq_n_s32(p->act_min)), vdupq_n_s32(p->act_max));
+  vstrbq_p_s32(op + OC4, r, ptail);
+}
 
 static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                       const int32_t *shift, int8_t *out, const int32_t *beff, int8_t *row) {
@@ -392,31 +637,59 @@ static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, 
   const int direct = conv_direct(p);
   const int8x16_t vpad = vdupq_n_s8((int8_t)-p->input_offset);
   const int32_t OC4 = OC & ~3, rem = OC - OC4;
-  const mve_pred16_t ptail = vctp32q((uint32_t)rem);
-  /* weight rows of the last partial group: spare lanes repeat its first row */
-  const int8_t *wt = w + (size_t)OC4 * K;
-  const int8_t *wt1 = rem > 1 ? wt + K : wt, *wt2 = rem > 2 ? wt + 2 * (size_t)K : wt;
-  conv_pix_args a __attribute__((aligned(16)));
+  conv_run_args a __attribute__((aligned(16)));
+  a.w = w, a.beff = beff, a.mult = mult, a.shift = shift, a.groups = OC4 / 4;
   a.k = K, a.off = p->output_offset;
   for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
+  a.kwc = p->k_w * C, a.rstep = p->dil_h * IW * C;
+  /* output columns whose windows lie inside the input horizontally: [ox_a, ox_b) */
+  int32_t ox_a = 0, ox_b = OW;
+  while (ox_a < ox_b && ox_a * SW - p->pad_w < 0) ox_a++;
+  while (ox_b > ox_a && (ox_b - 1) * SW - p->pad_w + (p->k_w - 1) * p->dil_w >= IW) ox_b--;
+  /* whole rows in one call: all pixels for direct ones, the interior run when the taps of a kernel row
+   * are contiguous (dil_w 1); out_c a multiple of 4 so that the loop's stores run on from pixel to pixel */
+  const int runs = !rem && OC4 && (direct || p->dil_w == 1);
+  /* 16 < K <= 64 with whole groups, gathered rows: the pixel's row in registers (conv_xq) */
+  const int xq = !rem && !direct && K > 16 && K <= 64;
+  conv_xq_args qa __attribute__((aligned(16)));
+  if (xq) {
+    qa.x = row, qa.w = w, qa.beff = beff, qa.mult = mult, qa.shift = shift, qa.groups = OC4 / 4, qa.off = p->output_offset;
+    qa.tail = K - 16 * ((K + 15) / 16 - 1), qa.kwc = a.kwc, qa.rstep = a.rstep, qa.row = row, qa.srcstep = SW * C;
+    for (int j = 0; j < 4; j++) qa.lo[j] = p->act_min, qa.hi[j] = p->act_max;
+  }
   int8_t *op = out;
   for (int32_t b = 0; b < p->batch; b++)
-    for (int32_t oy = 0; oy < OH; oy++)
+    for (int32_t oy = 0; oy < OH; oy++) {
+      const int32_t iy0 = oy * SH - p->pad_h;
+      const int row_in = iy0 >= 0 && iy0 + (p->k_h - 1) * p->dil_h < IH;
       for (int32_t ox = 0; ox < OW; ox++, op += OC) {
+        if (runs && (direct || (row_in && ox == ox_a && ox_b > ox_a))) {
+          const int32_t n = direct ? OW : ox_b - ox_a;
+          a.npix = n, a.out = op, a.x = row, a.kh = direct ? 0 : p->k_h;
+          a.src = in + (((size_t)b * IH + iy0) * IW + (size_t)(ox * SW - p->pad_w)) * C;
+          a.srcstep = SW * C;
+          if (xq) {
+            qa.npix = n, qa.out = op, qa.kh = p->k_h, qa.src = a.src;
+            conv_xqi(&qa, K);
+          } else {
+            conv_run_groups(&a);
+          }
+          ox += n - 1, op += (size_t)(n - 1) * OC;
+          continue;
+        }
         const int8_t *x = row;
         if (direct) x = in + (((size_t)b * IH + (size_t)oy * SH) * IW + (size_t)ox * SW) * C;
         else im2col_row(p, in, b, oy, ox, vpad, row);
-        if (OC4) {
-          a.x = x, a.w = w, a.beff = beff, a.mult = mult, a.shift = shift, a.out = op, a.groups = OC4 / 4;
-          conv_pixel_groups(&a);
+        if (xq) {
+          qa.npix = 1, qa.out = op, qa.kh = 0, qa.src = x;
+          conv_xqi(&qa, K);
+        } else if (OC4) {
+          a.npix = 1, a.out = op, a.x = x, a.kh = 0, a.src = x, a.srcstep = 0;
+          conv_run_groups(&a);
         }
-        if (rem) {
-          int32x4_t r = dot4_rows(x, wt, wt1, wt2, wt, K, beff + OC4);
-          r = k_requantize_mve(r, vldrwq_z_s32(mult + OC4, ptail), vldrwq_z_s32(shift + OC4, ptail));
-          r = vminq_s32(vmaxq_s32(vaddq_n_s32(r, a.off), vldrwq_s32(a.lo)), vldrwq_s32(a.hi));
-          vstrbq_p_s32(op + OC4, r, ptail);
-        }
+        if (rem) conv_rem(p, x, w, mult, shift, beff, op);
       }
+    }
 }
 
 k_status emk_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
@@ -453,6 +726,8 @@ k_status emk_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t
   }
   if (CONV_MVE_IS_K16(p))
     conv_k16(p, in, w, mult, shift, out, beff);
+  else if (CONV_MVE_IS_XQ(p))
+    conv_xq(p, in, w, mult, shift, out, beff);
   else
     conv_fast(p, in, w, mult, shift, out, beff, row);
   return K_OK;

@@ -36,12 +36,16 @@ __attribute__((unused)) static qconv_params dw_conv_params(const qconv_params *p
 __attribute__((unused)) static int dw_mve_multiplier_ok(const qconv_params *p, int32_t dm) {
   return p->out_c == p->in_c * dm && (dm == 1 || dm % 4 == 0);
 }
+/* The MVE path adds the input offset to int16 lanes (x + offset must stay within int16). */
+__attribute__((unused)) static int dw_mve_offset_ok(const qconv_params *p) {
+  return p->input_offset >= -32639 && p->input_offset <= 32640;
+}
 /* The MVE path's kernel for a shape (per-channel requantization that the vector code cannot take aside:
  * that falls back to the reference), also named in the compile report (boards/host/query.c). */
 typedef enum { DW_MVE_REFERENCE, DW_MVE_AS_CONV, DW_MVE_MULT4, DW_MVE_16CH } dw_mve_path;
 __attribute__((unused)) static dw_mve_path dw_mve_path_of(const qconv_params *p) {
   const int32_t dm = p->in_c > 0 ? p->out_c / p->in_c : 0;
-  if (p->in_c <= 0 || !dw_mve_multiplier_ok(p, dm)) return DW_MVE_REFERENCE;
+  if (p->in_c <= 0 || !dw_mve_multiplier_ok(p, dm) || !dw_mve_offset_ok(p)) return DW_MVE_REFERENCE;
   if (dw_as_conv(p)) return DW_MVE_AS_CONV;
   return dm > 1 ? DW_MVE_MULT4 : DW_MVE_16CH;
 }

@@ -25,42 +25,61 @@ typedef struct {
   int32_t off;
 } dw_window;
 
+/* Requantize 8 channels held as even / odd lanes (e, o; dw_run16 says why),
+ * add the output offset, narrow to int16 in channel order (saturating, which
+ * the int8 clamp makes exact), clamp, store 8 bytes. */
+static inline __attribute__((always_inline)) void dw_out8(const qconv_params *p, int32x4_t e, int32x4_t o,
+                                                         const int32_t *mult, const int32_t *shift, int8_t *op) {
+  const int32x4x2_t m = vld2q_s32(mult), s = vld2q_s32(shift);
+  e = vaddq_n_s32(k_requantize_mve(e, m.val[0], s.val[0]), p->output_offset);
+  o = vaddq_n_s32(k_requantize_mve(o, m.val[1], s.val[1]), p->output_offset);
+  int16x8_t r = vqmovntq_s32(vqmovnbq_s32(vdupq_n_s16(0), e), o);
+  r = vminq_s16(vmaxq_s16(r, vdupq_n_s16((int16_t)p->act_min)), vdupq_n_s16((int16_t)p->act_max));
+  vstrbq_s16(op, r);
+}
+
 /* 16 channels of one output pixel, requantized and stored; xp / wp point at
- * the first valid tap, init at 16 per-channel start values (or NULL for zeros). */
+ * the first valid tap, init at 16 per-channel start values (or NULL for
+ * zeros). Each tap as in dw_run16: int16 lanes, VMULLB / VMULLT into even /
+ * odd accumulators; border windows add the input offset to the int16 input
+ * lanes (x + offset lies within +-255, its products with int8 weights within
+ * int16 x int16 -> int32). */
 static inline __attribute__((always_inline)) void dw_pixel16(const qconv_params *p, const dw_window *g,
                                                             const int8_t *xp, const int8_t *wp,
                                                             const int32_t *init, const int32_t *mult,
                                                             const int32_t *shift, int8_t *op,
                                                             const int full) {
-  int32x4_t a0, a1, a2, a3, t0, t1;
+  int32x4_t a0, a1, a2, a3, t2; /* a0 / a1: channels 0-7 even / odd, a2 / a3: channels 8-15 */
+  int16x8_t t0, t1;
   int32_t t;
   if (init) {
-    a0 = vldrwq_s32(init), a1 = vldrwq_s32(init + 4);
-    a2 = vldrwq_s32(init + 8), a3 = vldrwq_s32(init + 12);
+    int32x4x2_t v = vld2q_s32(init);
+    a0 = v.val[0], a1 = v.val[1];
+    v = vld2q_s32(init + 8);
+    a2 = v.val[0], a3 = v.val[1];
   } else {
     a0 = a1 = a2 = a3 = vdupq_n_s32(0);
   }
   int32_t nky = g->nky;
-  /* in asm because GCC 12 keeps all twelve loaded vectors live and spills
-   * the accumulators to the stack */
+  /* in asm because GCC 12 keeps the loaded vectors live and spills the
+   * accumulators to the stack */
   if (nky > 0 && g->nkx > 0) {
-/* One tap of four channels into accumulator A: widening loads of input and
- * weights at byte offset OFS, ADD (the input offset for border windows, or
- * nothing), a multiply and an add. */
-#define DW_TAP4(OFS, A, ADD)                  \
-  "vldrb.s32 %q[t0], [%[x]" OFS "]\n"         \
-  "vldrb.s32 %q[t1], [%[w]" OFS "]\n"         \
-  ADD                                         \
-  "vmul.i32 %q[t0], %q[t0], %q[t1]\n"         \
-  "vadd.i32 %q[" A "], %q[" A "], %q[t0]\n"
-/* The window's valid taps: rows of nkx taps, 16 channels per tap (the
- * variable part: ADD's operand, if any). */
+/* One tap of 8 channels at byte offset OFS into accumulators E / O (ADD:
+ * the input offset for border windows, or nothing). */
+#define DW_PTAP8(OFS, E, O, ADD)                   \
+  "vldrb.s16 %q[t0], [%[x]" OFS "]\n"             \
+  ADD                                              \
+  "vldrb.s16 %q[t1], [%[w]" OFS "]\n"             \
+  "vmullb.s16 %q[t2], %q[t0], %q[t1]\n"           \
+  "vadd.i32 %q[" E "], %q[" E "], %q[t2]\n"       \
+  "vmullt.s16 %q[t2], %q[t0], %q[t1]\n"           \
+  "vadd.i32 %q[" O "], %q[" O "], %q[t2]\n"
+/* The window's valid taps: rows of nkx taps, 16 channels per tap. */
 #define DW_TAPS(ADD, ...)                                                                     \
   __asm volatile("2:\n"                                                                     \
                  "ldr %[t], [%[g], #4]\n"                                                   \
                  "dls lr, %[t]\n"                                                           \
-                 "1:\n" DW_TAP4("", "a0", ADD) DW_TAP4(", #4", "a1", ADD)                   \
-                     DW_TAP4(", #8", "a2", ADD) DW_TAP4(", #12", "a3", ADD)                 \
+                 "1:\n" DW_PTAP8("", "a0", "a1", ADD) DW_PTAP8(", #8", "a2", "a3", ADD)     \
                  "add %[x], %[xs]\n"                                                        \
                  "add %[w], %[ws]\n"                                                        \
                  "le lr, 1b\n"                                                              \
@@ -71,28 +90,17 @@ static inline __attribute__((always_inline)) void dw_pixel16(const qconv_params 
                  "subs %[nky], #1\n"                                                        \
                  "bne 2b\n"                                                                 \
                  : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3), [t0] "=&w"(t0), \
-                   [t1] "=&w"(t1), [x] "+l"(xp), [w] "+l"(wp), [nky] "+r"(nky), [t] "=&r"(t)   \
+                   [t1] "=&w"(t1), [t2] "=&w"(t2), [x] "+l"(xp), [w] "+l"(wp), [nky] "+r"(nky), \
+                   [t] "=&r"(t)                                                             \
                  : [g] "r"(g), [xs] "r"(g->xstep), [ws] "r"(g->wstep) __VA_ARGS__            \
                  : "lr", "memory", "cc")
     if (full) DW_TAPS("", );
-    else DW_TAPS("vadd.i32 %q[t0], %q[t0], %[off]\n", , [off] "r"(g->off));
+    else DW_TAPS("vadd.i16 %q[t0], %q[t0], %[off]\n", , [off] "r"(g->off));
 #undef DW_TAPS
-#undef DW_TAP4
+#undef DW_PTAP8
   }
-  /* straight-line requantization keeps the accumulators in registers */
-  const int32x4_t vlo = vdupq_n_s32(p->act_min), vhi = vdupq_n_s32(p->act_max);
-#define DW_OUT(A, OFS)                                                                        \
-  vstrbq_s32(op + (OFS),                                                                      \
-             vminq_s32(vmaxq_s32(vaddq_n_s32(k_requantize_mve(A, vldrwq_s32(mult + (OFS)),    \
-                                                              vldrwq_s32(shift + (OFS))),     \
-                                             p->output_offset),                               \
-                                 vlo),                                                        \
-                       vhi))
-  DW_OUT(a0, 0);
-  DW_OUT(a1, 4);
-  DW_OUT(a2, 8);
-  DW_OUT(a3, 12);
-#undef DW_OUT
+  dw_out8(p, a0, a1, mult, shift, op);
+  dw_out8(p, a2, a3, mult + 8, shift + 8, op + 8);
 }
 
 /* The last rem < 16 channels, predicated. */
@@ -132,10 +140,16 @@ static void dw_store_tail(const qconv_params *p, int32x4x4_t a, const int32_t *m
 #define DW_BLOCK 48 /* int32 per group */
 
 /* A run of output pixels of one row whose windows lie inside the input, one
- * 16-channel group, in one asm loop: the accumulators start from the folded
- * bias, each tap is four widening loads of input and weights with a multiply
- * and an add per four channels, and the sixteen sums are requantized,
- * clamped and stored. About 60 + kh * (4 + 19 * kw) instructions per pixel. */
+ * 16-channel group, in one asm loop. Each tap widens 8 channels of input and
+ * weights to int16 (VLDRB.S16) and multiplies them with VMULLB / VMULLT, whose
+ * int32 products are those of the even and of the odd channels: 6
+ * instructions per 8 multiply-adds rather than 8 with int32 lanes. The
+ * accumulators thus hold even / odd channels; the block's bias, multipliers
+ * and shifts are read the same way by the de-interleaving loads VLD20 / VLD21,
+ * and VQMOVNB / VQMOVNT put the requantized lanes back in channel order as
+ * int16, saturated, which the int8 clamp then makes exact (clamping a value
+ * saturated to int16 to [lo, hi], within int8, gives the int32 clamp). About
+ * 50 + kh * (5 + 15 * kw) instructions per pixel. */
 typedef struct {
   const int8_t *x;   /* 0: first tap of the first pixel (group's first channel) */
   const int8_t *w;   /* 4: first tap's weights (group's first channel) */
@@ -150,106 +164,104 @@ typedef struct {
   const int32_t *g;  /* 44: the group's block */
   int32_t off;       /* 48 */
   int32_t pad_[3];
-  int32_t lo[4];     /* 64 */
-  int32_t hi[4];     /* 80 */
+  int16_t lo[8];     /* 64 */
+  int16_t hi[8];     /* 80 */
 } dw_run_args;
 
+/* Requantize the even / odd accumulators QE / QO of 8 channels (multipliers
+ * and shifts de-interleaved from r2, which moves on by 32 bytes for each),
+ * add the output offset, narrow to int16 in channel order, clamp, store 8
+ * bytes at r3 + OFS. Uses q4-q7. */
+#define DW_RQ8(QE, QO, OFS)                       \
+  "vld20.32 {q4, q5}, [r2]\n"                     \
+  "vld21.32 {q4, q5}, [r2]\n"                     \
+  "add r2, #64\n"                                 \
+  "vqrdmulh.s32 " QE ", " QE ", q4\n"             \
+  "vqrdmulh.s32 " QO ", " QO ", q5\n"             \
+  "vld20.32 {q4, q5}, [r2]\n"                     \
+  "vld21.32 {q4, q5}, [r2]\n"                     \
+  "sub r2, #32\n"                                 \
+  "vand q6, " QE ", q4\n"                         \
+  "vshr.s32 q6, q6, #31\n"                        \
+  "vqadd.s32 " QE ", " QE ", q6\n"                \
+  "vrshl.s32 " QE ", " QE ", q4\n"                \
+  "vand q6, " QO ", q5\n"                         \
+  "vshr.s32 q6, q6, #31\n"                        \
+  "vqadd.s32 " QO ", " QO ", q6\n"                \
+  "vrshl.s32 " QO ", " QO ", q5\n"                \
+  "vadd.i32 " QE ", " QE ", r12\n"                \
+  "vadd.i32 " QO ", " QO ", r12\n"                \
+  "vqmovnb.s32 q4, " QE "\n"                      \
+  "vqmovnt.s32 q4, " QO "\n"                      \
+  "vldrh.16 q6, [r0, #64]\n"                      \
+  "vmax.s16 q4, q4, q6\n"                         \
+  "vldrh.16 q6, [r0, #80]\n"                      \
+  "vmin.s16 q4, q4, q6\n"                         \
+  "vstrb.16 q4, [r3" OFS "]\n"
+
+/* One tap of 8 channels at byte offset OFS into the even / odd accumulators QE / QO. */
+#define DW_TAP8(OFS, QE, QO)                      \
+  "vldrb.s16 q4, [r5" OFS "]\n"                   \
+  "vldrb.s16 q5, [r6" OFS "]\n"                   \
+  "vmullb.s16 q6, q4, q5\n"                       \
+  "vadd.i32 " QE ", " QE ", q6\n"                 \
+  "vmullt.s16 q6, q4, q5\n"                       \
+  "vadd.i32 " QO ", " QO ", q6\n"
+
+/* The run loop around TAPS, the window's taps (r5 / r6: the first tap's
+ * input and weights; r7, lr and r2 free). */
+#define DW_RUN(TAPS)                                                             \
+  "ldr r1, [r0, #0]\n"                                                           \
+  "ldr r3, [r0, #8]\n"                                                           \
+  "ldr r4, [r0, #12]\n"                                                          \
+  "ldr r8, [r0, #32]\n"                                                          \
+  "ldr r9, [r0, #36]\n"                                                          \
+  "ldr r10, [r0, #40]\n"                                                         \
+  "ldr r11, [r0, #44]\n"                                                         \
+  "ldr r12, [r0, #48]\n"                                                         \
+  "1:\n" /* pixel: q0 / q1 channels 0-7 even / odd, q2 / q3 channels 8-15 */    \
+  "mov r2, r11\n"                                                                \
+  "vld20.32 {q0, q1}, [r2]\n"                                                    \
+  "vld21.32 {q0, q1}, [r2]!\n"                                                   \
+  "vld20.32 {q2, q3}, [r2]\n"                                                    \
+  "vld21.32 {q2, q3}, [r2]\n"                                                    \
+  "mov r5, r1\n"                                                                 \
+  "ldr r6, [r0, #4]\n"                                                           \
+  TAPS                                                                           \
+  /* multipliers at +64, shifts at +128 */                                      \
+  "add r2, r11, #64\n"                                                           \
+  DW_RQ8("q0", "q1", "")                                                         \
+  DW_RQ8("q2", "q3", ", #8")                                                     \
+  "ldr r2, [r0, #16]\n"                                                          \
+  "add r1, r2\n"                                                                 \
+  "ldr r2, [r0, #20]\n"                                                          \
+  "add r3, r2\n"                                                                 \
+  "subs r4, #1\n"                                                                \
+  "bne 1b\n"
+/* One tap of 16 channels, the pointers moved on to the next tap. */
+#define DW_TAP16 DW_TAP8("", "q0", "q1") DW_TAP8(", #8", "q2", "q3") "add r5, r8\n" "add r6, r9\n"
+/* Any kh x kw window: rows of kw taps. */
 K_ASM_LOOP(dw_run16, const dw_run_args,
-      "ldr r1, [r0, #0]\n"
-      "ldr r3, [r0, #8]\n"
-      "ldr r4, [r0, #12]\n"
-      "ldr r8, [r0, #32]\n"
-      "ldr r9, [r0, #36]\n"
-      "ldr r10, [r0, #40]\n"
-      "ldr r11, [r0, #44]\n"
-      "ldr r12, [r0, #48]\n"
-      "vldrw.32 q6, [r0, #64]\n"
-      "vldrw.32 q7, [r0, #80]\n"
-      "1:\n" /* pixel */
-      "vldrw.32 q0, [r11]\n"
-      "vldrw.32 q1, [r11, #16]\n"
-      "vldrw.32 q2, [r11, #32]\n"
-      "vldrw.32 q3, [r11, #48]\n"
-      "mov r5, r1\n"
-      "ldr r6, [r0, #4]\n"
-      "ldr r7, [r0, #28]\n"
-      "2:\n" /* tap row */
-      "ldr r2, [r0, #24]\n"
-      "dls lr, r2\n"
-      "3:\n" /* tap */
-      "vldrb.s32 q4, [r5]\n"
-      "vldrb.s32 q5, [r6]\n"
-      "vmul.i32 q4, q4, q5\n"
-      "vadd.i32 q0, q0, q4\n"
-      "vldrb.s32 q4, [r5, #4]\n"
-      "vldrb.s32 q5, [r6, #4]\n"
-      "vmul.i32 q4, q4, q5\n"
-      "vadd.i32 q1, q1, q4\n"
-      "vldrb.s32 q4, [r5, #8]\n"
-      "vldrb.s32 q5, [r6, #8]\n"
-      "vmul.i32 q4, q4, q5\n"
-      "vadd.i32 q2, q2, q4\n"
-      "vldrb.s32 q4, [r5, #12]\n"
-      "vldrb.s32 q5, [r6, #12]\n"
-      "vmul.i32 q4, q4, q5\n"
-      "vadd.i32 q3, q3, q4\n"
-      "add r5, r8\n"
-      "add r6, r9\n"
-      "le lr, 3b\n"
-      "add r5, r10\n"
-      "subs r7, #1\n"
-      "bne 2b\n"
-      /* k_requantize_mve per four channels: multipliers at +64, shifts at +128 */
-      "vldrw.32 q4, [r11, #64]\n"
-      "vldrw.32 q5, [r11, #128]\n"
-      "vqrdmulh.s32 q0, q0, q4\n"
-      "vand q4, q0, q5\n"
-      "vshr.s32 q4, q4, #31\n"
-      "vqadd.s32 q0, q0, q4\n"
-      "vrshl.s32 q0, q0, q5\n"
-      "vadd.i32 q0, q0, r12\n"
-      "vmax.s32 q0, q0, q6\n"
-      "vmin.s32 q0, q0, q7\n"
-      "vstrb.32 q0, [r3]\n"
-      "vldrw.32 q4, [r11, #80]\n"
-      "vldrw.32 q5, [r11, #144]\n"
-      "vqrdmulh.s32 q1, q1, q4\n"
-      "vand q4, q1, q5\n"
-      "vshr.s32 q4, q4, #31\n"
-      "vqadd.s32 q1, q1, q4\n"
-      "vrshl.s32 q1, q1, q5\n"
-      "vadd.i32 q1, q1, r12\n"
-      "vmax.s32 q1, q1, q6\n"
-      "vmin.s32 q1, q1, q7\n"
-      "vstrb.32 q1, [r3, #4]\n"
-      "vldrw.32 q4, [r11, #96]\n"
-      "vldrw.32 q5, [r11, #160]\n"
-      "vqrdmulh.s32 q2, q2, q4\n"
-      "vand q4, q2, q5\n"
-      "vshr.s32 q4, q4, #31\n"
-      "vqadd.s32 q2, q2, q4\n"
-      "vrshl.s32 q2, q2, q5\n"
-      "vadd.i32 q2, q2, r12\n"
-      "vmax.s32 q2, q2, q6\n"
-      "vmin.s32 q2, q2, q7\n"
-      "vstrb.32 q2, [r3, #8]\n"
-      "vldrw.32 q4, [r11, #112]\n"
-      "vldrw.32 q5, [r11, #176]\n"
-      "vqrdmulh.s32 q3, q3, q4\n"
-      "vand q4, q3, q5\n"
-      "vshr.s32 q4, q4, #31\n"
-      "vqadd.s32 q3, q3, q4\n"
-      "vrshl.s32 q3, q3, q5\n"
-      "vadd.i32 q3, q3, r12\n"
-      "vmax.s32 q3, q3, q6\n"
-      "vmin.s32 q3, q3, q7\n"
-      "vstrb.32 q3, [r3, #12]\n"
-      "ldr r2, [r0, #16]\n"
-      "add r1, r2\n"
-      "ldr r2, [r0, #20]\n"
-      "add r3, r2\n"
-      "subs r4, #1\n"
-      "bne 1b\n")
+      DW_RUN("ldr r7, [r0, #28]\n"
+             "2:\n" /* tap row */
+             "ldr r2, [r0, #24]\n"
+             "dls lr, r2\n"
+             "3:\n" /* tap */
+             DW_TAP16
+             "le lr, 3b\n"
+             "add r5, r10\n"
+             "subs r7, #1\n"
+             "bne 2b\n"))
+/* 3x3 windows written out: no loop counters, the weights' pointer runs on
+ * from row to row (kw * C bytes per row), the input's moves on by xadj. */
+K_ASM_LOOP(dw_run16_3x3, const dw_run_args,
+      DW_RUN(DW_TAP16 DW_TAP16 DW_TAP16 "add r5, r10\n"
+             DW_TAP16 DW_TAP16 DW_TAP16 "add r5, r10\n"
+             DW_TAP16 DW_TAP16 DW_TAP16))
+#undef DW_TAP16
+#undef DW_RUN
+#undef DW_TAP8
+#undef DW_RQ8
 
 /* Valid kernel rows [lo, hi) of output row/column o. */
 static inline void dw_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n,
@@ -370,7 +382,7 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
                           const int32_t *bias, const int32_t *mult, const int32_t *shift,
                           int8_t *out, void *scratch, size_t scratch_size) {
   const int32_t dm = p->out_c / p->in_c;
-  int ok = dw_mve_multiplier_ok(p, dm);
+  int ok = dw_mve_multiplier_ok(p, dm) && dw_mve_offset_ok(p);
   for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]);
   if (!ok) {
     emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
@@ -388,7 +400,7 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
   dw_run_args ra __attribute__((aligned(16)));
   ra.opix = C, ra.kw = p->k_w, ra.kh = p->k_h, ra.xstep = xstep, ra.wstep = C;
   ra.xadj = ystep - p->k_w * xstep, ra.xpix = p->stride_w * C, ra.off = p->output_offset;
-  for (int j = 0; j < 4; j++) ra.lo[j] = p->act_min, ra.hi[j] = p->act_max;
+  for (int j = 0; j < 8; j++) ra.lo[j] = (int16_t)p->act_min, ra.hi[j] = (int16_t)p->act_max;
   /* output columns whose windows lie inside the input horizontally: [ox_a, ox_b) */
   int32_t ox_a = 0, ox_b = p->out_w;
   while (ox_a < ox_b && ox_a * p->stride_w - p->pad_w < 0) ox_a++;
@@ -407,7 +419,8 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
           for (int32_t c0 = 0; c0 < C16; c0 += 16) {
             ra.x = in + (((size_t)b * p->in_h + iy0) * p->in_w + (size_t)(ox_a * p->stride_w - p->pad_w)) * C + c0;
             ra.w = w + c0, ra.out = op + c0, ra.g = blocks + (c0 / 16) * DW_BLOCK;
-            dw_run16(&ra);
+            if (p->k_h == 3 && p->k_w == 3) dw_run16_3x3(&ra);
+            else dw_run16(&ra);
           }
           if (C16 == C) {
             ox = ox_b - 1;

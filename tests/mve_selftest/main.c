@@ -103,6 +103,16 @@ static void random_conv_wide(qconv_params *p, int depthwise, int t) {
       p->groups = 1;
       p->in_c = rr(1, 48);
       p->out_c = rr(1, 80);
+      if (t % 8 == 1) { /* the kernel with the pixel's row in registers (CONV_MVE_IS_XQ) */
+        p->stride_h = p->stride_w = 1;
+        p->in_c = (t % 16 == 1) ? 16 * rr(2, 4) : rr(17, 64);
+        p->out_c = 4 * rr(1, 20);
+      }
+      if (t % 8 == 7) { /* gathered rows of 16 < K <= 64 often (the same kernel, im2col) */
+        p->k_h = 3, p->k_w = rr(2, 3);
+        p->in_c = rr(2, 7);
+        p->out_c = 4 * rr(1, 12);
+      }
     }
     p->input_offset = (t % 8 == 3) ? rr(129, 255) : rr(-127, 128);
     p->output_offset = rr(-128, 127);
