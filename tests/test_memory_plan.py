@@ -25,7 +25,7 @@ from toolchain import needs_qemu
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAIN = ROOT / "tests" / "models" / "in_place_chain.py"
-CAT_ROWS = ROOT / "tests" / "models" / "cat_rows.py"
+CAT_IN_PLACE = ROOT / "tests" / "models" / "cat_in_place.py"
 needs_host_fw = pytest.mark.skipif(hostfw.cmake_binary() is None, reason="needs cmake and a host C compiler")
 
 blocks_st = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 8), st.integers(1, 40)), min_size=1, max_size=25)
@@ -233,7 +233,7 @@ def _cats(program: Any) -> list[tuple[list[tuple[int, int] | None], tuple[int, i
 
 @needs_host_fw
 def test_a_row_concat_s_inputs_are_planned_inside_its_output() -> None:
-    low, case = _chain_program("emlkit", CAT_ROWS)
+    low, case = _chain_program("emlkit", CAT_IN_PLACE)
     program = to_executorch(low, get_target("cortex-m55"), "emlkit")
     (rows_items, rows_out, rows_bytes), (ch_items, ch_out, ch_bytes) = _cats(program)
     # Along H in NHWC: each item is one run of the output's bytes, after the items before it.
@@ -242,7 +242,7 @@ def test_a_row_concat_s_inputs_are_planned_inside_its_output() -> None:
     assert ch_out is not None and all(p is not None and p[0] == ch_out[0] for p in ch_items)
     out_end = ch_out[1] + sum(ch_bytes)
     assert all(p[1] + n <= ch_out[1] or p[1] >= out_end for p, n in zip(ch_items, ch_bytes))  # type: ignore[index]
-    no = to_executorch(_chain_program("emlkit-no-in-place", CAT_ROWS)[0], get_target("cortex-m55"), "emlkit-no-in-place")
+    no = to_executorch(_chain_program("emlkit-no-in-place", CAT_IN_PLACE)[0], get_target("cortex-m55"), "emlkit-no-in-place")
     assert program_info.memory_plan(program)["arena_total"] < program_info.memory_plan(no)["arena_total"]
     verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [case])), "cortex-m55")
 
@@ -257,7 +257,7 @@ def test_a_row_concat_s_inputs_are_planned_inside_its_output() -> None:
 def test_the_loader_allows_concat_items_exactly_at_their_place(concat: str, place: str, refused: bool) -> None:
     from executorch.exir.schema import AllocationDetails, TensorList
 
-    low, case = _chain_program("emlkit", CAT_ROWS)
+    low, case = _chain_program("emlkit", CAT_IN_PLACE)
     program = to_executorch(low, get_target("cortex-m55"), "emlkit")
     cats = [k for k, (n, _) in enumerate(_calls(program)) if n == "aten::cat"]
     pc = cats[0] if concat == "rows" else cats[1]
@@ -333,7 +333,7 @@ def test_in_place_kernels_run_bit_exact_on_the_device(tmp_path: Path, target: st
 def test_a_concat_in_place_runs_bit_exact_on_the_device(tmp_path: Path, target: str) -> None:
     """The row concat's inputs written by their producers straight into its output (the concat copies nothing
     for them) and the channel concat's copies match the reference bit for bit."""
-    p = subprocess.run([sys.executable, "-m", "emlkit", "run", str(CAT_ROWS), "--target", target, "-o",
+    p = subprocess.run([sys.executable, "-m", "emlkit", "run", str(CAT_IN_PLACE), "--target", target, "-o",
                         str(tmp_path)], capture_output=True, text=True, timeout=900)
     assert p.returncode == 0 and "PASS" in p.stdout, (p.stdout + p.stderr)[-2000:]
     from executorch.exir._serialize._program import deserialize_pte_binary

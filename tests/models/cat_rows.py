@@ -1,24 +1,31 @@
-"""A concat the memory planner puts in place (tests/test_memory_plan.py): two convolutions' outputs joined along
-the rows (H, outermost but for batch in NHWC), so each lies in the concat's output as one run of bytes, and a
-smaller channel concat after them, which interleaves its inputs and stays a copy."""
-import torch
-import torch.nn as nn
+"""Channel concats and slices with rows of many lengths (block-copy test model).
 
-torch.manual_seed(0)
+Seven 1x1 convolutions give 4, 8, 12, 20, 24, 28 and 3 channels of a 7x9 map (63 pixels, so the
+copy loops end with partial steps); torch.cat joins them along channels (NHWC rows of 4-28 bytes:
+the Helium word-scatter plan for 4-24 and 40-byte rows, the four-rows-per-vector form for 28, bytes
+for 3) and a channel slice reads 20 of the 99 channels back; both feed a last convolution.
+"""
+
+import torch
+from torch import nn
+
+CHANNELS = (4, 8, 12, 20, 24, 28, 3)
 
 
 class ModelUnderTest(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.a = nn.Conv2d(4, 8, 3, padding=1)
-        self.b = nn.Conv2d(4, 8, 3, padding=1)
-        self.c = nn.Conv2d(8, 8, 1, stride=2)
-        self.d = nn.Conv2d(16, 4, 1)
+        torch.manual_seed(0)
+        self.heads = nn.ModuleList(nn.Conv2d(6, c, 1) for c in CHANNELS)
+        self.pair = nn.Conv2d(6, 40, 1)
+        self.tail = nn.Conv2d(sum(CHANNELS) + 40 + 20, 8, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = torch.cat([torch.relu(self.a(x)), torch.relu(self.b(x))], dim=2)
-        y = self.c(rows)
-        return self.d(torch.cat([y, torch.max_pool2d(rows, 2)], dim=1))
+        parts = [torch.relu(h(x)) for h in self.heads]
+        y = torch.cat(parts, dim=1)
+        z = torch.cat([torch.relu(self.pair(x)), y], dim=1)
+        s = z[:, 30:50]
+        return self.tail(torch.cat([z, s], dim=1))
 
 
-ModelInputs = (torch.randn(1, 4, 10, 12),)
+ModelInputs = (torch.randn(1, 6, 7, 9, generator=torch.Generator().manual_seed(1)),)
