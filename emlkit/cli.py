@@ -15,6 +15,15 @@ from emlkit.logsetup import setup_logging
 log = logging.getLogger("emlkit")
 
 
+def _patch_bands(text: str) -> int:
+    """--patch-stages: "off" (0) or a band count of at least 2."""
+    if text == "off":
+        return 0
+    if text.isdigit() and int(text) >= 2:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r} is not off or a band count of 2 or more (e.g. --patch-stages 4)")
+
+
 def _add_compile_args(p: argparse.ArgumentParser) -> None:
     from emlkit.targets import TARGETS
 
@@ -41,6 +50,10 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
                    help="who places the activations in the arena: emlkit (lifetime-aware best fit, outputs over "
                         "inputs where the firmware allows it; the default), emlkit-no-in-place, or executorch "
                         "(ExecuTorch's greedy planner, for comparison)")
+    p.add_argument("--patch-stages", type=_patch_bands, default=0, metavar="off|N",
+                   help="Cortex-M: run the high-resolution first stages in N row bands (N >= 2), each band's rows "
+                        "with the halo its layers need, written into one concat: less peak RAM, some rows "
+                        "computed twice (default: off)")
     p.add_argument("--board", default=None,
                    help="board to check the program's memory fit against / run on (default: the target's board; "
                         "host runs natively)")

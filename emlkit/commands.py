@@ -42,7 +42,7 @@ def program_spec(args: argparse.Namespace) -> ProgramSpec:
     from emlkit.targets import get_target, with_vela_config
 
     options = make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float, args.per_channel_linear,
-                           args.streaming_state, args.memory_planner)
+                           args.streaming_state, args.memory_planner, args.patch_stages)
     target = with_vela_config(get_target(args.target), args.system_config, args.memory_mode)
     if args.streaming_state and target.flow != "cortex_m":
         raise AotError(f"--streaming-state is for the Cortex-M targets (the int8 LSTM/GRU kernels keep the state); "

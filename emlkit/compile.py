@@ -42,10 +42,11 @@ class CompileResult:
 
 def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_float: bool = False,
                  linear_mode: str = "all", streaming_state: bool = False,
-                 memory_planner: str = DEFAULT_PLANNER) -> LowerOptions:
+                 memory_planner: str = DEFAULT_PLANNER, patch_bands: int = 0) -> LowerOptions:
     """LowerOptions with our passes configured (emlkit.passes.configure)."""
     opts = LowerOptions(lut_fusion=lut_fusion, explicit_layout=explicit_layout, linear_mode=linear_mode,
-                        allow_float=allow_float, streaming_state=streaming_state, memory_planner=memory_planner)
+                        allow_float=allow_float, streaming_state=streaming_state, memory_planner=memory_planner,
+                        patch_bands=patch_bands)
     configure(opts, allow_float=allow_float)
     return opts
 
@@ -73,7 +74,7 @@ def cache_key(model: LoadedModel, target: Target, options: LowerOptions, calibra
     # sizes, load check, program needs: emlkit.hostfw), so a change to either invalidates caches.
     sources = sorted(src.rglob("*.py")) + sorted(p for p in hostfw.FIRMWARE_DIR.rglob("*") if p.suffix in (".c", ".h", ".def"))
     tool = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
-    text = f"{model.fingerprint}|{target.name}|{target.system_config}|{target.memory_mode}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{options.allow_float}|{options.streaming_state}|{options.memory_planner}|{calib}|{tool}|{emlkit.__version__}"
+    text = f"{model.fingerprint}|{target.name}|{target.system_config}|{target.memory_mode}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{options.allow_float}|{options.streaming_state}|{options.memory_planner}|{options.patch_bands}|{calib}|{tool}|{emlkit.__version__}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 

@@ -149,7 +149,7 @@ def rebuilt_options(opts: Any, allow_float: bool | None = None) -> Any:
 
     return make_options(opts.lut_fusion, opts.explicit_layout,
                         opts.allow_float if allow_float is None else allow_float, opts.linear_mode,
-                        opts.streaming_state, opts.memory_planner)
+                        opts.streaming_state, opts.memory_planner, opts.patch_bands)
 
 
 def _try(name: str, change: str, measure: Callable[[], float], base: float) -> Remedy:

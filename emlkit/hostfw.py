@@ -159,41 +159,44 @@ def registry_ops() -> frozenset[tuple[str, str]]:
     return frozenset(op for op, _ in _registry())
 
 
-IN_PLACE_START, IN_PLACE_END = "start", "end"
+IN_PLACE_START, IN_PLACE_END, IN_PLACE_LIST = "start", "end", "list"
 
 
 def in_place_ops() -> dict[tuple[str, str], dict[int, str]]:
     """(`ns::name`, overload) -> {argument slot: how the output may lie over that input}, as the firmware's
     registry gives them (firmware/ops/registry.c k_in_place): IN_PLACE_START (the output starts at the input,
-    elements no larger) or IN_PLACE_END (it ends where the input ends, as many elements, each no smaller).
-    Ops without any are left out."""
+    elements no larger), IN_PLACE_END (it ends where the input ends, as many elements, each no smaller) or
+    IN_PLACE_LIST (a tensor list whose items may each lie where the op writes them in its output, when that is
+    one run of bytes: a concat's inputs inside it). Ops without any are left out."""
     table: dict[tuple[str, str], dict[int, str]] = {}
-    for op, _, start, end in _listed_ops_full():
+    for op, _, start, end, items in _listed_ops_full():
         slots = {k: IN_PLACE_START for k in range(32) if start >> k & 1}
         slots.update({k: IN_PLACE_END for k in range(32) if end >> k & 1 and k not in slots})
+        slots.update({k: IN_PLACE_LIST for k in range(32) if items >> k & 1 and k not in slots})
         if slots:
             table[op] = slots
     return table
 
 
 def _registry() -> tuple[tuple[tuple[str, str], int], ...]:
-    return tuple((op, state) for op, state, _, _ in _listed_ops_full())
+    return tuple((op, state) for op, state, _, _, _ in _listed_ops_full())
 
 
-def _listed_ops_full() -> tuple[tuple[tuple[str, str], int, int, int], ...]:
+def _listed_ops_full() -> tuple[tuple[tuple[str, str], int, int, int, int], ...]:
     runner = build_host_runner()
     return _listed_ops(str(runner), runner.stat().st_mtime_ns)
 
 
 @lru_cache(maxsize=4)
-def _listed_ops(runner: str, mtime_ns: int) -> tuple[tuple[tuple[str, str], int, int, int], ...]:
+def _listed_ops(runner: str, mtime_ns: int) -> tuple[tuple[tuple[str, str], int, int, int, int], ...]:
     p = subprocess.run([runner, "--list-ops"], capture_output=True, text=True, timeout=LOAD_CHECK_TIMEOUT_S)
     try:
         ops = json.loads(p.stdout)["ops"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise HostBuildError(f"the host runner did not list its operators (exit {p.returncode}): "
                              f"{(p.stdout + p.stderr).strip()[-400:]}") from exc
-    return tuple(((str(name), str(overload)), int(state), int(start), int(end)) for name, overload, state, start, end in ops)
+    return tuple(((str(name), str(overload)), int(state), int(start), int(end), int(items))
+                 for name, overload, state, start, end, items in ops)
 
 
 # ---------------------------------------------------------------- the host library (boards/host/query.c)

@@ -10,7 +10,7 @@ the tensors it is live with, and the order giving the smallest arena wins. Lifet
 In place: where the firmware's registry says an op's kernels may write their output over an input (asked
 from the firmware itself, emlkit.hostfw.in_place_ops) and the call is that input's last use, the two are
 joined into one block at fixed offsets from each other (the output at the input's start, or ending at its
-end). A joined chain holds its widest member's bytes for its whole life, which can cost more than it saves,
+end; a concat's inputs each at its place inside the output, where that is one run of bytes). A joined chain holds its widest member's bytes for its whole life, which can cost more than it saves,
 so each join is kept only where it makes the arena smaller. The firmware's loader accepts exactly these
 overlaps (firmware/runtime/method.c in_place_ok).
 
@@ -155,6 +155,9 @@ def in_place_pairs(graph_module: Any, planned: set[Any], in_place: InPlaceTable)
             continue
         for k, how in sorted(allowed.items()):
             a = _arg(node, k)
+            if how == hostfw.IN_PLACE_LIST:
+                pairs.extend(_list_items_in_place(node, idx, a, out, planned))
+                break
             spec = _planned(a.meta.get("spec"), planned) if hasattr(a, "meta") else None
             if (spec is None or spec is out or int(spec.lifetime[1]) != idx
                     or (spec.mem_id or 1) != (out.mem_id or 1) or getattr(spec, "dtype", None) is None):
@@ -170,6 +173,39 @@ def in_place_pairs(graph_module: Any, planned: set[Any], in_place: InPlaceTable)
                 pairs.append((spec, out, rel))
                 break
     return pairs
+
+
+def _list_items_in_place(node: Any, idx: int, items: Any, out: Any, planned: set[Any]) -> list[tuple[Any, Any, int]]:
+    """(item spec, output spec, its offset in the output) of each item of the tensor list ITEMS (a concat's
+    inputs) that may be planned where NODE writes it: the concat's part of the output for one item is one run of
+    bytes when every dim outside the concat dim, in memory order, has size 1 (the firmware's loader holds plans to
+    it: method.c list_item_in_place), the call is the item's last use, and the item is planned alone (not a view
+    of a larger tensor) in the output's arena at an offset that keeps the alignment."""
+    if not isinstance(items, (list, tuple)) or out.dim_order is None:
+        return []
+    shape, order = [int(s) for s in out.shape], [int(d) for d in out.dim_order]
+    dim = int(_arg(node, 1) or 0) % max(1, len(shape))
+    if any(shape[d] != 1 for d in order[:order.index(dim)]):
+        return []   # the concat interleaves its inputs' rows (e.g. channels in NHWC)
+    pairs: list[tuple[Any, Any, int]] = []
+    at = 0
+    seen: set[int] = set()
+    for item in items:
+        own = item.meta.get("spec") if hasattr(item, "meta") else None
+        nbytes = int(own.nbytes()) if own is not None else 0
+        spec = _planned(own, planned) if own is not None else None
+        if (spec is not None and spec is not out and id(spec) not in seen and int(spec.lifetime[1]) == idx
+                and (spec.mem_id or 1) == (out.mem_id or 1) and int(spec.nbytes()) == nbytes
+                and [int(d) for d in spec.dim_order] == order and spec.dtype.itemsize == out.dtype.itemsize
+                and at % max(1, int(out.alignment)) == 0):
+            pairs.append((spec, out, at))
+        if spec is not None:
+            seen.add(id(spec))
+        at += nbytes
+    # An item listed twice cannot lie at both of its places.
+    twice = {id(s) for s, _, _ in pairs if sum(1 for t in items if hasattr(t, "meta") and
+                                                _planned(t.meta.get("spec"), planned) is s) > 1}
+    return [p for p in pairs if id(p[0]) not in twice]
 
 
 def _blocks(group: list[Any], pairs: list[tuple[Any, Any, int]]) -> list[_Block]:

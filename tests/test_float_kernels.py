@@ -249,6 +249,11 @@ INDEX = [
          lambda: (r(4, 1), r(2, 3, 4))),
     case("constant_pad_nd", "aten::constant_pad_nd.out",
          lambda s, x: (F.pad(x, (1, 2, 0, 1), value=0.5), F.pad(x, (-1, 2, 1, -2)), F.pad(x, (3, 0))), lambda: (r(1, 2, 4, 5),)),
+    # Pure crops: of the outermost dim that is not 1 (one run of bytes: the kernel's memcpy path, which
+    # patch-based execution cuts its row bands with), and of an inner dim (the general copy).
+    case("constant_pad_nd_crop", "aten::constant_pad_nd.out",
+         lambda s, x: (F.pad(x, (0, 0, 0, 0, -1, -1)), F.pad(x, (0, 0, 0, 0, -2, 0)), F.pad(x, (0, 0, -1, -2))),
+         lambda: (r(1, 4, 5, 3),)),
     case("split", "aten::split_with_sizes_copy.out", lambda s, x: (*torch.split(x, [2, 3, 5], 1), *torch.chunk(x, 3, 0)),
          lambda: (r(3, 10),)),
     case("index_select_embedding_gather", "aten::index_select.out aten::embedding.out aten::gather.out",

@@ -25,6 +25,7 @@ from toolchain import needs_qemu
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAIN = ROOT / "tests" / "models" / "in_place_chain.py"
+CAT_IN_PLACE = ROOT / "tests" / "models" / "cat_in_place.py"
 needs_host_fw = pytest.mark.skipif(hostfw.cmake_binary() is None, reason="needs cmake and a host C compiler")
 
 blocks_st = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 8), st.integers(1, 40)), min_size=1, max_size=25)
@@ -96,12 +97,14 @@ def test_in_place_ops_are_the_firmware_registry_s() -> None:
     assert table[("cortex_m::quantize_per_tensor", "out")] == {0: hostfw.IN_PLACE_START}
     # Its float output is larger than its int8 input: it may only end where the input ends.
     assert table[("cortex_m::dequantize_per_tensor", "out")] == {0: hostfw.IN_PLACE_END}
+    # A concat's inputs may each lie at their place in its output.
+    assert table[("aten::cat", "out")] == {0: hostfw.IN_PLACE_LIST}
     assert not any("conv" in name for name, _ in table)
 
 
-def _chain_program(planner: str) -> tuple[Any, Any]:
+def _chain_program(planner: str, path: Path = CHAIN) -> tuple[Any, Any]:
     ns: dict[str, Any] = {}
-    exec(compile(CHAIN.read_text(), str(CHAIN), "exec"), ns)  # noqa: S102 - our own test model
+    exec(compile(path.read_text(), str(path), "exec"), ns)  # noqa: S102 - our own test model
     model, x = ns["ModelUnderTest"]().eval(), ns["ModelInputs"]
     low = cortex_m.lower(model, x, [x], get_target("cortex-m55"), make_options(memory_planner=planner))
     out = low.edge.exported_program().module()(*x)
@@ -215,6 +218,73 @@ def test_the_loader_allows_exactly_the_registry_s_in_place_outputs(planner: str,
     assert err.value.exit_code == EXIT_INTERNAL
 
 
+def _cats(program: Any) -> list[tuple[list[tuple[int, int] | None], tuple[int, int] | None, list[int]]]:
+    """Each aten::cat of PROGRAM: its items' places, its output's place and its items' bytes."""
+    from executorch.exir.schema import TensorList
+
+    plan = program.executorch_program.execution_plan[0]
+    found = []
+    for name, args in _calls(program):
+        if name == "aten::cat":
+            items = [plan.values[i].val for i in args[0].items] if isinstance(args[0], TensorList) else []
+            found.append(([_place(t) for t in items], _place(args[-1]), [memory_plan._tensor_bytes(t) for t in items]))
+    return found
+
+
+@needs_host_fw
+def test_a_row_concat_s_inputs_are_planned_inside_its_output() -> None:
+    low, case = _chain_program("emlkit", CAT_IN_PLACE)
+    program = to_executorch(low, get_target("cortex-m55"), "emlkit")
+    (rows_items, rows_out, rows_bytes), (ch_items, ch_out, ch_bytes) = _cats(program)
+    # Along H in NHWC: each item is one run of the output's bytes, after the items before it.
+    assert rows_out is not None and rows_items == [(rows_out[0], rows_out[1]), (rows_out[0], rows_out[1] + rows_bytes[0])]
+    # Along C in NHWC the items' rows interleave: copies, into an output apart from its inputs.
+    assert ch_out is not None and all(p is not None and p[0] == ch_out[0] for p in ch_items)
+    out_end = ch_out[1] + sum(ch_bytes)
+    assert all(p[1] + n <= ch_out[1] or p[1] >= out_end for p, n in zip(ch_items, ch_bytes))  # type: ignore[index]
+    no = to_executorch(_chain_program("emlkit-no-in-place", CAT_IN_PLACE)[0], get_target("cortex-m55"), "emlkit-no-in-place")
+    assert program_info.memory_plan(program)["arena_total"] < program_info.memory_plan(no)["arena_total"]
+    verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [case])), "cortex-m55")
+
+
+@needs_host_fw
+@pytest.mark.parametrize("concat, place, refused", [
+    ("rows", "as planned", False),
+    ("rows", "16 B later", True),    # the items 16 bytes before their places: copying one would overwrite the other
+    ("rows", "16 B earlier", True),
+    ("channels", "at item 0", True),  # the channel concat's first item at the output's start: its rows interleave
+])
+def test_the_loader_allows_concat_items_exactly_at_their_place(concat: str, place: str, refused: bool) -> None:
+    from executorch.exir.schema import AllocationDetails, TensorList
+
+    low, case = _chain_program("emlkit", CAT_IN_PLACE)
+    program = to_executorch(low, get_target("cortex-m55"), "emlkit")
+    cats = [k for k, (n, _) in enumerate(_calls(program)) if n == "aten::cat"]
+    pc = cats[0] if concat == "rows" else cats[1]
+    assert not any(n == "emlkit" for n, _ in _calls(program)[:pc])
+
+    def damage(prog: Any) -> None:
+        # The output moves (the items keep their producers' places): the cat is the first call it reaches.
+        plan = prog.execution_plan[0]
+        args = [i.instr_args.args for c in plan.chains for i in c.instructions
+                if type(i.instr_args).__name__ == "KernelCall"][pc]
+        items = plan.values[args[0]].val
+        assert isinstance(items, TensorList)
+        o = plan.values[args[-1]].val.allocation_info
+        first = [plan.values[i].val.allocation_info.memory_offset_low for i in items.items]
+        offset = {"as planned": o.memory_offset_low, "16 B later": o.memory_offset_low + 16,
+                  "16 B earlier": o.memory_offset_low - 16, "at item 0": first[0]}[place]
+        assert offset >= 0
+        plan.values[args[-1]].val.allocation_info = AllocationDetails(o.memory_id, offset, o.memory_offset_high)
+
+    if not refused:
+        _load_damaged(program, case, damage)
+        return
+    with pytest.raises(AotError, match=f"instruction {pc} writes its output over its argument 0") as err:
+        _load_damaged(program, case, damage)
+    assert err.value.exit_code == EXIT_INTERNAL
+
+
 @needs_host_fw
 def test_executorch_s_planner_stays_selectable() -> None:
     sizes = {}
@@ -256,3 +326,20 @@ def test_in_place_kernels_run_bit_exact_on_the_device(tmp_path: Path, target: st
         executorch_program = deserialize_pte_binary(res.pte.read_bytes()).program
 
     assert _over(_Prog()) == IN_PLACE_OPS
+
+
+@needs_qemu
+@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
+def test_a_concat_in_place_runs_bit_exact_on_the_device(tmp_path: Path, target: str) -> None:
+    """The row concat's inputs written by their producers straight into its output (the concat copies nothing
+    for them) and the channel concat's copies match the reference bit for bit."""
+    p = subprocess.run([sys.executable, "-m", "emlkit", "run", str(CAT_IN_PLACE), "--target", target, "-o",
+                        str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0 and "PASS" in p.stdout, (p.stdout + p.stderr)[-2000:]
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    class _Prog:
+        executorch_program = deserialize_pte_binary(next(tmp_path.glob("*.pte")).read_bytes()).program
+
+    (items, out, nbytes), _ = _cats(_Prog())
+    assert out is not None and items[1] == (out[0], out[1] + nbytes[0])

@@ -24,6 +24,12 @@ class LowerOptions:
     streaming_state: bool = False
     # Who places the activation tensors in the arena: "emlkit" (emlkit/memory_plan.py) or "executorch" (its greedy).
     memory_planner: str = "emlkit"
+    # Cortex-M: the high-resolution first stages run in this many row bands (emlkit/passes/patch_stages.py); 0: off.
+    patch_bands: int = 0
+
+    @property
+    def patch_stages(self) -> bool:
+        return self.patch_bands >= 2
     # Passes run on the exported float graph before quantization annotation (op rewrites).
     pre_quant_passes: list[GraphPass] = field(default_factory=list)
     # Called with (quantizer, target, options); returns the quantizer to use (configuration tweaks).

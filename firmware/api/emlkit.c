@@ -631,7 +631,7 @@ eml_status eml_operator(uint32_t i, eml_operator_info *info) {
   /* sized per call by one of its arguments (registry.h): no fixed figure; the plan's runtime bytes count it */
   if (info->state_bytes & ET_STATE_ARG_FLAG) info->state_bytes = 0;
   info->in_place = et_registry_in_place(name, (uint32_t)strlen(name), overload, (uint32_t)strlen(overload),
-                                        &info->in_place_tail);
+                                        &info->in_place_tail, &info->in_place_list);
   return EML_OK;
 }
 

@@ -182,6 +182,7 @@ typedef struct {
                          * state the call's arguments size: eml_plan's runtime_bytes counts it) */
   uint32_t in_place;    /* inputs its output may be planned over, from their start (bit k: argument k), 0: none */
   uint32_t in_place_tail; /* inputs its output may be planned over, ending where they end */
+  uint32_t in_place_list; /* tensor-list inputs whose items may each be planned at their place in the output */
 } eml_operator_info;
 
 /* Resets ctx and remembers cfg (the memories are not touched yet). With an

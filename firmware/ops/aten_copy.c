@@ -541,7 +541,9 @@ et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
     bool ok = i < CAT_PLANNED ? cs->rows_ok[i] : false;
     const uint32_t row = i < CAT_PLANNED ? cs->row[i] : cat_input(cs, t, out, &ok);
     if (row == 0) continue;
-    if (ok) { /* each of the outer rows: this input's row at column col */
+    if (ok && cs->outer == 1 && (const uint8_t *)t->data == (const uint8_t *)out->data + col) {
+      /* planned in place (the loader's list_item_in_place): already there */
+    } else if (ok) { /* each of the outer rows: this input's row at column col */
       copy_rows((uint8_t *)out->data + col, t->data, (int32_t)cs->outer, row, cs->orow, row, PLAN);
     } else {
       const size_t es = et_dtype_size(out->dtype);

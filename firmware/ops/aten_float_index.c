@@ -203,8 +203,28 @@ et_status aten_constant_pad_nd_out(et_kernel_ctx *ctx, et_value **args, uint32_t
   const uint8_t dim = a->dim;
   int32_t before[ET_MAX_DIM] = {0}, sz[ET_MAX_DIM];
   size_t as[ET_MAX_DIM], os[ET_MAX_DIM];
+  bool crop = true; /* no padding added: every output element is copied, none filled */
+  for (uint32_t i = 0; i < args[PAD_PAD]->u.list.len; i++) crop = crop && et_list_int(args[PAD_PAD], i) <= 0;
   for (uint32_t i = 0; i < args[PAD_PAD]->u.list.len / 2; i++) before[dim - 1 - i] = (int32_t)et_list_int(args[PAD_PAD], 2 * i);
-  fill_value(out, aten_scalar_get(args[PAD_VALUE], NULL));
+  if (!crop) fill_value(out, aten_scalar_get(args[PAD_VALUE], NULL));
+  const size_t es = et_dtype_size(out->dtype);
+  bool same = true;
+  for (uint8_t j = 0; j < dim; j++) same = same && a->dim_order[j] == out->dim_order[j];
+  if (crop && same) {
+    /* Rows cut along the outermost dim (in memory order) that is not 1, the dims inside it whole: the
+     * kept part is one run of bytes (patch-based execution cuts row bands of NHWC maps this way). */
+    uint8_t k = 0;
+    while (k < dim && a->sizes[a->dim_order[k]] == 1 && out->sizes[out->dim_order[k]] == 1) k++;
+    bool run = true;
+    for (uint8_t j = (uint8_t)(k + 1); j < dim; j++) run = run && a->sizes[a->dim_order[j]] == out->sizes[out->dim_order[j]];
+    if (run && k < dim) {
+      size_t inner = es;
+      for (uint8_t j = (uint8_t)(k + 1); j < dim; j++) inner *= (size_t)a->sizes[a->dim_order[j]];
+      memcpy(out->data, (const uint8_t *)a->data + (size_t)(-before[a->dim_order[k]]) * inner, out->nbytes);
+      (void)ctx, (void)nargs;
+      return ET_OK;
+    }
+  }
   /* the kept part: out[max(before, 0) ...] = a[max(-before, 0) ...] */
   et_tensor_strides(a, as);
   et_tensor_strides(out, os);
@@ -215,7 +235,6 @@ et_status aten_constant_pad_nd_out(et_kernel_ctx *ctx, et_value **args, uint32_t
     sz[d] = n > 0 ? n : 0;
     ob += (size_t)o0 * os[d], ab += (size_t)a0 * as[d];
   }
-  const size_t es = et_dtype_size(out->dtype);
   af_copy_block((uint8_t *)out->data + ob * es, os, (const uint8_t *)a->data + ab * es, as, dim, sz, es);
   (void)ctx, (void)nargs;
   return ET_OK;

@@ -79,29 +79,39 @@ et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overl
  * quantized_add's self 0 and other 4; quantized_mul's self 0 and other 2
  * (cortex_m_elementwise.c). A broadcast operand is shorter than the output,
  * which the loader's size rule keeps apart. Depthwise convolution is not here:
- * its window reads rows above the one it writes. */
+ * its window reads rows above the one it writes.
+ * `list_args`: tensor-list inputs whose items may each lie exactly at the
+ * bytes the op writes them to in its output, where those bytes are one
+ * contiguous run (the loader's rule, method.c list_item_in_place): aten::cat
+ * then finds each such item already in place and copies nothing for it
+ * (aten_copy.c), so producers write straight into the concat, as the
+ * row bands of patch-based execution do. */
 typedef struct {
   const char *name;
   const char *overload;
   uint32_t args;
   uint32_t tail_args;
+  uint32_t list_args;
 } in_place_entry;
 
 static const in_place_entry k_in_place[] = {
-    {"cortex_m::quantize_per_tensor", "out", 1u << 0, 0},
-    {"cortex_m::dequantize_per_tensor", "out", 0, 1u << 0},
-    {"cortex_m::quantized_activation", "out", 1u << 0, 0},
-    {"cortex_m::quantized_add", "out", (1u << 0) | (1u << 4), 0},
-    {"cortex_m::quantized_mul", "out", (1u << 0) | (1u << 2), 0},
-    {NULL, NULL, 0, 0},
+    {"cortex_m::quantize_per_tensor", "out", 1u << 0, 0, 0},
+    {"cortex_m::dequantize_per_tensor", "out", 0, 1u << 0, 0},
+    {"cortex_m::quantized_activation", "out", 1u << 0, 0, 0},
+    {"cortex_m::quantized_add", "out", (1u << 0) | (1u << 4), 0, 0},
+    {"cortex_m::quantized_mul", "out", (1u << 0) | (1u << 2), 0, 0},
+    {"aten::cat", "out", 0, 0, 1u << 0},
+    {NULL, NULL, 0, 0, 0},
 };
 
 uint32_t et_registry_in_place(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
-                              uint32_t *tail_args) {
+                              uint32_t *tail_args, uint32_t *list_args) {
   if (tail_args) *tail_args = 0;
+  if (list_args) *list_args = 0;
   for (const in_place_entry *e = k_in_place; e->name; e++)
     if (eq(e->name, name, name_len) && eq(e->overload, overload, overload_len)) {
       if (tail_args) *tail_args = e->tail_args;
+      if (list_args) *list_args = e->list_args;
       return e->args;
     }
   return 0;

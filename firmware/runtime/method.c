@@ -542,9 +542,40 @@ static bool in_place_ok(const et_op_slot *op, uint32_t k, const et_tensor *out, 
          et_tensor_numel(out) == et_tensor_numel(in) && osz >= isz;
 }
 
+/* Item j of list argument k lies in place: the op's registry entry allows it
+ * (et_registry_in_place's list_args), the item has the output's element size
+ * and dim order and differs from it in at most one dim (the concat dim, which
+ * the adapter's prepare checks), every dim outside that one in memory order
+ * has size 1, so the item's part of the output is one run of bytes, and the
+ * item starts exactly where that run starts (after the items before it). The
+ * concat then finds it already written; no other item's copy reaches it. */
+static bool list_item_in_place(const et_op_slot *op, uint32_t k, const et_tensor *out, const et_value *list, uint32_t j) {
+  const et_tensor *t = et_list_tensor(list, j);
+  if (k >= 32 || !(op->in_place_list >> k & 1u) || t == NULL || t->dim != out->dim ||
+      et_dtype_size(t->dtype) != et_dtype_size(out->dtype))
+    return false;
+  int differs = -1;
+  for (uint8_t d = 0; d < out->dim; d++) {
+    if (t->dim_order[d] != out->dim_order[d]) return false;
+    if (t->sizes[d] != out->sizes[d]) {
+      if (differs >= 0) return false;
+      differs = d;
+    }
+  }
+  for (uint8_t i = 0; i < out->dim && differs >= 0 && out->dim_order[i] != (uint8_t)differs; i++)
+    if (out->sizes[out->dim_order[i]] != 1) return false;
+  size_t at = 0;
+  for (uint32_t i = 0; i < j; i++) {
+    const et_tensor *p = et_list_tensor(list, i);
+    if (p == NULL) return false;
+    at += p->nbytes;
+  }
+  return (const char *)t->data == (const char *)out->data + at && at + t->nbytes <= out->nbytes;
+}
+
 /* A kernel's output (its last argument, by the out-variant convention) must not
  * share bytes with any of its inputs, except in place where the registry allows
- * it (in_place_ok): the kernels (block copies above all) rely on it. A program
+ * it (in_place_ok, list_item_in_place): the kernels (block copies above all) rely on it. A program
  * that does otherwise is damaged; refusing it at load keeps execution sound. */
 static et_status check_aliasing(et_method *m) {
   for (uint32_t pc = 0; pc < m->chain_start[m->nchains]; pc++) {
@@ -561,7 +592,7 @@ static et_status check_aliasing(et_method *m) {
       } else if (v->tag == ET_TAG_TENSOR_LIST || v->tag == ET_TAG_OPT_TENSOR_LIST) {
         for (uint32_t j = 0; j < v->u.list.len && !clash; j++) {
           const et_tensor *t = et_list_tensor(v, j);
-          clash = t != NULL && ranges_overlap(ov->u.t, t);
+          clash = t != NULL && ranges_overlap(ov->u.t, t) && !list_item_in_place(&m->ops[ins->a], k, ov->u.t, v, j);
         }
       }
       if (clash)
@@ -584,7 +615,7 @@ static et_status resolve_ops(et_method *m, const plan_shape *s) {
         !fb_string(&op, FBP_Operator__overload, &p2, &slot->overload, &ol))
       return CORRUPT(m->msg, "operator table");
     slot->fn = et_registry_find(slot->name, nl, slot->overload, ol, &slot->prepare, &slot->state_bytes);
-    slot->in_place = et_registry_in_place(slot->name, nl, slot->overload, ol, &slot->in_place_tail);
+    slot->in_place = et_registry_in_place(slot->name, nl, slot->overload, ol, &slot->in_place_tail, &slot->in_place_list);
     if (slot->fn == NULL)
       return et_errf(m->msg, ET_E_UNKNOWN_OP, "unknown operator %s.%s: no kernel registered for it in firmware/ops/*.def",
                      slot->name, ol ? slot->overload : "default");

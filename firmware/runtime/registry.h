@@ -24,9 +24,11 @@ et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overl
  * output: the loader lets the output start exactly at such an input when its
  * elements are no larger than the input's (firmware/ops/registry.c). 0: none.
  * *tail_args (if not NULL): the inputs whose end the output may end at, with
- * as many elements, each no smaller. */
+ * as many elements, each no smaller. *list_args (if not NULL): the tensor-list
+ * inputs whose items may each lie exactly where the op writes them in its
+ * output (a concat's inputs planned inside it, et_list_item_in_place). */
 uint32_t et_registry_in_place(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
-                              uint32_t *tail_args);
+                              uint32_t *tail_args, uint32_t *list_args);
 /* For listings: entry i (NULL name past the end). */
 const char *et_registry_entry(uint32_t i, const char **overload);
 

@@ -78,6 +78,7 @@ typedef struct {
   uint32_t state_bytes;     /* per kernel call (ET_OP's fifth argument), 0: none */
   uint32_t in_place;        /* inputs the output may start at (bit k: argument k; et_registry_in_place) */
   uint32_t in_place_tail;   /* inputs the output may end at (bit k: argument k; et_registry_in_place) */
+  uint32_t in_place_list;   /* list inputs whose items may lie at their place in the output (list_item_in_place) */
   uint64_t calls;
   uint64_t count;   /* sum of clock deltas */
 } et_op_slot;

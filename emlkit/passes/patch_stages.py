@@ -1,0 +1,248 @@
+"""Patch-based execution of the high-resolution first stages: the early layers run one band of rows at a time.
+
+Matches, in the final Cortex-M ExportedProgram (with `--patch-stages N`), the chain that starts at the
+int8 input (the model input's `cortex_m::quantize_per_tensor`) and runs through
+`cortex_m::quantized_conv2d` / `quantized_depthwise_conv2d` (NCHW logical, channels-last memory),
+`quantized_add`, `quantized_mul` and `quantized_activation` nodes, up to the first node after which the
+map has at most a quarter of the input's rows and every value the chain made is used inside it
+(its only exit). MCUNetV2's observation: those first stages hold the largest maps, while the rest of the
+network is small.
+
+Produces, for each of N bands of the exit's output rows, a copy of the chain computing only the rows
+that band needs: the row range of every node is taken backwards through the receptive field (a
+convolution with kernel k, stride s, padding p and dilation d reads input rows [a*s - p, (z-1)*s - p +
+(k-1)*d + 1) for output rows [a, z)), the int8 input is cut once per band (the halo included), and a
+value holding more rows than a consumer reads is cut for it; rows are cut by `aten::constant_pad_nd`
+with negative padding, which keeps the channels-last layout. A convolution inside the map runs with no H
+padding; one whose windows reach the top or bottom edge keeps its symmetric H padding (the map's own on
+that edge), its input starting at a multiple of the stride so that its rows stay the whole map's, and
+the rows whose windows reach the padding on the cut side are cut away after it. The W padding is
+unchanged. Every output element is then the same integer computation over the same input values as in
+the whole-map chain, so the outputs are bit-identical. The bands meet in one `aten::cat` along H, which
+replaces the exit's uses; the memory planner places each band's output straight inside it (cat in
+place, emlkit/memory_plan.py), so only one band's intermediate maps are live at a time. The halo rows
+are computed again by neighbouring bands, and the cuts copy: that is the cost (the report gives the
+rows computed against the whole-map rows).
+
+Runs on the ExportedProgram after the passes that rewrite the convolutions' constants (each band's
+copy shares them); KernelScratch (post stage) sizes the new nodes' scratch.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from emlkit.passes.manager import Pass, declare
+
+log = logging.getLogger(__name__)
+
+CONV_OPS = ("quantized_conv2d", "quantized_depthwise_conv2d")
+ROW_OPS = ("quantized_add", "quantized_mul", "quantized_activation")
+# Schema slots (cortex_m::quantized_conv2d / quantized_depthwise_conv2d share the first six).
+IN_ARG, STRIDE_ARG, PAD_ARG, DIL_ARG = 0, 3, 4, 5
+OFFSET_ARG = {"quantized_conv2d": 6, "quantized_depthwise_conv2d": 7}
+H = 2  # the rows' dim in the logical NCHW shape
+MIN_SHRINK = 4  # the exit's map has at most 1/4 of the input's rows
+
+
+@dataclass
+class _Conv:
+    k: int
+    s: int
+    p: int
+    d: int
+
+    def band(self, a: int, z: int, full: int) -> tuple[int, int, int, int, int]:
+        """How output rows [a, z) of a map over FULL input rows are computed in a band: (first input row,
+        end input row, H padding, global index of the conv's first output row, its number of output rows).
+
+        Inside the map: exactly the rows the windows read, no H padding. At an edge the conv keeps its
+        symmetric padding p, which is the map's own padding on that edge; on the other (cut) edge the padding
+        would stand where real rows are, so the input starts at a multiple of the stride at or above the
+        first window (then output row r is whole-map row first + r) and the rows whose windows reach the
+        cut edge's padding are extra, cut away after the conv."""
+        u0, u1 = a * self.s - self.p, (z - 1) * self.s - self.p + (self.k - 1) * self.d + 1
+        if u0 >= 0 and u1 <= full:
+            return u0, u1, 0, a, z - a
+        i0 = 0 if u0 < 0 else (u0 // self.s) * self.s
+        i1 = min(u1, full)
+        rows = (i1 - i0 + 2 * self.p - (self.k - 1) * self.d - 1) // self.s + 1
+        return i0, i1, self.p, i0 // self.s, rows
+
+
+def _channels_last(val: Any) -> bool:
+    return val is not None and val.dim() == 4 and list(val.dim_order()) == [0, 2, 3, 1]
+
+
+def _with_rows(val: Any, rows: int) -> Any:
+    """A fake tensor like VAL (N, C, H, W, channels last) with ROWS rows."""
+    n, c, _, w = val.shape
+    return val.new_empty_strided((n, c, rows, w), (rows * w * c, 1, w * c, c))
+
+
+@declare("program", ("cortex_m.quantized_conv2d", "cortex_m.quantized_depthwise_conv2d", "cortex_m.quantized_add",
+                     "cortex_m.quantized_activation", "aten.cat"),
+         runs_after=("WindowBias", "FoldInputOffset", "DepthwiseOneChannelAsConv"), order=285,
+         flows=("cortex_m",), options={"patch_stages": True})
+class PatchStages(Pass):
+    def __init__(self) -> None:
+        self.bands = 0
+        self.reset()
+
+    def bind(self, target: Any, options: Any) -> None:
+        self.bands = int(options.patch_bands)
+
+    def reset(self) -> None:
+        self.chain: list[str] = []
+        self.rows_whole = 0
+        self.rows_banded = 0
+        self.used_bands = 0
+
+    def report(self) -> dict[str, Any]:
+        return {"patch_bands": self.used_bands, "patched_nodes": self.chain,
+                "rows_computed": self.rows_banded, "rows_whole_map": self.rows_whole}
+
+    # ------------------------------------------------------------------ finding the chain
+    def _ops(self) -> dict[Any, str]:
+        from executorch.exir.dialects._ops import ops as exir_ops
+
+        cm = exir_ops.edge.cortex_m
+        return {getattr(cm, n).default: n for n in CONV_OPS + ROW_OPS if hasattr(cm, n)}
+
+    def _find(self, gm: Any, ops: dict[Any, str]) -> tuple[Any, list[Any]] | None:
+        """The int8 input node and the chain's nodes in graph order (the exit last), or None."""
+        from executorch.exir.dialects._ops import ops as exir_ops
+
+        quant = exir_ops.edge.cortex_m.quantize_per_tensor.default
+        start = next((n for n in gm.graph.nodes if n.op == "call_function" and n.target is quant
+                      and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"
+                      and _channels_last(n.meta.get("val"))), None)
+        if start is None:
+            return None
+        rows0 = int(start.meta["val"].shape[H])
+        inside: set[Any] = {start}
+        chain: list[Any] = []
+        best: list[Any] | None = None
+        for n in gm.graph.nodes:
+            if n.op != "call_function" or n in inside:
+                continue
+            feeds = [a for a in n.all_input_nodes if a in inside]
+            if not feeds:
+                continue
+            if n.target not in ops or not _channels_last(n.meta.get("val")) or any(
+                    a not in inside and _channels_last(a.meta.get("val")) for a in n.all_input_nodes):
+                break  # an op the bands cannot run, or a map from outside the chain
+            if ops[n.target] in CONV_OPS and (n.args[IN_ARG] not in inside or list(n.args[DIL_ARG])[0] < 1):
+                break
+            if ops[n.target] in ROW_OPS and any(int(a.meta["val"].shape[H]) != int(n.meta["val"].shape[H])
+                                                for a in feeds):
+                break
+            inside.add(n)
+            chain.append(n)
+            # An exit: every value of the chain but n is used inside it only, and n's map is small.
+            if int(n.meta["val"].shape[H]) * MIN_SHRINK <= rows0 and all(
+                    all(u in inside for u in m.users) for m in [start, *chain[:-1]]):
+                best = list(chain)
+                break
+        return (start, best) if best else None
+
+    # ------------------------------------------------------------------ rewriting
+    def work(self, ep: Any) -> Any:
+        from executorch.exir.dialects._ops import ops as exir_ops
+
+        gm = ep.graph_module
+        ops = self._ops()
+        found = self._find(gm, ops)
+        if found is None or self.bands < 2:
+            log.info("patch stages: no high-resolution chain with a single exit found; the program is unchanged")
+            return ep
+        start, chain = found
+        exit_node = chain[-1]
+        rows_out = int(exit_node.meta["val"].shape[H])
+        bands = min(self.bands, rows_out)
+        geo: dict[Any, _Conv] = {}
+        for n in chain:
+            if ops[n.target] in CONV_OPS:
+                k = int(n.args[1].meta["val"].shape[1])  # OHWI (conv) / 1HWO (depthwise): KH at dim 1
+                geo[n] = _Conv(k, int(n.args[STRIDE_ARG][0]), int(n.args[PAD_ARG][0]), int(n.args[DIL_ARG][0]))
+        g = gm.graph
+        # Rows are cut with constant_pad_nd's negative padding, which keeps the channels-last layout (a
+        # slice_copy is written contiguous when ExecuTorch traces the program again, then a transposing copy).
+        crop_op, cat_op = exir_ops.edge.aten.constant_pad_nd.default, exir_ops.edge.aten.cat.default
+        outs = []
+        self.rows_whole = sum(int(n.meta["val"].shape[H]) for n in chain)
+        for b in range(bands):
+            lo, hi = b * rows_out // bands, (b + 1) * rows_out // bands
+            need: dict[Any, tuple[int, int]] = {exit_node: (lo, hi)}
+            for n in reversed(chain):  # each value's rows: the hull of what its consumers in the chain read
+                a, z = need[n]
+                for src in n.all_input_nodes:
+                    if src is not start and src not in need and src not in chain:
+                        continue
+                    if n in geo and src is n.args[IN_ARG]:
+                        r0, r1, _, _, _ = geo[n].band(a, z, int(src.meta["val"].shape[H]))
+                    elif n in geo:
+                        continue  # a weight or bias
+                    else:
+                        r0, r1 = a, z
+                    o0, o1 = need.get(src, (r0, r1))
+                    need[src] = (min(o0, r0), max(o1, r1))
+            made: dict[Any, Any] = {}
+
+            def rows_of(src: Any, r0: int, r1: int, before: Any) -> Any:
+                """SRC's band value cut to rows [r0, r1) (a slice where it holds more)."""
+                have, (h0, h1) = made[src], need[src]
+                if (h0, h1) == (r0, r1):
+                    return have
+                with g.inserting_before(before):
+                    s = g.call_function(crop_op, (have, [0, 0, h0 - r0, r1 - h1], 0))
+                s.meta["val"] = _with_rows(src.meta["val"], r1 - r0)
+                return s
+
+            with g.inserting_before(exit_node):  # band by band: one band's maps live at a time
+                s0, s1 = need[start]
+                x = g.call_function(crop_op, (start, [0, 0, -s0, s1 - int(start.meta["val"].shape[H])], 0))
+            x.meta["val"] = _with_rows(start.meta["val"], s1 - s0)
+            made[start] = x
+            for n in chain:
+                a, z = need[n]
+                args = list(n.args)
+                cut = None
+                if n in geo:
+                    src = n.args[IN_ARG]
+                    i0, i1, pad, first, rows = geo[n].band(a, z, int(src.meta["val"].shape[H]))
+                    args[IN_ARG] = rows_of(src, i0, i1, exit_node)
+                    args[PAD_ARG] = [pad, int(n.args[PAD_ARG][1])]
+                    if (first, rows) != (a, z - a):
+                        cut = (first, rows)
+                else:
+                    args = [rows_of(v, a, z, exit_node) if isinstance(v, torch.fx.Node) and v in made else v
+                            for v in args]
+                with g.inserting_before(exit_node):
+                    new = g.call_function(n.target, tuple(args), dict(n.kwargs))
+                new.meta = {k: v for k, v in n.meta.items() if k != "val"}
+                new.meta["val"] = _with_rows(n.meta["val"], cut[1] if cut else z - a)
+                self.rows_banded += cut[1] if cut else z - a
+                if cut:  # the rows whose windows reached the cut edge's padding go
+                    with g.inserting_before(exit_node):
+                        new = g.call_function(crop_op, (new, [0, 0, cut[0] - a, z - cut[0] - cut[1]], 0))
+                    new.meta["val"] = _with_rows(n.meta["val"], z - a)
+                made[n] = new
+            outs.append(made[exit_node])
+        with g.inserting_before(exit_node):
+            cat = g.call_function(cat_op, (outs, H))
+        cat.meta = dict(exit_node.meta)
+        exit_node.replace_all_uses_with(cat)
+        for n in reversed(chain):
+            g.erase_node(n)
+        g.lint()
+        gm.recompile()
+        self.chain = [n.name for n in chain]
+        self.used_bands = bands
+        log.info("patch stages: %d nodes in %d bands, %d rows computed for %d", len(chain), bands,
+                 self.rows_banded, self.rows_whole)
+        return ep

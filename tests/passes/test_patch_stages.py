@@ -1,0 +1,111 @@
+"""patch_stages.py: with --patch-stages N the high-resolution first stages run as N row bands whose outputs meet in
+one concat; each band's rows equal the whole map's bit for bit, and the bands' maps take less arena."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emlkit.passes.patch_stages import PatchStages, _Conv
+from pass_graphs import assert_pipelines, installed, lowered
+from toolchain import needs_qemu
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "tests" / "models" / "patch_chain.py"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 3), st.integers(0, 2), st.integers(1, 2), st.integers(6, 30), st.data())
+def test_a_band_s_rows_are_the_whole_map_s(k: int, s: int, p: int, d: int, rows: int, data: Any) -> None:
+    """Integer-valued convolutions (exact in float): the band form of output rows [a, z) (its input rows, H
+    padding and the rows cut after it) gives the whole map's rows [a, z)."""
+    span = (k - 1) * d + 1
+    if p >= span:  # PyTorch computes it, but no model pads a window entirely
+        return
+    out_rows = (rows + 2 * p - span) // s + 1
+    if out_rows < 1:
+        return
+    a = data.draw(st.integers(0, out_rows - 1))
+    z = data.draw(st.integers(a + 1, out_rows))
+    torch.manual_seed(k * 1000 + s * 100 + p * 10 + d)
+    x = torch.randint(-8, 8, (1, 2, rows, 5)).float()
+    w = torch.randint(-3, 4, (3, 2, k, 3)).float()
+    whole = F.conv2d(x, w, stride=(s, 1), padding=(p, 1), dilation=(d, 1))
+    i0, i1, pad, first, n = _Conv(k, s, p, d).band(a, z, rows)
+    assert 0 <= i0 < i1 <= rows and pad in (0, p)
+    part = F.conv2d(x[:, :, i0:i1], w, stride=(s, 1), padding=(pad, 1), dilation=(d, 1))
+    assert part.shape[2] == n and first <= a and z <= first + n
+    assert torch.equal(part[:, :, a - first:z - first], whole[:, :, a:z])
+
+
+def _model() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    ns: dict[str, Any] = {}
+    exec(compile(MODEL.read_text(), str(MODEL), "exec"), ns)  # noqa: S102 - our own test model
+    return ns["ModelUnderTest"]().eval(), ns["ModelInputs"]
+
+
+def _calls(low: Any) -> list[str]:
+    gm = low.edge.exported_program().graph_module
+    return [str(n.target).split(".")[1] for n in gm.graph.nodes if n.op == "call_function" and "." in str(n.target)]
+
+
+@pytest.mark.parametrize("bands", [2, 3, 7])
+def test_bands_compute_the_whole_map_s_outputs(bands: int) -> None:
+    model, x = _model()
+    whole, _ = lowered(model, x, "cortex-m55")
+    low, opts = lowered(model, x, "cortex-m55", patch_bands=bands)
+    rep = installed(opts, PatchStages).report()
+    # stem, depthwise, pointwise, add, strided conv: the exit has 10 of the input's 40 rows.
+    assert rep["patch_bands"] == bands and len(rep["patched_nodes"]) == 5
+    assert rep["rows_computed"] > rep["rows_whole_map"] == 20 * 4 + 10
+    calls = _calls(low)
+    assert calls.count("quantized_depthwise_conv2d") == bands and calls.count("cat") == 1
+    assert _calls(whole).count("quantized_depthwise_conv2d") == 1
+    a = whole.edge.exported_program().module()(*whole.inputs)
+    b = low.edge.exported_program().module()(*low.inputs)
+    assert torch.equal(a, b)
+
+
+def test_off_and_without_a_chain_nothing_changes() -> None:
+    model, x = _model()
+    low, opts = lowered(model, x, "cortex-m55")
+    assert "cat" not in _calls(low) and not installed(opts, PatchStages).applicable
+    # No map shrinks to a quarter of the input's rows: no exit, the program is the whole-map one.
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3, padding=1))
+    low, opts = lowered(net, torch.randn(1, 3, 16, 16), "cortex-m55", patch_bands=4)
+    assert installed(opts, PatchStages).report()["patch_bands"] == 0 and "cat" not in _calls(low)
+
+
+def test_pipelines() -> None:
+    assert_pipelines(PatchStages, on=("cortex-m55", "cortex-m4"), off=("ethos-u55-128",), patch_bands=4)
+    assert_pipelines(PatchStages, on=(), off=("cortex-m55",))
+
+
+def test_a_bad_band_count_is_one_usage_line() -> None:
+    p = subprocess.run([sys.executable, "-m", "emlkit", "compile", str(MODEL), "--target", "cortex-m55",
+                        "--patch-stages", "1"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "'1' is not off or a band count of 2 or more" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@needs_qemu
+@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
+def test_bands_run_bit_exact_on_the_device_in_less_arena(tmp_path: Path, target: str) -> None:
+    """The bands (MVE / DSP kernels, band outputs planned inside the concat) match the reference bit for bit,
+    and the arena is smaller than the whole-map program's."""
+    arenas = {}
+    for bands in ("off", "3"):
+        p = subprocess.run([sys.executable, "-m", "emlkit", "run", str(MODEL), "--target", target, "--patch-stages",
+                            bands, "-o", str(tmp_path / bands)], capture_output=True, text=True, timeout=900)
+        assert p.returncode == 0 and "PASS" in p.stdout, (p.stdout + p.stderr)[-2000:]
+        line = next(ln for ln in p.stdout.splitlines() if "arena bytes" in ln)
+        arenas[bands] = int(line.split("+")[-1].strip().replace(",", ""))
+    assert arenas["3"] < arenas["off"]
