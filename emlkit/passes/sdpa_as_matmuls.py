@@ -106,7 +106,7 @@ class SdpaAsMatmuls(NodeRewrite):
         scale = node_arg(n, 6, "scale")
         if qv is None or kv is None or vv is None or dropout or node_arg(n, 7, "enable_gqa", False):
             return False
-        if not (qv.dim() == kv.dim() == vv.dim() >= 2) or qv.shape[:-2] != kv.shape[:-2]:
+        if not (qv.dim() == kv.dim() == vv.dim() >= 3) or not qv.shape[:-2] == kv.shape[:-2] == vv.shape[:-2]:
             return False
         rows, keys = int(qv.shape[-2]), int(kv.shape[-2])
         env = constant_values(gm, n) if isinstance(mask, torch.fx.Node) else {}
@@ -115,7 +115,12 @@ class SdpaAsMatmuls(NodeRewrite):
             return False  # an input-dependent mask, or a row that attends to nothing (NaN in torch)
         scale = 1.0 / math.sqrt(int(qv.shape[-1])) if scale is None else float(scale)
         em = _Emitter(gm, n, getattr(qv, "fake_mode", None))
-        last = qv.dim() - 2
+        if qv.dim() != 3:
+            # 3-D: a 4-D score tensor gets a channels-last copy (ChannelsLastEverywhere) that the mask's add
+            # would then meet in another dim order than its bias (the kernels take one order)
+            q, k, v = (em.call(aten.reshape.default, t, [-1, *[int(d) for d in tv.shape[-2:]]])
+                       for t, tv in ((q, qv), (k, kv), (v, vv)))
+        last = 1
         outs = []
         for r0, r1 in _runs(keep):
             qr = q if (r0, r1) == (0, rows) else em.call(aten.slice.Tensor, q, last, r0, r1)
@@ -131,6 +136,8 @@ class SdpaAsMatmuls(NodeRewrite):
                     s = em.call(aten.add.Tensor, s, em.constant("_sdpa_mask_bias", full))
             outs.append(em.call(aten.matmul.default, em.call(aten.softmax.int, s, -1), vr))
         out = outs[0] if len(outs) == 1 else em.call(aten.cat.default, outs, last)
+        if qv.dim() != 3:
+            out = em.call(aten.reshape.default, out, [*[int(d) for d in qv.shape[:-1]], int(vv.shape[-1])])
         copy_meta(n, em.made)
         n.replace_all_uses_with(out)
         gm.graph.erase_node(n)
