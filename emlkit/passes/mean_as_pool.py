@@ -2,8 +2,8 @@
 
 Matches, in the exported float graph: `aten.mean.dim` (and `aten.mean.default`, over everything) whose
 reduced dimensions are the last ones of its input (`x.mean(-1)`, a token mean `x.mean(1)` of [B, T]...,
-the mean of every element), or any of an input of rank 3 or less (the token mean `x.mean(1)` of [B, T, D]),
-without a dtype change. A 4-D input's spatial mean (dims 2, 3) is left to ExecuTorch's Cortex-M flow, which
+the mean of every element) or other ones (the token mean `x.mean(1)` of [B, T, D], nn.MultiheadAttention's
+mean of its weights over the heads), without a dtype change. A 4-D input's spatial mean (dims 2, 3) is left to ExecuTorch's Cortex-M flow, which
 lowers it already.
 
 Produces `view(avg_pool2d(view(x', [1, 1, P, R]), kernel [1, R]), out_shape)`, where x' is x with the reduced
@@ -55,8 +55,6 @@ class MeanAsPool(NodeRewrite):
         if dims is None or (xv.dim() == 4 and dims == [2, 3]):
             return False
         trailing = dims == list(range(xv.dim() - len(dims), xv.dim()))
-        if not trailing and xv.dim() > 3:
-            return False
         order = [d for d in range(xv.dim()) if d not in dims] + dims  # the kept dims first, in their order
         k = xv.dim() - len(dims)
         moved = xv.permute(order)
@@ -66,7 +64,7 @@ class MeanAsPool(NodeRewrite):
         made = []
         with g.inserting_before(n):
             src = x
-            if not trailing:  # a token mean x.mean(1) of [B, T, D]: the tokens moved last, an int8 transpose
+            if not trailing:  # e.g. x.mean(1) of [B, T, D]: the tokens moved last (an int8 transpose)
                 src = g.call_function(aten.permute.default, (x, order))
                 src.meta["val"] = moved
                 made.append(src)
