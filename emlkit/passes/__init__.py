@@ -11,6 +11,10 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - glu_as_sigmoid_mul.py: GLU -> first half * sigmoid(second half) before quantization (Cortex-M).
 - embedding_as_int8_gather.py: embedding -> quantize becomes a gather of the table's int8 codes (Cortex-M).
 - argmax_on_codes.py: argmax/argmin of a dequantized tensor read its int8 codes (Cortex-M).
+- constant_linear_weights.py: Linear weights computed from parameters (cross-attention's in_proj_weight slices) ->
+  parameters of their own (Cortex-M; ExecuTorch's lowering takes only parameters).
+- sdpa_as_matmuls.py: scaled_dot_product_attention -> matmuls and a softmax, a constant mask applied by leaving
+  the masked keys out (Cortex-M).
 - fold_linear_batchnorm.py: Linear + BatchNorm1d -> one Linear (Cortex-M; prepare_pt2e folds only convs).
 - linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
 - avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.

@@ -75,6 +75,59 @@ def const_tensor(gm: torch.fx.GraphModule, node: Any) -> torch.Tensor | None:
     return obj if isinstance(obj, torch.Tensor) else None
 
 
+def constant_values(gm: torch.fx.GraphModule, upto: torch.fx.Node | None = None) -> dict[torch.fx.Node, Any]:
+    """The values of the nodes (before UPTO, if given) that depend on no placeholder, computed in graph
+    order (so in-place fills of constant tensors are applied): what forward() computes from constants alone."""
+    env: dict[torch.fx.Node, Any] = {}
+    for n in gm.graph.nodes:
+        if n is upto:
+            break
+        if n.op == "get_attr":
+            obj: Any = gm
+            for part in str(n.target).split("."):
+                obj = getattr(obj, part)
+            env[n] = obj.detach().clone() if isinstance(obj, torch.Tensor) else obj
+        elif n.op == "call_function" and all(a in env for a in n.all_input_nodes):
+            args = torch.fx.node.map_arg(n.args, lambda a: env[a])
+            kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
+            try:
+                with torch.no_grad():
+                    env[n] = n.target(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - an op we cannot run here only makes its users non-constant
+                continue
+    return env
+
+
+def drop_constant_remains(gm: torch.fx.GraphModule, env: dict[torch.fx.Node, Any]) -> None:
+    """Erase the constant-only nodes no longer read by the graph: a group of them linked through their arguments
+    is erased whole when no node outside it reads any of them (in-place fills of the group go with it)."""
+    consts = {n for n in env if n.op == "call_function" and n.graph is gm.graph}
+    parent = {n: n for n in consts}
+
+    def root(n: torch.fx.Node) -> torch.fx.Node:
+        while parent[n] is not n:
+            n = parent[n]
+        return n
+
+    for n in consts:
+        for a in n.all_input_nodes:
+            if a in consts:
+                parent[root(a)] = root(n)
+    groups: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for n in consts:
+        groups.setdefault(root(n), []).append(n)
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    for members in groups.values():
+        inside = set(members)
+        if any(u not in inside for n in members for u in n.users):
+            continue
+        mutable = [n for n in members if getattr(getattr(n.target, "_schema", None), "is_mutable", False)]
+        if any(n.args and n.args[0] not in inside for n in mutable):
+            continue  # it writes into a buffer others may read
+        for n in sorted(members, key=order.__getitem__, reverse=True):
+            gm.graph.erase_node(n)
+
+
 def unique_name(gm: torch.fx.GraphModule, stem: str) -> str:
     i = 0
     while hasattr(gm, f"{stem}_{i}"):

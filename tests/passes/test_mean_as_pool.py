@@ -1,5 +1,6 @@
-"""mean_as_pool.py: means over trailing dimensions become one-row average pools with their own output qparams
-(Cortex-M), the same function; a 4-D spatial mean and means over leading dimensions are left alone."""
+"""mean_as_pool.py: means (over trailing dimensions, or others moved last: the token mean of [B, T, D], the mean over
+heads of [B, H, L, S]) become one-row average pools with their own output qparams (Cortex-M), the same function; a
+4-D spatial mean is left alone."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ class Mean(torch.nn.Module):
 
 
 @pytest.mark.parametrize("dims, keepdim, shape", [(-1, False, (2, 5, 7)), (1, True, (3, 10)), (None, False, (4, 6)),
-                                                  ([1, 2, 3], False, (1, 3, 4, 4)), ([-2, -1], True, (2, 3, 5))])
-def test_trailing_means_become_row_pools(dims: object, keepdim: bool, shape: tuple[int, ...]) -> None:
+                                                  ([1, 2, 3], False, (1, 3, 4, 4)), ([-2, -1], True, (2, 3, 5)),
+                                                  (1, False, (2, 6, 8)), (0, True, (4, 6)),
+                                                  (1, False, (1, 2, 5, 6))])
+def test_means_become_row_pools(dims: object, keepdim: bool, shape: tuple[int, ...]) -> None:
     m, x = Mean(dims, keepdim).eval(), torch.randn(*shape)
     p = bound(MeanAsPool(), "cortex-m55")
     gm = p(graph_of(m, x))
@@ -35,7 +38,6 @@ def test_trailing_means_become_row_pools(dims: object, keepdim: bool, shape: tup
 
 
 @pytest.mark.parametrize("dims, shape", [([2, 3], (1, 3, 4, 4)),   # ExecuTorch lowers the spatial mean itself
-                                         (0, (4, 6)),              # not the trailing dims
                                          (-1, (4, 1))])            # nothing to average
 def test_other_means_are_left_alone(dims: object, shape: tuple[int, ...]) -> None:
     p = bound(MeanAsPool(), "cortex-m55")
