@@ -2,26 +2,26 @@
 
 Targets, in the graph the quantizer annotates: `prelu` (one slope or one per channel), `adaptive_avg_pool2d` (any
 4-D input; the sizes AdaptivePoolAsPool did not turn into plain pools), `adaptive_max_pool2d` whose indices are
-unused, and `embedding_bag` whose other outputs are unused, all of which ExecuTorch's CortexMQuantizer leaves
-unannotated.
+unused, floor divisions (`floor_divide`, `div(..., rounding_mode="floor")`) and `embedding_bag` whose other outputs
+are unused, all of which ExecuTorch's CortexMQuantizer leaves unannotated.
 
 Why: the quantizer has no pattern for these ops. They were quantized only by their neighbours: a quantize came
 from the consumer's input qspec, a dequantize from the producer's output qspec. Where a neighbour is itself
 unannotated (one of these ops, or a consumer the quantizer skips) the edge between them stayed float, so no
 `dequantize -> op -> quantize` region existed for emlkit_prelu.py, emlkit_adaptive_avg_pool.py,
-adaptive_max_on_codes.py or emlkit_embedding_bag.py to lower: conv -> PReLU(8) -> {AdaptiveAvgPool2d((3, 5)),
-ConvTranspose2d} ran gt, mul, where and the pool in float, as did PReLU -> adaptive pool alone, an adaptive pool
--> PReLU, two bags into one `cat`, and computed per-sample weights.
+adaptive_max_on_codes.py, emlkit_floor_divide.py or emlkit_embedding_bag.py to lower: conv -> PReLU(8) ->
+{AdaptiveAvgPool2d((3, 5)), ConvTranspose2d} ran gt, mul, where and the pool in float, as did PReLU -> adaptive
+pool alone, an adaptive pool -> PReLU, two bags into one `cat`, and computed per-sample weights.
 
 What this does:
 - before the quantizer's patterns, a bag's values get the int8 per-tensor activation spec as their output (an
   observer of their own, which the quantizer's shared-qparams ops such as `cat` then join), as do its per-sample
   weights' edge;
-- after them, a PReLU or adaptive pool gets that spec on its input edge when its producer has no output qspec, and
-  on its output when a reader of it has no input qspec for it (otherwise the neighbours' observers are the op's,
-  as before). A one-slope PReLU whose only reader is a unary pointwise op keeps a float output: LUT fusion makes
-  one table of both. An adaptive max pool's output shares its input's qparams (a maximum does not change the
-  range), as the quantizer does for max_pool2d.
+- after them, a PReLU, adaptive pool or floor division gets that spec on each input edge whose producer has no
+  output qspec, and on its output when a reader of it has no input qspec for it (otherwise the neighbours'
+  observers are the op's, as before). A one-slope PReLU whose only reader is a unary pointwise op keeps a float
+  output: LUT fusion makes one table of both. An adaptive max pool's output shares its input's qparams (a maximum
+  does not change the range), as the quantizer does for max_pool2d.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ aten = torch.ops.aten
 PRELU = (aten.prelu.default,)
 ADAPTIVE_AVG = (aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)
 ADAPTIVE_MAX = (aten.adaptive_max_pool2d.default,)
+FLOOR_DIV = (aten.floor_divide.default, aten.div.Tensor_mode)  # the latter with rounding_mode="floor"
 BAGS = (aten.embedding_bag.default, aten.embedding_bag.padding_idx, aten._embedding_bag.default)
 BAG_WEIGHTS_ARG = 6  # per_sample_weights in every bag overload
 
@@ -97,23 +98,33 @@ def annotate_bags(model: torch.fx.GraphModule, record: list[str]) -> None:
         record.append(n.name)
 
 
+def _float_inputs(n: torch.fx.Node) -> list[torch.fx.Node]:
+    """The float tensors the op reads as values (a floor division's both operands; the others' first input)."""
+    args = n.args[:2] if n.target in FLOOR_DIV else n.args[:1]
+    return [a for a in args if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
+            and a.meta["val"].dtype.is_floating_point]
+
+
+def _is_floor_division(n: torch.fx.Node) -> bool:
+    return n.target is aten.floor_divide.default or (
+        n.target is aten.div.Tensor_mode and n.kwargs.get("rounding_mode") == "floor")
+
+
 def annotate_own_ops(model: torch.fx.GraphModule, record: list[str]) -> None:
     from executorch.backends.cortex_m.quantizer.quantization_configs import INT8_ACTIVATION_PER_TENSOR_QSPEC
 
     qspec, key = INT8_ACTIVATION_PER_TENSOR_QSPEC, matched_key()
     for n in list(model.graph.nodes):  # in order: a producer's output qspec is settled before its readers look
-        if n.op != "call_function" or n.target not in PRELU + ADAPTIVE_AVG + ADAPTIVE_MAX:
+        if n.op != "call_function" or n.target not in PRELU + ADAPTIVE_AVG + ADAPTIVE_MAX + FLOOR_DIV:
             continue
-        x, out = n.args[0], _value_node(n)
-        if n.meta.get(Q_ANNOTATION_KEY) is not None or out is None or not isinstance(x, torch.fx.Node):
+        xs, out = _float_inputs(n), _value_node(n)
+        if n.meta.get(Q_ANNOTATION_KEY) is not None or out is None or not xs \
+                or (n.target in FLOOR_DIV and not _is_floor_division(n)):
             continue
-        val = x.meta.get("val")
-        if not isinstance(val, torch.Tensor) or not val.dtype.is_floating_point:
-            continue
-        edges = {} if _output_qspec(x) is not None and n.target not in ADAPTIVE_MAX else {x: qspec}
-        # The max pool's output shares its input edge's observer (given above in any case: implicit sharing makes
-        # it the producer's when that has one).
-        out_spec = SharedQuantizationSpec((x, n)) if n.target in ADAPTIVE_MAX else qspec
+        # The max pool's output shares its input edge's observer (given in any case: implicit sharing makes it the
+        # producer's when that has one).
+        edges = {x: qspec for x in xs if _output_qspec(x) is None or n.target in ADAPTIVE_MAX}
+        out_spec = SharedQuantizationSpec((xs[0], n)) if n.target in ADAPTIVE_MAX else qspec
         float_readers = [u for u in out.users if not _reads_int8(u, out)]
         give_out = bool(float_readers) and not (n.target in PRELU and _fused_by_lut(model, n))
         if not edges and not give_out:
@@ -130,7 +141,7 @@ def annotate_own_ops(model: torch.fx.GraphModule, record: list[str]) -> None:
 
 
 @declare("quantizer_hook", ("aten.prelu", "aten.adaptive_avg_pool2d", "aten.adaptive_max_pool2d",
-                            "aten.embedding_bag"), order=168, flows=("cortex_m",))
+                            "aten.embedding_bag", "aten.floor_divide", "aten.div"), order=168, flows=("cortex_m",))
 class Int8AroundOwnOps(QuantizerHook):
     report_name = "annotated"
 

@@ -1,7 +1,7 @@
-"""int8_around_own_ops.py: PReLU and adaptive pools the Cortex-M quantizer leaves unannotated get a quantize where a
-neighbour gave none, so a per-channel PReLU feeding both an adaptive average pool and a transposed conv (the
-defect), an adaptive pool feeding a PReLU and an adaptive max pool all lower to int8; a one-slope PReLU chained
-into a pointwise op stays in one table."""
+"""int8_around_own_ops.py: PReLU, adaptive pools and floor divisions the Cortex-M quantizer leaves unannotated get a
+quantize where a neighbour gave none, so a per-channel PReLU feeding both an adaptive average pool and a transposed
+conv (the defect), an adaptive pool feeding a PReLU, an adaptive max pool and a floor division feeding an adaptive pool all
+lower to int8; a one-slope PReLU chained into a pointwise op stays in one table. (Bags: test_emlkit_embedding_bag.)"""
 
 from __future__ import annotations
 
@@ -35,9 +35,10 @@ class _PoolsThenPrelu(torch.nn.Module):
         torch.manual_seed(1)
         self.c, self.p8, self.p1 = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.PReLU(8), torch.nn.PReLU()
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         h = self.c(x)
-        return self.p8(F.adaptive_avg_pool2d(h, (3, 5))), torch.sigmoid(self.p1(F.adaptive_max_pool2d(h, (3, 5))))
+        return (self.p8(F.adaptive_avg_pool2d(h, (3, 5))), torch.sigmoid(self.p1(F.adaptive_max_pool2d(h, (3, 5)))),
+                F.adaptive_avg_pool2d(torch.floor_divide(h, 0.5), (3, 5)))
 
 
 X = torch.randn(1, 3, 10, 14, generator=torch.Generator().manual_seed(1))
@@ -76,10 +77,11 @@ def test_pools_feeding_prelu() -> None:
     low, opts = lowered(_PoolsThenPrelu().eval(), X, "cortex-m4")
     assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
     ops = _op_names(low)
-    assert {"emlkit.prelu", "emlkit.adaptive_avg_pool2d"} <= set(ops), ops
+    assert {"emlkit.prelu", "emlkit.adaptive_avg_pool2d", "emlkit.floor_divide"} <= set(ops), ops
     # The one-slope PReLU and the sigmoid after it stay one table: the hook gave that PReLU no output of its own.
     assert ops.count("cortex_m.quantized_activation") == 1, ops
-    assert installed(opts, Int8AroundOwnOps).report()["annotated"] == ["adaptive_avg_pool2d", "adaptive_max_pool2d"]
+    assert installed(opts, Int8AroundOwnOps).report()["annotated"] == ["adaptive_avg_pool2d", "adaptive_max_pool2d",
+                                                                        "floor_divide"]
 
 
 def test_pipelines() -> None:
