@@ -99,10 +99,12 @@ def annotate_bags(model: torch.fx.GraphModule, record: list[str]) -> None:
 
 
 def _float_inputs(n: torch.fx.Node) -> list[torch.fx.Node]:
-    """The float tensors the op reads as values (a floor division's both operands; the others' first input)."""
+    """The computed float tensors the op reads as values (a floor division's both operands; the others' first
+    input). Constants are left alone: a divisor constant stays exact (emlkit_floor_divide.py takes it as a scalar),
+    where an observer would round it to int8."""
     args = n.args[:2] if n.target in FLOOR_DIV else n.args[:1]
-    return [a for a in args if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
-            and a.meta["val"].dtype.is_floating_point]
+    return [a for a in args if isinstance(a, torch.fx.Node) and a.op != "get_attr"
+            and isinstance(a.meta.get("val"), torch.Tensor) and a.meta["val"].dtype.is_floating_point]
 
 
 def _is_floor_division(n: torch.fx.Node) -> bool:
