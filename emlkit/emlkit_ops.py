@@ -49,10 +49,11 @@ module registers the ops; the passes that emit them import it.
 - `emlkit::adaptive_avg_pool2d(x, rows, cols, requant, input_zero_point, output_zero_point)`: int8 average over
   PyTorch's adaptive windows (any output size), one requantization per output position
   (emlkit/passes/emlkit_adaptive_avg_pool.py).
-- `emlkit::floor_divide(a, b, ...)`: the exact floor of the quotient of two int8 tensors' values (scales as integer
-  mantissas), requantized once (emlkit/passes/emlkit_floor_divide.py).
-- `emlkit::embedding_bag(weight, indices, offsets, mode, ...)`: sum, mean or max of int8 table rows per bag
-  (emlkit/passes/emlkit_embedding_bag.py).
+- `emlkit::floor_divide(a, b, ...)`: the exact floor of the quotient of two int8 tensors' values (broadcast; a
+  scalar divisor is a one-element b; scales as integer mantissas), requantized once
+  (emlkit/passes/emlkit_floor_divide.py).
+- `emlkit::embedding_bag(weight, indices, offsets, mode, ...)`: sum (per-sample weights too), mean or max of int8
+  table rows per bag (emlkit/passes/emlkit_embedding_bag.py).
 Each one's exact arithmetic is written beside its definition below.
 
 Import this module before building or running a program that contains these ops.
@@ -804,8 +805,10 @@ def _adaptive_out_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, 
 
 
 # ---------------------------------------------------------------- floor_divide (int8 / int8, exact floor)
-# a, b: int8 of one shape and memory format. The scales as integers: s_a = a_mant * 2^e_a, s_b = b_mant * 2^e_b
-# (24-bit mantissas, exponent = e_a - e_b in [-30, 30]). With A = a - zp_a, B = b - zp_b:
+# a, b: int8 tensors whose shapes broadcast (PyTorch's rules; a scalar divisor is a one-element b); the output has
+# the broadcast shape, in the memory format of the first operand of that shape (a, else b; else contiguous). The
+# scales as integers: s_a = a_mant * 2^e_a, s_b = b_mant * 2^e_b (24-bit mantissas, exponent = e_a - e_b in
+# [-30, 30]). With A = a - zp_a, B = b - zp_b at each output position:
 #   N = A * a_mant * 2^max(exponent, 0),  D = B * b_mant * 2^max(-exponent, 0)     (|N|, |D| < 2^62)
 #   f = floor(N / D)  (the exact floor of the real quotient), clamped to [-2^31, 2^31]
 #   y = requant(f, M, T, zp_out), M / 2^T = 1 / s_out
@@ -813,6 +816,7 @@ def _adaptive_out_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, 
 FLOOR_DIV_MANT_BITS = 24
 FLOOR_DIV_MAX_EXP = 30
 FLOOR_DIV_CLAMP = 1 << 31
+FLOOR_DIV_MAX_DIMS = 6  # the kernel's broadcast walk
 
 lib.define("floor_divide(Tensor a, Tensor b, int a_zero_point, int b_zero_point, int a_mantissa, int b_mantissa, "
            "int exponent, int output_zero_point, int multiplier, int shift) -> Tensor")
@@ -840,15 +844,27 @@ def _check_floor_divide(a_mantissa: int, b_mantissa: int, exponent: int, multipl
     _check_requant("emlkit::floor_divide", multiplier, shift)
 
 
+def _floor_divide_out(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Size, torch.memory_format]:
+    """The output's shape and memory format (above); TypeError when the operands do not broadcast."""
+    if a.dtype != torch.int8 or b.dtype != torch.int8:
+        raise TypeError("emlkit::floor_divide: expected two int8 tensors")
+    try:
+        shape = torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError as exc:
+        raise TypeError(f"emlkit::floor_divide: shapes {list(a.shape)} and {list(b.shape)} do not broadcast") from exc
+    if len(shape) > FLOOR_DIV_MAX_DIMS:
+        raise TypeError(f"emlkit::floor_divide: {len(shape)} dims, at most {FLOOR_DIV_MAX_DIMS}")
+    like = a if a.shape == shape else (b if b.shape == shape else None)
+    return shape, torch.contiguous_format if like is None else _memory_format(like)
+
+
 def floor_divide_reference(a: torch.Tensor, b: torch.Tensor, a_zero_point: int, b_zero_point: int, a_mantissa: int,
                            b_mantissa: int, exponent: int, output_zero_point: int, multiplier: int,
                            shift: int) -> torch.Tensor:
-    """The op's definition (above), in int64; the output takes a's memory format."""
-    if a.dtype != torch.int8 or b.dtype != torch.int8 or a.shape != b.shape:
-        raise TypeError("emlkit::floor_divide: expected two int8 tensors of one shape")
+    """The op's definition (above), in int64."""
+    _shape, fmt = _floor_divide_out(a, b)
     _check_floor_divide(a_mantissa, b_mantissa, exponent, multiplier, shift)
-    big = a.to(torch.int64) - a_zero_point
-    den_q = b.to(torch.int64) - b_zero_point
+    big, den_q = torch.broadcast_tensors(a.to(torch.int64) - a_zero_point, b.to(torch.int64) - b_zero_point)
     num = big * a_mantissa * (1 << max(exponent, 0))
     den = den_q * b_mantissa * (1 << max(-exponent, 0))
     safe = torch.where(den == 0, torch.ones_like(den), den)
@@ -856,10 +872,13 @@ def floor_divide_reference(a: torch.Tensor, b: torch.Tensor, a_zero_point: int, 
     y = (((f * multiplier + (1 << (shift - 1))) >> shift) + output_zero_point).clamp(-128, 127)
     by_zero = torch.where(big > 0, 127, torch.where(big < 0, -128, max(-128, min(127, output_zero_point))))
     y = torch.where(den == 0, by_zero, y)
-    return y.to(torch.int8).contiguous(memory_format=_memory_format(a))
+    return y.to(torch.int8).contiguous(memory_format=fmt)
 
 
-register_fake("emlkit::floor_divide")(_int8_like)  # type: ignore[misc]
+@register_fake("emlkit::floor_divide")
+def _floor_divide_meta(a: torch.Tensor, b: torch.Tensor, *_args: object) -> torch.Tensor:
+    shape, fmt = _floor_divide_out(a, b)
+    return torch.empty(shape, dtype=torch.int8, device=a.device, memory_format=fmt)
 
 
 @impl(lib, "floor_divide", "CompositeExplicitAutograd")
@@ -883,55 +902,80 @@ def _floor_divide_out_impl(a: torch.Tensor, b: torch.Tensor, a_zero_point: int, 
 # weight: int8 [num, dim] codes (zero point weight_zero_point); indices, offsets: 1-D int64 or int32. Bag j holds
 # indices[offsets[j] : end_j], end_j = offsets[j + 1], or len(indices) for the last bag without include_last_offset;
 # bags = len(offsets) - include_last_offset. Entries equal to padding_idx (-1: none) are left out, of the count too.
-# Per bag and column, with w = weight[i, col] - weight_zero_point over its n entries:
-#   mode 0 (sum):  v = sum w                                   M / 2^T = s_w / s_out
+# per_sample_weights (mode sum only; None: all 1): int8 codes p, one per index, zero point
+# per_sample_weights_zero_point. Per bag and column, with w = weight[i, col] - weight_zero_point over its n entries:
+#   mode 0 (sum):  v = sum w, or sum w * (p_e - zp_p) with weights  M / 2^T = s_w / s_out, or s_w * s_p / s_out
 #   mode 1 (mean): v = sum w * ((2^16 + n // 2) // n), 0 if n = 0  M / 2^T = s_w / (s_out * 2^16)
 #   mode 2 (max):  v = max w, 0 if n = 0                        M / 2^T = s_w / s_out
 #   y = requant(v, M, T, zp_out)
-# An offset outside [0, len(indices)], offsets that decrease, or an index outside [0, num) is an error (the kernel
-# returns an error status). len(indices) <= 2^23 keeps |v| * M in int64.
+# With include_last_offset outside mode sum without padding_idx the last offset must be len(indices), the end
+# torch documents: torch's kernel reads on to the end of the indices there (or divides by another count), so other
+# ends have no defined result (an error here and in the kernel). An offset outside [0, len(indices)], offsets that
+# decrease, or an index outside [0, num) is an error (the kernel returns an error status). len(indices) <= 2^23
+# (2^15 with weights) keeps |v| * M in int64.
 EMBEDDING_BAG_MEAN_BITS = 16
 EMBEDDING_BAG_MAX_INDICES = 1 << 23
+EMBEDDING_BAG_WEIGHTED_MAX_INDICES = 1 << 15
 EMBEDDING_BAG_MODES = {"sum": 0, "mean": 1, "max": 2}
 
 lib.define("embedding_bag(Tensor weight, Tensor indices, Tensor offsets, int mode, int include_last_offset, "
-           "int padding_idx, int weight_zero_point, int output_zero_point, int multiplier, int shift) -> Tensor")
+           "int padding_idx, int weight_zero_point, int output_zero_point, int multiplier, int shift, "
+           "Tensor? per_sample_weights, int per_sample_weights_zero_point) -> Tensor")
 lib.define("embedding_bag.out(Tensor weight, Tensor indices, Tensor offsets, int mode, int include_last_offset, "
-           "int padding_idx, int weight_zero_point, int output_zero_point, int multiplier, int shift, *, "
-           "Tensor(a!) out) -> Tensor(a!)")
+           "int padding_idx, int weight_zero_point, int output_zero_point, int multiplier, int shift, "
+           "Tensor? per_sample_weights, int per_sample_weights_zero_point, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def last_offset_must_end(mode: int, include_last_offset: int, padding_idx: int) -> bool:
+    """Whether the last offset must equal len(indices): include_last_offset outside mode sum without padding_idx,
+    where torch's kernel does not stop the last bag at it."""
+    return bool(include_last_offset) and (mode != 0 or padding_idx >= 0)
 
 
 def embedding_bag_reference(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mode: int,
                             include_last_offset: int, padding_idx: int, weight_zero_point: int,
-                            output_zero_point: int, multiplier: int, shift: int) -> torch.Tensor:
+                            output_zero_point: int, multiplier: int, shift: int,
+                            per_sample_weights: torch.Tensor | None = None,
+                            per_sample_weights_zero_point: int = 0) -> torch.Tensor:
     """The op's definition (above), in int64."""
     if weight.dtype != torch.int8 or weight.dim() != 2 or indices.dim() != 1 or offsets.dim() != 1:
         raise TypeError("emlkit::embedding_bag: expected an int8 [num, dim] weight and 1-D indices and offsets")
-    if mode not in (0, 1, 2) or indices.numel() > EMBEDDING_BAG_MAX_INDICES:
-        raise ValueError(f"emlkit::embedding_bag: mode {mode} is not 0, 1 or 2, or over "
-                         f"{EMBEDDING_BAG_MAX_INDICES} indices")
+    psw = per_sample_weights
+    if psw is not None and (psw.dtype != torch.int8 or tuple(psw.shape) != tuple(indices.shape) or mode != 0):
+        raise TypeError("emlkit::embedding_bag: per_sample_weights must be int8, one per index, in mode sum")
+    limit = EMBEDDING_BAG_MAX_INDICES if psw is None else EMBEDDING_BAG_WEIGHTED_MAX_INDICES
+    if mode not in (0, 1, 2) or indices.numel() > limit:
+        raise ValueError(f"emlkit::embedding_bag: mode {mode} is not 0, 1 or 2, or over {limit} indices")
     _check_requant("emlkit::embedding_bag", multiplier, shift)
     num, dim = weight.shape
     idx, off = indices.to(torch.int64).tolist(), offsets.to(torch.int64).tolist()
     if idx and (min(idx) < 0 or max(idx) >= num):
         raise ValueError(f"emlkit::embedding_bag: an index is outside [0, {num})")
+    if last_offset_must_end(mode, include_last_offset, padding_idx) and off and off[-1] != len(idx):
+        kind = {0: "sum", 1: "mean", 2: "max"}[mode] + (" with padding_idx" if padding_idx >= 0 else "")
+        raise ValueError(f"emlkit::embedding_bag: include_last_offset in mode {kind} needs the last offset to be "
+                         f"len(indices) = {len(idx)}, not {off[-1]} (torch leaves any other end undefined there); "
+                         "end the offsets with len(indices)")
     bags = len(off) - (1 if include_last_offset else 0)
     ends = off[1:] + ([] if include_last_offset else [len(idx)])
     w = weight.to(torch.int64) - weight_zero_point
+    pw = None if psw is None else psw.to(torch.int64) - per_sample_weights_zero_point
     out = torch.zeros((max(bags, 0), dim), dtype=torch.int64)
     for j in range(max(bags, 0)):
         s, e = off[j], ends[j]
         if not 0 <= s <= e <= len(idx):
             raise ValueError(f"emlkit::embedding_bag: bag {j} spans [{s}, {e}), outside [0, {len(idx)}] or reversed")
-        rows = [i for i in idx[s:e] if i != padding_idx]
-        if not rows:
+        entries = [k for k in range(s, e) if idx[k] != padding_idx]
+        if not entries:
             continue
-        sel = w[rows]
+        sel = w[[idx[k] for k in entries]]
         if mode == 2:
             out[j] = sel.max(dim=0).values
         elif mode == 1:
-            n = len(rows)
+            n = len(entries)
             out[j] = sel.sum(dim=0) * (((1 << EMBEDDING_BAG_MEAN_BITS) + n // 2) // n)
+        elif pw is not None:
+            out[j] = (sel * pw[entries].unsqueeze(1)).sum(dim=0)
         else:
             out[j] = sel.sum(dim=0)
     return (((out * multiplier + (1 << (shift - 1))) >> shift) + output_zero_point).clamp(-128, 127).to(torch.int8)
@@ -940,7 +984,8 @@ def embedding_bag_reference(weight: torch.Tensor, indices: torch.Tensor, offsets
 @register_fake("emlkit::embedding_bag")
 def _embedding_bag_meta(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mode: int,
                         include_last_offset: int, padding_idx: int, weight_zero_point: int, output_zero_point: int,
-                        multiplier: int, shift: int) -> torch.Tensor:
+                        multiplier: int, shift: int, per_sample_weights: torch.Tensor | None,
+                        per_sample_weights_zero_point: int) -> torch.Tensor:
     return torch.empty((offsets.shape[0] - (1 if include_last_offset else 0), weight.shape[1]), dtype=torch.int8,
                        device=weight.device)
 
@@ -948,16 +993,20 @@ def _embedding_bag_meta(weight: torch.Tensor, indices: torch.Tensor, offsets: to
 @impl(lib, "embedding_bag", "CompositeExplicitAutograd")
 def _embedding_bag_impl(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mode: int,
                         include_last_offset: int, padding_idx: int, weight_zero_point: int, output_zero_point: int,
-                        multiplier: int, shift: int) -> torch.Tensor:
+                        multiplier: int, shift: int, per_sample_weights: torch.Tensor | None,
+                        per_sample_weights_zero_point: int) -> torch.Tensor:
     return embedding_bag_reference(weight, indices, offsets, mode, include_last_offset, padding_idx,
-                                   weight_zero_point, output_zero_point, multiplier, shift)
+                                   weight_zero_point, output_zero_point, multiplier, shift, per_sample_weights,
+                                   per_sample_weights_zero_point)
 
 
 @impl(lib, "embedding_bag.out", "CompositeExplicitAutograd")
 def _embedding_bag_out_impl(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mode: int,
                             include_last_offset: int, padding_idx: int, weight_zero_point: int,
-                            output_zero_point: int, multiplier: int, shift: int, *,
+                            output_zero_point: int, multiplier: int, shift: int,
+                            per_sample_weights: torch.Tensor | None, per_sample_weights_zero_point: int, *,
                             out: torch.Tensor) -> torch.Tensor:
     out.copy_(embedding_bag_reference(weight, indices, offsets, mode, include_last_offset, padding_idx,
-                                      weight_zero_point, output_zero_point, multiplier, shift))
+                                      weight_zero_point, output_zero_point, multiplier, shift, per_sample_weights,
+                                      per_sample_weights_zero_point))
     return out

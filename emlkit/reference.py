@@ -144,7 +144,18 @@ class _Interpreter(torch.fx.Interpreter):
 
     def run_node(self, n: torch.fx.Node) -> Any:
         self._current = n
-        out = super().run_node(n)
+        try:
+            out = super().run_node(n)
+        except ValueError as exc:
+            # an emlkit:: op refusing the program's input values (its definition in emlkit/emlkit_ops.py): the
+            # device refuses them too; one line naming the op, where the model made it and why
+            name = str(getattr(getattr(n.target, "_schema", None), "name", ""))
+            if not name.startswith("emlkit::"):
+                raise
+            from emlkit.verify import source_line
+
+            raise AotError(f"{name} at {source_line(n)} cannot run on these inputs: "
+                           f"{str(exc).removeprefix(name + ': ')}", EXIT_UNSUPPORTED) from exc
         if self.capture is not None and n.op == "call_function":
             self.capture[n.name] = out
         return out
@@ -171,7 +182,10 @@ def run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: d
     user = iter(inputs)
     for spec in ep.graph_signature.input_specs:
         args.append(state[spec.target] if spec.target is not None and spec.kind.name != "USER_INPUT" else next(user))
-    out = interp.run(*args)
+    try:
+        out = interp.run(*args)
+    except AotError as exc:  # torch.fx appended the node and its traceback to the one line
+        raise AotError(str(exc).splitlines()[0], exc.exit_code) from exc
     if delegate_io is not None:
         delegate_io.extend(interp.delegate_io)
     if isinstance(out, torch.Tensor):

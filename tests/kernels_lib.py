@@ -106,9 +106,13 @@ class QFloorDiv(C.Structure):
     _fields_ = [(n, i32) for n in ("a_zp", "b_zp", "a_mant", "b_mant", "exp", "out_zp", "mult", "shift")]
 
 
+class QBcastWalk(C.Structure):
+    _fields_ = [("rank", i32), ("size", i32 * 6), ("a_step", i32 * 6), ("b_step", i32 * 6)]
+
+
 class QEmbeddingBag(C.Structure):
     _fields_ = [(n, i32) for n in ("num", "dim", "n_idx", "n_off", "include_last_offset", "mode", "padding_idx",
-                                    "w_zp", "out_zp", "mult", "shift")]
+                                    "w_zp", "out_zp", "mult", "shift", "psw_zp")]
 
 
 class QLstm(C.Structure):
@@ -156,7 +160,8 @@ class Kernels:
             "emk_emlkit_prelu_s8": [P, P, i32, i32, i32, P, i32, i32, i32, i32],
             "emk_emlkit_adaptive_avg_pool2d_s8": [P, P, i32, i32, i32, i32, i32, i32, P, P, P, i32, i32],
             "emk_emlkit_floor_divide_s8": [P, P, P, sz, C.POINTER(QFloorDiv)],
-            "emk_emlkit_embedding_bag_s8": [C.POINTER(QEmbeddingBag), P, P, P, P],
+            "emk_emlkit_floor_divide_bcast_s8": [P, P, P, C.POINTER(QBcastWalk), C.POINTER(QFloorDiv)],
+            "emk_emlkit_embedding_bag_s8": [C.POINTER(QEmbeddingBag), P, P, P, P, P],
             "emk_emlkit_lstm_s8": [C.POINTER(QLstm), P, P, P, P, P, P, P, P, P],
             "emk_emlkit_gru_s8": [C.POINTER(QGru), P, P, P, P, P, P, P, P],
             "emk_minmax_any": [C.c_int, C.c_int, C.c_int, P, P, P, P, P, P],

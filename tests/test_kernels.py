@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 # Importing the passes package first avoids a circular import inside the wheel;
 # it loads ops/operators.py, which registers torch.ops.cortex_m.
 import executorch.backends.cortex_m.passes  # noqa: F401
-from kernels_lib import (KERNELS, Kernels, QAdd, QBmm, QConv, QEmbeddingBag, QFloorDiv, QGru, QLinear, QLstm, QMul, QPool,
+from kernels_lib import (KERNELS, Kernels, QAdd, QBcastWalk, QBmm, QConv, QEmbeddingBag, QFloorDiv, QGru, QLinear, QLstm, QMul, QPool,
                          build_library, ptr)
 
 ops = torch.ops.cortex_m
@@ -889,23 +889,89 @@ def test_emlkit_floor_divide(K, seed, size, azp, bzp, ozp, s_a, s_b, s_out):
 
 
 @SETTINGS
+@given(seed=seeds, shape=st.lists(st.integers(1, 5), min_size=0, max_size=6), keep_a=st.integers(0, 63),
+       keep_b=st.integers(0, 63), drop_a=st.integers(0, 6), drop_b=st.integers(0, 6), azp=zps, bzp=zps, ozp=zps,
+       s_a=st.floats(1e-3, 1.0), s_b=st.floats(1e-3, 1.0), s_out=st.floats(1e-2, 2.0))
+def test_emlkit_floor_divide_broadcast(K, seed, shape, keep_a, keep_b, drop_a, drop_b, azp, bzp, ozp, s_a, s_b, s_out):
+    """Operands broadcast both ways (leading dims dropped, size-1 dims, a one-element divisor) walked with the steps
+    the adapter computes, bit-exact with the reference."""
+    import emlkit.emlkit_ops as eo
+    from emlkit.passes.emlkit_floor_divide import floor_divide_constants
+
+    def operand(keep: int, drop: int) -> list[int]:  # size 1 where a bit of KEEP is clear, DROP leading dims gone
+        return [n if keep >> d & 1 else 1 for d, n in enumerate(shape)][min(drop, len(shape)):]
+
+    consts = floor_divide_constants(float(np.float32(s_a)), float(np.float32(s_b)), s_out)
+    assert consts is not None
+    rng = rng_from(seed)
+    sa, sb = operand(keep_a, drop_a), operand(keep_b, drop_b)
+    a, b = (np.array(s8(rng, *s), dtype=np.int8).reshape(s) for s in (sa, sb))
+    out_shape = np.broadcast_shapes(a.shape, b.shape)
+    want = eo.floor_divide_reference(torch.from_numpy(a), torch.from_numpy(b), azp, bzp, *consts[:3], ozp,
+                                     *consts[3:]).numpy()
+
+    def steps(t: np.ndarray) -> list[int]:
+        lead = len(out_shape) - t.ndim
+        return [0 if d < lead or t.shape[d - lead] == 1 else t.strides[d - lead] for d in range(len(out_shape))]
+
+    pad = [0] * (6 - len(out_shape))
+    w = QBcastWalk(len(out_shape), (C.c_int32 * 6)(*out_shape, *pad), (C.c_int32 * 6)(*steps(a), *pad),
+                   (C.c_int32 * 6)(*steps(b), *pad))
+    p = QFloorDiv(azp, bzp, *consts[:3], ozp, *consts[3:])
+    for f in both(K, "emk_emlkit_floor_divide_bcast_s8"):
+        out = np.zeros(out_shape, np.int8)
+        f(ptr(a), ptr(b), ptr(out), C.byref(w), C.byref(p))
+        np.testing.assert_array_equal(out, want)
+
+
+@SETTINGS
 @given(seed=seeds, num=st.integers(1, 20), dim=st.integers(1, 9), n_idx=st.integers(0, 40), bags=st.integers(1, 8),
        mode=st.integers(0, 2), last=st.booleans(), pad=st.integers(-1, 19), wzp=zps, ozp=zps,
-       ratio=st.floats(0.05, 4.0))
-def test_emlkit_embedding_bag(K, seed, num, dim, n_idx, bags, mode, last, pad, wzp, ozp, ratio):
-    """Sum, mean and max bags (empty bags, padding_idx, include_last_offset) bit-exact with the reference."""
+       ratio=st.floats(0.05, 4.0), weighted=st.booleans(), pzp=zps)
+def test_emlkit_embedding_bag(K, seed, num, dim, n_idx, bags, mode, last, pad, wzp, ozp, ratio, weighted, pzp):
+    """Sum, mean and max bags (empty bags, padding_idx, include_last_offset, per-sample weights in mode sum)
+    bit-exact with the reference."""
     import emlkit.emlkit_ops as eo
 
     rng = rng_from(seed)
     pad = pad if pad < num else -1
+    weighted = weighted and mode == 0
     weight = s8(rng, num, dim)
     idx = rng.integers(0, num, size=n_idx, dtype=np.int64)
     off = np.sort(rng.integers(0, n_idx + 1, size=bags + (1 if last else 0), dtype=np.int64))
+    if eo.last_offset_must_end(mode, int(last), pad):
+        off[-1] = n_idx  # any other last offset is refused (test_emlkit_embedding_bag_refusals)
+    psw = s8(rng, n_idx) if weighted else None
     m, s = eo.multiplier_shift(ratio / ((1 << eo.EMBEDDING_BAG_MEAN_BITS) if mode == 1 else 1))
     want = eo.embedding_bag_reference(torch.from_numpy(weight), torch.from_numpy(idx), torch.from_numpy(off), mode,
-                                      int(last), pad, wzp, ozp, m, s).numpy()
-    p = QEmbeddingBag(num, dim, n_idx, len(off), int(last), mode, pad, wzp, ozp, m, s)
+                                      int(last), pad, wzp, ozp, m, s, None if psw is None else torch.from_numpy(psw),
+                                      pzp).numpy()
+    p = QEmbeddingBag(num, dim, n_idx, len(off), int(last), mode, pad, wzp, ozp, m, s, pzp)
     for f in both(K, "emk_emlkit_embedding_bag_s8"):
         out = np.zeros((bags, dim), np.int8)
-        f(C.byref(p), ptr(weight), ptr(idx) if n_idx else None, ptr(off), ptr(out))
+        f(C.byref(p), ptr(weight), ptr(idx) if n_idx else None, ptr(off), ptr(psw) if weighted and n_idx else None,
+          ptr(out))
         np.testing.assert_array_equal(out, want)
+    if weighted:  # and the weights are each row's factor: the reference is the float weighted sum within 1 step
+        rows = [[k for k in range(off[j], off[j + 1] if j + 1 < len(off) else n_idx) if idx[k] != pad]
+                for j in range(bags)]
+        v = np.array([[sum((float(weight[idx[k], c]) - wzp) * (float(psw[k]) - pzp) for k in r) for c in range(dim)]
+                      for r in rows]).reshape(bags, dim)
+        assert np.abs(want - np.clip(np.round(v * ratio + ozp), -128, 127)).max() <= 1
+
+
+def test_emlkit_embedding_bag_refusals():
+    """The reference refuses a short last offset with include_last_offset outside mode sum without padding_idx, and
+    per-sample weights outside mode sum or of another length; mode sum without padding_idx takes a short one."""
+    import emlkit.emlkit_ops as eo
+
+    w, idx, off = torch.zeros(4, 2, dtype=torch.int8), torch.tensor([0, 1, 2, 3]), torch.tensor([0, 2, 3])
+    m, s = eo.multiplier_shift(0.5)
+    for mode, pad in ((1, -1), (2, -1), (0, 1), (1, 2)):
+        with pytest.raises(ValueError, match=r"last offset to be len\(indices\) = 4, not 3"):
+            eo.embedding_bag_reference(w, idx, off, mode, 1, pad, 0, 0, m, s)
+        assert eo.embedding_bag_reference(w, idx, torch.tensor([0, 2, 4]), mode, 1, pad, 0, 0, m, s).shape == (2, 2)
+    assert eo.embedding_bag_reference(w, idx, off, 0, 1, -1, 0, 0, m, s).shape == (2, 2)
+    for mode, psw in ((1, torch.ones(4, dtype=torch.int8)), (0, torch.ones(3, dtype=torch.int8))):
+        with pytest.raises(TypeError, match="per_sample_weights"):
+            eo.embedding_bag_reference(w, idx, off, mode, 0, -1, 0, 0, m, s, psw)

@@ -84,15 +84,14 @@ def test_user_models_run_with_allow_float_on_cortex_m55(emlkit_cli, tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_prelu_with_allow_float_runs_and_reports_float_ops(emlkit_cli, tmp_path: Path) -> None:
+def test_prelu_ceil_adaptive_pool_runs_with_allow_float(emlkit_cli, tmp_path: Path) -> None:
     """--allow-float on PReLU + ceil-mode max pool + adaptive pool ended in a torch RuntimeError (the host
-    reference ran max_pool2d_with_indices on int8 codes)."""
+    reference ran max_pool2d_with_indices on int8 codes). Since int8_around_own_ops.py both PReLUs are int8 there
+    too: the run has no float op left to report."""
     proc = emlkit_cli(["run", str(MODELS / "prelu_ceil_adaptive_pool.py"), "--target", "cortex-m55", "--allow-float",
                     "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "float ops (--allow-float)" in proc.stdout and "aten::where" in proc.stdout
-    # the summary table may shorten the path; the warning line names the model's source lines in full
-    assert "prelu_ceil_adaptive_pool.py:12" in proc.stderr
+    assert "PASS" in proc.stdout and "float ops (--allow-float)" not in proc.stdout, proc.stdout[-3000:]
 
 
 # Every target: soft-float on the M0+/M3 (the micro:bit image links the float kernels the program uses),
@@ -110,4 +109,5 @@ def test_allow_float_runs_on_every_target(emlkit_cli, target: str, tmp_path: Pat
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "PASS" in proc.stdout and "0 steps" in proc.stdout
     # the float ops and their share of the instruction count
-    assert "float ops (--allow-float)" in proc.stdout and "adaptive_max_pool2d" in proc.stdout, proc.stdout[-3000:]
+    float_op = "adaptive_max_pool2d" if target.startswith("ethos-u") else "cumsum"  # int8 on Cortex-M now
+    assert "float ops (--allow-float)" in proc.stdout and float_op in proc.stdout, proc.stdout[-3000:]

@@ -389,6 +389,11 @@ def replace_dq_op_q(gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Nod
                     new: torch.fx.Node) -> None:
     """`new` in place of the region dq -> n -> q (whose dead nodes go)."""
     copy_region_meta(q, new)
+    val = n.meta.get("val")
+    if not isinstance(new.meta.get("val"), torch.Tensor) and isinstance(val, torch.Tensor):
+        # convert_pt2e's quantize has no value meta: a lowering of the next op reads this one's shape through
+        # its dequantize (shape_of), and found none (PReLU -> adaptive average pool stayed float)
+        new.meta["val"] = torch.empty_like(val, dtype=qparams(q)[4])
     new.meta["stack_trace"] = n.meta.get("stack_trace", "")
     q.replace_all_uses_with(new)
     for dead in (q, n, dq):

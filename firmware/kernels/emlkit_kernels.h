@@ -150,21 +150,33 @@ void emk_emlkit_floor_divide_s8_ref(const int8_t *a, const int8_t *b, int8_t *ou
                                     const emlkit_floor_div_params *p);
 void emk_emlkit_floor_divide_s8(const int8_t *a, const int8_t *b, int8_t *out, size_t n,
                                 const emlkit_floor_div_params *p);
+/* The same with broadcast operands: out is written in order over `rank` nested dims (outermost first) of sizes
+ * size[d]; a and b advance a_step[d] / b_step[d] elements along dim d (0 where the operand is broadcast). A scalar
+ * divisor is a one-element b (b_step all 0). */
+#define EMLKIT_FLOOR_DIV_MAX_DIMS 6
+typedef struct {
+  int32_t rank, size[EMLKIT_FLOOR_DIV_MAX_DIMS], a_step[EMLKIT_FLOOR_DIV_MAX_DIMS], b_step[EMLKIT_FLOOR_DIV_MAX_DIMS];
+} emlkit_bcast_walk;
+void emk_emlkit_floor_divide_bcast_s8_ref(const int8_t *a, const int8_t *b, int8_t *out, const emlkit_bcast_walk *w,
+                                          const emlkit_floor_div_params *p);
+void emk_emlkit_floor_divide_bcast_s8(const int8_t *a, const int8_t *b, int8_t *out, const emlkit_bcast_walk *w,
+                                      const emlkit_floor_div_params *p);
 
 /* ---- emlkit::embedding_bag (emlkit_embedding_bag_s8.c) ----
  * weight: int8 [num][dim]; indices: n_idx entries in [0, num); offsets: n_off non-decreasing entries in [0, n_idx]
  * (the adapter checks both); bag j (of bags = n_off - include_last_offset) spans indices [offsets[j], end_j),
- * end_j = offsets[j + 1], or n_idx for j + 1 = n_off. Entries equal to padding_idx (-1: none) are skipped. Per bag
- * and column, with w = weight[i][col] - w_zp over the bag's n entries: mode 0 v = sum w, mode 1
- * v = sum w * ((2^16 + n / 2) / n) (0 for n = 0), mode 2 v = max w (0 for n = 0);
+ * end_j = offsets[j + 1], or n_idx for j + 1 = n_off. Entries equal to padding_idx (-1: none) are skipped.
+ * psw: NULL, or (mode 0 only) n_idx int8 per-sample weights, zero point psw_zp. Per bag and column, with
+ * w = weight[i][col] - w_zp over the bag's n entries e: mode 0 v = sum w, or sum w * (psw[e] - psw_zp) with psw,
+ * mode 1 v = sum w * ((2^16 + n / 2) / n) (0 for n = 0), mode 2 v = max w (0 for n = 0);
  * out[j][col] = emlkit_requant_s8(v, mult, shift, out_zp). */
 #define EMLKIT_EMBEDDING_BAG_MEAN_BITS 16
 typedef struct {
-  int32_t num, dim, n_idx, n_off, include_last_offset, mode, padding_idx, w_zp, out_zp, mult, shift;
+  int32_t num, dim, n_idx, n_off, include_last_offset, mode, padding_idx, w_zp, out_zp, mult, shift, psw_zp;
 } emlkit_embedding_bag_params;
 void emk_emlkit_embedding_bag_s8_ref(const emlkit_embedding_bag_params *p, const int8_t *weight, const int64_t *indices,
-                                     const int64_t *offsets, int8_t *out);
+                                     const int64_t *offsets, const int8_t *psw, int8_t *out);
 void emk_emlkit_embedding_bag_s8(const emlkit_embedding_bag_params *p, const int8_t *weight, const int64_t *indices,
-                                 const int64_t *offsets, int8_t *out);
+                                 const int64_t *offsets, const int8_t *psw, int8_t *out);
 
 #endif

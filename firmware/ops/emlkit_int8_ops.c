@@ -11,10 +11,11 @@ enum { EAAP_IN, EAAP_ROWS, EAAP_COLS, EAAP_REQUANT, EAAP_IN_ZP, EAAP_OUT_ZP, EAA
 enum { EFDIV_A, EFDIV_B, EFDIV_A_ZP, EFDIV_B_ZP, EFDIV_A_MANT, EFDIV_B_MANT, EFDIV_EXP, EFDIV_OUT_ZP, EFDIV_MULT,
        EFDIV_SHIFT, EFDIV_OUT };
 enum { EBAG_WEIGHT, EBAG_INDICES, EBAG_OFFSETS, EBAG_MODE, EBAG_LAST, EBAG_PAD, EBAG_W_ZP, EBAG_OUT_ZP, EBAG_MULT,
-       EBAG_SHIFT, EBAG_OUT };
+       EBAG_SHIFT, EBAG_PSW, EBAG_PSW_ZP, EBAG_OUT };
 
 #define EMLKIT_ADAPTIVE_MAX_TAPS (1 << 16) /* |sum| <= 255 * 2^16 < 2^24, times mult < 2^31: within int64 */
 #define EMLKIT_BAG_MAX_INDICES (1 << 23)   /* |sum| <= 255 * 2^23 < 2^31, times mult < 2^31: within int64 */
+#define EMLKIT_BAG_WEIGHTED_MAX_INDICES (1 << 15) /* with per-sample weights: |sum| <= 255 * 255 * 2^15 < 2^31 */
 
 ET_PREPARE static et_status requant_pair(et_kernel_ctx *ctx, const char *op, const char *what, int64_t mult,
                                          int64_t shift, bool signed_mult) {
@@ -132,11 +133,36 @@ et_status op_emlkit_adaptive_avg_pool2d_out(et_kernel_ctx *ctx, et_value **args,
   return ET_OK;
 }
 
+/* The walk over out (its memory order) of an operand T broadcast to it: T's element step per out dim (0 where T
+ * is broadcast or has no such dim); false when T does not broadcast to out. */
+static bool bcast_steps(const et_tensor *t, const et_tensor *out, int32_t *step) {
+  size_t ts[ET_MAX_DIM];
+  if (t->dim > out->dim) return false;
+  et_tensor_strides(t, ts);
+  const uint8_t lead = (uint8_t)(out->dim - t->dim);
+  for (uint8_t k = 0; k < out->dim; k++) {
+    const uint8_t d = out->dim_order[k];
+    const int32_t s = d < lead ? 1 : t->sizes[d - lead];
+    if (s != 1 && s != out->sizes[d]) return false;
+    step[k] = s == 1 ? 0 : (int32_t)ts[d - lead];
+  }
+  return true;
+}
+
+static void bcast_walk(const et_tensor *a, const et_tensor *b, const et_tensor *out, emlkit_bcast_walk *w) {
+  w->rank = out->dim;
+  for (uint8_t k = 0; k < out->dim; k++) w->size[k] = out->sizes[out->dim_order[k]];
+  (void)bcast_steps(a, out, w->a_step); /* prepare has checked both */
+  (void)bcast_steps(b, out, w->b_step);
+}
+
 /* ---- emlkit::floor_divide.out(a, b, a_zero_point, b_zero_point, a_mantissa, b_mantissa, exponent,
- * output_zero_point, multiplier, shift, out): a, b and out of one shape and memory order. ---- */
+ * output_zero_point, multiplier, shift, out): a and b int8 broadcast to out's shape (any memory orders; up to
+ * EMLKIT_FLOOR_DIV_MAX_DIMS dims). ---- */
 ET_PREPARE et_status op_emlkit_floor_divide_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "emlkit::floor_divide";
   et_tensor *a, *b, *out;
+  int32_t steps[ET_MAX_DIM];
   static const cm_tensor_arg ts[] = {{EFDIV_A, "a", false}, {EFDIV_B, "b", false}, {EFDIV_OUT, "out", false}};
   static const cm_int_arg ints[] = {
       {EFDIV_A_ZP, "a_zero_point", -128, 127},         {EFDIV_B_ZP, "b_zero_point", -128, 127},
@@ -145,48 +171,77 @@ ET_PREPARE et_status op_emlkit_floor_divide_out_prepare(et_kernel_ctx *ctx, et_v
   CM_TRY(cm_tensors(ctx, op, args, nargs, EFDIV_OUT, ts, 3, (et_tensor **const[]){&a, &b, &out}));
   CM_TRY(cm_ints(ctx, op, args, ints, 6));
   CM_TRY(cm_requant_args(ctx, op, args, EFDIV_MULT));
-  CM_TRY(same_s8(ctx, op, a, "a", out));
-  return same_s8(ctx, op, b, "b", out);
+  CM_TRY(cm_dtype(ctx, op, a, "a", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, b, "b", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  if (out->dim > EMLKIT_FLOOR_DIV_MAX_DIMS)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: out has %u dims, at most %d supported", op, (unsigned)out->dim,
+                   EMLKIT_FLOOR_DIV_MAX_DIMS);
+  if (!bcast_steps(a, out, steps) || !bcast_steps(b, out, steps))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: a and b must broadcast to out's sizes", op);
+  return ET_OK;
 }
 
 et_status op_emlkit_floor_divide_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
+  const et_tensor *const a = args[EFDIV_A]->u.t, *const b = args[EFDIV_B]->u.t;
   et_tensor *const out = args[EFDIV_OUT]->u.t;
   const emlkit_floor_div_params p = {cm_i(args, EFDIV_A_ZP),   cm_i(args, EFDIV_B_ZP), cm_i(args, EFDIV_A_MANT),
                                      cm_i(args, EFDIV_B_MANT), cm_i(args, EFDIV_EXP),  cm_i(args, EFDIV_OUT_ZP),
                                      cm_i(args, EFDIV_MULT),   cm_i(args, EFDIV_SHIFT)};
-  emk_emlkit_floor_divide_s8((const int8_t *)args[EFDIV_A]->u.t->data, (const int8_t *)args[EFDIV_B]->u.t->data,
-                             (int8_t *)out->data, et_tensor_numel(out), &p);
+  if (cm_same_sizes(a, out) && cm_same_sizes(b, out) && cm_layout_is(a, out->dim_order) &&
+      cm_layout_is(b, out->dim_order)) { /* one shape and order: a flat walk */
+    emk_emlkit_floor_divide_s8((const int8_t *)a->data, (const int8_t *)b->data, (int8_t *)out->data,
+                               et_tensor_numel(out), &p);
+    return ET_OK;
+  }
+  emlkit_bcast_walk w;
+  bcast_walk(a, b, out, &w);
+  emk_emlkit_floor_divide_bcast_s8((const int8_t *)a->data, (const int8_t *)b->data, (int8_t *)out->data, &w, &p);
   return ET_OK;
 }
 
 /* ---- emlkit::embedding_bag.out(weight, indices, offsets, mode, include_last_offset, padding_idx,
- * weight_zero_point, output_zero_point, multiplier, shift, out): weight int8 [num, dim], indices and offsets 1-D
- * int64, out int8 [bags, dim] contiguous. ---- */
+ * weight_zero_point, output_zero_point, multiplier, shift, per_sample_weights, per_sample_weights_zero_point, out):
+ * weight int8 [num, dim], indices and offsets 1-D int64, per_sample_weights None or (mode sum) int8 [len(indices)],
+ * out int8 [bags, dim] contiguous. ---- */
 ET_PREPARE et_status op_emlkit_embedding_bag_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "emlkit::embedding_bag";
-  et_tensor *w, *idx, *off, *out;
-  int32_t v, last;
-  static const cm_tensor_arg ts[] = {{EBAG_WEIGHT, "weight", false}, {EBAG_INDICES, "indices", false},
-                                     {EBAG_OFFSETS, "offsets", false}, {EBAG_OUT, "out", false}};
-  CM_TRY(cm_tensors(ctx, op, args, nargs, EBAG_OUT, ts, 4, (et_tensor **const[]){&w, &idx, &off, &out}));
-  CM_TRY(cm_int(ctx, op, args, EBAG_MODE, "mode", 0, 2, &v));
+  et_tensor *w, *idx, *off, *psw, *out;
+  int32_t mode, v, last;
+  static const cm_tensor_arg ts[] = {{EBAG_WEIGHT, "weight", false},
+                                     {EBAG_INDICES, "indices", false},
+                                     {EBAG_OFFSETS, "offsets", false},
+                                     {EBAG_PSW, "per_sample_weights", true},
+                                     {EBAG_OUT, "out", false}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, EBAG_OUT, ts, 5, (et_tensor **const[]){&w, &idx, &off, &psw, &out}));
+  CM_TRY(cm_int(ctx, op, args, EBAG_MODE, "mode", 0, 2, &mode));
   CM_TRY(cm_int(ctx, op, args, EBAG_LAST, "include_last_offset", 0, 1, &last));
   CM_TRY(cm_dtype(ctx, op, w, "weight", ET_DT_CHAR));
   CM_TRY(cm_rank(ctx, op, w, "weight", 2));
   CM_TRY(cm_contiguous(ctx, op, w, "weight"));
   CM_TRY(cm_int(ctx, op, args, EBAG_PAD, "padding_idx", -1, w->sizes[0] - 1, &v));
   static const cm_int_arg zps[] = {{EBAG_W_ZP, "weight_zero_point", -128, 127},
-                                   {EBAG_OUT_ZP, "output_zero_point", -128, 127}};
-  CM_TRY(cm_ints(ctx, op, args, zps, 2));
+                                   {EBAG_OUT_ZP, "output_zero_point", -128, 127},
+                                   {EBAG_PSW_ZP, "per_sample_weights_zero_point", -128, 127}};
+  CM_TRY(cm_ints(ctx, op, args, zps, 3));
   CM_TRY(cm_requant_args(ctx, op, args, EBAG_MULT));
   CM_TRY(cm_dtype(ctx, op, idx, "indices", ET_DT_LONG));
   CM_TRY(cm_dtype(ctx, op, off, "offsets", ET_DT_LONG));
   CM_TRY(cm_rank(ctx, op, idx, "indices", 1));
   CM_TRY(cm_rank(ctx, op, off, "offsets", 1));
-  if (idx->sizes[0] > EMLKIT_BAG_MAX_INDICES)
-    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %ld indices, at most %d supported", op, (long)idx->sizes[0],
-                   EMLKIT_BAG_MAX_INDICES);
+  const int32_t limit = psw ? EMLKIT_BAG_WEIGHTED_MAX_INDICES : EMLKIT_BAG_MAX_INDICES;
+  if (idx->sizes[0] > limit)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: %ld indices, at most %ld supported%s", op, (long)idx->sizes[0],
+                   (long)limit, psw ? " with per-sample weights" : "");
+  if (psw) {
+    CM_TRY(cm_dtype(ctx, op, psw, "per_sample_weights", ET_DT_CHAR));
+    CM_TRY(cm_rank(ctx, op, psw, "per_sample_weights", 1));
+    if (psw->sizes[0] != idx->sizes[0] || mode != 0)
+      return et_fail(ctx, ET_E_INVALID_ARG,
+                     "%s: per_sample_weights need mode sum and one weight per index (%ld, not %ld)", op,
+                     (long)idx->sizes[0], (long)psw->sizes[0]);
+  }
   CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
   CM_TRY(cm_rank(ctx, op, out, "out", 2));
   CM_TRY(cm_contiguous(ctx, op, out, "out"));
@@ -203,6 +258,7 @@ et_status op_emlkit_embedding_bag_out(et_kernel_ctx *ctx, et_value **args, uint3
   const char *op = "emlkit::embedding_bag";
   const et_tensor *const w = args[EBAG_WEIGHT]->u.t, *const idx = args[EBAG_INDICES]->u.t;
   const et_tensor *const off = args[EBAG_OFFSETS]->u.t;
+  const et_tensor *const psw = args[EBAG_PSW]->tag == ET_TAG_TENSOR ? args[EBAG_PSW]->u.t : NULL;
   const int64_t *iv = (const int64_t *)idx->data, *ov = (const int64_t *)off->data;
   const int32_t n_idx = idx->sizes[0], n_off = off->sizes[0];
   /* the program's inputs decide these: checked on every call */
@@ -216,10 +272,17 @@ et_status op_emlkit_embedding_bag_out(et_kernel_ctx *ctx, et_value **args, uint3
       return et_fail(ctx, ET_E_INVALID_ARG, "%s: offsets[%ld] = %lld is below the previous offset or outside [0, %ld]",
                      op, (long)j, (long long)ov[j], (long)n_idx);
   }
+  /* torch's kernel reads past a short last offset there: its result is undefined (emlkit/emlkit_ops.py) */
+  if (cm_i(args, EBAG_LAST) && (cm_i(args, EBAG_MODE) != 0 || cm_i(args, EBAG_PAD) >= 0) && n_off > 0 &&
+      ov[n_off - 1] != n_idx)
+    return et_fail(ctx, ET_E_INVALID_ARG,
+                   "%s: include_last_offset outside mode sum without padding_idx needs the last offset %lld to be "
+                   "len(indices) = %ld", op, (long long)ov[n_off - 1], (long)n_idx);
   const emlkit_embedding_bag_params p = {w->sizes[0],           w->sizes[1],           n_idx,
                                          n_off,                 cm_i(args, EBAG_LAST), cm_i(args, EBAG_MODE),
                                          cm_i(args, EBAG_PAD),  cm_i(args, EBAG_W_ZP), cm_i(args, EBAG_OUT_ZP),
-                                         cm_i(args, EBAG_MULT), cm_i(args, EBAG_SHIFT)};
-  emk_emlkit_embedding_bag_s8(&p, (const int8_t *)w->data, iv, ov, (int8_t *)args[EBAG_OUT]->u.t->data);
+                                         cm_i(args, EBAG_MULT), cm_i(args, EBAG_SHIFT), cm_i(args, EBAG_PSW_ZP)};
+  emk_emlkit_embedding_bag_s8(&p, (const int8_t *)w->data, iv, ov, psw ? (const int8_t *)psw->data : NULL,
+                              (int8_t *)args[EBAG_OUT]->u.t->data);
   return ET_OK;
 }

@@ -1,13 +1,15 @@
-"""emlkit_floor_divide.py: floor_divide (and div with rounding_mode="floor") of two quantized tensors ->
-emlkit::floor_divide on Cortex-M with no float op left; its floor is the exact floor of the dequantized quotient
-(checked with Python fractions), which the float program reaches too except where float32 rounding lands on the
-other side of an integer."""
+"""emlkit_floor_divide.py: floor_divide (and div with rounding_mode="floor") of a quantized tensor by another of the
+same or a broadcasting shape (either side the larger), or by a scalar (a Python int or float, either sign, or a
+one-element constant) -> emlkit::floor_divide on Cortex-M with no float op left; its floor is the exact floor of the
+dequantized quotient (checked with Python fractions), which the float program reaches too except where float32
+rounding lands on the other side of an integer."""
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 
@@ -47,6 +49,45 @@ def test_floor_divide_lowered(as_div: bool) -> None:
     assert a.shape == b.shape == model(x, y).shape
     same = (a - b).abs() <= step * (1 + 1e-5)
     assert same.float().mean() >= 0.97, (a - b).abs().max()
+
+
+class _Divisors(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("c", torch.tensor(1.5))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (x // 0.7, torch.floor_divide(x, 2), torch.div(x, -3, rounding_mode="floor"),
+                torch.floor_divide(x, self.c), torch.floor_divide(x, y[:1]), torch.floor_divide(y[:, :1], x))
+
+
+def test_scalar_and_broadcast_divisors_lowered() -> None:
+    x, y = _inputs(7)
+    y = torch.where(y.abs() < 0.2, torch.full_like(y, 0.5), y)
+    model = _Divisors()
+    low, opts = lowered(model, (x, y), "cortex-m55")
+    kinds = [e["divisor"] for e in installed(opts, EmlkitFloorDivide).report()["lowered"]]
+    assert kinds == ["scalar"] * 4 + ["broadcast"] * 2, kinds
+    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
+    ref, _ = lowered(model, (x, y), "cortex-m55", drop=("EmlkitFloorDivide",), allow_float=True)
+    steps = [float(n.args[1]) for n in low.quantized.graph.nodes if n.op == "call_function"
+             and n.target is torch.ops.quantized_decomposed.dequantize_per_tensor.default]
+    for a, b, f in zip(reference.run_lowered(low.edge, (x, y)), reference.run_lowered(ref.edge, (x, y)), model(x, y)):
+        assert a.shape == b.shape == f.shape
+        assert ((a - b).abs() <= max(steps) * (1 + 1e-5)).float().mean() >= 0.95, (a - b).abs().max()
+
+
+@pytest.mark.parametrize("c", [0.7, -3.0, 2.0, 1e-3])
+def test_scalar_divisor_floor_is_exact(c: float) -> None:
+    """A scalar divisor as the one-element code sign(c) with scale |c| in float32: the exact floor of A * s_a / c."""
+    s_a, c32 = float(np.float32(0.037)), float(np.float32(c))
+    consts = floor_divide_constants(s_a, abs(c32), 1.0)
+    assert consts is not None
+    a = torch.arange(-128, 128, dtype=torch.int8)
+    got = eo.floor_divide_reference(a, torch.tensor([1 if c32 > 0 else -1], dtype=torch.int8), 3, 0, *consts[:3], 0,
+                                    *consts[3:])
+    want = [max(-128, min(127, math.floor(Fraction(s_a) * (q - 3) / Fraction(c32)))) for q in a.tolist()]
+    assert got.tolist() == want
 
 
 @pytest.mark.parametrize("seed", range(6))
