@@ -15,6 +15,7 @@ that is either the feature map or flatten + Linear (+ softmax).
 Per model, a defect is any of:
 - crash: an exception other than emlkit's one-line AotError (a traceback);
 - refusal that does not name the op: an AotError whose line names no op;
+- broken program: the verifier found a float op reading int8 codes (a pattern the quantizer left half done);
 - hang: the compile or the run exceeds --timeout;
 - wrong answer: the device output differs from the host reference (the bundled
   expected outputs) by any step, or the program's SNR against the PyTorch float
@@ -575,6 +576,8 @@ ModelInputs = (torch.randn(1, {spec.c}, {spec.h}, {spec.w}),{inputs})
 # An AotError line names the op when it quotes an aten/cortex_m/TOSA op, a node, or Vela's own reason.
 NAMES_OP = re.compile(r"(aten::\w+|cortex_m::\w+|\bop \S+|node \S+|Vela could not compile|NPU command|"
                       r"float op\(s\) left|lowering failed for [\w-]+: \w+|TOSA lowering)")
+# The verifier's "lowered program is broken" names the node but asks for a report: a toolkit defect, no refusal.
+BROKEN = re.compile(r"lowered program for [\w-]+ is broken")
 
 
 @dataclass
@@ -615,6 +618,8 @@ def check(path: Path, target: str, executor: str, outdir: Path, timeout: float, 
             res = compile_model(str(path), target, outdir, options=make_options())
         except AotError as err:
             line = str(err)
+            if BROKEN.search(line):
+                return "defect", "broken-program", line, None
             if NAMES_OP.search(line):
                 return "refused", "", line, None
             return "defect", "unnamed-refusal", line, None
