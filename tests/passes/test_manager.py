@@ -19,7 +19,7 @@ from emlkit.passes.manager import (ALL, NOT_PASS_MODULES, STAGE_FIELD, STAGES, P
 
 EXPECTED = {
     "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "AdaptivePoolAsPool", "ConvTransposeOutputPadding", "MeanAsPool", "GluAsSigmoidMul", "LstmAsLayers",
-                  "FoldLinearBatchNorm", "ClampTensorAsMinMax", "SplitFusedProjection", "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
+                  "FoldLinearBatchNorm", "ClampTensorAsMinMax", "NormsAsLayerNorm", "SplitFusedProjection", "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                   "SplitBatchedMatmul", "ChannelsLastEverywhere"],
     "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                        "OwnOutputQparams", "LstmOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
