@@ -576,8 +576,9 @@ ModelInputs = (torch.randn(1, {spec.c}, {spec.h}, {spec.w}),{inputs})
 # An AotError line names the op when it quotes an aten/cortex_m/TOSA op, a node, or Vela's own reason.
 NAMES_OP = re.compile(r"(aten::\w+|cortex_m::\w+|\bop \S+|node \S+|Vela could not compile|NPU command|"
                       r"float op\(s\) left|lowering failed for [\w-]+: \w+|TOSA lowering)")
-# The verifier's "lowered program is broken" names the node but asks for a report: a toolkit defect, no refusal.
-BROKEN = re.compile(r"lowered program for [\w-]+ is broken")
+# The verifier's "lowered program is broken" and the load check's "the firmware would refuse the program" name the
+# node but ask for a report: toolkit defects, no refusals.
+BROKEN = re.compile(r"lowered program for [\w-]+ is broken|firmware would refuse the program")
 
 
 @dataclass

@@ -26,7 +26,7 @@ EXPECTED = {
     "pre_edge": ["LutFusion", "ScalarOpsAsTables", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
                  "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag", "ExplicitNpuClamp", "NpuPoolZeroPoint",
                  "NpuA16w8ConvRescale"],
-    "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm"],
+    "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm", "OperandsInOutOrder"],
     "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
     "check": ["VerifyProgram"],
 }
