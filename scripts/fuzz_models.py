@@ -603,7 +603,7 @@ def _alarm(_sig: int, _frame: Any) -> None:
 def check(path: Path, target: str, executor: str, outdir: Path, timeout: float, min_snr: float) -> tuple[str, str, str, float | None]:
     """(kind, defect, detail, snr) for one model file."""
     from emlkit.compile import compile_model, make_options
-    from emlkit.errors import AotError
+    from emlkit.errors import AotError, cause_chain
     from emlkit.run import execute
     from emlkit.targets import get_target
 
@@ -619,6 +619,8 @@ def check(path: Path, target: str, executor: str, outdir: Path, timeout: float, 
             res = compile_model(str(path), target, outdir, options=make_options())
         except AotError as err:
             line = str(err)
+            if any(isinstance(e, _Timeout) for e in cause_chain(err, context=True)):  # our alarm, wrapped by a lowering
+                return "defect", "hang", f"no result within {timeout:g} s (in: {line[:120]})", None
             if BROKEN.search(line):
                 return "defect", "broken-program", line, None
             if NAMES_OP.search(line):
