@@ -30,5 +30,3 @@ class Fuzz(nn.Module):
 
 ModelUnderTest = Fuzz().eval()
 ModelInputs = (torch.randn(1, 8, 8, 16),)
-#     acc = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b}[name]()
-#           ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~^^^^^^
