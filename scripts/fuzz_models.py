@@ -15,6 +15,7 @@ that is either the feature map or flatten + Linear (+ softmax).
 Per model, a defect is any of:
 - crash: an exception other than emlkit's one-line AotError (a traceback);
 - refusal that does not name the op: an AotError whose line names no op;
+- broken program: the verifier found a float op reading int8 codes (a pattern the quantizer left half done);
 - hang: the compile or the run exceeds --timeout;
 - wrong answer: the device output differs from the host reference (the bundled
   expected outputs) by any step, or the program's SNR against the PyTorch float
@@ -71,6 +72,127 @@ LSTM_SHARE = 0.25   # models that end their blocks with an "lstm" block (pixels 
 # ConvTranspose2d with output_padding. floor_divide and embedding_bag take a second input and do not fit a chain.
 EXT_BLOCKS = ["prelu", "adapool", "upconv"]
 EXT_SHARE = 0.3
+# Issue 30's op families, drawn from a stream of their own (SEED:i:family), so a model without a family block is the
+# model the generator made before. Each draw appends one block of a family after the chain (before the LSTM block).
+FAMILIES: dict[str, list[str]] = {
+    "recurrent": ["rnn", "cell"],
+    "attention": ["mha", "encoder", "sdpa", "layernorm", "gelu_tanh"],
+    "activation": ["act2"],
+    "resize": ["resize", "convt2d", "convt1d"],
+    "movement": ["gconv", "shuffle", "flip", "roll", "pad", "repeat", "expand", "index_select", "gather",
+                 "embedding"],
+    "reduction": ["pool2", "adapool2", "groupnorm", "instnorm", "batchnorm", "reduce", "argmax"],
+    "elementwise": ["scalar", "bcast", "unary", "minmax", "clamp_t"],
+}
+FAMILY_DRAWS = [0, 1, 1, 2]  # family blocks per model (one draw each)
+ACTS2 = ["prelu1", "prelu", "leaky_relu", "elu", "silu", "mish", "softplus", "log_softmax", "threshold"]
+SEQ_MAX = 64    # tokens (pixels) of a recurrent or attention block; larger maps are pooled to at most 8x8 first
+MAP_MAX = 2048  # elements of a map a block may make
+
+
+def _divisors(n: int, top: int = 8) -> list[int]:
+    return [d for d in range(1, min(n, top) + 1) if n % d == 0]
+
+
+def _pool_out(n: int, k: int, s: int, p: int, ceil: bool) -> int:
+    out = -(-(n + 2 * p - k) // s) + 1 if ceil else (n + 2 * p - k) // s + 1
+    # PyTorch drops a last window that would start in the right padding.
+    return out - 1 if ceil and (out - 1) * s >= n + p else out
+
+
+def _family_block(rng: random.Random, kind: str, c: int, h: int, w: int) -> dict[str, Any] | None:
+    """Parameters of a KIND block on a (c, h, w) map, or None when KIND does not fit that map."""
+    b: dict[str, Any] = {"kind": kind}
+    if kind == "rnn":
+        b.update(cell=rng.choice(["LSTM", "GRU"]), hid=rng.choice([4, 8]), layers=rng.choice([1, 2]),
+                 bidir=rng.random() < 0.4, batch_first=rng.random() < 0.5)
+    elif kind == "cell":
+        b.update(cell=rng.choice(["LSTMCell", "GRUCell"]), hid=rng.choice([4, 8]), steps=rng.choice([1, 2]))
+    elif kind in ("mha", "encoder"):
+        b.update(heads=rng.choice(_divisors(c, 4)), norm_first=rng.random() < 0.5,
+                 act=rng.choice(["relu", "gelu"]))
+    elif kind == "sdpa":
+        b.update(causal=rng.random() < 0.5)
+    elif kind == "layernorm":
+        if c < 2:
+            return None
+        b.update(affine=rng.random() < 0.7)
+    elif kind == "resize":
+        b.update(mode=rng.choice(["bilinear", "nearest"]), align=rng.random() < 0.5,
+                 oh=rng.randint(max(1, h // 2), 2 * h), ow=rng.randint(max(1, w // 2), 2 * w))
+    elif kind in ("convt2d", "convt1d"):
+        k, s = rng.choice([2, 3, 4]), rng.choice([1, 2, 3])
+        b.update(cout=rng.choice([4, 8]), k=k, stride=s, pad=rng.randint(0, (k - 1) // 2),
+                 outpad=rng.randint(0, s - 1))
+        if kind == "convt1d" and h * w > SEQ_MAX:
+            return None
+    elif kind == "gconv":
+        g = rng.choice(_divisors(c))
+        b.update(groups=g, cout=g * rng.choice([1, 2]), dil=rng.choice([1, 2]),
+                 stride=2 if min(h, w) >= 4 and rng.random() < 0.5 else 1)
+    elif kind == "shuffle":
+        gs = [d for d in _divisors(c) if 1 < d < c]
+        if not gs:
+            return None
+        b.update(groups=rng.choice(gs))
+    elif kind == "flip":
+        b.update(dims=sorted(rng.sample([1, 2, 3], rng.randint(1, 2))))
+    elif kind == "roll":
+        b.update(dims=sorted(rng.sample([1, 2, 3], rng.randint(1, 2))))
+        b.update(shifts=[rng.choice([-2, -1, 1, 2, 3]) for _ in b["dims"]])
+    elif kind == "pad":
+        b.update(mode=rng.choice(["reflect", "replicate"]), pads=[rng.randint(0, 2) for _ in range(4)])
+        if b["mode"] == "reflect" and (max(b["pads"][:2]) >= w or max(b["pads"][2:]) >= h):
+            return None
+    elif kind == "repeat":
+        b.update(reps=[rng.choice([1, 2]) for _ in range(3)])
+    elif kind == "expand":
+        b.update(dim=rng.choice([1, 2, 3]))
+    elif kind == "index_select":
+        b.update(dim=rng.choice([1, 2, 3]))
+        n = (c, h, w)[b["dim"] - 1]
+        b.update(index=[rng.randrange(n) for _ in range(rng.randint(1, n + 1))])
+    elif kind == "gather":
+        b.update(dim=rng.choice([1, 2, 3]))
+    elif kind == "embedding":
+        b.update(num=rng.choice([5, 10, 16]))
+    elif kind == "pool2":
+        k = rng.choice([2, 3])
+        b.update(op=rng.choice(["max", "avg"]), k=k, stride=rng.choice([1, 2]), pad=rng.randint(0, k // 2),
+                 ceil=rng.random() < 0.6, include_pad=rng.random() < 0.4)
+        if min(h, w) + 2 * b["pad"] < k:
+            return None
+    elif kind == "adapool2":
+        b.update(op=rng.choice(["max", "avg"]), oh=rng.randint(1, h), ow=rng.randint(1, w))
+    elif kind == "groupnorm":
+        if h * w < 4:
+            return None
+        b.update(groups=rng.choice(_divisors(c)))
+    elif kind in ("instnorm", "batchnorm"):
+        if h * w < 4:
+            return None
+        b.update(affine=rng.random() < 0.5)
+    elif kind == "reduce":
+        b.update(op=rng.choice(["mean", "sum", "amax", "amin"]), dims=rng.choice([[1], [2], [3], [2, 3]]))
+    elif kind in ("argmax", "act2"):
+        # A reduction or softmax over a size-1 dim is a constant: nothing to check.
+        dims = [d for d, n in ((1, c), (2, h), (3, w)) if n > 1]
+        if not dims:
+            return None
+        b.update(dim=rng.choice(dims))
+        if kind == "act2":
+            b.update(act=rng.choice(ACTS2), a=round(rng.uniform(0.05, 0.5), 3), t=round(rng.uniform(-0.5, 0.5), 3),
+                     slopes=[round(rng.uniform(-0.5, 0.5), 3) for _ in range(c)])
+    elif kind == "scalar":
+        b.update(op=rng.choice(["+", "-", "*", "/", "rsub"]), v=round(rng.choice([-1, 1]) * rng.uniform(0.25, 3), 3))
+    elif kind == "bcast":
+        b.update(op=rng.choice(["add", "sub", "mul", "div", "minimum", "maximum"]),
+                 other=rng.choice(["channel", "mean", "row", "column"]))
+    elif kind == "unary":
+        b.update(op=rng.choice(["pow2", "sqrt", "rsqrt", "abs", "neg"]))
+    elif kind == "minmax":
+        b.update(op=rng.choice(["minimum", "maximum"]))
+    return b
 
 
 @dataclass
@@ -107,7 +229,7 @@ def _shape_after(c: int, h: int, w: int, b: dict[str, Any]) -> tuple[int, int, i
         return c, b["oh"], b["ow"]
     if k == "upconv":
         return c, 2 * h, 2 * w
-    return c, h, w
+    return _family_shape(c, h, w, b)
 
 
 def generate(seed: str) -> Spec:
@@ -154,16 +276,202 @@ def generate(seed: str) -> Spec:
         if b["kind"] != "upconv" or h * w * c <= 2048:
             spec.blocks.append(b)
             c, h, w = _shape_after(c, h, w, b)
+    last = False
+    fam = random.Random(f"{seed}:family")
+    for _ in range(fam.choice(FAMILY_DRAWS)):
+        family = fam.choice(list(FAMILIES))
+        kind = fam.choice(FAMILIES[family])
+        if (family in ("recurrent", "attention") or kind == "convt1d") and h * w > SEQ_MAX:
+            # A sequence of at most 64 pixels: the map pooled to at most 8x8 first.
+            pool = {"kind": "adapool", "oh": min(h, 8), "ow": min(w, 8)}
+            spec.blocks.append(pool)
+            c, h, w = _shape_after(c, h, w, pool)
+        fb = _family_block(fam, kind, c, h, w)
+        if fb is None:
+            continue
+        nc, nh, nw = _shape_after(c, h, w, fb)
+        if nc * nh * nw > MAP_MAX:
+            continue
+        spec.blocks.append(fb)
+        c, h, w = nc, nh, nw
+        if kind == "argmax":  # int64 indices: the model's output, nothing after it
+            last = True
+            break
     # An LSTM over the map's pixels as a sequence, drawn from a stream of its own, so a seed without one still makes
     # the model it made before LSTMs were drawn.
     extra = random.Random(f"{seed}:lstm")
-    if extra.random() < LSTM_SHARE and h * w <= 64:
+    if extra.random() < LSTM_SHARE and h * w <= 64 and not last:
         b = {"kind": "lstm", "hid": extra.choice([4, 8, 12]), "layers": extra.choice([1, 1, 2]),
              "bidir": extra.random() < 0.3}
         spec.blocks.append(b)
         c, h, w = _shape_after(c, h, w, b)
     spec.head = {"kind": rng.choice(["map", "linear", "softmax"]), "out": rng.choice([2, 4, 10])}
+    if last:
+        spec.head["kind"] = "map"
     return spec
+
+
+def _family_shape(c: int, h: int, w: int, b: dict[str, Any]) -> tuple[int, int, int]:
+    k = b["kind"]
+    if k == "rnn":
+        return b["hid"] * (2 if b["bidir"] else 1), h, w
+    if k == "cell":
+        return b["hid"], h, w
+    if k in ("resize", "adapool2"):
+        return c, b["oh"], b["ow"]
+    if k == "convt2d":
+        grow = b["k"] - 2 * b["pad"] + b["outpad"]
+        return b["cout"], (h - 1) * b["stride"] + grow, (w - 1) * b["stride"] + grow
+    if k == "convt1d":
+        return b["cout"], (h * w - 1) * b["stride"] + b["k"] - 2 * b["pad"] + b["outpad"], 1
+    if k == "gconv":
+        return b["cout"], (h - 1) // b["stride"] + 1, (w - 1) // b["stride"] + 1
+    if k == "pad":
+        left, right, top, bottom = b["pads"]
+        return c, h + top + bottom, w + left + right
+    if k == "repeat":
+        return c * b["reps"][0], h * b["reps"][1], w * b["reps"][2]
+    if k in ("index_select", "reduce", "argmax"):
+        dims = [b["dim"]] if k != "reduce" else b["dims"]
+        n = len(b["index"]) if k == "index_select" else 1
+        return tuple(n if d in dims else s for d, s in ((1, c), (2, h), (3, w)))  # type: ignore[return-value]
+    if k == "pool2":
+        return c, *(_pool_out(s, b["k"], b["stride"], b["pad"], b["ceil"]) for s in (h, w))  # type: ignore[return-value]
+    return c, h, w
+
+
+def _tokens(call: str, out: int, h: int, w: int) -> str:
+    """x as a sequence of its pixels (1, h*w, channels) through CALL, back to a map of OUT channels."""
+    return f"x = {call.format('x.flatten(2).transpose(1, 2)')}.transpose(1, 2).reshape(1, {out}, {h}, {w})"
+
+
+_ACT2_CODE = {
+    "prelu1": "self.b{i}(x)", "prelu": "self.b{i}(x)", "leaky_relu": "F.leaky_relu(x, {a})",
+    "elu": "F.elu(x, {elu})", "silu": "F.silu(x)", "mish": "F.mish(x)", "softplus": "F.softplus(x, beta={beta})",
+    "log_softmax": "F.log_softmax(x, dim={dim})", "threshold": "F.threshold(x, {t}, {a})",
+}
+_BINARY = {"add": "x + {y}", "sub": "x - {y}", "mul": "x * {y}", "div": "x / {y}",
+           "minimum": "torch.minimum(x, {y})", "maximum": "torch.maximum(x, {y})"}
+_UNARY = {"pow2": "x.pow(2)", "sqrt": "torch.sqrt(x.abs() + 0.1)", "rsqrt": "torch.rsqrt(x.abs() + 0.25)",
+          "abs": "x.abs()", "neg": "torch.neg(x)"}
+
+
+def _family_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple[list[str], list[str]]:
+    """(__init__ lines, forward lines) of family block I on a (c, h, w) map; an embedding reads input e{i}."""
+    k = b["kind"]
+    m = f"self.b{i}"
+    oc, oh, ow = _family_shape(c, h, w, b)
+    if k == "rnn":
+        init = [f"{m} = nn.{b['cell']}({c}, {b['hid']}, num_layers={b['layers']}, batch_first={b['batch_first']}, "
+                f"bidirectional={b['bidir']})"]
+        if b["batch_first"]:
+            return init, [_tokens(m + "({})[0]", oc, h, w)]
+        return init, [f"x = {m}(x.flatten(2).permute(2, 0, 1))[0].permute(1, 2, 0).reshape(1, {oc}, {h}, {w})"]
+    if k == "cell":
+        # The pixels as a batch of one step (or two, the second from the first's state).
+        init, fwd = [f"{m} = nn.{b['cell']}({c}, {b['hid']})"], [f"t = x.flatten(2)[0].t()", f"s = {m}(t)"]
+        fwd += [f"s = {m}(t, s)"] * (b["steps"] - 1)
+        state = "s[0]" if b["cell"] == "LSTMCell" else "s"
+        return init, fwd + [f"x = {state}.t().reshape(1, {oc}, {h}, {w})"]
+    if k == "mha":
+        return ([f"{m} = nn.MultiheadAttention({c}, {b['heads']}, batch_first=True)"],
+                ["t = x.flatten(2).transpose(1, 2)",
+                 f"x = {m}(t, t, t, need_weights=False)[0].transpose(1, 2).reshape(1, {c}, {h}, {w})"])
+    if k == "encoder":
+        return ([f"{m} = nn.TransformerEncoderLayer({c}, {b['heads']}, dim_feedforward={2 * c}, dropout=0.0, "
+                 f"activation=\"{b['act']}\", batch_first=True, norm_first={b['norm_first']})"],
+                [_tokens(m + "({})", c, h, w)])
+    if k == "sdpa":
+        return ([f"{m} = nn.Linear({c}, {3 * c})"],
+                [f"q, k, v = {m}(x.flatten(2).transpose(1, 2)).chunk(3, dim=-1)",
+                 f"x = F.scaled_dot_product_attention(q, k, v, is_causal={b['causal']})"
+                 f".transpose(1, 2).reshape(1, {c}, {h}, {w})"])
+    if k == "layernorm":
+        init = [f"{m} = nn.LayerNorm({c}, elementwise_affine={b['affine']})"]
+        if b["affine"]:
+            init += [f"nn.init.uniform_({m}.weight, 0.5, 1.5)", f"nn.init.uniform_({m}.bias, -0.5, 0.5)"]
+        return init, [_tokens(m + "({})", c, h, w)]
+    if k == "gelu_tanh":
+        return [], ["x = F.gelu(x, approximate=\"tanh\")"]
+    if k == "act2":
+        act, a = b["act"], b["a"]
+        init = {"prelu1": [f"{m} = nn.PReLU(1, {a})"],
+                "prelu": [f"{m} = nn.PReLU({c})", f"{m}.weight.data = torch.tensor({b['slopes']})"]}.get(act, [])
+        code = _ACT2_CODE[act].format(i=i, a=a, t=b["t"], dim=b["dim"], elu=round(4 * a, 3), beta=round(1 + 4 * a, 3))
+        return init, [f"x = {code}"]
+    if k == "resize":
+        align = f", align_corners={b['align']}" if b["mode"] == "bilinear" else ""
+        return [], [f"x = F.interpolate(x, size=({oh}, {ow}), mode=\"{b['mode']}\"{align})"]
+    if k in ("convt2d", "convt1d"):
+        dim = "2d" if k == "convt2d" else "1d"
+        init = [f"{m} = nn.ConvTranspose{dim}({c}, {b['cout']}, {b['k']}, stride={b['stride']}, padding={b['pad']}, "
+                f"output_padding={b['outpad']})"]
+        return init, [f"x = {m}(x)" if k == "convt2d" else f"x = {m}(x.flatten(2)).unsqueeze(-1)"]
+    if k == "gconv":
+        return ([f"{m} = nn.Conv2d({c}, {b['cout']}, 3, {b['stride']}, {b['dil']}, dilation={b['dil']}, "
+                 f"groups={b['groups']})"], [f"x = {m}(x)"])
+    if k == "shuffle":
+        return [f"{m} = nn.ChannelShuffle({b['groups']})"], [f"x = {m}(x)"]
+    if k == "flip":
+        return [], [f"x = torch.flip(x, {b['dims']})"]
+    if k == "roll":
+        return [], [f"x = torch.roll(x, {b['shifts']}, {b['dims']})"]
+    if k == "pad":
+        return [], [f"x = F.pad(x, {b['pads']}, mode=\"{b['mode']}\")"]
+    if k == "repeat":
+        return [], [f"x = x.repeat(1, {', '.join(map(str, b['reps']))})"]
+    if k == "expand":
+        first = ["x[:, :1]", "x[:, :, :1]", "x[:, :, :, :1]"][b["dim"] - 1]
+        return [], [f"x = x + {first}.expand(1, {c}, {h}, {w})"]
+    if k == "index_select":
+        return ([f"self.register_buffer(\"i{i}\", torch.tensor({b['index']}))"],
+                [f"x = torch.index_select(x, {b['dim']}, self.i{i})"])
+    if k == "gather":
+        n = (c, h, w)[b["dim"] - 1]
+        return ([f"self.register_buffer(\"i{i}\", torch.randint(0, {n}, (1, {c}, {h}, {w})))"],
+                [f"x = torch.gather(x, {b['dim']}, self.i{i})"])
+    if k == "embedding":
+        return ([f"{m} = nn.Embedding({b['num']}, {c})"],
+                [f"x = x + {m}(e{i}).transpose(1, 2).reshape(1, {c}, {h}, {w})"])
+    if k == "pool2":
+        if b["op"] == "max":
+            return [], [f"x = F.max_pool2d(x, {b['k']}, {b['stride']}, {b['pad']}, ceil_mode={b['ceil']})"]
+        return [], [f"x = F.avg_pool2d(x, {b['k']}, {b['stride']}, {b['pad']}, ceil_mode={b['ceil']}, "
+                    f"count_include_pad={b['include_pad']})"]
+    if k == "adapool2":
+        return [], [f"x = F.adaptive_{b['op']}_pool2d(x, ({oh}, {ow}))"]
+    if k == "groupnorm":
+        return ([f"{m} = nn.GroupNorm({b['groups']}, {c})", f"nn.init.uniform_({m}.weight, 0.5, 1.5)",
+                 f"nn.init.uniform_({m}.bias, -0.5, 0.5)"], [f"x = {m}(x)"])
+    if k in ("instnorm", "batchnorm"):
+        init = [f"{m} = nn.{'InstanceNorm2d' if k == 'instnorm' else 'BatchNorm2d'}({c}, affine={b['affine']})"]
+        if b["affine"]:
+            init += [f"nn.init.uniform_({m}.weight, 0.5, 1.5)", f"nn.init.uniform_({m}.bias, -0.5, 0.5)"]
+        if k == "batchnorm":  # settled statistics, not the identity a fresh BatchNorm has
+            init += [f"{m}.running_mean.uniform_(-0.5, 0.5)", f"{m}.running_var.uniform_(0.5, 2.0)"]
+        return init, [f"x = {m}(x)"]
+    if k == "reduce":
+        return [], [f"x = torch.{b['op']}(x, {tuple(b['dims'])}, keepdim=True)"]
+    if k == "argmax":
+        return [], [f"x = x.argmax(dim={b['dim']}, keepdim=True)"]
+    if k == "scalar":
+        return [], [f"x = {b['v']} - x" if b["op"] == "rsub" else f"x = x {b['op']} {b['v']}"]
+    if k == "bcast":
+        y = {"channel": f"self.p{i}", "mean": "x.mean(dim=(2, 3), keepdim=True)", "row": "x[:, :, :1]",
+             "column": "x[:, :, :, :1]"}[b["other"]]
+        if b["op"] == "div":  # a denominator away from zero
+            y = f"(torch.sigmoid({y}) + 0.5)"
+        init = [f"self.p{i} = nn.Parameter(torch.randn(1, {c}, 1, 1))"] if b["other"] == "channel" else []
+        return init, [f"x = {_BINARY[b['op']].format(y=y)}"]
+    if k == "unary":
+        return [], [f"x = {_UNARY[b['op']]}"]
+    if k == "minmax":
+        return [f"{m} = nn.Conv2d({c}, {c}, 1)"], [f"x = torch.{b['op']}(x, {m}(x))"]
+    if k == "clamp_t":
+        return ([f"self.register_buffer(\"lo{i}\", -0.1 - 0.9 * torch.rand(1, {c}, 1, 1))",
+                 f"self.register_buffer(\"hi{i}\", 0.1 + 0.9 * torch.rand(1, {c}, 1, 1))"],
+                [f"x = torch.clamp(x, self.lo{i}, self.hi{i})"])
+    raise ValueError(f"unknown block kind {k!r}")
 
 
 
@@ -180,6 +488,7 @@ def source(spec: Spec) -> str:
     """A standalone model file for SPEC (ModelUnderTest + ModelInputs)."""
     init: list[str] = []
     fwd: list[str] = []
+    extra_in: list[tuple[str, str]] = []   # (name, example) of the embeddings' index inputs
     c, h, w = spec.c, spec.h, spec.w
     for i, b in enumerate(spec.blocks):
         k = b["kind"]
@@ -224,6 +533,12 @@ def source(spec: Spec) -> str:
             init.append(f"self.b{i} = nn.LSTM({c}, {b['hid']}, num_layers={b['layers']}, batch_first=True, "
                         f"bidirectional={b['bidir']})")
             fwd.append(f"x = self.b{i}(x.flatten(2).transpose(1, 2))[0].transpose(1, 2).reshape(1, {out}, {h}, {w})")
+        else:
+            more_init, more_fwd = _family_source(i, b, c, h, w)
+            init += more_init
+            fwd += more_fwd
+            if k == "embedding":
+                extra_in.append((f"e{i}", f"torch.randint(0, {b['num']}, (1, {h * w}))"))
         c, h, w = _shape_after(c, h, w, b)
     head = spec.head["kind"]
     if head in ("linear", "softmax"):
@@ -236,6 +551,8 @@ def source(spec: Spec) -> str:
                  + "".join(f"        {line}\n" for line in init) + "\n") if init else ""
     body_fwd = "\n".join(f"        {line}" for line in fwd)
     imports = "import torch.nn.functional as F\n" if any("F." in line for line in fwd) else ""
+    args = "".join(f", {name}: torch.Tensor" for name, _ in extra_in)
+    inputs = "".join(f" {example}," for _, example in extra_in)
     return f'''"""Random model {spec.seed!r} from scripts/fuzz_models.py (blocks: {", ".join(b["kind"] for b in spec.blocks) or "none"}; head: {head})."""
 import torch
 import torch.nn as nn
@@ -244,13 +561,13 @@ torch.manual_seed(0)
 
 
 class Fuzz(nn.Module):
-{body_init}    def forward(self, x: torch.Tensor) -> torch.Tensor:
+{body_init}    def forward(self, x: torch.Tensor{args}) -> torch.Tensor:
 {body_fwd}
         return x
 
 
 ModelUnderTest = Fuzz().eval()
-ModelInputs = (torch.randn(1, {spec.c}, {spec.h}, {spec.w}),)
+ModelInputs = (torch.randn(1, {spec.c}, {spec.h}, {spec.w}),{inputs})
 '''
 
 
@@ -259,6 +576,9 @@ ModelInputs = (torch.randn(1, {spec.c}, {spec.h}, {spec.w}),)
 # An AotError line names the op when it quotes an aten/cortex_m/TOSA op, a node, or Vela's own reason.
 NAMES_OP = re.compile(r"(aten::\w+|cortex_m::\w+|\bop \S+|node \S+|Vela could not compile|NPU command|"
                       r"float op\(s\) left|lowering failed for [\w-]+: \w+|TOSA lowering)")
+# The verifier's "lowered program is broken" and the load check's "the firmware would refuse the program" name the
+# node but ask for a report: toolkit defects, no refusals.
+BROKEN = re.compile(r"lowered program for [\w-]+ is broken|firmware would refuse the program")
 
 
 @dataclass
@@ -283,7 +603,7 @@ def _alarm(_sig: int, _frame: Any) -> None:
 def check(path: Path, target: str, executor: str, outdir: Path, timeout: float, min_snr: float) -> tuple[str, str, str, float | None]:
     """(kind, defect, detail, snr) for one model file."""
     from emlkit.compile import compile_model, make_options
-    from emlkit.errors import AotError
+    from emlkit.errors import AotError, cause_chain
     from emlkit.run import execute
     from emlkit.targets import get_target
 
@@ -299,6 +619,10 @@ def check(path: Path, target: str, executor: str, outdir: Path, timeout: float, 
             res = compile_model(str(path), target, outdir, options=make_options())
         except AotError as err:
             line = str(err)
+            if any(isinstance(e, _Timeout) for e in cause_chain(err, context=True)):  # our alarm, wrapped by a lowering
+                return "defect", "hang", f"no result within {timeout:g} s (in: {line[:120]})", None
+            if BROKEN.search(line):
+                return "defect", "broken-program", line, None
             if NAMES_OP.search(line):
                 return "refused", "", line, None
             return "defect", "unnamed-refusal", line, None
@@ -359,6 +683,15 @@ def _valid(spec: Spec) -> bool:
         c, h, w = _shape_after(c, h, w, b)
         if h < 1 or w < 1:
             return False
+    # A family block's parameters were drawn for its input shape: the shrunk model must still build and run.
+    namespace: dict[str, Any] = {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(source(spec), "<shrunk model>", "exec"), namespace)  # noqa: S102 - our own generated text
+            namespace["ModelUnderTest"](*namespace["ModelInputs"])
+    except Exception:  # any failure means the candidate is not a valid model
+        return False
     return True
 
 

@@ -273,7 +273,10 @@ class MachineU85(Machine):
         b = self.elementwise_operand("IFM2", oh, ow, oc, op)
         a = rescale(a, *self.scale_reg("NPU_SET_IFM_SCALE"), self.rounding("NPU_SET_IFM_SCALE", op))
         b = rescale(b, *self.scale_reg("NPU_SET_IFM2_SCALE"), self.rounding("NPU_SET_IFM2_SCALE", op))
-        acc = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b}[name]()
+        arith = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b}
+        if name not in arith:  # e.g. MIN/MAX (random model fam:14): a named SKIP, not a KeyError
+            raise NpuError(f"{op} is not modelled yet")
+        acc = arith[name]()
         bias, scale, shift = self.block_scale(oc, op)
         self.store_ofm(self.output_stage(acc + bias, scale, shift, op), op)
         return self.stored, (oh, ow, oc), ()

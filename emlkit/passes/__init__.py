@@ -8,7 +8,11 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - conv1d_as_conv2d.py: Conv1d (+ BatchNorm1d) and 1-D pools as 2-D ops over [N, C, 1, L] (every flow).
 - adaptive_pool_as_pool.py: adaptive avg/max pools whose output divides the input -> plain pools (Cortex-M).
 - mean_as_pool.py: means over trailing dims -> one-row average pools with their own output qparams (Cortex-M).
+- sum_as_mean.py: sums over trailing dims -> mean * count before quantization (Cortex-M).
 - glu_as_sigmoid_mul.py: GLU -> first half * sigmoid(second half) before quantization (Cortex-M).
+- clamp_tensor_as_min_max.py: clamp with tensor bounds -> maximum then minimum before quantization (Cortex-M).
+- norms_as_layer_norm.py: InstanceNorm2d, GroupNorm -> layer norm + per-channel scale/shift before quantization (Cortex-M).
+- operands_in_out_order.py: an add/mul operand in another dim order than the output copied to its order (Cortex-M program).
 - embedding_as_int8_gather.py: embedding -> quantize becomes a gather of the table's int8 codes (Cortex-M).
 - argmax_on_codes.py: argmax/argmin of a dequantized tensor read its int8 codes (Cortex-M).
 - constant_linear_weights.py: Linear weights computed from parameters (cross-attention's in_proj_weight slices) ->

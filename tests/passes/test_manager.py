@@ -18,8 +18,8 @@ from emlkit.passes.manager import (ALL, NOT_PASS_MODULES, STAGE_FIELD, STAGES, P
                                 pass_name, pipeline)
 
 EXPECTED = {
-    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "AdaptivePoolAsPool", "ConvTransposeOutputPadding", "MeanAsPool", "GluAsSigmoidMul", "LstmAsLayers",
-                  "FoldLinearBatchNorm", "ConstantLinearWeights", "SdpaAsMatmuls", "SplitFusedProjection", "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
+    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "SumAsMean", "AdaptivePoolAsPool", "ConvTransposeOutputPadding", "MeanAsPool", "GluAsSigmoidMul", "LstmAsLayers",
+                  "FoldLinearBatchNorm", "ClampTensorAsMinMax", "NormsAsLayerNorm", "ConstantLinearWeights", "SdpaAsMatmuls", "SplitFusedProjection", "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                   "SplitBatchedMatmul", "ChannelsLastEverywhere"],
     "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                        "OwnOutputQparams", "LstmOutputQparams", "Int8AroundOwnOps", "NpuSoftmaxRanges",
@@ -27,7 +27,7 @@ EXPECTED = {
     "pre_edge": ["LutFusion", "ScalarOpsAsTables", "EmlkitSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
                  "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag", "ExplicitNpuClamp", "NpuPoolZeroPoint",
                  "NpuA16w8ConvRescale"],
-    "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm", "PatchStages"],
+    "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm", "PatchStages", "OperandsInOutOrder"],
     "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
     "check": ["VerifyProgram"],
 }
