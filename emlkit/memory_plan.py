@@ -288,14 +288,26 @@ def plan(alignment: int, specs: Any, graph_module: Any, graph_signature: Any, ex
         blocks, total, how, offsets = _with_pairs(group, pairs)
         for b, off in zip(blocks, offsets):
             for s in b.specs:
-                s.mem_id, s.mem_offset, s.mem_obj_id = mem_id, off + b.rel.get(id(s), 0), obj
-            obj += 1
+                s.mem_id, s.mem_offset = mem_id, off + b.rel.get(id(s), 0)
+        obj = _number_shared_objects(group, obj)
         sizes[mem_id] = total + extra_padding
         log.debug("memory plan: arena %d: %d B for %d tensors, %d in place (order %s)", mem_id, total, len(group),
                   len(group) - len(blocks), how)
     if len(sizes) < 2:
         sizes.append(0)
     return sizes
+
+
+def _number_shared_objects(specs: list[Any], first: int) -> int:
+    """Give SPECS (placed in one arena) ExecuTorch's mem_obj_id: one id per run of overlapping byte ranges, as its
+    storage verifier expects of tensors that share bytes; the next free id."""
+    end, obj = -1, first - 1
+    for s in sorted(specs, key=lambda x: int(x.mem_offset)):
+        if int(s.mem_offset) > end:
+            obj += 1
+        s.mem_obj_id = obj
+        end = max(end, int(s.mem_offset) + int(s.allocated_memory) - 1)
+    return obj + 1
 
 
 def memory_planning_pass(planner: str) -> Any:
@@ -316,7 +328,9 @@ def memory_planning_pass(planner: str) -> Any:
         return plan(alignment, specs, graph_module, graph_signature, extra_padding, table)
 
     algo.__name__ = f"emlkit_{planner.replace('-', '_')}"
-    return MemoryPlanningPass(memory_planning_algo=algo)
+    # In-place outputs overlap their inputs' lifetimes by design (the firmware's load check holds them to its rule);
+    # ExecuTorch's storage verifier, which runs only under debug logging (`emlkit -v`), would refuse them.
+    return MemoryPlanningPass(memory_planning_algo=algo, allow_lifetime_and_storage_overlap=bool(table))
 
 
 # Element sizes of ExecuTorch's ScalarType codes (executorch/exir/scalar_type.py).

@@ -5,8 +5,6 @@ device; ExecuTorch's planner stays available for comparison."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -298,27 +296,43 @@ def test_executorch_s_planner_stays_selectable() -> None:
     assert sizes["emlkit"] <= sizes["emlkit-no-in-place"] <= sizes["executorch"]
 
 
-def test_an_unknown_planner_is_one_usage_line() -> None:
-    p = subprocess.run([sys.executable, "-m", "emlkit", "compile", "conv_relu", "--target", "cortex-m55",
-                        "--memory-planner", "tiny"], capture_output=True, text=True, timeout=120)
+def test_an_unknown_planner_is_one_usage_line(emlkit_cli) -> None:
+    p = emlkit_cli(["compile", "conv_relu", "--target", "cortex-m55", "--memory-planner", "tiny"])
     assert p.returncode == 2 and "invalid choice: 'tiny'" in p.stderr and "Traceback" not in p.stderr
+
+
+@needs_host_fw
+def test_executorch_s_storage_check_passes_under_debug_logging(tmp_path: Path, emlkit_cli) -> None:
+    """`emlkit -v` turns on ExecuTorch's storage verifier (it runs only under debug logging): tensors sharing bytes
+    share a mem_obj_id, and in-place outputs are declared as intended overlaps, so our plans pass it."""
+    p = emlkit_cli(["-v", "compile", CHAIN, "--target", "cortex-m55", "-o", tmp_path])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "reuses storage for" in p.stderr
+
+
+def test_shared_objects_are_runs_of_overlapping_bytes() -> None:
+    class S:
+        def __init__(self, off: int, size: int) -> None:
+            self.mem_offset, self.allocated_memory, self.mem_obj_id = off, size, None
+
+    specs = [S(0, 16), S(8, 16), S(24, 8), S(32, 4), S(30, 1)]
+    assert memory_plan._number_shared_objects(specs, 5) == 8  # the next free id
+    assert [s.mem_obj_id for s in specs] == [5, 5, 6, 7, 6]  # [0, 24) overlap; [24, 32) holds the byte at 30
 
 
 @needs_qemu
 @pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
 def test_in_place_kernels_run_bit_exact_on_the_device(tmp_path: Path, target: str,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+                                                      monkeypatch: pytest.MonkeyPatch, emlkit_cli) -> None:
     """Every in-place op writing over its input, with the MVE (M55) and DSP (M4) kernels, matches the reference
     bit for bit; the planner's own choice (a subset) runs too."""
     from emlkit.compile import compile_model
 
-    default = subprocess.run([sys.executable, "-m", "emlkit", "run", str(CHAIN), "--target", target, "-o",
-                              str(tmp_path / "default")], capture_output=True, text=True, timeout=900)
+    default = emlkit_cli(["run", CHAIN, "--target", target, "-o", tmp_path / "default"])
     assert default.returncode == 0 and "PASS" in default.stdout, (default.stdout + default.stderr)[-2000:]
     monkeypatch.setattr(memory_plan, "_with_pairs", _all_pairs)
     res = compile_model(str(CHAIN), target, tmp_path / "all")
-    p = subprocess.run([sys.executable, "-m", "emlkit", "run", str(res.bpte), "--target", target, "-o",
-                        str(tmp_path / "run")], capture_output=True, text=True, timeout=900)
+    p = emlkit_cli(["run", res.bpte, "--target", target, "-o", tmp_path / "run"])
     assert p.returncode == 0 and "PASS" in p.stdout, (p.stdout + p.stderr)[-2000:]
     from executorch.exir._serialize._program import deserialize_pte_binary
 
@@ -330,11 +344,10 @@ def test_in_place_kernels_run_bit_exact_on_the_device(tmp_path: Path, target: st
 
 @needs_qemu
 @pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
-def test_a_concat_in_place_runs_bit_exact_on_the_device(tmp_path: Path, target: str) -> None:
+def test_a_concat_in_place_runs_bit_exact_on_the_device(tmp_path: Path, target: str, emlkit_cli) -> None:
     """The row concat's inputs written by their producers straight into its output (the concat copies nothing
     for them) and the channel concat's copies match the reference bit for bit."""
-    p = subprocess.run([sys.executable, "-m", "emlkit", "run", str(CAT_IN_PLACE), "--target", target, "-o",
-                        str(tmp_path)], capture_output=True, text=True, timeout=900)
+    p = emlkit_cli(["run", CAT_IN_PLACE, "--target", target, "-o", tmp_path])
     assert p.returncode == 0 and "PASS" in p.stdout, (p.stdout + p.stderr)[-2000:]
     from executorch.exir._serialize._program import deserialize_pte_binary
 
