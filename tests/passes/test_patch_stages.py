@@ -159,3 +159,14 @@ def test_bands_run_bit_exact_on_the_device_in_less_arena(tmp_path: Path, target:
         line = next(ln for ln in p.stdout.splitlines() if "arena bytes" in ln)
         arenas[bands] = int(line.split("+")[-1].strip().replace(",", ""))
     assert arenas["3"] < arenas["off"]
+
+
+def test_the_compile_summary_line() -> None:
+    from emlkit.summary import patch_text
+
+    why = "estimated arena 92160 -> 57600 B for +3.1% MACs"
+    assert patch_text({"patch_stages": {"patch_bands": 3, "auto": {"chose": 3, "why": why}}}) == f"auto: 3 bands ({why})"
+    assert patch_text({"patch_stages": {"patch_bands": 0, "auto": {"chose": "off", "why": "x"}}}) == "auto: off (x)"
+    assert patch_text({"patch_stages": {"patch_bands": 4, "rows_computed": 99, "rows_whole_map": 90}}) == \
+        "4 bands, 99 rows computed for 90"
+    assert patch_text({}) is None and patch_text({"patch_stages": {"patch_bands": 0}}) is None
