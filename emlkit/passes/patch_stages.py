@@ -27,8 +27,9 @@ rows computed against the whole-map rows).
 With `--patch-stages auto` (the CLI's default) the pass chooses the band count from the shapes alone,
 without running anything: for each count 2..8 it takes every band's row ranges as above, the extra
 MACs of the chain's convolutions (the halo rows computed again, against the whole map's), and an
-estimate of the arena: the largest inputs + output of one call, for the chain's calls as bands (the
-int8 input and the concat live throughout) and for the rest of the graph (the float input included).
+estimate of the arena: the largest bytes of the values live at one call (in place where the firmware
+allows it), for the chain's calls as bands (the int8 input and the concat live throughout) and for the
+rest of the graph (the float input included).
 It patches only where some count costs at most MAX_EXTRA_MACS more and takes the chain's estimate down to
 the rest of the graph's (a partial saving is not worth its halo), with the count of least estimated
 arena (then least halo); the report says what it chose and why.
@@ -129,21 +130,24 @@ def _macs_per_row(n: Any) -> int:
     return per_out * int(out.shape[1]) * int(out.shape[3])
 
 
-def _call_bytes(n: Any, ins: list[tuple[Any, int]], out: int, order: dict[Any, int], in_place: dict[Any, Any]) -> int:
-    """Estimated arena of call N: its inputs INS ((node, bytes)) + its OUT bytes, less the smaller of the two
-    where the firmware lets the output lie over an input whose last use this is (memory_plan's in place)."""
-    total = out + sum(b for _, b in ins)
-    slots = in_place.get(_op_key(n.target), {})
+def _peak_at(n: Any, live: dict[Any, int], first: dict[Any, int], last: dict[Any, int],
+             in_place: dict[Any, Any]) -> int:
+    """Estimated arena at call N: the bytes of the values LIVE ((value, bytes), between FIRST and LAST) at it,
+    less the smaller of output and input where the firmware lets the output lie over an input whose last use
+    this is (memory_plan's in place)."""
+    i = first[n]
+    total = sum(b for v, b in live.items() if first[v] <= i <= last[v])
+    slots = in_place.get((_op_name(n.target), "out"), {})  # the firmware runs the out variant of the op
     for k, a in enumerate(n.args):
-        if k in slots and isinstance(a, torch.fx.Node) and max(order.get(u, -1) for u in a.users) == order[n]:
-            return total - min(out, next((b for v, b in ins if v is a), 0))
+        if k in slots and a in live and last[a] == i:
+            return total - min(live[n], live[a])
     return total
 
 
-def _op_key(target: Any) -> tuple[str, str]:
-    """The (`ns::name`, overload) key of hostfw.in_place_ops, as memory_plan forms it."""
+def _op_name(target: Any) -> str:
+    """`ns::name` of an edge op (hostfw.in_place_ops' key, with the out overload)."""
     schema = getattr(target, "_schema", None)
-    return ("", "") if schema is None else (schema.name, getattr(target, "_overloadname", "") or "")
+    return "" if schema is None else str(schema.name)
 
 
 def _choose(ep: Any, start: Any, chain: list[Any], geo: dict[Any, _Conv]) -> dict[str, Any]:
@@ -152,44 +156,51 @@ def _choose(ep: Any, start: Any, chain: list[Any], geo: dict[Any, _Conv]) -> dic
 
     exit_node, inside = chain[-1], set(chain)
     activations = set(ep.graph_signature.user_inputs)
-    order = {n: i for i, n in enumerate(ep.graph_module.graph.nodes)}
     in_place = hostfw.in_place_ops()
-    # The rest of the graph's estimate: the largest inputs + output of one call outside the chain.
-    rest = 0
-    for n in ep.graph_module.graph.nodes:
-        if n.op != "call_function" or n in inside or not hasattr(n.meta.get("val"), "numel"):
-            continue
-        ins = [(a, _bytes(a.meta["val"])) for a in n.all_input_nodes
-               if (a.op == "call_function" or a.name in activations) and hasattr(a.meta.get("val"), "numel")]
-        rest = max(rest, _call_bytes(n, ins, _bytes(n.meta["val"]), order, in_place))
-    whole = max(_call_bytes(n, [(a, _bytes(a.meta["val"])) for a in n.all_input_nodes if a is start or a in inside],
-                            _bytes(n.meta["val"]), order, in_place) for n in chain)
+    # The whole graph's values and lifetimes (graph order): the activations, not the constants.
+    nodes = list(ep.graph_module.graph.nodes)
+    first = {n: i for i, n in enumerate(nodes)}
+    last = {n: max((first[u] for u in n.users), default=first[n]) for n in nodes}
+    values = {n: _bytes(n.meta["val"]) for n in nodes if (n.op == "call_function" or n.name in activations)
+              and hasattr(n.meta.get("val"), "numel")}
+    calls = [n for n in nodes if n.op == "call_function" and n in values]
+    rest = max((_peak_at(n, values, first, last, in_place) for n in calls if n not in inside), default=0)
+    whole = max(_peak_at(n, values, first, last, in_place) for n in chain)
+    # Values from outside the chain live across it (a skip around it): they stay in the bands' arena too.
+    across = max(sum(b for v, b in values.items() if v is not start and v not in inside
+                     and first[v] <= first[n] <= last[v]) for n in chain)
+    # In a band (chain order): the int8 input and the concat live throughout, the chain's values in band rows.
+    band_first: dict[Any, int] = {n: i for i, n in enumerate([start, *chain])}
+    band_last: dict[Any, int] = {n: max((band_first[u] for u in n.users if u in band_first), default=band_first[n])
+                 for n in [start, *chain]}
+    band_last[start] = band_last[exit_node] = len(chain)
     macs_whole = sum(_macs_per_row(n) * int(n.meta["val"].shape[H]) for n in geo)
     rows_out = int(exit_node.meta["val"].shape[H])
-    live = _bytes(start.meta["val"]) + _bytes(exit_node.meta["val"])  # the int8 input and the concat
     tried = {}
     for bands in (b for b in AUTO_BANDS if b <= rows_out):
         macs, peak = 0, 0
         for b in range(bands):
             need = _needs(start, chain, geo, b * rows_out // bands, (b + 1) * rows_out // bands)
+            live: dict[Any, int] = {start: values[start], exit_node: values[exit_node]}
+            for n in chain[:-1]:
+                live[n] = _bytes(n.meta["val"], need[n][1] - need[n][0])
             for n in chain:
-                a, z = need[n]
-                rows = z - a
                 if n in geo:
+                    a, z = need[n]
                     src = n.args[IN_ARG]
                     i0, i1, _, _, rows = geo[n].band(a, z, int(src.meta["val"].shape[H]))
-                    ins = [(src, _bytes(src.meta["val"], i1 - i0))]
                     macs += _macs_per_row(n) * rows
-                else:
-                    ins = [(v, _bytes(v.meta["val"], z - a)) for v in n.all_input_nodes if v is start or v in inside]
-                peak = max(peak, live + _call_bytes(n, ins, _bytes(n.meta["val"], rows), order, in_place))
+                    if src is start:  # the band's cut of the int8 input, live at this conv only
+                        live[("cut", n)] = _bytes(start.meta["val"], i1 - i0)
+                        band_first[("cut", n)] = band_last[("cut", n)] = band_first[n]
+                peak = max(peak, across + _peak_at(n, live, band_first, band_last, in_place))
         tried[bands] = (macs / max(macs_whole, 1) - 1.0, max(peak, rest))
     base = max(whole, rest)
     why = {"arena_estimate_whole_map": base, "rest_of_graph_estimate": rest,
            "tried": {b: {"extra_macs_pct": round(100 * e, 1), "arena_estimate": a} for b, (e, a) in tried.items()}}
     fits = {b: t for b, t in tried.items() if t[0] <= MAX_EXTRA_MACS}
     # Only where the bands take the chain below the rest of the graph: an estimate of a partial saving is not
-    # worth its halo (patch_chain: 2 bands estimated -28% arena, measured -6% for +13% instructions).
+    # worth its halo (patch_chain: 2 bands estimated -11% arena, measured -6% for +13% instructions).
     pays = {b: t for b, t in fits.items() if t[1] <= rest}
     if whole <= rest:
         return {"chose": "off", "why": f"the whole-map chain ({whole} B) does not bound the arena (the rest of the "

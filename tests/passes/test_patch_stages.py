@@ -86,8 +86,8 @@ def test_off_and_without_a_chain_nothing_changes() -> None:
 
 
 def test_auto_leaves_a_chain_whose_halo_costs_over_the_limit() -> None:
-    """patch_chain's 40-row input (measured: 2 bands +13% instructions for -6% arena, 3 bands +20%): the count
-    that would take the chain below the rest of the graph costs > 10% MACs, the cheaper one saves only partly."""
+    """patch_chain's 40-row input (measured: 2 bands +13% instructions for -6% arena, 3 bands +20%): the counts
+    that take the chain down to the rest of the graph cost > 10% MACs, the cheaper one saves only partly."""
     model, x = _model()
     low, opts = lowered(model, x, "cortex-m55", patch_bands=PATCH_AUTO)
     rep = installed(opts, PatchStages).report()
@@ -95,8 +95,10 @@ def test_auto_leaves_a_chain_whose_halo_costs_over_the_limit() -> None:
     auto, limit = rep["auto"], 100 * MAX_EXTRA_MACS
     assert auto["chose"] == "off" and auto["rest_of_graph_estimate"] < auto["arena_estimate_whole_map"]
     tried = auto["tried"]
+    rest = auto["rest_of_graph_estimate"]
     assert tried[2]["extra_macs_pct"] <= limit < tried[3]["extra_macs_pct"]
-    assert tried[2]["arena_estimate"] > auto["rest_of_graph_estimate"] == tried[3]["arena_estimate"]
+    assert all(t["arena_estimate"] > rest for t in tried.values() if t["extra_macs_pct"] <= limit)
+    assert min(t["arena_estimate"] for t in tried.values()) == rest
     assert "no band count within +10% MACs" in auto["why"]
 
 
