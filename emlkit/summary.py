@@ -49,7 +49,22 @@ def print_compile(report: dict[str, Any]) -> None:
     if report.get("lut_fusion"):
         lf = report["lut_fusion"]
         t.add_row("LUT fusion", f"{lf.get('regions_fused', 0)} regions, ops {lf.get('ops_before')} -> {lf.get('ops_after')}")
+    if patch_text(report):
+        t.add_row("patch stages", patch_text(report))
     _console.print(t)
+
+
+def patch_text(report: dict[str, Any]) -> str | None:
+    """What the patch-based pass did (emlkit/passes/patch_stages.py): auto's choice and why, or N's bands."""
+    ps = report.get("patch_stages")
+    if not ps:
+        return None
+    auto = ps.get("auto")
+    if auto:
+        return f"auto: {auto['chose']}{' bands' if auto['chose'] != 'off' else ''} ({auto['why']})"
+    if ps.get("patch_bands"):
+        return f"{ps['patch_bands']} bands, {ps['rows_computed']} rows computed for {ps['rows_whole_map']}"
+    return None
 
 
 def vela_config_text(report: dict[str, Any]) -> str | None:

@@ -11,6 +11,9 @@ import torch
 GraphPass = Callable[[torch.fx.GraphModule], torch.fx.GraphModule]
 
 
+PATCH_AUTO = -1  # LowerOptions.patch_bands: `--patch-stages auto`
+
+
 @dataclass
 class LowerOptions:
     lut_fusion: bool = True
@@ -24,12 +27,13 @@ class LowerOptions:
     streaming_state: bool = False
     # Who places the activation tensors in the arena: "emlkit" (emlkit/memory_plan.py) or "executorch" (its greedy).
     memory_planner: str = "emlkit"
-    # Cortex-M: the high-resolution first stages run in this many row bands (emlkit/passes/patch_stages.py); 0: off.
+    # Cortex-M: the high-resolution first stages run in this many row bands (emlkit/passes/patch_stages.py); 0: off,
+    # PATCH_AUTO: the pass chooses the count, or off, from the chain's shapes.
     patch_bands: int = 0
 
     @property
     def patch_stages(self) -> bool:
-        return self.patch_bands >= 2
+        return self.patch_bands >= 2 or self.patch_bands == PATCH_AUTO
     # Passes run on the exported float graph before quantization annotation (op rewrites).
     pre_quant_passes: list[GraphPass] = field(default_factory=list)
     # Called with (quantizer, target, options); returns the quantizer to use (configuration tweaks).

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emlkit.passes.patch_stages import PatchStages, _Conv
+from emlkit.lower import PATCH_AUTO
+from emlkit.passes.patch_stages import MAX_EXTRA_MACS, PatchStages, _Conv
 from pass_graphs import assert_pipelines, installed, lowered
 from toolchain import needs_qemu
 
@@ -84,15 +85,66 @@ def test_off_and_without_a_chain_nothing_changes() -> None:
     assert installed(opts, PatchStages).report()["patch_bands"] == 0 and "cat" not in _calls(low)
 
 
+def test_auto_leaves_a_chain_whose_halo_costs_over_the_limit() -> None:
+    """patch_chain's 40-row input (measured: 2 bands +13% instructions for -6% arena, 3 bands +20%): the counts
+    that take the chain down to the rest of the graph cost > 10% MACs, the cheaper one saves only partly."""
+    model, x = _model()
+    low, opts = lowered(model, x, "cortex-m55", patch_bands=PATCH_AUTO)
+    rep = installed(opts, PatchStages).report()
+    assert rep["patch_bands"] == 0 and "cat" not in _calls(low)
+    auto, limit = rep["auto"], 100 * MAX_EXTRA_MACS
+    assert auto["chose"] == "off" and auto["rest_of_graph_estimate"] < auto["arena_estimate_whole_map"]
+    tried = auto["tried"]
+    rest = auto["rest_of_graph_estimate"]
+    assert tried[2]["extra_macs_pct"] <= limit < tried[3]["extra_macs_pct"]
+    assert all(t["arena_estimate"] > rest for t in tried.values() if t["extra_macs_pct"] <= limit)
+    assert min(t["arena_estimate"] for t in tried.values()) == rest
+    assert "no band count within +10% MACs" in auto["why"]
+
+
+def test_auto_patches_a_tall_input_where_the_halo_is_cheap() -> None:
+    """The same layers over 160 rows: the halo is a few rows of 80, the full-resolution maps bound the arena, so
+    auto patches with the count of least estimated arena within the limit, bit-identical to the whole map."""
+    model, _ = _model()
+    x = (torch.randn(1, 3, 160, 24),)
+    whole, _ = lowered(model, x, "cortex-m55")
+    low, opts = lowered(model, x, "cortex-m55", patch_bands=PATCH_AUTO)
+    rep = installed(opts, PatchStages).report()
+    auto = rep["auto"]
+    bands = auto["chose"]
+    assert bands != "off" and rep["patch_bands"] == bands and _calls(low).count("cat") == 1
+    tried = auto["tried"]
+    assert 0 < tried[bands]["extra_macs_pct"] == auto["extra_macs_pct"] <= 100 * MAX_EXTRA_MACS
+    within = [t["arena_estimate"] for t in tried.values() if t["extra_macs_pct"] <= 100 * MAX_EXTRA_MACS]
+    assert tried[bands]["arena_estimate"] == min(within) == auto["rest_of_graph_estimate"]
+    assert min(within) < auto["arena_estimate_whole_map"]
+    # More bands, more halo: the extra MACs grow with the count.
+    pcts = [tried[b]["extra_macs_pct"] for b in sorted(tried)]
+    assert pcts[-1] > pcts[0]
+    a = whole.edge.exported_program().module()(*whole.inputs)
+    b = low.edge.exported_program().module()(*low.inputs)
+    assert torch.equal(a, b)
+
+
 def test_pipelines() -> None:
     assert_pipelines(PatchStages, on=("cortex-m55", "cortex-m4"), off=("ethos-u55-128",), patch_bands=4)
+    assert_pipelines(PatchStages, on=("cortex-m55", "cortex-m4"), off=("ethos-u55-128",), patch_bands=PATCH_AUTO)
     assert_pipelines(PatchStages, on=(), off=("cortex-m55",))
+
+
+def test_the_cli_s_default_is_auto() -> None:
+    from emlkit.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["compile", "m", "--target", "cortex-m55"]).patch_stages == PATCH_AUTO
+    assert parse(["compile", "m", "--target", "cortex-m55", "--patch-stages", "off"]).patch_stages == 0
+    assert parse(["run", "m", "--target", "cortex-m55", "--patch-stages", "5"]).patch_stages == 5
 
 
 def test_a_bad_band_count_is_one_usage_line() -> None:
     p = subprocess.run([sys.executable, "-m", "emlkit", "compile", str(MODEL), "--target", "cortex-m55",
                         "--patch-stages", "1"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and "'1' is not off or a band count of 2 or more" in p.stderr
+    assert p.returncode == 2 and "'1' is not auto, off or a band count of 2 or more" in p.stderr
     assert "Traceback" not in p.stderr
 
 
@@ -109,3 +161,14 @@ def test_bands_run_bit_exact_on_the_device_in_less_arena(tmp_path: Path, target:
         line = next(ln for ln in p.stdout.splitlines() if "arena bytes" in ln)
         arenas[bands] = int(line.split("+")[-1].strip().replace(",", ""))
     assert arenas["3"] < arenas["off"]
+
+
+def test_the_compile_summary_line() -> None:
+    from emlkit.summary import patch_text
+
+    why = "estimated arena 92160 -> 57600 B for +3.1% MACs"
+    assert patch_text({"patch_stages": {"patch_bands": 3, "auto": {"chose": 3, "why": why}}}) == f"auto: 3 bands ({why})"
+    assert patch_text({"patch_stages": {"patch_bands": 0, "auto": {"chose": "off", "why": "x"}}}) == "auto: off (x)"
+    assert patch_text({"patch_stages": {"patch_bands": 4, "rows_computed": 99, "rows_whole_map": 90}}) == \
+        "4 bands, 99 rows computed for 90"
+    assert patch_text({}) is None and patch_text({"patch_stages": {"patch_bands": 0}}) is None
