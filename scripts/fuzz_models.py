@@ -103,6 +103,16 @@ def _pool_out(n: int, k: int, s: int, p: int, ceil: bool) -> int:
 def _family_block(rng: random.Random, kind: str, c: int, h: int, w: int) -> dict[str, Any] | None:
     """Parameters of a KIND block on a (c, h, w) map, or None when KIND does not fit that map."""
     b: dict[str, Any] = {"kind": kind}
+    # Each filler acts only on its own kinds (disjoint), so the draws are those of one chain of ifs.
+    for fill in (_fill_sequence_block, _fill_layout_block, _fill_map_block):
+        if not fill(rng, b, c, h, w):
+            return None
+    return b
+
+
+def _fill_sequence_block(rng: random.Random, b: dict[str, Any], c: int, h: int, w: int) -> bool:
+    """Add the parameters of a sequence, attention, resize or convolution kind to B; False when it does not fit."""
+    kind = b["kind"]
     if kind == "rnn":
         b.update(cell=rng.choice(["LSTM", "GRU"]), hid=rng.choice([4, 8]), layers=rng.choice([1, 2]),
                  bidir=rng.random() < 0.4, batch_first=rng.random() < 0.5)
@@ -115,7 +125,7 @@ def _family_block(rng: random.Random, kind: str, c: int, h: int, w: int) -> dict
         b.update(causal=rng.random() < 0.5)
     elif kind == "layernorm":
         if c < 2:
-            return None
+            return False
         b.update(affine=rng.random() < 0.7)
     elif kind == "resize":
         b.update(mode=rng.choice(["bilinear", "nearest"]), align=rng.random() < 0.5,
@@ -125,15 +135,21 @@ def _family_block(rng: random.Random, kind: str, c: int, h: int, w: int) -> dict
         b.update(cout=rng.choice([4, 8]), k=k, stride=s, pad=rng.randint(0, (k - 1) // 2),
                  outpad=rng.randint(0, s - 1))
         if kind == "convt1d" and h * w > SEQ_MAX:
-            return None
+            return False
     elif kind == "gconv":
         g = rng.choice(_divisors(c))
         b.update(groups=g, cout=g * rng.choice([1, 2]), dil=rng.choice([1, 2]),
                  stride=2 if min(h, w) >= 4 and rng.random() < 0.5 else 1)
-    elif kind == "shuffle":
+    return True
+
+
+def _fill_layout_block(rng: random.Random, b: dict[str, Any], c: int, h: int, w: int) -> bool:
+    """Add the parameters of a data-movement kind (shuffle ... embedding) to B; False when it does not fit."""
+    kind = b["kind"]
+    if kind == "shuffle":
         gs = [d for d in _divisors(c) if 1 < d < c]
         if not gs:
-            return None
+            return False
         b.update(groups=rng.choice(gs))
     elif kind == "flip":
         b.update(dims=sorted(rng.sample([1, 2, 3], rng.randint(1, 2))))
@@ -143,7 +159,7 @@ def _family_block(rng: random.Random, kind: str, c: int, h: int, w: int) -> dict
     elif kind == "pad":
         b.update(mode=rng.choice(["reflect", "replicate"]), pads=[rng.randint(0, 2) for _ in range(4)])
         if b["mode"] == "reflect" and (max(b["pads"][:2]) >= w or max(b["pads"][2:]) >= h):
-            return None
+            return False
     elif kind == "repeat":
         b.update(reps=[rng.choice([1, 2]) for _ in range(3)])
     elif kind == "expand":
@@ -156,21 +172,27 @@ def _family_block(rng: random.Random, kind: str, c: int, h: int, w: int) -> dict
         b.update(dim=rng.choice([1, 2, 3]))
     elif kind == "embedding":
         b.update(num=rng.choice([5, 10, 16]))
-    elif kind == "pool2":
+    return True
+
+
+def _fill_map_block(rng: random.Random, b: dict[str, Any], c: int, h: int, w: int) -> bool:
+    """Add the parameters of a pooling, normalisation or elementwise kind to B; False when it does not fit."""
+    kind = b["kind"]
+    if kind == "pool2":
         k = rng.choice([2, 3])
         b.update(op=rng.choice(["max", "avg"]), k=k, stride=rng.choice([1, 2]), pad=rng.randint(0, k // 2),
                  ceil=rng.random() < 0.6, include_pad=rng.random() < 0.4)
         if min(h, w) + 2 * b["pad"] < k:
-            return None
+            return False
     elif kind == "adapool2":
         b.update(op=rng.choice(["max", "avg"]), oh=rng.randint(1, h), ow=rng.randint(1, w))
     elif kind == "groupnorm":
         if h * w < 4:
-            return None
+            return False
         b.update(groups=rng.choice(_divisors(c)))
     elif kind in ("instnorm", "batchnorm"):
         if h * w < 4:
-            return None
+            return False
         b.update(affine=rng.random() < 0.5)
     elif kind == "reduce":
         b.update(op=rng.choice(["mean", "sum", "amax", "amin"]), dims=rng.choice([[1], [2], [3], [2, 3]]))
@@ -178,7 +200,7 @@ def _family_block(rng: random.Random, kind: str, c: int, h: int, w: int) -> dict
         # A reduction or softmax over a size-1 dim is a constant: nothing to check.
         dims = [d for d, n in ((1, c), (2, h), (3, w)) if n > 1]
         if not dims:
-            return None
+            return False
         b.update(dim=rng.choice(dims))
         if kind == "act2":
             b.update(act=rng.choice(ACTS2), a=round(rng.uniform(0.05, 0.5), 3), t=round(rng.uniform(-0.5, 0.5), 3),
@@ -192,7 +214,7 @@ def _family_block(rng: random.Random, kind: str, c: int, h: int, w: int) -> dict
         b.update(op=rng.choice(["pow2", "sqrt", "rsqrt", "abs", "neg"]))
     elif kind == "minmax":
         b.update(op=rng.choice(["minimum", "maximum"]))
-    return b
+    return True
 
 
 @dataclass
@@ -358,6 +380,15 @@ _UNARY = {"pow2": "x.pow(2)", "sqrt": "torch.sqrt(x.abs() + 0.1)", "rsqrt": "tor
 
 def _family_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple[list[str], list[str]]:
     """(__init__ lines, forward lines) of family block I on a (c, h, w) map; an embedding reads input e{i}."""
+    for part in (_sequence_source, _layout_source, _map_source):
+        lines = part(i, b, c, h, w)
+        if lines is not None:
+            return lines
+    raise ValueError(f"unknown block kind {b['kind']!r}")
+
+
+def _sequence_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple[list[str], list[str]] | None:
+    """Lines of a sequence, attention, activation, resize or convolution block I; None for other kinds."""
     k = b["kind"]
     m = f"self.b{i}"
     oc, oh, ow = _family_shape(c, h, w, b)
@@ -410,6 +441,13 @@ def _family_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple[l
     if k == "gconv":
         return ([f"{m} = nn.Conv2d({c}, {b['cout']}, 3, {b['stride']}, {b['dil']}, dilation={b['dil']}, "
                  f"groups={b['groups']})"], [f"x = {m}(x)"])
+    return None
+
+
+def _layout_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple[list[str], list[str]] | None:
+    """Lines of a data-movement block I (shuffle ... embedding); None for other kinds."""
+    k = b["kind"]
+    m = f"self.b{i}"
     if k == "shuffle":
         return [f"{m} = nn.ChannelShuffle({b['groups']})"], [f"x = {m}(x)"]
     if k == "flip":
@@ -433,12 +471,20 @@ def _family_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple[l
     if k == "embedding":
         return ([f"{m} = nn.Embedding({b['num']}, {c})"],
                 [f"x = x + {m}(e{i}).transpose(1, 2).reshape(1, {c}, {h}, {w})"])
+    return None
+
+
+def _map_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple[list[str], list[str]] | None:
+    """Lines of a pooling, normalisation or elementwise block I; None for other kinds."""
+    k = b["kind"]
+    m = f"self.b{i}"
     if k == "pool2":
         if b["op"] == "max":
             return [], [f"x = F.max_pool2d(x, {b['k']}, {b['stride']}, {b['pad']}, ceil_mode={b['ceil']})"]
         return [], [f"x = F.avg_pool2d(x, {b['k']}, {b['stride']}, {b['pad']}, ceil_mode={b['ceil']}, "
                     f"count_include_pad={b['include_pad']})"]
     if k == "adapool2":
+        _, oh, ow = _family_shape(c, h, w, b)
         return [], [f"x = F.adaptive_{b['op']}_pool2d(x, ({oh}, {ow}))"]
     if k == "groupnorm":
         return ([f"{m} = nn.GroupNorm({b['groups']}, {c})", f"nn.init.uniform_({m}.weight, 0.5, 1.5)",
@@ -471,7 +517,7 @@ def _family_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple[l
         return ([f"self.register_buffer(\"lo{i}\", -0.1 - 0.9 * torch.rand(1, {c}, 1, 1))",
                  f"self.register_buffer(\"hi{i}\", 0.1 + 0.9 * torch.rand(1, {c}, 1, 1))"],
                 [f"x = torch.clamp(x, self.lo{i}, self.hi{i})"])
-    raise ValueError(f"unknown block kind {k!r}")
+    return None
 
 
 
@@ -484,6 +530,57 @@ _ONE_LINE_BLOCKS: dict[str, Any] = {
     "upsample": lambda b, c, h, w: "x = F.interpolate(x, scale_factor=2, mode=\"nearest\")",
 }
 
+def _base_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple[list[str], list[str]] | None:
+    """(__init__ lines, forward lines) of base or extension block I on a (c, h, w) map; None for a family block."""
+    k = b["kind"]
+    init: list[str] = []
+    fwd: list[str] = []
+    if k == "conv":
+        init.append(f"self.b{i} = nn.Conv2d({c}, {b['cout']}, {b['k']}, {b['stride']}, {b['k'] // 2})")
+        y = f"self.b{i}(x)"
+        fwd.append(f"x = {ACT_CODE[b['act']].format(y) if b['act'] else y}")
+    elif k == "dwconv":
+        init.append(f"self.b{i} = nn.Conv2d({c}, {c}, 3, {b['stride']}, 1, groups={c})")
+        y = f"self.b{i}(x)"
+        fwd.append(f"x = {ACT_CODE[b['act']].format(y) if b['act'] else y}")
+    elif k == "avgpool":
+        fwd.append("x = F.avg_pool2d(x, 2)")
+    elif k == "maxpool":
+        fwd.append("x = F.max_pool2d(x, 2)")
+    elif k == "add":
+        init.append(f"self.b{i} = nn.Conv2d({c}, {c}, 3, 1, 1)")
+        fwd.append(f"x = {ACT_CODE[b['act']].format(f'x + self.b{i}(x)') if b['act'] else f'x + self.b{i}(x)'}")
+    elif k == "mul":
+        init.append(f"self.b{i} = nn.Conv2d({c}, {c}, 1)")
+        fwd.append(f"x = x * torch.sigmoid(self.b{i}(x))")
+    elif k == "cat":
+        init.append(f"self.b{i}a = nn.Conv2d({c}, {b['c1']}, 1)")
+        init.append(f"self.b{i}b = nn.Conv2d({c}, {b['c2']}, 3, 1, 1)")
+        ya, yb = f"self.b{i}a(x)", f"self.b{i}b(x)"
+        ya = ACT_CODE[b["act1"]].format(ya) if b["act1"] else ya
+        yb = ACT_CODE[b["act2"]].format(yb) if b["act2"] else yb
+        fwd.append(f"x = torch.cat([{ya}, {yb}], dim=1)")
+    elif k in _ONE_LINE_BLOCKS:
+        fwd.append(_ONE_LINE_BLOCKS[k](b, c, h, w))
+    elif k == "prelu":
+        init.append(f"self.b{i} = nn.PReLU({c})")
+        init.append(f"self.b{i}.weight.data = torch.tensor({b['slopes']})")
+        fwd.append(f"x = self.b{i}(x)")
+    elif k == "adapool":
+        fwd.append(f"x = F.adaptive_avg_pool2d(x, ({b['oh']}, {b['ow']}))")
+    elif k == "upconv":
+        init.append(f"self.b{i} = nn.ConvTranspose2d({c}, {c}, 3, stride=2, padding=1, output_padding=1)")
+        fwd.append(f"x = self.b{i}(x)")
+    elif k == "lstm":
+        out = b["hid"] * (2 if b["bidir"] else 1)
+        init.append(f"self.b{i} = nn.LSTM({c}, {b['hid']}, num_layers={b['layers']}, batch_first=True, "
+                    f"bidirectional={b['bidir']})")
+        fwd.append(f"x = self.b{i}(x.flatten(2).transpose(1, 2))[0].transpose(1, 2).reshape(1, {out}, {h}, {w})")
+    else:
+        return None
+    return init, fwd
+
+
 def source(spec: Spec) -> str:
     """A standalone model file for SPEC (ModelUnderTest + ModelInputs)."""
     init: list[str] = []
@@ -491,54 +588,13 @@ def source(spec: Spec) -> str:
     extra_in: list[tuple[str, str]] = []   # (name, example) of the embeddings' index inputs
     c, h, w = spec.c, spec.h, spec.w
     for i, b in enumerate(spec.blocks):
-        k = b["kind"]
-        if k == "conv":
-            init.append(f"self.b{i} = nn.Conv2d({c}, {b['cout']}, {b['k']}, {b['stride']}, {b['k'] // 2})")
-            y = f"self.b{i}(x)"
-            fwd.append(f"x = {ACT_CODE[b['act']].format(y) if b['act'] else y}")
-        elif k == "dwconv":
-            init.append(f"self.b{i} = nn.Conv2d({c}, {c}, 3, {b['stride']}, 1, groups={c})")
-            y = f"self.b{i}(x)"
-            fwd.append(f"x = {ACT_CODE[b['act']].format(y) if b['act'] else y}")
-        elif k == "avgpool":
-            fwd.append("x = F.avg_pool2d(x, 2)")
-        elif k == "maxpool":
-            fwd.append("x = F.max_pool2d(x, 2)")
-        elif k == "add":
-            init.append(f"self.b{i} = nn.Conv2d({c}, {c}, 3, 1, 1)")
-            fwd.append(f"x = {ACT_CODE[b['act']].format(f'x + self.b{i}(x)') if b['act'] else f'x + self.b{i}(x)'}")
-        elif k == "mul":
-            init.append(f"self.b{i} = nn.Conv2d({c}, {c}, 1)")
-            fwd.append(f"x = x * torch.sigmoid(self.b{i}(x))")
-        elif k == "cat":
-            init.append(f"self.b{i}a = nn.Conv2d({c}, {b['c1']}, 1)")
-            init.append(f"self.b{i}b = nn.Conv2d({c}, {b['c2']}, 3, 1, 1)")
-            ya, yb = f"self.b{i}a(x)", f"self.b{i}b(x)"
-            ya = ACT_CODE[b["act1"]].format(ya) if b["act1"] else ya
-            yb = ACT_CODE[b["act2"]].format(yb) if b["act2"] else yb
-            fwd.append(f"x = torch.cat([{ya}, {yb}], dim=1)")
-        elif k in _ONE_LINE_BLOCKS:
-            fwd.append(_ONE_LINE_BLOCKS[k](b, c, h, w))
-        elif k == "prelu":
-            init.append(f"self.b{i} = nn.PReLU({c})")
-            init.append(f"self.b{i}.weight.data = torch.tensor({b['slopes']})")
-            fwd.append(f"x = self.b{i}(x)")
-        elif k == "adapool":
-            fwd.append(f"x = F.adaptive_avg_pool2d(x, ({b['oh']}, {b['ow']}))")
-        elif k == "upconv":
-            init.append(f"self.b{i} = nn.ConvTranspose2d({c}, {c}, 3, stride=2, padding=1, output_padding=1)")
-            fwd.append(f"x = self.b{i}(x)")
-        elif k == "lstm":
-            out = b["hid"] * (2 if b["bidir"] else 1)
-            init.append(f"self.b{i} = nn.LSTM({c}, {b['hid']}, num_layers={b['layers']}, batch_first=True, "
-                        f"bidirectional={b['bidir']})")
-            fwd.append(f"x = self.b{i}(x.flatten(2).transpose(1, 2))[0].transpose(1, 2).reshape(1, {out}, {h}, {w})")
-        else:
-            more_init, more_fwd = _family_source(i, b, c, h, w)
-            init += more_init
-            fwd += more_fwd
-            if k == "embedding":
+        lines = _base_source(i, b, c, h, w)
+        if lines is None:
+            lines = _family_source(i, b, c, h, w)
+            if b["kind"] == "embedding":
                 extra_in.append((f"e{i}", f"torch.randint(0, {b['num']}, (1, {h * w}))"))
+        init += lines[0]
+        fwd += lines[1]
         c, h, w = _shape_after(c, h, w, b)
     head = spec.head["kind"]
     if head in ("linear", "softmax"):
