@@ -87,6 +87,12 @@ class _Conv:
         return i0, i1, self.p, i0 // self.s, rows
 
 
+def _conv_geometry(n: Any) -> _Conv:
+    """The H geometry of convolution node N (kernel rows, stride, padding, dilation)."""
+    k = int(n.args[1].meta["val"].shape[1])  # OHWI (conv) / 1HWO (depthwise): KH at dim 1
+    return _Conv(k, int(n.args[STRIDE_ARG][0]), int(n.args[PAD_ARG][0]), int(n.args[DIL_ARG][0]))
+
+
 def _channels_last(val: Any) -> bool:
     return val is not None and val.dim() == 4 and list(val.dim_order()) == [0, 2, 3, 1]
 
@@ -302,11 +308,7 @@ class PatchStages(Pass):
         start, chain = found
         exit_node = chain[-1]
         rows_out = int(exit_node.meta["val"].shape[H])
-        geo: dict[Any, _Conv] = {}
-        for n in chain:
-            if ops[n.target] in CONV_OPS:
-                k = int(n.args[1].meta["val"].shape[1])  # OHWI (conv) / 1HWO (depthwise): KH at dim 1
-                geo[n] = _Conv(k, int(n.args[STRIDE_ARG][0]), int(n.args[PAD_ARG][0]), int(n.args[DIL_ARG][0]))
+        geo = {n: _conv_geometry(n) for n in chain if ops[n.target] in CONV_OPS}
         if self.bands == PATCH_AUTO:
             self.auto = _choose(ep, start, chain, geo)
             log.info("patch stages auto: %s", self.auto)
@@ -323,48 +325,7 @@ class PatchStages(Pass):
         self.rows_whole = sum(int(n.meta["val"].shape[H]) for n in chain)
         for b in range(bands):
             need = _needs(start, chain, geo, b * rows_out // bands, (b + 1) * rows_out // bands)
-            made: dict[Any, Any] = {}
-
-            def rows_of(src: Any, r0: int, r1: int, before: Any) -> Any:
-                """SRC's band value cut to rows [r0, r1) (a slice where it holds more)."""
-                have, (h0, h1) = made[src], need[src]
-                if (h0, h1) == (r0, r1):
-                    return have
-                with g.inserting_before(before):
-                    s = g.call_function(crop_op, (have, [0, 0, h0 - r0, r1 - h1], 0))
-                s.meta["val"] = _with_rows(src.meta["val"], r1 - r0)
-                return s
-
-            with g.inserting_before(exit_node):  # band by band: one band's maps live at a time
-                s0, s1 = need[start]
-                x = g.call_function(crop_op, (start, [0, 0, -s0, s1 - int(start.meta["val"].shape[H])], 0))
-            x.meta["val"] = _with_rows(start.meta["val"], s1 - s0)
-            made[start] = x
-            for n in chain:
-                a, z = need[n]
-                args = list(n.args)
-                cut = None
-                if n in geo:
-                    src = n.args[IN_ARG]
-                    i0, i1, pad, first, rows = geo[n].band(a, z, int(src.meta["val"].shape[H]))
-                    args[IN_ARG] = rows_of(src, i0, i1, exit_node)
-                    args[PAD_ARG] = [pad, int(n.args[PAD_ARG][1])]
-                    if (first, rows) != (a, z - a):
-                        cut = (first, rows)
-                else:
-                    args = [rows_of(v, a, z, exit_node) if isinstance(v, torch.fx.Node) and v in made else v
-                            for v in args]
-                with g.inserting_before(exit_node):
-                    new = g.call_function(n.target, tuple(args), dict(n.kwargs))
-                new.meta = {k: v for k, v in n.meta.items() if k != "val"}
-                new.meta["val"] = _with_rows(n.meta["val"], cut[1] if cut else z - a)
-                self.rows_banded += cut[1] if cut else z - a
-                if cut:  # the rows whose windows reached the cut edge's padding go
-                    with g.inserting_before(exit_node):
-                        new = g.call_function(crop_op, (new, [0, 0, cut[0] - a, z - cut[0] - cut[1]], 0))
-                    new.meta["val"] = _with_rows(n.meta["val"], z - a)
-                made[n] = new
-            outs.append(made[exit_node])
+            outs.append(self._band(g, start, chain, geo, need, crop_op))
         with g.inserting_before(exit_node):
             cat = g.call_function(cat_op, (outs, H))
         cat.meta = dict(exit_node.meta)
@@ -378,3 +339,50 @@ class PatchStages(Pass):
         log.info("patch stages: %d nodes in %d bands, %d rows computed for %d", len(chain), bands,
                  self.rows_banded, self.rows_whole)
         return ep
+
+    def _band(self, g: Any, start: Any, chain: list[Any], geo: dict[Any, _Conv], need: dict[Any, tuple[int, int]],
+              crop_op: Any) -> Any:
+        """One band's copy of CHAIN, computing the rows NEED gives each node; returns the exit's band value."""
+        exit_node = chain[-1]
+        made: dict[Any, Any] = {}
+
+        def rows_of(src: Any, r0: int, r1: int, before: Any) -> Any:
+            """SRC's band value cut to rows [r0, r1) (a slice where it holds more)."""
+            have, (h0, h1) = made[src], need[src]
+            if (h0, h1) == (r0, r1):
+                return have
+            with g.inserting_before(before):
+                s = g.call_function(crop_op, (have, [0, 0, h0 - r0, r1 - h1], 0))
+            s.meta["val"] = _with_rows(src.meta["val"], r1 - r0)
+            return s
+
+        with g.inserting_before(exit_node):  # band by band: one band's maps live at a time
+            s0, s1 = need[start]
+            x = g.call_function(crop_op, (start, [0, 0, -s0, s1 - int(start.meta["val"].shape[H])], 0))
+        x.meta["val"] = _with_rows(start.meta["val"], s1 - s0)
+        made[start] = x
+        for n in chain:
+            a, z = need[n]
+            args = list(n.args)
+            cut = None
+            if n in geo:
+                src = n.args[IN_ARG]
+                i0, i1, pad, first, rows = geo[n].band(a, z, int(src.meta["val"].shape[H]))
+                args[IN_ARG] = rows_of(src, i0, i1, exit_node)
+                args[PAD_ARG] = [pad, int(n.args[PAD_ARG][1])]
+                if (first, rows) != (a, z - a):
+                    cut = (first, rows)
+            else:
+                args = [rows_of(v, a, z, exit_node) if isinstance(v, torch.fx.Node) and v in made else v
+                        for v in args]
+            with g.inserting_before(exit_node):
+                new = g.call_function(n.target, tuple(args), dict(n.kwargs))
+            new.meta = {k: v for k, v in n.meta.items() if k != "val"}
+            new.meta["val"] = _with_rows(n.meta["val"], cut[1] if cut else z - a)
+            self.rows_banded += cut[1] if cut else z - a
+            if cut:  # the rows whose windows reached the cut edge's padding go
+                with g.inserting_before(exit_node):
+                    new = g.call_function(crop_op, (new, [0, 0, cut[0] - a, z - cut[0] - cut[1]], 0))
+                new.meta["val"] = _with_rows(n.meta["val"], z - a)
+            made[n] = new
+        return made[exit_node]
