@@ -130,17 +130,21 @@ class LstmAsLayers(NodeRewrite):
             hn = self._join(g, lasts, fake, made, stack=True)
             cn = self._join(g, cells, fake, made, stack=False)
         copy_meta(n, made)
+        self._replace_outputs(g, n, outs, cur, hn, cn)
+        return True
+
+    def _replace_outputs(self, g: torch.fx.Graph, n: torch.fx.Node, outs: dict[int, torch.fx.Node],
+                         y: torch.fx.Node, hn: torch.fx.Node | None, cn: torch.fx.Node | None) -> None:
+        """Point the users of N's (output, h_n, c_n) items OUTS at the layers' Y, HN and CN, then drop N."""
         if 0 in outs:
-            outs[0].replace_all_uses_with(cur)
-        if hn is not None:
-            assert h_n is not None
-            h_n.replace_all_uses_with(hn)
+            outs[0].replace_all_uses_with(y)
+        if hn is not None:  # made only where h_n is read, so its item exists
+            outs[1].replace_all_uses_with(hn)
         if cn is not None:
             outs[2].replace_all_uses_with(cn)
         for u in list(n.users):
             g.erase_node(u)
         g.erase_node(n)
-        return True
 
     def _join(self, g: torch.fx.Graph, parts: list[torch.fx.Node], fake: Any, made: list[torch.fx.Node],
               stack: bool) -> torch.fx.Node | None:
