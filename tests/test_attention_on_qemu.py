@@ -7,19 +7,10 @@ output's SNR against the float model is at least the floor the README states."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import runpy
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
-
-from emlkit.verify import DATA_MOVEMENT
+from qemu_run_lib import run_bit_exact
 
 _MODEL = '''
 import torch
@@ -66,32 +57,10 @@ ModelInputs = (torch.randn(1, 6, 16, generator=torch.Generator().manual_seed(1))
 SNR_FLOOR_DB = [30.0] * 6
 
 
-def _snr_db(got: np.ndarray, want: np.ndarray) -> float:
-    err = float(np.mean((got.astype(np.float64) - want) ** 2))
-    return float("inf") if err == 0 else 10 * np.log10(float(np.mean(want ** 2)) / err)
-
-
 @pytest.mark.parametrize("target, board", [
     pytest.param("cortex-m55", None, marks=pytest.mark.slow), pytest.param("cortex-m4", None, marks=pytest.mark.slow),
     pytest.param("cortex-m0plus", "an385-m0plus", marks=pytest.mark.slow)])
 def test_attention_bit_exact_on_qemu(tmp_path: Path, target: str, board: str | None) -> None:
-    model = tmp_path / "attention.py"
-    model.write_text(_MODEL)
-    cmd = [sys.executable, "-m", "emlkit", "run", str(model), "--target", target, "-o", str(tmp_path / "o"),
-           "--save-outputs", str(tmp_path / "saved")] + (["--board", board] if board else [])
-    proc = subprocess.run(cmd, cwd=tmp_path, env=dict(os.environ), capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)  # the table wraps long cells
-    assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
-    cells = " ".join(diffs.group(1).split()).split(",")
-    assert [d.split()[0] for d in cells] == ["0"] * len(SNR_FLOOR_DB), diffs.group(1)
-    (report,) = (tmp_path / "o").glob("*.json")
-    ops = json.loads(report.read_text())["ops"]
+    ops, snrs = run_bit_exact(tmp_path, "attention", _MODEL, target, board, len(SNR_FLOOR_DB), timeout=1800)
     assert ops.get("emlkit::softmax", 0) >= 6 and ops.get("cortex_m::quantized_batch_matmul", 0) >= 12, ops
-    assert not any(op.startswith("aten::") and op not in DATA_MOVEMENT for op in ops), ops
-    ns = runpy.run_path(str(model))
-    with torch.no_grad():
-        want = ns["ModelUnderTest"](*ns["ModelInputs"])
-    snrs = [_snr_db(np.load(tmp_path / "saved" / f"output_{i}.npy"), w.numpy().astype(np.float64))
-            for i, w in enumerate(want)]
-    assert len(snrs) == len(SNR_FLOOR_DB) and all(s >= f for s, f in zip(snrs, SNR_FLOOR_DB)), snrs
+    assert all(s >= f for s, f in zip(snrs, SNR_FLOOR_DB)), snrs

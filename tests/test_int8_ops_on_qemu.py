@@ -9,19 +9,10 @@ the float model is at least the floor the README states."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import runpy
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
-
-from emlkit.verify import DATA_MOVEMENT
+from qemu_run_lib import run_bit_exact
 
 # What both models start from: a seeded Conv2d(3, 5) and the image input.
 _PRELUDE = '''
@@ -133,30 +124,9 @@ _CASES = [(w, t, b) for w in ("ops", "up") for t, b in (("cortex-m55", None), ("
 _CASES += [pytest.param("more", t, None, marks=pytest.mark.slow) for t in ("cortex-m55", "cortex-m4")]
 
 
-def _snr_db(got: np.ndarray, want: np.ndarray) -> float:
-    err = float(np.mean((got.astype(np.float64) - want) ** 2))
-    return float("inf") if err == 0 else 10 * np.log10(float(np.mean(want ** 2)) / err)
-
-
 @pytest.mark.parametrize("which, target, board", _CASES)
 def test_int8_ops_bit_exact_on_qemu(tmp_path: Path, target: str, board: str | None, which: str) -> None:
-    model = tmp_path / f"int8_{which}.py"
-    model.write_text(_SOURCE[which])
-    cmd = [sys.executable, "-m", "emlkit", "run", str(model), "--target", target, "-o", str(tmp_path / "o"),
-           "--save-outputs", str(tmp_path / "saved")] + (["--board", board] if board else [])
-    proc = subprocess.run(cmd, cwd=tmp_path, env=dict(os.environ), capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    diffs = re.search(r"max diff vs expected\s+(.*?)\n\s*SNR", proc.stdout, re.S)  # the table wraps long cells
-    assert "PASS" in proc.stdout and diffs, proc.stdout[-2000:]
-    cells = " ".join(diffs.group(1).split()).split(",")
-    assert [d.split()[0] for d in cells] == ["0"] * len(SNR_FLOOR_DB[which]), diffs.group(1)
-    (report,) = (tmp_path / "o").glob("*.json")
-    ops = json.loads(report.read_text())["ops"]
+    ops, snrs = run_bit_exact(tmp_path, f"int8_{which}", _SOURCE[which], target, board, len(SNR_FLOOR_DB[which]),
+                              timeout=1200)
     assert {k: ops.get(k) for k in _OPS[which]} == _OPS[which], ops
-    assert not any(op.startswith("aten::") and op not in DATA_MOVEMENT for op in ops), ops  # crops, selects: int8
-    ns = runpy.run_path(str(model))
-    with torch.no_grad():
-        want = ns["ModelUnderTest"](*ns["ModelInputs"])
-    snrs = [_snr_db(np.load(tmp_path / "saved" / f"output_{i}.npy"), w.numpy().astype(np.float64))
-            for i, w in enumerate(want)]
-    assert len(snrs) == len(SNR_FLOOR_DB[which]) and all(s >= f for s, f in zip(snrs, SNR_FLOOR_DB[which])), snrs
+    assert all(s >= f for s, f in zip(snrs, SNR_FLOOR_DB[which])), snrs

@@ -178,6 +178,22 @@ def _load_damaged(program: Any, case: Any, damage: Any) -> None:
     verify.check_device_load(program, data, "cortex-m55")
 
 
+def _call_args(plan: Any, pc: int) -> list[int]:
+    """The value indices of instruction PC of PLAN (a schema execution plan), a kernel call."""
+    return [i.instr_args.args for c in plan.chains for i in c.instructions
+            if type(i.instr_args).__name__ == "KernelCall"][pc]
+
+
+def _load_expecting(program: Any, case: Any, damage: Any, pc: int, refused: bool) -> None:
+    """_load_damaged, and when REFUSED the loader's refusal of instruction PC's output over its argument 0."""
+    if not refused:
+        _load_damaged(program, case, damage)
+        return
+    with pytest.raises(AotError, match=f"instruction {pc} writes its output over its argument 0") as err:
+        _load_damaged(program, case, damage)
+    assert err.value.exit_code == EXIT_INTERNAL
+
+
 @needs_host_fw
 @pytest.mark.parametrize("planner, op, place, refused", [
     ("emlkit-no-in-place", "cortex_m::quantized_activation", "at input", False),  # exactly over its input
@@ -197,8 +213,7 @@ def test_the_loader_allows_exactly_the_registry_s_in_place_outputs(planner: str,
 
     def damage(prog: Any) -> None:
         plan = prog.execution_plan[0]
-        args = [i.instr_args.args for c in plan.chains for i in c.instructions
-                if type(i.instr_args).__name__ == "KernelCall"][pc]
+        args = _call_args(plan, pc)
         a, o = plan.values[args[0]].val.allocation_info, plan.values[args[-1]].val.allocation_info
         a_end = a.memory_offset_low + memory_plan._tensor_bytes(plan.values[args[0]].val)
         o_bytes = memory_plan._tensor_bytes(plan.values[args[-1]].val)
@@ -208,12 +223,7 @@ def test_the_loader_allows_exactly_the_registry_s_in_place_outputs(planner: str,
                   "as planned": o.memory_offset_low, "not at its end": off_end}[place]
         plan.values[args[-1]].val.allocation_info = AllocationDetails(o.memory_id, offset, o.memory_offset_high)
 
-    if not refused:
-        _load_damaged(program, case, damage)
-        return
-    with pytest.raises(AotError, match=f"instruction {pc} writes its output over its argument 0") as err:
-        _load_damaged(program, case, damage)
-    assert err.value.exit_code == EXIT_INTERNAL
+    _load_expecting(program, case, damage, pc, refused)
 
 
 def _cats(program: Any) -> list[tuple[list[tuple[int, int] | None], tuple[int, int] | None, list[int]]]:
@@ -264,8 +274,7 @@ def test_the_loader_allows_concat_items_exactly_at_their_place(concat: str, plac
     def damage(prog: Any) -> None:
         # The output moves (the items keep their producers' places): the cat is the first call it reaches.
         plan = prog.execution_plan[0]
-        args = [i.instr_args.args for c in plan.chains for i in c.instructions
-                if type(i.instr_args).__name__ == "KernelCall"][pc]
+        args = _call_args(plan, pc)
         items = plan.values[args[0]].val
         assert isinstance(items, TensorList)
         o = plan.values[args[-1]].val.allocation_info
@@ -275,12 +284,7 @@ def test_the_loader_allows_concat_items_exactly_at_their_place(concat: str, plac
         assert offset >= 0
         plan.values[args[-1]].val.allocation_info = AllocationDetails(o.memory_id, offset, o.memory_offset_high)
 
-    if not refused:
-        _load_damaged(program, case, damage)
-        return
-    with pytest.raises(AotError, match=f"instruction {pc} writes its output over its argument 0") as err:
-        _load_damaged(program, case, damage)
-    assert err.value.exit_code == EXIT_INTERNAL
+    _load_expecting(program, case, damage, pc, refused)
 
 
 @needs_host_fw

@@ -109,26 +109,19 @@ static inline __attribute__((always_inline)) void lstm_run(const emlkit_lstm_par
   }
 }
 
-void emk_emlkit_lstm_s8_ref(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell,
-                            const int8_t *w_ih, const int8_t *w_hh, const int32_t *bias, const int32_t *requant,
-                            const int16_t *tables, const int8_t *h0) {
-  lstm_run(p, x, y, cell, w_ih, w_hh, bias, requant, tables, h0, rnn_dots_ref);
-}
-
+/* One entry point per gate-matmul variant: the body is shared, only rnn_dots_<v> differs. */
+#define LSTM_VARIANT(v)                                                                                          \
+  void emk_emlkit_lstm_s8_##v(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell,             \
+                              const int8_t *w_ih, const int8_t *w_hh, const int32_t *bias, const int32_t *requant, \
+                              const int16_t *tables, const int8_t *h0) {                                         \
+    lstm_run(p, x, y, cell, w_ih, w_hh, bias, requant, tables, h0, rnn_dots_##v);                               \
+  }
+LSTM_VARIANT(ref)
 #if FW_HAVE_DSP
-void emk_emlkit_lstm_s8_dsp(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell,
-                            const int8_t *w_ih, const int8_t *w_hh, const int32_t *bias, const int32_t *requant,
-                            const int16_t *tables, const int8_t *h0) {
-  lstm_run(p, x, y, cell, w_ih, w_hh, bias, requant, tables, h0, rnn_dots_dsp);
-}
+LSTM_VARIANT(dsp)
 #endif
-
 #if FW_HAVE_MVE
-void emk_emlkit_lstm_s8_mve(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell,
-                            const int8_t *w_ih, const int8_t *w_hh, const int32_t *bias, const int32_t *requant,
-                            const int16_t *tables, const int8_t *h0) {
-  lstm_run(p, x, y, cell, w_ih, w_hh, bias, requant, tables, h0, rnn_dots_mve);
-}
+LSTM_VARIANT(mve)
 #endif
 
 void emk_emlkit_lstm_s8(const emlkit_lstm_params *p, const int8_t *x, int8_t *y, int16_t *cell, const int8_t *w_ih,
@@ -176,26 +169,18 @@ static inline __attribute__((always_inline)) void gru_run(const emlkit_gru_param
   }
 }
 
-void emk_emlkit_gru_s8_ref(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih,
-                           const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables,
-                           const int8_t *h0) {
-  gru_run(p, x, y, w_ih, w_hh, bias, requant, tables, h0, rnn_dots_ref);
-}
-
+#define GRU_VARIANT(v)                                                                                         \
+  void emk_emlkit_gru_s8_##v(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih,          \
+                             const int8_t *w_hh, const int32_t *bias, const int32_t *requant,                     \
+                             const int16_t *tables, const int8_t *h0) {                                         \
+    gru_run(p, x, y, w_ih, w_hh, bias, requant, tables, h0, rnn_dots_##v);                                      \
+  }
+GRU_VARIANT(ref)
 #if FW_HAVE_DSP
-void emk_emlkit_gru_s8_dsp(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih,
-                           const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables,
-                           const int8_t *h0) {
-  gru_run(p, x, y, w_ih, w_hh, bias, requant, tables, h0, rnn_dots_dsp);
-}
+GRU_VARIANT(dsp)
 #endif
-
 #if FW_HAVE_MVE
-void emk_emlkit_gru_s8_mve(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih,
-                           const int8_t *w_hh, const int32_t *bias, const int32_t *requant, const int16_t *tables,
-                           const int8_t *h0) {
-  gru_run(p, x, y, w_ih, w_hh, bias, requant, tables, h0, rnn_dots_mve);
-}
+GRU_VARIANT(mve)
 #endif
 
 void emk_emlkit_gru_s8(const emlkit_gru_params *p, const int8_t *x, int8_t *y, const int8_t *w_ih, const int8_t *w_hh,

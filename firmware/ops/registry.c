@@ -2,8 +2,8 @@
  * ET_OP("namespace::name", "overload", eval_fn), with a load-time check
  * ET_OP("namespace::name", "overload", eval_fn, prepare_fn), and with bytes
  * of per-call state for them ET_OP(..., eval_fn, prepare_fn, state_bytes).
- * The tables are included with <>: found on the include path, not beside this
- * file, so a program's image compiles it against its own cut-down copies. */
+ * registry_tables.h lists the tables (found on the include path, so a
+ * program's image compiles this file against its own cut-down copies). */
 #include "registry.h"
 
 /* Stand-in prepare of entries that name none (never called). */
@@ -21,12 +21,7 @@ et_status et_no_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
 #define ET_OP_(name, overload, fn, prep, state, ...)                     \
   et_status fn(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);     \
   et_status prep(et_kernel_ctx *ctx, et_value **args, uint32_t nargs);
-#include <cortex_m_ops.def>
-#include <aten_ops.def>
-#include <emlkit_ops.def>
-#ifndef ET_REGISTRY_NO_FLOAT_OPS /* boards whose full image leaves them out (CMakeLists.txt) */
-#include <aten_float_ops.def>
-#endif
+#include "registry_tables.h"
 #undef ET_OP_
 
 typedef struct {
@@ -39,12 +34,7 @@ typedef struct {
 
 static const entry k_ops[] = {
 #define ET_OP_(name, overload, fn, prep, state, ...) {name, overload, fn, prep, state},
-#include <cortex_m_ops.def>
-#include <aten_ops.def>
-#include <emlkit_ops.def>
-#ifndef ET_REGISTRY_NO_FLOAT_OPS /* boards whose full image leaves them out (CMakeLists.txt) */
-#include <aten_float_ops.def>
-#endif
+#include "registry_tables.h"
 #undef ET_OP_
 #undef ET_OP
     {NULL, NULL, NULL, NULL, 0},
