@@ -17,7 +17,7 @@ log = logging.getLogger("emlkit")
 
 def _patch_bands(text: str) -> int:
     """--patch-stages: "auto" (PATCH_AUTO), "off" (0) or a band count of at least 2."""
-    from emlkit.lower import PATCH_AUTO
+    from emlkit.patch_bands import PATCH_AUTO
 
     if text == "auto":
         return PATCH_AUTO

@@ -34,7 +34,7 @@ BOARDS = {"microbit": "v6m", "an385-m0plus": "v6m", "mps2-an385": "v7m", "mps2-a
           "mps2-an500": "v7m", "mps2-an505": "v8m"}
 # (name, base, size) of every memory, as QEMU 7.2's `info mtree` shows them (Secure aliases on AN505)
 MAPS = {
-    "microbit": [("flash", 0x0, 0x36000), ("flash_model", 0x36000, 0xA000), ("ram", 0x20000000, 0x4000)],
+    "microbit": [("flash", 0x0, 0x37000), ("flash_model", 0x37000, 0x9000), ("ram", 0x20000000, 0x4000)],
     "mps2-an385": [("ssram1", 0x0, 4 << 20), ("blockram", 0x01000000, 16 << 10), ("ssram23", 0x20000000, 4 << 20),
                    ("psram", 0x21000000, 16 << 20)],
     "mps2-an500": [("ssram1", 0x0, 4 << 20), ("ssram23", 0x20000000, 4 << 20), ("psram", 0x60000000, 16 << 20)],

@@ -103,8 +103,8 @@ def test_an_image_that_does_not_link_is_a_code_fit_failure() -> None:
           "arm-none-eabi/bin/ld: region `FLASH' overflowed by 1234 bytes\ncollect2: error: ld returned 1 exit status"
     res = fit.overflow_result(b, log)
     assert res is not None and not res.fits
-    assert res.line("m (t)") == (f"m (t) does not fit microbit: flash needs {0x36000 + 1234:,} B (image "
-                                 f"{0x36000 + 1234:,}), has {0x36000:,} B (the runner image does not link)")
+    assert res.line("m (t)") == (f"m (t) does not fit microbit: flash needs {0x37000 + 1234:,} B (image "
+                                 f"{0x37000 + 1234:,}), has {0x37000:,} B (the runner image does not link)")
     assert fit.overflow_result(b, "undefined reference to `foo'") is None
 
 

@@ -7,11 +7,10 @@ from typing import Any, Callable
 
 import torch
 
+from emlkit.patch_bands import PATCH_AUTO  # LowerOptions.patch_bands: `--patch-stages auto`
+
 # A pass over the converted (quantized, not yet lowered) torch.fx graph.
 GraphPass = Callable[[torch.fx.GraphModule], torch.fx.GraphModule]
-
-
-PATCH_AUTO = -1  # LowerOptions.patch_bands: `--patch-stages auto`
 
 
 @dataclass
