@@ -172,7 +172,11 @@ typedef struct {
  * and shifts de-interleaved from r2, which moves on by 32 bytes for each),
  * add the output offset, narrow to int16 in channel order, clamp, store 8
  * bytes at r3 + OFS. Uses q4-q7. */
-#define DW_RQ8(QE, QO, OFS)                       \
+/* FIX(Q, S): k_requantize_mve's round-half-away fix-up of Q for shifts S.
+ * K_FIX_ANY is its own three instructions; K_FIX_NEG, for calls whose shifts
+ * are all negative, is x + (x >> 31), two (kernels_mve.h says why both are
+ * exact). */
+#define DW_RQ8(QE, QO, OFS, FIX)                  \
   "vld20.32 {q4, q5}, [r2]\n"                     \
   "vld21.32 {q4, q5}, [r2]\n"                     \
   "add r2, #64\n"                                 \
@@ -181,13 +185,9 @@ typedef struct {
   "vld20.32 {q4, q5}, [r2]\n"                     \
   "vld21.32 {q4, q5}, [r2]\n"                     \
   "sub r2, #32\n"                                 \
-  "vand q6, " QE ", q4\n"                         \
-  "vshr.s32 q6, q6, #31\n"                        \
-  "vqadd.s32 " QE ", " QE ", q6\n"                \
+  FIX(QE, "q4")                                    \
   "vrshl.s32 " QE ", " QE ", q4\n"                \
-  "vand q6, " QO ", q5\n"                         \
-  "vshr.s32 q6, q6, #31\n"                        \
-  "vqadd.s32 " QO ", " QO ", q6\n"                \
+  FIX(QO, "q5")                                    \
   "vrshl.s32 " QO ", " QO ", q5\n"                \
   "vadd.i32 " QE ", " QE ", r12\n"                \
   "vadd.i32 " QO ", " QO ", r12\n"                \
@@ -210,7 +210,7 @@ typedef struct {
 
 /* The run loop around TAPS, the window's taps (r5 / r6: the first tap's
  * input and weights; r7, lr and r2 free). */
-#define DW_RUN(TAPS)                                                             \
+#define DW_RUN(TAPS, FIX)                                                        \
   "ldr r1, [r0, #0]\n"                                                           \
   "ldr r3, [r0, #8]\n"                                                           \
   "ldr r4, [r0, #12]\n"                                                          \
@@ -230,8 +230,8 @@ typedef struct {
   TAPS                                                                           \
   /* multipliers at +64, shifts at +128 */                                      \
   "add r2, r11, #64\n"                                                           \
-  DW_RQ8("q0", "q1", "")                                                         \
-  DW_RQ8("q2", "q3", ", #8")                                                     \
+  DW_RQ8("q0", "q1", "", FIX)                                                    \
+  DW_RQ8("q2", "q3", ", #8", FIX)                                                \
   "ldr r2, [r0, #16]\n"                                                          \
   "add r1, r2\n"                                                                 \
   "ldr r2, [r0, #20]\n"                                                          \
@@ -241,23 +241,29 @@ typedef struct {
 /* One tap of 16 channels, the pointers moved on to the next tap. */
 #define DW_TAP16 DW_TAP8("", "q0", "q1") DW_TAP8(", #8", "q2", "q3") "add r5, r8\n" "add r6, r9\n"
 /* Any kh x kw window: rows of kw taps. */
-K_ASM_LOOP(dw_run16, const dw_run_args,
-      DW_RUN("ldr r7, [r0, #28]\n"
-             "2:\n" /* tap row */
-             "ldr r2, [r0, #24]\n"
-             "dls lr, r2\n"
-             "3:\n" /* tap */
-             DW_TAP16
-             "le lr, 3b\n"
-             "add r5, r10\n"
-             "subs r7, #1\n"
-             "bne 2b\n"))
+#define DW_TAPS_ANY                                                              \
+  "ldr r7, [r0, #28]\n"                                                          \
+  "2:\n" /* tap row */                                                           \
+  "ldr r2, [r0, #24]\n"                                                          \
+  "dls lr, r2\n"                                                                 \
+  "3:\n" /* tap */                                                               \
+  DW_TAP16                                                                       \
+  "le lr, 3b\n"                                                                  \
+  "add r5, r10\n"                                                                \
+  "subs r7, #1\n"                                                                \
+  "bne 2b\n"
 /* 3x3 windows written out: no loop counters, the weights' pointer runs on
  * from row to row (kw * C bytes per row), the input's moves on by xadj. */
-K_ASM_LOOP(dw_run16_3x3, const dw_run_args,
-      DW_RUN(DW_TAP16 DW_TAP16 DW_TAP16 "add r5, r10\n"
-             DW_TAP16 DW_TAP16 DW_TAP16 "add r5, r10\n"
-             DW_TAP16 DW_TAP16 DW_TAP16))
+#define DW_TAPS_3X3                                                              \
+  DW_TAP16 DW_TAP16 DW_TAP16 "add r5, r10\n"                                     \
+  DW_TAP16 DW_TAP16 DW_TAP16 "add r5, r10\n"                                     \
+  DW_TAP16 DW_TAP16 DW_TAP16
+K_ASM_LOOP(dw_run16, const dw_run_args, DW_RUN(DW_TAPS_ANY, K_FIX_ANY))
+K_ASM_LOOP(dw_run16_neg, const dw_run_args, DW_RUN(DW_TAPS_ANY, K_FIX_NEG))
+K_ASM_LOOP(dw_run16_3x3, const dw_run_args, DW_RUN(DW_TAPS_3X3, K_FIX_ANY))
+K_ASM_LOOP(dw_run16_3x3_neg, const dw_run_args, DW_RUN(DW_TAPS_3X3, K_FIX_NEG))
+#undef DW_TAPS_3X3
+#undef DW_TAPS_ANY
 #undef DW_TAP16
 #undef DW_RUN
 #undef DW_TAP8
@@ -383,7 +389,8 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
                           int8_t *out, void *scratch, size_t scratch_size) {
   const int32_t dm = p->out_c / p->in_c;
   int ok = dw_mve_multiplier_ok(p, dm) && dw_mve_offset_ok(p);
-  for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]);
+  int neg = 1; /* all shifts negative: the run loops' shorter fix-up (K_FIX_NEG) */
+  for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]), neg &= shift[o] < 0;
   if (!ok) {
     emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
     return K_OK;
@@ -419,8 +426,8 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
           for (int32_t c0 = 0; c0 < C16; c0 += 16) {
             ra.x = in + (((size_t)b * p->in_h + iy0) * p->in_w + (size_t)(ox_a * p->stride_w - p->pad_w)) * C + c0;
             ra.w = w + c0, ra.out = op + c0, ra.g = blocks + (c0 / 16) * DW_BLOCK;
-            if (p->k_h == 3 && p->k_w == 3) dw_run16_3x3(&ra);
-            else dw_run16(&ra);
+            if (p->k_h == 3 && p->k_w == 3) (neg ? dw_run16_3x3_neg : dw_run16_3x3)(&ra);
+            else (neg ? dw_run16_neg : dw_run16)(&ra);
           }
           if (C16 == C) {
             ox = ox_b - 1;
