@@ -227,61 +227,62 @@ typedef struct {
   int32_t shift[4];     /* 80 */
 } conv_k16_args;
 
-K_ASM_LOOP(conv_k16_group, const conv_k16_args,
-      "mov r12, r0\n"
-      "ldr r3, [r12, #12]\n"
-      "vctp.8 r3\n" /* p0: the K bytes of a row, for the whole loop */
-      "ldr r1, [r12, #32]\n"
-      "ldr r5, [r12, #36]\n"
-      "ldr r7, [r12, #40]\n"
-      "ldr r8, [r12, #44]\n"
-      "vpstttt\n"
-      "vldrbt.8 q0, [r1]\n"
-      "vldrbt.8 q1, [r5]\n"
-      "vldrbt.8 q2, [r7]\n"
-      "vldrbt.8 q3, [r8]\n"
-      "vldrw.32 q5, [r12, #64]\n"
-      "vldrw.32 q6, [r12, #80]\n"
-      "ldr r1, [r12, #0]\n"
-      "ldr r5, [r12, #4]\n"
-      "ldr r7, [r12, #16]\n"
-      "ldr r8, [r12, #20]\n"
-      "ldr r9, [r12, #24]\n"
-      "ldr r10, [r12, #28]\n"
-      "ldr r11, [r12, #8]\n"
-      "add r12, r12, #48\n"
-      "dls lr, r11\n"
-      "1:\n"
-      "ldrd r0, r2, [r12]\n"
-      "ldrd r4, r6, [r12, #8]\n"
-      "vpst\n"
-      "vldrbt.8 q4, [r1]\n"
-      "add r1, r3\n"
-      "vmlava.s8 r0, q4, q0\n"
-      "vmlava.s8 r2, q4, q1\n"
-      "vmlava.s8 r4, q4, q2\n"
-      "vmlava.s8 r6, q4, q3\n"
-      "vmov.32 q4[0], r0\n"
-      "vmov.32 q4[1], r2\n"
-      "vmov.32 q4[2], r4\n"
-      "vmov.32 q4[3], r6\n"
-      /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */
-      "vqrdmulh.s32 q4, q4, q5\n"
-      "vand q7, q4, q6\n"
-      "vshr.s32 q7, q7, #31\n"
-      "vqadd.s32 q4, q4, q7\n"
-      "vrshl.s32 q4, q4, q6\n"
-      "vadd.i32 q4, q4, r8\n"
-      "vdup.32 q7, r9\n"
-      "vmax.s32 q4, q4, q7\n"
-      "vdup.32 q7, r10\n"
-      "vmin.s32 q4, q4, q7\n"
-      "vstrb.32 q4, [r5]\n"
-      "add r5, r7\n"
-      "le lr, 1b\n")
+#define K16_LOOP(FIX)                                                       \
+      "mov r12, r0\n" \
+      "ldr r3, [r12, #12]\n" \
+      "vctp.8 r3\n" /* p0: the K bytes of a row, for the whole loop */ \
+      "ldr r1, [r12, #32]\n" \
+      "ldr r5, [r12, #36]\n" \
+      "ldr r7, [r12, #40]\n" \
+      "ldr r8, [r12, #44]\n" \
+      "vpstttt\n" \
+      "vldrbt.8 q0, [r1]\n" \
+      "vldrbt.8 q1, [r5]\n" \
+      "vldrbt.8 q2, [r7]\n" \
+      "vldrbt.8 q3, [r8]\n" \
+      "vldrw.32 q5, [r12, #64]\n" \
+      "vldrw.32 q6, [r12, #80]\n" \
+      "ldr r1, [r12, #0]\n" \
+      "ldr r5, [r12, #4]\n" \
+      "ldr r7, [r12, #16]\n" \
+      "ldr r8, [r12, #20]\n" \
+      "ldr r9, [r12, #24]\n" \
+      "ldr r10, [r12, #28]\n" \
+      "ldr r11, [r12, #8]\n" \
+      "add r12, r12, #48\n" \
+      "dls lr, r11\n" \
+      "1:\n" \
+      "ldrd r0, r2, [r12]\n" \
+      "ldrd r4, r6, [r12, #8]\n" \
+      "vpst\n" \
+      "vldrbt.8 q4, [r1]\n" \
+      "add r1, r3\n" \
+      "vmlava.s8 r0, q4, q0\n" \
+      "vmlava.s8 r2, q4, q1\n" \
+      "vmlava.s8 r4, q4, q2\n" \
+      "vmlava.s8 r6, q4, q3\n" \
+      "vmov.32 q4[0], r0\n" \
+      "vmov.32 q4[1], r2\n" \
+      "vmov.32 q4[2], r4\n" \
+      "vmov.32 q4[3], r6\n" \
+      /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */ \
+      "vqrdmulh.s32 q4, q4, q5\n" \
+      FIX("q4", "q6", "q7") \
+      "vrshl.s32 q4, q4, q6\n" \
+      "vadd.i32 q4, q4, r8\n" \
+      "vdup.32 q7, r9\n" \
+      "vmax.s32 q4, q4, q7\n" \
+      "vdup.32 q7, r10\n" \
+      "vmin.s32 q4, q4, q7\n" \
+      "vstrb.32 q4, [r5]\n" \
+      "add r5, r7\n" \
+      "le lr, 1b\n"
+K_ASM_LOOP(conv_k16_group, const conv_k16_args, K16_LOOP(K_FIX_ANY))
+K_ASM_LOOP(conv_k16_group_neg, const conv_k16_args, K16_LOOP(K_FIX_NEG))
+#undef K16_LOOP
 
 static void conv_k16(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
-                     const int32_t *shift, int8_t *out, const int32_t *beff) {
+                     const int32_t *shift, int8_t *out, const int32_t *beff, int neg) {
   const int32_t K = p->in_c, OC = p->out_c, OC4 = OC & ~3;
   conv_k16_args a __attribute__((aligned(16)));
   a.x = in, a.npix = p->batch * p->out_h * p->out_w, a.k = K, a.oc = OC;
@@ -292,7 +293,7 @@ static void conv_k16(const qconv_params *p, const int8_t *in, const int8_t *w, c
       a.w[j] = w + (size_t)(o0 + j) * K;
       a.beff[j] = beff[o0 + j], a.mult[j] = mult[o0 + j], a.shift[j] = shift[o0 + j];
     }
-    conv_k16_group(&a);
+    (neg ? conv_k16_group_neg : conv_k16_group)(&a);
   }
   if (OC4 == OC) return;
   /* the last 1-3 channels: predicated stores */
@@ -357,13 +358,14 @@ typedef struct {
 #define XQ_LOADT2 "vldrb.8 q0, [r12], #16\n" "vpst\n" "vldrbt.8 q1, [r12]\n" "add r12, r11\n"
 #define XQ_LOADT3 XQ_LOAD2 "vpst\n" "vldrbt.8 q2, [r12]\n" "add r12, r11\n"
 #define XQ_LOADT4 XQ_LOAD3 "vpst\n" "vldrbt.8 q3, [r12]\n" "add r12, r11\n"
-#define XQ_LOOP(LOAD, CH, PIX, NEXT)                                        \
+#define XQ_LOOP(LOAD, CH, PIX, NEXT, FIX)                                   \
   "mov r10, r0\n"                                                           \
   "ldr r12, [r10, #0]\n"                                                    \
   "ldr r3, [r10, #20]\n"                                                    \
   "ldr r9, [r10, #32]\n"                                                    \
   "ldr r11, [r10, #36]\n"                                                   \
   "vctp.8 r11\n"                                                            \
+  "vldrw.32 q7, [r10, #48]\n" /* lo, for the whole loop */               \
   "4:\n" /* pixel: its row into q0.. */                                    \
   PIX                                                                       \
   LOAD                                                                      \
@@ -385,13 +387,10 @@ typedef struct {
   "vldrw.32 q6, [r7], #16\n"                                                \
   /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */ \
   "vqrdmulh.s32 q4, q4, q5\n"                                               \
-  "vand q5, q4, q6\n"                                                       \
-  "vshr.s32 q5, q5, #31\n"                                                  \
-  "vqadd.s32 q4, q4, q5\n"                                                  \
+  FIX("q4", "q6", "q5")                                                     \
   "vrshl.s32 q4, q4, q6\n"                                                  \
   "vadd.i32 q4, q4, r9\n"                                                   \
-  "vldrw.32 q5, [r10, #48]\n"                                               \
-  "vmax.s32 q4, q4, q5\n"                                                   \
+  "vmax.s32 q4, q4, q7\n"                                                   \
   "vldrw.32 q5, [r10, #64]\n"                                               \
   "vmin.s32 q4, q4, q5\n"                                                   \
   "vstrb.32 q4, [r3], #4\n"                                                 \
@@ -428,18 +427,30 @@ typedef struct {
   "9:\n"                                                                    \
   "vctp.8 r11\n"
 #define XQ_NEXT "ldr r1, [r10, #92]\n" "ldr r2, [r10, #96]\n" "add r1, r2\n" "str r1, [r10, #92]\n"
-K_ASM_LOOP(conv_xq2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, "", ""))
-K_ASM_LOOP(conv_xq3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, "", ""))
-K_ASM_LOOP(conv_xq4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, "", ""))
-K_ASM_LOOP(conv_xqt2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, "", ""))
-K_ASM_LOOP(conv_xqt3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, "", ""))
-K_ASM_LOOP(conv_xqt4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, "", ""))
-K_ASM_LOOP(conv_xqi2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, XQ_GATHER, XQ_NEXT))
-K_ASM_LOOP(conv_xqi3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, XQ_GATHER, XQ_NEXT))
-K_ASM_LOOP(conv_xqi4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, XQ_GATHER, XQ_NEXT))
-K_ASM_LOOP(conv_xqit2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, XQ_GATHER, XQ_NEXT))
-K_ASM_LOOP(conv_xqit3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, XQ_GATHER, XQ_NEXT))
-K_ASM_LOOP(conv_xqit4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, XQ_GATHER, XQ_NEXT))
+K_ASM_LOOP(conv_xq2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, "", "", K_FIX_ANY))
+K_ASM_LOOP(conv_xq2n, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, "", "", K_FIX_NEG))
+K_ASM_LOOP(conv_xq3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, "", "", K_FIX_ANY))
+K_ASM_LOOP(conv_xq3n, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, "", "", K_FIX_NEG))
+K_ASM_LOOP(conv_xq4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, "", "", K_FIX_ANY))
+K_ASM_LOOP(conv_xq4n, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, "", "", K_FIX_NEG))
+K_ASM_LOOP(conv_xqt2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, "", "", K_FIX_ANY))
+K_ASM_LOOP(conv_xqt2n, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, "", "", K_FIX_NEG))
+K_ASM_LOOP(conv_xqt3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, "", "", K_FIX_ANY))
+K_ASM_LOOP(conv_xqt3n, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, "", "", K_FIX_NEG))
+K_ASM_LOOP(conv_xqt4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, "", "", K_FIX_ANY))
+K_ASM_LOOP(conv_xqt4n, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, "", "", K_FIX_NEG))
+K_ASM_LOOP(conv_xqi2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
+K_ASM_LOOP(conv_xqi2n, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
+K_ASM_LOOP(conv_xqi3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
+K_ASM_LOOP(conv_xqi3n, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
+K_ASM_LOOP(conv_xqi4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
+K_ASM_LOOP(conv_xqi4n, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
+K_ASM_LOOP(conv_xqit2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
+K_ASM_LOOP(conv_xqit2n, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
+K_ASM_LOOP(conv_xqit3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
+K_ASM_LOOP(conv_xqit3n, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
+K_ASM_LOOP(conv_xqit4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
+K_ASM_LOOP(conv_xqit4n, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
 #undef XQ_NEXT
 #undef XQ_GATHER
 #undef XQ_LOOP
@@ -458,37 +469,26 @@ K_ASM_LOOP(conv_xqit4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, XQ_GATHER, XQ_N
 #undef XQ_T
 #undef XQ_V
 
-/* The im2col variant for this K (16 < K <= 64). */
-static void conv_xqi(conv_xq_args *a, int32_t K) {
-  const int32_t nv = (K + 15) / 16;
-  if (K % 16 == 0) {
-    if (nv == 2) conv_xqi2(a);
-    else if (nv == 3) conv_xqi3(a);
-    else conv_xqi4(a);
-  } else {
-    if (nv == 2) conv_xqit2(a);
-    else if (nv == 3) conv_xqit3(a);
-    else conv_xqit4(a);
-  }
+/* The variants by [im2col][K not a multiple of 16][ceil(K / 16) - 2][all shifts negative (K_FIX_NEG)]. */
+typedef void conv_xq_fn(conv_xq_args *);
+static conv_xq_fn *const conv_xq_fns[2][2][3][2] = {
+    {{{conv_xq2, conv_xq2n}, {conv_xq3, conv_xq3n}, {conv_xq4, conv_xq4n}},
+     {{conv_xqt2, conv_xqt2n}, {conv_xqt3, conv_xqt3n}, {conv_xqt4, conv_xqt4n}}},
+    {{{conv_xqi2, conv_xqi2n}, {conv_xqi3, conv_xqi3n}, {conv_xqi4, conv_xqi4n}},
+     {{conv_xqit2, conv_xqit2n}, {conv_xqit3, conv_xqit3n}, {conv_xqit4, conv_xqit4n}}}};
+static inline conv_xq_fn *conv_xq_pick(int im2col, int32_t K, int neg) {
+  return conv_xq_fns[im2col][K % 16 != 0][(K + 15) / 16 - 2][neg != 0];
 }
 
 static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
-                    const int32_t *shift, int8_t *out, const int32_t *beff) {
+                    const int32_t *shift, int8_t *out, const int32_t *beff, int neg) {
   const int32_t K = p->in_c, nv = (K + 15) / 16;
   conv_xq_args a __attribute__((aligned(16)));
   a.x = in, a.w = w, a.beff = beff, a.mult = mult, a.shift = shift, a.out = out;
   a.groups = p->out_c / 4, a.npix = p->batch * p->out_h * p->out_w, a.off = p->output_offset;
   a.tail = K - 16 * (nv - 1);
   for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
-  if (a.tail == 16) {
-    if (nv == 2) conv_xq2(&a);
-    else if (nv == 3) conv_xq3(&a);
-    else conv_xq4(&a);
-  } else {
-    if (nv == 2) conv_xqt2(&a);
-    else if (nv == 3) conv_xqt3(&a);
-    else conv_xqt4(&a);
-  }
+  conv_xq_pick(0, K, neg)(&a);
 }
 
 /* A run of output pixels, every full group of four output channels of each,
@@ -525,96 +525,97 @@ typedef struct {
   int32_t gleft;        /* 104: groups left */
 } conv_run_args;
 
-K_ASM_LOOP(conv_run_groups, conv_run_args,
-      "mov r10, r0\n"
-      "ldr r9, [r10, #28]\n"
-      "vldrw.32 q7, [r10, #48]\n"
-      "4:\n" /* pixel */
-      "ldr r1, [r10, #40]\n"
-      "ldr r4, [r10, #80]\n"
-      "cbnz r4, 5f\n"
-      "str r1, [r10, #0]\n" /* the row is the input itself */
-      "b 7f\n"
-      "5:\n" /* gather kh runs of kwc bytes from r1 into the row */
-      "ldr r7, [r10, #0]\n"
-      "ldr r2, [r10, #84]\n"
-      "ldr r5, [r10, #88]\n"
-      "6:\n"
-      "mov r6, r1\n"
-      "mov r3, r7\n"
-      "dlstp.8 lr, r2\n"
-      "8:\n"
-      "vldrb.8 q0, [r6], #16\n"
-      "vstrb.8 q0, [r3], #16\n"
-      "letp lr, 8b\n"
-      "add r7, r2\n"
-      "add r1, r5\n"
-      "subs r4, #1\n"
-      "bne 6b\n"
-      "7:\n" /* the pixel's groups */
-      "ldr r12, [r10, #8]\n"
-      "ldr r11, [r10, #12]\n"
-      "ldr r3, [r10, #16]\n"
-      "str r3, [r10, #100]\n"
-      "ldr r3, [r10, #24]\n"
-      "str r3, [r10, #104]\n"
-      "ldr r3, [r10, #4]\n"
-      "1:\n"
-      "add r5, r3, r9\n"
-      "add r7, r5, r9\n"
-      "add r8, r7, r9\n"
-      "add r1, r8, r9\n"
-      "str r1, [r10, #96]\n"
-      "ldr r1, [r10, #0]\n"
-      "ldrd r0, r2, [r12], #8\n"
-      "ldrd r4, r6, [r12], #8\n"
-      "dlstp.8 lr, r9\n"
-      "2:\n"
-      "vldrb.8 q0, [r1], #16\n"
-      "vldrb.8 q1, [r3], #16\n"
-      "vldrb.8 q2, [r5], #16\n"
-      "vmlava.s8 r0, q0, q1\n"
-      "vldrb.8 q3, [r7], #16\n"
-      "vmlava.s8 r2, q0, q2\n"
-      "vldrb.8 q1, [r8], #16\n"
-      "vmlava.s8 r4, q0, q3\n"
-      "vmlava.s8 r6, q0, q1\n"
-      "letp lr, 2b\n"
-      "vmov.32 q4[0], r0\n"
-      "vmov.32 q4[1], r2\n"
-      "vmov.32 q4[2], r4\n"
-      "vmov.32 q4[3], r6\n"
-      "vldrw.32 q5, [r11], #16\n"
-      "ldr r0, [r10, #100]\n"
-      "vldrw.32 q6, [r0], #16\n"
-      "str r0, [r10, #100]\n"
-      /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */
-      "vqrdmulh.s32 q4, q4, q5\n"
-      "vand q5, q4, q6\n"
-      "vshr.s32 q5, q5, #31\n"
-      "vqadd.s32 q4, q4, q5\n"
-      "vrshl.s32 q4, q4, q6\n"
-      "ldr r0, [r10, #32]\n"
-      "vadd.i32 q4, q4, r0\n"
-      "vmax.s32 q4, q4, q7\n"
-      "vldrw.32 q5, [r10, #64]\n"
-      "vmin.s32 q4, q4, q5\n"
-      "ldr r0, [r10, #20]\n"
-      "vstrb.32 q4, [r0], #4\n"
-      "str r0, [r10, #20]\n"
-      "ldr r3, [r10, #96]\n"
-      "ldr r0, [r10, #104]\n"
-      "subs r0, #1\n"
-      "str r0, [r10, #104]\n"
-      "bne 1b\n"
-      "ldr r1, [r10, #40]\n" /* next pixel */
-      "ldr r2, [r10, #44]\n"
-      "add r1, r2\n"
-      "str r1, [r10, #40]\n"
-      "ldr r0, [r10, #36]\n"
-      "subs r0, #1\n"
-      "str r0, [r10, #36]\n"
-      "bne 4b\n")
+#define RUN_LOOP(FIX) \
+      "mov r10, r0\n" \
+      "ldr r9, [r10, #28]\n" \
+      "vldrw.32 q7, [r10, #48]\n" \
+      "4:\n" /* pixel */ \
+      "ldr r1, [r10, #40]\n" \
+      "ldr r4, [r10, #80]\n" \
+      "cbnz r4, 5f\n" \
+      "str r1, [r10, #0]\n" /* the row is the input itself */ \
+      "b 7f\n" \
+      "5:\n" /* gather kh runs of kwc bytes from r1 into the row */ \
+      "ldr r7, [r10, #0]\n" \
+      "ldr r2, [r10, #84]\n" \
+      "ldr r5, [r10, #88]\n" \
+      "6:\n" \
+      "mov r6, r1\n" \
+      "mov r3, r7\n" \
+      "dlstp.8 lr, r2\n" \
+      "8:\n" \
+      "vldrb.8 q0, [r6], #16\n" \
+      "vstrb.8 q0, [r3], #16\n" \
+      "letp lr, 8b\n" \
+      "add r7, r2\n" \
+      "add r1, r5\n" \
+      "subs r4, #1\n" \
+      "bne 6b\n" \
+      "7:\n" /* the pixel's groups */ \
+      "ldr r12, [r10, #8]\n" \
+      "ldr r11, [r10, #12]\n" \
+      "ldr r3, [r10, #16]\n" \
+      "str r3, [r10, #100]\n" \
+      "ldr r3, [r10, #24]\n" \
+      "str r3, [r10, #104]\n" \
+      "ldr r3, [r10, #4]\n" \
+      "1:\n" \
+      "add r5, r3, r9\n" \
+      "add r7, r5, r9\n" \
+      "add r8, r7, r9\n" \
+      "add r1, r8, r9\n" \
+      "str r1, [r10, #96]\n" \
+      "ldr r1, [r10, #0]\n" \
+      "ldrd r0, r2, [r12], #8\n" \
+      "ldrd r4, r6, [r12], #8\n" \
+      "dlstp.8 lr, r9\n" \
+      "2:\n" \
+      "vldrb.8 q0, [r1], #16\n" \
+      "vldrb.8 q1, [r3], #16\n" \
+      "vldrb.8 q2, [r5], #16\n" \
+      "vmlava.s8 r0, q0, q1\n" \
+      "vldrb.8 q3, [r7], #16\n" \
+      "vmlava.s8 r2, q0, q2\n" \
+      "vldrb.8 q1, [r8], #16\n" \
+      "vmlava.s8 r4, q0, q3\n" \
+      "vmlava.s8 r6, q0, q1\n" \
+      "letp lr, 2b\n" \
+      "vmov.32 q4[0], r0\n" \
+      "vmov.32 q4[1], r2\n" \
+      "vmov.32 q4[2], r4\n" \
+      "vmov.32 q4[3], r6\n" \
+      "vldrw.32 q5, [r11], #16\n" \
+      "ldr r0, [r10, #100]\n" \
+      "vldrw.32 q6, [r0], #16\n" \
+      "str r0, [r10, #100]\n" \
+      /* k_requantize_mve: vqrdmulh, round-half-away fix-up, rounding shift */ \
+      "vqrdmulh.s32 q4, q4, q5\n" \
+      FIX("q4", "q6", "q5") \
+      "vrshl.s32 q4, q4, q6\n" \
+      "ldr r0, [r10, #32]\n" \
+      "vadd.i32 q4, q4, r0\n" \
+      "vmax.s32 q4, q4, q7\n" \
+      "vldrw.32 q5, [r10, #64]\n" \
+      "vmin.s32 q4, q4, q5\n" \
+      "ldr r0, [r10, #20]\n" \
+      "vstrb.32 q4, [r0], #4\n" \
+      "str r0, [r10, #20]\n" \
+      "ldr r3, [r10, #96]\n" \
+      "ldr r0, [r10, #104]\n" \
+      "subs r0, #1\n" \
+      "str r0, [r10, #104]\n" \
+      "bne 1b\n" \
+      "ldr r1, [r10, #40]\n" /* next pixel */ \
+      "ldr r2, [r10, #44]\n" \
+      "add r1, r2\n" \
+      "str r1, [r10, #40]\n" \
+      "ldr r0, [r10, #36]\n" \
+      "subs r0, #1\n" \
+      "str r0, [r10, #36]\n" \
+      "bne 4b\n"
+K_ASM_LOOP(conv_run_groups, conv_run_args, RUN_LOOP(K_FIX_ANY))
+K_ASM_LOOP(conv_run_groups_neg, conv_run_args, RUN_LOOP(K_FIX_NEG))
+#undef RUN_LOOP
 
 /* The last 1-3 output channels of one pixel's K-byte row x (out_c not a multiple of 4). */
 static void conv_rem(const qconv_params *p, const int8_t *x, const int8_t *w, const int32_t *mult,
@@ -631,7 +632,7 @@ static void conv_rem(const qconv_params *p, const int8_t *x, const int8_t *w, co
 }
 
 static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
-                      const int32_t *shift, int8_t *out, const int32_t *beff, int8_t *row) {
+                      const int32_t *shift, int8_t *out, const int32_t *beff, int8_t *row, int neg) {
   const int32_t K = p->k_h * p->k_w * p->in_c, OC = p->out_c, C = p->in_c;
   const int32_t IH = p->in_h, IW = p->in_w, OH = p->out_h, OW = p->out_w, SH = p->stride_h, SW = p->stride_w;
   const int direct = conv_direct(p);
@@ -670,9 +671,9 @@ static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, 
           a.srcstep = SW * C;
           if (xq) {
             qa.npix = n, qa.out = op, qa.kh = p->k_h, qa.src = a.src;
-            conv_xqi(&qa, K);
+            conv_xq_pick(1, K, neg)(&qa);
           } else {
-            conv_run_groups(&a);
+            (neg ? conv_run_groups_neg : conv_run_groups)(&a);
           }
           ox += n - 1, op += (size_t)(n - 1) * OC;
           continue;
@@ -682,10 +683,10 @@ static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, 
         else im2col_row(p, in, b, oy, ox, vpad, row);
         if (xq) {
           qa.npix = 1, qa.out = op, qa.kh = 0, qa.src = x;
-          conv_xqi(&qa, K);
+          conv_xq_pick(1, K, neg)(&qa);
         } else if (OC4) {
           a.npix = 1, a.out = op, a.x = x, a.kh = 0, a.src = x, a.srcstep = 0;
-          conv_run_groups(&a);
+          (neg ? conv_run_groups_neg : conv_run_groups)(&a);
         }
         if (rem) conv_rem(p, x, w, mult, shift, beff, op);
       }
@@ -695,11 +696,14 @@ static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, 
 k_status emk_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
                         const int32_t *bias, const int32_t *mult, const int32_t *shift,
                         int8_t *out, void *scratch, size_t scratch_size) {
-  for (int32_t o = 0; o < p->out_c; o++)
+  int neg = 1; /* all shifts negative: the asm loops' shorter fix-up (K_FIX_NEG) */
+  for (int32_t o = 0; o < p->out_c; o++) {
     if (!k_requant_vec_ok(mult[o], shift[o])) {
       emk_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
       return K_OK;
     }
+    neg &= shift[o] < 0;
+  }
   if (!conv_fast_ok(p)) {
     conv_mve_general(p, in, w, bias, mult, shift, out);
     return K_OK;
@@ -725,11 +729,11 @@ k_status emk_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t
     beff = b;
   }
   if (CONV_MVE_IS_K16(p))
-    conv_k16(p, in, w, mult, shift, out, beff);
+    conv_k16(p, in, w, mult, shift, out, beff, neg);
   else if (CONV_MVE_IS_XQ(p))
-    conv_xq(p, in, w, mult, shift, out, beff);
+    conv_xq(p, in, w, mult, shift, out, beff, neg);
   else
-    conv_fast(p, in, w, mult, shift, out, beff, row);
+    conv_fast(p, in, w, mult, shift, out, beff, row, neg);
   return K_OK;
 }
 

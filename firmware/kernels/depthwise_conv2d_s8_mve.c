@@ -172,7 +172,7 @@ typedef struct {
  * and shifts de-interleaved from r2, which moves on by 32 bytes for each),
  * add the output offset, narrow to int16 in channel order, clamp, store 8
  * bytes at r3 + OFS. Uses q4-q7. */
-/* FIX(Q, S): k_requantize_mve's round-half-away fix-up of Q for shifts S.
+/* FIX(Q, S, T): k_requantize_mve's round-half-away fix-up of Q for shifts S.
  * K_FIX_ANY is its own three instructions; K_FIX_NEG, for calls whose shifts
  * are all negative, is x + (x >> 31), two (kernels_mve.h says why both are
  * exact). */
@@ -185,9 +185,9 @@ typedef struct {
   "vld20.32 {q4, q5}, [r2]\n"                     \
   "vld21.32 {q4, q5}, [r2]\n"                     \
   "sub r2, #32\n"                                 \
-  FIX(QE, "q4")                                    \
+  FIX(QE, "q4", "q6")                                    \
   "vrshl.s32 " QE ", " QE ", q4\n"                \
-  FIX(QO, "q5")                                    \
+  FIX(QO, "q5", "q6")                                    \
   "vrshl.s32 " QO ", " QO ", q5\n"                \
   "vadd.i32 " QE ", " QE ", r12\n"                \
   "vadd.i32 " QO ", " QO ", r12\n"                \

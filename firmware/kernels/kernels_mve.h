@@ -31,15 +31,15 @@ static inline int32x4_t k_requantize_mve(int32x4_t x, int32x4_t mult, int32x4_t 
   return vrshlq_s32(x, neg_shift);
 }
 
-/* The fix-up above as asm text for the hand-written loops: FIX(Q, S) nudges
- * the VQRDMULH result in register Q for the shifts in register S (scratch: q6,
- * which S and Q are not). K_FIX_ANY is the three instructions above.
+/* The fix-up above as asm text for the hand-written loops: FIX(Q, S, T) nudges
+ * the VQRDMULH result in register Q for the shifts in register S (T: a
+ * scratch register, neither of them). K_FIX_ANY is the three instructions above.
  * K_FIX_NEG, for calls whose shifts are all negative, is x + (x >> 31): the
  * sign test no longer needs the shift, and the plain add cannot wrap, since
  * VQRDMULH with mult >= 0 never returns INT32_MIN (its least result is
  * INT32_MIN + 1, for INT32_MIN * INT32_MAX). */
-#define K_FIX_ANY(Q, S) "vand q6, " Q ", " S "\n" "vshr.s32 q6, q6, #31\n" "vqadd.s32 " Q ", " Q ", q6\n"
-#define K_FIX_NEG(Q, S) "vshr.s32 q6, " Q ", #31\n" "vadd.i32 " Q ", " Q ", q6\n"
+#define K_FIX_ANY(Q, S, T) "vand " T ", " Q ", " S "\n" "vshr.s32 " T ", " T ", #31\n" "vqadd.s32 " Q ", " Q ", " T "\n"
+#define K_FIX_NEG(Q, S, T) "vshr.s32 " T ", " Q ", #31\n" "vadd.i32 " Q ", " Q ", " T "\n"
 
 /* Same with one multiplier/shift for all lanes. */
 static inline int32x4_t k_requantize_mve_n(int32x4_t x, int32_t mult, int32_t neg_shift) {
