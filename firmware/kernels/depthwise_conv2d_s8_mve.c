@@ -210,10 +210,10 @@ typedef struct {
 
 /* The run loop around TAPS, the window's taps (r5 / r6: the first tap's
  * input and weights; r7, lr and r2 free). */
-#define DW_RUN(TAPS, FIX)                                                        \
+#define DW_RUN(TAPS, FIX, PRE, NEXT)                                             \
   "ldr r1, [r0, #0]\n"                                                           \
   "ldr r3, [r0, #8]\n"                                                           \
-  "ldr r4, [r0, #12]\n"                                                          \
+  PRE                                                                            \
   "ldr r8, [r0, #32]\n"                                                          \
   "ldr r9, [r0, #36]\n"                                                          \
   "ldr r10, [r0, #40]\n"                                                         \
@@ -232,12 +232,13 @@ typedef struct {
   "add r2, r11, #64\n"                                                           \
   DW_RQ8("q0", "q1", "", FIX)                                                    \
   DW_RQ8("q2", "q3", ", #8", FIX)                                                \
-  "ldr r2, [r0, #16]\n"                                                          \
-  "add r1, r2\n"                                                                 \
-  "ldr r2, [r0, #20]\n"                                                          \
-  "add r3, r2\n"                                                                 \
-  "subs r4, #1\n"                                                                \
-  "bne 1b\n"
+  NEXT
+/* Any window: the pixel count in r4, the steps read per pixel (r7 and lr are the taps'). */
+#define DW_PRE_ANY "ldr r4, [r0, #12]\n"
+#define DW_NEXT_ANY "ldr r2, [r0, #16]\n" "add r1, r2\n" "ldr r2, [r0, #20]\n" "add r3, r2\n" "subs r4, #1\n" "bne 1b\n"
+/* 3x3 (no tap loops): the input / output steps in r7 / r4, the pixels counted by a low-overhead loop. */
+#define DW_PRE_3X3 "ldr r7, [r0, #16]\n" "ldr r4, [r0, #20]\n" "ldr lr, [r0, #12]\n" "dls lr, lr\n"
+#define DW_NEXT_3X3 "add r1, r7\n" "add r3, r4\n" "le lr, 1b\n"
 /* One tap of 16 channels, the pointers moved on to the next tap. */
 #define DW_TAP16 DW_TAP8("", "q0", "q1") DW_TAP8(", #8", "q2", "q3") "add r5, r8\n" "add r6, r9\n"
 /* Any kh x kw window: rows of kw taps. */
@@ -258,10 +259,14 @@ typedef struct {
   DW_TAP16 DW_TAP16 DW_TAP16 "add r5, r10\n"                                     \
   DW_TAP16 DW_TAP16 DW_TAP16 "add r5, r10\n"                                     \
   DW_TAP16 DW_TAP16 DW_TAP16
-K_ASM_LOOP(dw_run16, const dw_run_args, DW_RUN(DW_TAPS_ANY, K_FIX_ANY))
-K_ASM_LOOP(dw_run16_neg, const dw_run_args, DW_RUN(DW_TAPS_ANY, K_FIX_NEG))
-K_ASM_LOOP(dw_run16_3x3, const dw_run_args, DW_RUN(DW_TAPS_3X3, K_FIX_ANY))
-K_ASM_LOOP(dw_run16_3x3_neg, const dw_run_args, DW_RUN(DW_TAPS_3X3, K_FIX_NEG))
+K_ASM_LOOP(dw_run16, const dw_run_args, DW_RUN(DW_TAPS_ANY, K_FIX_ANY, DW_PRE_ANY, DW_NEXT_ANY))
+K_ASM_LOOP(dw_run16_neg, const dw_run_args, DW_RUN(DW_TAPS_ANY, K_FIX_NEG, DW_PRE_ANY, DW_NEXT_ANY))
+K_ASM_LOOP(dw_run16_3x3, const dw_run_args, DW_RUN(DW_TAPS_3X3, K_FIX_ANY, DW_PRE_3X3, DW_NEXT_3X3))
+K_ASM_LOOP(dw_run16_3x3_neg, const dw_run_args, DW_RUN(DW_TAPS_3X3, K_FIX_NEG, DW_PRE_3X3, DW_NEXT_3X3))
+#undef DW_NEXT_3X3
+#undef DW_PRE_3X3
+#undef DW_NEXT_ANY
+#undef DW_PRE_ANY
 #undef DW_TAPS_3X3
 #undef DW_TAPS_ANY
 #undef DW_TAP16
