@@ -525,7 +525,7 @@ typedef struct {
   int32_t gleft;        /* 104: groups left */
 } conv_run_args;
 
-#define RUN_LOOP(FIX) \
+#define RUN_LOOP(FIX, SAVE_NEXT, NEXT_ROW, LOAD_NEXT) \
       "mov r10, r0\n" \
       "ldr r9, [r10, #28]\n" \
       "vldrw.32 q7, [r10, #48]\n" \
@@ -563,8 +563,7 @@ typedef struct {
       "add r5, r3, r9\n" \
       "add r7, r5, r9\n" \
       "add r8, r7, r9\n" \
-      "add r1, r8, r9\n" \
-      "str r1, [r10, #96]\n" \
+      SAVE_NEXT \
       "ldr r1, [r10, #0]\n" \
       "ldrd r0, r2, [r12], #8\n" \
       "ldrd r4, r6, [r12], #8\n" \
@@ -580,6 +579,7 @@ typedef struct {
       "vmlava.s8 r4, q0, q3\n" \
       "vmlava.s8 r6, q0, q1\n" \
       "letp lr, 2b\n" \
+      NEXT_ROW \
       "vmov.32 q4[0], r0\n" \
       "vmov.32 q4[1], r2\n" \
       "vmov.32 q4[2], r4\n" \
@@ -600,7 +600,7 @@ typedef struct {
       "ldr r0, [r10, #20]\n" \
       "vstrb.32 q4, [r0], #4\n" \
       "str r0, [r10, #20]\n" \
-      "ldr r3, [r10, #96]\n" \
+      LOAD_NEXT \
       "ldr r0, [r10, #104]\n" \
       "subs r0, #1\n" \
       "str r0, [r10, #104]\n" \
@@ -613,8 +613,23 @@ typedef struct {
       "subs r0, #1\n" \
       "str r0, [r10, #36]\n" \
       "bne 4b\n"
-K_ASM_LOOP(conv_run_groups, conv_run_args, RUN_LOOP(K_FIX_ANY))
-K_ASM_LOOP(conv_run_groups_neg, conv_run_args, RUN_LOOP(K_FIX_NEG))
+/* The next group's first weight row: kept in wcur; with K a multiple of 16 it
+ * is where the last row's pointer stops (no partial step), moved to r3 there. */
+#define RUN_SAVE "add r1, r8, r9\n" "str r1, [r10, #96]\n"
+#define RUN_LOAD "ldr r3, [r10, #96]\n"
+#define RUN_NEXT16 "mov r3, r8\n"
+K_ASM_LOOP(conv_run_groups, conv_run_args, RUN_LOOP(K_FIX_ANY, RUN_SAVE, "", RUN_LOAD))
+K_ASM_LOOP(conv_run_groups_neg, conv_run_args, RUN_LOOP(K_FIX_NEG, RUN_SAVE, "", RUN_LOAD))
+K_ASM_LOOP(conv_run_groups16, conv_run_args, RUN_LOOP(K_FIX_ANY, "", RUN_NEXT16, ""))
+K_ASM_LOOP(conv_run_groups16_neg, conv_run_args, RUN_LOOP(K_FIX_NEG, "", RUN_NEXT16, ""))
+#undef RUN_NEXT16
+#undef RUN_LOAD
+#undef RUN_SAVE
+/* The variant for K and the shifts (all negative: K_FIX_NEG). */
+static inline void conv_run(conv_run_args *a, int neg) {
+  if (a->k % 16 == 0) (neg ? conv_run_groups16_neg : conv_run_groups16)(a);
+  else (neg ? conv_run_groups_neg : conv_run_groups)(a);
+}
 #undef RUN_LOOP
 
 /* The last 1-3 output channels of one pixel's K-byte row x (out_c not a multiple of 4). */
@@ -673,7 +688,7 @@ static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, 
             qa.npix = n, qa.out = op, qa.kh = p->k_h, qa.src = a.src;
             conv_xq_pick(1, K, neg)(&qa);
           } else {
-            (neg ? conv_run_groups_neg : conv_run_groups)(&a);
+            conv_run(&a, neg);
           }
           ox += n - 1, op += (size_t)(n - 1) * OC;
           continue;
@@ -686,7 +701,7 @@ static void conv_fast(const qconv_params *p, const int8_t *in, const int8_t *w, 
           conv_xq_pick(1, K, neg)(&qa);
         } else if (OC4) {
           a.npix = 1, a.out = op, a.x = x, a.kh = 0, a.src = x, a.srcstep = 0;
-          (neg ? conv_run_groups_neg : conv_run_groups)(&a);
+          conv_run(&a, neg);
         }
         if (rem) conv_rem(p, x, w, mult, shift, beff, op);
       }
