@@ -272,6 +272,89 @@ K_ASM_LOOP(dw_run16_3x3_neg, const dw_run_args, DW_RUN(DW_TAPS_3X3, K_FIX_NEG, D
 #undef DW_TAP16
 #undef DW_RUN
 #undef DW_TAP8
+
+/* One border pixel (its window cut by the padding), every whole 16-channel
+ * group in one asm loop: the valid taps only (nky rows of nkx), the input
+ * offset added to each int16 input lane (x + offset lies within int16, see
+ * dw_mve_offset_ok), the sums starting from the plain bias (16 per group,
+ * de-interleaved like the blocks), requantized as in dw_run16. The fields up
+ * to 52 and lo / hi are read by the asm at these offsets; w moves on by 16
+ * per group as the loop runs. */
+typedef struct {
+  const int8_t *x;      /* 0: first valid tap (channel 0) */
+  const int8_t *w;      /* 4: its weights (channel 0) */
+  int8_t *out;          /* 8: the pixel's output (channel 0) */
+  int32_t groups;       /* 12: whole 16-channel groups, >= 1 */
+  int32_t nky, nkx;     /* 16, 20: valid tap rows and taps per row, >= 1 */
+  int32_t xstep;        /* 24: dil_w * C */
+  int32_t wstep;        /* 28: C */
+  int32_t xadj;         /* 32: next tap row, input: dil_h * in_w * C - nkx * xstep */
+  int32_t wadj;         /* 36: next tap row, weights: (k_w - nkx) * C */
+  const int32_t *init;  /* 40: the bias */
+  const int32_t *g;     /* 44: the first group's block (multipliers at +64, shifts at +128) */
+  int32_t off;          /* 48: output offset */
+  int32_t ioff;         /* 52: input offset */
+  int32_t pad_[2];
+  int16_t lo[8];        /* 64 */
+  int16_t hi[8];        /* 80 */
+} dw_edge_args;
+
+/* One tap of 8 channels at byte offset OFS, the input offset (r2) added. */
+#define DW_ETAP8(OFS, QE, QO)                     \
+  "vldrb.s16 q4, [r5" OFS "]\n"                   \
+  "vadd.i16 q4, q4, r2\n"                         \
+  "vldrb.s16 q5, [r6" OFS "]\n"                   \
+  "vmullb.s16 q6, q4, q5\n"                       \
+  "vadd.i32 " QE ", " QE ", q6\n"                 \
+  "vmullt.s16 q6, q4, q5\n"                       \
+  "vadd.i32 " QO ", " QO ", q6\n"
+#define DW_EDGE(FIX)                                                             \
+  "ldr r1, [r0, #0]\n"                                                           \
+  "ldr r3, [r0, #8]\n"                                                           \
+  "ldr r4, [r0, #12]\n"                                                          \
+  "ldr r8, [r0, #24]\n"                                                          \
+  "ldr r9, [r0, #28]\n"                                                          \
+  "ldr r10, [r0, #40]\n"                                                         \
+  "ldr r11, [r0, #44]\n"                                                         \
+  "ldr r12, [r0, #48]\n"                                                         \
+  "1:\n" /* group: q0 / q1 channels 0-7 even / odd, q2 / q3 channels 8-15 */    \
+  "vld20.32 {q0, q1}, [r10]\n"                                                   \
+  "vld21.32 {q0, q1}, [r10]!\n"                                                  \
+  "vld20.32 {q2, q3}, [r10]\n"                                                   \
+  "vld21.32 {q2, q3}, [r10]!\n"                                                  \
+  "mov r5, r1\n"                                                                 \
+  "ldr r6, [r0, #4]\n"                                                           \
+  "ldr r2, [r0, #52]\n"                                                          \
+  "ldr r7, [r0, #16]\n"                                                          \
+  "2:\n" /* tap row */                                                           \
+  "ldr lr, [r0, #20]\n"                                                          \
+  "dls lr, lr\n"                                                                 \
+  "3:\n" /* tap */                                                               \
+  DW_ETAP8("", "q0", "q1") DW_ETAP8(", #8", "q2", "q3")                          \
+  "add r5, r8\n"                                                                 \
+  "add r6, r9\n"                                                                 \
+  "le lr, 3b\n"                                                                  \
+  "ldr lr, [r0, #32]\n"                                                          \
+  "add r5, lr\n"                                                                 \
+  "ldr lr, [r0, #36]\n"                                                          \
+  "add r6, lr\n"                                                                 \
+  "subs r7, #1\n"                                                                \
+  "bne 2b\n"                                                                     \
+  "add r2, r11, #64\n"                                                           \
+  DW_RQ8("q0", "q1", "", FIX)                                                    \
+  DW_RQ8("q2", "q3", ", #8", FIX)                                                \
+  "add r11, #192\n" /* next block (DW_BLOCK int32) */                           \
+  "add r3, #16\n"                                                                \
+  "add r1, #16\n"                                                                \
+  "ldr r2, [r0, #4]\n"                                                           \
+  "add r2, #16\n"                                                                \
+  "str r2, [r0, #4]\n"                                                           \
+  "subs r4, #1\n"                                                                \
+  "bne 1b\n"
+K_ASM_LOOP(dw_edge16, dw_edge_args, DW_EDGE(K_FIX_ANY))
+K_ASM_LOOP(dw_edge16_neg, dw_edge_args, DW_EDGE(K_FIX_NEG))
+#undef DW_EDGE
+#undef DW_ETAP8
 #undef DW_RQ8
 
 /* Valid kernel rows [lo, hi) of output row/column o. */
@@ -413,6 +496,10 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
   ra.opix = C, ra.kw = p->k_w, ra.kh = p->k_h, ra.xstep = xstep, ra.wstep = C;
   ra.xadj = ystep - p->k_w * xstep, ra.xpix = p->stride_w * C, ra.off = p->output_offset;
   for (int j = 0; j < 8; j++) ra.lo[j] = (int16_t)p->act_min, ra.hi[j] = (int16_t)p->act_max;
+  dw_edge_args ea __attribute__((aligned(16))); /* border pixels: the fields fixed per call */
+  ea.groups = C16 / 16, ea.xstep = xstep, ea.wstep = C, ea.init = bias, ea.g = blocks;
+  ea.off = p->output_offset, ea.ioff = p->input_offset;
+  for (int j = 0; j < 8; j++) ea.lo[j] = ra.lo[j], ea.hi[j] = ra.hi[j];
   /* output columns whose windows lie inside the input horizontally: [ox_a, ox_b) */
   int32_t ox_a = 0, ox_b = p->out_w;
   while (ox_a < ox_b && ox_a * p->stride_w - p->pad_w < 0) ox_a++;
@@ -466,6 +553,11 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
                            (((ptrdiff_t)(iy0 + ky_lo * p->dil_h) * p->in_w + ix0 + kx_lo * p->dil_w) * C);
         const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
         int32_t c0 = 0;
+        if (C16 && bias && g.nky > 0 && g.nkx > 0) { /* the whole groups in one asm call */
+          ea.x = x0, ea.w = w0, ea.out = op, ea.nky = g.nky, ea.nkx = g.nkx, ea.xadj = g.xadj, ea.wadj = g.wadj;
+          (neg ? dw_edge16_neg : dw_edge16)(&ea);
+          c0 = C16;
+        }
         for (; c0 + 16 <= C; c0 += 16) {
           /* the block's multipliers and shifts: one pointer for all three */
           const int32_t *gb = blocks + (c0 / 16) * DW_BLOCK;
