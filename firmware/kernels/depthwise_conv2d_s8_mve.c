@@ -171,7 +171,8 @@ typedef struct {
 /* Requantize the even / odd accumulators QE / QO of 8 channels (multipliers
  * and shifts de-interleaved from r2, which moves on by 32 bytes for each),
  * add the output offset, narrow to int16 in channel order, clamp, store 8
- * bytes at r3 + OFS. Uses q4-q7. */
+ * bytes at r3 + OFS. Uses q4-q6; q7 holds the lower clamp (lo, from r0 + 64) for the
+ * whole loop. */
 /* FIX(Q, S, T): k_requantize_mve's round-half-away fix-up of Q for shifts S.
  * K_FIX_ANY is its own three instructions; K_FIX_NEG, for calls whose shifts
  * are all negative, is x + (x >> 31), two (kernels_mve.h says why both are
@@ -193,8 +194,7 @@ typedef struct {
   "vadd.i32 " QO ", " QO ", r12\n"                \
   "vqmovnb.s32 q4, " QE "\n"                      \
   "vqmovnt.s32 q4, " QO "\n"                      \
-  "vldrh.16 q6, [r0, #64]\n"                      \
-  "vmax.s16 q4, q4, q6\n"                         \
+  "vmax.s16 q4, q4, q7\n"                         \
   "vldrh.16 q6, [r0, #80]\n"                      \
   "vmin.s16 q4, q4, q6\n"                         \
   "vstrb.16 q4, [r3" OFS "]\n"
@@ -211,6 +211,7 @@ typedef struct {
 /* The run loop around TAPS, the window's taps (r5 / r6: the first tap's
  * input and weights; r7, lr and r2 free). */
 #define DW_RUN(TAPS, FIX, PRE, NEXT)                                             \
+  "vldrh.16 q7, [r0, #64]\n"                                                     \
   "ldr r1, [r0, #0]\n"                                                           \
   "ldr r3, [r0, #8]\n"                                                           \
   PRE                                                                            \
@@ -309,6 +310,7 @@ typedef struct {
   "vmullt.s16 q6, q4, q5\n"                       \
   "vadd.i32 " QO ", " QO ", q6\n"
 #define DW_EDGE(FIX)                                                             \
+  "vldrh.16 q7, [r0, #64]\n"                                                     \
   "ldr r1, [r0, #0]\n"                                                           \
   "ldr r3, [r0, #8]\n"                                                           \
   "ldr r4, [r0, #12]\n"                                                          \
