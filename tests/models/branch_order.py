@@ -6,7 +6,7 @@ import torch.nn as nn
 torch.manual_seed(0)
 
 
-class ModelUnderTest(nn.Module):
+class Net(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.a1 = nn.Conv2d(4, 32, 3, padding=1)
@@ -20,4 +20,5 @@ class ModelUnderTest(nn.Module):
         return self.a2(a) + self.b2(b)
 
 
+ModelUnderTest = Net().eval()
 ModelInputs = (torch.randn(1, 4, 16, 16),)
