@@ -164,7 +164,9 @@ def error_line(what: str, board: str, s: Search) -> str:
     best = min(s.tried, key=lambda c: (c.shortfall, c.extra_macs_pct))
     short = [m for m in best.fit.get("memories", []) if not m["fits"]]
     mems = "; ".join(f"{m['memory']} needs {m['need']:,} B, has {m['size']:,} B" for m in short)
+    fix = f"use a board with {best.shortfall:,} B more RAM or a smaller model"
+    if not any(c.bands for c in s.tried):  # no band count could be compiled
+        return f"{what} does not fit {board}: {mems}, short by {best.shortfall:,} B ({s.why_not}); {fix}"
     how = "the whole map" if best.bands == 0 else f"{best.bands} bands (arena {best.arena:,} B)"
     return (f"{what} does not fit {board}, even with its first stages in bands ({s.why_not}): short by "
-            f"{best.shortfall:,} B at best, with {how}: {mems}; use a board with {best.shortfall:,} B more RAM "
-            f"or a smaller model")
+            f"{best.shortfall:,} B at best, with {how}: {mems}; {fix}")
