@@ -10,9 +10,10 @@ A unit's cost model: the bytes of the planned tensors it touches, live from the 
 (graph inputs from the start, graph outputs to the end), as ExecuTorch's lifetimes count them. Two orders are built:
 greedy (at each step the ready call adding the fewest net bytes) and a branch-and-bound search over the ready calls
 (the least peak of live bytes; the live bytes depend only on the set of calls done, so a set reached again with no
-lower peak is cut; at most NODE_BUDGET states), seeded with the better of the graph's and greedy's peaks. Each
-order whose live-bytes peak is lower than the graph's is then planned for real on a copy of the graph, and the graph
-is reordered only where our planner's arena comes out smaller than in graph order.
+lower peak is cut; at most NODE_BUDGET states and STEP_BUDGET calls costed), seeded with the better of the graph's
+and greedy's peaks. Each order whose live-bytes peak is lower than the graph's is then planned for real on a copy of
+the graph, and the graph is reordered only where our planner's arena comes out smaller than in graph order. The
+model leaves in-place outputs out (it overestimates what our planner needs), so it only proposes orders.
 
 Reordering keeps every call's inputs before it, so each call computes exactly what it did: the outputs are the same
 bits. Graphs that write state (mutable buffers, ops that write an input other than their `out`) keep their order.
@@ -29,14 +30,15 @@ from typing import Any, Callable
 log = logging.getLogger(__name__)
 
 NODE_BUDGET = 20_000  # branch-and-bound states expanded per graph
+STEP_BUDGET = 300_000  # and calls' costs evaluated (about a second): wide graphs stop on this one
 
 
 @dataclass
 class OrderChoice:
     """What the search found: the arena in graph order and in the order kept, and the live-bytes peaks."""
 
-    arena_graph_order: int = 0
-    arena: int = 0
+    arena_graph_order: int | None = None   # our planner's arena in graph order; None: no order was worth planning
+    arena: int | None = None
     live_peak_graph_order: int = 0
     live_peak: int = 0
     reordered: bool = False
@@ -137,51 +139,49 @@ def _units(gm: Any) -> _Units | None:
 
 class _Live:
     """Live bytes as units run: a spec is live from its first touching unit (graph inputs: from the start) to its
-    last (graph outputs: to the end)."""
+    last (graph outputs: to the end). The units done are a bit mask, so a step costs no copies."""
 
     def __init__(self, u: _Units) -> None:
         self.u = u
-        self.touchers: dict[int, int] = {}
-        for t in u.touch:
+        self.mask: dict[int, int] = {}   # spec id -> the units touching it, as bits
+        for k, t in enumerate(u.touch):
             for s in t:
-                self.touchers[s] = self.touchers.get(s, 0) + 1
+                self.mask[s] = self.mask.get(s, 0) | (1 << k)
         self.base = sum(u.size[s] for s in u.pinned_start)
 
-    def step(self, k: int, started: set[int] | frozenset[int], left: dict[int, int]) -> tuple[int, int]:
-        """(bytes unit K starts, bytes it ends) given the specs STARTED and each spec's touching units LEFT."""
-        add = sum(self.u.size[s] for s in self.u.touch[k] if s not in started and s not in self.u.pinned_start)
-        free = sum(self.u.size[s] for s in self.u.touch[k] if left[s] == 1 and s not in self.u.pinned_end)
+    def step(self, k: int, done: int) -> tuple[int, int]:
+        """(bytes unit K starts, bytes it ends) after the units DONE."""
+        add = free = 0
+        for s in self.u.touch[k]:
+            m = self.mask[s]
+            if not m & done and s not in self.u.pinned_start:
+                add += self.u.size[s]
+            if m & ~done == 1 << k and s not in self.u.pinned_end:
+                free += self.u.size[s]
         return add, free
 
     def peak(self, order: list[int]) -> int:
-        started: set[int] = set()
-        left = dict(self.touchers)
+        done = 0
         live = top = self.base
         for k in order:
-            add, free = self.step(k, started, left)
+            add, free = self.step(k, done)
             top = max(top, live + add)
             live += add - free
-            started |= self.u.touch[k]
-            for s in self.u.touch[k]:
-                left[s] -= 1
+            done |= 1 << k
         return top
 
 
 def _greedy(u: _Units, model: _Live) -> list[int]:
     """At each step the ready unit adding the fewest net bytes (then the smaller step peak, then graph order)."""
     n = len(u.units)
-    done: set[int] = set()
-    started: set[int] = set()
-    left = dict(model.touchers)
+    pred_mask = [sum(1 << p for p in u.preds[k]) for k in range(n)]
+    done = 0
     order: list[int] = []
     while len(order) < n:
-        ready = [k for k in range(n) if k not in done and u.preds[k] <= done]
-        best = min(ready, key=lambda k: (lambda af: (af[0] - af[1], af[0], k))(model.step(k, started, left)))
+        ready = [k for k in range(n) if not (done >> k) & 1 and pred_mask[k] & done == pred_mask[k]]
+        best = min(ready, key=lambda k: (lambda af: (af[0] - af[1], af[0], k))(model.step(k, done)))
         order.append(best)
-        done.add(best)
-        started |= u.touch[best]
-        for s in u.touch[best]:
-            left[s] -= 1
+        done |= 1 << best
     return order
 
 
@@ -195,11 +195,11 @@ def _branch_and_bound(u: _Units, model: _Live, bound: int, seed: list[int]) -> t
     seen: dict[int, int] = {}
     states = 0
     full = (1 << n) - 1
-    # Iterative DFS; each frame: (done mask, live bytes, peak so far, order, started specs, touchers left).
-    stack: list[tuple[int, int, int, list[int], frozenset[int], dict[int, int]]] = [
-        (0, model.base, model.base, [], frozenset(), dict(model.touchers))]
-    while stack and states < NODE_BUDGET:
-        done, live, peak, order, started, left = stack.pop()
+    # Iterative DFS; each frame: (done mask, live bytes, peak so far, order).
+    stack: list[tuple[int, int, int, list[int]]] = [(0, model.base, model.base, [])]
+    work = 0
+    while stack and states < NODE_BUDGET and work < STEP_BUDGET:
+        done, live, peak, order = stack.pop()
         if done == full:
             if peak < best_peak:
                 best_order, best_peak = order, peak
@@ -211,17 +211,14 @@ def _branch_and_bound(u: _Units, model: _Live, bound: int, seed: list[int]) -> t
         moves = []
         for k in range(n):
             if not (done >> k) & 1 and pred_mask[k] & done == pred_mask[k]:
-                add, free = model.step(k, started, left)
+                add, free = model.step(k, done)
                 moves.append((add - free, add, k))
+        work += len(moves)
         # Push the worst first: the DFS takes the greedy move first and finds a good bound early.
         for net, add, k in sorted(moves, reverse=True):
             step_peak = max(peak, live + add)
-            if step_peak >= best_peak:
-                continue
-            nleft = dict(left)
-            for s in u.touch[k]:
-                nleft[s] -= 1
-            stack.append((done | (1 << k), live + net, step_peak, [*order, k], started | u.touch[k], nleft))
+            if step_peak < best_peak:
+                stack.append((done | (1 << k), live + net, step_peak, [*order, k]))
     return best_order, best_peak, states
 
 
@@ -270,12 +267,12 @@ def choose(gm: Any, signature: Any, arena_of: Callable[[Any], int]) -> OrderChoi
     if not candidates:
         c.why = f"no order keeps fewer bytes live than the graph's ({c.live_peak} B)"
         return c
-    c.arena_graph_order = c.arena = arena_of(_reordered_copy(gm, graph))
+    c.arena_graph_order = c.arena = least = arena_of(_reordered_copy(gm, graph))
     best: list[int] | None = None
     for order in {tuple(o): o for o in candidates}.values():
         arena = arena_of(_reordered_copy(gm, order))
-        if arena < c.arena:
-            best, c.arena, c.live_peak = order, arena, model.peak(order)
+        if arena < least:
+            best, least, c.arena, c.live_peak = order, arena, arena, model.peak(order)
     if best is None:
         c.why = f"the orders with fewer live bytes plan no smaller than graph order ({c.arena_graph_order} B)"
         return c
