@@ -90,8 +90,9 @@ def search(first: Any, first_fit: dict[str, Any], compile_with: Callable[[int, P
     the arena's memory): COMPILE_WITH(bands, folder) compiles with `--patch-stages bands` (PATCH_AUTO: auto) into the
     folder, CHECK(result) is its fit entry. Returns what was tried and the cheapest count that fits, if any."""
     s = Search([Candidate(_bands(first), _arena(first), _extra_pct(first) if _bands(first) else 0.0, first_fit, first)])
-    auto = first if (first.report.get("patch_stages") or {}).get("auto", {}).get("tried") else None
-    if auto is None:  # auto's table: every count's extra MACs and estimated arena
+    # auto's table: every count's extra MACs and estimated arena (or why there is no chain to band)
+    auto = first if (first.report.get("patch_stages") or {}).get("auto") else None
+    if auto is None:
         auto = compile_with(PATCH_AUTO, workdir / "auto")
         if _bands(auto) and _bands(auto) != s.tried[0].bands:
             s.tried.append(Candidate(_bands(auto), _arena(auto), _extra_pct(auto), check(auto), auto))
@@ -165,8 +166,9 @@ def error_line(what: str, board: str, s: Search) -> str:
     short = [m for m in best.fit.get("memories", []) if not m["fits"]]
     mems = "; ".join(f"{m['memory']} needs {m['need']:,} B, has {m['size']:,} B" for m in short)
     fix = f"use a board with {best.shortfall:,} B more RAM or a smaller model"
-    if not any(c.bands for c in s.tried):  # no band count could be compiled
-        return f"{what} does not fit {board}: {mems}, short by {best.shortfall:,} B ({s.why_not}); {fix}"
+    if not any(c.bands for c in s.tried):  # no band count could be compiled: the fit check's own line
+        line = best.fit.get("line") or f"{what} does not fit {board}: {mems}"
+        return f"{line}; short by {best.shortfall:,} B ({s.why_not}); {fix}"
     how = "the whole map" if best.bands == 0 else f"{best.bands} bands (arena {best.arena:,} B)"
     return (f"{what} does not fit {board}, even with its first stages in bands ({s.why_not}): short by "
             f"{best.shortfall:,} B at best, with {how}: {mems}; {fix}")

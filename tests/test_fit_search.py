@@ -90,8 +90,14 @@ def test_a_model_without_a_chain_says_so() -> None:
     s = fit_search.search(first, _fit(120_000), compile_with, lambda r: _fit(120_000), Path("unused"))
     assert s.chosen is None and "no high-resolution chain" in s.why_not
     assert fit_search.error_line("m (t)", "b", s) == (
-        "m (t) does not fit b: ram needs 140,000 B, has 100,000 B, short by 40,000 B (the first stages cannot run "
+        "m (t) does not fit b: ram needs 140,000 B, has 100,000 B; short by 40,000 B (the first stages cannot run "
         "in bands (no high-resolution chain with a single exit)); use a board with 40,000 B more RAM or a smaller model")
+    # compiled with auto already: its entry says there is no chain, and nothing is compiled again
+    auto_first = _result(0, False)
+    auto_first.report["patch_stages"]["auto"] = {"chose": "off", "why": "no high-resolution chain with a single exit"}
+    s = fit_search.search(auto_first, _fit(120_000), lambda b, f: pytest.fail("compiled again"),
+                          lambda r: _fit(120_000), Path("unused"))
+    assert s.chosen is None and "no high-resolution chain" in s.why_not
 
 
 def test_only_an_arena_shortfall_searches() -> None:
