@@ -224,7 +224,6 @@ def _branch_and_bound(u: _Units, model: _Live, bound: int, seed: list[int]) -> t
 
 def _apply(gm: Any, u: _Units, order: list[int]) -> None:
     """Put GM's nodes in ORDER (units), placeholders first and the output last."""
-    g = gm.graph
     seq = [*u.head, *(m for k in order for m in u.units[k]), *u.tail]
     cursor = seq[0]
     for n in seq[1:]:
