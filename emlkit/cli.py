@@ -50,9 +50,11 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
                    help="Cortex-M: each LSTM/GRU layer keeps its h (and c) between executions instead of starting "
                         "from zero (eml_reset_state zeroes it), so one frame per call equals one call over all "
                         "frames; calibration samples run in order as one stream")
-    p.add_argument("--memory-planner", choices=["emlkit", "emlkit-no-in-place", "executorch"], default="emlkit",
+    p.add_argument("--memory-planner", default="emlkit",
+                   choices=["emlkit", "emlkit-no-in-place", "emlkit-graph-order", "executorch"],
                    help="who places the activations in the arena: emlkit (lifetime-aware best fit, outputs over "
-                        "inputs where the firmware allows it; the default), emlkit-no-in-place, or executorch "
+                        "inputs where the firmware allows it, calls reordered where that lowers the arena; the "
+                        "default), emlkit-no-in-place, emlkit-graph-order (no reordering) or executorch "
                         "(ExecuTorch's greedy planner, for comparison)")
     p.add_argument("--patch-stages", type=_patch_bands, default="auto", metavar="auto|off|N",
                    help="Cortex-M: run the high-resolution first stages in N row bands (N >= 2), each band's rows "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import os
@@ -260,13 +261,17 @@ def _reference(lowered: Lowered, target: Target, out: Path, stem: str) -> _Refer
 
 def to_executorch(lowered: Lowered, target: Target, planner: str = DEFAULT_PLANNER) -> Any:
     """The ExecuTorch program of LOWERED, its arena placed by PLANNER (emlkit.memory_plan.PLANNERS)."""
-    config = ExecutorchBackendConfig(extract_delegate_segments=False, memory_planning_pass=memory_planning_pass(planner))
+    planning = memory_planning_pass(planner)
+    config = ExecutorchBackendConfig(extract_delegate_segments=False, memory_planning_pass=planning)
     try:
         program = lowered.edge.to_executorch(config=config)
     except Exception as exc:
         raise AotError(f"ExecuTorch could not emit the program for {target.name}: {type(exc).__name__}: "
                        f"{str(exc).splitlines()[0] if str(exc) else ''}", EXIT_UNSUPPORTED) from exc
     verify.check_supported(program, lowered.edge, target.name, list(TARGETS))
+    choice = getattr(planning, "choice", None)  # the calls' order (emlkit/op_order.py): a report entry
+    if choice is not None:
+        lowered.extra["op_order"] = dataclasses.asdict(choice)
     return program
 
 

@@ -30,7 +30,8 @@ from emlkit.errors import EXIT_USAGE, AotError
 
 log = logging.getLogger(__name__)
 
-PLANNERS = ("emlkit", "emlkit-no-in-place", "executorch")
+# emlkit-graph-order: ours with the calls in the exported graph's order (emlkit/op_order.py not run), for comparison.
+PLANNERS = ("emlkit", "emlkit-no-in-place", "emlkit-graph-order", "executorch")
 DEFAULT_PLANNER = "emlkit"
 
 
@@ -312,7 +313,8 @@ def _number_shared_objects(specs: list[Any], first: int) -> int:
 
 def memory_planning_pass(planner: str) -> Any:
     """ExecuTorch's MemoryPlanningPass with PLANNER's algorithm ("emlkit": ours, in place where the firmware
-    allows; "emlkit-no-in-place": ours without; "executorch": its default)."""
+    allows, the calls in the order of least arena (emlkit/op_order.py); "emlkit-no-in-place": ours without in
+    place; "emlkit-graph-order": ours in the graph's order; "executorch": its default)."""
     from executorch.exir.passes import MemoryPlanningPass
 
     if planner not in PLANNERS:
@@ -320,7 +322,7 @@ def memory_planning_pass(planner: str) -> Any:
     if planner == "executorch":
         return MemoryPlanningPass()
     try:
-        table = hostfw.in_place_ops() if planner == "emlkit" else {}
+        table = hostfw.in_place_ops() if planner in ("emlkit", "emlkit-graph-order") else {}
     except hostfw.HostBuildError as exc:
         raise hostfw.unavailable("ask the firmware which ops run in place", exc) from exc
 
@@ -330,7 +332,11 @@ def memory_planning_pass(planner: str) -> Any:
     algo.__name__ = f"emlkit_{planner.replace('-', '_')}"
     # In-place outputs overlap their inputs' lifetimes by design (the firmware's load check holds them to its rule);
     # ExecuTorch's storage verifier, which runs only under debug logging (`emlkit -v`), would refuse them.
-    return MemoryPlanningPass(memory_planning_algo=algo, allow_lifetime_and_storage_overlap=bool(table))
+    if planner == "emlkit-graph-order":
+        return MemoryPlanningPass(memory_planning_algo=algo, allow_lifetime_and_storage_overlap=bool(table))
+    from emlkit.op_order import ordered_planning_pass
+
+    return ordered_planning_pass(algo, bool(table))
 
 
 # Element sizes of ExecuTorch's ScalarType codes (executorch/exir/scalar_type.py).

@@ -53,6 +53,7 @@ class Row:
     bound_op: str
     seconds: float
     patch: int = 0          # arena bytes with --patch-stages PATCH_BANDS (ours), 0: no chain to patch
+    graph_order: int = 0    # arena bytes, ours with the calls in graph order (emlkit/op_order.py not run)
 
     @property
     def ratio(self) -> float:
@@ -74,7 +75,7 @@ def measure(name: str, target_name: str) -> Row:
         edge = lowered.edge
         figures: dict[str, int] = {}
         bound = None
-        for planner in ("executorch", "emlkit-no-in-place", "emlkit"):
+        for planner in ("executorch", "emlkit-no-in-place", "emlkit-graph-order", "emlkit"):
             lowered.edge = copy.deepcopy(edge)  # emitting changes the edge graph
             program = to_executorch(lowered, target, planner)
             # The firmware's loader places the tensors and refuses overlapping outputs: a wrong plan stops here.
@@ -95,7 +96,7 @@ def measure(name: str, target_name: str) -> Row:
                                      target.name)
             patch = arena(program)
     return Row(name, target.name, figures["executorch"], figures["emlkit-no-in-place"], figures["emlkit"], bound.bytes,
-               bound.op, round(time.monotonic() - t0, 1), patch)
+               bound.op, round(time.monotonic() - t0, 1), patch, figures["emlkit-graph-order"])
 
 
 def page(rows: list[Row]) -> str:
@@ -107,9 +108,11 @@ def page(rows: list[Row]) -> str:
         "The arena (bytes of planned activation tensors, memory id 1) of each model compiled for "
         f"`{rows[0].target if rows else 'cortex-m55'}`, "
         "placed by ExecuTorch 1.5.1's default planner (`--memory-planner executorch`), by ours without "
-        "in-place outputs (`--memory-planner emlkit-no-in-place`) and by ours (`emlkit/memory_plan.py`, the "
+        "in-place outputs (`--memory-planner emlkit-no-in-place`), by ours with the calls in the exported graph's "
+        "order (`--memory-planner emlkit-graph-order`) and by ours (`emlkit/memory_plan.py`, the "
         "default: an output over its input, and a concat's inputs inside its output, where the firmware's "
-        "registry allows it; unet_small's concats join channels, which NHWC interleaves). The lower bound is the "
+        "registry allows it; unet_small's concats join channels, which NHWC interleaves; the calls reordered "
+        "where another valid order plans smaller, emlkit/op_order.py). The lower bound is the "
         "largest inputs + output of one call, which no plan keeping each call's output apart from its inputs "
         "can go under (in place can). Every program passed the firmware's load check. The kernels' scratch is "
         "a per-board buffer outside the arena. Patch-based: ours with `--patch-stages "
@@ -117,13 +120,13 @@ def page(rows: list[Row]) -> str:
         "emlkit/passes/patch_stages.py; - where the model has no such chain); the bands compute halo rows "
         "again, so they cost instructions (measured with `emlkit run`, in the README).",
         "",
-        "| model | ExecuTorch plan B | ours, no in-place B | ours B | ours / ExecuTorch | lower bound B | bound at "
-        "| patch-based B | patch-based / ExecuTorch |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | ExecuTorch plan B | ours, no in-place B | ours, graph order B | ours B | ours / ExecuTorch "
+        "| lower bound B | bound at | patch-based B | patch-based / ExecuTorch |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         patch = f"{r.patch:,} | {r.patch / r.executorch:.3f}" if r.patch else "- | -"
-        lines.append(f"| {r.model} | {r.executorch:,} | {r.no_in_place:,} | {r.emlkit:,} | {r.ratio:.3f} | "
+        lines.append(f"| {r.model} | {r.executorch:,} | {r.no_in_place:,} | {r.graph_order:,} | {r.emlkit:,} | {r.ratio:.3f} | "
                      f"{r.bound:,} | {r.bound_op} | {patch} |")
     return "\n".join(lines) + "\n"
 
@@ -139,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in [m for m in args.models.split(",") if m]:
         row = measure(name, args.target)
-        log.info("%-24s ET %9s  no in-place %9s  ours %9s  (%.3f)  bound %9s at %s  patch-based %9s  [%.0f s]",
-                 row.model, f"{row.executorch:,}", f"{row.no_in_place:,}", f"{row.emlkit:,}", row.ratio,
+        log.info("%-24s ET %9s  no in-place %9s  graph order %9s  ours %9s  (%.3f)  bound %9s at %s  patch-based %9s  "
+                 "[%.0f s]", row.model, f"{row.executorch:,}", f"{row.no_in_place:,}", f"{row.graph_order:,}",
+                 f"{row.emlkit:,}", row.ratio,
                  f"{row.bound:,}", row.bound_op, f"{row.patch:,}", row.seconds)
         rows.append(row)
     if args.json:
