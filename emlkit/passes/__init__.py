@@ -57,7 +57,7 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - split_as_slices.py: split/chunk -> one slice per read piece on Cortex-M (no kernel returns a tensor list).
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
   entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
-- own_output_qparams.py (quantizer annotation): softmax and whole-window average pools that feed the final
+- own_output_qparams.py (quantizer annotation): softmax, log_softmax and whole-window average pools that feed the final
   classifier observe their own output qparams on Cortex-M (ExecuTorch fixes softmax at 1/256 and pools at
   their input's).
 - npu_softmax_ranges.py (quantizer annotation): the sum inside ExecuTorch's NPU softmax decomposition
@@ -65,6 +65,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - npu_hardswish_floor.py (quantizer annotation): a tensor that only feeds hardswish is observed from -3
   up on Ethos-U, as ExecuTorch's Cortex-M flow clamps it (hardswish is 0 below -3).
 - emlkit_softmax.py: dq -> softmax -> q -> emlkit::softmax (integer, free output scale) on Cortex-M.
+- emlkit_log_softmax.py: dq -> log_softmax -> q -> emlkit::log_softmax (exp table, integer log2, free output scale)
+  on Cortex-M.
 - emlkit_avg_pool.py: dq -> average pool / mean -> q -> emlkit::quantized_avg_pool2d (integer sum,
   requantized to the pool's own output qparams) on Cortex-M.
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.

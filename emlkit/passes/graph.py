@@ -48,6 +48,7 @@ KEEP_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "
 Q_TARGETS = {qd.quantize_per_tensor.default}
 DQ_TARGETS = {qd.dequantize_per_tensor.default}
 SOFTMAX = {aten.softmax.int, aten._softmax.default}
+LOG_SOFTMAX = {aten.log_softmax.int, aten._log_softmax.default}
 AVG_POOLS = {aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim}
 # Ops that move or reshape a tensor without computing on it (the quantizer's qparams pass through).
 PASS_THROUGH = {
@@ -57,7 +58,7 @@ PASS_THROUGH = {
     aten.select.int, aten.unflatten.int, aten.dropout.default,
 }
 # Meta flag of the ops the quantizer hook OwnOutputQparams gave their own output qparams; the Cortex-M
-# lowerings (EmlkitSoftmax, EmlkitAvgPool) take only those.
+# lowerings (EmlkitSoftmax, EmlkitLogSoftmax, EmlkitAvgPool) take only those.
 OWN_QPARAMS_KEY = "emlkit_own_output_qparams"
 # Set by mean_as_pool.py on the average pools it makes of means: they always get their own output qparams.
 MEAN_POOL_KEY = "emlkit_mean_pool"

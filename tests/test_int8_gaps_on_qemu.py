@@ -1,0 +1,46 @@
+"""The ops that were the CPU families' last float ops, in int8 on cortex-m55 and cortex-m4 under QEMU: log_softmax
+over the last dim and over a middle one (nn.LogSoftmax). Each model compiles without --allow-float (no aten::
+compute op left), the device's outputs equal the host reference bit for bit, and each output's SNR against the
+float model is at least the floor the README states."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from qemu_run_lib import run_bit_exact
+
+_LOG_SOFTMAX_MODEL = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LogSoftmaxes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.fc = nn.Linear(12, 30)
+        self.over_rows = nn.LogSoftmax(dim=1)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return F.log_softmax(y, dim=-1), self.over_rows(y.reshape(2, 5, 6))
+
+
+ModelUnderTest = LogSoftmaxes().eval()
+ModelInputs = (torch.randn(2, 12, generator=torch.Generator().manual_seed(1)) * 2,)
+'''
+
+SNR_FLOOR_DB = {"log_softmax": [30.0, 30.0]}
+_OPS = {"log_softmax": {"emlkit::log_softmax": 2}}
+_SOURCE = {"log_softmax": _LOG_SOFTMAX_MODEL}
+
+
+@pytest.mark.parametrize("which", list(_SOURCE))
+@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
+def test_int8_gaps_bit_exact_on_qemu(tmp_path: Path, target: str, which: str) -> None:
+    ops, snrs = run_bit_exact(tmp_path, f"gap_{which}", _SOURCE[which], target, None, len(SNR_FLOOR_DB[which]),
+                              timeout=1200)
+    assert {k: ops.get(k) for k in _OPS[which]} == _OPS[which], ops
+    assert all(s >= f for s, f in zip(snrs, SNR_FLOOR_DB[which])), snrs
