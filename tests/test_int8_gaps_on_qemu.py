@@ -1,5 +1,5 @@
 """The ops that were the CPU families' last float ops, in int8 on cortex-m55 and cortex-m4 under QEMU: log_softmax
-over the last dim and over a middle one (nn.LogSoftmax). Each model compiles without --allow-float (no aten::
+over the last dim and over a middle one (nn.LogSoftmax); sums over leading dims (the batch, a middle dim, both). Each model compiles without --allow-float (no aten::
 compute op left), the device's outputs equal the host reference bit for bit, and each output's SNR against the
 float model is at least the floor the README states."""
 
@@ -32,9 +32,29 @@ ModelUnderTest = LogSoftmaxes().eval()
 ModelInputs = (torch.randn(2, 12, generator=torch.Generator().manual_seed(1)) * 2,)
 '''
 
-SNR_FLOOR_DB = {"log_softmax": [30.0, 30.0]}
-_OPS = {"log_softmax": {"emlkit::log_softmax": 2}}
-_SOURCE = {"log_softmax": _LOG_SOFTMAX_MODEL}
+_SUM_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class LeadingSums(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(8)
+        self.fc = nn.Linear(12, 30)
+
+    def forward(self, x):
+        y = torch.tanh(self.fc(x)).reshape(2, 5, 6)
+        return torch.sum(y, 0), y.sum(1, keepdim=True), y.sum((0, 1))
+
+
+ModelUnderTest = LeadingSums().eval()
+ModelInputs = (torch.randn(2, 12, generator=torch.Generator().manual_seed(1)),)
+'''
+
+SNR_FLOOR_DB = {"log_softmax": [30.0, 30.0], "sum": [30.0, 30.0, 30.0]}
+_OPS = {"log_softmax": {"emlkit::log_softmax": 2}, "sum": {"emlkit::quantized_avg_pool2d": 3}}
+_SOURCE = {"log_softmax": _LOG_SOFTMAX_MODEL, "sum": _SUM_MODEL}
 
 
 @pytest.mark.parametrize("which", list(_SOURCE))
