@@ -1,5 +1,6 @@
 """The ops that were the CPU families' last float ops, in int8 on cortex-m55 and cortex-m4 under QEMU: log_softmax
-over the last dim and over a middle one (nn.LogSoftmax); sums over leading dims (the batch, a middle dim, both). Each model compiles without --allow-float (no aten::
+over the last dim and over a middle one (nn.LogSoftmax); sums over leading dims (the batch, a middle dim, both); an
+nn.LSTM's c_n read alone (one layer, stacked, from a given state). Each model compiles without --allow-float (no aten::
 compute op left), the device's outputs equal the host reference bit for bit, and each output's SNR against the
 float model is at least the floor the README states."""
 
@@ -52,9 +53,36 @@ ModelUnderTest = LeadingSums().eval()
 ModelInputs = (torch.randn(2, 12, generator=torch.Generator().manual_seed(1)),)
 '''
 
-SNR_FLOOR_DB = {"log_softmax": [30.0, 30.0], "sum": [30.0, 30.0, 30.0]}
-_OPS = {"log_softmax": {"emlkit::log_softmax": 2}, "sum": {"emlkit::quantized_avg_pool2d": 3}}
-_SOURCE = {"log_softmax": _LOG_SOFTMAX_MODEL, "sum": _SUM_MODEL}
+_CELL_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class CellsAlone(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(9)
+        self.one = nn.LSTM(6, 8, batch_first=True)
+        self.stacked = nn.LSTM(6, 5, num_layers=2)
+        self.given = nn.LSTM(6, 7, batch_first=True)
+
+    def forward(self, x, h0, c0):
+        _, (_, c_one) = self.one(x)
+        _, (_, c_stacked) = self.stacked(x.transpose(0, 1))
+        _, (_, c_given) = self.given(x, (h0, c0))
+        return c_one, c_stacked, c_given
+
+
+ModelUnderTest = CellsAlone().eval()
+ModelInputs = (torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(1)),
+               torch.rand(1, 2, 7, generator=torch.Generator().manual_seed(2)) * 1.6 - 0.8,
+               torch.randn(1, 2, 7, generator=torch.Generator().manual_seed(3)))
+'''
+
+SNR_FLOOR_DB = {"log_softmax": [30.0, 30.0], "sum": [30.0, 30.0, 30.0], "c_n": [33.0, 33.0, 33.0]}
+_OPS = {"log_softmax": {"emlkit::log_softmax": 2}, "sum": {"emlkit::quantized_avg_pool2d": 3},
+        "c_n": {"emlkit::lstm": 4}}
+_SOURCE = {"log_softmax": _LOG_SOFTMAX_MODEL, "sum": _SUM_MODEL, "c_n": _CELL_MODEL}
 
 
 @pytest.mark.parametrize("which", list(_SOURCE))

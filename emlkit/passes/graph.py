@@ -879,7 +879,7 @@ class LstmLayer:
     """One `aten.lstm.input` (`aten.gru.input`) call the int8 kernel takes: a single unidirectional layer with zero
     initial state or a given one (the model's inputs, or slices of them: an LSTM's (h0, c0), two distinct tensors
     other than x, a GRU's h0), constant float weights, whose read outputs are the sequence (getitem 0) and, for an
-    LSTM, c_n (getitem 2)."""
+    LSTM, c_n (getitem 2), or c_n alone (the sequence's h codes then have fixed qparams, H_ALONE_QPARAMS)."""
 
     node: torch.fx.Node
     x: torch.fx.Node
@@ -887,11 +887,15 @@ class LstmLayer:
     w_hh: torch.Tensor
     bias: torch.Tensor | None          # LSTM: b_ih + b_hh; GRU: b_ih and b_hh stacked ([2, 3H])
     batch_first: bool
-    output: torch.fx.Node              # the getitem of the sequence output
+    output: torch.fx.Node | None       # the getitem of the sequence output; None: an LSTM whose c_n alone is read
     gru: bool = False                  # an `aten.gru.input` (gates r, z, n) rather than an LSTM
     cell_out: torch.fx.Node | None = None  # LSTM: the getitem of c_n when it is read (the kernel's last cell)
     state: tuple[torch.fx.Node, ...] | None = None   # a given (h0, c0) (GRU: (h0,)), None for zeros
 
+
+# The h codes of an LSTM whose sequence output nobody reads (its c_n alone is): no observer sees h, so h's fixed range
+# (-1, 1) (h = o * tanh(c)) sets them; a given h0 is quantized to the same codes.
+H_ALONE_QPARAMS = (1.0 / 128.0, 0)
 
 STATE_VIEWS = {aten.slice.Tensor, aten.select.int, aten.unsqueeze.default, aten.view.default,
                 aten.reshape.default}
@@ -947,11 +951,12 @@ def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
             return None
         outs[u.args[1]] = u
     # h_n read: lstm_as_layers.py expresses it through the sequence output first; c_n: the kernel's last cell
-    if set(outs) - {0, 1, 2} or 0 not in outs or (1 in outs and outs[1].users) or \
-            (2 in outs and outs[2].users and gru):
-        return None
     cell = outs[2] if 2 in outs and outs[2].users else None
+    seq = outs[0] if 0 in outs and (outs[0].users or cell is None) else None  # an LSTM's c_n may be read alone
+    if set(outs) - {0, 1, 2} or (seq is None and (gru or cell is None)) or (1 in outs and outs[1].users) or \
+            (cell is not None and gru):
+        return None
     if given is not None and shape_of(given[0]) != (1, xs[0] if batch_first else xs[1], hid):
         return None
-    return LstmLayer(n, x, w_ih.detach().double(), w_hh.detach().double(), bias, bool(batch_first), outs[0], gru,
+    return LstmLayer(n, x, w_ih.detach().double(), w_hh.detach().double(), bias, bool(batch_first), seq, gru,
                      cell, given)
