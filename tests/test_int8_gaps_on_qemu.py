@@ -1,6 +1,7 @@
 """The ops that were the CPU families' last float ops, in int8 on cortex-m55 and cortex-m4 under QEMU: log_softmax
 over the last dim and over a middle one (nn.LogSoftmax); sums over leading dims (the batch, a middle dim, both); an
-nn.LSTM's c_n read alone (one layer, stacked, from a given state). Each model compiles without --allow-float (no aten::
+nn.LSTM's c_n read alone (one layer, stacked, from a given state); LSTMs and a GRU from constant and computed
+initial states. Each model compiles without --allow-float (no aten::
 compute op left), the device's outputs equal the host reference bit for bit, and each output's SNR against the
 float model is at least the floor the README states."""
 
@@ -79,10 +80,39 @@ ModelInputs = (torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(1)),
                torch.randn(1, 2, 7, generator=torch.Generator().manual_seed(3)))
 '''
 
-SNR_FLOOR_DB = {"log_softmax": [30.0, 30.0], "sum": [30.0, 30.0, 30.0], "c_n": [33.0, 33.0, 33.0]}
+_STATE_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class States(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(10)
+        self.const_lstm = nn.LSTM(6, 8, batch_first=True)
+        self.register_buffer("h0", torch.rand(1, 2, 8) * 1.2 - 0.6)
+        self.init = nn.Linear(4, 14)
+        self.comp_lstm = nn.LSTM(6, 7, batch_first=True)
+        self.gru = nn.GRU(6, 5, batch_first=True)
+
+    def forward(self, x, z):
+        y1, _ = self.const_lstm(x, (self.h0, torch.full((1, 2, 8), 0.5)))
+        s = self.init(z).unsqueeze(0)
+        y2, (_, c2) = self.comp_lstm(x, (torch.tanh(s[..., :7]), s[..., 7:]))
+        y3, _ = self.gru(x, torch.tanh(s[..., :5]))
+        return y1, y2, c2, y3
+
+
+ModelUnderTest = States().eval()
+ModelInputs = (torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(1)),
+               torch.randn(2, 4, generator=torch.Generator().manual_seed(2)))
+'''
+
+SNR_FLOOR_DB = {"log_softmax": [30.0, 30.0], "sum": [30.0, 30.0, 30.0], "c_n": [33.0, 33.0, 33.0],
+                "state": [30.0, 30.0, 30.0, 30.0]}
 _OPS = {"log_softmax": {"emlkit::log_softmax": 2}, "sum": {"emlkit::quantized_avg_pool2d": 3},
-        "c_n": {"emlkit::lstm": 4}}
-_SOURCE = {"log_softmax": _LOG_SOFTMAX_MODEL, "sum": _SUM_MODEL, "c_n": _CELL_MODEL}
+        "c_n": {"emlkit::lstm": 4}, "state": {"emlkit::lstm": 2, "emlkit::gru": 1}}
+_SOURCE = {"log_softmax": _LOG_SOFTMAX_MODEL, "sum": _SUM_MODEL, "c_n": _CELL_MODEL, "state": _STATE_MODEL}
 
 
 @pytest.mark.parametrize("which", list(_SOURCE))

@@ -8,7 +8,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - conv1d_as_conv2d.py: Conv1d (+ BatchNorm1d) and 1-D pools as 2-D ops over [N, C, 1, L] (every flow).
 - adaptive_pool_as_pool.py: adaptive avg/max pools whose output divides the input -> plain pools (Cortex-M).
 - mean_as_pool.py: means over trailing dims -> one-row average pools with their own output qparams (Cortex-M).
-- sum_as_mean.py: sums over trailing dims -> mean * count before quantization (Cortex-M).
+- sum_as_mean.py: sums over any dims -> mean * count before quantization (Cortex-M).
+- rnn_state_constants.py: an LSTM/GRU initial state computed from constants alone -> a constant (Cortex-M).
 - glu_as_sigmoid_mul.py: GLU -> first half * sigmoid(second half) before quantization (Cortex-M).
 - clamp_tensor_as_min_max.py: clamp with tensor bounds -> maximum then minimum before quantization (Cortex-M).
 - norms_as_layer_norm.py: InstanceNorm2d, GroupNorm -> layer norm + per-channel scale/shift before quantization (Cortex-M).

@@ -23,13 +23,16 @@ c_n read alone (no sequence output, no h_n): convert drops the unread sequence o
 observes h; the op is placed where c_n is read, its h codes fixed at graph.H_ALONE_QPARAMS (scale 1/128, zero point
 0: h = o * tanh(c) is in (-1, 1)) and a given h0 quantized to them (lstm_output_qparams.py).
 
-Given state: an LSTM's (h0, c0) and a GRU's h0 that are the model's inputs or slices and views of them ([1, B, H]
-each, not constants: a stacked layer's slice, a cell's unsqueezed state) become the op's h0 (and c0): h0 the int8
-codes of the dequantize lstm_output_qparams.py put on its edge (h's qparams, which the sequence output shares), c0
-quantized to the int16 cell at 2^-K in the program (float up to there), and K = 11 (a given c0 bounds no cell
-value, so the long-sequence rule). y 35.6-41.3 dB, c_n 40.3-45.3 dB and h_n 32.6-40.3 dB SNR against the float model
-in the tests with h0 in (-1, 1), stacked, bidirectional and cells included. A constant or computed state stays
-float; --streaming-state refuses a given state (a stream starts from its kept state) with one line.
+Given state: an LSTM's (h0, c0) and a GRU's h0 that are the model's inputs, constants (rnn_state_constants.py folds
+fills and arithmetic on buffers into them) or computed from the inputs, or slices and views of those ([1, B, H]
+each: a stacked layer's slice, a cell's unsqueezed state) become the op's h0 (and c0): h0 the int8 codes of the
+dequantize lstm_output_qparams.py put on its edge (h's qparams, which the sequence output shares; a constant h0's
+codes are folded at compile time), c0 quantized to the int16 cell at 2^-K in the program (float up to there from an
+input or a constant; a computed c0 arrives as int8 codes first), and K = 11 (a given c0 bounds no cell value, so the
+long-sequence rule). y 35.6-41.3 dB, c_n 40.3-45.3 dB and h_n 32.6-40.3 dB SNR against the float model in the tests
+with h0 in (-1, 1), stacked, bidirectional and cells included. A state computed on the device from constants alone
+(without rnn_state_constants.py) stays float; --streaming-state refuses a given state (a stream starts from its kept
+state) with one line.
 
 Accuracy (random weights, tests/passes/test_emlkit_lstm.py): the sequence output is 38.4-43.0 dB SNR against the
 float model over five shapes (1 to 40 steps), within 2.6 dB of the program where the LSTM ran in float between
@@ -167,7 +170,7 @@ class EmlkitLstm(Pass):
                                    f"call left: drop the initial state or compile without --streaming-state",
                                    EXIT_UNSUPPORTED)
                 raise AotError(f"--streaming-state: the {kind} {n.name} ({source_line(n)}) has no int8 kernel here "
-                               f"(run -v for why: e.g. a constant or computed initial state, or its input or output not "
+                               f"(run -v for why: e.g. a projection (proj_size), or its input or output not "
                                f"int8), and in float it would not "
                                f"keep its state: make it a plain nn.{kind} whose output is quantized, or compile "
                                f"without --streaming-state", EXIT_UNSUPPORTED)

@@ -18,7 +18,7 @@ from emlkit.passes.manager import (ALL, NOT_PASS_MODULES, STAGE_FIELD, STAGES, P
                                 pass_name, pipeline)
 
 EXPECTED = {
-    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "SumAsMean", "AdaptivePoolAsPool", "ConvTransposeOutputPadding", "MeanAsPool", "GluAsSigmoidMul", "LstmAsLayers",
+    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "RnnStateConstants", "SumAsMean", "AdaptivePoolAsPool", "ConvTransposeOutputPadding", "MeanAsPool", "GluAsSigmoidMul", "LstmAsLayers",
                   "FoldLinearBatchNorm", "ClampTensorAsMinMax", "NormsAsLayerNorm", "ConstantLinearWeights", "SdpaAsMatmuls", "SplitFusedProjection", "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                   "SplitBatchedMatmul", "ChannelsLastEverywhere"],
     "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
