@@ -14,6 +14,8 @@ module registers the ops; the passes that emit them import it.
       p_j = ((e_j << 31) + s) // (2 s)          (probability in Q30, rounded half up)
       y_j = clamp(((p_j * M + 2^(T-1)) >> T) + zp_out, -128, 127)
   with M in [2^30, 2^31) and 1 <= T <= 62 such that M / 2^T = 1 / (s_out * 2^30).
+- `emlkit::log_softmax(input, exp_table, dim, input_log2_scale, output_zero_point, output_multiplier,
+  output_shift)`: int8 log_softmax with free output qparams, softmax's exp table and an integer log2 (below).
 - `emlkit::quantized_avg_pool2d(input, kernel_size, stride, input_zero_point,
   output_zero_point, multiplier, shift)`: int8 average pool (no padding, no
   ceil mode, so every window has k_h * k_w taps) whose output has its own
@@ -283,6 +285,81 @@ def _softmax_impl(input: torch.Tensor, exp_table: torch.Tensor, dim: int, output
     p = ((e << 31) + s) // (2 * s)
     return _requant(p, output_multiplier, output_shift, output_zero_point).contiguous(
         memory_format=_memory_format(input))
+
+
+# ---- log_softmax with free output qparams
+# emlkit::log_softmax(input, exp_table, dim, input_log2_scale, output_zero_point, output_multiplier, output_shift),
+# along `dim`, integer only (the firmware computes the same steps):
+#   d_j = max(x) - x_j                              (0..255, the input zero point cancels)
+#   s   = sum_j exp_table[d_j]                      (int64; exp_table as softmax's, exp_table[0] = 2^22, so s >= 2^22)
+#   l   = log2_q20(s) - 22 * 2^20                   (log2(s / 2^22) in Q20, >= 0; log2_q20 below)
+#   a_j = d_j * K + l                               (-log_softmax_j / ln 2 in Q20; K = round(s_in / ln 2 * 2^20))
+#   y_j = clamp(((-a_j * M + 2^(T-1)) >> T) + zp_out, -128, 127)     (M / 2^T = ln 2 / (s_out * 2^20))
+# log2_q20(s): k = bitlen(s) - 1, m = s scaled to [2^30, 2^31) (shifted left, or right with truncation), then 20
+# times m = (m * m) >> 30, each time the next fraction bit is 1 when m >= 2^31 (and m >>= 1): log2(s) * 2^20,
+# truncated.
+LOG_FRAC_BITS = 20
+LOG_MAX_K = 1 << 23       # 255 * K + log2(2^16) * 2^20 < 2^31: a_j * M stays inside int64
+LOG_MAX_LEN = 1 << 16
+
+lib.define("log_softmax(Tensor input, Tensor exp_table, int dim, int input_log2_scale, int output_zero_point, "
+           "int output_multiplier, int output_shift) -> Tensor")
+lib.define("log_softmax.out(Tensor input, Tensor exp_table, int dim, int input_log2_scale, int output_zero_point, "
+           "int output_multiplier, int output_shift, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def log2_q20(s: int) -> int:
+    """floor-ish log2(s) in Q20 for s >= 1, by repeated squaring of the normalised mantissa (as the C kernel)."""
+    if s < 1:
+        raise ValueError(f"log2_q20 takes s >= 1, got {s}")
+    k = s.bit_length() - 1
+    m = s << (30 - k) if k <= 30 else s >> (k - 30)
+    frac = 0
+    for _ in range(LOG_FRAC_BITS):
+        m = (m * m) >> 30
+        frac <<= 1
+        if m >= 1 << 31:
+            m >>= 1
+            frac |= 1
+    return (k << LOG_FRAC_BITS) + frac
+
+
+def log_softmax_input_scale(input_scale: float) -> int:
+    """K = round(s_in / ln 2 * 2^20): one input step in log2 units, Q20."""
+    return round(input_scale / math.log(2.0) * (1 << LOG_FRAC_BITS))
+
+
+def log_softmax_output_requant(output_scale: float) -> tuple[int, int]:
+    return multiplier_shift(math.log(2.0) / (output_scale * (1 << LOG_FRAC_BITS)))
+
+
+register_fake("emlkit::log_softmax")(_int8_like)  # type: ignore[misc]
+
+
+def log_softmax_reference(input: torch.Tensor, exp_table: torch.Tensor, dim: int, input_log2_scale: int,
+                          output_zero_point: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    if input.dtype != torch.int8 or exp_table.dtype != torch.int32 or exp_table.numel() != 256 \
+            or int(exp_table[0]) != 1 << EXP_ONE_BITS:
+        raise TypeError("emlkit::log_softmax: expected int8 input and a 256-entry int32 exp_table with "
+                        "exp_table[0] = 2^22")
+    if not 1 <= input_log2_scale <= LOG_MAX_K or input.dim() == 0 or input.shape[dim] > LOG_MAX_LEN:
+        raise ValueError(f"emlkit::log_softmax: input_log2_scale {input_log2_scale} must be in [1, 2^23] and the "
+                         f"reduced dim at most {LOG_MAX_LEN} long")
+    _check_requant("emlkit::log_softmax", output_multiplier, output_shift)
+    x = input.to(torch.int64)
+    d = x.amax(dim=dim, keepdim=True) - x
+    s = exp_table.to(torch.int64)[d].sum(dim=dim, keepdim=True)
+    logs = torch.tensor([log2_q20(int(v)) for v in s.flatten().tolist()], dtype=torch.int64).reshape(s.shape)
+    a = d * input_log2_scale + (logs - (EXP_ONE_BITS << LOG_FRAC_BITS))
+    return _requant(-a, output_multiplier, output_shift, output_zero_point).contiguous(
+        memory_format=_memory_format(input))
+
+
+@impl(lib, "log_softmax", "CompositeExplicitAutograd")
+def _log_softmax_impl(input: torch.Tensor, exp_table: torch.Tensor, dim: int, input_log2_scale: int,
+                      output_zero_point: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    return log_softmax_reference(input, exp_table, dim, input_log2_scale, output_zero_point, output_multiplier,
+                                 output_shift)
 
 
 def _pool_out(n: int, k: int, s: int) -> int:

@@ -155,6 +155,7 @@ class Kernels:
             "emk_max_pool2d_s8": [C.POINTER(QPool), P, P, i32, i32],
             "emk_softmax_s8": [P, P, i32, i32, i32, i32, i32, i32, i32],
             "emk_emlkit_softmax_s8": [P, P, i32, i32, i32, P, i32, i32, i32],
+            "emk_emlkit_log_softmax_s8": [P, P, i32, i32, i32, P, i32, i32, i32, i32],
             "emk_emlkit_avg_pool2d_s8": [C.POINTER(QPool), P, P, i32, i32, i32, i32],
             "emk_emlkit_resize_bilinear_s8": [P, P, i32, i32, i32, i32, i32, i32, P, P, i32, i32, i32, i32],
             "emk_emlkit_prelu_s8": [P, P, i32, i32, i32, P, i32, i32, i32, i32],

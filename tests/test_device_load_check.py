@@ -121,6 +121,21 @@ def test_emlkit_op_refusals() -> None:
     assert err.value.exit_code == EXIT_UNSUPPORTED
 
 
+def test_log_softmax_refusals() -> None:
+    """emlkit::log_softmax's prepare: exp_table[0] must be exactly 2^22 (the log's offset) and the input step in
+    log2 units within [1, 2^23] (the int64 bound of its requantization)."""
+    x = (torch.randn(1, 8),)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 10), torch.nn.LogSoftmax(dim=-1))
+    low, out = _lowered(model, x)
+    _constant(low, _node(low, lambda t: "emlkit" in t and "log_softmax" in t).args[1])[0] = (1 << 22) - 1
+    with pytest.raises(AotError, match=re.escape("emlkit::log_softmax: exp_table[0] = 4194303 must be 2^22")):
+        _load(low, x, out)
+    low, out = _lowered(model, x)
+    _node(low, lambda t: "emlkit" in t and "log_softmax" in t).update_arg(3, (1 << 23) + 1)
+    with pytest.raises(AotError, match=re.escape("emlkit::log_softmax: input_log2_scale = 8388609 is outside")):
+        _load(low, x, out)
+
+
 class _Rnns(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()

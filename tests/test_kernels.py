@@ -682,6 +682,41 @@ def test_emlkit_softmax(K, seed, outer, length, inner, in_scale, out_scale, zp):
 
 
 @SETTINGS
+@given(seed=seeds, outer=st.integers(1, 4), length=st.integers(1, 300), inner=st.integers(1, 4),
+       in_scale=st.floats(1e-3, 0.5), out_scale=st.floats(1.0 / 100, 0.5), zp=zps, narrow=st.booleans())
+def test_emlkit_log_softmax(K, seed, outer, length, inner, in_scale, out_scale, zp, narrow):
+    """Bit-exact with the reference; and the reference is a log_softmax: within half an output step (plus the
+    table's and the log's rounding) of float64 log_softmax wherever the output is not clamped."""
+    import emlkit.emlkit_ops as eo
+
+    rng = rng_from(seed)
+    x = s8(rng, outer, length, inner)
+    if narrow:  # codes close together: every term of the sum counts
+        x = (x // 16).astype(np.int8)
+    table = eo.softmax_exp_table(in_scale).numpy()
+    k = eo.log_softmax_input_scale(in_scale)
+    m, s = eo.log_softmax_output_requant(out_scale)
+    want = torch.ops.emlkit.log_softmax(torch.from_numpy(x), torch.from_numpy(table), 1, k, zp, m, s).numpy()
+    for f in both(K, "emk_emlkit_log_softmax_s8"):
+        out = np.zeros_like(x)
+        f(ptr(x), ptr(out), outer, length, inner, ptr(table), k, zp, m, s)
+        np.testing.assert_array_equal(out, want)
+    ref = torch.log_softmax(torch.from_numpy(x).double() * in_scale, dim=1).numpy()
+    got = (want.astype(np.float64) - zp) * out_scale
+    inside = (want > -128) & (want < 127)
+    assert np.abs(got - ref)[inside].max(initial=0.0) <= 0.5 * out_scale + 1e-3
+
+
+def test_log2_q20_against_math() -> None:
+    """The integer log2 the log_softmax kernel uses: within 2^-19 of log2, never above it by more than 2^-20."""
+    import emlkit.emlkit_ops as eo
+
+    for v in [1, 2, 3, 5, 1 << 22, (1 << 22) + 1, 3 << 21, 12345678901, (1 << 38) - 1, 1 << 38]:
+        got = eo.log2_q20(v) / (1 << eo.LOG_FRAC_BITS)
+        assert -2.0 ** -19 <= got - math.log2(v) <= 2.0 ** -20, v
+
+
+@SETTINGS
 @given(seed=seeds, n=st.integers(1, 2), h=st.integers(1, 9), w=st.integers(1, 9), c=st.integers(1, 70),
        data=st.data(), izp=zps, ozp=zps, in_scale=st.floats(1e-3, 0.1), ratio=st.floats(0.05, 2.0))
 def test_emlkit_avg_pool2d(K, seed, n, h, w, c, data, izp, ozp, in_scale, ratio):

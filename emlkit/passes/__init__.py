@@ -8,7 +8,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - conv1d_as_conv2d.py: Conv1d (+ BatchNorm1d) and 1-D pools as 2-D ops over [N, C, 1, L] (every flow).
 - adaptive_pool_as_pool.py: adaptive avg/max pools whose output divides the input -> plain pools (Cortex-M).
 - mean_as_pool.py: means over trailing dims -> one-row average pools with their own output qparams (Cortex-M).
-- sum_as_mean.py: sums over trailing dims -> mean * count before quantization (Cortex-M).
+- sum_as_mean.py: sums over any dims -> mean * count before quantization (Cortex-M).
+- rnn_state_constants.py: an LSTM/GRU initial state computed from constants alone -> a constant (Cortex-M).
 - glu_as_sigmoid_mul.py: GLU -> first half * sigmoid(second half) before quantization (Cortex-M).
 - clamp_tensor_as_min_max.py: clamp with tensor bounds -> maximum then minimum before quantization (Cortex-M).
 - norms_as_layer_norm.py: InstanceNorm2d, GroupNorm -> layer norm + per-channel scale/shift before quantization (Cortex-M).
@@ -57,7 +58,7 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - split_as_slices.py: split/chunk -> one slice per read piece on Cortex-M (no kernel returns a tensor list).
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
   entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
-- own_output_qparams.py (quantizer annotation): softmax and whole-window average pools that feed the final
+- own_output_qparams.py (quantizer annotation): softmax, log_softmax and whole-window average pools that feed the final
   classifier observe their own output qparams on Cortex-M (ExecuTorch fixes softmax at 1/256 and pools at
   their input's).
 - npu_softmax_ranges.py (quantizer annotation): the sum inside ExecuTorch's NPU softmax decomposition
@@ -65,6 +66,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - npu_hardswish_floor.py (quantizer annotation): a tensor that only feeds hardswish is observed from -3
   up on Ethos-U, as ExecuTorch's Cortex-M flow clamps it (hardswish is 0 below -3).
 - emlkit_softmax.py: dq -> softmax -> q -> emlkit::softmax (integer, free output scale) on Cortex-M.
+- emlkit_log_softmax.py: dq -> log_softmax -> q -> emlkit::log_softmax (exp table, integer log2, free output scale)
+  on Cortex-M.
 - emlkit_avg_pool.py: dq -> average pool / mean -> q -> emlkit::quantized_avg_pool2d (integer sum,
   requantized to the pool's own output qparams) on Cortex-M.
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.

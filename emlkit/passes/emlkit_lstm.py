@@ -19,14 +19,20 @@ sequences keep 4 integer bits (|c| < 16, where tanh(c) is 1 to within 2^-45) and
 not a calibrated range, so the program does not depend on the calibration set reaching the largest cell values.
 A read c_n is that cell, the op's second output, dequantized at scale 2^-K (int16, zero point 0) and unsqueezed to
 nn.LSTM's [1, B, H]: 41.0-43.8 dB SNR against the float model in the tests.
+c_n read alone (no sequence output, no h_n): convert drops the unread sequence output's quantize, so nothing
+observes h; the op is placed where c_n is read, its h codes fixed at graph.H_ALONE_QPARAMS (scale 1/128, zero point
+0: h = o * tanh(c) is in (-1, 1)) and a given h0 quantized to them (lstm_output_qparams.py).
 
-Given state: an LSTM's (h0, c0) and a GRU's h0 that are the model's inputs or slices and views of them ([1, B, H]
-each, not constants: a stacked layer's slice, a cell's unsqueezed state) become the op's h0 (and c0): h0 the int8
-codes of the dequantize lstm_output_qparams.py put on its edge (h's qparams, which the sequence output shares), c0
-quantized to the int16 cell at 2^-K in the program (float up to there), and K = 11 (a given c0 bounds no cell
-value, so the long-sequence rule). y 35.6-41.3 dB, c_n 40.3-45.3 dB and h_n 32.6-40.3 dB SNR against the float model
-in the tests with h0 in (-1, 1), stacked, bidirectional and cells included. A constant or computed state stays
-float; --streaming-state refuses a given state (a stream starts from its kept state) with one line.
+Given state: an LSTM's (h0, c0) and a GRU's h0 that are the model's inputs, constants (rnn_state_constants.py folds
+fills and arithmetic on buffers into them) or computed from the inputs, or slices and views of those ([1, B, H]
+each: a stacked layer's slice, a cell's unsqueezed state) become the op's h0 (and c0): h0 the int8 codes of the
+dequantize lstm_output_qparams.py put on its edge (h's qparams, which the sequence output shares; a constant h0's
+codes are folded at compile time), c0 quantized to the int16 cell at 2^-K in the program (float up to there from an
+input or a constant; a computed c0 arrives as int8 codes first), and K = 11 (a given c0 bounds no cell value, so the
+long-sequence rule). y 35.6-41.3 dB, c_n 40.3-45.3 dB and h_n 32.6-40.3 dB SNR against the float model in the tests
+with h0 in (-1, 1), stacked, bidirectional and cells included. A state computed on the device from constants alone
+(without rnn_state_constants.py) stays float; --streaming-state refuses a given state (a stream starts from its kept
+state) with one line.
 
 Accuracy (random weights, tests/passes/test_emlkit_lstm.py): the sequence output is 38.4-43.0 dB SNR against the
 float model over five shapes (1 to 40 steps), within 2.6 dB of the program where the LSTM ran in float between
@@ -60,8 +66,8 @@ import torch
 
 import emlkit.emlkit_ops as eo
 from emlkit.errors import EXIT_UNSUPPORTED, AotError
-from emlkit.passes.graph import (DQ_TARGETS, GRU_OPS, LSTM_OPS, Q_TARGETS, add_parameter, copy_meta, get_attrs,
-                                 lstm_layer, per_tensor_qparams, qparams, shape_of)
+from emlkit.passes.graph import (DQ_TARGETS, GRU_OPS, H_ALONE_QPARAMS, LSTM_OPS, Q_TARGETS, add_parameter, copy_meta,
+                                 get_attrs, lstm_layer, per_tensor_qparams, qparams, shape_of)
 from emlkit.passes.manager import Pass, declare
 from emlkit.verify import source_line
 
@@ -164,8 +170,8 @@ class EmlkitLstm(Pass):
                                    f"call left: drop the initial state or compile without --streaming-state",
                                    EXIT_UNSUPPORTED)
                 raise AotError(f"--streaming-state: the {kind} {n.name} ({source_line(n)}) has no int8 kernel here "
-                               f"(run -v for why: e.g. a constant or computed initial state, a c_n read without the "
-                               f"sequence output or h_n, or its input or output not int8), and in float it would not "
+                               f"(run -v for why: e.g. a projection (proj_size), or its input or output not "
+                               f"int8), and in float it would not "
                                f"keep its state: make it a plain nn.{kind} whose output is quantized, or compile "
                                f"without --streaming-state", EXIT_UNSUPPORTED)
         if self.lowered:
@@ -179,13 +185,16 @@ class EmlkitLstm(Pass):
         if layer is None:
             return None
         dq, out = layer.x, layer.output
-        q = next(iter(out.users)) if len(out.users) == 1 else None
+        q = (next(iter(out.users)) if len(out.users) == 1 else None) if out is not None else None
         if not (dq.op == "call_function" and dq.target in DQ_TARGETS and per_tensor_qparams(dq)
-                and qparams(dq)[4] == torch.int8 and _int8_q(q)):
+                and qparams(dq)[4] == torch.int8 and (out is None or _int8_q(q))):
             log.debug("LSTM %s left in float: its input or output is not int8 per-tensor quantized", n.name)
             return None
-        assert q is not None
-        (s_x, zp_x), (s_h, zp_h) = qparams(dq)[:2], qparams(q)[:2]
+        # c_n read alone: the new op goes where c_n is read, h's codes are fixed (graph.H_ALONE_QPARAMS)
+        at = q if q is not None else layer.cell_out
+        assert at is not None
+        s_x, zp_x = qparams(dq)[:2]
+        s_h, zp_h = qparams(q)[:2] if q is not None else H_ALONE_QPARAMS
         xs = shape_of(dq.args[0]) or shape_of(dq)
         if xs is None or len(xs) != 3:
             return None
@@ -198,7 +207,7 @@ class EmlkitLstm(Pass):
             log.info("LSTM %s left in float: a weight or output scale is outside the requantization's range", n.name)
             return None
         cell_out = layer.cell_out
-        if cell_out is not None and _used_before(cell_out, q):
+        if cell_out is not None and q is not None and _used_before(cell_out, q):
             log.info("LSTM %s left in float: its c_n is read before its sequence output is quantized", n.name)
             return None
         state: tuple[Any, ...] = ()
@@ -219,8 +228,9 @@ class EmlkitLstm(Pass):
         names = [add_parameter(gm, f"{n.name}_{key}", consts[key])
                  for key in ("w_ih", "w_hh", "bias", "requant", "tables")]
         g = gm.graph
-        consts_nodes = get_attrs(gm, q, names, getattr(out.meta.get("val"), "fake_mode", None))
-        with g.inserting_before(q):
+        y_val = out.meta.get("val") if out is not None else n.meta.get("val", (None,))[0]
+        consts_nodes = get_attrs(gm, at, names, getattr(y_val, "fake_mode", None))
+        with g.inserting_before(at):
             if layer.state is not None:          # h0 as its int8 codes; an LSTM's c0 quantized to the cell format
                 state = (layer.state[0].args[0],) + tuple(
                     g.call_function(torch.ops.quantized_decomposed.quantize_per_tensor.default,
@@ -237,11 +247,12 @@ class EmlkitLstm(Pass):
                 y = g.call_function(operator.getitem, (new, 0))
             cell_nodes = _cell_output(g, new, k) if cell_out is not None else []
         copy_meta(n, ([new, y] if new is not y else [new]) + cell_nodes + list(state[1:]))
-        _set_values(out, batch, hid, new, y, state, cell_nodes)
-        q.replace_all_uses_with(y)
+        _set_values(y_val, batch, hid, new, y, state, cell_nodes)
+        if q is not None:
+            q.replace_all_uses_with(y)
         if cell_out is not None:
             cell_out.replace_all_uses_with(cell_nodes[-1])
-        for dead in (q, out, *[u for u in list(n.users)], n):
+        for dead in (*[d for d in (q, out) if d is not None], *[u for u in list(n.users)], n):
             if not dead.users and dead in g.nodes:
                 g.erase_node(dead)
         for d in (dq, *(layer.state or ())[:1]):
@@ -253,11 +264,10 @@ class EmlkitLstm(Pass):
                 "state_bytes": state_bytes, "cell_out": cell_out is not None, "given_state": bool(state)}
 
 
-def _set_values(out: torch.fx.Node, batch: int, hid: int, new: torch.fx.Node, y: torch.fx.Node,
+def _set_values(ov: Any, batch: int, hid: int, new: torch.fx.Node, y: torch.fx.Node,
                 state: tuple[Any, ...], cell_nodes: list[torch.fx.Node]) -> None:
-    """Value meta for the new nodes. convert_pt2e's quantize nodes carry none: the LSTM's own output value gives
+    """Value meta for the new nodes. convert_pt2e's quantize nodes carry none: the LSTM's own output value OV gives
     y's shape, so a later layer reading y sees its shape (graph.shape_of)."""
-    ov = out.meta.get("val")
     fake = getattr(ov, "fake_mode", None)
     if fake is None or not isinstance(ov, torch.Tensor):
         return

@@ -48,6 +48,7 @@ KEEP_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "
 Q_TARGETS = {qd.quantize_per_tensor.default}
 DQ_TARGETS = {qd.dequantize_per_tensor.default}
 SOFTMAX = {aten.softmax.int, aten._softmax.default}
+LOG_SOFTMAX = {aten.log_softmax.int, aten._log_softmax.default}
 AVG_POOLS = {aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim}
 # Ops that move or reshape a tensor without computing on it (the quantizer's qparams pass through).
 PASS_THROUGH = {
@@ -57,7 +58,7 @@ PASS_THROUGH = {
     aten.select.int, aten.unflatten.int, aten.dropout.default,
 }
 # Meta flag of the ops the quantizer hook OwnOutputQparams gave their own output qparams; the Cortex-M
-# lowerings (EmlkitSoftmax, EmlkitAvgPool) take only those.
+# lowerings (EmlkitSoftmax, EmlkitLogSoftmax, EmlkitAvgPool) take only those.
 OWN_QPARAMS_KEY = "emlkit_own_output_qparams"
 # Set by mean_as_pool.py on the average pools it makes of means: they always get their own output qparams.
 MEAN_POOL_KEY = "emlkit_mean_pool"
@@ -318,13 +319,15 @@ def node_val(x: Any) -> torch.Tensor | None:
 
 def shape_of(n: Any) -> tuple[int, ...] | None:
     """Shape of a node's tensor. Q/DQ nodes that convert_pt2e made and the table lookups LUT fusion made
-    have no shape meta; all are elementwise: their input's shape."""
+    have no shape meta; all are elementwise: their input's shape. A get_attr's is its constant's."""
     if not isinstance(n, torch.fx.Node):
         return None
     val = n.meta.get("val")
     if (val is None and n.op == "call_function" and n.args
             and ("quantize_per_tensor" in str(n.target) or "quantized_activation" in str(n.target))):
         return shape_of(n.args[0])
+    if val is None and n.op == "get_attr":  # a constant convert_pt2e folded a quantize into has no value meta
+        val = const_tensor(n.graph.owning_module, n) if n.graph.owning_module is not None else None
     return tuple(val.shape) if isinstance(val, torch.Tensor) else None
 
 
@@ -876,9 +879,9 @@ def lstm_zero_state(gm: torch.fx.GraphModule, node: Any) -> bool:
 @dataclass
 class LstmLayer:
     """One `aten.lstm.input` (`aten.gru.input`) call the int8 kernel takes: a single unidirectional layer with zero
-    initial state or a given one (the model's inputs, or slices of them: an LSTM's (h0, c0), two distinct tensors
-    other than x, a GRU's h0), constant float weights, whose read outputs are the sequence (getitem 0) and, for an
-    LSTM, c_n (getitem 2)."""
+    initial state or a given one (the model's inputs, constants or computed tensors, or slices of them: an LSTM's
+    (h0, c0), two distinct tensors other than x, a GRU's h0), constant float weights, whose read outputs are the sequence (getitem 0) and, for an
+    LSTM, c_n (getitem 2), or c_n alone (the sequence's h codes then have fixed qparams, H_ALONE_QPARAMS)."""
 
     node: torch.fx.Node
     x: torch.fx.Node
@@ -886,24 +889,45 @@ class LstmLayer:
     w_hh: torch.Tensor
     bias: torch.Tensor | None          # LSTM: b_ih + b_hh; GRU: b_ih and b_hh stacked ([2, 3H])
     batch_first: bool
-    output: torch.fx.Node              # the getitem of the sequence output
+    output: torch.fx.Node | None       # the getitem of the sequence output; None: an LSTM whose c_n alone is read
     gru: bool = False                  # an `aten.gru.input` (gates r, z, n) rather than an LSTM
     cell_out: torch.fx.Node | None = None  # LSTM: the getitem of c_n when it is read (the kernel's last cell)
     state: tuple[torch.fx.Node, ...] | None = None   # a given (h0, c0) (GRU: (h0,)), None for zeros
 
 
+# The h codes of an LSTM whose sequence output nobody reads (its c_n alone is): no observer sees h, so h's fixed range
+# (-1, 1) (h = o * tanh(c)) sets them; a given h0 is quantized to the same codes.
+H_ALONE_QPARAMS = (1.0 / 128.0, 0)
+
 STATE_VIEWS = {aten.slice.Tensor, aten.select.int, aten.unsqueeze.default, aten.view.default,
                 aten.reshape.default}
 
 
-def _model_input(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
-    """Whether NODE is one of the model's inputs (a non-constant placeholder), quantized and dequantized or not, or
-    a slice or view of one (a stacked layer's share of h0, a cell's unsqueezed state): a given LSTM state the
-    lowering takes (a constant one would be folded before the kernel reads it)."""
+def state_root(node: torch.fx.Node) -> torch.fx.Node:
+    """What a given RNN state is a slice or view of (quantized and dequantized or not): a model input, a constant
+    or a computed tensor."""
     while node.op == "call_function" and node.target in (DQ_TARGETS | Q_TARGETS | STATE_VIEWS) and \
             isinstance(node.args[0], torch.fx.Node):
         node = node.args[0]
-    return node.op == "placeholder" and const_tensor(gm, node) is None
+    return node
+
+
+def _state_source(node: torch.fx.Node) -> bool:
+    """Whether a given state is an input, a constant tensor, or computed from an input: not a fill or other
+    computation from constants alone, which would run on the device in float (rnn_state_constants.py folds those)."""
+    root = state_root(node)
+    if root.op in ("placeholder", "get_attr"):
+        return True
+    seen, todo = set(), [root]
+    while todo:
+        m = todo.pop()
+        if m.op == "placeholder":
+            return True
+        for a in m.all_input_nodes:
+            if a not in seen:
+                seen.add(a)
+                todo.append(a)
+    return False
 
 
 def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
@@ -921,9 +945,11 @@ def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
     given = None
     if not all(lstm_zero_state(gm, h) for h in states):
         hs = shape_of(states[0]) if isinstance(states[0], torch.fx.Node) else None
-        if hs is None or not all(isinstance(s, torch.fx.Node) and shape_of(s) == hs and _model_input(gm, s)
-                                 for s in states) or len(set((*states, x))) != len(states) + 1:
-            return None                    # a state not given as the model's inputs (a constant or computed one)
+        if hs is None or not all(isinstance(s, torch.fx.Node) and shape_of(s) == hs for s in states) \
+                or len(set((*states, x))) != len(states) + 1:
+            return None                    # a state of another shape, or one tensor read as two operands
+        if not all(_state_source(s) for s in states):
+            return None                    # computed on the device from constants alone: rnn_state_constants.py
         given = tuple(states)
     consts = [const_tensor(gm, p) for p in params] if isinstance(params, (list, tuple)) else []
     if len(consts) != (4 if has_biases else 2) or any(c is None or not c.is_floating_point() for c in consts):
@@ -946,11 +972,12 @@ def lstm_layer(gm: torch.fx.GraphModule, n: torch.fx.Node) -> LstmLayer | None:
             return None
         outs[u.args[1]] = u
     # h_n read: lstm_as_layers.py expresses it through the sequence output first; c_n: the kernel's last cell
-    if set(outs) - {0, 1, 2} or 0 not in outs or (1 in outs and outs[1].users) or \
-            (2 in outs and outs[2].users and gru):
-        return None
     cell = outs[2] if 2 in outs and outs[2].users else None
+    seq = outs[0] if 0 in outs and (outs[0].users or cell is None) else None  # an LSTM's c_n may be read alone
+    if set(outs) - {0, 1, 2} or (seq is None and (gru or cell is None)) or (1 in outs and outs[1].users) or \
+            (cell is not None and gru):
+        return None
     if given is not None and shape_of(given[0]) != (1, xs[0] if batch_first else xs[1], hid):
         return None
-    return LstmLayer(n, x, w_ih.detach().double(), w_hh.detach().double(), bias, bool(batch_first), outs[0], gru,
+    return LstmLayer(n, x, w_ih.detach().double(), w_hh.detach().double(), bias, bool(batch_first), seq, gru,
                      cell, given)

@@ -11,7 +11,10 @@ next op (a select or view), so no `dequantize -> lstm -> quantize` region existe
 
 What this does: before the pattern quantizers run, the LSTM's input edge and the `getitem` of its sequence
 output are annotated with the quantizer's int8 per-tensor activation spec (observers of their own) and marked
-as matched. The converted graph then holds `dequantize -> lstm -> getitem -> quantize`.
+as matched. The converted graph then holds `dequantize -> lstm -> getitem -> quantize`. An LSTM whose c_n alone is
+read has no sequence output to observe (convert drops its unread quantize): only its input is annotated, its h
+codes are fixed at graph.H_ALONE_QPARAMS (h = o * tanh(c) is in (-1, 1)), and a given h0's edge gets those fixed
+qparams.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, SharedQu
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from emlkit.lower.quantizer_steps import WithSteps
-from emlkit.passes.graph import LSTM_OPS, STATE_VIEWS, QuantizerHook, lstm_layer, matched_key
+from emlkit.passes.graph import (H_ALONE_QPARAMS, LSTM_OPS, STATE_VIEWS, QuantizerHook, lstm_layer, matched_key,
+                                 state_root)
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
@@ -43,10 +47,18 @@ def annotate_lstms(model: torch.fx.GraphModule, record: list[str]) -> None:
         if layer.state is not None:          # a given h0 in h's codes: the kernel feeds h back in those
             edges[layer.state[0]] = qspec    # (the output shares h0's edge: prepare observes that edge first)
             out_spec = SharedQuantizationSpec((layer.state[0], n))
+            if layer.output is None:         # c_n read alone: h's codes are fixed (graph.H_ALONE_QPARAMS)
+                edges[layer.state[0]] = _h_alone_qspec()
+        c0s = list(layer.state[1:]) if layer.state is not None else []
+        for c0 in [c for c in c0s if state_root(c).op not in ("placeholder", "get_attr")]:
+            edges[c0] = qspec  # a computed c0 reaches the LSTM as int8 codes (emlkit_lstm.py: then the int16 cell)
+            c0s.remove(c0)
         n.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(edges, None, _annotated=True)
-        layer.output.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, out_spec, _annotated=True)
-        n.meta[key] = layer.output.meta[key] = True
-        for node in _float_c0(layer.state[1:] if layer.state is not None else ()):
+        n.meta[key] = True
+        if layer.output is not None:
+            layer.output.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, out_spec, _annotated=True)
+            layer.output.meta[key] = True
+        for node in _float_c0(c0s):
             # c0 stays float up to the LSTM (the model's input, a stacked layer's slice of it, a cell's unsqueeze):
             # emlkit_lstm.py quantizes it to the int16 cell, which an int8 quantize on the way would coarsen
             node.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, None, _annotated=True)
@@ -56,9 +68,17 @@ def annotate_lstms(model: torch.fx.GraphModule, record: list[str]) -> None:
         log.debug("LSTM layers given int8 input and output qparams: %s", ", ".join(record))
 
 
+def _h_alone_qspec() -> Any:
+    from torchao.quantization.pt2e.quantizer import FixedQParamsQuantizationSpec
+
+    scale, zp = H_ALONE_QPARAMS
+    return FixedQParamsQuantizationSpec(dtype=torch.int8, scale=scale, zero_point=zp, quant_min=-128, quant_max=127,
+                                        qscheme=torch.per_tensor_affine)
+
+
 def _float_c0(states: Any) -> list[torch.fx.Node]:
-    """A given c0's path from the model's input to the LSTM (graph.lstm_layer's given-state views): the nodes to
-    keep float, the input itself when it is only ever read as an LSTM's c0."""
+    """A given c0's path from the model's input (or a constant) to the LSTM (graph.lstm_layer's given-state views):
+    the nodes to keep float, the input itself when it is only ever read as an LSTM's c0."""
     path: list[torch.fx.Node] = []
     for node in states:
         while node.op == "call_function" and node.target in STATE_VIEWS and isinstance(node.args[0], torch.fx.Node):

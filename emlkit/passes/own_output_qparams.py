@@ -1,7 +1,7 @@
-"""Quantizer annotation (Cortex-M): softmax and average pools get their own observed output qparams.
+"""Quantizer annotation (Cortex-M): softmax, log_softmax and average pools get their own observed output qparams.
 
 Targets, in the graph the quantizer annotates:
-- `softmax` / `_softmax` (int8);
+- `softmax` / `_softmax` and `log_softmax` / `_log_softmax` (int8);
 - average pools whose every window has the same number of taps: `avg_pool2d`
   without padding, ceil mode or divisor override, `adaptive_avg_pool2d` whose
   input size is a multiple of its output size, and `mean` over H and W of a
@@ -21,7 +21,8 @@ What this does: before ExecuTorch's pattern quantizers run, each such op is
 annotated with the quantizer's int8 per-tensor activation spec on its input and
 output (an observer of its own) and marked as matched. The op then appears as
 `dequantize -> op -> quantize` with free output qparams, which
-`emlkit_softmax.py` and `emlkit_avg_pool.py` lower to `emlkit::` ops.
+`emlkit_softmax.py`, `emlkit_log_softmax.py` and `emlkit_avg_pool.py` lower to `emlkit::` ops.
+ExecuTorch's quantizer has no pattern for log_softmax at all: without this it stayed a float op.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from __future__ import annotations
 
 import torch
 
-from emlkit.passes.graph import (AVG_POOLS, MEAN_POOL_KEY, OWN_QPARAMS_KEY, PASS_THROUGH, SOFTMAX, QuantizerHook,
-                                 pool_geometry, shape_of)
+from emlkit.passes.graph import (AVG_POOLS, LOG_SOFTMAX, MEAN_POOL_KEY, OWN_QPARAMS_KEY, PASS_THROUGH, SOFTMAX,
+                                 QuantizerHook, pool_geometry, shape_of)
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -62,8 +63,8 @@ def candidates(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     for n in gm.graph.nodes:
         if n.op != "call_function" or not isinstance(n.args[0] if n.args else None, torch.fx.Node):
             continue
-        if n.target in SOFTMAX and shape_of(n.args[0]) is not None:
-            if n.target == aten._softmax.default and n.args[2]:
+        if n.target in SOFTMAX | LOG_SOFTMAX and shape_of(n.args[0]) is not None:
+            if n.target in (aten._softmax.default, aten._log_softmax.default) and n.args[2]:
                 continue                         # half_to_float
             out.append(n)
         elif n.target in AVG_POOLS and pool_geometry(n) is not None and (feeds_final_classifier(n)
@@ -76,7 +77,7 @@ def candidates(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return out
 
 
-@declare("quantizer_hook", ("aten.softmax", "aten.avg_pool2d", "aten.mean"), runs_after=("Int8MatmulOnU55",),
+@declare("quantizer_hook", ("aten.softmax", "aten.log_softmax", "aten.avg_pool2d", "aten.mean"), runs_after=("Int8MatmulOnU55",),
          order=160, flows=("cortex_m",))
 class OwnOutputQparams(QuantizerHook):
     report_name = "annotated"

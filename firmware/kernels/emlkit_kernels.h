@@ -27,6 +27,15 @@ void emk_emlkit_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int
 void emk_emlkit_softmax_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
                        const int32_t *table, int32_t zp, int32_t mult, int32_t shift);
 
+/* ---- emlkit::log_softmax (emlkit_log_softmax_s8.c) ----
+ * [outer][len][inner] view, log_softmax over len (len <= 2^16). table: softmax's, table[0] = 2^22, the rest in
+ * [0, 2^22]; log2_scale (K) in [1, 2^23]. a = (max - x) * K + log2_q20(sum of table[max - x]) - 22 * 2^20, then
+ * emlkit_requant_s8(-a, mult, shift, zp). */
+void emk_emlkit_log_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
+                                   const int32_t *table, int32_t log2_scale, int32_t zp, int32_t mult, int32_t shift);
+void emk_emlkit_log_softmax_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
+                               const int32_t *table, int32_t log2_scale, int32_t zp, int32_t mult, int32_t shift);
+
 /* ---- emlkit::quantized_avg_pool2d (emlkit_avg_pool2d_s8.c), NHWC ----
  * No padding: every window has k_h * k_w taps (p->pad_* must be 0).
  * out = emlkit_requant_s8(sum of (x - in_zp) over the window, mult, shift, out_zp). */

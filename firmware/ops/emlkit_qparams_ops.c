@@ -1,4 +1,4 @@
-/* Adapters for emlkit::softmax, emlkit::quantized_avg_pool2d and emlkit::upsample_bilinear2d, the ops with free output
+/* Adapters for emlkit::softmax, emlkit::log_softmax, emlkit::quantized_avg_pool2d and emlkit::upsample_bilinear2d, the ops with free output
  * qparams (semantics: emlkit/emlkit_ops.py; the layout ops are in emlkit_ops.c).
  * prepare checks every bound the kernels' int64 arithmetic relies on. */
 #include "cortex_m_util.h"
@@ -6,11 +6,29 @@
 
 /* Argument slots (the operators' schemas in emlkit/emlkit_ops.py, out last). */
 enum { ESOFTMAX_IN, ESOFTMAX_EXP_TABLE, ESOFTMAX_DIM, ESOFTMAX_OUT_ZP, ESOFTMAX_MULT, ESOFTMAX_SHIFT, ESOFTMAX_OUT };
+enum { ELOGSM_IN, ELOGSM_EXP_TABLE, ELOGSM_DIM, ELOGSM_LOG2_SCALE, ELOGSM_OUT_ZP, ELOGSM_MULT, ELOGSM_SHIFT, ELOGSM_OUT };
 enum { EAVG_IN, EAVG_KERNEL, EAVG_STRIDE, EAVG_IN_ZP, EAVG_OUT_ZP, EAVG_MULT, EAVG_SHIFT, EAVG_OUT };
 enum { EBIL_IN, EBIL_ROWS, EBIL_COLS, EBIL_IN_ZP, EBIL_OUT_ZP, EBIL_MULT, EBIL_SHIFT, EBIL_OUT };
 
 #define EMLKIT_EXP_ONE (1 << 22)
+#define EMLKIT_LOG_MAX_K (1 << 23) /* 255 * K + 16 * 2^20 < 2^31: a * mult stays inside int64 */
+#define EMLKIT_LOG_MAX_LEN (1 << 16)
 #define EMLKIT_MAX_TAPS (1 << 16) /* |sum| <= 255 * 2^16 < 2^24, times mult < 2^31: within int64 */
+
+/* The exp table both softmax ops read: 256 entries in [0, 2^22], entry 0 at least 1 (exactly 2^22 if `one`). */
+ET_PREPARE static et_status emlkit_exp_table(et_kernel_ctx *ctx, const char *op, const et_tensor *table, bool one) {
+  if (et_tensor_numel(table) != 256 || !table->data)
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: exp_table must have 256 entries, got %u", op,
+                   (unsigned)et_tensor_numel(table));
+  const int32_t *t = (const int32_t *)table->data;
+  if (one ? t[0] != EMLKIT_EXP_ONE : (t[0] < 1 || t[0] > EMLKIT_EXP_ONE))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: exp_table[0] = %ld must be %s", op, (long)t[0],
+                   one ? "2^22" : "in [1, 2^22]");
+  for (int k = 1; k < 256; k++)
+    if (t[k] < 0 || t[k] > EMLKIT_EXP_ONE)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: exp_table[%d] = %ld must be in [0, 2^22]", op, k, (long)t[k]);
+  return ET_OK;
+}
 
 /* emlkit::softmax.out(input, exp_table, dim, output_zero_point, output_multiplier, output_shift, out) */
 ET_PREPARE et_status op_emlkit_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
@@ -26,15 +44,7 @@ ET_PREPARE et_status op_emlkit_softmax_out_prepare(et_kernel_ctx *ctx, et_value 
   CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, table, "exp_table", ET_DT_INT));
-  if (et_tensor_numel(table) != 256 || !table->data)
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: exp_table must have 256 entries, got %u", op,
-                   (unsigned)et_tensor_numel(table));
-  const int32_t *t = (const int32_t *)table->data;
-  if (t[0] < 1 || t[0] > EMLKIT_EXP_ONE)
-    return et_fail(ctx, ET_E_INVALID_ARG, "%s: exp_table[0] = %ld must be in [1, 2^22]", op, (long)t[0]);
-  for (int k = 1; k < 256; k++)
-    if (t[k] < 0 || t[k] > EMLKIT_EXP_ONE)
-      return et_fail(ctx, ET_E_INVALID_ARG, "%s: exp_table[%d] = %ld must be in [0, 2^22]", op, k, (long)t[k]);
+  CM_TRY(emlkit_exp_table(ctx, op, table, false));
   return cm_softmax_shapes(ctx, op, in, out, dim);
 }
 
@@ -46,6 +56,43 @@ et_status op_emlkit_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t na
   if (!cm_io_view(args, ESOFTMAX_IN, ESOFTMAX_OUT, cm_i(args, ESOFTMAX_DIM), &in, &out, v)) return ET_OK;
   emk_emlkit_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, v[0], v[1], v[2],
                     (const int32_t *)args[ESOFTMAX_EXP_TABLE]->u.t->data, cm_i(args, ESOFTMAX_OUT_ZP), cm_i(args, ESOFTMAX_MULT), cm_i(args, ESOFTMAX_SHIFT));
+  return ET_OK;
+}
+
+/* emlkit::log_softmax.out(input, exp_table, dim, input_log2_scale, output_zero_point, output_multiplier,
+ * output_shift, out) */
+ET_PREPARE et_status op_emlkit_log_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "emlkit::log_softmax";
+  et_tensor *in, *table, *out;
+  int32_t dim, zp, k, outer, len, inner;
+  static const cm_tensor_arg ts[] = {{ELOGSM_IN, "input", false}, {ELOGSM_EXP_TABLE, "exp_table", false},
+                                     {ELOGSM_OUT, "out", false}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, ELOGSM_OUT, ts, 3, (et_tensor **const[]){&in, &table, &out}));
+  CM_TRY(cm_int(ctx, op, args, ELOGSM_DIM, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1, &dim));
+  CM_TRY(cm_int(ctx, op, args, ELOGSM_LOG2_SCALE, "input_log2_scale", 1, EMLKIT_LOG_MAX_K, &k));
+  CM_TRY(cm_int(ctx, op, args, ELOGSM_OUT_ZP, "output_zero_point", -128, 127, &zp));
+  CM_TRY(cm_requant_args(ctx, op, args, ELOGSM_MULT));
+  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, table, "exp_table", ET_DT_INT));
+  CM_TRY(emlkit_exp_table(ctx, op, table, true));
+  CM_TRY(cm_softmax_shapes(ctx, op, in, out, dim));
+  cm_dim_view(in, dim, &outer, &len, &inner);
+  if (len > EMLKIT_LOG_MAX_LEN)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dim %d has %ld elements, at most %d supported", op, (int)dim,
+                   (long)len, EMLKIT_LOG_MAX_LEN);
+  return ET_OK;
+}
+
+et_status op_emlkit_log_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)nargs;
+  const et_tensor *in;
+  et_tensor *out;
+  int32_t v[3]; /* around dim */
+  if (!cm_io_view(args, ELOGSM_IN, ELOGSM_OUT, cm_i(args, ELOGSM_DIM), &in, &out, v)) return ET_OK;
+  emk_emlkit_log_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, v[0], v[1], v[2],
+                            (const int32_t *)args[ELOGSM_EXP_TABLE]->u.t->data, cm_i(args, ELOGSM_LOG2_SCALE),
+                            cm_i(args, ELOGSM_OUT_ZP), cm_i(args, ELOGSM_MULT), cm_i(args, ELOGSM_SHIFT));
   return ET_OK;
 }
 

@@ -2,7 +2,7 @@
 unidirectional layer, batch_first either way, sequence lengths 1 to 40), its SNR against the float model above
 35 dB and within 3 dB of the program that ran the LSTM in float between quantize/dequantize (measured 38.4-43.0 dB
 against 38.9-45.6 dB); stacked and bidirectional layers and h_n (lstm_as_layers.py); forms the int8 kernel does not take stay in
-float; nn.GRU as emlkit::gru; given states and c_n of every form; the cell format rule."""
+float; nn.GRU as emlkit::gru; given states and c_n of every form (read alone too); the cell format rule."""
 
 from __future__ import annotations
 
@@ -144,11 +144,47 @@ def test_h_n_and_c_n_read_lowered() -> None:
     assert min(_snr(y, fy.detach()), _snr(h, fh.detach()), _snr(c, fc.detach())) > 33.0
 
 
-@pytest.mark.parametrize("kw, read", [({}, "c_n"), ({"proj_size": 3}, "seq")])
+class _CellAlone(torch.nn.Module):
+    """An nn.LSTM whose c_n alone is read, from a zero or a given (h0, c0)."""
+
+    def __init__(self, layers: int, given: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lstm, self.given = torch.nn.LSTM(6, 9, num_layers=layers, batch_first=True), given
+
+    def forward(self, x: torch.Tensor, *state: torch.Tensor) -> torch.Tensor:
+        _, (_, c) = self.lstm(x, tuple(state)) if self.given else self.lstm(x)
+        return c
+
+
+@pytest.mark.parametrize("layers, given", [(1, False), (2, False), (1, True), (2, True)])
+def test_c_n_read_alone_lowered(layers: int, given: bool) -> None:
+    """c_n read alone (neither the sequence output nor h_n): nothing observes h, so its codes are fixed at
+    graph.H_ALONE_QPARAMS (a given h0 quantized to them); every layer an emlkit::lstm, no float op, c_n above 33 dB
+    against the float model."""
+    from emlkit.passes.graph import H_ALONE_QPARAMS
+
+    model, opts = _CellAlone(layers, given).eval(), make_options()
+    g = torch.Generator().manual_seed(3)
+    inputs: tuple[torch.Tensor, ...] = (torch.randn(2, 7, 6, generator=g),)
+    if given:
+        inputs += (torch.tanh(torch.randn(layers, 2, 9, generator=g)), torch.randn(layers, 2, 9, generator=g))
+    with torch.no_grad():
+        low = cortex_m.lower(model, inputs, [inputs], get_target("cortex-m55"), opts)
+    entries = installed(opts, EmlkitLstm).report()["lowered"]
+    assert len(entries) == layers and all(e["given_state"] == given for e in entries)
+    assert entries[-1]["cell_out"] and entries[-1]["out_scale"] == H_ALONE_QPARAMS[0]
+    ops = program_ops(low)
+    assert any("emlkit.lstm" in o for o in ops) and not any("aten.lstm" in o or "sigmoid" in o for o in ops)
+    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
+    (c,), fc = reference.run_lowered(low.edge, inputs), model(*inputs).detach()
+    assert c.shape == fc.shape and _snr(c, fc) > 33.0, _snr(c, fc)
+
+
+@pytest.mark.parametrize("kw, read", [({"proj_size": 3}, "seq")])
 def test_forms_the_kernel_does_not_take_stay_float(kw, read) -> None:
-    """A c_n read alone (neither the sequence output nor h_n: the kernel feeds h back in the sequence output's
-    qparams, which then are not observed) and projections are not lowered (yet): the LSTM stays a float op, which
-    --allow-float runs and which is refused by name without it."""
+    """Projections are not lowered (yet): the LSTM stays a float op, which --allow-float runs and which is refused
+    by name without it."""
     model = _Seq(5, 8, True, read, **kw)
     x = torch.randn(1, 4, 5, generator=torch.Generator().manual_seed(1))
     low, opts = lowered(model, x, "cortex-m55", allow_float=True)

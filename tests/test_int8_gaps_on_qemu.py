@@ -1,0 +1,124 @@
+"""The ops that were the CPU families' last float ops, in int8 on cortex-m55 and cortex-m4 under QEMU: log_softmax
+over the last dim and over a middle one (nn.LogSoftmax); sums over leading dims (the batch, a middle dim, both); an
+nn.LSTM's c_n read alone (one layer, stacked, from a given state); LSTMs and a GRU from constant and computed
+initial states. Each model compiles without --allow-float (no aten::
+compute op left), the device's outputs equal the host reference bit for bit, and each output's SNR against the
+float model is at least the floor the README states."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from qemu_run_lib import run_bit_exact
+
+_LOG_SOFTMAX_MODEL = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LogSoftmaxes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.fc = nn.Linear(12, 30)
+        self.over_rows = nn.LogSoftmax(dim=1)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return F.log_softmax(y, dim=-1), self.over_rows(y.reshape(2, 5, 6))
+
+
+ModelUnderTest = LogSoftmaxes().eval()
+ModelInputs = (torch.randn(2, 12, generator=torch.Generator().manual_seed(1)) * 2,)
+'''
+
+_SUM_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class LeadingSums(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(8)
+        self.fc = nn.Linear(12, 30)
+
+    def forward(self, x):
+        y = torch.tanh(self.fc(x)).reshape(2, 5, 6)
+        return torch.sum(y, 0), y.sum(1, keepdim=True), y.sum((0, 1))
+
+
+ModelUnderTest = LeadingSums().eval()
+ModelInputs = (torch.randn(2, 12, generator=torch.Generator().manual_seed(1)),)
+'''
+
+_CELL_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class CellsAlone(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(9)
+        self.one = nn.LSTM(6, 8, batch_first=True)
+        self.stacked = nn.LSTM(6, 5, num_layers=2)
+        self.given = nn.LSTM(6, 7, batch_first=True)
+
+    def forward(self, x, h0, c0):
+        _, (_, c_one) = self.one(x)
+        _, (_, c_stacked) = self.stacked(x.transpose(0, 1))
+        _, (_, c_given) = self.given(x, (h0, c0))
+        return c_one, c_stacked, c_given
+
+
+ModelUnderTest = CellsAlone().eval()
+ModelInputs = (torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(1)),
+               torch.rand(1, 2, 7, generator=torch.Generator().manual_seed(2)) * 1.6 - 0.8,
+               torch.randn(1, 2, 7, generator=torch.Generator().manual_seed(3)))
+'''
+
+_STATE_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class States(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(10)
+        self.const_lstm = nn.LSTM(6, 8, batch_first=True)
+        self.register_buffer("h0", torch.rand(1, 2, 8) * 1.2 - 0.6)
+        self.init = nn.Linear(4, 14)
+        self.comp_lstm = nn.LSTM(6, 7, batch_first=True)
+        self.gru = nn.GRU(6, 5, batch_first=True)
+
+    def forward(self, x, z):
+        y1, _ = self.const_lstm(x, (self.h0, torch.full((1, 2, 8), 0.5)))
+        s = self.init(z).unsqueeze(0)
+        y2, (_, c2) = self.comp_lstm(x, (torch.tanh(s[..., :7]), s[..., 7:]))
+        y3, _ = self.gru(x, torch.tanh(s[..., :5]))
+        return y1, y2, c2, y3
+
+
+ModelUnderTest = States().eval()
+ModelInputs = (torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(1)),
+               torch.randn(2, 4, generator=torch.Generator().manual_seed(2)))
+'''
+
+SNR_FLOOR_DB = {"log_softmax": [30.0, 30.0], "sum": [30.0, 30.0, 30.0], "c_n": [33.0, 33.0, 33.0],
+                "state": [30.0, 30.0, 30.0, 30.0]}
+_OPS = {"log_softmax": {"emlkit::log_softmax": 2}, "sum": {"emlkit::quantized_avg_pool2d": 3},
+        "c_n": {"emlkit::lstm": 4}, "state": {"emlkit::lstm": 2, "emlkit::gru": 1}}
+_SOURCE = {"log_softmax": _LOG_SOFTMAX_MODEL, "sum": _SUM_MODEL, "c_n": _CELL_MODEL, "state": _STATE_MODEL}
+
+
+@pytest.mark.parametrize("which", list(_SOURCE))
+@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
+def test_int8_gaps_bit_exact_on_qemu(tmp_path: Path, target: str, which: str) -> None:
+    ops, snrs = run_bit_exact(tmp_path, f"gap_{which}", _SOURCE[which], target, None, len(SNR_FLOOR_DB[which]),
+                              timeout=1200)
+    assert {k: ops.get(k) for k in _OPS[which]} == _OPS[which], ops
+    assert all(s >= f for s, f in zip(snrs, SNR_FLOOR_DB[which])), snrs
