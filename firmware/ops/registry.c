@@ -24,35 +24,45 @@ et_status et_no_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
 #include "registry_tables.h"
 #undef ET_OP_
 
+/* Both tables below are searched by (name, overload): each entry starts with one. */
 typedef struct {
   const char *name;
   const char *overload;
+} op_key;
+
+typedef struct {
+  op_key key;
   et_op_fn fn;
   et_op_prepare_fn prepare;
   uint32_t state_bytes;
 } entry;
 
 static const entry k_ops[] = {
-#define ET_OP_(name, overload, fn, prep, state, ...) {name, overload, fn, prep, state},
+#define ET_OP_(name, overload, fn, prep, state, ...) {{name, overload}, fn, prep, state},
 #include "registry_tables.h"
 #undef ET_OP_
 #undef ET_OP
-    {NULL, NULL, NULL, NULL, 0},
+    {{NULL, NULL}, NULL, NULL, 0},
 };
 
 static int eq(const char *a, const char *b, uint32_t n) { return strlen(a) == n && memcmp(a, b, n) == 0; }
 
+/* The entry of a table (entries `stride` bytes apart, ended by a NULL name) whose key is (name, overload). */
+static const void *find_key(const void *table, size_t stride, const char *name, uint32_t name_len,
+                            const char *overload, uint32_t overload_len) {
+  for (const char *p = table;; p += stride) {
+    const op_key *k = (const op_key *)(const void *)p;
+    if (!k->name) return NULL;
+    if (eq(k->name, name, name_len) && eq(k->overload, overload, overload_len)) return p;
+  }
+}
+
 et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
                           et_op_prepare_fn *prepare, uint32_t *state_bytes) {
-  if (prepare) *prepare = NULL;
-  if (state_bytes) *state_bytes = 0;
-  for (const entry *e = k_ops; e->name; e++)
-    if (eq(e->name, name, name_len) && eq(e->overload, overload, overload_len)) {
-      if (prepare) *prepare = e->prepare == et_no_prepare ? NULL : e->prepare;
-      if (state_bytes) *state_bytes = e->state_bytes;
-      return e->fn;
-    }
-  return NULL;
+  const entry *e = find_key(k_ops, sizeof *e, name, name_len, overload, overload_len);
+  if (prepare) *prepare = e && e->prepare != et_no_prepare ? e->prepare : NULL;
+  if (state_bytes) *state_bytes = e ? e->state_bytes : 0;
+  return e ? e->fn : NULL;
 }
 
 /* Ops whose kernels can write their output over an input (the memory planner,
@@ -77,38 +87,32 @@ et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overl
  * (aten_copy.c), so producers write straight into the concat, as the
  * row bands of patch-based execution do. */
 typedef struct {
-  const char *name;
-  const char *overload;
+  op_key key;
   uint32_t args;
   uint32_t tail_args;
   uint32_t list_args;
 } in_place_entry;
 
 static const in_place_entry k_in_place[] = {
-    {"cortex_m::quantize_per_tensor", "out", 1u << 0, 0, 0},
-    {"cortex_m::dequantize_per_tensor", "out", 0, 1u << 0, 0},
-    {"cortex_m::quantized_activation", "out", 1u << 0, 0, 0},
-    {"cortex_m::quantized_add", "out", (1u << 0) | (1u << 4), 0, 0},
-    {"cortex_m::quantized_mul", "out", (1u << 0) | (1u << 2), 0, 0},
-    {"aten::cat", "out", 0, 0, 1u << 0},
-    {NULL, NULL, 0, 0, 0},
+    {{"cortex_m::quantize_per_tensor", "out"}, 1u << 0, 0, 0},
+    {{"cortex_m::dequantize_per_tensor", "out"}, 0, 1u << 0, 0},
+    {{"cortex_m::quantized_activation", "out"}, 1u << 0, 0, 0},
+    {{"cortex_m::quantized_add", "out"}, (1u << 0) | (1u << 4), 0, 0},
+    {{"cortex_m::quantized_mul", "out"}, (1u << 0) | (1u << 2), 0, 0},
+    {{"aten::cat", "out"}, 0, 0, 1u << 0},
+    {{NULL, NULL}, 0, 0, 0},
 };
 
 uint32_t et_registry_in_place(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
                               uint32_t *tail_args, uint32_t *list_args) {
-  if (tail_args) *tail_args = 0;
-  if (list_args) *list_args = 0;
-  for (const in_place_entry *e = k_in_place; e->name; e++)
-    if (eq(e->name, name, name_len) && eq(e->overload, overload, overload_len)) {
-      if (tail_args) *tail_args = e->tail_args;
-      if (list_args) *list_args = e->list_args;
-      return e->args;
-    }
-  return 0;
+  const in_place_entry *e = find_key(k_in_place, sizeof *e, name, name_len, overload, overload_len);
+  if (tail_args) *tail_args = e ? e->tail_args : 0;
+  if (list_args) *list_args = e ? e->list_args : 0;
+  return e ? e->args : 0;
 }
 
 const char *et_registry_entry(uint32_t i, const char **overload) {
   if (i >= sizeof k_ops / sizeof k_ops[0] - 1) return NULL;
-  *overload = k_ops[i].overload;
-  return k_ops[i].name;
+  *overload = k_ops[i].key.overload;
+  return k_ops[i].key.name;
 }
