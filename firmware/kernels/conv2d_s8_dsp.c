@@ -52,18 +52,22 @@ static void im2col_row_dsp(const qconv_params *p, const int8_t *in, int32_t b, i
  * so that the loops get the registers to themselves. */
 /* k_requantize_dsp_fast with hq = 2^(rs-2) and sh1 = rs-1 precomputed
  * (rs = -shift >= 2), then the output offset and the clamp. */
+/* sat8: the layer's clamp is the whole int8 range (no activation, or a ReLU whose zero point is -128), which
+ * one SSAT does without holding lo and hi. */
 static inline int8_t pw_fin_fast(int32_t acc, int32_t m, int32_t hq, int32_t sh1, int32_t off, int32_t lo,
-                                 int32_t hi) {
+                                 int32_t hi, const int sat8) {
   const int64_t t = (int64_t)acc * m + (int64_t)(((uint64_t)(uint32_t)hq << 32) | (1u << 30));
   int32_t h = (int32_t)(t >> 32);
   if (h < hq) h = h - 1 + (int32_t)((uint32_t)t >> 31);
-  return (int8_t)k_clamp((int32_t)((uint32_t)(h >> sh1) + (uint32_t)off), lo, hi);
+  const int32_t v = (int32_t)((uint32_t)(h >> sh1) + (uint32_t)off);
+  return (int8_t)(sat8 ? __ssat(v, 8) : k_clamp(v, lo, hi));
 }
 #define PW_FIN(A, O) (fast ? k_finish_fast_s8(A, mult[O], shift[O], off, lo, hi) : k_finish_s8(A, mult[O], shift[O], off, lo, hi))
 static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const qconv_params *p, const int8_t *in,
                                                                           const int8_t *w, const int32_t *mult,
                                                                           const int32_t *shift, int8_t *out,
-                                                                          const int32_t *beff, const int fast) {
+                                                                          const int32_t *beff, const int fast,
+                                                                          const int sat8) {
   const int32_t K = p->in_c, OC = p->out_c, OC2 = OC & ~1, OC4 = OC & ~3;
   const int32_t npix = p->batch * p->out_h * p->out_w;
   const int32_t off = p->output_offset, lo = p->act_min, hi = p->act_max;
@@ -79,10 +83,10 @@ static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const 
         int32_t acc[4] = {b0, b1, b0, b1};
         k_dot2x2_s8_dsp(in + (size_t)j * K, wo, K, K, acc);
         int8_t *op = out + (size_t)j * OC + o;
-        const int8_t v00 = pw_fin_fast(acc[0], m0, q0, r0, off, lo, hi);
-        const int8_t v01 = pw_fin_fast(acc[1], m1, q1, r1, off, lo, hi);
-        const int8_t v10 = pw_fin_fast(acc[2], m0, q0, r0, off, lo, hi);
-        const int8_t v11 = pw_fin_fast(acc[3], m1, q1, r1, off, lo, hi);
+        const int8_t v00 = pw_fin_fast(acc[0], m0, q0, r0, off, lo, hi, sat8);
+        const int8_t v01 = pw_fin_fast(acc[1], m1, q1, r1, off, lo, hi, sat8);
+        const int8_t v10 = pw_fin_fast(acc[2], m0, q0, r0, off, lo, hi, sat8);
+        const int8_t v11 = pw_fin_fast(acc[3], m1, q1, r1, off, lo, hi, sat8);
         op[0] = v00, op[1] = v01, op[OC] = v10, op[OC + 1] = v11;
       }
     }
@@ -133,16 +137,24 @@ static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const 
 static __attribute__((noinline)) void conv_dsp_pointwise_fast(const qconv_params *p, const int8_t *in,
                                                               const int8_t *w, const int32_t *mult,
                                                               const int32_t *shift, int8_t *out, const int32_t *beff) {
-  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 1);
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 1, 0);
+}
+static __attribute__((noinline)) void conv_dsp_pointwise_fast_sat8(const qconv_params *p, const int8_t *in,
+                                                                   const int8_t *w, const int32_t *mult,
+                                                                   const int32_t *shift, int8_t *out,
+                                                                   const int32_t *beff) {
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 1, 1);
 }
 static __attribute__((noinline)) void conv_dsp_pointwise_gen(const qconv_params *p, const int8_t *in,
                                                              const int8_t *w, const int32_t *mult,
                                                              const int32_t *shift, int8_t *out, const int32_t *beff) {
-  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 0);
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 0, 0);
 }
 static void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                                const int32_t *shift, int8_t *out, const int32_t *beff) {
-  if (k_rq_fast_ok(mult, shift, p->out_c))
+  if (k_rq_fast_ok(mult, shift, p->out_c) && p->act_min == -128 && p->act_max == 127)
+    conv_dsp_pointwise_fast_sat8(p, in, w, mult, shift, out, beff);
+  else if (k_rq_fast_ok(mult, shift, p->out_c))
     conv_dsp_pointwise_fast(p, in, w, mult, shift, out, beff);
   else
     conv_dsp_pointwise_gen(p, in, w, mult, shift, out, beff);

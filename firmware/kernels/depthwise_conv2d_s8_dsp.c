@@ -74,6 +74,46 @@ typedef struct {
   int32_t oo, lo, hi, off2, fast;
 } dw_dsp_row3;
 
+/* One tap of four channels in asm (the same arithmetic as dw_dsp_taps4 without the offset): X and W the
+ * address operands of its input and weight words. */
+#define DW_TAP_ASM(X, W)                                  \
+  "ldr    %[vx], " X "\n\t"                              \
+  "ldr    %[vw], " W "\n\t"                              \
+  "sxtb16 %[xl], %[vx]\n\t"                              \
+  "sxtb16 %[wl], %[vw]\n\t"                              \
+  "sxtb16 %[vx], %[vx], ror #8\n\t"                      \
+  "sxtb16 %[vw], %[vw], ror #8\n\t"                      \
+  "smlabb %[a0], %[xl], %[wl], %[a0]\n\t"                \
+  "smlatt %[a2], %[xl], %[wl], %[a2]\n\t"                \
+  "smlabb %[a1], %[vx], %[vw], %[a1]\n\t"                \
+  "smlatt %[a3], %[vx], %[vw], %[a3]\n\t"
+/* A kernel row of three taps at [p], [p + C], [p + 2 C] (input and weights alike: dil_w == 1). */
+#define DW_ROW3                                                     \
+  DW_TAP_ASM("[%[xp]]", "[%[wp]]")                                  \
+  DW_TAP_ASM("[%[xp], %[cs]]", "[%[wp], %[cs]]")                    \
+  DW_TAP_ASM("[%[xp], %[cs], lsl #1]", "[%[wp], %[cs], lsl #1]")
+
+/* Border windows: a kernel row of two or three valid taps with the input offset added by SXTAB16 (o2: the
+ * offset in both halves), one asm block per row so that the block needs no row step. */
+#define DW_TAP_ASM_OFF(X, W)                              \
+  "ldr    %[vx], " X "\n\t"                              \
+  "ldr    %[vw], " W "\n\t"                              \
+  "sxtab16 %[xl], %[o2], %[vx]\n\t"                      \
+  "sxtb16 %[wl], %[vw]\n\t"                              \
+  "sxtab16 %[vx], %[o2], %[vx], ror #8\n\t"              \
+  "sxtb16 %[vw], %[vw], ror #8\n\t"                      \
+  "smlabb %[a0], %[xl], %[wl], %[a0]\n\t"                \
+  "smlatt %[a2], %[xl], %[wl], %[a2]\n\t"                \
+  "smlabb %[a1], %[vx], %[vw], %[a1]\n\t"                \
+  "smlatt %[a3], %[vx], %[vw], %[a3]\n\t"
+#define DW_ROW2_OFF DW_TAP_ASM_OFF("[%[xp]]", "[%[wp]]") DW_TAP_ASM_OFF("[%[xp], %[cs]]", "[%[wp], %[cs]]")
+#define DW_ROW3_OFF DW_ROW2_OFF DW_TAP_ASM_OFF("[%[xp], %[cs], lsl #1]", "[%[wp], %[cs], lsl #1]")
+#define DW_ROW_OFF_OPERANDS                                                                                    \
+  : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [vx] "=&r"(vx), [vw] "=&r"(vw), [xl] "=&r"(xl), \
+    [wl] "=&r"(wl)                                                                                             \
+  : [xp] "r"(xp), [wp] "r"(wp), [cs] "r"(cs), [o2] "r"(off2)                                                   \
+  : "memory"
+
 static inline __attribute__((always_inline)) void dw_dsp_pixel3(const dw_dsp_row3 *g, const int8_t *x,
                                                                 const int8_t *w, int8_t *op, const int fast) {
   const int32_t xstep = g->xstep, wstep = g->c, ystep = g->ystep;
@@ -82,7 +122,24 @@ static inline __attribute__((always_inline)) void dw_dsp_pixel3(const dw_dsp_row
   for (int32_t c = 0; c < c4; c += 4) {
     int32_t a0 = beff[c], a1 = beff[c + 1], a2 = beff[c + 2], a3 = beff[c + 3];
     const int8_t *xp = x + c, *wp = w + c;
-    for (int32_t ky = k_h; ky > 0; ky--, xp += ystep, wp += 3 * wstep) {
+    if (k_h == 3 && xstep == wstep) {
+      /* the whole 3x3 window (dil_w == 1: one step C for input and weights) in one asm block: GCC keeps
+         too few of the steps in registers for the unrolled kernel rows and reloads them from the stack
+         (44 instructions per row of three taps against the 30 of the taps themselves); here every
+         pointer and step stays in a register (3 taps by [p], [p, C], [p, C, lsl #1]; 32 instructions
+         per row) */
+      int32_t vx, vw, xl, wl;
+      __asm volatile(DW_ROW3 "add %[xp], %[xp], %[ys]\n\t"
+                     "add %[wp], %[wp], %[cs], lsl #1\n\t"
+                     "add %[wp], %[wp], %[cs]\n\t" DW_ROW3 "add %[xp], %[xp], %[ys]\n\t"
+                     "add %[wp], %[wp], %[cs], lsl #1\n\t"
+                     "add %[wp], %[wp], %[cs]\n\t" DW_ROW3
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xp] "+r"(xp), [wp] "+r"(wp),
+                       [vx] "=&r"(vx), [vw] "=&r"(vw), [xl] "=&r"(xl), [wl] "=&r"(wl)
+                     : [cs] "r"(wstep), [ys] "r"(ystep)
+                     : "memory");
+    } else {
+      for (int32_t ky = k_h; ky > 0; ky--, xp += ystep, wp += 3 * wstep) {
 #define DW_TAP(XO, WO)                                            \
   do {                                                            \
     const int32_t vx = k_rd32(xp + (XO)), vw = k_rd32(wp + (WO)); \
@@ -93,10 +150,11 @@ static inline __attribute__((always_inline)) void dw_dsp_pixel3(const dw_dsp_row
     a1 = __smlabb(xh, wh, a1);                                    \
     a3 = __smlatt(xh, wh, a3);                                    \
   } while (0)
-      DW_TAP(0, 0);
-      DW_TAP(xstep, wstep);
-      DW_TAP(2 * xstep, 2 * wstep);
+        DW_TAP(0, 0);
+        DW_TAP(xstep, wstep);
+        DW_TAP(2 * xstep, 2 * wstep);
 #undef DW_TAP
+      }
     }
     const int32_t *m = mult + c, *sh = shift + c;
     DW_FIN4(a0, a1, a2, a3);
@@ -124,10 +182,28 @@ static inline __attribute__((always_inline)) void dw_dsp_pixel(const dw_dsp_row3
   /* locals: the int8 stores below may alias *g */
   const int32_t c4 = g->c4, off2 = g->off2, oo = g->oo, lo = g->lo, hi = g->hi;
   const int32_t *const mult = g->mult, *const shift = g->shift;
+  const int32_t ystep = g->ystep; /* a local: the asm's memory clobber would reload *g */
+  const int rows_asm = use_off && g->k_w == 3 && xstep == wstep && (nkx == 2 || nkx == 3);
   for (int32_t c = 0; c < c4; c += 4) {
     int32_t a[4] = {0, 0, 0, 0};
     if (b) a[0] = b[c], a[1] = b[c + 1], a[2] = b[c + 2], a[3] = b[c + 3];
-    dw_dsp_taps4(x + c, w + c, nky, nkx, xstep, wstep, xadj, wadj, a, use_off, off2);
+    if (rows_asm) {
+      /* border windows of 3-wide kernels with dil_w == 1 (input and weight taps C bytes apart): the rows
+         in asm, where GCC's generic tap loop takes 16 instructions per tap (10 here) and about as many
+         per row to reload its steps */
+      int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], vx, vw, xl, wl;
+      const int8_t *xp = x + c, *wp = w + c;
+      const int32_t cs = wstep, ys = ystep;
+      for (int32_t ky = nky; ky > 0; ky--, xp += ys, wp += 3 * cs) {
+        if (nkx == 3)
+          __asm volatile(DW_ROW3_OFF DW_ROW_OFF_OPERANDS);
+        else
+          __asm volatile(DW_ROW2_OFF DW_ROW_OFF_OPERANDS);
+      }
+      a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
+    } else {
+      dw_dsp_taps4(x + c, w + c, nky, nkx, xstep, wstep, xadj, wadj, a, use_off, off2);
+    }
     const int32_t *m = mult + c, *sh = shift + c;
     DW_FIN4(a[0], a[1], a[2], a[3]);
   }

@@ -75,8 +75,47 @@ static inline __attribute__((always_inline)) void k_dot4_s8_dsp(const int8_t *x,
   int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
   const int32_t ws2 = 2 * ws, ws3 = 3 * ws;
   const int32_t off2 = (int32_t)(((uint32_t)(uint16_t)xoff << 16) | (uint16_t)xoff);
-  if (!use_off) xoff = 0;
-  for (int32_t c = n >> 2; c > 0; c--) {
+  if (!use_off) {
+    xoff = 0;
+    /* without the offset, the loop in asm: GCC keeps ws, 2 ws and 3 ws on the stack and reloads them
+       (30 instructions per four bytes); here rows 1-3 are [w, ws], [w, ws, lsl #1] and [w + 2 ws, ws]
+       (one ADD), row 0 post-increments w, and x's halves stay in two registers: 26 per four bytes */
+    int32_t n4 = n >> 2, v, t, xl, xh;
+    if (n4 > 0)
+      __asm volatile(
+          "1:\n\t"
+          "ldr    %[v], [%[x]], #4\n\t"
+          "sxtb16 %[xl], %[v]\n\t"
+          "sxtb16 %[xh], %[v], ror #8\n\t"
+          "ldr    %[v], [%[w], %[ws]]\n\t"
+          "sxtb16 %[t], %[v]\n\t"
+          "sxtb16 %[v], %[v], ror #8\n\t"
+          "smlad  %[a1], %[xl], %[t], %[a1]\n\t"
+          "smlad  %[a1], %[xh], %[v], %[a1]\n\t"
+          "ldr    %[v], [%[w], %[ws], lsl #1]\n\t"
+          "sxtb16 %[t], %[v]\n\t"
+          "sxtb16 %[v], %[v], ror #8\n\t"
+          "smlad  %[a2], %[xl], %[t], %[a2]\n\t"
+          "smlad  %[a2], %[xh], %[v], %[a2]\n\t"
+          "add    %[t], %[w], %[ws], lsl #1\n\t"
+          "ldr    %[v], [%[t], %[ws]]\n\t"
+          "sxtb16 %[t], %[v]\n\t"
+          "sxtb16 %[v], %[v], ror #8\n\t"
+          "smlad  %[a3], %[xl], %[t], %[a3]\n\t"
+          "smlad  %[a3], %[xh], %[v], %[a3]\n\t"
+          "ldr    %[v], [%[w]], #4\n\t"
+          "sxtb16 %[t], %[v]\n\t"
+          "sxtb16 %[v], %[v], ror #8\n\t"
+          "smlad  %[a0], %[xl], %[t], %[a0]\n\t"
+          "smlad  %[a0], %[xh], %[v], %[a0]\n\t"
+          "subs   %[n4], %[n4], #1\n\t"
+          "bne    1b\n\t"
+          : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [x] "+r"(x), [w] "+r"(w), [n4] "+r"(n4),
+            [v] "=&r"(v), [t] "=&r"(t), [xl] "=&r"(xl), [xh] "=&r"(xh)
+          : [ws] "r"(ws)
+          : "cc", "memory");
+  }
+  for (int32_t c = use_off ? n >> 2 : 0; c > 0; c--) {
     const int32_t vx = k_rd32(x);
     x += 4;
     const int32_t xl = use_off ? k_lo16_add(vx, off2) : k_lo16(vx), xh = use_off ? k_hi16_add(vx, off2) : k_hi16(vx);
@@ -107,31 +146,55 @@ static inline __attribute__((always_inline)) void k_dot4_s8_dsp(const int8_t *x,
 /* Two pixels by two output channels: acc[0..3] += x0.w0, x0.w1, x1.w0,
  * x1.w1 over n bytes, where x1 = x0 + s and w1 = w0 + s (consecutive pixels
  * of a 1x1 stride-1 convolution, whose rows are K = C bytes like the weight
- * rows): one stride register serves both, and the loop fits the registers.
- * Per four bytes: four LDR, eight SXTB16, eight SMLAD for 16 MACs. */
+ * rows). Per four bytes: four LDR, eight SXTB16, eight SMLAD for 16 MACs.
+ * The loop is asm because GCC spills its end pointer (25 instructions per
+ * four bytes): here the row-0 loads post-increment both pointers, the row-1
+ * loads use the one register s - 4, and eight bytes per pass leave two
+ * instructions of loop control per eight bytes (21 per four bytes). It
+ * needs every low and high register but one: 4 sums, 6 halves, 4 loop
+ * registers. */
+#define K_DOT2X2_STEP                                   \
+  "ldr    %[t0], [%[w]], #4\n\t"        /* w0 */      \
+  "sxtb16 %[t1], %[t0]\n\t"                            \
+  "sxtb16 %[t0], %[t0], ror #8\n\t"                    \
+  "ldr    %[t2], [%[x]], #4\n\t"        /* x0 */      \
+  "sxtb16 %[t3], %[t2]\n\t"                            \
+  "sxtb16 %[t2], %[t2], ror #8\n\t"                    \
+  "smlad  %[a00], %[t3], %[t1], %[a00]\n\t"            \
+  "smlad  %[a00], %[t2], %[t0], %[a00]\n\t"            \
+  "ldr    %[t4], [%[x], %[s4]]\n\t"     /* x1 */      \
+  "sxtb16 %[t5], %[t4]\n\t"                            \
+  "sxtb16 %[t4], %[t4], ror #8\n\t"                    \
+  "smlad  %[a10], %[t5], %[t1], %[a10]\n\t"            \
+  "smlad  %[a10], %[t4], %[t0], %[a10]\n\t"            \
+  "ldr    %[t0], [%[w], %[s4]]\n\t"     /* w1 */      \
+  "sxtb16 %[t1], %[t0]\n\t"                            \
+  "sxtb16 %[t0], %[t0], ror #8\n\t"                    \
+  "smlad  %[a01], %[t3], %[t1], %[a01]\n\t"            \
+  "smlad  %[a01], %[t2], %[t0], %[a01]\n\t"            \
+  "smlad  %[a11], %[t5], %[t1], %[a11]\n\t"            \
+  "smlad  %[a11], %[t4], %[t0], %[a11]\n\t"
 static inline __attribute__((always_inline)) void k_dot2x2_s8_dsp(const int8_t *x, const int8_t *w, int32_t s,
                                                                   int32_t n, int32_t acc[4]) {
   int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
-  for (int32_t c = n >> 2; c > 0; c--) {
-    int32_t v = k_rd32(w);
-    const int32_t w0l = k_lo16(v), w0h = k_hi16(v);
-    v = k_rd32(w + s);
-    w += 4;
-    const int32_t w1l = k_lo16(v), w1h = k_hi16(v);
-    v = k_rd32(x);
-    int32_t xl = k_lo16(v), xh = k_hi16(v);
-    a00 = __smlad(xl, w0l, a00);
-    a00 = __smlad(xh, w0h, a00);
-    a01 = __smlad(xl, w1l, a01);
-    a01 = __smlad(xh, w1h, a01);
-    v = k_rd32(x + s);
-    x += 4;
-    xl = k_lo16(v), xh = k_hi16(v);
-    a10 = __smlad(xl, w0l, a10);
-    a10 = __smlad(xh, w0h, a10);
-    a11 = __smlad(xl, w1l, a11);
-    a11 = __smlad(xh, w1h, a11);
-  }
+  const int32_t s4 = s - 4;
+  int32_t t0, t1, t2, t3, t4, t5;
+  int32_t n8 = n >> 3;
+  if (n8 > 0)
+    __asm volatile("1:\n\t" K_DOT2X2_STEP K_DOT2X2_STEP
+                   "subs   %[n8], %[n8], #1\n\t"
+                   "bne    1b\n\t"
+                   : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [x] "+r"(x), [w] "+r"(w),
+                     [n8] "+r"(n8), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
+                     [t5] "=&r"(t5)
+                   : [s4] "r"(s4)
+                   : "cc", "memory");
+  if (n & 4)
+    __asm volatile(K_DOT2X2_STEP
+                   : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [x] "+r"(x), [w] "+r"(w),
+                     [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4), [t5] "=&r"(t5)
+                   : [s4] "r"(s4)
+                   : "memory");
   for (int32_t i = 0; i < (n & 3); i++) {
     const int32_t x0 = x[i], x1 = x[s + i], w0 = w[i], w1 = w[s + i];
     a00 = (int32_t)((uint32_t)a00 + (uint32_t)(x0 * w0));
@@ -141,6 +204,7 @@ static inline __attribute__((always_inline)) void k_dot2x2_s8_dsp(const int8_t *
   }
   acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
 }
+#undef K_DOT2X2_STEP
 
 /* The same for one weight row. */
 static inline __attribute__((always_inline)) void k_dot1_s8_dsp(const int8_t *x, const int8_t *w, int32_t n,

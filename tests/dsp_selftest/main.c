@@ -67,6 +67,7 @@ static void random_conv(qconv_params *p, int depthwise, int t) {
     p->input_offset = (t % 8 == 3) ? rr(129, 255) : rr(-127, 128);
     p->output_offset = rr(-128, 127);
     p->act_min = rr(-128, 0), p->act_max = rr(0, 127);
+    if ((t / 12) % 2 == 1) p->act_min = -128, p->act_max = 127; /* the whole int8 range (1x1 SSAT clamp) */
     const size_t nin = (size_t)p->batch * p->in_h * p->in_w * p->in_c;
     const size_t nw = (size_t)p->out_c * p->k_h * p->k_w * (depthwise ? 1 : p->in_c / p->groups);
     if (conv_output(p) && nin <= BUF && nw <= BUF && (size_t)p->batch * p->out_h * p->out_w * p->out_c <= BUF)
