@@ -132,7 +132,7 @@ def gru_constants(w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor | N
     return c
 
 
-@declare("pre_edge", ("aten.lstm", "aten.gru"), runs_after=("LutFusion",), order=213, flows=("cortex_m",))
+@declare("pre_edge", ("aten.lstm", "aten.gru"), runs_after=("LutFusion",), order=213, bits=("int8",))
 class EmlkitLstm(Pass):
     """Pre-edge pass (LowerOptions.pre_edge_passes), Cortex-M targets only."""
 

@@ -48,7 +48,7 @@ def _val(target: Any, args: tuple[Any, ...], fake: Any, kwargs: dict[str, Any] |
 
 
 @declare("pre_quant", ("aten.lstm", "aten.lstm_cell", "aten.gru", "aten.gru_cell"), runs_after=("GluAsSigmoidMul",),
-         order=29, flows=("cortex_m",))
+         order=29, bits=("int8",))
 class LstmAsLayers(NodeRewrite):
     matches = (*LSTM_OPS, *GRU_OPS, aten.lstm_cell.default, aten.gru_cell.default)
     what = "LSTM as single layers"

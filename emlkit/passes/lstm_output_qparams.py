@@ -17,14 +17,14 @@ as matched. The converted graph then holds `dequantize -> lstm -> getitem -> qua
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, SharedQuantizationSpec
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from emlkit.lower.quantizer_steps import WithSteps
-from emlkit.passes.graph import LSTM_OPS, STATE_VIEWS, QuantizerHook, lstm_layer, matched_key
+from emlkit.passes.graph import LSTM_OPS, STATE_VIEWS, QuantizerHook, lstm_layer, lstm_zero_state, matched_key
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
@@ -46,9 +46,13 @@ def annotate_lstms(model: torch.fx.GraphModule, record: list[str]) -> None:
         n.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(edges, None, _annotated=True)
         layer.output.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, out_spec, _annotated=True)
         n.meta[key] = layer.output.meta[key] = True
-        for node in _float_c0(layer.state[1:] if layer.state is not None else ()):
+        zero_fills = [h for h in (n.args[1] if isinstance(n.args[1], (list, tuple)) else [n.args[1]])
+                      if isinstance(h, torch.fx.Node) and h.op == "call_function" and len(h.users) == 1
+                      and lstm_zero_state(model, h)] if layer.state is None else []
+        for node in [*_float_c0(layer.state[1:] if layer.state is not None else ()), *zero_fills]:
             # c0 stays float up to the LSTM (the model's input, a stacked layer's slice of it, a cell's unsqueeze):
-            # emlkit_lstm.py quantizes it to the int16 cell, which an int8 quantize on the way would coarsen
+            # emlkit_lstm.py quantizes it to the int16 cell, which an int8 quantize on the way would coarsen; a zero
+            # state stays the fill emlkit_lstm.py recognises (Arm's quantizer would give it a quantize of its own)
             node.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, None, _annotated=True)
             node.meta[key] = True
         record.append(n.name)
@@ -80,9 +84,37 @@ def _reads_as_c0(user: torch.fx.Node, src: torch.fx.Node) -> bool:
         user.args[0] is not src
 
 
-@declare("quantizer_hook", ("aten.lstm", "aten.gru"), order=165, flows=("cortex_m",))
+def _holds() -> dict[Any, Any]:
+    import emlkit.emlkit_ops  # noqa: F401  (defines the emlkit::*_hold ops)
+
+    return {torch.ops.aten.lstm.input: torch.ops.emlkit.lstm_hold.default,
+            torch.ops.aten.gru.input: torch.ops.emlkit.gru_hold.default}
+
+
+def hide_kernel_layers(model: torch.fx.GraphModule) -> Callable[[torch.fx.GraphModule], None]:
+    """Rename every layer the int8 kernels take (graph.lstm_layer) to its emlkit::*_hold stand-in, so the target
+    quantizer's graph transform (Arm's unrolls LSTMs and GRUs into per-step ops for the NPU) leaves it whole;
+    the step returned renames them back."""
+    holds = _holds()
+    held = [n for n in model.graph.nodes if n.op == "call_function" and n.target in holds and lstm_layer(model, n)]
+    for n in held:
+        n.target = holds[n.target]
+    if held:
+        model.recompile()
+    back = {v: k for k, v in holds.items()}
+
+    def restore(m: torch.fx.GraphModule) -> None:
+        found = [n for n in m.graph.nodes if n.op == "call_function" and n.target in back]
+        for n in found:
+            n.target = back[n.target]
+        if found:
+            m.recompile()
+    return restore
+
+
+@declare("quantizer_hook", ("aten.lstm", "aten.gru"), order=165, bits=("int8",))
 class LstmOutputQparams(QuantizerHook):
     report_name = "annotated"
 
     def configure(self, quantizer: Any, target: Any) -> Any:
-        return WithSteps(quantizer, before=lambda m: annotate_lstms(m, self.done))
+        return WithSteps(quantizer, before=lambda m: annotate_lstms(m, self.done), hide=hide_kernel_layers)
