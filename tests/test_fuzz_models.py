@@ -149,6 +149,21 @@ def test_fixed_ethos_u_repro_is_bit_exact(tmp_path: Path, target: str, board: st
 
 
 @needs_qemu
+def test_u85_elementwise_min_repro_passes(tmp_path: Path) -> None:
+    """Random model fam:14 on ethos-u85-256: its ELEMENTWISE MIN was a KeyError, then a SKIP naming the command; now
+    modelled, the compile-time check covers it and the host runtime and QEMU (an547-u85) match exactly."""
+    from emlkit.compile import compile_model, make_options
+    from emlkit.run import execute
+
+    res = compile_model(str(REPROS / "ethos_u85_256_elementwise_min.py"), "ethos-u85-256", tmp_path,
+                        options=make_options())
+    assert all(c["checked"] and c["max_diff_steps"] == 0 for c in res.report["npu_check"]["delegates"])
+    for b, sim in (("host", "auto"), ("an547-u85", "qemu")):
+        o = execute(res, b, sim, 300, "mve", None)
+        assert o.status == "PASS" and all(d.max_steps == 0 for d in o.result.outputs), (b, o.reason)
+
+
+@needs_qemu
 def test_a16w8_conv_into_mul_add_compiles_and_is_bit_exact(tmp_path: Path) -> None:
     """Random models 100:34 / 100:46: an int16 conv read by a mul and an add compiles for ethos-u55-128-a16w8 (the
     consumers read its int16 output), runs bit-exactly on the host and under QEMU, and without the pass Vela

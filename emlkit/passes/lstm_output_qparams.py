@@ -1,4 +1,4 @@
-"""Quantizer annotation (Cortex-M): an LSTM layer's input and sequence output get int8 per-tensor qparams.
+"""Quantizer annotation (Cortex-M and int8 Ethos-U): an LSTM layer's input and sequence output get int8 per-tensor qparams.
 
 Targets: `aten.lstm.input` and `aten.gru.input` calls the int8 kernels take (graph.lstm_layer: one unidirectional
 layer, zero initial state, constant weights, the sequence output read and, for an LSTM, c_n: that stays float,
@@ -8,6 +8,11 @@ the cell format).
 
 Why: ExecuTorch's CortexMQuantizer does not annotate `aten.lstm`; its output reached a quantize only after the
 next op (a select or view), so no `dequantize -> lstm -> quantize` region existed for emlkit_lstm.py to lower.
+
+On Ethos-U, Arm's quantizer unrolls every LSTM and GRU in its transform for annotation (before any annotation
+step): those layers are renamed to emlkit::lstm_hold / gru_hold for that transform and back after it (WithSteps'
+`hide`), and their zero initial states are claimed unquantized, so emlkit_lstm.py finds them whole and puts them on
+the CPU; the partitioner gives the NPU the rest.
 
 What this does: before the pattern quantizers run, the LSTM's input edge and the `getitem` of its sequence
 output are annotated with the quantizer's int8 per-tensor activation spec (observers of their own) and marked
