@@ -148,16 +148,18 @@ def test_fixed_ethos_u_repro_is_bit_exact(tmp_path: Path, target: str, board: st
         assert all(d.max_steps == 0 for d in o.result.outputs), b
 
 
-def test_embedding_index_cast_and_view_on_the_host_executor(tmp_path: Path) -> None:
-    """Random model fam:0 on ethos-u55-128 (host executor): an out-variant call with fewer arguments than the default
-    overload and a static view sharing its input's planned bytes; the host executor now matches the bundled outputs
-    (the device under QEMU always did)."""
+@pytest.mark.parametrize("repro, ops", [
+    ("ethos_u55_128_embedding_index_view", ("dim_order_ops::_to_dim_order_copy", "aten::index_select")),
+    ("ethos_u55_128_nearest_resize_vec_out", ("aten::upsample_nearest2d",))])
+def test_cpu_calls_on_the_host_executor(tmp_path: Path, repro: str, ops: tuple[str, ...]) -> None:
+    """Random models fam:0 and fam:8 on ethos-u55-128 (host executor): an out-variant call with fewer arguments than
+    the default overload and a static view sharing its input's planned bytes; an overload with as many arguments as
+    the default. The host executor now matches the bundled outputs (the device under QEMU always did)."""
     from emlkit.compile import compile_model, make_options
     from emlkit.npu.program import run_bundled
 
-    res = compile_model(str(REPROS / "ethos_u55_128_embedding_index_view.py"), "ethos-u55-128", tmp_path,
-                        options=make_options())
-    assert "dim_order_ops::_to_dim_order_copy" in res.report["ops"] and "aten::index_select" in res.report["ops"]
+    res = compile_model(str(REPROS / f"{repro}.py"), "ethos-u55-128", tmp_path, options=make_options())
+    assert all(op in res.report["ops"] for op in ops), res.report["ops"]
     result = run_bundled(res.bpte.read_bytes())
     assert result["status"] == "pass", result["outputs"]
 

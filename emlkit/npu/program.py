@@ -185,12 +185,15 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
                     raise NpuError(f"CPU op {op.name} has no host implementation") from None
                 fn = packet.default
                 schema = fn._schema.arguments
-                fewer = len(a.args) < len(schema) + 1   # too few for the default's arguments and an out
-                if (ns == "aten" and len(a.args) != len(schema) + 1 or fewer) and op.overload \
-                        and hasattr(packet, op.overload):
-                    # the call's arguments are the overload's (e.g. mean.dtype_out: dim, keepdim, dtype, out;
-                    # dim_order_ops::_to_dim_order_copy.out: self, non_blocking, dim_order, out, an embedding's
-                    # index cast), not the default's: call the overload with its own keyword-only arguments and out
+                # The call's arguments are its overload's (e.g. mean.dtype_out: dim, keepdim, dtype, out;
+                # upsample_nearest2d.vec_out: output_size, scale_factors, out, as many as the default's four;
+                # dim_order_ops::_to_dim_order_copy.out, an embedding's index cast, fewer), then the result: call
+                # that overload with its keyword-only arguments and out. cortex_m:: and emlkit:: calls carry the
+                # default's arguments, out and the result.
+                named = getattr(packet, op.overload, None) if op.overload else None
+                fits = named is not None and len(named._schema.arguments) + 1 == len(a.args)
+                if named is not None and (ns == "aten" and len(a.args) != len(schema) + 1
+                                          or fits and (ns == "aten" or len(a.args) < len(schema) + 1)):
                     values[a.args[-1]] = _call_overload(getattr(packet, op.overload), a.args, arg, values)
                     share(a.args[-1])
                     continue
