@@ -165,6 +165,21 @@ def test_cpu_calls_on_the_host_executor(tmp_path: Path, repro: str, ops: tuple[s
 
 
 @needs_qemu
+def test_u85_bidirectional_lstm_flip_stays_on_the_cpu(tmp_path: Path) -> None:
+    """Random model fam:0 on ethos-u85-256: the LSTM layers and the flips of their reverse direction run on the CPU
+    (an NPU flip is an OFM reverse the firmware refuses); host runtime and QEMU (an547-u85) match exactly."""
+    from emlkit.compile import compile_model, make_options
+    from emlkit.run import execute
+
+    res = compile_model(str(REPROS / "ethos_u85_256_bidirectional_lstm_flip.py"), "ethos-u85-256", tmp_path,
+                        options=make_options())
+    assert res.report["ops"].get("emlkit::lstm") == 4 and res.report["ops"].get("aten::flip") == 4, res.report["ops"]
+    for b, sim in (("host", "auto"), ("an547-u85", "qemu")):
+        o = execute(res, b, sim, 300, "mve", None)
+        assert o.status == "PASS" and all(d.max_steps == 0 for d in o.result.outputs), (b, o.reason)
+
+
+@needs_qemu
 def test_u85_elementwise_min_repro_passes(tmp_path: Path) -> None:
     """Random model fam:14 on ethos-u85-256: its ELEMENTWISE MIN was a KeyError, then a SKIP naming the command; now
     modelled, the compile-time check covers it and the host runtime and QEMU (an547-u85) match exactly."""
