@@ -183,8 +183,9 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
                     packet = getattr(getattr(torch.ops, ns), name)
                 except AttributeError:
                     raise NpuError(f"CPU op {op.name} has no host implementation") from None
-                fn = packet.default
-                schema = fn._schema.arguments
+                # aten::select_copy has no default overload, only int and int_out (an LSTMCell's h on the CPU)
+                fn = packet.default if "default" in packet.overloads() else None
+                schema = fn._schema.arguments if fn is not None else []
                 # The call's arguments are its overload's (e.g. mean.dtype_out: dim, keepdim, dtype, out;
                 # upsample_nearest2d.vec_out: output_size, scale_factors, out, as many as the default's four;
                 # dim_order_ops::_to_dim_order_copy.out, an embedding's index cast, fewer), then the result: call
@@ -192,11 +193,13 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
                 # default's arguments, out and the result.
                 named = getattr(packet, op.overload, None) if op.overload else None
                 fits = named is not None and len(named._schema.arguments) + 1 == len(a.args)
-                if named is not None and (ns == "aten" and len(a.args) != len(schema) + 1
+                if named is not None and (fn is None or ns == "aten" and len(a.args) != len(schema) + 1
                                           or fits and (ns == "aten" or len(a.args) < len(schema) + 1)):
                     values[a.args[-1]] = _call_overload(getattr(packet, op.overload), a.args, arg, values)
                     share(a.args[-1])
                     continue
+                if fn is None:
+                    raise NpuError(f"CPU op {op.name}.{op.overload} has no host implementation")
                 args = [arg(i, s.type) for i, s in zip(a.args, schema)]
                 out_idx = a.args[len(schema)]
                 res = exact_int_conv.call(fn, args, {})   # dilated integer convs computable on the CPU
