@@ -366,6 +366,7 @@ def _report(model: LoadedModel, target: Target, key: str, compile_s: float, floa
         "macs": macs.model_macs(model.module, model.inputs),
         "ops": program_info.op_histogram(program),
         "delegated_ops": program_info.delegated_ops(lowered.edge),
+        "layer_placement": program_info.layer_placement(lowered.edge) if target.flow == "ethos_u" else None,
         "partitions": program_info.partition_count(lowered.edge),
         "memory": program_info.memory_plan(program),
         "program_needs": needs.to_dict() if needs is not None else None,

@@ -446,6 +446,38 @@ def _bilinear_out_impl(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, 
     return out
 
 
+# ---------------------------------------------------------------- rnn_hold (float; never in a program)
+# `emlkit::lstm_hold` / `emlkit::gru_hold`: aten.lstm.input / aten.gru.input under another name, with the same schema
+# and float result. Arm's quantizer (Ethos-U flow) unrolls every LSTM and GRU in its transform for annotation, before
+# any hook can claim them; lstm_output_qparams.py renames the layers the int8 kernels take to these for that transform
+# only and back after it, so they stay whole for emlkit_lstm.py to put on the CPU.
+lib.define("lstm_hold(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, "
+           "bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)")
+lib.define("gru_hold(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, "
+           "bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)")
+
+
+@impl(lib, "lstm_hold", "CompositeExplicitAutograd")
+def _lstm_hold(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.Tensor], has_biases: bool,
+               num_layers: int, dropout: float, train: bool, bidirectional: bool,
+               batch_first: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    y, h, c = torch.ops.aten.lstm.input(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                                        batch_first)
+    return y.clone(), h.clone(), c.clone()   # a custom op's outputs may not alias its inputs
+
+
+@impl(lib, "gru_hold", "CompositeExplicitAutograd")
+def _gru_hold(input: torch.Tensor, hx: torch.Tensor, params: list[torch.Tensor], has_biases: bool, num_layers: int,
+              dropout: float, train: bool, bidirectional: bool, batch_first: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    y, h = torch.ops.aten.gru.input(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                                    batch_first)
+    return y.clone(), h.clone()
+
+
+register_fake("emlkit::lstm_hold")(_lstm_hold)  # type: ignore[misc]
+register_fake("emlkit::gru_hold")(_gru_hold)  # type: ignore[misc]
+
+
 # ---------------------------------------------------------------- lstm (int8 in and out, int16 cell and gates)
 # One unidirectional LSTM layer over int8 codes, torch's gate order (i, f, g, o), zero initial state. The
 # numerics follow the scheme of CMSIS-NN's and TFLM's int8 LSTM (int8 weights and activations, gate

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from typing import Any
 
 import torch
 
+from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.schema import DelegateCall, KernelCall
 
 
@@ -36,6 +38,51 @@ def delegated_ops(edge: Any) -> dict[str, int]:
             if n.op == "call_function":
                 hist[_op_name(n.target)] += 1
     return dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# Ops that only move a tensor between int8 codes and float at a partition's edge: not a layer's computation.
+_EDGE_OPS = frozenset({"cortex_m::quantize_per_tensor", "cortex_m::dequantize_per_tensor",
+                       "quantized_decomposed::quantize_per_tensor", "quantized_decomposed::dequantize_per_tensor",
+                       "quantized_decomposed::dequantize_per_channel", "quantized_decomposed::quantize_per_channel"})
+
+
+def _layer_of(n: torch.fx.Node) -> str:
+    """'path (Type)' of the innermost module a node came from, '(model)' for the model's own forward."""
+    stack = n.meta.get("nn_module_stack") or {}
+    if not stack:
+        return "(model)"
+    path, kind = list(stack.values())[-1]
+    if not path:
+        return "(model)"
+    kind_name = getattr(kind, "__name__", str(kind)).rsplit(".", 1)[-1].strip("'>")
+    return f"{path} ({kind_name})"
+
+
+def layer_placement(edge: Any) -> list[dict[str, Any]]:
+    """Where each layer of an NPU program runs: per source module, 'NPU', 'CPU' or 'NPU and CPU', and the ops each
+    side runs (the delegates' TOSA-bound ops and the CPU's kernel calls; the Q/DQ at the partition edges left out)."""
+    gm = edge.exported_program().graph_module
+    where: dict[str, dict[str, Counter[str]]] = {}
+
+    def add(n: torch.fx.Node, side: str) -> None:
+        op = _op_name(n.target)
+        if op in _EDGE_OPS or n.target is operator.getitem or op == "alloc":   # alloc: the planner's buffers
+            return
+        where.setdefault(_layer_of(n), {}).setdefault(side, Counter())[op] += 1
+
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is executorch_call_delegate:
+            lowered = getattr(gm, n.args[0].target)
+            for inner in lowered.original_module.graph_module.graph.nodes:
+                if inner.op == "call_function":
+                    add(inner, "NPU")
+        else:
+            add(n, "CPU")
+    return [{"layer": layer, "runs_on": " and ".join(s for s in ("NPU", "CPU") if s in sides),
+             **{f"{s.lower()}_ops": dict(sorted(c.items())) for s, c in sides.items()}}
+            for layer, sides in where.items()]
 
 
 def _op_name(target: Any) -> str:

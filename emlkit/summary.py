@@ -27,6 +27,9 @@ def print_compile(report: dict[str, Any]) -> None:
     t.add_row("ops", ", ".join(f"{k} x{v}" for k, v in ops.items()))
     if report.get("partitions"):
         t.add_row("NPU partitions", f"{report['partitions']} ({sum(report['delegated_ops'].values())} ops delegated)")
+    on_cpu = [p for p in report.get("layer_placement") or [] if "CPU" in p["runs_on"]]
+    if on_cpu:
+        t.add_row("layers on the CPU", "; ".join(f"{p['layer']}: {', '.join(p['cpu_ops'])}" for p in on_cpu))
     t.add_row("arena bytes", " + ".join(str(v) for v in mem["arena_bytes"].values()) or "0")
     t.add_row("constants / program", f"{mem['constant_bytes']} / {mem['program_bytes']} bytes")
     num = report["numerics"]

@@ -148,6 +148,52 @@ def test_fixed_ethos_u_repro_is_bit_exact(tmp_path: Path, target: str, board: st
         assert all(d.max_steps == 0 for d in o.result.outputs), b
 
 
+@pytest.mark.parametrize("repro, ops", [
+    ("ethos_u55_128_embedding_index_view", ("dim_order_ops::_to_dim_order_copy", "aten::index_select")),
+    ("ethos_u55_128_nearest_resize_vec_out", ("aten::upsample_nearest2d",))])
+def test_cpu_calls_on_the_host_executor(tmp_path: Path, repro: str, ops: tuple[str, ...]) -> None:
+    """Random models fam:0 and fam:8 on ethos-u55-128 (host executor): an out-variant call with fewer arguments than
+    the default overload and a static view sharing its input's planned bytes; an overload with as many arguments as
+    the default. The host executor now matches the bundled outputs (the device under QEMU always did)."""
+    from emlkit.compile import compile_model, make_options
+    from emlkit.npu.program import run_bundled
+
+    res = compile_model(str(REPROS / f"{repro}.py"), "ethos-u55-128", tmp_path, options=make_options())
+    assert all(op in res.report["ops"] for op in ops), res.report["ops"]
+    result = run_bundled(res.bpte.read_bytes())
+    assert result["status"] == "pass", result["outputs"]
+
+
+@needs_qemu
+def test_u85_bidirectional_lstm_flip_stays_on_the_cpu(tmp_path: Path) -> None:
+    """Random model fam:0 on ethos-u85-256: the LSTM layers and the flips of their reverse direction run on the CPU
+    (an NPU flip is an OFM reverse the firmware refuses); host runtime and QEMU (an547-u85) match exactly."""
+    from emlkit.compile import compile_model, make_options
+    from emlkit.run import execute
+
+    res = compile_model(str(REPROS / "ethos_u85_256_bidirectional_lstm_flip.py"), "ethos-u85-256", tmp_path,
+                        options=make_options())
+    assert res.report["ops"].get("emlkit::lstm") == 4 and res.report["ops"].get("aten::flip") == 4, res.report["ops"]
+    for b, sim in (("host", "auto"), ("an547-u85", "qemu")):
+        o = execute(res, b, sim, 300, "mve", None)
+        assert o.status == "PASS" and all(d.max_steps == 0 for d in o.result.outputs), (b, o.reason)
+
+
+@needs_qemu
+def test_u85_elementwise_min_repro_passes(tmp_path: Path) -> None:
+    """Random model fam:14 on ethos-u85-256: its ELEMENTWISE MIN was a KeyError, then a SKIP naming the command; now
+    modelled, the compile-time check covers it and the host runtime and QEMU (an547-u85) match exactly."""
+    from emlkit.compile import compile_model, make_options
+    from emlkit.run import execute
+
+    res = compile_model(str(REPROS / "ethos_u85_256_elementwise_min.py"), "ethos-u85-256", tmp_path,
+                        options=make_options())
+    assert all(c["checked"] and c["max_diff_steps"] == 0 for c in res.report["npu_check"]["delegates"])
+    for b, sim in (("host", "auto"), ("an547-u85", "qemu")):
+        o = execute(res, b, sim, 300, "mve", None)
+        assert o.status == "PASS" and all(d.max_steps == 0 for d in o.result.outputs), (b, o.reason)
+
+
 @needs_qemu
 def test_a16w8_conv_into_mul_add_compiles_and_is_bit_exact(tmp_path: Path) -> None:
     """Random models 100:34 / 100:46: an int16 conv read by a mul and an add compiles for ethos-u55-128-a16w8 (the

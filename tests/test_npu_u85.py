@@ -191,6 +191,71 @@ def test_chained_ofm_feeds_elementwise_without_memory() -> None:
     assert np.array_equal(_get(m, 128, (1, 4, 4)), want)
 
 
+@pytest.mark.parametrize("mode, pick", [(3, np.minimum), (4, np.maximum)])
+def test_elementwise_min_max_compare_rescaled_operands(mode: int, pick) -> None:
+    """ELEMENTWISE MIN (3) / MAX (4): each operand minus its zero point, rescaled by its own IFM/IFM2_SCALE (how
+    regor brings the two to one scale), compared, then rescaled by OFM_SCALE and offset by the OFM zero point."""
+    rng = np.random.default_rng(mode)
+    x = rng.integers(-128, 128, (2, 3, 4)).astype(np.int8)
+    y = rng.integers(-128, 128, (2, 3, 4)).astype(np.int8)
+    m = _machine()
+    m.regions[1][:24] = x.view(np.uint8).ravel()
+    m.regions[1][64:88] = y.view(np.uint8).ravel()
+    cmds = _fm("IFM", 2, 3, 4, 0, S8, zp=5) + _fm("IFM2", 2, 3, 4, 64, S8, zp=-3) + \
+        _fm("OFM", 2, 3, 4, 128, OFM_S8 | GLOBAL, zp=2) + [
+        ("NPU_SET_ACTIVATION", 0), ("NPU_SET_IFM_BROADCAST", 0), ("NPU_SET_IFM2_BROADCAST", 0),
+        ("NPU_SET_IFM_SCALE", NATURAL | 2, 5), ("NPU_SET_IFM2_SCALE", NATURAL, 1), ("NPU_SET_OFM_SCALE", NATURAL | 1, 1),
+        ("NPU_OP_ELEMENTWISE", mode)]
+    _run(m, cmds)
+    a = np.floor((x.astype(np.int64) - 5) * 5 / 4 + 0.5)      # IFM x 5 >> 2, rounded half up
+    b = y.astype(np.int64) + 3
+    want = np.clip(np.floor(pick(a, b) / 2 + 0.5) + 2, -128, 127)
+    assert np.array_equal(_get(m, 128, (2, 3, 4)), want)
+
+
+_MIN_MAX_MODEL = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+
+
+class MinMax(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(4, 8, 1)
+        self.b = nn.Conv2d(4, 8, 3, padding=1)
+        self.lo = nn.Parameter(torch.randn(1, 8, 1, 1) * 0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p, q = self.a(x), self.b(x)
+        return torch.cat([torch.minimum(p, q), torch.maximum(p, torch.sigmoid(q)), torch.clamp(q, min=self.lo, max=p)], 1)
+
+
+ModelUnderTest = MinMax().eval()
+ModelInputs = (torch.randn(1, 4, 6, 5),)
+"""
+
+
+def test_min_max_program_is_checked_and_passes(tmp_path: Path) -> None:
+    """torch.minimum / maximum / clamp with tensor bounds on the U85: ELEMENTWISE MIN and MAX commands the functional
+    model runs bit-exactly against TOSA (compile-time check, random full-range inputs) and a whole program that
+    matches its bundled outputs (a PASS, not a SKIP naming the command)."""
+    from emlkit.compile import compile_model, make_options
+    from emlkit.npu.program import run_bundled
+
+    (tmp_path / "min_max.py").write_text(_MIN_MAX_MODEL)
+    res = compile_model(str(tmp_path / "min_max.py"), TARGET, tmp_path / "out", options=make_options())
+    blobs, tosas = program_parts(res)
+    modes = {c.param for b in blobs for c in decode(parse_blob(b).commands, 0, "u85") if c.name == "NPU_OP_ELEMENTWISE"}
+    assert {3, 4} <= modes, modes
+    checks = res.report["npu_check"]["delegates"]
+    assert all(c["checked"] and c["max_diff_steps"] == 0 for c in checks), checks
+    bit_exact_vs_tosa(blobs, tosas, "min_max", trials=4)
+    result = run_bundled(res.bpte.read_bytes())
+    assert result["status"] == "pass", result["outputs"]
+
+
 def test_avg_pool_divides_by_valid_elements() -> None:
     """AVERAGE pools divide in hardware, by the window's non-padding element count (TOSA's reciprocal)."""
     rng = np.random.default_rng(5)

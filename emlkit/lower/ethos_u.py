@@ -42,13 +42,14 @@ VELA_FLAGS: list[str] = ["--enable-debug-db"]
 
 # Ops whose Ethos-U85 command streams use features our functional NPU model (emlkit/npu/) and the firmware's
 # command-stream checker do not have yet: indexed DMA (gather/scatter from index_select, embedding,
-# index_put, index) and the elementwise SELECT of where, plus REDUCE_MIN. A U85 program could not be
+# index_put, index), the elementwise SELECT of where, REDUCE_MIN, and OFM reverse (how Vela runs flip, e.g. the
+# reverse direction of a bidirectional LSTM split by lstm_as_layers.py; fuzz fam:0). A U85 program could not be
 # checked bit for bit with them on the NPU, so the partitioner leaves them on the CPU (int8 kernels, or
 # float under --allow-float). The U55 has none of these commands: Vela places them on the CPU anyway.
 # The fills that feed a where (masked_fill's full_like) stay with it: alone, a fill becomes a partition
 # whose TOSA graph has no input while the delegate call passes one.
 U85_CPU_OPS = frozenset({"aten::index_select", "aten::embedding", "aten::index_put", "aten::index", "aten::gather",
-                         "aten::scatter", "aten::where", "aten::amin", "aten::full_like", "aten::full"})
+                         "aten::scatter", "aten::where", "aten::amin", "aten::full_like", "aten::full", "aten::flip"})
 
 
 class _KeepOnCpu(OperatorSupportBase):

@@ -6,6 +6,8 @@ unchanged; `annotate` runs `before(model)`, the inner quantizer, then
 `after(model)`. A step that runs before can claim nodes (annotate them and
 mark them matched) so the inner quantizer's pattern matcher leaves them
 alone; a step that runs after can adjust the annotations the inner one wrote.
+`hide(model)` runs before the inner quantizer's graph transform and returns
+the step that undoes it after (a hook can keep nodes from that transform).
 """
 
 from __future__ import annotations
@@ -16,15 +18,22 @@ import torch
 from torchao.quantization.pt2e.quantizer import Quantizer
 
 Step = Callable[[torch.fx.GraphModule], None]
+Hide = Callable[[torch.fx.GraphModule], Step]
 
 
 class WithSteps(Quantizer):
-    def __init__(self, inner: Any, before: Step | None = None, after: Step | None = None) -> None:
+    def __init__(self, inner: Any, before: Step | None = None, after: Step | None = None,
+                 hide: Hide | None = None) -> None:
         super().__init__()
-        self.inner, self.before, self.after = inner, before, after
+        self.inner, self.before, self.after, self.hide = inner, before, after, hide
 
     def transform_for_annotation(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        return self.inner.transform_for_annotation(model)
+        if self.hide is None:
+            return self.inner.transform_for_annotation(model)
+        restore = self.hide(model)
+        model = self.inner.transform_for_annotation(model)
+        restore(model)
+        return model
 
     def annotate(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
         if self.before is not None:

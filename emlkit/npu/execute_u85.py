@@ -7,7 +7,7 @@ What differs from the U55 (emlkit/npu/regs_u85.py has the field positions):
 - the OFM can be written transposed (OFM_PRECISION activation_transpose), which is
   how Vela turns ExecuTorch's NCHW<->NHWC permutes into single commands;
 - scaling: rounding comes from the OFM/IFM/IFM2_SCALE registers, and elementwise
-  ADD/SUB rescale each operand by its own IFM_SCALE/IFM2_SCALE before the sum;
+  ADD/SUB/MIN/MAX rescale each operand by its own IFM_SCALE/IFM2_SCALE before the sum or comparison;
 - pooling adds SUM (window sum: 1x1 pools implement rescale, transpose and LUT ops)
   and NONE (the accumulator is loaded from IFM2: int32 rescales), and AVERAGE
   divides by the number of non-padding elements in hardware;
@@ -273,8 +273,11 @@ class MachineU85(Machine):
         b = self.elementwise_operand("IFM2", oh, ow, oc, op)
         a = rescale(a, *self.scale_reg("NPU_SET_IFM_SCALE"), self.rounding("NPU_SET_IFM_SCALE", op))
         b = rescale(b, *self.scale_reg("NPU_SET_IFM2_SCALE"), self.rounding("NPU_SET_IFM2_SCALE", op))
-        arith = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b}
-        if name not in arith:  # e.g. MIN/MAX (random model fam:14): a named SKIP, not a KeyError
+        # MIN/MAX compare the operands after their own IFM/IFM2_SCALE (regor brings both to one scale there, e.g.
+        # IFM x 1.25 and IFM2 x 1 for a minimum of two convs), then rescale by OFM_SCALE as ADD does.
+        arith = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+                 "min": lambda: np.minimum(a, b), "max": lambda: np.maximum(a, b)}
+        if name not in arith:  # LRELU, ABS (unary): a named SKIP, not a KeyError
             raise NpuError(f"{op} is not modelled yet")
         acc = arith[name]()
         bias, scale, shift = self.block_scale(oc, op)

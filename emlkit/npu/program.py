@@ -135,6 +135,29 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
             raise NpuError(f"input value {idx}: shape {tuple(t.shape)} given, the program takes {tuple(want.shape)}")
         values[idx] = t.to(want.dtype).clone()
 
+    # A static view (a reshape the memory planner gave its input's bytes, with no instruction of its own) is another
+    # value at the same planned address: whatever writes one writes the others, as on the device.
+    at: dict[tuple[int, int, int], list[int]] = {}
+    for i, v in enumerate(plan.values):
+        t = v.val
+        if type(t).__name__ == "Tensor" and t.allocation_info is not None and list(t.dim_order) == sorted(t.dim_order):
+            a_i = t.allocation_info
+            at.setdefault((a_i.memory_id, a_i.memory_offset_low, a_i.memory_offset_high), []).append(i)
+
+    def share(oid: int) -> None:
+        t = plan.values[oid].val
+        a_i = getattr(t, "allocation_info", None)
+        if a_i is None or not isinstance(values[oid], torch.Tensor):
+            return
+        for j in at.get((a_i.memory_id, a_i.memory_offset_low, a_i.memory_offset_high), []):
+            other = values[j]
+            if j != oid and isinstance(other, torch.Tensor) and other.dtype == values[oid].dtype \
+                    and other.numel() == values[oid].numel() and values[oid].is_contiguous():
+                values[j] = values[oid].reshape(other.shape).clone()
+
+    for idx in plan.inputs:
+        share(idx)
+
     def arg(i: int, schema_type: Any = None) -> Any:
         v = values[i]
         if isinstance(v, tuple) and v and v[0] == "intlist":
@@ -160,17 +183,28 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
                     packet = getattr(getattr(torch.ops, ns), name)
                 except AttributeError:
                     raise NpuError(f"CPU op {op.name} has no host implementation") from None
-                fn = packet.default
-                schema = fn._schema.arguments
-                if ns == "aten" and len(a.args) != len(schema) + 1 and op.overload and hasattr(packet, op.overload):
-                    # the call's arguments are the overload's (e.g. mean.dtype_out: dim, keepdim, dtype, out),
-                    # not the default's: call the overload with its own keyword-only arguments and out
+                # aten::select_copy has no default overload, only int and int_out (an LSTMCell's h on the CPU)
+                fn = packet.default if "default" in packet.overloads() else None
+                schema = fn._schema.arguments if fn is not None else []
+                # The call's arguments are its overload's (e.g. mean.dtype_out: dim, keepdim, dtype, out;
+                # upsample_nearest2d.vec_out: output_size, scale_factors, out, as many as the default's four;
+                # dim_order_ops::_to_dim_order_copy.out, an embedding's index cast, fewer), then the result: call
+                # that overload with its keyword-only arguments and out. cortex_m:: and emlkit:: calls carry the
+                # default's arguments, out and the result.
+                named = getattr(packet, op.overload, None) if op.overload else None
+                fits = named is not None and len(named._schema.arguments) + 1 == len(a.args)
+                if named is not None and (fn is None or ns == "aten" and len(a.args) != len(schema) + 1
+                                          or fits and (ns == "aten" or len(a.args) < len(schema) + 1)):
                     values[a.args[-1]] = _call_overload(getattr(packet, op.overload), a.args, arg, values)
+                    share(a.args[-1])
                     continue
+                if fn is None:
+                    raise NpuError(f"CPU op {op.name}.{op.overload} has no host implementation")
                 args = [arg(i, s.type) for i, s in zip(a.args, schema)]
                 out_idx = a.args[len(schema)]
                 res = exact_int_conv.call(fn, args, {})   # dilated integer convs computable on the CPU
                 values[out_idx] = res if isinstance(res, torch.Tensor) else res[0]
+                share(out_idx)
             elif kind == "DelegateCall":
                 d = plan.delegates[a.delegate_index]
                 if d.id != "EthosUBackend":
@@ -199,6 +233,7 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
                     like = values[oid]
                     raw = torch.from_numpy(np.ascontiguousarray(o)).to(like.dtype)
                     values[oid] = from_memory(raw, like.shape, _order(plan.values[oid].val))
+                    share(oid)
             else:
                 raise NpuError(f"instruction {kind} is not handled by the host executor")
     return ProgramRun([values[i] for i in plan.outputs], traces, npus, delegate_inputs, delegate_args)

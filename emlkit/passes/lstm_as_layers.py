@@ -1,5 +1,5 @@
 """A stacked or bidirectional LSTM or GRU as single-layer, one-direction ones, h_n and c_n as their last steps and
-cells, and nn.LSTMCell / nn.GRUCell as one-step layers (before quantization, Cortex-M).
+cells, and nn.LSTMCell / nn.GRUCell as one-step layers (before quantization, Cortex-M and int8 Ethos-U).
 
 Matches, in the exported float graph: `aten.lstm.input` (nn.LSTM) in eval mode with several layers, two directions
 or its h_n read, from a zero or a given initial state, its c_n read or not (one layer, one direction with a given
@@ -48,7 +48,7 @@ def _val(target: Any, args: tuple[Any, ...], fake: Any, kwargs: dict[str, Any] |
 
 
 @declare("pre_quant", ("aten.lstm", "aten.lstm_cell", "aten.gru", "aten.gru_cell"), runs_after=("GluAsSigmoidMul",),
-         order=29, flows=("cortex_m",))
+         order=29, bits=("int8",))
 class LstmAsLayers(NodeRewrite):
     matches = (*LSTM_OPS, *GRU_OPS, aten.lstm_cell.default, aten.gru_cell.default)
     what = "LSTM as single layers"

@@ -1,4 +1,4 @@
-"""Quantizer annotation (Cortex-M): an LSTM layer's input and sequence output get int8 per-tensor qparams.
+"""Quantizer annotation (Cortex-M and int8 Ethos-U): an LSTM layer's input and sequence output get int8 per-tensor qparams.
 
 Targets: `aten.lstm.input` and `aten.gru.input` calls the int8 kernels take (graph.lstm_layer: one unidirectional
 layer, zero initial state, constant weights, the sequence output read and, for an LSTM, c_n: that stays float,
@@ -8,6 +8,11 @@ the cell format).
 
 Why: ExecuTorch's CortexMQuantizer does not annotate `aten.lstm`; its output reached a quantize only after the
 next op (a select or view), so no `dequantize -> lstm -> quantize` region existed for emlkit_lstm.py to lower.
+
+On Ethos-U, Arm's quantizer unrolls every LSTM and GRU in its transform for annotation (before any annotation
+step): those layers are renamed to emlkit::lstm_hold / gru_hold for that transform and back after it (WithSteps'
+`hide`), and their zero initial states are claimed unquantized, so emlkit_lstm.py finds them whole and puts them on
+the CPU; the partitioner gives the NPU the rest.
 
 What this does: before the pattern quantizers run, the LSTM's input edge and the `getitem` of its sequence
 output are annotated with the quantizer's int8 per-tensor activation spec (observers of their own) and marked
@@ -20,15 +25,15 @@ qparams.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, SharedQuantizationSpec
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from emlkit.lower.quantizer_steps import WithSteps
-from emlkit.passes.graph import (H_ALONE_QPARAMS, LSTM_OPS, STATE_VIEWS, QuantizerHook, lstm_layer, matched_key,
-                                 state_root)
+from emlkit.passes.graph import (H_ALONE_QPARAMS, LSTM_OPS, STATE_VIEWS, QuantizerHook, lstm_layer, lstm_zero_state,
+                                 matched_key, state_root)
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
@@ -58,9 +63,13 @@ def annotate_lstms(model: torch.fx.GraphModule, record: list[str]) -> None:
         if layer.output is not None:
             layer.output.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, out_spec, _annotated=True)
             layer.output.meta[key] = True
-        for node in _float_c0(c0s):
+        zero_fills = [h for h in (n.args[1] if isinstance(n.args[1], (list, tuple)) else [n.args[1]])
+                      if isinstance(h, torch.fx.Node) and h.op == "call_function" and len(h.users) == 1
+                      and lstm_zero_state(model, h)] if layer.state is None else []
+        for node in [*_float_c0(c0s), *zero_fills]:
             # c0 stays float up to the LSTM (the model's input, a stacked layer's slice of it, a cell's unsqueeze):
-            # emlkit_lstm.py quantizes it to the int16 cell, which an int8 quantize on the way would coarsen
+            # emlkit_lstm.py quantizes it to the int16 cell, which an int8 quantize on the way would coarsen; a zero
+            # state stays the fill emlkit_lstm.py recognises (Arm's quantizer would give it a quantize of its own)
             node.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, None, _annotated=True)
             node.meta[key] = True
         record.append(n.name)
@@ -100,9 +109,37 @@ def _reads_as_c0(user: torch.fx.Node, src: torch.fx.Node) -> bool:
         user.args[0] is not src
 
 
-@declare("quantizer_hook", ("aten.lstm", "aten.gru"), order=165, flows=("cortex_m",))
+def _holds() -> dict[Any, Any]:
+    import emlkit.emlkit_ops  # noqa: F401  (defines the emlkit::*_hold ops)
+
+    return {torch.ops.aten.lstm.input: torch.ops.emlkit.lstm_hold.default,
+            torch.ops.aten.gru.input: torch.ops.emlkit.gru_hold.default}
+
+
+def hide_kernel_layers(model: torch.fx.GraphModule) -> Callable[[torch.fx.GraphModule], None]:
+    """Rename every layer the int8 kernels take (graph.lstm_layer) to its emlkit::*_hold stand-in, so the target
+    quantizer's graph transform (Arm's unrolls LSTMs and GRUs into per-step ops for the NPU) leaves it whole;
+    the step returned renames them back."""
+    holds = _holds()
+    held = [n for n in model.graph.nodes if n.op == "call_function" and n.target in holds and lstm_layer(model, n)]
+    for n in held:
+        n.target = holds[n.target]
+    if held:
+        model.recompile()
+    back = {v: k for k, v in holds.items()}
+
+    def restore(m: torch.fx.GraphModule) -> None:
+        found = [n for n in m.graph.nodes if n.op == "call_function" and n.target in back]
+        for n in found:
+            n.target = back[n.target]
+        if found:
+            m.recompile()
+    return restore
+
+
+@declare("quantizer_hook", ("aten.lstm", "aten.gru"), order=165, bits=("int8",))
 class LstmOutputQparams(QuantizerHook):
     report_name = "annotated"
 
     def configure(self, quantizer: Any, target: Any) -> Any:
-        return WithSteps(quantizer, before=lambda m: annotate_lstms(m, self.done))
+        return WithSteps(quantizer, before=lambda m: annotate_lstms(m, self.done), hide=hide_kernel_layers)

@@ -58,9 +58,10 @@ CORTEX_M = {
     "check": EXPECTED["check"],
 }
 ETHOS_U = {
-    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "SplitFusedProjection", "AvgPoolForNpu", "NpuPoolAsDepthwise"],
-    "quantizer_hook": ["NpuSoftmaxRanges", "NpuHardswishFloor"],
-    "pre_edge": ["LutFusion", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
+    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "LstmAsLayers", "SplitFusedProjection", "AvgPoolForNpu",
+                  "NpuPoolAsDepthwise"],
+    "quantizer_hook": ["LstmOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
+    "pre_edge": ["LutFusion", "EmlkitLstm", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
     "program": [],
     "post": EXPECTED["post"],
     "check": EXPECTED["check"],
@@ -78,7 +79,8 @@ PER_TARGET["ethos-u65-512"] = ETHOS_U
 PER_TARGET["ethos-u85-256-a16w8"] = {
     **ETHOS_U, "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                              "SplitBatchedMatmul"],
-    "quantizer_hook": ["NpuHardswishFloor"], "pre_edge": ETHOS_U["pre_edge"] + ["NpuA16w8ConvRescale"]}
+    "quantizer_hook": ["NpuHardswishFloor"],  # the int8 LSTM/GRU kernels take no int16 activations
+    "pre_edge": _only(ETHOS_U["pre_edge"], "EmlkitLstm") + ["NpuA16w8ConvRescale"]}
 
 
 def test_every_pass_is_installed() -> None:
