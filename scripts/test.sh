@@ -22,7 +22,8 @@ run_pytest() {
 # on one worker (--dist loadfile): its module fixtures are built once, and the builds and compiled programs
 # that files share are cached on disk behind locks (emlkit/locks.py), so a second worker reuses them.
 WORKERS="${EMLKIT_TEST_WORKERS:-auto}"
-XDIST=(-n "$WORKERS" --dist loadfile)
+# Files go to the workers in tests/conftest.py's order (longest first), not xdist's (most tests first).
+XDIST=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
 if [ "$WORKERS" = "0" ]; then XDIST=(); fi
 
 SLOW=0

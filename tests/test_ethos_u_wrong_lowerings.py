@@ -339,8 +339,11 @@ ModelInputs = (torch.randn(1, 16, 32),)
 '''
 
 
+# The quick pass checks the chunk form with and without the pass; the slice form is a slow case (the same Vela
+# failure, the same rewrite: test_split_fused_projection_takes_chunk_split_slice_and_unbind covers its matching).
 @pytest.mark.parametrize("with_pass", [True, False], ids=["split", "fused"])
-@pytest.mark.parametrize("form", sorted(ATTENTION_PARTS))
+@pytest.mark.parametrize("form", [f if f == "chunk" else pytest.param(f, marks=pytest.mark.slow)
+                                  for f in sorted(ATTENTION_PARTS)])
 def test_split_fused_projection_fixes_chunk_and_slice_on_u55(tmp_path, form: str, with_pass: bool) -> None:
     from emlkit.passes.split_fused_projection import SplitFusedProjection
 

@@ -116,7 +116,8 @@ _SOURCE = {"log_softmax": _LOG_SOFTMAX_MODEL, "sum": _SUM_MODEL, "c_n": _CELL_MO
 
 
 @pytest.mark.parametrize("which", list(_SOURCE))
-@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
+# The quick pass runs each model on the M55; the M4 runs are slow cases.
+@pytest.mark.parametrize("target", ["cortex-m55", pytest.param("cortex-m4", marks=pytest.mark.slow)])
 def test_int8_gaps_bit_exact_on_qemu(tmp_path: Path, target: str, which: str) -> None:
     ops, snrs = run_bit_exact(tmp_path, f"gap_{which}", _SOURCE[which], target, None, len(SNR_FLOOR_DB[which]),
                               timeout=1200)

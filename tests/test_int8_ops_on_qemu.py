@@ -119,8 +119,10 @@ _OPS = {"ops": {"emlkit::prelu": 1, "emlkit::adaptive_avg_pool2d": 2, "emlkit::f
         "more": {"emlkit::prelu": 1, "emlkit::adaptive_avg_pool2d": 1, "cortex_m::quantized_transpose_conv2d": 1,
                  "emlkit::embedding_bag": 5, "emlkit::floor_divide": 2}}
 _SOURCE = {"ops": _MODEL, "up": _UP_MODEL, "more": _MORE_MODEL}
-_CASES = [(w, t, b) for w in ("ops", "up") for t, b in (("cortex-m55", None), ("cortex-m4", None),
-                                                         ("cortex-m0plus", "an385-m0plus"))]
+# The quick pass runs each model on the M55; the M4 and M0+ runs are slow cases (their kernels are the portable and
+# DSP ones that test_kernels.py checks against the reference in the quick pass).
+_CASES = [pytest.param(w, t, b, marks=() if t == "cortex-m55" else pytest.mark.slow)
+          for w in ("ops", "up") for t, b in (("cortex-m55", None), ("cortex-m4", None), ("cortex-m0plus", "an385-m0plus"))]
 _CASES += [pytest.param("more", t, None, marks=pytest.mark.slow) for t in ("cortex-m55", "cortex-m4")]
 
 

@@ -33,7 +33,10 @@ _MODEL = module_source("""
     return ya, self.fc(yb[-1]), h[-1], self.d(x[:, 3])[0], ye, he, self.f(x[:, 2]), ca""", "torch.randn(2, 7, 6)", name="Lstms", seed=5)
 
 
-_TARGETS = [("cortex-m55", []), ("cortex-m4", []), ("cortex-m0plus", ["--board", "an385-m0plus"])]
+# The quick pass runs the models on the M55; the M4 (DSP gates) and M0+ (portable) runs are slow cases: their
+# gate kernels are checked against the reference in the quick pass (test_kernels.py's DSP self-test, host build).
+_TARGETS = [("cortex-m55", []), pytest.param("cortex-m4", [], marks=pytest.mark.slow),
+            pytest.param("cortex-m0plus", ["--board", "an385-m0plus"], marks=pytest.mark.slow)]
 _GIVEN = module_source("""
     self.a = nn.LSTM(6, 8, num_layers=2, batch_first=True)
     self.b = nn.LSTM(6, 5, bidirectional=True)

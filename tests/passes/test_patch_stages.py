@@ -149,7 +149,7 @@ def test_a_bad_band_count_is_one_usage_line() -> None:
 
 
 @needs_qemu
-@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
+@pytest.mark.parametrize("target", ["cortex-m55", pytest.param("cortex-m4", marks=pytest.mark.slow)])
 def test_bands_run_bit_exact_on_the_device_in_less_arena(tmp_path: Path, target: str) -> None:
     """The bands (MVE / DSP kernels, band outputs planned inside the concat) match the reference bit for bit,
     and the arena is smaller than the whole-map program's."""
