@@ -33,9 +33,8 @@ void emk_emlkit_log_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer,
     for (int32_t i = 0; i < inner; i++) {
       const int8_t *x = in + (size_t)o * len * inner + i;
       int8_t *y = out + (size_t)o * len * inner + i;
-      const int32_t m = k_max_strided_s8(x, len, inner);
-      uint64_t s = 0;
-      for (int32_t j = 0; j < len; j++) s += (uint32_t)table[m - x[(size_t)j * inner]];
+      int32_t m;
+      const uint64_t s = k_exp_sum_strided_s8(x, len, inner, table, &m);
       /* s >= table[0] = 2^22 (the max element), so l >= 0; a <= 255 * 2^23 + 16 * 2^20 < 2^31 */
       const int64_t l = log2_q20(s) - ((int64_t)EXP_ONE_BITS << LOG_FRAC);
       for (int32_t j = 0; j < len; j++) {

@@ -13,9 +13,8 @@ void emk_emlkit_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int
     for (int32_t i = 0; i < inner; i++) {
       const int8_t *x = in + (size_t)o * len * inner + i;
       int8_t *y = out + (size_t)o * len * inner + i;
-      const int32_t m = k_max_strided_s8(x, len, inner);
-      uint64_t s = 0;
-      for (int32_t j = 0; j < len; j++) s += (uint32_t)table[m - x[(size_t)j * inner]];
+      int32_t m;
+      const uint64_t s = k_exp_sum_strided_s8(x, len, inner, table, &m);
       /* s >= table[0] >= 1 (the max element); e << 31 <= 2^53 */
       for (int32_t j = 0; j < len; j++) {
         const uint64_t e = (uint32_t)table[m - x[(size_t)j * inner]];

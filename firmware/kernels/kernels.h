@@ -140,6 +140,17 @@ static inline int32_t k_max_strided_s8(const int8_t *x, int32_t len, int32_t inn
   return m;
 }
 
+/* A row's largest code (*max) and the sum of table[max - x] over the row: the denominator of emlkit::softmax and
+ * emlkit::log_softmax, whose tables hold exp(-d * s_in) for a code difference d in 0..255. */
+static inline uint64_t k_exp_sum_strided_s8(const int8_t *x, int32_t len, int32_t inner, const int32_t *table,
+                                            int32_t *max) {
+  const int32_t m = k_max_strided_s8(x, len, inner);
+  uint64_t s = 0;
+  for (int32_t j = 0; j < len; j++) s += (uint32_t)table[m - x[(size_t)j * inner]];
+  *max = m;
+  return s;
+}
+
 /* ---- quantize_per_tensor / dequantize_per_tensor (quantize_f32.c) ----
  * quantize: out = clamp(rint(x * (float)(1/scale)) + zp, qmin, qmax), in float32
  * like the edge-dialect reference; out_dtype is K_U8, K_S8, K_S16 or K_S32.
