@@ -427,30 +427,22 @@ typedef struct {
   "9:\n"                                                                    \
   "vctp.8 r11\n"
 #define XQ_NEXT "ldr r1, [r10, #92]\n" "ldr r2, [r10, #96]\n" "add r1, r2\n" "str r1, [r10, #92]\n"
-K_ASM_LOOP(conv_xq2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, "", "", K_FIX_ANY))
-K_ASM_LOOP(conv_xq2n, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, "", "", K_FIX_NEG))
-K_ASM_LOOP(conv_xq3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, "", "", K_FIX_ANY))
-K_ASM_LOOP(conv_xq3n, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, "", "", K_FIX_NEG))
-K_ASM_LOOP(conv_xq4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, "", "", K_FIX_ANY))
-K_ASM_LOOP(conv_xq4n, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, "", "", K_FIX_NEG))
-K_ASM_LOOP(conv_xqt2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, "", "", K_FIX_ANY))
-K_ASM_LOOP(conv_xqt2n, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, "", "", K_FIX_NEG))
-K_ASM_LOOP(conv_xqt3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, "", "", K_FIX_ANY))
-K_ASM_LOOP(conv_xqt3n, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, "", "", K_FIX_NEG))
-K_ASM_LOOP(conv_xqt4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, "", "", K_FIX_ANY))
-K_ASM_LOOP(conv_xqt4n, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, "", "", K_FIX_NEG))
-K_ASM_LOOP(conv_xqi2, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
-K_ASM_LOOP(conv_xqi2n, conv_xq_args, XQ_LOOP(XQ_LOAD2, XQ_CH2, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
-K_ASM_LOOP(conv_xqi3, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
-K_ASM_LOOP(conv_xqi3n, conv_xq_args, XQ_LOOP(XQ_LOAD3, XQ_CH3, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
-K_ASM_LOOP(conv_xqi4, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
-K_ASM_LOOP(conv_xqi4n, conv_xq_args, XQ_LOOP(XQ_LOAD4, XQ_CH4, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
-K_ASM_LOOP(conv_xqit2, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
-K_ASM_LOOP(conv_xqit2n, conv_xq_args, XQ_LOOP(XQ_LOADT2, XQ_CHT2, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
-K_ASM_LOOP(conv_xqit3, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
-K_ASM_LOOP(conv_xqit3n, conv_xq_args, XQ_LOOP(XQ_LOADT3, XQ_CHT3, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
-K_ASM_LOOP(conv_xqit4, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, XQ_GATHER, XQ_NEXT, K_FIX_ANY))
-K_ASM_LOOP(conv_xqit4n, conv_xq_args, XQ_LOOP(XQ_LOADT4, XQ_CHT4, XQ_GATHER, XQ_NEXT, K_FIX_NEG))
+/* Each loop twice: NAME for any requantization shift, NAMEn where every shift of the call is negative. */
+#define XQ_VARIANTS(name, load, ch, gather, next)                                       \
+  K_ASM_LOOP(name, conv_xq_args, XQ_LOOP(load, ch, gather, next, K_FIX_ANY)) \
+  K_ASM_LOOP(name##n, conv_xq_args, XQ_LOOP(load, ch, gather, next, K_FIX_NEG))
+XQ_VARIANTS(conv_xq2, XQ_LOAD2, XQ_CH2, "", "")
+XQ_VARIANTS(conv_xq3, XQ_LOAD3, XQ_CH3, "", "")
+XQ_VARIANTS(conv_xq4, XQ_LOAD4, XQ_CH4, "", "")
+XQ_VARIANTS(conv_xqt2, XQ_LOADT2, XQ_CHT2, "", "")
+XQ_VARIANTS(conv_xqt3, XQ_LOADT3, XQ_CHT3, "", "")
+XQ_VARIANTS(conv_xqt4, XQ_LOADT4, XQ_CHT4, "", "")
+XQ_VARIANTS(conv_xqi2, XQ_LOAD2, XQ_CH2, XQ_GATHER, XQ_NEXT)
+XQ_VARIANTS(conv_xqi3, XQ_LOAD3, XQ_CH3, XQ_GATHER, XQ_NEXT)
+XQ_VARIANTS(conv_xqi4, XQ_LOAD4, XQ_CH4, XQ_GATHER, XQ_NEXT)
+XQ_VARIANTS(conv_xqit2, XQ_LOADT2, XQ_CHT2, XQ_GATHER, XQ_NEXT)
+XQ_VARIANTS(conv_xqit3, XQ_LOADT3, XQ_CHT3, XQ_GATHER, XQ_NEXT)
+XQ_VARIANTS(conv_xqit4, XQ_LOADT4, XQ_CHT4, XQ_GATHER, XQ_NEXT)
 #undef XQ_NEXT
 #undef XQ_GATHER
 #undef XQ_LOOP
