@@ -10,49 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from model_files import module_source
 from qemu_run_lib import run_bit_exact
 
-_LOG_SOFTMAX_MODEL = '''
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+_LOG_SOFTMAX_MODEL = module_source(
+    "self.fc = nn.Linear(12, 30)\nself.over_rows = nn.LogSoftmax(dim=1)",
+    "y = self.fc(x)\nreturn F.log_softmax(y, dim=-1), self.over_rows(y.reshape(2, 5, 6))",
+    "torch.randn(2, 12, generator=torch.Generator().manual_seed(1)) * 2", name="LogSoftmaxes", seed=7,
+    imports="import torch.nn.functional as F\n")
 
-
-class LogSoftmaxes(nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(7)
-        self.fc = nn.Linear(12, 30)
-        self.over_rows = nn.LogSoftmax(dim=1)
-
-    def forward(self, x):
-        y = self.fc(x)
-        return F.log_softmax(y, dim=-1), self.over_rows(y.reshape(2, 5, 6))
-
-
-ModelUnderTest = LogSoftmaxes().eval()
-ModelInputs = (torch.randn(2, 12, generator=torch.Generator().manual_seed(1)) * 2,)
-'''
-
-_SUM_MODEL = '''
-import torch
-import torch.nn as nn
-
-
-class LeadingSums(nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(8)
-        self.fc = nn.Linear(12, 30)
-
-    def forward(self, x):
-        y = torch.tanh(self.fc(x)).reshape(2, 5, 6)
-        return torch.sum(y, 0), y.sum(1, keepdim=True), y.sum((0, 1))
-
-
-ModelUnderTest = LeadingSums().eval()
-ModelInputs = (torch.randn(2, 12, generator=torch.Generator().manual_seed(1)),)
-'''
+_SUM_MODEL = module_source(
+    "self.fc = nn.Linear(12, 30)",
+    "y = torch.tanh(self.fc(x)).reshape(2, 5, 6)\nreturn torch.sum(y, 0), y.sum(1, keepdim=True), y.sum((0, 1))",
+    "torch.randn(2, 12, generator=torch.Generator().manual_seed(1))", name="LeadingSums", seed=8)
 
 _CELL_MODEL = '''
 import torch
