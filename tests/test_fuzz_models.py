@@ -130,7 +130,8 @@ def test_fixed_repro_is_bit_exact(tmp_path: Path, repro: str) -> None:
 
 
 @needs_qemu
-@pytest.mark.parametrize("target,board", [("ethos-u55-128", "corstone-300"), ("ethos-u65-256", "corstone-300"),
+@pytest.mark.parametrize("target,board", [("ethos-u55-128", "corstone-300"),
+                                          pytest.param("ethos-u65-256", "corstone-300", marks=pytest.mark.slow),
                                           ("ethos-u85-256", "an547-u85"), ("ethos-u55-128-a16w8", "corstone-300")])
 def test_fixed_ethos_u_repro_is_bit_exact(tmp_path: Path, target: str, board: str) -> None:
     """The Ethos-U defect the generator found (avg pool -> Linear, refused by tosa_check), fixed at its cause:
@@ -180,6 +181,7 @@ def test_u85_bidirectional_lstm_flip_stays_on_the_cpu(tmp_path: Path) -> None:
 
 
 @needs_qemu
+@pytest.mark.slow  # the quick pass has test_npu_u85.py's minimum/maximum/clamp program on the same NPU model path
 def test_u85_elementwise_min_repro_passes(tmp_path: Path) -> None:
     """Random model fam:14 on ethos-u85-256: its ELEMENTWISE MIN was a KeyError, then a SKIP naming the command; now
     modelled, the compile-time check covers it and the host runtime and QEMU (an547-u85) match exactly."""
