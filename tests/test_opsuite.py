@@ -19,7 +19,7 @@ from emlkit.errors import AotError
 from emlkit.opsuite import classify as cl
 from emlkit.opsuite import report
 from emlkit.opsuite.plugin import Record
-from emlkit.opsuite.run import ETREF_FLOW, Case, plan, parse_shard, select, shard_name
+from emlkit.opsuite.run import ETREF_FLOW, Case, files_for_k, plan, parse_shard, select, shard_name
 
 from cli_in_process import CliResult
 
@@ -302,6 +302,7 @@ def test_case_file_loads_and_bad_ones_say_why(tmp_path: Path) -> None:
     (["--shard", "3/2"], "bad --shard '3/2'"),
     (["--shard", "0/2"], "bad --shard '0/2'"),
     (["--jobs", "0"], "--jobs must be at least 1"),
+    (["-k", "test_(relu"], "bad -k regular expression 'test_(relu'"),   # before the capture, not after it
 ])
 def test_bad_arguments_exit_2(emlkit_cli, tmp_path: Path, args: list[str], says: str) -> None:
     line = _one_error_line(emlkit_cli(["opsuite", *args, "--out", str(tmp_path / "o")], tmp_path), 2)
@@ -310,9 +311,24 @@ def test_bad_arguments_exit_2(emlkit_cli, tmp_path: Path, args: list[str], says:
 
 
 def test_no_case_matches_k_exits_2(tmp_path: Path) -> None:
-    args = ["opsuite", "--targets", "cortex-m55", "-k", "no_such_op_anywhere", "--out", str(tmp_path / "o")]
+    # anchored: no operator file can match, so it says so without capturing the suite
+    args = ["opsuite", "--targets", "cortex-m55", "-k", "^test_no_such_op", "--out", str(tmp_path / "o")]
     line = _one_error_line(_emlkit(args, tmp_path), 2)
-    assert "no case" in line and "no_such_op_anywhere" in line
+    assert "no case" in line and "^test_no_such_op" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_k_with_a_literal_head_captures_only_the_files_it_can_match() -> None:
+    files = ["test_abs.py", "test_add.py", "test_relu.py", "test_relu6.py"]
+    assert files_for_k(r"^test_relu\.py", files) == ["test_relu.py"]
+    assert files_for_k("^test_relu", files) == ["test_relu.py", "test_relu6.py"]
+    assert files_for_k(r"^test_relu\.py::test_relu_dtype", files) == ["test_relu.py"]
+    assert files_for_k("^test_a", files) == ["test_abs.py", "test_add.py"]
+    assert files_for_k("^test_ad?", files) == files[:2]           # `d?` may be absent: the head is test_a
+    assert files_for_k("^zzz", files) == []
+    # no literal head, or an alternative that may match anywhere: every file is captured
+    for pattern in (None, "relu", "^t*", r"^\w+_relu", "^test_relu|add", "^(test_relu)"):
+        assert files_for_k(pattern, files) is None, pattern
 
 
 def test_merge_bad_shard_file_exits_2(emlkit_cli, tmp_path: Path) -> None:

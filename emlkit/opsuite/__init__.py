@@ -25,7 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
                    help="first (default): one case per operator file, its first *_dtype case or else its first "
                         "case; all: every case")
     o.add_argument("-k", metavar="REGEX", default=None, help="only cases whose id matches REGEX (re.search), e.g. "
-                                                            "'test_relu|test_add'")
+                                                            "'test_relu|test_add'; anchored as '^test_relu\\.py', "
+                                                            "only the files it can match are captured (seconds)")
     o.add_argument("--shard", default="1/1", metavar="K/N", help="every N-th case (with all its flows) from the K-th "
                                                                  "(1-based) after a stable sort (default 1/1)")
     o.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")

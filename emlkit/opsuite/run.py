@@ -75,15 +75,50 @@ def select(cases: list[Case], mode: str, pattern: str | None) -> list[Case]:
         cases = [next((c for c in cs if c.record.test.split("[")[0].endswith("_dtype")), cs[0])
                  for cs in by_file.values()]
     if pattern:
-        try:
-            rx = re.compile(pattern)
-        except re.error as err:
-            raise AotError(f"bad -k regular expression '{pattern}': {err}") from None
+        rx = compile_k(pattern)
+        assert rx is not None
         cases = [c for c in cases if rx.search(c.id)]
         if not cases:
             raise AotError(f"no case of ExecuTorch's operator suite matches -k '{pattern}' (case ids look like "
                            "test_relu.py::test_relu_dtype[float32])")
     return cases
+
+
+def compile_k(pattern: str | None) -> re.Pattern[str] | None:
+    """-k as a regular expression, checked before the capture (a minute) rather than after it."""
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise AotError(f"bad -k regular expression '{pattern}': {err}") from None
+
+
+def files_for_k(pattern: str | None, files: list[str]) -> list[str] | None:
+    """The operator files a -k anchored with a literal head (`^test_relu\\.py`) can match, so only they are
+    captured; None (capture every file) when the pattern has no such head. Sound: a case id is
+    `FILE::TEST...`, so an id matching `^LIT` starts with LIT."""
+    if not pattern or not pattern.startswith("^") or "|" in pattern:   # `^a|b`: b may match anywhere
+        return None
+    lit: list[str] = []
+    i = 1
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern) and not pattern[i + 1].isalnum():
+            lit.append(pattern[i + 1])   # an escaped punctuation mark is itself (\. is a dot)
+            i += 2
+            continue
+        if ch in ".^$*+?{}[]()|\\":
+            # a quantifier makes the character before it optional: it is not part of the head
+            if ch in "*?{" and lit:
+                lit.pop()
+            break
+        lit.append(ch)
+        i += 1
+    head = "".join(lit)
+    if not head:
+        return None
+    return [f for f in files if (f + "::").startswith(head) or head.startswith(f + "::")]
 
 
 def plan(cases: list[Case], flows: list[str], k: int, n: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -153,7 +188,7 @@ def _skipped(sink: plugin.Sink) -> dict[str, str]:
 
 
 def run(args: Any) -> int:
-    from emlkit.opsuite.capture import capture
+    from emlkit.opsuite.capture import capture, operators_dir
     from emlkit.opsuite.pool import run_jobs
     from emlkit.targets import get_target
 
@@ -164,8 +199,12 @@ def run(args: Any) -> int:
     if args.jobs < 1:
         raise AotError(f"--jobs must be at least 1, got {args.jobs}")
     out = Path(args.out)
+    compile_k(args.k)
+    files = files_for_k(args.k, sorted(p.name for p in operators_dir().glob("test_*.py")))
+    if files == []:
+        select([], args.cases, args.k)   # says that no case matches
     t0 = time.monotonic()
-    sink = capture(targets)
+    sink = capture(targets, files)
     all_cases = group_cases(sink.records)
     cases = select(all_cases, args.cases, args.k)
     flows = [plugin.flow_name(t) for t in targets] + [ETREF_FLOW]
