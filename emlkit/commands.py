@@ -148,73 +148,17 @@ def opsuite_request(args: argparse.Namespace) -> OpsuiteRequest | MergeRequest:
 
 def compile_cmd(req: CompileRequest) -> int:
     from emlkit.compile import compile_model
+    from emlkit.fitting import fit_program
     from emlkit.summary import print_compile
 
     spec = req.program
     res = compile_model(spec.model, spec.target, req.output, spec.calibration, spec.options)
-    fit = fit_check(res, req.board)
-    error = fit["line"] if fit.get("checked") and not fit.get("fits") else ""
-    from emlkit import fit_search
-
-    if fit_search.arena_short(fit):
-        res, fit, error = _fit_in_bands(req, res, fit)
+    res, error = fit_program(spec, req.output, req.board, res)
     print_compile(res.report)
     log.info("program: %s  bundled: %s  report: %s", res.pte, res.bpte, res.report_path)
     if error:
         raise AotError(error, EXIT_FIT)
     return 0
-
-
-def _fit_in_bands(req: CompileRequest, res: Any, fit: dict[str, Any]) -> tuple[Any, dict[str, Any], str]:
-    """The fit check's fallback (emlkit/fit_search.py): RES does not fit REQ's board for its arena; compile its first
-    stages in bands, cheapest first, and keep the first count that fits. Returns the program kept, its fit entry and
-    the error line ("" when it fits)."""
-    from emlkit import emit, fit_search
-    from emlkit.compile import compile_model, make_options
-
-    spec, base = req.program, req.program.options
-
-    def compile_with(bands: int, folder: Path) -> Any:
-        opts = make_options(patch_bands=bands) if base is None else make_options(
-            base.lut_fusion, base.explicit_layout, base.allow_float, base.linear_mode, base.streaming_state,
-            base.memory_planner, bands)
-        return compile_model(spec.model, spec.target, folder, spec.calibration, opts, reuse_cache=True)
-
-    what = f"{res.name} ({res.target.name})"
-    board = fit.get("board", "")
-    log.info("%s does not fit %s (arena %s B): trying its first stages in row bands", what, board,
-             f"{int(res.report['memory']['arena_total']):,}")
-    found = fit_search.search(res, fit, compile_with, lambda r: fit_check(r, req.board),
-                              Path(req.output) / fit_search.SEARCH_DIR)
-    line = fit_search.summary_line(what, board, found)
-    log.info("%s", line)
-    if found.chosen is None:
-        res.report["fit_search"] = found.entry()
-        emit.write_report(res.report, res.report_path)
-        return res, fit, fit_search.error_line(what, board, found)
-    kept = found.chosen.result
-    if kept is not res:
-        kept.report["fit_search"] = found.entry()
-        emit.write_report(kept.report, kept.report_path)
-        kept = fit_search.adopt(kept, Path(req.output))
-    return kept, found.chosen.fit, ""
-
-
-def fit_check(res: Any, board: BoardRef | None) -> dict[str, Any]:
-    """Whether the compiled program fits BOARD's memories (emlkit/deploy/fit.py; builds the image that runs it,
-    cached): the report's "fit" entry, added to the report and its file. {} where there is nothing to check."""
-    needs = res.report.get("program_needs")
-    if board is None or board == HOST or not needs:
-        return {}
-    from emlkit import emit
-    from emlkit.deploy.fit import fit_report
-    from emlkit.program_needs import ProgramNeeds
-
-    fit = fit_report(board, ProgramNeeds.from_dict(needs), res.bpte.stat().st_size,
-                     f"{res.name} ({res.target.name})", res.pte)
-    res.report["fit"] = fit
-    emit.write_report(res.report, res.report_path)
-    return fit
 
 
 def _library(module: str, func: str) -> Callable[[Any], int]:

@@ -224,6 +224,12 @@ def run_model(req: RunRequest) -> int:
         cres = prebuilt(spec.model, target.name)
     else:
         cres = compile_model(spec.model, target, req.output, spec.calibration, spec.options, reuse_cache=True)
+        if target.flow == "cortex_m":   # as `compile`: an arena the board cannot hold tries row bands first
+            from emlkit.fitting import fit_program
+
+            cres, error = fit_program(spec, req.output, req.board, cres)
+            if error:
+                raise AotError(error, EXIT_FIT)
     outcome = execute(cres, req.board, req.sim, req.timeout, req.kernels, req.save_outputs, req.npu_trace, req.etdump)
     if req.cycles:
         add_cycle_model(outcome, cres, req.board, req.timeout)

@@ -14,7 +14,7 @@ import pytest
 
 from emlkit import fit_search
 from emlkit.patch_bands import PATCH_AUTO
-from toolchain import needs_gcc
+from toolchain import needs_gcc, needs_qemu
 
 # --------------------------------------------------------------- the search, on made-up compiles
 
@@ -157,3 +157,33 @@ def test_mobilenet_v2_falls_back_to_bands(tmp_path: Path, caplog: pytest.LogCapt
     assert "more RAM or a smaller model" in msg
     short = int(msg.split("short by ")[1].split(" B")[0].replace(",", ""))
     assert 0 < short < 224_280 - (128 << 10)  # the bands took some of the whole map's shortfall away
+
+
+@needs_qemu
+def test_run_falls_back_to_bands_and_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`run` takes the same fallback as `compile`: tests/models/patch_chain.py at 96x64, compiled whole, needs
+    159,968 B of ISRAM (arena 147,584 B); on 128 KiB it runs in 2 bands, bit-exact; on 64 KiB it says by how much
+    it is short (exit 4) and runs nothing."""
+    import json
+
+    from emlkit.compile import make_options
+    from emlkit.errors import AotError
+    from emlkit.requests import ProgramSpec, RunRequest
+    from emlkit.run import run_model
+    from emlkit.targets import get_target
+
+    src = (Path(__file__).parent / "models" / "patch_chain.py").read_text()
+    model = tmp_path / "patch_chain_wide.py"
+    model.write_text(src.replace("(1, 3, 40, 24)", "(1, 3, 96, 64)"))
+    spec = ProgramSpec(str(model), get_target("cortex-m55"), None, make_options(patch_bands=0))
+    assert run_model(RunRequest(spec, tmp_path / "o", _small_corstone(128 << 10), sim="qemu")) == 0
+    report = json.loads((tmp_path / "o" / "patch_chain_wide_cortex-m55.json").read_text())
+    assert report["fit_search"]["tried"][0]["bands"] == 0 and not report["fit_search"]["tried"][0]["fits"]
+    assert report["fit_search"]["chose"] == report["patch_stages"]["patch_bands"] == 2 and report["fit"]["fits"]
+    out = capsys.readouterr().out
+    assert "PASS" in out and "0 steps" in out
+
+    with pytest.raises(AotError) as err:
+        run_model(RunRequest(spec, tmp_path / "o2", _small_corstone(64 << 10), sim="qemu"))
+    assert err.value.exit_code == 4 and "\n" not in str(err.value)
+    assert "even with its first stages in bands" in str(err.value)
