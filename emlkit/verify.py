@@ -119,6 +119,9 @@ INDEX_ON_CODES = {"aten::argmax", "aten::argmin"}
 # emlkit/passes/median_on_codes.py, adaptive_max_on_codes.py and masked_fill_on_codes.py, which give every value
 # operand the output's grid).
 SELECT_ON_CODES = {"aten::median", "aten::adaptive_max_pool2d", "aten::where"}
+# Comparisons of codes with an integer, exact (emitted only by emlkit/passes/compare_on_codes.py, which turns the
+# number a dequantized tensor was compared with into the code where the answer changes).
+COMPARE_ON_CODES = {"aten::gt", "aten::ge", "aten::lt", "aten::le", "aten::eq", "aten::ne"}
 # Our own ops (emlkit/emlkit_ops.py): integer kernels only; a float tensor reaching one is a broken program.
 INTEGER_ONLY_NAMESPACES = {"emlkit"}
 # ops whose presence is how quantized data enters/leaves float (not compute).
@@ -190,6 +193,9 @@ def check_program(gm: torch.fx.GraphModule) -> ProgramCheck:
             continue
         if name in SELECT_ON_CODES and all(_dtype(a) in CODES or _dtype(a) is torch.bool for a in n.all_input_nodes) \
                 and any(_dtype(a) in CODES for a in n.all_input_nodes):
+            continue
+        if name in COMPARE_ON_CODES and len(n.args) == 2 and _dtype(n.args[0]) in CODES \
+                and isinstance(n.args[1], int) and not isinstance(n.args[1], bool):
             continue
         ns = name.split("::")[0]
         if ns in INTEGER_ONLY_NAMESPACES:

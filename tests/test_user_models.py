@@ -20,7 +20,7 @@ MODELS = ROOT / "tests" / "models"
 # kernels (firmware/ops/aten_float_*.c); mbconv_se_bilinear's bilinear upsample (emlkit_bilinear.py), lstm_kws's LSTM
 # (emlkit_lstm.py) and transformer_encoder_cls's attention (sdpa_as_matmuls.py) are int8 on Cortex-M.
 USER_MODELS = ["lstm_kws", "transformer_encoder_cls", "prelu_ceil_adaptive_pool", "mbconv_se_bilinear",
-               "shufflenet_unit", "dilated_tcn"]
+               "shufflenet_unit", "dilated_tcn", "attention_key_padding"]
 
 
 def _last_line(proc: CliResult) -> str:

@@ -24,7 +24,7 @@ EXPECTED = {
     "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                        "OwnOutputQparams", "LstmOutputQparams", "Int8AroundOwnOps", "NpuSoftmaxRanges",
                        "NpuHardswishFloor"],
-    "pre_edge": ["LutFusion", "ScalarOpsAsTables", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
+    "pre_edge": ["LutFusion", "ScalarOpsAsTables", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "CompareOnCodes", "ArgmaxOnCodes", "MedianOnCodes",
                  "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag", "ExplicitNpuClamp", "NpuPoolZeroPoint",
                  "NpuA16w8ConvRescale"],
     "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm", "PatchStages", "OperandsInOutOrder"],
@@ -51,7 +51,7 @@ CORTEX_M = {
     "pre_quant": _only(EXPECTED["pre_quant"], "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                        "SplitBatchedMatmul"),
     "quantizer_hook": _only(EXPECTED["quantizer_hook"], "Int8MatmulOnU55", "NpuSoftmaxRanges", "NpuHardswishFloor"),
-    "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
+    "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "CompareOnCodes", "ArgmaxOnCodes", "MedianOnCodes",
                  "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag"],
     "program": _only(EXPECTED["program"], "PatchStages"),  # only with --patch-stages auto|N
     "post": EXPECTED["post"],
@@ -96,7 +96,7 @@ def test_pipeline_follows_the_options() -> None:
     m55 = get_target("cortex-m55")
     got = pipeline(make_options(lut_fusion=False, explicit_layout=True), m55)
     assert got == {**CORTEX_M, "pre_quant": _only(CORTEX_M["pre_quant"], "ChannelsLastEverywhere"),
-                   "pre_edge": ["ScalarOpsAsTables", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "ArgmaxOnCodes", "MedianOnCodes",
+                   "pre_edge": ["ScalarOpsAsTables", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "CompareOnCodes", "ArgmaxOnCodes", "MedianOnCodes",
                                 "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag"]}
     assert pipeline(make_options(patch_bands=4), m55)["program"] == EXPECTED["program"]
     # Portable-kernel cores keep the one-channel depthwise; a16w8 NPU targets get their own fixes.
