@@ -168,6 +168,34 @@ class Int8LayerNorm(Pass):
             back.meta.update(q.meta)
             q.replace_all_uses_with(back)
 
+    @staticmethod
+    def _codes_before_copies(g: torch.fx.Graph, ln: torch.fx.Node) -> None:
+        """Move copies and views between LN's dequantize and LN onto the int8 side (they move values without
+        changing them), so LN reads the dequantize itself: a GroupNorm after a channels-last map reaches its layer
+        norm through a copy to NCHW and a view to (N, G, C/G*H*W)."""
+        cm = exir_ops.edge.cortex_m
+        moves = (exir_ops.edge.dim_order_ops._clone_dim_order.default, exir_ops.edge.aten.view_copy.default)
+        chain, x = [], ln.args[0]
+        while isinstance(x, torch.fx.Node) and x.target in moves and len(x.users) == 1:
+            chain.append(x)
+            x = x.args[0]
+        if not chain or not isinstance(x, torch.fx.Node) or x.target is not cm.dequantize_per_tensor.default \
+                or len(x.users) != 1 or not isinstance(x.args[0].meta.get("val"), torch.Tensor):
+            return
+        codes, dtype = x.args[0], x.args[0].meta["val"].dtype
+        with g.inserting_before(ln):
+            for c in reversed(chain):   # from the dequantize towards LN
+                moved = g.call_function(c.target, (codes, *c.args[1:]), dict(c.kwargs))
+                moved.meta.update(c.meta)
+                moved.meta["val"] = c.meta["val"].to(dtype)
+                codes = moved
+            dq = g.call_function(x.target, (codes, *x.args[1:]), dict(x.kwargs))
+        dq.meta.update(x.meta)
+        dq.meta["val"] = chain[0].meta["val"]
+        ln.replace_input_with(chain[0], dq)
+        for dead in chain + [x]:
+            g.erase_node(dead)
+
     def reset(self) -> None:
         self.replaced, self.skipped = [], []
 
@@ -176,6 +204,7 @@ class Int8LayerNorm(Pass):
         for ln in list(g.nodes):
             if ln.op != "call_function" or ln.target is not exir_ops.edge.aten.native_layer_norm.default:
                 continue
+            self._codes_before_copies(g, ln)
             m = self._match(ep, ln)
             if isinstance(m, str):
                 self.skipped.append(f"{ln.name}: {m}")
