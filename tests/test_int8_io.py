@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from emlkit.deploy.program_io import bundled_case
 from model_files import module_source
+from test_export import QEMU_CMD, _build, needs_tools, qemu_console
 
 # A float input of 3 x 16 x 16 (3 KiB) bounds this model's arena; as int8 it is a quarter of that.
 _SMALL = module_source("""
@@ -97,3 +99,20 @@ def test_refusals_are_one_line(emlkit_cli, tmp_path: Path) -> None:
     line = _one_line(emlkit_cli(["compile", str(unused), "--target", "cortex-m55", "--io", "int8", "-o",
                                  str(tmp_path / "o")], tmp_path), 4)
     assert "input 1 (mask) is not quantized at its first use (nothing reads it)" in line and "--io float" in line
+
+
+@pytest.mark.slow
+@needs_tools
+def test_exported_int8_project_passes_on_qemu(emlkit_cli, tmp_path: Path) -> None:
+    """The exported project of an int8-all program feeds its int8 test input and checks its int8 output on the
+    board (built with CMake and the GNU Arm toolchain only, run on plain QEMU)."""
+    f = _model(tmp_path)
+    proc = emlkit_cli(["export", str(f), "--target", "cortex-m55", "--io", "int8-all", "-o", str(tmp_path / "fw")],
+                      tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = _build(tmp_path / "fw", tmp_path / "build")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    console = qemu_console([*QEMU_CMD, "-kernel", str(tmp_path / "build" / "app.elf")])
+    assert "RESULT: PASS small" in console and "0 of 512 elements differ" in console, console[-3000:]
+    e = json.loads((tmp_path / "fw" / "model" / "report.json").read_text())["int8_io"]["inputs"][0]
+    assert f"input 0 takes int8 codes: q = round(x / {e['scale']:.9g}) + {e['zero_point']}" in console, console[-3000:]
