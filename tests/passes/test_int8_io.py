@@ -83,3 +83,28 @@ def test_nothing_changes_without_the_option() -> None:
 def test_pipelines() -> None:
     assert_pipelines(Int8Io, on=("cortex-m55", "cortex-m0plus"), off=("ethos-u55-128",), io="int8")
     assert_pipelines(Int8Io, on=(), off=("cortex-m55", "cortex-m4"))
+
+
+class _TwoInputs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.c, self.l = torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.Linear(6, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.relu(self.c(x)), self.l(y)
+
+
+def test_every_float_input_with_its_own_qparams_and_strides() -> None:
+    xs = (torch.randn(1, 1, 8, 8), torch.randn(2, 6))
+    ref, _ = lowered(_TwoInputs(), xs, "cortex-m55")
+    low, _ = lowered(_TwoInputs(), xs, "cortex-m55", io="int8-all")
+    io = low.extra["int8_io"]
+    assert [e["index"] for e in io["inputs"]] == [0, 1] and [e["index"] for e in io["outputs"]] == [0, 1]
+    assert sorted((e["scale"], e["zero_point"]) for e in io["inputs"]) == sorted(_quant_args(ref, "quantize_per_tensor"))
+    low.inputs = int8_io_inputs(low)
+    assert [t.stride() for t in low.inputs] == [t.stride() for t in ref.inputs]
+    want = reference.run_lowered(ref.edge, ref.inputs)
+    for e, codes, a in zip(io["outputs"], reference.run_lowered(low.edge, low.inputs), want):
+        assert codes.dtype == torch.int8
+        assert torch.equal(torch.round(a / e["scale"]).to(torch.int32) + e["zero_point"], codes.to(torch.int32))
