@@ -61,6 +61,10 @@ def _add_compile_args(p: argparse.ArgumentParser) -> None:
                         "with the halo its layers need, written into one concat: less peak RAM, some rows "
                         "computed twice (default: auto, the band count 2..8 with the smallest estimated arena "
                         "among those costing <= 10%% more MACs, or off where none lowers the arena)")
+    p.add_argument("--io", choices=["float", "int8", "int8-all"], default="float",
+                   help="Cortex-M: the program's inputs as int8 codes (int8; their scale and zero point in the report "
+                        "and the exported header: the leading quantize and its float input leave the arena), its "
+                        "outputs too (int8-all: the trailing dequantize goes), or float (the default)")
     p.add_argument("--board", default=None,
                    help="board to check the program's memory fit against / run on (default: the target's board; "
                         "host runs natively)")

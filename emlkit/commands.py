@@ -41,9 +41,16 @@ def program_spec(args: argparse.Namespace) -> ProgramSpec:
     from emlkit.compile import make_options
     from emlkit.targets import get_target, with_vela_config
 
+    from emlkit.compile import check_io
+
+    io = getattr(args, "io", "float")
+    if io != "float" and args.cmd in ("evaluate", "debug"):
+        raise AotError(f"--io {io} is for compile, run and export: {args.cmd} feeds float samples and compares "
+                       "float outputs; drop --io")
     options = make_options(not args.no_lut_fusion, args.explicit_layout, args.allow_float, args.per_channel_linear,
-                           args.streaming_state, args.memory_planner, args.patch_stages)
+                           args.streaming_state, args.memory_planner, args.patch_stages, io)
     target = with_vela_config(get_target(args.target), args.system_config, args.memory_mode)
+    check_io(target, options)
     if args.streaming_state and target.flow != "cortex_m":
         raise AotError(f"--streaming-state is for the Cortex-M targets (the int8 LSTM/GRU kernels keep the state); "
                        f"{target.name} runs LSTMs on the NPU or in float: drop the option or pick a cortex-m target")

@@ -43,11 +43,11 @@ class CompileResult:
 
 def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_float: bool = False,
                  linear_mode: str = "all", streaming_state: bool = False,
-                 memory_planner: str = DEFAULT_PLANNER, patch_bands: int = 0) -> LowerOptions:
+                 memory_planner: str = DEFAULT_PLANNER, patch_bands: int = 0, io: str = "float") -> LowerOptions:
     """LowerOptions with our passes configured (emlkit.passes.configure)."""
     opts = LowerOptions(lut_fusion=lut_fusion, explicit_layout=explicit_layout, linear_mode=linear_mode,
                         allow_float=allow_float, streaming_state=streaming_state, memory_planner=memory_planner,
-                        patch_bands=patch_bands)
+                        patch_bands=patch_bands, io=io)
     configure(opts, allow_float=allow_float)
     return opts
 
@@ -75,7 +75,7 @@ def cache_key(model: LoadedModel, target: Target, options: LowerOptions, calibra
     # sizes, load check, program needs: emlkit.hostfw), so a change to either invalidates caches.
     sources = sorted(src.rglob("*.py")) + sorted(p for p in hostfw.FIRMWARE_DIR.rglob("*") if p.suffix in (".c", ".h", ".def"))
     tool = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
-    text = f"{model.fingerprint}|{target.name}|{target.system_config}|{target.memory_mode}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{options.allow_float}|{options.streaming_state}|{options.memory_planner}|{options.patch_bands}|{calib}|{tool}|{emlkit.__version__}"
+    text = f"{model.fingerprint}|{target.name}|{target.system_config}|{target.memory_mode}|{options.lut_fusion}|{options.explicit_layout}|{options.linear_mode}|{options.allow_float}|{options.streaming_state}|{options.memory_planner}|{options.patch_bands}|{options.io}|{calib}|{tool}|{emlkit.__version__}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -275,6 +275,42 @@ def to_executorch(lowered: Lowered, target: Target, planner: str = DEFAULT_PLANN
     return program
 
 
+def check_io(target: Target, options: LowerOptions | None) -> None:
+    """`--io int8`/`int8-all` is a Cortex-M option: refused (usage, exit 2) elsewhere, with the fix."""
+    io = options.io if options is not None else "float"
+    if io != "float" and target.flow != "cortex_m":
+        raise AotError(f"--io {io} is for the Cortex-M targets: on {target.name} the NPU delegate's int8 input is "
+                       "fed by a CPU quantize this release keeps; compile with --io float or for a cortex-m target")
+
+
+def int8_io_inputs(lowered: Lowered) -> tuple[torch.Tensor, ...]:
+    """LOWERED's example inputs as its program takes them: with `--io int8`, each input the int8_io pass made int8
+    quantized with its qparams by the same cortex_m op the program no longer runs (so the int8 program computes
+    what the float one did), with the input's own strides; the others as they are."""
+    entries = {e["index"]: e for e in (lowered.extra.get("int8_io") or {}).get("inputs", [])}
+    if not entries:
+        return lowered.inputs
+    import executorch.backends.cortex_m.ops.operators  # noqa: F401  (registers torch.ops.cortex_m)
+
+    out = []
+    for i, x in enumerate(lowered.inputs):
+        e = entries.get(i)
+        if e is None:
+            out.append(x)
+            continue
+        q = torch.ops.cortex_m.quantize_per_tensor(x, e["scale"], e["zero_point"], e["qmin"], e["qmax"], torch.int8)
+        out.append(torch.empty_like(x, dtype=torch.int8).copy_(q))  # x's strides: the dim order the program planned
+    return tuple(out)
+
+
+def float_view(outputs: list[torch.Tensor], report: dict[str, Any]) -> list[torch.Tensor]:
+    """The program's outputs in real units: with `--io int8-all`, the int8 outputs dequantized with their qparams
+    (for the SNR against the float model); the others as they are."""
+    entries = {e["index"]: e for e in (report.get("int8_io") or {}).get("outputs", [])}
+    return [(o.float() - entries[k]["zero_point"]) * entries[k]["scale"] if k in entries else o
+            for k, o in enumerate(outputs)]
+
+
 def lower_model(model: LoadedModel, target: Target, options: LowerOptions | None,
                 calibration: list[tuple[torch.Tensor, ...]], vela_dir: Path) -> tuple[Lowered, dict[str, bytes] | None]:
     """MODEL quantized with CALIBRATION and lowered for TARGET as `compile` does (Vela's files for an Ethos-U
@@ -302,6 +338,7 @@ def compile_model(
     TARGET_NAME: a target's name, or a Target (one with a Vela system config or memory mode chosen)."""
     target = target_name if isinstance(target_name, Target) else get_target(target_name)
     options = options or make_options()  # our passes, as the CLI configures them
+    check_io(target, options)
     model = load_model(model_spec)
     out = output_folder(outdir)
     stem = f"{model.name}_{target.name}"
@@ -321,6 +358,7 @@ def compile_model(
         options.intermediates = str(out / f"{stem}.vela")
     with torch.no_grad():
         lowered = flow_for(target).lower(model.module, model.inputs, calib, target, options)
+    lowered.inputs = int8_io_inputs(lowered)
     ref = _reference(lowered, target, out, stem)
     device_out = ref.device_out
     edge_before_emit = copy.deepcopy(lowered.edge)  # for the ETRecord: to_executorch changes the graph
@@ -351,7 +389,8 @@ def _report(model: LoadedModel, target: Target, key: str, compile_s: float, floa
             program: Any, lowered: Lowered, needs: ProgramNeeds | None, ref: _Reference,
             files: dict[str, Any]) -> dict[str, Any]:
     """The compile report (NAME_TARGET.json), in the order its keys have always had."""
-    acc = numerics.compare(float_out, ref.device_out)
+    io = lowered.extra.get("int8_io") or {}
+    acc = numerics.compare(float_out, float_view(ref.device_out, {"int8_io": io}))
     report: dict[str, Any] = {
         "model": model.name,
         "source": model.source,
@@ -376,7 +415,7 @@ def _report(model: LoadedModel, target: Target, key: str, compile_s: float, floa
             "max_abs": max(r["max_abs"] for r in acc),
             "reference": "tosa_reference_model + cortex_m Python references" if ref.tosa_graphs else "cortex_m Python references",
         },
-        "output_qparams": program_info.output_qparams(lowered.edge),
+        "output_qparams": program_info.output_qparams(lowered.edge, io.get("outputs", [])),
         "vela": _vela_summary(lowered),
         "vela_config": _vela_config(target),
         "notes": lowered.notes,

@@ -35,7 +35,7 @@ def _fit_in_bands(spec: ProgramSpec, output: Path, board: BoardRef | None, res: 
     def compile_with(bands: int, folder: Path) -> Any:
         opts = make_options(patch_bands=bands) if base is None else make_options(
             base.lut_fusion, base.explicit_layout, base.allow_float, base.linear_mode, base.streaming_state,
-            base.memory_planner, bands)
+            base.memory_planner, bands, base.io)
         return compile_model(spec.model, spec.target, folder, spec.calibration, opts, reuse_cache=True)
 
     what = f"{res.name} ({res.target.name})"

@@ -111,14 +111,18 @@ def partition_count(edge: Any) -> int:
     return sum(1 for name, _ in gm.named_children() if name.startswith("lowered_module"))
 
 
-def output_qparams(edge: Any) -> list[dict[str, Any] | None]:
-    """Scale/zero point of each float output that comes from a dequantize (for steps in reports)."""
+def output_qparams(edge: Any, int8_outputs: list[dict[str, Any]] | None = None) -> list[dict[str, Any] | None]:
+    """Scale/zero point of each float output that comes from a dequantize, and of each output `--io int8-all` gives
+    as int8 codes (INT8_OUTPUTS: the int8_io pass's report entries), for steps in reports."""
     gm = edge.exported_program().graph_module
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    codes = {e["index"]: e for e in int8_outputs or []}
     res: list[dict[str, Any] | None] = []
-    for a in out_node.args[0]:
+    for k, a in enumerate(out_node.args[0]):
         info = None
-        if isinstance(a, torch.fx.Node) and a.op == "call_function" and "dequantize" in str(a.target):
+        if k in codes:
+            info = {"scale": float(codes[k]["scale"]), "zero_point": int(codes[k]["zero_point"]), "int8": True}
+        elif isinstance(a, torch.fx.Node) and a.op == "call_function" and "dequantize" in str(a.target):
             info = {"scale": float(a.args[1]), "zero_point": int(a.args[2])}
         res.append(info)
     return res

@@ -54,7 +54,16 @@ def print_compile(report: dict[str, Any]) -> None:
         t.add_row("LUT fusion", f"{lf.get('regions_fused', 0)} regions, ops {lf.get('ops_before')} -> {lf.get('ops_after')}")
     if patch_text(report):
         t.add_row("patch stages", patch_text(report))
+    for kind, text in int8_io_rows(report):
+        t.add_row(kind, text)
     _console.print(t)
+
+
+def int8_io_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """`--io int8`: each int8 input's (and output's) qparams, what a caller quantizes with (emlkit/passes/int8_io.py)."""
+    io = report.get("int8_io") or {}
+    return [(f"int8 {kind[:-1]} {e['index']}", f"scale {e['scale']:.9g}, zero point {e['zero_point']} "
+             f"(real = scale * (q - zero_point))") for kind in ("inputs", "outputs") for e in io.get(kind, [])]
 
 
 def patch_text(report: dict[str, Any]) -> str | None:

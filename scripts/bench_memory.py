@@ -10,7 +10,10 @@ emitted three times, its arena placed by ExecuTorch's planner and by ours (emlki
 programs are loaded by the firmware built for the host (the device's own load check). The figures:
 the arena of each plan (memory id 1, bytes; ours with and without in-place outputs), and the lower bound for any plan that keeps a call's output
 apart from its inputs: the largest (inputs + output) over the calls. The kernels' scratch is a fixed
-per-board buffer outside the arena, so it is not in these figures.
+per-board buffer outside the arena, so it is not in these figures. The int8-input figures (`--io int8`) are of
+the same lowered programs (whole and patch-based) with the int8_io pass applied, as `compile --io int8` applies it
+(emlkit/passes/int8_io.py: the leading quantize of each float input removed), planned by ours and load-checked
+with int8 test inputs; their ratios are to ExecuTorch's plan of the float-input program.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from emlkit import emit, program_info, reference, verify
-from emlkit.compile import lower_model, make_options, to_executorch
+from emlkit.compile import int8_io_inputs, lower_model, make_options, to_executorch
 from emlkit.load import calibration_set, load_model
 from emlkit.memory_plan import layer_bound
 from emlkit.targets import get_target
@@ -54,6 +58,11 @@ class Row:
     seconds: float
     patch: int = 0          # arena bytes with --patch-stages PATCH_BANDS (ours), 0: no chain to patch
     graph_order: int = 0    # arena bytes, ours with the calls in graph order (emlkit/op_order.py not run)
+    int8: int = 0           # arena bytes, ours, the program with int8 inputs (--io int8)
+    int8_patch: int = 0     # arena bytes, ours, patch-based with int8 inputs; 0: no chain to patch
+    int8_bound: int = 0     # the lower bound of the int8-input program
+    int8_bound_op: str = ""
+    int8_all: int = 0       # arena bytes, ours, int8 inputs and outputs (--io int8-all)
 
     @property
     def ratio(self) -> float:
@@ -62,6 +71,26 @@ class Row:
 
 def arena(program: object) -> int:
     return int(program_info.memory_plan(program)["arena_total"])
+
+
+def int8_input_program(lowered: Any, target: Any, tosa: Any, io: str = "int8") -> Any:
+    """LOWERED's program with int8 inputs (IO "int8-all": and outputs): a copy of its edge program through the
+    int8_io pass (as `compile --io IO` runs it), planned by ours and load-checked by the firmware with int8 test
+    inputs."""
+    from emlkit.passes.int8_io import Int8Io
+
+    low = copy.copy(lowered)
+    low.edge = copy.deepcopy(lowered.edge)
+    io_pass = Int8Io()
+    io_pass.set_target(target, make_options(io=io))
+    low.edge._edge_programs["forward"] = io_pass(low.edge.exported_program())
+    low.extra = {**lowered.extra, "int8_io": io_pass.report()}
+    low.inputs = int8_io_inputs(low)
+    with torch.no_grad():
+        expected = reference.run_lowered(low.edge, low.inputs, tosa)
+    program = to_executorch(low, target, "emlkit")
+    verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [(low.inputs, expected)])), target.name)
+    return program
 
 
 def measure(name: str, target_name: str) -> Row:
@@ -73,6 +102,8 @@ def measure(name: str, target_name: str) -> Row:
         with torch.no_grad():
             expected = reference.run_lowered(lowered.edge, lowered.inputs, tosa)
         edge = lowered.edge
+        int8_program = int8_input_program(lowered, target, tosa)
+        int8_all = arena(int8_input_program(lowered, target, tosa, "int8-all"))
         figures: dict[str, int] = {}
         bound = None
         for planner in ("executorch", "emlkit-no-in-place", "emlkit-graph-order", "emlkit"):
@@ -87,16 +118,19 @@ def measure(name: str, target_name: str) -> Row:
         # Patch-based first stages (emlkit/passes/patch_stages.py): lowered again, as `--patch-stages` compiles.
         opts = make_options(patch_bands=PATCH_BANDS)
         banded, tosa = lower_model(model, target, opts, calibration_set(None, model.inputs).samples, Path(tmp))
-        patch = 0
+        patch = int8_patch = 0
         if any(p.report().get("patch_bands") for p in opts.program_passes if hasattr(p, "report")):
+            int8_patch = arena(int8_input_program(banded, target, tosa))
             with torch.no_grad():
                 expected = reference.run_lowered(banded.edge, banded.inputs, tosa)
             program = to_executorch(banded, target, "emlkit")
             verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [(banded.inputs, expected)])),
                                      target.name)
             patch = arena(program)
+    int8_bound = layer_bound(int8_program)
     return Row(name, target.name, figures["executorch"], figures["emlkit-no-in-place"], figures["emlkit"], bound.bytes,
-               bound.op, round(time.monotonic() - t0, 1), patch, figures["emlkit-graph-order"])
+               bound.op, round(time.monotonic() - t0, 1), patch, figures["emlkit-graph-order"], arena(int8_program),
+               int8_patch, int8_bound.bytes, int8_bound.op, int8_all)
 
 
 def page(rows: list[Row]) -> str:
@@ -120,6 +154,10 @@ def page(rows: list[Row]) -> str:
         "emlkit/passes/patch_stages.py; - where the model has no such chain); the bands compute halo rows "
         "again, so they cost instructions (measured with `emlkit run`, in the README).",
         "",
+        "Every column of the first table is the plan of the program with **float inputs** (the default, `--io "
+        "float`), whose first op quantizes each input: the float input (4 bytes an element) is in the arena until "
+        "that quantize has read it.",
+        "",
         "| model | ExecuTorch plan B | ours, no in-place B | ours, graph order B | ours B | ours / ExecuTorch "
         "| lower bound B | bound at | patch-based B | patch-based / ExecuTorch |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -128,6 +166,28 @@ def page(rows: list[Row]) -> str:
         patch = f"{r.patch:,} | {r.patch / r.executorch:.3f}" if r.patch else "- | -"
         lines.append(f"| {r.model} | {r.executorch:,} | {r.no_in_place:,} | {r.graph_order:,} | {r.emlkit:,} | {r.ratio:.3f} | "
                      f"{r.bound:,} | {r.bound_op} | {patch} |")
+    lines += [
+        "",
+        "## With int8 inputs (`--io int8`)",
+        "",
+        "Ours (the default planner) for the program with **int8 inputs** (`--io int8`, emlkit/passes/int8_io.py: the "
+        "leading quantize is gone and the caller gives the int8 codes, whose scale and zero point the compile report "
+        "names), whole and patch-based (`--patch-stages "
+        f"{PATCH_BANDS}`): the same lowered programs as above with the int8_io pass applied, as `compile --io int8` "
+        "applies it, load-checked by the firmware with int8 test inputs. The ratios are to the first table's "
+        "ExecuTorch plan, which is of the **float-input** program (ExecuTorch's own flow takes float inputs). The "
+        "lower bound is the int8-input program's. The last column: ours with int8 outputs too (`--io int8-all`: "
+        "the trailing dequantize gone as well), whole.",
+        "",
+        "| model | ExecuTorch plan, float input B | ours, int8 input B | ours int8 input / ExecuTorch float input "
+        "| patch-based, int8 input B | patch-based int8 input / ExecuTorch float input | lower bound, int8 input B "
+        "| bound at | ours, int8 inputs and outputs B | int8 in and out / ExecuTorch float input |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        patch = f"{r.int8_patch:,} | {r.int8_patch / r.executorch:.3f}" if r.int8_patch else "- | -"
+        lines.append(f"| {r.model} | {r.executorch:,} | {r.int8:,} | {r.int8 / r.executorch:.3f} | {patch} | "
+                     f"{r.int8_bound:,} | {r.int8_bound_op} | {r.int8_all:,} | {r.int8_all / r.executorch:.3f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -143,9 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in [m for m in args.models.split(",") if m]:
         row = measure(name, args.target)
         log.info("%-24s ET %9s  no in-place %9s  graph order %9s  ours %9s  (%.3f)  bound %9s at %s  patch-based %9s  "
-                 "[%.0f s]", row.model, f"{row.executorch:,}", f"{row.no_in_place:,}", f"{row.graph_order:,}",
-                 f"{row.emlkit:,}", row.ratio,
-                 f"{row.bound:,}", row.bound_op, f"{row.patch:,}", row.seconds)
+                 "int8 input %9s  int8 patch-based %9s  int8 in+out %9s  [%.0f s]", row.model, f"{row.executorch:,}",
+                 f"{row.no_in_place:,}", f"{row.graph_order:,}", f"{row.emlkit:,}", row.ratio,
+                 f"{row.bound:,}", row.bound_op, f"{row.patch:,}", f"{row.int8:,}", f"{row.int8_patch:,}",
+                 f"{row.int8_all:,}", row.seconds)
         rows.append(row)
     if args.json:
         args.json.write_text(json.dumps([asdict(r) | {"ratio": round(r.ratio, 4)} for r in rows], indent=1) + "\n")

@@ -29,10 +29,17 @@ class LowerOptions:
     # Cortex-M: the high-resolution first stages run in this many row bands (emlkit/passes/patch_stages.py); 0: off,
     # PATCH_AUTO: the pass chooses the count, or off, from the chain's shapes.
     patch_bands: int = 0
+    # Cortex-M: "int8" takes each float input as the int8 codes its first quantize made, "int8-all" also gives the
+    # outputs as int8 codes; "float" (default) keeps float inputs and outputs (emlkit/passes/int8_io.py).
+    io: str = "float"
 
     @property
     def patch_stages(self) -> bool:
         return self.patch_bands >= 2 or self.patch_bands == PATCH_AUTO
+
+    @property
+    def int8_inputs(self) -> bool:
+        return self.io != "float"
     # Passes run on the exported float graph before quantization annotation (op rewrites).
     pre_quant_passes: list[GraphPass] = field(default_factory=list)
     # Called with (quantizer, target, options); returns the quantizer to use (configuration tweaks).

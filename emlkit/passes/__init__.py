@@ -70,6 +70,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
   on Cortex-M.
 - emlkit_avg_pool.py: dq -> average pool / mean -> q -> emlkit::quantized_avg_pool2d (integer sum,
   requantized to the pool's own output qparams) on Cortex-M.
+- int8_io.py: with --io int8 each float input as the int8 codes its leading quantize made (and with int8-all
+  each output as the codes its trailing dequantize read), qparams reported (Cortex-M program).
 - verify_program.py: last pass, rejects broken programs and (by default) float islands.
 
 Each pass class derives from manager.Pass and declares (`@declare`) its `stage`, the `ops` it rewrites,

@@ -124,6 +124,11 @@ int main(int argc, char **argv) {
     if ((st = eml_input_info(&g_ctx, i, &info)) != EML_OK) return failed("eml_input_info", st);
     describe("input", i, &info);
   }
+#ifdef EMLKIT_INPUT0_SCALE
+  /* --io int8: the program has no quantize at its inputs; model_data.h gives how to quantize them */
+  say("input 0 takes int8 codes: q = round(x / %.9g) + %d (model_data.h)\n", EMLKIT_INPUT0_SCALE,
+      EMLKIT_INPUT0_ZERO_POINT);
+#endif
 
   /* 4. Two runs, a warm-up and a measured one; inputs are set before each,
    * since a run may reuse their memory. */

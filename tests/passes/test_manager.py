@@ -27,7 +27,8 @@ EXPECTED = {
     "pre_edge": ["LutFusion", "ScalarOpsAsTables", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "CompareOnCodes", "ArgmaxOnCodes", "MedianOnCodes",
                  "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag", "ExplicitNpuClamp", "NpuPoolZeroPoint",
                  "NpuA16w8ConvRescale"],
-    "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm", "PatchStages", "OperandsInOutOrder"],
+    "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm", "PatchStages", "OperandsInOutOrder",
+                "Int8Io"],
     "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
     "check": ["VerifyProgram"],
 }
@@ -53,7 +54,7 @@ CORTEX_M = {
     "quantizer_hook": _only(EXPECTED["quantizer_hook"], "Int8MatmulOnU55", "NpuSoftmaxRanges", "NpuHardswishFloor"),
     "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "CompareOnCodes", "ArgmaxOnCodes", "MedianOnCodes",
                  "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag"],
-    "program": _only(EXPECTED["program"], "PatchStages"),  # only with --patch-stages auto|N
+    "program": _only(EXPECTED["program"], "PatchStages", "Int8Io"),  # only with --patch-stages auto|N, --io int8
     "post": EXPECTED["post"],
     "check": EXPECTED["check"],
 }
@@ -94,11 +95,14 @@ def test_pipeline_per_target(target: str) -> None:
 
 def test_pipeline_follows_the_options() -> None:
     m55 = get_target("cortex-m55")
+    for io in ("int8", "int8-all"):
+        assert pipeline(make_options(io=io), m55) == {**CORTEX_M, "program": _only(EXPECTED["program"], "PatchStages")}
     got = pipeline(make_options(lut_fusion=False, explicit_layout=True), m55)
     assert got == {**CORTEX_M, "pre_quant": _only(CORTEX_M["pre_quant"], "ChannelsLastEverywhere"),
                    "pre_edge": ["ScalarOpsAsTables", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "CompareOnCodes", "ArgmaxOnCodes", "MedianOnCodes",
                                 "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag"]}
-    assert pipeline(make_options(patch_bands=4), m55)["program"] == EXPECTED["program"]
+    assert pipeline(make_options(patch_bands=4), m55)["program"] == _only(EXPECTED["program"], "Int8Io")
+    assert pipeline(make_options(patch_bands=4, io="int8"), m55)["program"] == EXPECTED["program"]
     # Portable-kernel cores keep the one-channel depthwise; a16w8 NPU targets get their own fixes.
     assert "DepthwiseOneChannelAsConv" not in pipeline(make_options(), get_target("cortex-m3"))["program"]
     a16 = pipeline(make_options(), get_target("ethos-u55-128-a16w8"))
