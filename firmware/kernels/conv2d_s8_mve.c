@@ -472,6 +472,141 @@ static inline conv_xq_fn *conv_xq_pick(int im2col, int32_t K, int neg) {
   return conv_xq_fns[im2col][K % 16 != 0][(K + 15) / 16 - 2][neg != 0];
 }
 
+/* 1x1 with K = 64 and out_c a multiple of 16, two pixels (A, B) at a time: every weight vector loaded
+ * serves both pixels, 13 instructions per channel and pair (four weight loads, eight VMLAV(A), one
+ * reload) rather than 16. A's row stays in q0-q3 and B's first three vectors in q4-q6; q7 takes the
+ * weights, and B's last vector goes through q6 in turn, which is why odd channels walk their vectors
+ * backwards: q6 is B's last vector after an even channel and B's third after an odd one, each time
+ * the vector the next channel starts with. Per 16 channels the 32 sums go to buf (the int32 sums as the
+ * reference computes them, without the folded bias), then one vector pass adds the bias and
+ * requantizes, clamps and stores both pixels with the group's multipliers and shifts loaded once. */
+typedef struct {
+  const int8_t *x;      /* 0: pixel A's row; B's follows it; moves on by two rows per pair */
+  const int8_t *w;      /* 4: first weight row */
+  const int32_t *beff;  /* 8 */
+  const int32_t *mult;  /* 12 */
+  const int32_t *shift; /* 16 */
+  int8_t *out;          /* 20: A's outputs; moves on as the loop stores */
+  int32_t chunks;       /* 24: out_c / 16 */
+  int32_t npairs;       /* 28: >= 1; counts down as the loop runs */
+  int32_t off;          /* 32 */
+  int32_t oc;           /* 36: output bytes per pixel */
+  int32_t cleft;        /* 40: the loop's: chunks left */
+  int32_t pad_;         /* 44 */
+  int32_t lo[4];        /* 48 */
+  int32_t hi[4];        /* 64 */
+  int32_t buf[32];      /* 80: A's 16 sums, then B's */
+} conv_xp_args;
+
+/* Two channels (even: forward, odd: backward) of both pixels: sums r0 / r2 (even channel, A / B) and
+ * r4 / r6 (odd), stored to buf at r5. */
+#define XP_PAIR                                                             \
+  "vldrb.8 q7, [r1]\n"                                                      \
+  "vmlav.s8 r0, q0, q7\n"                                                   \
+  "vmlav.s8 r2, q4, q7\n"                                                   \
+  "vldrb.8 q7, [r1, #16]\n"                                                 \
+  "vmlava.s8 r0, q1, q7\n"                                                  \
+  "vmlava.s8 r2, q5, q7\n"                                                  \
+  "vldrb.8 q7, [r1, #32]\n"                                                 \
+  "vmlava.s8 r0, q2, q7\n"                                                  \
+  "vmlava.s8 r2, q6, q7\n"                                                  \
+  "vldrb.8 q7, [r1, #48]\n"                                                 \
+  "vmlava.s8 r0, q3, q7\n"                                                  \
+  "vldrb.8 q6, [r3, #48]\n" /* B's last vector */                          \
+  "vmlava.s8 r2, q6, q7\n"                                                  \
+  "vldrb.8 q7, [r1, #112]\n"                                                \
+  "vmlav.s8 r4, q3, q7\n"                                                   \
+  "vmlav.s8 r6, q6, q7\n"                                                   \
+  "vldrb.8 q7, [r1, #96]\n"                                                 \
+  "vmlava.s8 r4, q2, q7\n"                                                  \
+  "vldrb.8 q6, [r3, #32]\n" /* B's third vector again */                   \
+  "vmlava.s8 r6, q6, q7\n"                                                  \
+  "vldrb.8 q7, [r1, #80]\n"                                                 \
+  "vmlava.s8 r4, q1, q7\n"                                                  \
+  "vmlava.s8 r6, q5, q7\n"                                                  \
+  "vldrb.8 q7, [r1, #64]\n"                                                 \
+  "vmlava.s8 r4, q0, q7\n"                                                  \
+  "vmlava.s8 r6, q4, q7\n"                                                  \
+  "add r1, #128\n"                                                          \
+  "strd r2, r6, [r5, #64]\n"                                                \
+  "strd r0, r4, [r5], #8\n"
+/* Four channels of both pixels from buf (r5): bias, requantize (k_requantize_mve), output offset (r0),
+ * clamp (q7 / q6), store at r4 (A) and r7 (B): the narrowing stores take low registers only. */
+#define XP_RQ4(FIX)                                                         \
+  "vldrw.32 q0, [r8], #16\n"                                                \
+  "vldrw.32 q1, [r9], #16\n"                                                \
+  "vldrw.32 q2, [r10], #16\n"                                               \
+  "vldrw.32 q4, [r5, #64]\n"                                                \
+  "vldrw.32 q3, [r5], #16\n"                                                \
+  "vadd.i32 q3, q3, q0\n"                                                   \
+  "vadd.i32 q4, q4, q0\n"                                                   \
+  "vqrdmulh.s32 q3, q3, q1\n"                                               \
+  "vqrdmulh.s32 q4, q4, q1\n"                                               \
+  FIX("q3", "q2", "q5")                                                     \
+  FIX("q4", "q2", "q5")                                                     \
+  "vrshl.s32 q3, q3, q2\n"                                                  \
+  "vrshl.s32 q4, q4, q2\n"                                                  \
+  "vadd.i32 q3, q3, r0\n"                                                   \
+  "vadd.i32 q4, q4, r0\n"                                                   \
+  "vmax.s32 q3, q3, q7\n"                                                   \
+  "vmax.s32 q4, q4, q7\n"                                                   \
+  "vmin.s32 q3, q3, q6\n"                                                   \
+  "vmin.s32 q4, q4, q6\n"                                                   \
+  "vstrb.32 q3, [r4], #4\n"                                                 \
+  "vstrb.32 q4, [r7], #4\n"
+#define XP_LOOP(FIX)                                                        \
+  "mov r12, r0\n"                                                           \
+  "1:\n" /* pair */                                                        \
+  "ldr r3, [r12, #0]\n"                                                     \
+  "add r3, #64\n" /* B's row */                                            \
+  "ldr r1, [r12, #4]\n"                                                     \
+  "ldr r8, [r12, #8]\n"                                                     \
+  "ldr r9, [r12, #12]\n"                                                    \
+  "ldr r10, [r12, #16]\n"                                                   \
+  "ldr r11, [r12, #20]\n"                                                   \
+  "ldr r0, [r12, #24]\n"                                                    \
+  "str r0, [r12, #40]\n"                                                    \
+  "2:\n" /* 16 channels */                                                 \
+  "vldrb.8 q0, [r3, #-64]\n"                                                \
+  "vldrb.8 q1, [r3, #-48]\n"                                                \
+  "vldrb.8 q2, [r3, #-32]\n"                                                \
+  "vldrb.8 q3, [r3, #-16]\n"                                                \
+  "vldrb.8 q4, [r3]\n"                                                      \
+  "vldrb.8 q5, [r3, #16]\n"                                                 \
+  "vldrb.8 q6, [r3, #32]\n"                                                 \
+  "add r5, r12, #80\n"                                                      \
+  "movs r7, #8\n"                                                           \
+  "dls lr, r7\n"                                                            \
+  "3:\n" XP_PAIR "le lr, 3b\n"                                              \
+  "vldrw.32 q7, [r12, #48]\n"                                               \
+  "vldrw.32 q6, [r12, #64]\n"                                               \
+  "ldr r0, [r12, #32]\n"                                                    \
+  "ldr r7, [r12, #36]\n"                                                    \
+  "add r7, r11\n" /* B's outputs */                                        \
+  "add r5, r12, #80\n"                                                      \
+  "mov r4, r11\n"                                                           \
+  XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX)                           \
+  "mov r11, r4\n"                                                           \
+  "ldr r2, [r12, #40]\n"                                                    \
+  "subs r2, #1\n"                                                           \
+  "str r2, [r12, #40]\n"                                                    \
+  "bne 2b\n"                                                                \
+  "ldr r2, [r12, #36]\n" /* r11: B's outputs, the next pair's are past them */ \
+  "add r11, r2\n"                                                           \
+  "str r11, [r12, #20]\n"                                                   \
+  "ldr r2, [r12, #0]\n"                                                     \
+  "add r2, #128\n"                                                          \
+  "str r2, [r12, #0]\n"                                                     \
+  "ldr r2, [r12, #28]\n"                                                    \
+  "subs r2, #1\n"                                                           \
+  "str r2, [r12, #28]\n"                                                    \
+  "bne 1b\n"
+K_ASM_LOOP(conv_xp64, conv_xp_args, XP_LOOP(K_FIX_ANY))
+K_ASM_LOOP(conv_xp64n, conv_xp_args, XP_LOOP(K_FIX_NEG))
+#undef XP_LOOP
+#undef XP_RQ4
+#undef XP_PAIR
+
 static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                     const int32_t *shift, int8_t *out, const int32_t *beff, int neg) {
   const int32_t K = p->in_c, nv = (K + 15) / 16;
@@ -480,6 +615,16 @@ static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, co
   a.groups = p->out_c / 4, a.npix = p->batch * p->out_h * p->out_w, a.off = p->output_offset;
   a.tail = K - 16 * (nv - 1);
   for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
+  if (K == 64 && p->out_c % 16 == 0 && a.npix >= 2) {
+    conv_xp_args b __attribute__((aligned(16)));
+    b.x = in, b.w = w, b.beff = beff, b.mult = mult, b.shift = shift, b.out = out;
+    b.chunks = p->out_c / 16, b.npairs = a.npix / 2, b.off = p->output_offset, b.oc = p->out_c;
+    for (int j = 0; j < 4; j++) b.lo[j] = p->act_min, b.hi[j] = p->act_max;
+    (neg ? conv_xp64n : conv_xp64)(&b);
+    if (!(a.npix & 1)) return;
+    /* the odd pixel out */
+    a.x = in + (size_t)(a.npix - 1) * K, a.out = out + (size_t)(a.npix - 1) * p->out_c, a.npix = 1;
+  }
   conv_xq_pick(0, K, neg)(&a);
 }
 

@@ -107,6 +107,7 @@ static void random_conv_wide(qconv_params *p, int depthwise, int t) {
         p->stride_h = p->stride_w = 1;
         p->in_c = (t % 16 == 1) ? 16 * rr(2, 4) : rr(17, 64);
         p->out_c = 4 * rr(1, 20);
+        if (t % 32 == 1) p->in_c = 64, p->out_c = 16 * rr(1, 5); /* two pixels at a time (conv_xp64) */
       }
       if (t % 8 == 7) { /* gathered rows of 16 < K <= 64 often (the same kernel, im2col) */
         p->k_h = 3, p->k_w = rr(2, 3);
@@ -137,6 +138,8 @@ static long conv_trial(int t, int depthwise) {
   fill_bias(p.out_c);
   if (t < TRIALS) rq_n(p.out_c);
   else rq_vec_n(p.out_c);
+  if (t % 64 == 33) /* every shift negative: the asm loops' K_FIX_NEG variants */
+    for (int32_t i = 0; i < p.out_c; i++) g_shift[i] -= g_shift[i] == 0;
   const int32_t *bias = (t & 1) ? g_bias : NULL;
   if (t >= TRIALS && ((t >> 1) & 1)) p.beff = window_bias(&p, g_w, bias, depthwise);
   if (p.beff && depthwise && p.out_c == p.in_c && ((t >> 2) & 1)) p.dwblk = dw_blocks(&p, p.beff, g_mult, g_shift);
