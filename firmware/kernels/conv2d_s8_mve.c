@@ -604,8 +604,127 @@ typedef struct {
 K_ASM_LOOP(conv_xp64, conv_xp_args, XP_LOOP(K_FIX_ANY))
 K_ASM_LOOP(conv_xp64n, conv_xp_args, XP_LOOP(K_FIX_NEG))
 #undef XP_LOOP
-#undef XP_RQ4
 #undef XP_PAIR
+
+/* The same for gathered rows of 32 < K <= 48 (DS-CNN's first layer: 10x4 taps of one channel), one pair
+ * per call: both rows (im2col, 48 bytes apart) in q0-q2 and q3-q5, the weights' third vector a predicated
+ * load of its K - 32 bytes (P0). 11 instructions per channel and pair rather than 16. The two pixels need
+ * not be neighbours (outB is separate): an odd pixel out goes as A and B at once. */
+typedef struct {
+  const int8_t *w;      /* 0: first weight row */
+  const int32_t *beff;  /* 4 */
+  const int32_t *mult;  /* 8 */
+  const int32_t *shift; /* 12 */
+  int8_t *outa;         /* 16 */
+  int8_t *outb;         /* 20: moves on as the loop stores */
+  int32_t chunks;       /* 24: out_c / 16 */
+  int32_t off;          /* 28 */
+  int32_t k;            /* 32: 33..48 */
+  int32_t cleft;        /* 36: the loop's: chunks left */
+  int32_t pad_[2];      /* 40 */
+  int32_t lo[4];        /* 48 */
+  int32_t hi[4];        /* 64 */
+  int32_t buf[32];      /* 80: A's 16 sums, then B's */
+  int8_t row[96];       /* 208: A's gathered row, B's at +48 */
+} conv_xr_args;
+
+/* One channel of both pixels: sums A (pixel A) and B. */
+#define XR_CH(A, B)                                                         \
+  "vldrb.8 q7, [r1]\n"                                                      \
+  "vmlav.s8 " A ", q0, q7\n"                                                \
+  "vmlav.s8 " B ", q3, q7\n"                                                \
+  "vldrb.8 q7, [r1, #16]\n"                                                 \
+  "vmlava.s8 " A ", q1, q7\n"                                               \
+  "vmlava.s8 " B ", q4, q7\n"                                               \
+  "vpst\n"                                                                  \
+  "vldrbt.8 q7, [r1, #32]\n"                                                \
+  "vmlava.s8 " A ", q2, q7\n"                                               \
+  "vmlava.s8 " B ", q5, q7\n"                                               \
+  "add r1, r7\n"
+#define XR_LOOP(FIX)                                                        \
+  "mov r12, r0\n"                                                           \
+  "ldr r1, [r12, #0]\n"                                                     \
+  "ldr r8, [r12, #4]\n"                                                     \
+  "ldr r9, [r12, #8]\n"                                                     \
+  "ldr r10, [r12, #12]\n"                                                   \
+  "ldr r11, [r12, #16]\n"                                                   \
+  "ldr r0, [r12, #24]\n"                                                    \
+  "str r0, [r12, #36]\n"                                                    \
+  "ldr r0, [r12, #32]\n"                                                    \
+  "subs r0, #32\n"                                                          \
+  "vctp.8 r0\n" /* P0: the third vector's bytes, for the whole call */     \
+  "2:\n" /* 16 channels */                                                 \
+  "add r3, r12, #208\n"                                                     \
+  "vldrb.8 q0, [r3]\n"                                                      \
+  "vldrb.8 q1, [r3, #16]\n"                                                 \
+  "vldrb.8 q2, [r3, #32]\n"                                                 \
+  "vldrb.8 q3, [r3, #48]\n"                                                 \
+  "vldrb.8 q4, [r3, #64]\n"                                                 \
+  "vldrb.8 q5, [r3, #80]\n"                                                 \
+  "ldr r7, [r12, #32]\n"                                                    \
+  "add r5, r12, #80\n"                                                      \
+  "movs r3, #8\n"                                                           \
+  "dls lr, r3\n"                                                            \
+  "3:\n" XR_CH("r0", "r2") XR_CH("r4", "r6")                                \
+  "strd r2, r6, [r5, #64]\n"                                                \
+  "strd r0, r4, [r5], #8\n"                                                 \
+  "le lr, 3b\n"                                                             \
+  "vldrw.32 q7, [r12, #48]\n"                                               \
+  "vldrw.32 q6, [r12, #64]\n"                                               \
+  "ldr r0, [r12, #28]\n"                                                    \
+  "ldr r7, [r12, #20]\n"                                                    \
+  "add r5, r12, #80\n"                                                      \
+  "mov r4, r11\n"                                                           \
+  XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX)                           \
+  "mov r11, r4\n"                                                           \
+  "str r7, [r12, #20]\n"                                                    \
+  "ldr r2, [r12, #36]\n"                                                    \
+  "subs r2, #1\n"                                                           \
+  "str r2, [r12, #36]\n"                                                    \
+  "bne 2b\n"
+K_ASM_LOOP(conv_xr48, conv_xr_args, XR_LOOP(K_FIX_ANY))
+K_ASM_LOOP(conv_xr48n, conv_xr_args, XR_LOOP(K_FIX_NEG))
+#undef XR_LOOP
+#undef XR_CH
+#undef XP_RQ4
+
+/* Every pixel through conv_xr48, two at a time in raster order, each row gathered by im2col_row. */
+static void conv_xr(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                    const int32_t *shift, int8_t *out, const int32_t *beff, int neg) {
+  conv_xr_args a __attribute__((aligned(16)));
+  a.w = w, a.beff = beff, a.mult = mult, a.shift = shift, a.chunks = p->out_c / 16, a.off = p->output_offset;
+  a.k = p->k_h * p->k_w * p->in_c;
+  for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
+  for (int j = 0; j < 96; j++) a.row[j] = 0; /* the bytes past K: read, times zero weights */
+  const int8x16_t vpad = vdupq_n_s8((int8_t)-p->input_offset);
+  const int32_t OH = p->out_h, OW = p->out_w, OC = p->out_c;
+  int32_t b = 0, oy = 0, ox = 0; /* the next pixel */
+  const int32_t npix = p->batch * OH * OW;
+  for (int32_t i = 0; i < npix; i += 2) {
+    int32_t nb = b, ny = oy, nx = ox; /* pixel A, then B (A again for the last of an odd count) */
+    im2col_row(p, in, b, oy, ox, vpad, a.row);
+    a.outa = out + (size_t)i * OC;
+    for (int s = 0; s < 2; s++)
+      if (++nx == OW) {
+        nx = 0;
+        if (++ny == OH) ny = 0, nb++;
+      }
+    if (i + 1 < npix) {
+      int32_t pb = b, py = oy, px = ox + 1;
+      if (px == OW) {
+        px = 0;
+        if (++py == OH) py = 0, pb++;
+      }
+      im2col_row(p, in, pb, py, px, vpad, a.row + 48);
+      a.outb = a.outa + OC;
+    } else {
+      copy_s8(a.row + 48, a.row, a.k);
+      a.outb = a.outa;
+    }
+    (neg ? conv_xr48n : conv_xr48)(&a);
+    b = nb, oy = ny, ox = nx;
+  }
+}
 
 static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                     const int32_t *shift, int8_t *out, const int32_t *beff, int neg) {
@@ -884,6 +1003,8 @@ k_status emk_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t
     conv_k16(p, in, w, mult, shift, out, beff, neg);
   else if (CONV_MVE_IS_XQ(p))
     conv_xq(p, in, w, mult, shift, out, beff, neg);
+  else if (CONV_MVE_IS_XP(p))
+    conv_xr(p, in, w, mult, shift, out, beff, neg);
   else
     conv_fast(p, in, w, mult, shift, out, beff, row, neg);
   return K_OK;

@@ -113,6 +113,10 @@ static void random_conv_wide(qconv_params *p, int depthwise, int t) {
         p->k_h = 3, p->k_w = rr(2, 3);
         p->in_c = rr(2, 7);
         p->out_c = 4 * rr(1, 12);
+        if (t % 16 == 15) { /* gathered rows of 32 < K <= 48 with whole 16-channel groups (conv_xr48) */
+          p->k_h = rr(9, 12), p->k_w = 4, p->in_c = 1, p->in_h = rr(10, 20), p->dil_h = 1;
+          p->out_c = 16 * rr(1, 4);
+        }
       }
     }
     p->input_offset = (t % 8 == 3) ? rr(129, 255) : rr(-127, 128);
