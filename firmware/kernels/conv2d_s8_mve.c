@@ -688,7 +688,44 @@ K_ASM_LOOP(conv_xr48n, conv_xr_args, XR_LOOP(K_FIX_NEG))
 #undef XR_CH
 #undef XP_RQ4
 
-/* Every pixel through conv_xr48, two at a time in raster order, each row gathered by im2col_row. */
+/* The receptive fields of conv_xr: with images of at most 32767 bytes, a pixel's row is gathered eight
+ * taps at a time (VLDRB.S16 with 16-bit offsets from the image's start), the taps in the padding predicated
+ * off and replaced by the pad byte; the bytes past K are left as they are (they meet zero weights). Larger
+ * images, pads or dilated windows take im2col_row. */
+typedef struct {
+  uint16_t off[48];   /* byte offset of each tap from the window's origin */
+  int8_t ky[48];      /* its row within the window, ky * dil_h */
+  int8_t kx[48];      /* its column, kx * dil_w */
+} conv_xr_taps;
+
+static void conv_xr_row(const qconv_params *p, const conv_xr_taps *t, const int8_t *in, int32_t b, int32_t oy,
+                        int32_t ox, int8x16_t vpad, int8_t *dst) {
+  const int32_t IH = p->in_h, IW = p->in_w, C = p->in_c, K = p->k_h * p->k_w * C;
+  /* 16-bit offsets and int16 tap coordinates, int8 tap rows / columns (conv_xr_taps) */
+  if ((int64_t)IH * IW * C > 32767 || p->pad_h > 127 || p->pad_w > 127 || (p->k_h - 1) * p->dil_h > 127 ||
+      (p->k_w - 1) * p->dil_w > 127) {
+    im2col_row(p, in, b, oy, ox, vpad, dst);
+    return;
+  }
+  const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
+  const int8_t *img = in + (size_t)b * IH * IW * C;
+  const uint16_t org = (uint16_t)((iy0 * IW + ix0) * C); /* modulo 2^16: exact for every tap inside */
+  const int inside = iy0 >= 0 && ix0 >= 0 && iy0 + (p->k_h - 1) * p->dil_h < IH && ix0 + (p->k_w - 1) * p->dil_w < IW;
+  const int16x8_t pad = vdupq_n_s16((int16_t)-p->input_offset);
+  for (int32_t v = 0; v < K; v += 8) {
+    const uint16x8_t o = vaddq_n_u16(vldrhq_u16(t->off + v), org);
+    mve_pred16_t pr = vctp16q((uint32_t)(K - v));
+    if (!inside) {
+      const int16x8_t iy = vaddq_n_s16(vldrbq_s16(t->ky + v), (int16_t)iy0);
+      const int16x8_t ix = vaddq_n_s16(vldrbq_s16(t->kx + v), (int16_t)ix0);
+      pr &= vcmpgeq_n_s16(iy, 0) & vcmpltq_n_s16(iy, (int16_t)IH) & vcmpgeq_n_s16(ix, 0) &
+            vcmpltq_n_s16(ix, (int16_t)IW);
+    }
+    vstrbq_s16(dst + v, vpselq_s16(vldrbq_gather_offset_z_s16(img, o, pr), pad, pr));
+  }
+}
+
+/* Every pixel through conv_xr48, two at a time in raster order. */
 static void conv_xr(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                     const int32_t *shift, int8_t *out, const int32_t *beff, int neg) {
   conv_xr_args a __attribute__((aligned(16)));
@@ -696,33 +733,36 @@ static void conv_xr(const qconv_params *p, const int8_t *in, const int8_t *w, co
   a.k = p->k_h * p->k_w * p->in_c;
   for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
   for (int j = 0; j < 96; j++) a.row[j] = 0; /* the bytes past K: read, times zero weights */
+  conv_xr_taps t;
+  const int32_t C = p->in_c, kwc = p->k_w * C;
+  for (int32_t i = 0; i < 48; i++) {
+    const int32_t ky = i < a.k ? i / kwc : 0, kx = i < a.k ? i % kwc / C : 0, c = i < a.k ? i % C : 0;
+    t.off[i] = (uint16_t)((ky * p->dil_h * p->in_w + kx * p->dil_w) * C + c);
+    t.ky[i] = (int8_t)(ky * p->dil_h), t.kx[i] = (int8_t)(kx * p->dil_w);
+  }
   const int8x16_t vpad = vdupq_n_s8((int8_t)-p->input_offset);
   const int32_t OH = p->out_h, OW = p->out_w, OC = p->out_c;
-  int32_t b = 0, oy = 0, ox = 0; /* the next pixel */
+  int32_t b = 0, oy = 0, ox = 0; /* pixel A */
   const int32_t npix = p->batch * OH * OW;
   for (int32_t i = 0; i < npix; i += 2) {
-    int32_t nb = b, ny = oy, nx = ox; /* pixel A, then B (A again for the last of an odd count) */
-    im2col_row(p, in, b, oy, ox, vpad, a.row);
+    conv_xr_row(p, &t, in, b, oy, ox, vpad, a.row);
     a.outa = out + (size_t)i * OC;
-    for (int s = 0; s < 2; s++)
-      if (++nx == OW) {
-        nx = 0;
-        if (++ny == OH) ny = 0, nb++;
-      }
-    if (i + 1 < npix) {
-      int32_t pb = b, py = oy, px = ox + 1;
-      if (px == OW) {
-        px = 0;
-        if (++py == OH) py = 0, pb++;
-      }
-      im2col_row(p, in, pb, py, px, vpad, a.row + 48);
+    if (++ox == OW) {
+      ox = 0;
+      if (++oy == OH) oy = 0, b++;
+    }
+    if (i + 1 < npix) { /* pixel B */
+      conv_xr_row(p, &t, in, b, oy, ox, vpad, a.row + 48);
       a.outb = a.outa + OC;
-    } else {
+      if (++ox == OW) {
+        ox = 0;
+        if (++oy == OH) oy = 0, b++;
+      }
+    } else { /* an odd pixel out: A twice */
       copy_s8(a.row + 48, a.row, a.k);
       a.outb = a.outa;
     }
     (neg ? conv_xr48n : conv_xr48)(&a);
-    b = nb, oy = ny, ox = nx;
   }
 }
 
