@@ -169,31 +169,29 @@ typedef struct {
 } dw_run_args;
 
 /* Requantize the even / odd accumulators QE / QO of 8 channels (multipliers
- * and shifts de-interleaved from r2, which moves on by 32 bytes for each),
- * add the output offset, narrow to int16 in channel order, clamp, store 8
- * bytes at r3 + OFS. Uses q4-q6; q7 holds the lower clamp (lo, from r0 + 64) for the
- * whole loop. */
+ * de-interleaved from r2 and shifts from r5, each moving on by 32 bytes),
+ * narrow to int16 in channel order (saturating), add the output offset
+ * (saturating: exact, as the int8 clamp that follows absorbs the saturation;
+ * the offset is r12's low half), clamp, store 8 bytes at r3 + OFS. Uses q4-q6;
+ * q7 holds the lower clamp (lo, from r0 + 64) for the whole loop. */
 /* FIX(Q, S, T): k_requantize_mve's round-half-away fix-up of Q for shifts S.
  * K_FIX_ANY is its own three instructions; K_FIX_NEG, for calls whose shifts
  * are all negative, is x + (x >> 31), two (kernels_mve.h says why both are
  * exact). */
 #define DW_RQ8(QE, QO, OFS, FIX)                  \
   "vld20.32 {q4, q5}, [r2]\n"                     \
-  "vld21.32 {q4, q5}, [r2]\n"                     \
-  "add r2, #64\n"                                 \
+  "vld21.32 {q4, q5}, [r2]!\n"                    \
   "vqrdmulh.s32 " QE ", " QE ", q4\n"             \
   "vqrdmulh.s32 " QO ", " QO ", q5\n"             \
-  "vld20.32 {q4, q5}, [r2]\n"                     \
-  "vld21.32 {q4, q5}, [r2]\n"                     \
-  "sub r2, #32\n"                                 \
+  "vld20.32 {q4, q5}, [r5]\n"                     \
+  "vld21.32 {q4, q5}, [r5]!\n"                    \
   FIX(QE, "q4", "q6")                                    \
   "vrshl.s32 " QE ", " QE ", q4\n"                \
   FIX(QO, "q5", "q6")                                    \
   "vrshl.s32 " QO ", " QO ", q5\n"                \
-  "vadd.i32 " QE ", " QE ", r12\n"                \
-  "vadd.i32 " QO ", " QO ", r12\n"                \
   "vqmovnb.s32 q4, " QE "\n"                      \
   "vqmovnt.s32 q4, " QO "\n"                      \
+  "vqadd.s16 q4, q4, r12\n"                       \
   "vmax.s16 q4, q4, q7\n"                         \
   "vldrh.16 q6, [r0, #80]\n"                      \
   "vmin.s16 q4, q4, q6\n"                         \
@@ -229,8 +227,9 @@ typedef struct {
   "mov r5, r1\n"                                                                 \
   "ldr r6, [r0, #4]\n"                                                           \
   TAPS                                                                           \
-  /* multipliers at +64, shifts at +128 */                                      \
+  /* multipliers at +64, shifts at +128 (r5: the taps are done) */             \
   "add r2, r11, #64\n"                                                           \
+  "add r5, r11, #128\n"                                                          \
   DW_RQ8("q0", "q1", "", FIX)                                                    \
   DW_RQ8("q2", "q3", ", #8", FIX)                                                \
   NEXT
@@ -343,6 +342,7 @@ typedef struct {
   "subs r7, #1\n"                                                                \
   "bne 2b\n"                                                                     \
   "add r2, r11, #64\n"                                                           \
+  "add r5, r11, #128\n"                                                          \
   DW_RQ8("q0", "q1", "", FIX)                                                    \
   DW_RQ8("q2", "q3", ", #8", FIX)                                                \
   "add r11, #192\n" /* next block (DW_BLOCK int32) */                           \
