@@ -688,40 +688,51 @@ K_ASM_LOOP(conv_xr48n, conv_xr_args, XR_LOOP(K_FIX_NEG))
 #undef XR_CH
 #undef XP_RQ4
 
-/* The receptive fields of conv_xr: with images of at most 32767 bytes, a pixel's row is gathered eight
- * taps at a time (VLDRB.S16 with 16-bit offsets from the image's start), the taps in the padding predicated
- * off and replaced by the pad byte; the bytes past K are left as they are (they meet zero weights). Larger
- * images, pads or dilated windows take im2col_row. */
+/* The receptive fields of conv_xr, when a window spans less than 256 bytes of input (DS-CNN's first layer:
+ * 10 rows of 10 one-channel pixels): a pixel's row is gathered 16 taps at a time (VLDRB gather with 8-bit
+ * offsets). Windows inside the input read from their origin, unpredicated (the lanes past K read the origin
+ * and meet zero weights); border windows read from their first valid tap, the taps in the padding
+ * predicated off and replaced by the pad byte. Wider windows take im2col_row. */
 typedef struct {
-  uint16_t off[48];   /* byte offset of each tap from the window's origin */
-  int8_t ky[48];      /* its row within the window, ky * dil_h */
-  int8_t kx[48];      /* its column, kx * dil_w */
+  uint8_t off[48];  /* byte offset of each tap from the window's origin (0 past K) */
+  uint8_t ky[48];   /* its row within the window, ky * dil_h */
+  uint8_t kx[48];   /* its column, kx * dil_w */
 } conv_xr_taps;
 
-static void conv_xr_row(const qconv_params *p, const conv_xr_taps *t, const int8_t *in, int32_t b, int32_t oy,
-                        int32_t ox, int8x16_t vpad, int8_t *dst) {
+static int conv_xr_gathers(const qconv_params *p) {
+  return ((int64_t)(p->k_h - 1) * p->dil_h * p->in_w + (int64_t)(p->k_w - 1) * p->dil_w + 1) * p->in_c <= 255 &&
+         p->pad_h <= 127 && p->pad_w <= 127;
+}
+
+static inline __attribute__((always_inline)) void conv_xr_row(const qconv_params *p, const conv_xr_taps *t,
+                                                              const int8_t *in, int32_t b, int32_t oy, int32_t ox,
+                                                              int8x16_t vpad, int8_t *dst) {
   const int32_t IH = p->in_h, IW = p->in_w, C = p->in_c, K = p->k_h * p->k_w * C;
-  /* 16-bit offsets and int16 tap coordinates, int8 tap rows / columns (conv_xr_taps) */
-  if ((int64_t)IH * IW * C > 32767 || p->pad_h > 127 || p->pad_w > 127 || (p->k_h - 1) * p->dil_h > 127 ||
-      (p->k_w - 1) * p->dil_w > 127) {
-    im2col_row(p, in, b, oy, ox, vpad, dst);
-    return;
-  }
   const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
   const int8_t *img = in + (size_t)b * IH * IW * C;
-  const uint16_t org = (uint16_t)((iy0 * IW + ix0) * C); /* modulo 2^16: exact for every tap inside */
-  const int inside = iy0 >= 0 && ix0 >= 0 && iy0 + (p->k_h - 1) * p->dil_h < IH && ix0 + (p->k_w - 1) * p->dil_w < IW;
-  const int16x8_t pad = vdupq_n_s16((int16_t)-p->input_offset);
-  for (int32_t v = 0; v < K; v += 8) {
-    const uint16x8_t o = vaddq_n_u16(vldrhq_u16(t->off + v), org);
-    mve_pred16_t pr = vctp16q((uint32_t)(K - v));
-    if (!inside) {
-      const int16x8_t iy = vaddq_n_s16(vldrbq_s16(t->ky + v), (int16_t)iy0);
-      const int16x8_t ix = vaddq_n_s16(vldrbq_s16(t->kx + v), (int16_t)ix0);
-      pr &= vcmpgeq_n_s16(iy, 0) & vcmpltq_n_s16(iy, (int16_t)IH) & vcmpgeq_n_s16(ix, 0) &
-            vcmpltq_n_s16(ix, (int16_t)IW);
-    }
-    vstrbq_s16(dst + v, vpselq_s16(vldrbq_gather_offset_z_s16(img, o, pr), pad, pr));
+  if (iy0 >= 0 && ix0 >= 0 && iy0 + (p->k_h - 1) * p->dil_h < IH && ix0 + (p->k_w - 1) * p->dil_w < IW) {
+    const int8_t *org = img + ((size_t)iy0 * IW + (size_t)ix0) * C;
+    for (int32_t v = 0; v < K; v += 16) vstrbq_s8(dst + v, vldrbq_gather_offset_s8(org, vldrbq_u8(t->off + v)));
+    return;
+  }
+  /* valid rows: iy0 + ky in [0, IH), i.e. ky in [ylo, yhi]; columns likewise (the bounds fit a byte: the
+   * window spans less than 256 bytes, pads are below 128) */
+  const int32_t ylo = iy0 < 0 ? -iy0 : 0, xlo = ix0 < 0 ? -ix0 : 0;
+  const int32_t yhi = IH - iy0 > 256 ? 255 : IH - iy0 - 1, xhi = IW - ix0 > 256 ? 255 : IW - ix0 - 1;
+  const int32_t ky_lo = (ylo + p->dil_h - 1) / p->dil_h, kx_lo = (xlo + p->dil_w - 1) / p->dil_w;
+  if (ky_lo * p->dil_h > yhi || kx_lo * p->dil_w > xhi || ky_lo >= p->k_h || kx_lo >= p->k_w) {
+    for (int32_t v = 0; v < K; v += 16) vstrbq_s8(dst + v, vpad); /* no valid tap */
+    return;
+  }
+  const int32_t delta = (ky_lo * p->dil_h * IW + kx_lo * p->dil_w) * C; /* the first valid tap */
+  const int8_t *first = img + ((size_t)(iy0 + ky_lo * p->dil_h) * IW + (size_t)(ix0 + kx_lo * p->dil_w)) * C;
+  const uint8x16_t vyhi = vdupq_n_u8((uint8_t)yhi), vxhi = vdupq_n_u8((uint8_t)xhi);
+  for (int32_t v = 0; v < K; v += 16) {
+    const uint8x16_t ky = vldrbq_u8(t->ky + v), kx = vldrbq_u8(t->kx + v);
+    const mve_pred16_t pr = vctp8q((uint32_t)(K - v)) & vcmpcsq_n_u8(ky, (uint8_t)ylo) & vcmpcsq_u8(vyhi, ky) &
+                            vcmpcsq_n_u8(kx, (uint8_t)xlo) & vcmpcsq_u8(vxhi, kx);
+    const uint8x16_t o = vsubq_n_u8(vldrbq_u8(t->off + v), (uint8_t)delta);
+    vstrbq_s8(dst + v, vpselq_s8(vldrbq_gather_offset_z_s8(first, o, pr), vpad, pr));
   }
 }
 
@@ -735,24 +746,27 @@ static void conv_xr(const qconv_params *p, const int8_t *in, const int8_t *w, co
   for (int j = 0; j < 96; j++) a.row[j] = 0; /* the bytes past K: read, times zero weights */
   conv_xr_taps t;
   const int32_t C = p->in_c, kwc = p->k_w * C;
-  for (int32_t i = 0; i < 48; i++) {
+  const int gathers = conv_xr_gathers(p);
+  for (int32_t i = 0; i < 48 && gathers; i++) {
     const int32_t ky = i < a.k ? i / kwc : 0, kx = i < a.k ? i % kwc / C : 0, c = i < a.k ? i % C : 0;
-    t.off[i] = (uint16_t)((ky * p->dil_h * p->in_w + kx * p->dil_w) * C + c);
-    t.ky[i] = (int8_t)(ky * p->dil_h), t.kx[i] = (int8_t)(kx * p->dil_w);
+    t.off[i] = (uint8_t)((ky * p->dil_h * p->in_w + kx * p->dil_w) * C + c);
+    t.ky[i] = (uint8_t)(ky * p->dil_h), t.kx[i] = (uint8_t)(kx * p->dil_w);
   }
   const int8x16_t vpad = vdupq_n_s8((int8_t)-p->input_offset);
   const int32_t OH = p->out_h, OW = p->out_w, OC = p->out_c;
   int32_t b = 0, oy = 0, ox = 0; /* pixel A */
   const int32_t npix = p->batch * OH * OW;
   for (int32_t i = 0; i < npix; i += 2) {
-    conv_xr_row(p, &t, in, b, oy, ox, vpad, a.row);
+    if (gathers) conv_xr_row(p, &t, in, b, oy, ox, vpad, a.row);
+    else im2col_row(p, in, b, oy, ox, vpad, a.row);
     a.outa = out + (size_t)i * OC;
     if (++ox == OW) {
       ox = 0;
       if (++oy == OH) oy = 0, b++;
     }
     if (i + 1 < npix) { /* pixel B */
-      conv_xr_row(p, &t, in, b, oy, ox, vpad, a.row + 48);
+      if (gathers) conv_xr_row(p, &t, in, b, oy, ox, vpad, a.row + 48);
+      else im2col_row(p, in, b, oy, ox, vpad, a.row + 48);
       a.outb = a.outa + OC;
       if (++ox == OW) {
         ox = 0;
