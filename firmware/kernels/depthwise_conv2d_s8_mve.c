@@ -478,9 +478,9 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
                           const int32_t *bias, const int32_t *mult, const int32_t *shift,
                           int8_t *out, void *scratch, size_t scratch_size) {
   const int32_t dm = p->out_c / p->in_c;
-  int ok = dw_mve_multiplier_ok(p, dm) && dw_mve_offset_ok(p);
-  int neg = 1; /* all shifts negative: the run loops' shorter fix-up (K_FIX_NEG) */
-  for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]), neg &= shift[o] < 0;
+  const int rq = k_requant_vec_flags(mult, shift, p->out_c);
+  const int neg = (rq & K_RQ_NEG) != 0; /* all shifts negative: the run loops' shorter fix-up (K_FIX_NEG) */
+  const int ok = dw_mve_multiplier_ok(p, dm) && dw_mve_offset_ok(p) && (rq & K_RQ_OK);
   if (!ok) {
     emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
     return K_OK;
