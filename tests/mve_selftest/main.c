@@ -94,6 +94,10 @@ static void random_conv_wide(qconv_params *p, int depthwise, int t) {
       p->in_c = t % 5 == 0 ? rr(250, 300) : rr(1, 80);
       p->out_c = p->in_c;
       if (t % 5 == 3) p->in_c = rr(1, 3), p->out_c = p->in_c * 4 * rr(1, 17); /* depth multiplier 4..68 */
+      if (t % 10 == 7) { /* whole groups, a bias, padded columns: the border columns as runs (dw_col16) */
+        p->in_c = p->out_c = 16 * rr(1, 4);
+        p->k_h = 3, p->k_w = rr(2, 3), p->pad_h = rr(0, 1), p->pad_w = rr(1, 2), p->in_h = rr(3, 9), p->in_w = rr(2, 9);
+      }
       p->groups = p->in_c;
     } else if (t % 6 == 5) { /* grouped: the general path */
       p->groups = rr(2, 4);
