@@ -66,6 +66,10 @@ def test_kernel_paths_are_the_firmwares_choice() -> None:
     assert hostfw.conv2d_s8(16, 32, 3, 3, (1, 1), (1, 1), 1, 0)[1] == "conv_rows (im2col)"
     assert hostfw.conv2d_s8(3, 16, 3, 3, (2, 2), (1, 1), 1, 0)[1] == "conv_xq (pixel row in registers)"
     assert hostfw.conv2d_s8(3, 18, 3, 3, (2, 2), (1, 1), 1, 0)[1] == "conv_rows (im2col)"
+    assert hostfw.conv2d_s8(64, 32, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_xp (two pixels per weight load)"
+    assert hostfw.conv2d_s8(64, 36, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_xq (pixel row in registers)"
+    assert hostfw.conv2d_s8(1, 64, 10, 4, (2, 2), (5, 1), 1, 0)[1] == "conv_xp (two pixels per weight load)"
+    assert hostfw.conv2d_s8(1, 64, 8, 4, (2, 2), (5, 1), 1, 0)[1] == "conv_xq (pixel row in registers)"
     assert hostfw.conv2d_s8(16, 32, 3, 3, (1, 1), (1, 1), 2, 0) == (0, "conv_mve_general")
     assert hostfw.depthwise_conv2d_s8(8, 8, 3, 3, (1, 1), (1, 1), 0, False)[1] == "dw_16ch"
     assert hostfw.depthwise_conv2d_s8(8, 8, 3, 3, (1, 1), (1, 1), 0, True)[0] == 0  # the program's blocks

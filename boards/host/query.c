@@ -128,7 +128,8 @@ static qconv_params conv_shape(int32_t in_c, int32_t out_c, int32_t k_h, int32_t
 EXPORT uint64_t emq_conv2d_s8(int32_t in_c, int32_t out_c, int32_t k_h, int32_t k_w, int32_t stride_h, int32_t stride_w,
                               int32_t pad_h, int32_t pad_w, int32_t groups, int32_t input_offset, const char **path) {
   static const char *const names[] = {"conv_mve_general", "conv_k16 (weights in registers)", "conv_rows (direct)",
-                                      "conv_rows (im2col)", "conv_xq (pixel row in registers)"};
+                                      "conv_rows (im2col)", "conv_xq (pixel row in registers)",
+                                      "conv_xp (two pixels per weight load)"};
   const qconv_params p = conv_shape(in_c, out_c, k_h, k_w, stride_h, stride_w, pad_h, pad_w, groups, input_offset);
   *path = names[conv_mve_path_of(&p)];
   return emk_conv2d_s8_get_buffer_size(&p);

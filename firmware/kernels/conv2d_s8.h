@@ -22,12 +22,21 @@ __attribute__((unused)) static int conv_direct(const qconv_params *p) {
 #define CONV_MVE_IS_XQ(p)                                                                                  \
   (conv_direct(p) && (p)->stride_h == 1 && (p)->stride_w == 1 && (p)->in_c > 16 && (p)->in_c <= 64 &&       \
    (p)->out_c % 4 == 0)
+/* The MVE path's kernels taking two pixels per weight load: 1x1 rows of K = 64 read in place (conv_xp64),
+ * gathered rows of 32 < K <= 48 (conv_xr48); whole groups of 16 output channels. */
+#define CONV_MVE_IS_XP(p)                                                                                  \
+  (conv_fast_ok(p) && (p)->out_c % 16 == 0 &&                                                              \
+   ((CONV_MVE_IS_XQ(p) && (p)->in_c == 64) ||                                                              \
+    (!conv_direct(p) && (p)->k_h * (p)->k_w * (p)->in_c > 32 && (p)->k_h * (p)->k_w * (p)->in_c <= 48)))
 /* The MVE path's kernel for a shape (per-channel requantization that the vector code cannot take aside:
  * that falls back to the reference), also named in the compile report (boards/host/query.c). */
-typedef enum { CONV_MVE_GENERAL, CONV_MVE_K16, CONV_MVE_ROWS_DIRECT, CONV_MVE_ROWS_IM2COL, CONV_MVE_XQ } conv_mve_path;
+typedef enum {
+  CONV_MVE_GENERAL, CONV_MVE_K16, CONV_MVE_ROWS_DIRECT, CONV_MVE_ROWS_IM2COL, CONV_MVE_XQ, CONV_MVE_XP
+} conv_mve_path;
 __attribute__((unused)) static conv_mve_path conv_mve_path_of(const qconv_params *p) {
   if (!conv_fast_ok(p)) return CONV_MVE_GENERAL;
   if (CONV_MVE_IS_K16(p)) return CONV_MVE_K16;
+  if (CONV_MVE_IS_XP(p)) return CONV_MVE_XP;
   if (CONV_MVE_IS_XQ(p)) return CONV_MVE_XQ;
   const int32_t K = p->k_h * p->k_w * p->in_c; /* gathered rows of 16 < K <= 64: the same kernel */
   if (!conv_direct(p) && K > 16 && K <= 64 && p->out_c % 4 == 0) return CONV_MVE_XQ;

@@ -472,6 +472,314 @@ static inline conv_xq_fn *conv_xq_pick(int im2col, int32_t K, int neg) {
   return conv_xq_fns[im2col][K % 16 != 0][(K + 15) / 16 - 2][neg != 0];
 }
 
+/* 1x1 with K = 64 and out_c a multiple of 16, two pixels (A, B) at a time: every weight vector loaded
+ * serves both pixels, 13 instructions per channel and pair (four weight loads, eight VMLAV(A), one
+ * reload) rather than 16. A's row stays in q0-q3 and B's first three vectors in q4-q6; q7 takes the
+ * weights, and B's last vector goes through q6 in turn, which is why odd channels walk their vectors
+ * backwards: q6 is B's last vector after an even channel and B's third after an odd one, each time
+ * the vector the next channel starts with. Per 16 channels the 32 sums go to buf (the int32 sums as the
+ * reference computes them, without the folded bias), then one vector pass adds the bias and
+ * requantizes, clamps and stores both pixels with the group's multipliers and shifts loaded once. */
+typedef struct {
+  const int8_t *x;      /* 0: pixel A's row; B's follows it; moves on by two rows per pair */
+  const int8_t *w;      /* 4: first weight row */
+  const int32_t *beff;  /* 8 */
+  const int32_t *mult;  /* 12 */
+  const int32_t *shift; /* 16 */
+  int8_t *out;          /* 20: A's outputs; moves on as the loop stores */
+  int32_t chunks;       /* 24: out_c / 16 */
+  int32_t npairs;       /* 28: >= 1; counts down as the loop runs */
+  int32_t off;          /* 32 */
+  int32_t oc;           /* 36: output bytes per pixel */
+  int32_t cleft;        /* 40: the loop's: chunks left */
+  int32_t pad_;         /* 44 */
+  int32_t lo[4];        /* 48 */
+  int32_t hi[4];        /* 64 */
+  int32_t buf[32];      /* 80: A's 16 sums, then B's */
+} conv_xp_args;
+
+/* Two channels (even: forward, odd: backward) of both pixels: sums r0 / r2 (even channel, A / B) and
+ * r4 / r6 (odd), stored to buf at r5. */
+#define XP_PAIR                                                             \
+  "vldrb.8 q7, [r1]\n"                                                      \
+  "vmlav.s8 r0, q0, q7\n"                                                   \
+  "vmlav.s8 r2, q4, q7\n"                                                   \
+  "vldrb.8 q7, [r1, #16]\n"                                                 \
+  "vmlava.s8 r0, q1, q7\n"                                                  \
+  "vmlava.s8 r2, q5, q7\n"                                                  \
+  "vldrb.8 q7, [r1, #32]\n"                                                 \
+  "vmlava.s8 r0, q2, q7\n"                                                  \
+  "vmlava.s8 r2, q6, q7\n"                                                  \
+  "vldrb.8 q7, [r1, #48]\n"                                                 \
+  "vmlava.s8 r0, q3, q7\n"                                                  \
+  "vldrb.8 q6, [r3, #48]\n" /* B's last vector */                          \
+  "vmlava.s8 r2, q6, q7\n"                                                  \
+  "vldrb.8 q7, [r1, #112]\n"                                                \
+  "vmlav.s8 r4, q3, q7\n"                                                   \
+  "vmlav.s8 r6, q6, q7\n"                                                   \
+  "vldrb.8 q7, [r1, #96]\n"                                                 \
+  "vmlava.s8 r4, q2, q7\n"                                                  \
+  "vldrb.8 q6, [r3, #32]\n" /* B's third vector again */                   \
+  "vmlava.s8 r6, q6, q7\n"                                                  \
+  "vldrb.8 q7, [r1, #80]\n"                                                 \
+  "vmlava.s8 r4, q1, q7\n"                                                  \
+  "vmlava.s8 r6, q5, q7\n"                                                  \
+  "vldrb.8 q7, [r1, #64]\n"                                                 \
+  "vmlava.s8 r4, q0, q7\n"                                                  \
+  "vmlava.s8 r6, q4, q7\n"                                                  \
+  "add r1, #128\n"                                                          \
+  "strd r2, r6, [r5, #64]\n"                                                \
+  "strd r0, r4, [r5], #8\n"
+/* Four channels of both pixels from buf (r5): bias, requantize (k_requantize_mve), output offset (r0),
+ * clamp (q7 / q6), store at r4 (A) and r7 (B): the narrowing stores take low registers only. */
+#define XP_RQ4(FIX)                                                         \
+  "vldrw.32 q0, [r8], #16\n"                                                \
+  "vldrw.32 q1, [r9], #16\n"                                                \
+  "vldrw.32 q2, [r10], #16\n"                                               \
+  "vldrw.32 q4, [r5, #64]\n"                                                \
+  "vldrw.32 q3, [r5], #16\n"                                                \
+  "vadd.i32 q3, q3, q0\n"                                                   \
+  "vadd.i32 q4, q4, q0\n"                                                   \
+  "vqrdmulh.s32 q3, q3, q1\n"                                               \
+  "vqrdmulh.s32 q4, q4, q1\n"                                               \
+  FIX("q3", "q2", "q5")                                                     \
+  FIX("q4", "q2", "q5")                                                     \
+  "vrshl.s32 q3, q3, q2\n"                                                  \
+  "vrshl.s32 q4, q4, q2\n"                                                  \
+  "vadd.i32 q3, q3, r0\n"                                                   \
+  "vadd.i32 q4, q4, r0\n"                                                   \
+  "vmax.s32 q3, q3, q7\n"                                                   \
+  "vmax.s32 q4, q4, q7\n"                                                   \
+  "vmin.s32 q3, q3, q6\n"                                                   \
+  "vmin.s32 q4, q4, q6\n"                                                   \
+  "vstrb.32 q3, [r4], #4\n"                                                 \
+  "vstrb.32 q4, [r7], #4\n"
+#define XP_LOOP(FIX)                                                        \
+  "mov r12, r0\n"                                                           \
+  "1:\n" /* pair */                                                        \
+  "ldr r3, [r12, #0]\n"                                                     \
+  "add r3, #64\n" /* B's row */                                            \
+  "ldr r1, [r12, #4]\n"                                                     \
+  "ldr r8, [r12, #8]\n"                                                     \
+  "ldr r9, [r12, #12]\n"                                                    \
+  "ldr r10, [r12, #16]\n"                                                   \
+  "ldr r11, [r12, #20]\n"                                                   \
+  "ldr r0, [r12, #24]\n"                                                    \
+  "str r0, [r12, #40]\n"                                                    \
+  "2:\n" /* 16 channels */                                                 \
+  "vldrb.8 q0, [r3, #-64]\n"                                                \
+  "vldrb.8 q1, [r3, #-48]\n"                                                \
+  "vldrb.8 q2, [r3, #-32]\n"                                                \
+  "vldrb.8 q3, [r3, #-16]\n"                                                \
+  "vldrb.8 q4, [r3]\n"                                                      \
+  "vldrb.8 q5, [r3, #16]\n"                                                 \
+  "vldrb.8 q6, [r3, #32]\n"                                                 \
+  "add r5, r12, #80\n"                                                      \
+  "movs r7, #8\n"                                                           \
+  "dls lr, r7\n"                                                            \
+  "3:\n" XP_PAIR "le lr, 3b\n"                                              \
+  "vldrw.32 q7, [r12, #48]\n"                                               \
+  "vldrw.32 q6, [r12, #64]\n"                                               \
+  "ldr r0, [r12, #32]\n"                                                    \
+  "ldr r7, [r12, #36]\n"                                                    \
+  "add r7, r11\n" /* B's outputs */                                        \
+  "add r5, r12, #80\n"                                                      \
+  "mov r4, r11\n"                                                           \
+  XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX)                           \
+  "mov r11, r4\n"                                                           \
+  "ldr r2, [r12, #40]\n"                                                    \
+  "subs r2, #1\n"                                                           \
+  "str r2, [r12, #40]\n"                                                    \
+  "bne 2b\n"                                                                \
+  "ldr r2, [r12, #36]\n" /* r11: B's outputs, the next pair's are past them */ \
+  "add r11, r2\n"                                                           \
+  "str r11, [r12, #20]\n"                                                   \
+  "ldr r2, [r12, #0]\n"                                                     \
+  "add r2, #128\n"                                                          \
+  "str r2, [r12, #0]\n"                                                     \
+  "ldr r2, [r12, #28]\n"                                                    \
+  "subs r2, #1\n"                                                           \
+  "str r2, [r12, #28]\n"                                                    \
+  "bne 1b\n"
+K_ASM_LOOP(conv_xp64, conv_xp_args, XP_LOOP(K_FIX_ANY))
+K_ASM_LOOP(conv_xp64n, conv_xp_args, XP_LOOP(K_FIX_NEG))
+#undef XP_LOOP
+#undef XP_PAIR
+
+/* The same for gathered rows of 32 < K <= 48 (DS-CNN's first layer: 10x4 taps of one channel), one pair
+ * per call: both rows (im2col, 48 bytes apart) in q0-q2 and q3-q5, the weights' third vector a predicated
+ * load of its K - 32 bytes (P0). 11 instructions per channel and pair rather than 16. The two pixels need
+ * not be neighbours (outB is separate): an odd pixel out goes as A and B at once. */
+typedef struct {
+  const int8_t *w;      /* 0: first weight row */
+  const int32_t *beff;  /* 4 */
+  const int32_t *mult;  /* 8 */
+  const int32_t *shift; /* 12 */
+  int8_t *outa;         /* 16 */
+  int8_t *outb;         /* 20: moves on as the loop stores */
+  int32_t chunks;       /* 24: out_c / 16 */
+  int32_t off;          /* 28 */
+  int32_t k;            /* 32: 33..48 */
+  int32_t cleft;        /* 36: the loop's: chunks left */
+  int32_t pad_[2];      /* 40 */
+  int32_t lo[4];        /* 48 */
+  int32_t hi[4];        /* 64 */
+  int32_t buf[32];      /* 80: A's 16 sums, then B's */
+  int8_t row[96];       /* 208: A's gathered row, B's at +48 */
+} conv_xr_args;
+
+/* One channel of both pixels: sums A (pixel A) and B. */
+#define XR_CH(A, B)                                                         \
+  "vldrb.8 q7, [r1]\n"                                                      \
+  "vmlav.s8 " A ", q0, q7\n"                                                \
+  "vmlav.s8 " B ", q3, q7\n"                                                \
+  "vldrb.8 q7, [r1, #16]\n"                                                 \
+  "vmlava.s8 " A ", q1, q7\n"                                               \
+  "vmlava.s8 " B ", q4, q7\n"                                               \
+  "vpst\n"                                                                  \
+  "vldrbt.8 q7, [r1, #32]\n"                                                \
+  "vmlava.s8 " A ", q2, q7\n"                                               \
+  "vmlava.s8 " B ", q5, q7\n"                                               \
+  "add r1, r7\n"
+#define XR_LOOP(FIX)                                                        \
+  "mov r12, r0\n"                                                           \
+  "ldr r1, [r12, #0]\n"                                                     \
+  "ldr r8, [r12, #4]\n"                                                     \
+  "ldr r9, [r12, #8]\n"                                                     \
+  "ldr r10, [r12, #12]\n"                                                   \
+  "ldr r11, [r12, #16]\n"                                                   \
+  "ldr r0, [r12, #24]\n"                                                    \
+  "str r0, [r12, #36]\n"                                                    \
+  "ldr r0, [r12, #32]\n"                                                    \
+  "subs r0, #32\n"                                                          \
+  "vctp.8 r0\n" /* P0: the third vector's bytes, for the whole call */     \
+  "2:\n" /* 16 channels */                                                 \
+  "add r3, r12, #208\n"                                                     \
+  "vldrb.8 q0, [r3]\n"                                                      \
+  "vldrb.8 q1, [r3, #16]\n"                                                 \
+  "vldrb.8 q2, [r3, #32]\n"                                                 \
+  "vldrb.8 q3, [r3, #48]\n"                                                 \
+  "vldrb.8 q4, [r3, #64]\n"                                                 \
+  "vldrb.8 q5, [r3, #80]\n"                                                 \
+  "ldr r7, [r12, #32]\n"                                                    \
+  "add r5, r12, #80\n"                                                      \
+  "movs r3, #8\n"                                                           \
+  "dls lr, r3\n"                                                            \
+  "3:\n" XR_CH("r0", "r2") XR_CH("r4", "r6")                                \
+  "strd r2, r6, [r5, #64]\n"                                                \
+  "strd r0, r4, [r5], #8\n"                                                 \
+  "le lr, 3b\n"                                                             \
+  "vldrw.32 q7, [r12, #48]\n"                                               \
+  "vldrw.32 q6, [r12, #64]\n"                                               \
+  "ldr r0, [r12, #28]\n"                                                    \
+  "ldr r7, [r12, #20]\n"                                                    \
+  "add r5, r12, #80\n"                                                      \
+  "mov r4, r11\n"                                                           \
+  XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX)                           \
+  "mov r11, r4\n"                                                           \
+  "str r7, [r12, #20]\n"                                                    \
+  "ldr r2, [r12, #36]\n"                                                    \
+  "subs r2, #1\n"                                                           \
+  "str r2, [r12, #36]\n"                                                    \
+  "bne 2b\n"
+K_ASM_LOOP(conv_xr48, conv_xr_args, XR_LOOP(K_FIX_ANY))
+K_ASM_LOOP(conv_xr48n, conv_xr_args, XR_LOOP(K_FIX_NEG))
+#undef XR_LOOP
+#undef XR_CH
+#undef XP_RQ4
+
+/* The receptive fields of conv_xr, when a window spans less than 256 bytes of input (DS-CNN's first layer:
+ * 10 rows of 10 one-channel pixels): a pixel's row is gathered 16 taps at a time (VLDRB gather with 8-bit
+ * offsets). Windows inside the input read from their origin, unpredicated (the lanes past K read the origin
+ * and meet zero weights); border windows read from their first valid tap, the taps in the padding
+ * predicated off and replaced by the pad byte. Wider windows take im2col_row. */
+typedef struct {
+  uint8_t off[48];  /* byte offset of each tap from the window's origin (0 past K) */
+  uint8_t ky[48];   /* its row within the window, ky * dil_h */
+  uint8_t kx[48];   /* its column, kx * dil_w */
+} conv_xr_taps;
+
+static int conv_xr_gathers(const qconv_params *p) {
+  return ((int64_t)(p->k_h - 1) * p->dil_h * p->in_w + (int64_t)(p->k_w - 1) * p->dil_w + 1) * p->in_c <= 255 &&
+         p->pad_h <= 127 && p->pad_w <= 127;
+}
+
+static inline __attribute__((always_inline)) void conv_xr_row(const qconv_params *p, const conv_xr_taps *t,
+                                                              const int8_t *in, int32_t b, int32_t oy, int32_t ox,
+                                                              int8x16_t vpad, int8_t *dst) {
+  const int32_t IH = p->in_h, IW = p->in_w, C = p->in_c, K = p->k_h * p->k_w * C;
+  const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
+  const int8_t *img = in + (size_t)b * IH * IW * C;
+  if (iy0 >= 0 && ix0 >= 0 && iy0 + (p->k_h - 1) * p->dil_h < IH && ix0 + (p->k_w - 1) * p->dil_w < IW) {
+    const int8_t *org = img + ((size_t)iy0 * IW + (size_t)ix0) * C;
+    for (int32_t v = 0; v < K; v += 16) vstrbq_s8(dst + v, vldrbq_gather_offset_s8(org, vldrbq_u8(t->off + v)));
+    return;
+  }
+  /* valid rows: iy0 + ky in [0, IH), i.e. ky in [ylo, yhi]; columns likewise (the bounds fit a byte: the
+   * window spans less than 256 bytes, pads are below 128) */
+  const int32_t ylo = iy0 < 0 ? -iy0 : 0, xlo = ix0 < 0 ? -ix0 : 0;
+  const int32_t yhi = IH - iy0 > 256 ? 255 : IH - iy0 - 1, xhi = IW - ix0 > 256 ? 255 : IW - ix0 - 1;
+  const int32_t ky_lo = (ylo + p->dil_h - 1) / p->dil_h, kx_lo = (xlo + p->dil_w - 1) / p->dil_w;
+  if (ky_lo * p->dil_h > yhi || kx_lo * p->dil_w > xhi || ky_lo >= p->k_h || kx_lo >= p->k_w) {
+    for (int32_t v = 0; v < K; v += 16) vstrbq_s8(dst + v, vpad); /* no valid tap */
+    return;
+  }
+  const int32_t delta = (ky_lo * p->dil_h * IW + kx_lo * p->dil_w) * C; /* the first valid tap */
+  const int8_t *first = img + ((size_t)(iy0 + ky_lo * p->dil_h) * IW + (size_t)(ix0 + kx_lo * p->dil_w)) * C;
+  const uint8x16_t vyhi = vdupq_n_u8((uint8_t)yhi), vxhi = vdupq_n_u8((uint8_t)xhi);
+  for (int32_t v = 0; v < K; v += 16) {
+    const uint8x16_t ky = vldrbq_u8(t->ky + v), kx = vldrbq_u8(t->kx + v);
+    const mve_pred16_t pr = vctp8q((uint32_t)(K - v)) & vcmpcsq_n_u8(ky, (uint8_t)ylo) & vcmpcsq_u8(vyhi, ky) &
+                            vcmpcsq_n_u8(kx, (uint8_t)xlo) & vcmpcsq_u8(vxhi, kx);
+    const uint8x16_t o = vsubq_n_u8(vldrbq_u8(t->off + v), (uint8_t)delta);
+    vstrbq_s8(dst + v, vpselq_s8(vldrbq_gather_offset_z_s8(first, o, pr), vpad, pr));
+  }
+}
+
+/* Every pixel through conv_xr48, two at a time in raster order. */
+static void conv_xr(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
+                    const int32_t *shift, int8_t *out, const int32_t *beff, int neg) {
+  conv_xr_args a __attribute__((aligned(16)));
+  a.w = w, a.beff = beff, a.mult = mult, a.shift = shift, a.chunks = p->out_c / 16, a.off = p->output_offset;
+  a.k = p->k_h * p->k_w * p->in_c;
+  for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
+  for (int j = 0; j < 96; j++) a.row[j] = 0; /* the bytes past K: read, times zero weights */
+  conv_xr_taps t;
+  const int32_t C = p->in_c, kwc = p->k_w * C;
+  const int gathers = conv_xr_gathers(p);
+  for (int32_t i = 0; i < 48 && gathers; i++) {
+    const int32_t ky = i < a.k ? i / kwc : 0, kx = i < a.k ? i % kwc / C : 0, c = i < a.k ? i % C : 0;
+    t.off[i] = (uint8_t)((ky * p->dil_h * p->in_w + kx * p->dil_w) * C + c);
+    t.ky[i] = (uint8_t)(ky * p->dil_h), t.kx[i] = (uint8_t)(kx * p->dil_w);
+  }
+  const int8x16_t vpad = vdupq_n_s8((int8_t)-p->input_offset);
+  const int32_t OH = p->out_h, OW = p->out_w, OC = p->out_c;
+  int32_t b = 0, oy = 0, ox = 0; /* pixel A */
+  const int32_t npix = p->batch * OH * OW;
+  for (int32_t i = 0; i < npix; i += 2) {
+    if (gathers) conv_xr_row(p, &t, in, b, oy, ox, vpad, a.row);
+    else im2col_row(p, in, b, oy, ox, vpad, a.row);
+    a.outa = out + (size_t)i * OC;
+    if (++ox == OW) {
+      ox = 0;
+      if (++oy == OH) oy = 0, b++;
+    }
+    if (i + 1 < npix) { /* pixel B */
+      if (gathers) conv_xr_row(p, &t, in, b, oy, ox, vpad, a.row + 48);
+      else im2col_row(p, in, b, oy, ox, vpad, a.row + 48);
+      a.outb = a.outa + OC;
+      if (++ox == OW) {
+        ox = 0;
+        if (++oy == OH) oy = 0, b++;
+      }
+    } else { /* an odd pixel out: A twice */
+      copy_s8(a.row + 48, a.row, a.k);
+      a.outb = a.outa;
+    }
+    (neg ? conv_xr48n : conv_xr48)(&a);
+  }
+}
+
 static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                     const int32_t *shift, int8_t *out, const int32_t *beff, int neg) {
   const int32_t K = p->in_c, nv = (K + 15) / 16;
@@ -480,6 +788,16 @@ static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, co
   a.groups = p->out_c / 4, a.npix = p->batch * p->out_h * p->out_w, a.off = p->output_offset;
   a.tail = K - 16 * (nv - 1);
   for (int j = 0; j < 4; j++) a.lo[j] = p->act_min, a.hi[j] = p->act_max;
+  if (K == 64 && p->out_c % 16 == 0 && a.npix >= 2) {
+    conv_xp_args b __attribute__((aligned(16)));
+    b.x = in, b.w = w, b.beff = beff, b.mult = mult, b.shift = shift, b.out = out;
+    b.chunks = p->out_c / 16, b.npairs = a.npix / 2, b.off = p->output_offset, b.oc = p->out_c;
+    for (int j = 0; j < 4; j++) b.lo[j] = p->act_min, b.hi[j] = p->act_max;
+    (neg ? conv_xp64n : conv_xp64)(&b);
+    if (!(a.npix & 1)) return;
+    /* the odd pixel out */
+    a.x = in + (size_t)(a.npix - 1) * K, a.out = out + (size_t)(a.npix - 1) * p->out_c, a.npix = 1;
+  }
   conv_xq_pick(0, K, neg)(&a);
 }
 
@@ -739,6 +1057,8 @@ k_status emk_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t
     conv_k16(p, in, w, mult, shift, out, beff, neg);
   else if (CONV_MVE_IS_XQ(p))
     conv_xq(p, in, w, mult, shift, out, beff, neg);
+  else if (CONV_MVE_IS_XP(p))
+    conv_xr(p, in, w, mult, shift, out, beff, neg);
   else
     conv_fast(p, in, w, mult, shift, out, beff, row, neg);
   return K_OK;

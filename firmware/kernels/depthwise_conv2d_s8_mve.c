@@ -163,37 +163,37 @@ typedef struct {
   int32_t xadj;      /* 40: next tap row: dil_h * in_w * C - kw * xstep */
   const int32_t *g;  /* 44: the group's block */
   int32_t off;       /* 48 */
-  int32_t pad_[3];
+  const int32_t *init; /* 52: the start values: the block (windows inside), the bias (dw_col16) */
+  int32_t wadj;      /* 56: dw_col16: next tap row, weights: (k_w - kw) * C */
+  int32_t ioff;      /* 60: dw_col16: input offset */
   int16_t lo[8];     /* 64 */
   int16_t hi[8];     /* 80 */
 } dw_run_args;
 
 /* Requantize the even / odd accumulators QE / QO of 8 channels (multipliers
- * and shifts de-interleaved from r2, which moves on by 32 bytes for each),
- * add the output offset, narrow to int16 in channel order, clamp, store 8
- * bytes at r3 + OFS. Uses q4-q6; q7 holds the lower clamp (lo, from r0 + 64) for the
- * whole loop. */
+ * de-interleaved from r2 and shifts from r5, each moving on by 32 bytes),
+ * narrow to int16 in channel order (saturating), add the output offset
+ * (saturating: exact, as the int8 clamp that follows absorbs the saturation;
+ * the offset is r12's low half), clamp, store 8 bytes at r3 + OFS. Uses q4-q6;
+ * q7 holds the lower clamp (lo, from r0 + 64) for the whole loop. */
 /* FIX(Q, S, T): k_requantize_mve's round-half-away fix-up of Q for shifts S.
  * K_FIX_ANY is its own three instructions; K_FIX_NEG, for calls whose shifts
  * are all negative, is x + (x >> 31), two (kernels_mve.h says why both are
  * exact). */
 #define DW_RQ8(QE, QO, OFS, FIX)                  \
   "vld20.32 {q4, q5}, [r2]\n"                     \
-  "vld21.32 {q4, q5}, [r2]\n"                     \
-  "add r2, #64\n"                                 \
+  "vld21.32 {q4, q5}, [r2]!\n"                    \
   "vqrdmulh.s32 " QE ", " QE ", q4\n"             \
   "vqrdmulh.s32 " QO ", " QO ", q5\n"             \
-  "vld20.32 {q4, q5}, [r2]\n"                     \
-  "vld21.32 {q4, q5}, [r2]\n"                     \
-  "sub r2, #32\n"                                 \
+  "vld20.32 {q4, q5}, [r5]\n"                     \
+  "vld21.32 {q4, q5}, [r5]!\n"                    \
   FIX(QE, "q4", "q6")                                    \
   "vrshl.s32 " QE ", " QE ", q4\n"                \
   FIX(QO, "q5", "q6")                                    \
   "vrshl.s32 " QO ", " QO ", q5\n"                \
-  "vadd.i32 " QE ", " QE ", r12\n"                \
-  "vadd.i32 " QO ", " QO ", r12\n"                \
   "vqmovnb.s32 q4, " QE "\n"                      \
   "vqmovnt.s32 q4, " QO "\n"                      \
+  "vqadd.s16 q4, q4, r12\n"                       \
   "vmax.s16 q4, q4, q7\n"                         \
   "vldrh.16 q6, [r0, #80]\n"                      \
   "vmin.s16 q4, q4, q6\n"                         \
@@ -221,7 +221,7 @@ typedef struct {
   "ldr r11, [r0, #44]\n"                                                         \
   "ldr r12, [r0, #48]\n"                                                         \
   "1:\n" /* pixel: q0 / q1 channels 0-7 even / odd, q2 / q3 channels 8-15 */    \
-  "mov r2, r11\n"                                                                \
+  "ldr r2, [r0, #52]\n"                                                          \
   "vld20.32 {q0, q1}, [r2]\n"                                                    \
   "vld21.32 {q0, q1}, [r2]!\n"                                                   \
   "vld20.32 {q2, q3}, [r2]\n"                                                    \
@@ -229,8 +229,9 @@ typedef struct {
   "mov r5, r1\n"                                                                 \
   "ldr r6, [r0, #4]\n"                                                           \
   TAPS                                                                           \
-  /* multipliers at +64, shifts at +128 */                                      \
+  /* multipliers at +64, shifts at +128 (r5: the taps are done) */             \
   "add r2, r11, #64\n"                                                           \
+  "add r5, r11, #128\n"                                                          \
   DW_RQ8("q0", "q1", "", FIX)                                                    \
   DW_RQ8("q2", "q3", ", #8", FIX)                                                \
   NEXT
@@ -254,6 +255,32 @@ typedef struct {
   "add r5, r10\n"                                                                \
   "subs r7, #1\n"                                                                \
   "bne 2b\n"
+/* dw_col16's windows, cut by the border: the input offset (r2) added to each
+ * tap's input lanes, the weights moved on by wadj after each row. */
+#define DW_TAPO8(OFS, QE, QO)                     \
+  "vldrb.s16 q4, [r5" OFS "]\n"                   \
+  "vadd.i16 q4, q4, r2\n"                         \
+  "vldrb.s16 q5, [r6" OFS "]\n"                   \
+  "vmullb.s16 q6, q4, q5\n"                       \
+  "vadd.i32 " QE ", " QE ", q6\n"                 \
+  "vmullt.s16 q6, q4, q5\n"                       \
+  "vadd.i32 " QO ", " QO ", q6\n"
+#define DW_TAPS_CUT                                                              \
+  "ldr r7, [r0, #28]\n"                                                          \
+  "2:\n" /* tap row */                                                           \
+  "ldr r2, [r0, #24]\n"                                                          \
+  "dls lr, r2\n"                                                                 \
+  "ldr r2, [r0, #60]\n"                                                          \
+  "3:\n" /* tap */                                                               \
+  DW_TAPO8("", "q0", "q1") DW_TAPO8(", #8", "q2", "q3")                          \
+  "add r5, r8\n"                                                                 \
+  "add r6, r9\n"                                                                 \
+  "le lr, 3b\n"                                                                  \
+  "add r5, r10\n"                                                                \
+  "ldr r2, [r0, #56]\n"                                                          \
+  "add r6, r2\n"                                                                 \
+  "subs r7, #1\n"                                                                \
+  "bne 2b\n"
 /* 3x3 windows written out: no loop counters, the weights' pointer runs on
  * from row to row (kw * C bytes per row), the input's moves on by xadj. */
 #define DW_TAPS_3X3                                                              \
@@ -264,6 +291,12 @@ K_ASM_LOOP(dw_run16, const dw_run_args, DW_RUN(DW_TAPS_ANY, K_FIX_ANY, DW_PRE_AN
 K_ASM_LOOP(dw_run16_neg, const dw_run_args, DW_RUN(DW_TAPS_ANY, K_FIX_NEG, DW_PRE_ANY, DW_NEXT_ANY))
 K_ASM_LOOP(dw_run16_3x3, const dw_run_args, DW_RUN(DW_TAPS_3X3, K_FIX_ANY, DW_PRE_3X3, DW_NEXT_3X3))
 K_ASM_LOOP(dw_run16_3x3_neg, const dw_run_args, DW_RUN(DW_TAPS_3X3, K_FIX_NEG, DW_PRE_3X3, DW_NEXT_3X3))
+/* A run of pixels whose windows are cut the same way by the border (a border column of the rows whose windows
+ * lie inside vertically: xpix / opix step a row down), from the plain bias. */
+K_ASM_LOOP(dw_col16, const dw_run_args, DW_RUN(DW_TAPS_CUT, K_FIX_ANY, DW_PRE_ANY, DW_NEXT_ANY))
+K_ASM_LOOP(dw_col16_neg, const dw_run_args, DW_RUN(DW_TAPS_CUT, K_FIX_NEG, DW_PRE_ANY, DW_NEXT_ANY))
+#undef DW_TAPS_CUT
+#undef DW_TAPO8
 #undef DW_NEXT_3X3
 #undef DW_PRE_3X3
 #undef DW_NEXT_ANY
@@ -343,6 +376,7 @@ typedef struct {
   "subs r7, #1\n"                                                                \
   "bne 2b\n"                                                                     \
   "add r2, r11, #64\n"                                                           \
+  "add r5, r11, #128\n"                                                          \
   DW_RQ8("q0", "q1", "", FIX)                                                    \
   DW_RQ8("q2", "q3", ", #8", FIX)                                                \
   "add r11, #192\n" /* next block (DW_BLOCK int32) */                           \
@@ -478,9 +512,9 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
                           const int32_t *bias, const int32_t *mult, const int32_t *shift,
                           int8_t *out, void *scratch, size_t scratch_size) {
   const int32_t dm = p->out_c / p->in_c;
-  int ok = dw_mve_multiplier_ok(p, dm) && dw_mve_offset_ok(p);
-  int neg = 1; /* all shifts negative: the run loops' shorter fix-up (K_FIX_NEG) */
-  for (int32_t o = 0; o < p->out_c && ok; o++) ok = k_requant_vec_ok(mult[o], shift[o]), neg &= shift[o] < 0;
+  const int rq = k_requant_vec_flags(mult, shift, p->out_c);
+  const int neg = (rq & K_RQ_NEG) != 0; /* all shifts negative: the run loops' shorter fix-up (K_FIX_NEG) */
+  const int ok = dw_mve_multiplier_ok(p, dm) && dw_mve_offset_ok(p) && (rq & K_RQ_OK);
   if (!ok) {
     emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
     return K_OK;
@@ -495,8 +529,7 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
   const int32_t xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
   const int32_t *blocks = p->dwblk ? p->dwblk : dw_blocks(p, w, bias, mult, shift, (int32_t *)scratch);
   dw_run_args ra __attribute__((aligned(16)));
-  ra.opix = C, ra.kw = p->k_w, ra.kh = p->k_h, ra.xstep = xstep, ra.wstep = C;
-  ra.xadj = ystep - p->k_w * xstep, ra.xpix = p->stride_w * C, ra.off = p->output_offset;
+  ra.kh = p->k_h, ra.xstep = xstep, ra.wstep = C, ra.off = p->output_offset, ra.ioff = p->input_offset;
   for (int j = 0; j < 8; j++) ra.lo[j] = (int16_t)p->act_min, ra.hi[j] = (int16_t)p->act_max;
   dw_edge_args ea __attribute__((aligned(16))); /* border pixels: the fields fixed per call */
   ea.groups = C16 / 16, ea.xstep = xstep, ea.wstep = C, ea.init = bias, ea.g = blocks;
@@ -506,6 +539,38 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
   int32_t ox_a = 0, ox_b = p->out_w;
   while (ox_a < ox_b && ox_a * p->stride_w - p->pad_w < 0) ox_a++;
   while (ox_b > ox_a && (ox_b - 1) * p->stride_w - p->pad_w + (p->k_w - 1) * p->dil_w >= p->in_w) ox_b--;
+  /* rows whose windows lie inside the input vertically: [oy_a, oy_b); their border columns (all columns
+   * outside [ox_a, ox_b)) each go as one run per group down the column (dw_col16), when the channels are
+   * whole groups, there is a bias to start from and every such column has a valid tap */
+  int32_t oy_a = 0, oy_b = p->out_h;
+  while (oy_a < oy_b && oy_a * p->stride_h - p->pad_h < 0) oy_a++;
+  while (oy_b > oy_a && (oy_b - 1) * p->stride_h - p->pad_h + (p->k_h - 1) * p->dil_h >= p->in_h) oy_b--;
+  int cols = C16 == C && C16 && bias && oy_b > oy_a;
+  for (int32_t ox = 0; ox < p->out_w && cols; ox++) {
+    int32_t kx_lo, kx_hi;
+    dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
+    cols = kx_hi > kx_lo;
+  }
+  if (cols) {
+    ra.npix = oy_b - oy_a, ra.xpix = p->stride_h * p->in_w * C, ra.opix = p->out_w * C;
+    for (int32_t b = 0; b < p->batch; b++)
+      for (int32_t ox = 0; ox < p->out_w; ox++) {
+        if (ox == ox_a && ox_b > ox_a) ox = ox_b; /* the interior columns: the row runs below */
+        if (ox >= p->out_w) break;
+        int32_t kx_lo, kx_hi;
+        dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
+        ra.kw = kx_hi - kx_lo, ra.xadj = ystep - ra.kw * xstep, ra.wadj = (p->k_w - ra.kw) * C;
+        const size_t x0 = (((size_t)b * p->in_h + (size_t)(oy_a * p->stride_h - p->pad_h)) * p->in_w +
+                           (size_t)(ox * p->stride_w - p->pad_w + kx_lo * p->dil_w)) * C;
+        for (int32_t c0 = 0; c0 < C; c0 += 16) {
+          ra.x = in + x0 + c0, ra.w = w + (size_t)kx_lo * C + c0, ra.init = bias + c0;
+          ra.out = out + (((size_t)b * p->out_h + oy_a) * p->out_w + ox) * C + c0;
+          ra.g = blocks + (c0 / 16) * DW_BLOCK;
+          (neg ? dw_col16_neg : dw_col16)(&ra);
+        }
+      }
+  }
+  ra.opix = C, ra.kw = p->k_w, ra.xadj = ystep - p->k_w * xstep, ra.xpix = p->stride_w * C; /* the row runs */
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
       const int32_t iy0 = oy * p->stride_h - p->pad_h;
@@ -519,7 +584,7 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
           ra.npix = ox_b - ox_a;
           for (int32_t c0 = 0; c0 < C16; c0 += 16) {
             ra.x = in + (((size_t)b * p->in_h + iy0) * p->in_w + (size_t)(ox_a * p->stride_w - p->pad_w)) * C + c0;
-            ra.w = w + c0, ra.out = op + c0, ra.g = blocks + (c0 / 16) * DW_BLOCK;
+            ra.w = w + c0, ra.out = op + c0, ra.g = blocks + (c0 / 16) * DW_BLOCK, ra.init = ra.g;
             if (p->k_h == 3 && p->k_w == 3) (neg ? dw_run16_3x3_neg : dw_run16_3x3)(&ra);
             else (neg ? dw_run16_neg : dw_run16)(&ra);
           }
@@ -541,6 +606,7 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
           ox = ox_b - 1;
           continue;
         }
+        if (cols && row_full) continue; /* a border column: done above */
         const int32_t ix0 = ox * p->stride_w - p->pad_w;
         int32_t kx_lo, kx_hi;
         dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);

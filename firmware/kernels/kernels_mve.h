@@ -54,6 +54,22 @@ static inline int k_requant_vec_ok(int32_t mult, int32_t shift) {
   return mult >= 0 && shift <= 0 && shift >= -31;
 }
 
+/* k_requant_vec_ok for every one of n channels, four per step: K_RQ_OK when all pass, plus K_RQ_NEG when
+ * every shift is negative (the asm loops' K_FIX_NEG). Flags rather than an out-parameter: a local whose
+ * address is taken costs the callers' asm a register. */
+#define K_RQ_OK 1
+#define K_RQ_NEG 2
+static __attribute__((noinline, unused)) int k_requant_vec_flags(const int32_t *mult, const int32_t *shift, int32_t n) {
+  mve_pred16_t bad = 0, nonneg = 0;
+  for (int32_t i = 0; i < n; i += 4) {
+    const mve_pred16_t pr = vctp32q((uint32_t)(n - i));
+    const int32x4_t m = vldrwq_z_s32(mult + i, pr), s = vldrwq_z_s32(shift + i, pr);
+    bad |= vcmpltq_m_n_s32(m, 0, pr) | vcmpgtq_m_n_s32(s, 0, pr) | vcmpltq_m_n_s32(s, -31, pr);
+    nonneg |= vcmpgeq_m_n_s32(s, 0, pr);
+  }
+  return (bad == 0 ? K_RQ_OK : 0) | (nonneg == 0 ? K_RQ_NEG : 0);
+}
+
 /* One block of an int8 elementwise op, four int32 lanes per step (VLDRB.S32
  * widens on load, VSTRB.32 narrows on store), tail-predicated: out = clamp(
  * op(a - za, b - zb, p) + zo, lo, hi). Inlined with a constant `op`, which

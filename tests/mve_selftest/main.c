@@ -94,6 +94,10 @@ static void random_conv_wide(qconv_params *p, int depthwise, int t) {
       p->in_c = t % 5 == 0 ? rr(250, 300) : rr(1, 80);
       p->out_c = p->in_c;
       if (t % 5 == 3) p->in_c = rr(1, 3), p->out_c = p->in_c * 4 * rr(1, 17); /* depth multiplier 4..68 */
+      if (t % 10 == 7) { /* whole groups, a bias, padded columns: the border columns as runs (dw_col16) */
+        p->in_c = p->out_c = 16 * rr(1, 4);
+        p->k_h = 3, p->k_w = rr(2, 3), p->pad_h = rr(0, 1), p->pad_w = rr(1, 2), p->in_h = rr(3, 9), p->in_w = rr(2, 9);
+      }
       p->groups = p->in_c;
     } else if (t % 6 == 5) { /* grouped: the general path */
       p->groups = rr(2, 4);
@@ -107,11 +111,16 @@ static void random_conv_wide(qconv_params *p, int depthwise, int t) {
         p->stride_h = p->stride_w = 1;
         p->in_c = (t % 16 == 1) ? 16 * rr(2, 4) : rr(17, 64);
         p->out_c = 4 * rr(1, 20);
+        if (t % 32 == 1) p->in_c = 64, p->out_c = 16 * rr(1, 5); /* two pixels at a time (conv_xp64) */
       }
       if (t % 8 == 7) { /* gathered rows of 16 < K <= 64 often (the same kernel, im2col) */
         p->k_h = 3, p->k_w = rr(2, 3);
         p->in_c = rr(2, 7);
         p->out_c = 4 * rr(1, 12);
+        if (t % 16 == 15) { /* gathered rows of 32 < K <= 48 with whole 16-channel groups (conv_xr48) */
+          p->k_h = rr(9, 12), p->k_w = 4, p->in_c = 1, p->in_h = rr(10, 20), p->dil_h = 1;
+          p->out_c = 16 * rr(1, 4);
+        }
       }
     }
     p->input_offset = (t % 8 == 3) ? rr(129, 255) : rr(-127, 128);
@@ -137,6 +146,8 @@ static long conv_trial(int t, int depthwise) {
   fill_bias(p.out_c);
   if (t < TRIALS) rq_n(p.out_c);
   else rq_vec_n(p.out_c);
+  if (t % 64 == 33) /* every shift negative: the asm loops' K_FIX_NEG variants */
+    for (int32_t i = 0; i < p.out_c; i++) g_shift[i] -= g_shift[i] == 0;
   const int32_t *bias = (t & 1) ? g_bias : NULL;
   if (t >= TRIALS && ((t >> 1) & 1)) p.beff = window_bias(&p, g_w, bias, depthwise);
   if (p.beff && depthwise && p.out_c == p.in_c && ((t >> 2) & 1)) p.dwblk = dw_blocks(&p, p.beff, g_mult, g_shift);
