@@ -225,6 +225,8 @@ k_status emk_conv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
   int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
   if (p->beff && p->input_offset) /* folded at compile time (emlkit/passes/window_bias.py) */
     memcpy(beff, p->beff, (size_t)OC * sizeof(int32_t));
+  else if (!p->input_offset) /* no weight sums to fold: a pass over every weight saved */
+    for (int32_t o = 0; o < OC; o++) beff[o] = bias ? bias[o] : 0;
   else
     for (int32_t o = 0; o < OC; o++) {
       uint32_t ws = 0;
