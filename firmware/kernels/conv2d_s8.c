@@ -236,11 +236,17 @@ static inline __attribute__((always_inline)) void conv_c_dot2x2(const int8_t *x,
 #if CONV_C_BLOCK == 4 || defined(__ARM_ARCH_6M__)
 
 /* 1x1 stride-1 convolutions without padding: consecutive pixels are consecutive K-byte rows, so two pixels by
- * two output channels share each load (four loads for four products). */
-static __attribute__((noinline)) void conv_c_pointwise(const conv_c_ctx *g, const int8_t *x, const int8_t *w,
-                                                       int32_t npix, int8_t *out) {
-  const int32_t K = g->K, OC = g->OC;
-  const int32_t *const beff = g->beff;
+ * two output channels share each load (four loads for four products). fast: the 32-bit requantization applies to
+ * every channel (a constant in each out-of-line copy below); the finish's parameters are locals, since the int8
+ * stores may alias *g. */
+static inline __attribute__((always_inline)) void conv_c_pointwise_body(const conv_c_ctx *g, const int8_t *x,
+                                                                       const int8_t *w, int32_t npix, int8_t *out,
+                                                                       const int fast) {
+  const int32_t K = g->K, OC = g->OC, oo = g->oo, lo = g->lo, hi = g->hi;
+  const int32_t *const beff = g->beff, *const mult = g->mult, *const shift = g->shift;
+#define CONV_C_FIN(A, O)                                                        \
+  (fast ? k_finish_fast_s8((int32_t)(A), mult[O], shift[O], oo, lo, hi)         \
+        : k_finish_s8((int32_t)(A), mult[O], shift[O], oo, lo, hi))
   int32_t j = 0;
   for (; j + 2 <= npix; j += 2, x += 2 * K, out += 2 * OC) {
     int32_t o = 0;
@@ -249,17 +255,26 @@ static __attribute__((noinline)) void conv_c_pointwise(const conv_c_ctx *g, cons
       const uint32_t b0 = (uint32_t)beff[o], b1 = (uint32_t)beff[o + 1];
       uint32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;
       conv_c_dot2x2(x, w0, K, &a00, &a01, &a10, &a11);
-      out[o] = conv_c_fin(g, a00, o);
-      out[o + 1] = conv_c_fin(g, a01, o + 1);
-      out[OC + o] = conv_c_fin(g, a10, o);
-      out[OC + o + 1] = conv_c_fin(g, a11, o + 1);
+      out[o] = CONV_C_FIN(a00, o);
+      out[o + 1] = CONV_C_FIN(a01, o + 1);
+      out[OC + o] = CONV_C_FIN(a10, o);
+      out[OC + o + 1] = CONV_C_FIN(a11, o + 1);
     }
+#undef CONV_C_FIN
     if (o < OC) {
       conv_c_row1(g, x, w, o, out);
       conv_c_row1(g, x + K, w, o, out + OC);
     }
   }
   if (j < npix) conv_c_row(g, x, w, out);
+}
+static __attribute__((noinline)) void conv_c_pointwise_fast(const conv_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                            int32_t npix, int8_t *out) {
+  conv_c_pointwise_body(g, x, w, npix, out, 1);
+}
+static __attribute__((noinline)) void conv_c_pointwise_gen(const conv_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                           int32_t npix, int8_t *out) {
+  conv_c_pointwise_body(g, x, w, npix, out, 0);
 }
 #endif
 
@@ -307,7 +322,7 @@ k_status emk_conv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
   const int32_t B = p->batch, OH = p->out_h, OW = p->out_w, IH = p->in_h, IW = p->in_w, SH = p->stride_h, SW = p->stride_w;
 #if CONV_C_BLOCK == 4 || defined(__ARM_ARCH_6M__)
   if (direct && SH == 1 && SW == 1) {
-    conv_c_pointwise(&g, in, w, B * OH * OW, out);
+    (g.fast ? conv_c_pointwise_fast : conv_c_pointwise_gen)(&g, in, w, B * OH * OW, out);
     return K_OK;
   }
 #endif
