@@ -101,6 +101,47 @@ DW_C_PIXEL_FN(dw_c_fast, 1)
 DW_C_PIXEL_FN(dw_c_gen, 0)
 #undef DW_C_PIXEL_FN
 
+#if !defined(__ARM_ARCH_6M__)
+/* Two horizontally adjacent 3x3 windows inside the input (dilation 1, stride S = 1 or 2), one channel at a time:
+ * the two windows share each kernel row's three weights and 3 - S of its input bytes, so a row takes 3 + 3 + S
+ * loads for six products where the four-channel loop above takes twelve. Start values as for any window inside
+ * the input (bias + input_offset * sum(weights)); sums modulo 2^32. Not on Armv6-M: the micro:bit's flash. */
+static inline __attribute__((always_inline)) void dw_c_pair3_body(const dw_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                                 int8_t *op, const int32_t S, const int fast) {
+  /* locals: the int8 stores below may alias *g */
+  const int32_t C = g->C, ystep = g->ystep, oo = g->oo, lo = g->lo, hi = g->hi;
+  const int32_t *const mult = g->mult, *const shift = g->shift, *const start = g->start;
+  for (int32_t c = 0; c < C; c++) {
+    const int8_t *xr = x + c, *wr = w + c;
+    uint32_t a0 = (uint32_t)start[c], a1 = a0;
+    for (int32_t ky = 0; ky < 3; ky++, xr += ystep, wr += 3 * C) {
+      const int32_t w0 = wr[0], w1 = wr[C], w2 = wr[2 * C];
+      const int32_t x0 = xr[0], x1 = xr[C], x2 = xr[2 * C], x3 = xr[3 * C];
+      a0 += (uint32_t)(x0 * w0) + (uint32_t)(x1 * w1) + (uint32_t)(x2 * w2);
+      if (S == 1) {
+        a1 += (uint32_t)(x1 * w0) + (uint32_t)(x2 * w1) + (uint32_t)(x3 * w2);
+      } else {
+        const int32_t x4 = xr[4 * C];
+        a1 += (uint32_t)(x2 * w0) + (uint32_t)(x3 * w1) + (uint32_t)(x4 * w2);
+      }
+    }
+    op[c] = fast ? k_finish_fast_s8((int32_t)a0, mult[c], shift[c], oo, lo, hi)
+                 : k_finish_s8((int32_t)a0, mult[c], shift[c], oo, lo, hi);
+    op[C + c] = fast ? k_finish_fast_s8((int32_t)a1, mult[c], shift[c], oo, lo, hi)
+                     : k_finish_s8((int32_t)a1, mult[c], shift[c], oo, lo, hi);
+  }
+}
+#define DW_C_PAIR3_FN(NAME, S, FAST)                                                                      \
+  static __attribute__((noinline)) void NAME(const dw_c_ctx *g, const int8_t *x, const int8_t *w, int8_t *op) { \
+    dw_c_pair3_body(g, x, w, op, S, FAST);                                                                \
+  }
+DW_C_PAIR3_FN(dw_c_pair3_s1_fast, 1, 1)
+DW_C_PAIR3_FN(dw_c_pair3_s1_gen, 1, 0)
+DW_C_PAIR3_FN(dw_c_pair3_s2_fast, 2, 1)
+DW_C_PAIR3_FN(dw_c_pair3_s2_gen, 2, 0)
+#undef DW_C_PAIR3_FN
+#endif
+
 static void dw_c_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n, int32_t *lo,
                        int32_t *hi) {
   const int32_t i0 = o * stride - pad;
@@ -137,12 +178,26 @@ k_status emk_depthwise_conv2d_s8(const qconv_params *p, const int8_t *in, const 
   const int32_t B = p->batch, OH = p->out_h, OW = p->out_w, IH = p->in_h, IW = p->in_w, KH = p->k_h, KW = p->k_w;
   const int32_t SH = p->stride_h, SW = p->stride_w, PH = p->pad_h, PW = p->pad_w, DH = p->dil_h, DW = p->dil_w;
   int8_t *op = out;
+#if !defined(__ARM_ARCH_6M__)
+  /* the two-window kernel for 3x3 windows at stride 1 or 2, dilation 1 */
+  void (*pair)(const dw_c_ctx *, const int8_t *, const int8_t *, int8_t *) = NULL;
+  if (KH == 3 && KW == 3 && DH == 1 && DW == 1 && (SW == 1 || SW == 2))
+    pair = SW == 1 ? (g.fast ? dw_c_pair3_s1_fast : dw_c_pair3_s1_gen) : (g.fast ? dw_c_pair3_s2_fast : dw_c_pair3_s2_gen);
+#endif
   for (int32_t b = 0; b < B; b++)
     for (int32_t oy = 0; oy < OH; oy++) {
       int32_t ky_lo, ky_hi;
       dw_c_valid(oy, SH, PH, DH, KH, IH, &ky_lo, &ky_hi);
       const int32_t iy0 = oy * SH - PH + ky_lo * DH;
       for (int32_t ox = 0; ox < OW; ox++, op += C) {
+#if !defined(__ARM_ARCH_6M__)
+        /* windows ox and ox + 1 both inside the input */
+        if (pair && ky_hi - ky_lo == 3 && ox + 1 < OW && ox * SW - PW >= 0 && (ox + 1) * SW - PW + 2 < IW) {
+          pair(&g, in + (((size_t)b * IH + (size_t)iy0) * IW + (size_t)(ox * SW - PW)) * C, w, op);
+          ox++, op += C;
+          continue;
+        }
+#endif
         int32_t kx_lo, kx_hi;
         dw_c_valid(ox, SW, PW, DW, KW, IW, &kx_lo, &kx_hi);
         const int32_t nky = ky_hi - ky_lo, nkx = kx_hi - kx_lo;
