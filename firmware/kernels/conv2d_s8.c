@@ -233,6 +233,43 @@ static inline __attribute__((always_inline)) void conv_c_dot2x2(const int8_t *x,
 }
 #endif
 
+#if defined(__thumb2__) && defined(__ARM_ARCH_7M__)
+#define CONV_C_THREE 1
+/* Armv7-M: three pixels by two channels, a[p][c] += row p of x (rows K apart) . row c of w0 (rows K apart), over
+ * K >= 4 bytes (K & ~3 of them; the caller adds the rest): per byte two weight and three input loads for six
+ * MLA, where two by two takes four loads for four. Thirteen registers, so the step count is n; in asm for the
+ * reason given at conv_c_dot2x2. */
+static inline __attribute__((always_inline)) void conv_c_dot3x2(const int8_t *x, const int8_t *w0, int32_t K,
+                                                               uint32_t a[6]) {
+  uint32_t b00 = a[0], b01 = a[1], b10 = a[2], b11 = a[3], b20 = a[4], b21 = a[5];
+  int32_t n = K >> 2, t, u0, u1;
+  const int8_t *xp = x, *wp = w0;
+  const int32_t k2 = 2 * K;
+#define CONV_C_STEP3                           \
+  "ldrsb %[u1], [%[wp], %[k]]\n"               \
+  "ldrsb %[u0], [%[wp]], #1\n"                 \
+  "ldrsb %[t], [%[xp], %[k]]\n"                \
+  "mla %[b10], %[t], %[u0], %[b10]\n"          \
+  "mla %[b11], %[t], %[u1], %[b11]\n"          \
+  "ldrsb %[t], [%[xp], %[k2]]\n"               \
+  "mla %[b20], %[t], %[u0], %[b20]\n"          \
+  "mla %[b21], %[t], %[u1], %[b21]\n"          \
+  "ldrsb %[t], [%[xp]], #1\n"                  \
+  "mla %[b00], %[t], %[u0], %[b00]\n"          \
+  "mla %[b01], %[t], %[u1], %[b01]\n"
+  __asm volatile("1:\n" CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3
+                 "subs %[n], %[n], #1\n"
+                 "bne 1b\n"
+                 : [b00] "+r"(b00), [b01] "+r"(b01), [b10] "+r"(b10), [b11] "+r"(b11), [b20] "+r"(b20),
+                   [b21] "+r"(b21), [xp] "+r"(xp), [wp] "+r"(wp), [n] "+r"(n), [t] "=&r"(t), [u0] "=&r"(u0),
+                   [u1] "=&r"(u1)
+                 : [k] "r"(K), [k2] "r"(k2)
+                 : "cc", "memory");
+#undef CONV_C_STEP3
+  a[0] = b00, a[1] = b01, a[2] = b10, a[3] = b11, a[4] = b20, a[5] = b21;
+}
+#endif
+
 #if CONV_C_BLOCK == 4 || defined(__ARM_ARCH_6M__)
 
 /* 1x1 stride-1 convolutions without padding: consecutive pixels are consecutive K-byte rows, so two pixels by
@@ -248,6 +285,34 @@ static inline __attribute__((always_inline)) void conv_c_pointwise_body(const co
   (fast ? k_finish_fast_s8((int32_t)(A), mult[O], shift[O], oo, lo, hi)         \
         : k_finish_s8((int32_t)(A), mult[O], shift[O], oo, lo, hi))
   int32_t j = 0;
+#ifdef CONV_C_THREE
+  if (K >= 4)
+    for (; j + 3 <= npix; j += 3, x += 3 * K, out += 3 * OC) {
+      int32_t o = 0;
+      for (; o + 2 <= OC; o += 2) {
+        const int8_t *w0 = w + (size_t)o * K;
+        const uint32_t b0 = (uint32_t)beff[o], b1 = (uint32_t)beff[o + 1];
+        uint32_t a[6] = {b0, b1, b0, b1, b0, b1};
+        conv_c_dot3x2(x, w0, K, a);
+        for (int32_t i = K & ~3; i < K; i++) {
+          const int32_t va = w0[i], ua = w0[K + i];
+          for (int32_t q = 0; q < 3; q++) {
+            a[2 * q] += (uint32_t)(x[q * K + i] * va);
+            a[2 * q + 1] += (uint32_t)(x[q * K + i] * ua);
+          }
+        }
+        for (int32_t q = 0; q < 3; q++) {
+          out[q * OC + o] = CONV_C_FIN(a[2 * q], o);
+          out[q * OC + o + 1] = CONV_C_FIN(a[2 * q + 1], o + 1);
+        }
+      }
+      for (; o < OC; o++) {
+        conv_c_row1(g, x, w, o, out);
+        conv_c_row1(g, x + K, w, o, out + OC);
+        conv_c_row1(g, x + 2 * K, w, o, out + 2 * OC);
+      }
+    }
+#endif
   for (; j + 2 <= npix; j += 2, x += 2 * K, out += 2 * OC) {
     int32_t o = 0;
     for (; o + 2 <= OC; o += 2) {
@@ -260,13 +325,13 @@ static inline __attribute__((always_inline)) void conv_c_pointwise_body(const co
       out[OC + o] = CONV_C_FIN(a10, o);
       out[OC + o + 1] = CONV_C_FIN(a11, o + 1);
     }
-#undef CONV_C_FIN
     if (o < OC) {
       conv_c_row1(g, x, w, o, out);
       conv_c_row1(g, x + K, w, o, out + OC);
     }
   }
   if (j < npix) conv_c_row(g, x, w, out);
+#undef CONV_C_FIN
 }
 static __attribute__((noinline)) void conv_c_pointwise_fast(const conv_c_ctx *g, const int8_t *x, const int8_t *w,
                                                             int32_t npix, int8_t *out) {
