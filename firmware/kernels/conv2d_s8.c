@@ -346,9 +346,17 @@ static __attribute__((noinline)) void conv_c_pointwise_gen(const conv_c_ctx *g, 
 /* The im2col row of output pixel (b, oy, ox): k_h x k_w taps of C bytes, padding taps = pad. */
 static void conv_c_im2col(const qconv_params *p, const int8_t *in, int32_t b, int32_t oy, int32_t ox, int8_t pad,
                           int8_t *dst) {
-  const int32_t C = p->in_c;
+  const int32_t C = p->in_c, ix0 = ox * p->stride_w - p->pad_w;
+  /* a kernel row of undilated taps inside the input is one run of k_w * C bytes: one copy (one-channel inputs
+   * made one call per byte) */
+  const int run = p->dil_w == 1 && ix0 >= 0 && ix0 + p->k_w <= p->in_w;
   for (int32_t ky = 0; ky < p->k_h; ky++) {
     const int32_t iy = oy * p->stride_h - p->pad_h + ky * p->dil_h;
+    if (run && iy >= 0 && iy < p->in_h) {
+      memcpy(dst, in + (((size_t)b * p->in_h + iy) * p->in_w + ix0) * C, (size_t)p->k_w * C);
+      dst += (size_t)p->k_w * C;
+      continue;
+    }
     for (int32_t kx = 0; kx < p->k_w; kx++, dst += C) {
       const int32_t ix = ox * p->stride_w - p->pad_w + kx * p->dil_w;
       if (iy < 0 || iy >= p->in_h || ix < 0 || ix >= p->in_w)
