@@ -247,6 +247,33 @@ def test_quantized_depthwise_conv2d(K, seed, g, cin, dm, in_off, out_off, use_bi
         np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("pad", [0, 1, 2])
+@pytest.mark.parametrize("width", [2, 3, 4, 5, 6, 9])
+def test_depthwise_3x3_window_pairs(K, stride, pad, width):
+    """The portable depthwise's two-window 3x3 kernel at stride 1 and 2: pairs inside the input, pairs with the
+    left or the right padding column (a padding byte of -input_offset against the inside start value), and the
+    windows it leaves to the one-window loops, with and without a bias, against the operator reference."""
+    rng = rng_from(1000 * stride + 100 * pad + width)
+    h, cin = 5, 7
+    oh, ow = out_size(h, 3, stride, pad, 1), out_size(width, 3, stride, pad, 1)
+    if oh < 1 or ow < 1:
+        pytest.skip("no output")
+    for in_off, use_bias in ((128, True), (-127, False), (int(rng.integers(-127, 129)), True)):
+        x = s8(rng, 1, h, width, cin)
+        w = s8(rng, 1, 3, 3, cin)
+        bias = rng.integers(-(1 << 16), 1 << 16, cin).astype(np.int32) if use_bias else None
+        mult, shift = requant_arrays(rng, cin)
+        want = torch_to_nhwc(ops.quantized_depthwise_conv2d(
+            nhwc_to_torch(x), torch.from_numpy(w), None if bias is None else torch.from_numpy(bias),
+            [stride, stride], [pad, pad], [1, 1], 1, in_off, 3, torch.from_numpy(mult), torch.from_numpy(shift),
+            -128, 127, torch.empty(0, dtype=torch.uint8)))
+        p = QConv(1, h, width, cin, oh, ow, cin, 3, 3, stride, stride, pad, pad, 1, 1, cin, in_off, 3, -128, 127)
+        out = np.zeros((1, oh, ow, cin), np.int8)
+        K.conv("emk_depthwise_conv2d_s8", False, p, ptr(x), ptr(w), ptr(bias), ptr(mult), ptr(shift), ptr(out))
+        np.testing.assert_array_equal(out, want)
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=seeds, g=conv_geom, cin=st.integers(1, 6), cout=st.integers(1, 6),
        oph=st.integers(0, 2), opw=st.integers(0, 2), in_off=st.integers(-127, 128), out_off=zps)

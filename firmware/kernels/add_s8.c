@@ -196,12 +196,61 @@ static inline __attribute__((always_inline)) void add_block_c(const int8_t *a, c
   }
 }
 K_ELEM_BLOCK_FAST_GEN(add_block_c, qadd_params)
+
+#if defined(__ARM_ARCH_6M__)
+/* Armv6-M (no 32x32->64 multiply): an operand's (a - zp) << 20 has its low 16 bits zero, so with
+ * mult = mh * 2^16 + ml its product is d * 16 * (mh * 2^32 + ml * 2^16) and the reference's
+ * floor((x * mult + 2^30) / 2^31) is d * (mh << 5) + floor((d * (ml << 4) + 2^14) / 2^15), both products
+ * within 32 bits for |d| <= 255 (zero points in the int8 range, mult >= 0, shift <= 0: checked per call);
+ * then the reference's half-away rounding by 2^rs in 32 bits. The sum's requantization is the general one. */
+typedef struct {
+  int32_t azp, a1, a2, ars, bzp, b1, b2, brs;
+  qadd_params p;
+} add_v6m_k;
+
+static inline __attribute__((always_inline)) int32_t add_v6m_operand(int32_t d, int32_t m1, int32_t m2, int32_t rs) {
+  int32_t u = d * m1 + ((d * m2 + (1 << 14)) >> 15);
+  if (rs) {
+    const int32_t mask = (int32_t)((1u << rs) - 1u), rem = u & mask;
+    u >>= rs;
+    u += rem > (mask >> 1) + (u < 0) ? 1 : 0;
+  }
+  return u;
+}
+
+static inline __attribute__((always_inline)) void add_block_v6m(const int8_t *a, const int8_t *b, int8_t *out,
+                                                                int32_t len, const add_v6m_k *kp, const int fast) {
+  const add_v6m_k k = *kp; /* locals: the int8 stores may alias the parameters */
+  for (int32_t i = 0; i < len; i++) {
+    const int32_t fa = add_v6m_operand(a[i] - k.azp, k.a1, k.a2, k.ars);
+    const int32_t fb = add_v6m_operand(b[i] - k.bzp, k.b1, k.b2, k.brs);
+    const int32_t sum = (int32_t)((uint32_t)fa + (uint32_t)fb);
+    const int32_t r = fast ? k_requantize_dsp_fast(sum, k.p.out_mult, k.p.out_shift)
+                           : k_requantize_dsp(sum, k.p.out_mult, k.p.out_shift);
+    out[i] = (int8_t)k_clamp((int32_t)((uint32_t)r + (uint32_t)k.p.out_zp), k.p.act_min, k.p.act_max);
+  }
+}
+K_ELEM_BLOCK_FAST_GEN(add_block_v6m, add_v6m_k)
+
+static int add_v6m_ok(int32_t zp, int32_t mult, int32_t shift) {
+  return zp >= -128 && zp <= 127 && mult >= 0 && shift <= 0 && shift >= -31;
+}
+#endif
 #endif
 
 void emk_add_s8(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len, int8_t *out,
              const qadd_params *p) {
 #if !FW_HAVE_MVE && !FW_HAVE_DSP
   if (a_len == 0 || b_len == 0) return;
+#if defined(__ARM_ARCH_6M__)
+  if (add_v6m_ok(p->a_zp, p->a_mult, p->a_shift) && add_v6m_ok(p->b_zp, p->b_mult, p->b_shift)) {
+    const add_v6m_k k = {p->a_zp, (p->a_mult >> 16) << 5, (p->a_mult & 0xFFFF) << 4, -p->a_shift,
+                         p->b_zp, (p->b_mult >> 16) << 5, (p->b_mult & 0xFFFF) << 4, -p->b_shift, *p};
+    const int out_fast = p->out_mult >= 0 && p->out_shift <= -2;
+    k_bcast_blocks(a, a_len, b, b_len, out, out_fast ? add_block_v6m_fast : add_block_v6m_gen, &k);
+    return;
+  }
+#endif
   const int fast = p->a_mult >= 0 && p->a_shift <= -2 && p->b_mult >= 0 && p->b_shift <= -2 && p->out_mult >= 0 &&
                    p->out_shift <= -2;
   k_bcast_blocks(a, a_len, b, b_len, out, fast ? add_block_c_fast : add_block_c_gen, p);

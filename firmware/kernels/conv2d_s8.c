@@ -124,6 +124,70 @@ static __attribute__((noinline)) void conv_c_row(const conv_c_ctx *g, const int8
   if (o < OC) conv_c_row1(g, x, w, o, op);
 }
 
+#if defined(__ARM_ARCH_6M__)
+/* Armv6-M: acc[0..3] += x.w0, x.w1, y.w0, y.w1 over K >= 1 bytes (y = x + K, w1 = w0 + K) with the four
+ * accumulators in r8-r11 (ADD takes high registers) so that the eight low ones hold the four row ends, the
+ * index running from -K up to 0 (LDRSB has register offsets only) and three temporaries: 15 instructions per
+ * four products where GCC's two-channel loop takes 11 per two. */
+static __attribute__((naked, noinline)) void conv_c_dot2x2_v6m(const int8_t *x, const int8_t *w0, int32_t K,
+                                                              uint32_t *acc) {
+  __asm(".syntax unified\n"
+        "push {r4, r5, r6, r7, lr}\n"
+        "mov r4, r8\n"
+        "mov r5, r9\n"
+        "mov r6, r10\n"
+        "mov r7, r11\n"
+        "push {r4, r5, r6, r7}\n"
+        "ldm r3!, {r4, r5, r6, r7}\n"
+        "mov r8, r4\n"
+        "mov r9, r5\n"
+        "mov r10, r6\n"
+        "mov r11, r7\n"
+        "mov ip, r3\n"
+        "adds r0, r0, r2\n"   /* x row end */
+        "adds r4, r0, r2\n"   /* y row end */
+        "adds r1, r1, r2\n"   /* w0 row end */
+        "adds r5, r1, r2\n"   /* w1 row end */
+        "rsbs r2, r2, #0\n"
+        "1:\n"
+        "ldrsb r3, [r0, r2]\n"
+        "ldrsb r6, [r1, r2]\n"
+        "movs r7, r3\n"
+        "muls r7, r6\n"
+        "add r8, r7\n"
+        "ldrsb r7, [r5, r2]\n"
+        "muls r3, r7\n"
+        "add r9, r3\n"
+        "ldrsb r3, [r4, r2]\n"
+        "muls r6, r3\n"
+        "add r10, r6\n"
+        "muls r7, r3\n"
+        "add r11, r7\n"
+        "adds r2, r2, #1\n"
+        "bne 1b\n"
+        "mov r3, ip\n"
+        "subs r3, r3, #16\n"
+        "mov r4, r8\n"
+        "mov r5, r9\n"
+        "mov r6, r10\n"
+        "mov r7, r11\n"
+        "stm r3!, {r4, r5, r6, r7}\n"
+        "pop {r4, r5, r6, r7}\n"
+        "mov r8, r4\n"
+        "mov r9, r5\n"
+        "mov r10, r6\n"
+        "mov r11, r7\n"
+        "pop {r4, r5, r6, r7, pc}\n");
+}
+static inline __attribute__((always_inline)) void conv_c_dot2x2(const int8_t *x, const int8_t *w0, int32_t K,
+                                                               uint32_t *a00, uint32_t *a01, uint32_t *a10,
+                                                               uint32_t *a11) {
+  uint32_t acc[4] = {*a00, *a01, *a10, *a11};
+  conv_c_dot2x2_v6m(x, w0, K, acc);
+  *a00 = acc[0], *a01 = acc[1], *a10 = acc[2], *a11 = acc[3];
+}
+#endif
+
 #if CONV_C_BLOCK == 4
 /* a00 += x.w0, a01 += x.w1, a10 += y.w0, a11 += y.w1 over K bytes, where y = x + K and w1 = w0 + K. */
 static inline __attribute__((always_inline)) void conv_c_dot2x2(const int8_t *x, const int8_t *w0, int32_t K,
@@ -167,14 +231,88 @@ static inline __attribute__((always_inline)) void conv_c_dot2x2(const int8_t *x,
   }
   *a00 = b00, *a01 = b01, *a10 = b10, *a11 = b11;
 }
+#endif
+
+#if defined(__thumb2__) && defined(__ARM_ARCH_7M__)
+#define CONV_C_THREE 1
+/* Armv7-M: three pixels by two channels, a[p][c] += row p of x (rows K apart) . row c of w0 (rows K apart), over
+ * K >= 4 bytes (K & ~3 of them; the caller adds the rest): per byte two weight and three input loads for six
+ * MLA, where two by two takes four loads for four. Thirteen registers, so the step count is n; in asm for the
+ * reason given at conv_c_dot2x2. */
+static inline __attribute__((always_inline)) void conv_c_dot3x2(const int8_t *x, const int8_t *w0, int32_t K,
+                                                               uint32_t a[6]) {
+  uint32_t b00 = a[0], b01 = a[1], b10 = a[2], b11 = a[3], b20 = a[4], b21 = a[5];
+  int32_t n = K >> 2, t, u0, u1;
+  const int8_t *xp = x, *wp = w0;
+  const int32_t k2 = 2 * K;
+#define CONV_C_STEP3                           \
+  "ldrsb %[u1], [%[wp], %[k]]\n"               \
+  "ldrsb %[u0], [%[wp]], #1\n"                 \
+  "ldrsb %[t], [%[xp], %[k]]\n"                \
+  "mla %[b10], %[t], %[u0], %[b10]\n"          \
+  "mla %[b11], %[t], %[u1], %[b11]\n"          \
+  "ldrsb %[t], [%[xp], %[k2]]\n"               \
+  "mla %[b20], %[t], %[u0], %[b20]\n"          \
+  "mla %[b21], %[t], %[u1], %[b21]\n"          \
+  "ldrsb %[t], [%[xp]], #1\n"                  \
+  "mla %[b00], %[t], %[u0], %[b00]\n"          \
+  "mla %[b01], %[t], %[u1], %[b01]\n"
+  __asm volatile("1:\n" CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3
+                 "subs %[n], %[n], #1\n"
+                 "bne 1b\n"
+                 : [b00] "+r"(b00), [b01] "+r"(b01), [b10] "+r"(b10), [b11] "+r"(b11), [b20] "+r"(b20),
+                   [b21] "+r"(b21), [xp] "+r"(xp), [wp] "+r"(wp), [n] "+r"(n), [t] "=&r"(t), [u0] "=&r"(u0),
+                   [u1] "=&r"(u1)
+                 : [k] "r"(K), [k2] "r"(k2)
+                 : "cc", "memory");
+#undef CONV_C_STEP3
+  a[0] = b00, a[1] = b01, a[2] = b10, a[3] = b11, a[4] = b20, a[5] = b21;
+}
+#endif
+
+#if CONV_C_BLOCK == 4 || defined(__ARM_ARCH_6M__)
 
 /* 1x1 stride-1 convolutions without padding: consecutive pixels are consecutive K-byte rows, so two pixels by
- * two output channels share each load (four loads for four products). */
-static __attribute__((noinline)) void conv_c_pointwise(const conv_c_ctx *g, const int8_t *x, const int8_t *w,
-                                                       int32_t npix, int8_t *out) {
-  const int32_t K = g->K, OC = g->OC;
-  const int32_t *const beff = g->beff;
+ * two output channels share each load (four loads for four products). fast: the 32-bit requantization applies to
+ * every channel (a constant in each out-of-line copy below); the finish's parameters are locals, since the int8
+ * stores may alias *g. */
+static inline __attribute__((always_inline)) void conv_c_pointwise_body(const conv_c_ctx *g, const int8_t *x,
+                                                                       const int8_t *w, int32_t npix, int8_t *out,
+                                                                       const int fast) {
+  const int32_t K = g->K, OC = g->OC, oo = g->oo, lo = g->lo, hi = g->hi;
+  const int32_t *const beff = g->beff, *const mult = g->mult, *const shift = g->shift;
+#define CONV_C_FIN(A, O)                                                        \
+  (fast ? k_finish_fast_s8((int32_t)(A), mult[O], shift[O], oo, lo, hi)         \
+        : k_finish_s8((int32_t)(A), mult[O], shift[O], oo, lo, hi))
   int32_t j = 0;
+#ifdef CONV_C_THREE
+  if (K >= 4)
+    for (; j + 3 <= npix; j += 3, x += 3 * K, out += 3 * OC) {
+      int32_t o = 0;
+      for (; o + 2 <= OC; o += 2) {
+        const int8_t *w0 = w + (size_t)o * K;
+        const uint32_t b0 = (uint32_t)beff[o], b1 = (uint32_t)beff[o + 1];
+        uint32_t a[6] = {b0, b1, b0, b1, b0, b1};
+        conv_c_dot3x2(x, w0, K, a);
+        for (int32_t i = K & ~3; i < K; i++) {
+          const int32_t va = w0[i], ua = w0[K + i];
+          for (int32_t q = 0; q < 3; q++) {
+            a[2 * q] += (uint32_t)(x[q * K + i] * va);
+            a[2 * q + 1] += (uint32_t)(x[q * K + i] * ua);
+          }
+        }
+        for (int32_t q = 0; q < 3; q++) {
+          out[q * OC + o] = CONV_C_FIN(a[2 * q], o);
+          out[q * OC + o + 1] = CONV_C_FIN(a[2 * q + 1], o + 1);
+        }
+      }
+      for (; o < OC; o++) {
+        conv_c_row1(g, x, w, o, out);
+        conv_c_row1(g, x + K, w, o, out + OC);
+        conv_c_row1(g, x + 2 * K, w, o, out + 2 * OC);
+      }
+    }
+#endif
   for (; j + 2 <= npix; j += 2, x += 2 * K, out += 2 * OC) {
     int32_t o = 0;
     for (; o + 2 <= OC; o += 2) {
@@ -182,10 +320,10 @@ static __attribute__((noinline)) void conv_c_pointwise(const conv_c_ctx *g, cons
       const uint32_t b0 = (uint32_t)beff[o], b1 = (uint32_t)beff[o + 1];
       uint32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;
       conv_c_dot2x2(x, w0, K, &a00, &a01, &a10, &a11);
-      out[o] = conv_c_fin(g, a00, o);
-      out[o + 1] = conv_c_fin(g, a01, o + 1);
-      out[OC + o] = conv_c_fin(g, a10, o);
-      out[OC + o + 1] = conv_c_fin(g, a11, o + 1);
+      out[o] = CONV_C_FIN(a00, o);
+      out[o + 1] = CONV_C_FIN(a01, o + 1);
+      out[OC + o] = CONV_C_FIN(a10, o);
+      out[OC + o + 1] = CONV_C_FIN(a11, o + 1);
     }
     if (o < OC) {
       conv_c_row1(g, x, w, o, out);
@@ -193,15 +331,32 @@ static __attribute__((noinline)) void conv_c_pointwise(const conv_c_ctx *g, cons
     }
   }
   if (j < npix) conv_c_row(g, x, w, out);
+#undef CONV_C_FIN
+}
+static __attribute__((noinline)) void conv_c_pointwise_fast(const conv_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                            int32_t npix, int8_t *out) {
+  conv_c_pointwise_body(g, x, w, npix, out, 1);
+}
+static __attribute__((noinline)) void conv_c_pointwise_gen(const conv_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                           int32_t npix, int8_t *out) {
+  conv_c_pointwise_body(g, x, w, npix, out, 0);
 }
 #endif
 
 /* The im2col row of output pixel (b, oy, ox): k_h x k_w taps of C bytes, padding taps = pad. */
 static void conv_c_im2col(const qconv_params *p, const int8_t *in, int32_t b, int32_t oy, int32_t ox, int8_t pad,
                           int8_t *dst) {
-  const int32_t C = p->in_c;
+  const int32_t C = p->in_c, ix0 = ox * p->stride_w - p->pad_w;
+  /* a kernel row of undilated taps inside the input is one run of k_w * C bytes: one copy (one-channel inputs
+   * made one call per byte) */
+  const int run = p->dil_w == 1 && ix0 >= 0 && ix0 + p->k_w <= p->in_w;
   for (int32_t ky = 0; ky < p->k_h; ky++) {
     const int32_t iy = oy * p->stride_h - p->pad_h + ky * p->dil_h;
+    if (run && iy >= 0 && iy < p->in_h) {
+      memcpy(dst, in + (((size_t)b * p->in_h + iy) * p->in_w + ix0) * C, (size_t)p->k_w * C);
+      dst += (size_t)p->k_w * C;
+      continue;
+    }
     for (int32_t kx = 0; kx < p->k_w; kx++, dst += C) {
       const int32_t ix = ox * p->stride_w - p->pad_w + kx * p->dil_w;
       if (iy < 0 || iy >= p->in_h || ix < 0 || ix >= p->in_w)
@@ -225,6 +380,8 @@ k_status emk_conv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
   int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
   if (p->beff && p->input_offset) /* folded at compile time (emlkit/passes/window_bias.py) */
     memcpy(beff, p->beff, (size_t)OC * sizeof(int32_t));
+  else if (!p->input_offset) /* no weight sums to fold: a pass over every weight saved */
+    for (int32_t o = 0; o < OC; o++) beff[o] = bias ? bias[o] : 0;
   else
     for (int32_t o = 0; o < OC; o++) {
       uint32_t ws = 0;
@@ -236,9 +393,9 @@ k_status emk_conv2d_s8(const qconv_params *p, const int8_t *in, const int8_t *w,
   const int8_t pad = (int8_t)-p->input_offset;
   /* locals: the int8 stores may alias *p */
   const int32_t B = p->batch, OH = p->out_h, OW = p->out_w, IH = p->in_h, IW = p->in_w, SH = p->stride_h, SW = p->stride_w;
-#if CONV_C_BLOCK == 4
+#if CONV_C_BLOCK == 4 || defined(__ARM_ARCH_6M__)
   if (direct && SH == 1 && SW == 1) {
-    conv_c_pointwise(&g, in, w, B * OH * OW, out);
+    (g.fast ? conv_c_pointwise_fast : conv_c_pointwise_gen)(&g, in, w, B * OH * OW, out);
     return K_OK;
   }
 #endif

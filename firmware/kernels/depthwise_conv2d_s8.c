@@ -101,6 +101,134 @@ DW_C_PIXEL_FN(dw_c_fast, 1)
 DW_C_PIXEL_FN(dw_c_gen, 0)
 #undef DW_C_PIXEL_FN
 
+#if !defined(__ARM_ARCH_6M__)
+/* Two horizontally adjacent 3x3 windows (dilation 1, stride S = 1 or 2) whose rows are inside the input, one
+ * channel at a time: the two windows share each kernel row's three weights and 3 - S of its input bytes, so a
+ * row takes 3 + 3 + S loads for six products where the four-channel loop above takes twelve. E: 0 both windows
+ * inside the input; 1 the first window's first column is left padding (x is then at its second column); 2 the
+ * second window's last column is right padding. A padding byte is -input_offset: with the start value of a
+ * window inside the input (bias + input_offset * sum(weights)) its product cancels that tap's share, as the
+ * reference's padding contributes nothing. Sums modulo 2^32. Not on Armv6-M: the micro:bit's flash. */
+static inline __attribute__((always_inline)) void dw_c_pair3_body(const dw_c_ctx *g, const int8_t *x, const int8_t *w,
+                                                                 int8_t *op, const int32_t S, const int E,
+                                                                 const int fast) {
+  /* locals: the int8 stores below may alias *g */
+  const int32_t C = g->C, oo = g->oo, lo = g->lo, hi = g->hi, pad = -g->off;
+  const int32_t *const mult = g->mult, *const shift = g->shift, *const start = g->start;
+  const int L = E == 1, R = E == 2;
+#if defined(__thumb2__) && defined(__ARM_ARCH_7M__)
+  /* Armv7-M: the three rows in asm, the offsets C, 2C, 3C (and 4C) in registers: 15 instructions a row at stride
+   * 1 where GCC makes about 20 (it keeps a pointer per tap, and spills them). Row templates: W loads the row's
+   * weights; X(J) loads input column J; A(K) / B(K) add it times weight K to the first / second window; PA0 and
+   * PB2 add the padding byte's product. */
+  const int32_t c1 = C, c2 = 2 * C, c3 = 3 * C, c4 = 4 * C, ys = g->ystep;
+#define DW_W                                     \
+  "ldrsb %[w0], [%[q]]\n"                        \
+  "ldrsb %[w1], [%[q], %[c1]]\n"                 \
+  "ldrsb %[w2], [%[q], %[c2]]\n"                 \
+  "add %[q], %[q], %[c3]\n"
+#define DW_X0 "ldrsb %[t], [%[p]]\n"
+#define DW_X(J) "ldrsb %[t], [%[p], %[c" #J "]]\n"
+#define DW_A(K) "mla %[a0], %[t], %[w" #K "], %[a0]\n"
+#define DW_B(K) "mla %[a1], %[t], %[w" #K "], %[a1]\n"
+#define DW_PA0 "mla %[a0], %[pad], %[w0], %[a0]\n"
+#define DW_PB2 "mla %[a1], %[pad], %[w2], %[a1]\n"
+#define DW_NEXT "add %[p], %[p], %[ys]\n"
+#define DW_ROW_1_0 DW_W DW_X0 DW_A(0) DW_X(1) DW_A(1) DW_B(0) DW_X(2) DW_A(2) DW_B(1) DW_X(3) DW_B(2) DW_NEXT
+#define DW_ROW_1_1 DW_W DW_PA0 DW_X0 DW_A(1) DW_B(0) DW_X(1) DW_A(2) DW_B(1) DW_X(2) DW_B(2) DW_NEXT
+#define DW_ROW_1_2 DW_W DW_X0 DW_A(0) DW_X(1) DW_A(1) DW_B(0) DW_X(2) DW_A(2) DW_B(1) DW_PB2 DW_NEXT
+#define DW_ROW_2_0 DW_W DW_X0 DW_A(0) DW_X(1) DW_A(1) DW_X(2) DW_A(2) DW_B(0) DW_X(3) DW_B(1) DW_X(4) DW_B(2) DW_NEXT
+#define DW_ROW_2_1 DW_W DW_PA0 DW_X0 DW_A(1) DW_X(1) DW_A(2) DW_B(0) DW_X(2) DW_B(1) DW_X(3) DW_B(2) DW_NEXT
+#define DW_ROW_2_2 DW_W DW_X0 DW_A(0) DW_X(1) DW_A(1) DW_X(2) DW_A(2) DW_B(0) DW_X(3) DW_B(1) DW_PB2 DW_NEXT
+#define DW_OUTS [a0] "+r"(a0), [a1] "+r"(a1), [p] "+r"(xr), [q] "+r"(wr), [w0] "=&r"(w0), [w1] "=&r"(w1), \
+                [w2] "=&r"(w2), [t] "=&r"(t)
+  for (int32_t c = 0; c < C; c++) {
+    const int8_t *xr = x + c, *wr = w + c;
+    uint32_t a0 = (uint32_t)start[c], a1 = a0;
+    int32_t w0, w1, w2, t;
+    if (S == 1 && E == 0)
+      __asm(DW_ROW_1_0 DW_ROW_1_0 DW_ROW_1_0 : DW_OUTS : [c1] "r"(c1), [c2] "r"(c2), [c3] "r"(c3), [ys] "r"(ys) : "memory");
+    else if (S == 1 && E == 1)
+      __asm(DW_ROW_1_1 DW_ROW_1_1 DW_ROW_1_1 : DW_OUTS : [c1] "r"(c1), [c2] "r"(c2), [c3] "r"(c3), [ys] "r"(ys),
+            [pad] "r"(pad) : "memory");
+    else if (S == 1)
+      __asm(DW_ROW_1_2 DW_ROW_1_2 DW_ROW_1_2 : DW_OUTS : [c1] "r"(c1), [c2] "r"(c2), [c3] "r"(c3), [ys] "r"(ys),
+            [pad] "r"(pad) : "memory");
+    else if (E == 0)
+      __asm(DW_ROW_2_0 DW_ROW_2_0 DW_ROW_2_0 : DW_OUTS : [c1] "r"(c1), [c2] "r"(c2), [c3] "r"(c3), [c4] "r"(c4),
+            [ys] "r"(ys) : "memory");
+    else if (E == 1)
+      __asm(DW_ROW_2_1 DW_ROW_2_1 DW_ROW_2_1 : DW_OUTS : [c1] "r"(c1), [c2] "r"(c2), [c3] "r"(c3), [ys] "r"(ys),
+            [pad] "r"(pad) : "memory");
+    else
+      __asm(DW_ROW_2_2 DW_ROW_2_2 DW_ROW_2_2 : DW_OUTS : [c1] "r"(c1), [c2] "r"(c2), [c3] "r"(c3), [ys] "r"(ys),
+            [pad] "r"(pad) : "memory");
+    (void)L, (void)R, (void)c4;
+#else
+  int32_t c1 = C, ys = g->ystep, w3 = 3 * C;
+  for (int32_t c = 0; c < C; c++) {
+    /* the offsets opaque to GCC: else it keeps a pointer per tap */
+    __asm("" : "+r"(c1), "+r"(ys), "+r"(w3));
+    const int8_t *xr = x + c, *wr = w + c;
+    uint32_t a0 = (uint32_t)start[c], a1 = a0;
+    for (int32_t ky = 0; ky < 3; ky++, xr += ys, wr += w3) {
+#define DW_X(J) ((int32_t)xr[(J) * c1])
+      const int32_t w0 = wr[0], w1 = wr[c1], w2 = wr[2 * c1];
+      const int32_t xa0 = L ? pad : DW_X(0), xa1 = DW_X(1 - L), xa2 = DW_X(2 - L);
+      const int32_t xb0 = DW_X(S - L), xb1 = DW_X(S + 1 - L), xb2 = R ? pad : DW_X(S + 2 - L);
+#undef DW_X
+      a0 += (uint32_t)(xa0 * w0) + (uint32_t)(xa1 * w1) + (uint32_t)(xa2 * w2);
+      a1 += (uint32_t)(xb0 * w0) + (uint32_t)(xb1 * w1) + (uint32_t)(xb2 * w2);
+    }
+#endif
+    op[c] = fast ? k_finish_fast_s8((int32_t)a0, mult[c], shift[c], oo, lo, hi)
+                 : k_finish_s8((int32_t)a0, mult[c], shift[c], oo, lo, hi);
+    op[C + c] = fast ? k_finish_fast_s8((int32_t)a1, mult[c], shift[c], oo, lo, hi)
+                     : k_finish_s8((int32_t)a1, mult[c], shift[c], oo, lo, hi);
+  }
+}
+#if defined(__thumb2__) && defined(__ARM_ARCH_7M__)
+#undef DW_W
+#undef DW_X0
+#undef DW_X
+#undef DW_A
+#undef DW_B
+#undef DW_PA0
+#undef DW_PB2
+#undef DW_NEXT
+#undef DW_ROW_1_0
+#undef DW_ROW_1_1
+#undef DW_ROW_1_2
+#undef DW_ROW_2_0
+#undef DW_ROW_2_1
+#undef DW_ROW_2_2
+#undef DW_OUTS
+#endif
+typedef void dw_c_pair_fn(const dw_c_ctx *g, const int8_t *x, const int8_t *w, int8_t *op);
+#define DW_C_PAIR3_FN(S, E)                                                                                  \
+  static __attribute__((noinline)) void dw_c_pair3_##S##_##E##_fast(const dw_c_ctx *g, const int8_t *x,       \
+                                                                    const int8_t *w, int8_t *op) {            \
+    dw_c_pair3_body(g, x, w, op, S, E, 1);                                                                    \
+  }                                                                                                           \
+  static __attribute__((noinline)) void dw_c_pair3_##S##_##E##_gen(const dw_c_ctx *g, const int8_t *x,        \
+                                                                   const int8_t *w, int8_t *op) {             \
+    dw_c_pair3_body(g, x, w, op, S, E, 0);                                                                    \
+  }
+DW_C_PAIR3_FN(1, 0)
+DW_C_PAIR3_FN(1, 1)
+DW_C_PAIR3_FN(1, 2)
+DW_C_PAIR3_FN(2, 0)
+DW_C_PAIR3_FN(2, 1)
+DW_C_PAIR3_FN(2, 2)
+#undef DW_C_PAIR3_FN
+/* [stride - 1][E][fast] */
+static dw_c_pair_fn *const dw_c_pair3[2][3][2] = {
+    {{dw_c_pair3_1_0_gen, dw_c_pair3_1_0_fast}, {dw_c_pair3_1_1_gen, dw_c_pair3_1_1_fast},
+     {dw_c_pair3_1_2_gen, dw_c_pair3_1_2_fast}},
+    {{dw_c_pair3_2_0_gen, dw_c_pair3_2_0_fast}, {dw_c_pair3_2_1_gen, dw_c_pair3_2_1_fast},
+     {dw_c_pair3_2_2_gen, dw_c_pair3_2_2_fast}}};
+#endif
+
 static void dw_c_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t n, int32_t *lo,
                        int32_t *hi) {
   const int32_t i0 = o * stride - pad;
@@ -137,12 +265,27 @@ k_status emk_depthwise_conv2d_s8(const qconv_params *p, const int8_t *in, const 
   const int32_t B = p->batch, OH = p->out_h, OW = p->out_w, IH = p->in_h, IW = p->in_w, KH = p->k_h, KW = p->k_w;
   const int32_t SH = p->stride_h, SW = p->stride_w, PH = p->pad_h, PW = p->pad_w, DH = p->dil_h, DW = p->dil_w;
   int8_t *op = out;
+#if !defined(__ARM_ARCH_6M__)
+  /* the two-window kernels for 3x3 windows at stride 1 or 2, dilation 1 */
+  const int pairs = KH == 3 && KW == 3 && DH == 1 && DW == 1 && (SW == 1 || SW == 2);
+#endif
   for (int32_t b = 0; b < B; b++)
     for (int32_t oy = 0; oy < OH; oy++) {
       int32_t ky_lo, ky_hi;
       dw_c_valid(oy, SH, PH, DH, KH, IH, &ky_lo, &ky_hi);
       const int32_t iy0 = oy * SH - PH + ky_lo * DH;
       for (int32_t ox = 0; ox < OW; ox++, op += C) {
+#if !defined(__ARM_ARCH_6M__)
+        /* windows ox and ox + 1 with their rows inside the input and at most one padding column */
+        const int32_t ca = ox * SW - PW, cb = (ox + 1) * SW - PW + 2; /* first and last column */
+        if (pairs && ky_hi - ky_lo == 3 && ox + 1 < OW && ca >= -1 && cb <= IW && (ca >= 0 || cb < IW)) {
+          const int e = ca < 0 ? 1 : cb == IW ? 2 : 0;
+          dw_c_pair3[SW - 1][e][g.fast](&g, in + (((size_t)b * IH + (size_t)iy0) * IW + (size_t)(ca + (e == 1))) * C, w,
+                                        op);
+          ox++, op += C;
+          continue;
+        }
+#endif
         int32_t kx_lo, kx_hi;
         dw_c_valid(ox, SW, PW, DW, KW, IW, &kx_lo, &kx_hi);
         const int32_t nky = ky_hi - ky_lo, nkx = kx_hi - kx_lo;
