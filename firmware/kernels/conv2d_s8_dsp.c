@@ -62,7 +62,9 @@ static inline int8_t pw_fin_fast(int32_t acc, int32_t m, int32_t hq, int32_t sh1
   const int32_t v = (int32_t)((uint32_t)(h >> sh1) + (uint32_t)off);
   return (int8_t)(sat8 ? __ssat(v, 8) : k_clamp(v, lo, hi));
 }
-#define PW_FIN(A, O) (fast ? k_finish_fast_s8(A, mult[O], shift[O], off, lo, hi) : k_finish_s8(A, mult[O], shift[O], off, lo, hi))
+#define PW_FIN(A, O) (fast == 1 ? k_finish_fast_s8(A, mult[O], shift[O], off, lo, hi) : k_finish_s8(A, mult[O], shift[O], off, lo, hi))
+/* fast: 0 the general requantization, 1 k_rq_fast_ok held (pw_fin_fast), 2 k_rq_mm_ok held (k_rq_mm, the
+ * output offset inside its constant) */
 static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const qconv_params *p, const int8_t *in,
                                                                           const int8_t *w, const int32_t *mult,
                                                                           const int32_t *shift, int8_t *out,
@@ -72,7 +74,35 @@ static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const 
   const int32_t npix = p->batch * p->out_h * p->out_w;
   const int32_t off = p->output_offset, lo = p->act_min, hi = p->act_max;
   int32_t i = 0;
-  if (fast) {
+  if (fast == 2) {
+    const int32_t npix2 = npix & ~1;
+    for (int32_t o = 0; o < OC2; o += 2) {
+      const int32_t m0 = mult[o], m1 = mult[o + 1], b0 = beff[o], b1 = beff[o + 1];
+      const int32_t c0 = k_rq_mm_c(shift[o], off), c1 = k_rq_mm_c(shift[o + 1], off);
+      const int32_t r0 = -shift[o], r1 = -shift[o + 1];
+      const int8_t *wo = w + (size_t)o * K;
+      int8_t *op = out + o;
+      for (int32_t j = 0; j < npix2; j += 2, op += 2 * OC) {
+        int32_t acc[4] = {b0, b1, b0, b1};
+        k_dot2x2_s8_dsp(in + (size_t)j * K, wo, K, K, acc);
+        const int32_t v00 = k_rq_mm(acc[0], m0, c0, r0), v01 = k_rq_mm(acc[1], m1, c1, r1);
+        const int32_t v10 = k_rq_mm(acc[2], m0, c0, r0), v11 = k_rq_mm(acc[3], m1, c1, r1);
+        if (sat8)
+          op[0] = (int8_t)__ssat(v00, 8), op[1] = (int8_t)__ssat(v01, 8), op[OC] = (int8_t)__ssat(v10, 8),
+          op[OC + 1] = (int8_t)__ssat(v11, 8);
+        else
+          op[0] = (int8_t)k_clamp(v00, lo, hi), op[1] = (int8_t)k_clamp(v01, lo, hi),
+          op[OC] = (int8_t)k_clamp(v10, lo, hi), op[OC + 1] = (int8_t)k_clamp(v11, lo, hi);
+      }
+    }
+    if (OC2 < OC)
+      for (int32_t j = 0; j < npix2; j++) {
+        int32_t acc = beff[OC2];
+        k_dot1_s8_dsp(in + (size_t)j * K, w + (size_t)OC2 * K, K, &acc, 0, 0);
+        out[(size_t)j * OC + OC2] = k_finish_s8(acc, mult[OC2], shift[OC2], off, lo, hi);
+      }
+    i = npix2;
+  } else if (fast) {
     const int32_t npix2 = npix & ~1;
     for (int32_t o = 0; o < OC2; o += 2) {
       const int32_t m0 = mult[o], m1 = mult[o + 1], b0 = beff[o], b1 = beff[o + 1];
@@ -150,9 +180,27 @@ static __attribute__((noinline)) void conv_dsp_pointwise_gen(const qconv_params 
                                                              const int32_t *shift, int8_t *out, const int32_t *beff) {
   conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 0, 0);
 }
+static __attribute__((noinline)) void conv_dsp_pointwise_mm(const qconv_params *p, const int8_t *in,
+                                                            const int8_t *w, const int32_t *mult,
+                                                            const int32_t *shift, int8_t *out, const int32_t *beff) {
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 2, 0);
+}
+static __attribute__((noinline)) void conv_dsp_pointwise_mm_sat8(const qconv_params *p, const int8_t *in,
+                                                                 const int8_t *w, const int32_t *mult,
+                                                                 const int32_t *shift, int8_t *out,
+                                                                 const int32_t *beff) {
+  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 2, 1);
+}
 static void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                                const int32_t *shift, int8_t *out, const int32_t *beff) {
-  if (k_rq_fast_ok(mult, shift, p->out_c) && p->act_min == -128 && p->act_max == 127)
+  const int sat8 = p->act_min == -128 && p->act_max == 127;
+  /* every sum: a start value plus at most K products of magnitude 2^14 */
+  if (k_rq_mm_ok(mult, shift, beff, NULL, p->out_c, (int64_t)p->in_c << 14)) {
+    if (sat8)
+      conv_dsp_pointwise_mm_sat8(p, in, w, mult, shift, out, beff);
+    else
+      conv_dsp_pointwise_mm(p, in, w, mult, shift, out, beff);
+  } else if (k_rq_fast_ok(mult, shift, p->out_c) && sat8)
     conv_dsp_pointwise_fast_sat8(p, in, w, mult, shift, out, beff);
   else if (k_rq_fast_ok(mult, shift, p->out_c))
     conv_dsp_pointwise_fast(p, in, w, mult, shift, out, beff);
