@@ -63,8 +63,12 @@ static void random_conv(qconv_params *p, int depthwise, int t) {
       p->groups = t % 9 == 4 ? rr(2, 3) : 1;
       p->in_c = rr(1, t % 5 == 0 ? 70 : 24) * p->groups;
       p->out_c = rr(1, t % 3 == 0 ? 40 : 13) * p->groups;
+      /* pointwise, whole groups of four input channels, out_c >= in_c: with the program's beff (below), the
+         1x1 path's split weight rows fit the scratch */
+      if (t % 24 == 1) p->groups = 1, p->in_c = 4 * rr(1, 16), p->out_c = p->in_c + rr(0, 9);
     }
     p->input_offset = (t % 8 == 3) ? rr(129, 255) : rr(-127, 128);
+    if (!depthwise && t % 48 == 25) p->input_offset = 0; /* folded away by the compiler: the bias is the start */
     p->output_offset = rr(-128, 127);
     p->act_min = rr(-128, 0), p->act_max = rr(0, 127);
     if ((t / 12) % 2 == 1) p->act_min = -128, p->act_max = 127; /* the whole int8 range (1x1 SSAT clamp) */
@@ -94,7 +98,7 @@ static UNUSED_FN long conv_trial(int t, int depthwise) {
       g_bias[i] = rr(-20000, 20000);
     }
   const int32_t *bias = (t & 1) ? g_bias : NULL;
-  if ((t >> 1) & 1) p.beff = window_bias(&p, g_w, bias, depthwise); /* as the compiler stores it */
+  if (((t >> 1) & 1) || t % 24 == 1) p.beff = window_bias(&p, g_w, bias, depthwise); /* as the compiler stores it */
   /* with the MVE blocks too (a program compiled for an MVE core): the DSP reads beff, no scratch */
   if (p.beff && depthwise && p.out_c == p.in_c && ((t >> 2) & 1)) p.dwblk = dw_blocks(&p, p.beff, g_mult, g_shift);
   const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
