@@ -278,12 +278,13 @@ k_status emk_conv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t
   int32_t *beff = (int32_t *)scratch;
   int8_t *row = (int8_t *)scratch + ((size_t)OC + 3) / 4 * 16;
   const int direct = conv_direct(p);
-  /* 1x1 stride 1: the start values read in place (the program's beff, or the bias when the compiler folded
-     the input offset away: FoldInputOffset) leave the scratch free for the split weight rows when it holds
-     them (4 K bytes) */
+  /* The start values read in place (the program's beff, or the bias when the compiler folded the input
+     offset away: FoldInputOffset) leave the scratch free: 1x1 stride 1 for the split weight rows when it
+     holds them (4 K bytes); the other shapes for k_rq_mm's constants (its first 4 OC bytes) when every
+     whole group of four channels is in its range (padding taps hold -input_offset: int8 products too) */
   const int pw = direct && p->stride_h == 1 && p->stride_w == 1;
   const int32_t *start = p->input_offset ? p->beff : bias;
-  const int own = pw && start && (size_t)K * 4 <= scratch_size;
+  const int own = start && (pw ? (size_t)K * 4 <= scratch_size : k_rq_mm_ok(mult, shift, start, NULL, OC4, (int64_t)K << 14));
   if (own)
     ;
   else if (p->beff && p->input_offset) /* folded at compile time (emlkit/passes/window_bias.py) */
@@ -298,6 +299,11 @@ k_status emk_conv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t
     conv_dsp_pointwise(p, in, w, mult, shift, out, own ? start : beff, own ? (int32_t *)scratch : NULL);
     return K_OK;
   }
+  const int32_t *b0 = own ? start : beff;
+  int32_t *rqc = own ? (int32_t *)scratch : NULL;
+  if (rqc)
+    for (int32_t o = 0; o < OC4; o++) rqc[o] = k_rq_mm_c(shift[o], oo);
+  const int sat8 = lo == -128 && hi == 127;
   const size_t ystep = (size_t)p->dil_h * p->in_w * C;
   /* interior pixels read their k_h input runs in place when the runs are long enough (16 bytes or more);
      shorter runs (e.g. a one-channel input's 4-byte rows) cost more in per-run set-up than one copy of the
@@ -325,16 +331,22 @@ k_status emk_conv2d_s8_dsp(const qconv_params *p, const int8_t *in, const int8_t
           x = row;
         }
         for (int32_t o0 = 0; o0 < OC4; o0 += 4) {
-          int32_t acc[4] = {beff[o0], beff[o0 + 1], beff[o0 + 2], beff[o0 + 3]};
+          int32_t acc[4] = {b0[o0], b0[o0 + 1], b0[o0 + 2], b0[o0 + 3]};
           const int8_t *wr = w + (size_t)o0 * K, *xs = x;
           for (int32_t s = 0; s < nseg; s++, xs += xstep) k_dot4_s8_dsp(xs, wr + (size_t)s * seg, K, seg, acc, 0, 0);
-          if (fast)
+          if (rqc && sat8)
+            for (int j = 0; j < 4; j++)
+              op[o0 + j] = (int8_t)__ssat(k_rq_mm(acc[j], mult[o0 + j], rqc[o0 + j], -shift[o0 + j]), 8);
+          else if (rqc)
+            for (int j = 0; j < 4; j++)
+              op[o0 + j] = (int8_t)k_clamp(k_rq_mm(acc[j], mult[o0 + j], rqc[o0 + j], -shift[o0 + j]), lo, hi);
+          else if (fast)
             for (int j = 0; j < 4; j++) op[o0 + j] = k_finish_fast_s8(acc[j], mult[o0 + j], shift[o0 + j], oo, lo, hi);
           else
             for (int j = 0; j < 4; j++) op[o0 + j] = k_finish_s8(acc[j], mult[o0 + j], shift[o0 + j], oo, lo, hi);
         }
         for (int32_t o = OC4; o < OC; o++) {
-          int32_t acc = beff[o];
+          int32_t acc = b0[o];
           const int8_t *wr = w + (size_t)o * K, *xs = x;
           for (int32_t s = 0; s < nseg; s++, xs += xstep) k_dot1_s8_dsp(xs, wr + (size_t)s * seg, seg, &acc, 0, 0);
           op[o] = k_finish_s8(acc, mult[o], shift[o], oo, lo, hi);
