@@ -112,7 +112,16 @@ static inline void pw_wext(const int8_t *w0, int32_t K, int32_t *we) {
     we[0] = k_lo16(a), we[1] = k_lo16(b), we[2] = k_hi16(a), we[3] = k_hi16(b);
   }
 }
-#define PW_FIN(A, O) (fast == 1 ? k_finish_fast_s8(A, mult[O], shift[O], off, lo, hi) : k_finish_s8(A, mult[O], shift[O], off, lo, hi))
+/* The mm variants' few tail outputs (an odd last pixel or channel) requantize out of line: inlined, the
+ * general requantization would make up much of their code. */
+static __attribute__((noinline)) int8_t pw_fin_tail(int32_t acc, int32_t m, int32_t sh, int32_t off, int32_t lo,
+                                                    int32_t hi) {
+  return k_finish_s8(acc, m, sh, off, lo, hi);
+}
+#define PW_FIN(A, O)                                                                                           \
+  (fast == 2   ? pw_fin_tail(A, mult[O], shift[O], off, lo, hi)                                              \
+   : fast == 1 ? k_finish_fast_s8(A, mult[O], shift[O], off, lo, hi)                                          \
+               : k_finish_s8(A, mult[O], shift[O], off, lo, hi))
 /* fast: 0 the general requantization, 1 k_rq_fast_ok held (pw_fin_fast), 2 k_rq_mm_ok held (k_rq_mm, the
  * output offset inside its constant) */
 static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const qconv_params *p, const int8_t *in,
@@ -153,7 +162,7 @@ static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const 
       for (int32_t j = 0; j < npix2; j++) {
         int32_t acc = beff[OC2];
         k_dot1_s8_dsp(in + (size_t)j * K, w + (size_t)OC2 * K, K, &acc, 0, 0);
-        out[(size_t)j * OC + OC2] = k_finish_s8(acc, mult[OC2], shift[OC2], off, lo, hi);
+        out[(size_t)j * OC + OC2] = PW_FIN(acc, OC2);
       }
     i = npix2;
   } else if (fast) {
