@@ -112,14 +112,15 @@ static inline void pw_wext(const int8_t *w0, int32_t K, int32_t *we) {
     we[0] = k_lo16(a), we[1] = k_lo16(b), we[2] = k_hi16(a), we[3] = k_hi16(b);
   }
 }
-/* The mm variants' few tail outputs (an odd last pixel or channel) requantize out of line: inlined, the
- * general requantization would make up much of their code. */
-static __attribute__((noinline)) int8_t pw_fin_tail(int32_t acc, int32_t m, int32_t sh, int32_t off, int32_t lo,
-                                                    int32_t hi) {
-  return k_finish_s8(acc, m, sh, off, lo, hi);
+/* The mm variants' tail outputs (an odd last pixel or channel; every output of a one-pixel layer) with
+ * k_rq_mm's constant computed per output: k_rq_mm_ok held for every channel. */
+static inline int8_t pw_fin_mm(int32_t acc, int32_t m, int32_t sh, int32_t off, int32_t lo, int32_t hi,
+                               const int sat8) {
+  const int32_t v = k_rq_mm(acc, m, k_rq_mm_c(sh, off), -sh);
+  return (int8_t)(sat8 ? __ssat(v, 8) : k_clamp(v, lo, hi));
 }
 #define PW_FIN(A, O)                                                                                           \
-  (fast == 2   ? pw_fin_tail(A, mult[O], shift[O], off, lo, hi)                                              \
+  (fast == 2   ? pw_fin_mm(A, mult[O], shift[O], off, lo, hi, sat8)                                          \
    : fast == 1 ? k_finish_fast_s8(A, mult[O], shift[O], off, lo, hi)                                          \
                : k_finish_s8(A, mult[O], shift[O], off, lo, hi))
 /* fast: 0 the general requantization, 1 k_rq_fast_ok held (pw_fin_fast), 2 k_rq_mm_ok held (k_rq_mm, the
@@ -261,7 +262,7 @@ static void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const in
   const int sat8 = p->act_min == -128 && p->act_max == 127;
   /* every sum: a start value plus at most K products of magnitude 2^14 */
   if (k_rq_mm_ok(mult, shift, beff, NULL, p->out_c, (int64_t)p->in_c << 14)) {
-    if (p->in_c & 3) we = NULL;
+    if ((p->in_c & 3) || p->batch * p->out_h * p->out_w < 2) we = NULL; /* no pixel pair: nothing to split for */
     if (sat8)
       conv_dsp_pointwise_mm_sat8(p, in, w, mult, shift, out, beff, we);
     else
