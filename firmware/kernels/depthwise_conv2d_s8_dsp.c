@@ -57,9 +57,14 @@ static inline __attribute__((always_inline)) void dw_dsp_taps4(const int8_t *xp,
  * and stored here, out of line so that the loops get the registers. */
 /* Requantize, offset, clamp and store four channels c..c+3 (m, sh: their
  * multipliers and shifts; oo, lo, hi: locals of the caller, since the int8
- * stores may alias the parameter block); fast: k_rq_fast_ok held for the layer. */
+ * stores may alias the parameter block); fast: 1 k_rq_fast_ok held for the layer, 2 (3: clamped to the whole
+ * int8 range, one SSAT) k_rq_mm_ok held, with each channel's SMMLAR constant and shift in rq (pairs). */
 #define DW_FIN1(A, J)                                                                                    \
-  op[c + (J)] = fast ? k_finish_fast_s8(A, m[J], sh[J], oo, lo, hi) : k_finish_s8(A, m[J], sh[J], oo, lo, hi)
+  op[c + (J)] = fast >= 2 ? DW_MM(A, J)                                                                  \
+                : fast ? k_finish_fast_s8(A, m[J], sh[J], oo, lo, hi) : k_finish_s8(A, m[J], sh[J], oo, lo, hi)
+#define DW_MM(A, J)                                                                                      \
+  (fast == 3 ? (int8_t)__ssat(k_rq_mm(A, m[J], rq[2 * (J)], rq[2 * (J) + 1]), 8)                        \
+             : (int8_t)k_clamp(k_rq_mm(A, m[J], rq[2 * (J)], rq[2 * (J) + 1]), lo, hi))
 #define DW_FIN4(A0, A1, A2, A3) \
   do {                          \
     DW_FIN1(A0, 0);             \
@@ -69,7 +74,7 @@ static inline __attribute__((always_inline)) void dw_dsp_taps4(const int8_t *xp,
   } while (0)
 
 typedef struct {
-  const int32_t *beff, *bias, *mult, *shift;
+  const int32_t *beff, *bias, *mult, *shift, *rq;
   int32_t c4, c, xstep, ystep, k_h, k_w;
   int32_t oo, lo, hi, off2, fast;
 } dw_dsp_row3;
@@ -156,7 +161,8 @@ static inline __attribute__((always_inline)) void dw_dsp_pixel3(const dw_dsp_row
 #undef DW_TAP
       }
     }
-    const int32_t *m = mult + c, *sh = shift + c;
+    const int32_t *m = mult + c, *sh = shift + c, *rq = g->rq + 2 * c;
+    (void)sh, (void)rq;
     DW_FIN4(a0, a1, a2, a3);
   }
 }
@@ -167,6 +173,14 @@ static __attribute__((noinline)) void dw_dsp_pixel3_folded(const dw_dsp_row3 *g,
 static __attribute__((noinline)) void dw_dsp_pixel3_folded_fast(const dw_dsp_row3 *g, const int8_t *x,
                                                                 const int8_t *w, int8_t *op) {
   dw_dsp_pixel3(g, x, w, op, 1);
+}
+static __attribute__((noinline)) void dw_dsp_pixel3_folded_mm(const dw_dsp_row3 *g, const int8_t *x,
+                                                              const int8_t *w, int8_t *op) {
+  dw_dsp_pixel3(g, x, w, op, 2);
+}
+static __attribute__((noinline)) void dw_dsp_pixel3_folded_mm_sat8(const dw_dsp_row3 *g, const int8_t *x,
+                                                                   const int8_t *w, int8_t *op) {
+  dw_dsp_pixel3(g, x, w, op, 3);
 }
 
 /* Every whole group of four channels of one output pixel over its nky x nkx
@@ -204,7 +218,8 @@ static inline __attribute__((always_inline)) void dw_dsp_pixel(const dw_dsp_row3
     } else {
       dw_dsp_taps4(x + c, w + c, nky, nkx, xstep, wstep, xadj, wadj, a, use_off, off2);
     }
-    const int32_t *m = mult + c, *sh = shift + c;
+    const int32_t *m = mult + c, *sh = shift + c, *rq = g->rq + 2 * c;
+    (void)sh, (void)rq;
     DW_FIN4(a[0], a[1], a[2], a[3]);
   }
 }
@@ -212,7 +227,9 @@ static inline __attribute__((always_inline)) void dw_dsp_pixel(const dw_dsp_row3
 #define DW_DSP_PIXEL_FN(NAME, USE_OFF)                                                                     \
   static __attribute__((noinline)) void NAME(const dw_dsp_row3 *g, const int8_t *x, const int8_t *w,       \
                                              int32_t nky, int32_t nkx, int8_t *op) {                       \
-    if (g->fast)                                                                                           \
+    if (g->fast >= 2)                                                                                      \
+      dw_dsp_pixel(g, x, w, nky, nkx, op, USE_OFF, 2);                                                     \
+    else if (g->fast)                                                                                      \
       dw_dsp_pixel(g, x, w, nky, nkx, op, USE_OFF, 1);                                                     \
     else                                                                                                   \
       dw_dsp_pixel(g, x, w, nky, nkx, op, USE_OFF, 0);                                                     \
@@ -223,9 +240,11 @@ DW_DSP_PIXEL_FN(dw_dsp_pixel_off, 1)
 
 /* beff: per channel, the bias plus input_offset * sum(all taps' weights), the
  * start value of windows that lie inside the input (computed per call into
- * scratch). */
+ * scratch, unless the program carries it); after it, room permitting (every
+ * case but a program that carries both beff and the MVE blocks: no scratch),
+ * k_rq_mm's constant and shift per channel. */
 static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias,
-                       const int32_t *mult, const int32_t *shift, int8_t *out, int32_t *beff) {
+                       const int32_t *mult, const int32_t *shift, int8_t *out, int32_t *beff, size_t nscratch) {
   const int32_t C = p->in_c, C4 = C & ~3, off = p->input_offset, taps = p->k_h * p->k_w;
   /* locals: stores through int8_t pointers may alias *p */
   const int32_t oo = p->output_offset, lo = p->act_min, hi = p->act_max;
@@ -241,6 +260,15 @@ static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w,
   g3.beff = p->beff ? p->beff : beff, g3.mult = mult, g3.shift = shift, g3.c4 = C4, g3.c = C, g3.xstep = xstep, g3.ystep = ystep;
   g3.k_h = p->k_h, g3.k_w = p->k_w, g3.oo = oo, g3.lo = lo, g3.hi = hi, g3.bias = bias, g3.off2 = off2;
   g3.fast = k_rq_fast_ok(mult, shift, C4);
+  int32_t *rq = p->beff ? beff : beff + C;
+  /* every sum: a start value (beff inside the input, the bias at the borders) plus at most taps products
+     of |x + offset| <= 128 + |offset| and |w| <= 128 */
+  const int64_t span = (int64_t)taps * 128 * (128 + (off < 0 ? -(int64_t)off : off));
+  if ((size_t)(rq - beff + 2 * C4) * 4 <= nscratch && k_rq_mm_ok(mult, shift, g3.beff, bias, C4, span)) {
+    for (int32_t c = 0; c < C4; c++) rq[2 * c] = k_rq_mm_c(shift[c], oo), rq[2 * c + 1] = -shift[c];
+    g3.fast = lo == -128 && hi == 127 ? 3 : 2;
+  }
+  g3.rq = rq;
   int8_t *op = out;
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
@@ -258,7 +286,11 @@ static void dw_dsp_dm1(const qconv_params *p, const int8_t *in, const int8_t *w,
                            (nky > 0 && nkx > 0 ? ((ptrdiff_t)iy0 * p->in_w + ix0) * C : 0);
         const int8_t *w0 = w + ((size_t)ky_lo * p->k_w + kx_lo) * C;
         const int32_t xadj = ystep - nkx * xstep, wadj = (p->k_w - nkx) * C;
-        if (full && nkx == 3 && g3.fast)
+        if (full && nkx == 3 && g3.fast == 3)
+          dw_dsp_pixel3_folded_mm_sat8(&g3, x0, w0, op);
+        else if (full && nkx == 3 && g3.fast == 2)
+          dw_dsp_pixel3_folded_mm(&g3, x0, w0, op);
+        else if (full && nkx == 3 && g3.fast)
           dw_dsp_pixel3_folded_fast(&g3, x0, w0, op);
         else if (full && nkx == 3)
           dw_dsp_pixel3_folded(&g3, x0, w0, op);
@@ -288,7 +320,7 @@ k_status emk_depthwise_conv2d_s8_dsp(const qconv_params *p, const int8_t *in, co
     emk_depthwise_conv2d_s8_ref(p, in, w, bias, mult, shift, out);
     return K_OK;
   }
-  dw_dsp_dm1(p, in, w, bias, mult, shift, out, (int32_t *)scratch);
+  dw_dsp_dm1(p, in, w, bias, mult, shift, out, (int32_t *)scratch, scratch_size);
   return K_OK;
 }
 

@@ -63,8 +63,13 @@ static void random_conv(qconv_params *p, int depthwise, int t) {
       p->groups = t % 9 == 4 ? rr(2, 3) : 1;
       p->in_c = rr(1, t % 5 == 0 ? 70 : 24) * p->groups;
       p->out_c = rr(1, t % 3 == 0 ? 40 : 13) * p->groups;
+      /* pointwise, whole groups of four input channels, out_c >= in_c: with the program's beff (below), the
+         1x1 path's split weight rows fit the scratch */
+      if (t % 24 == 1) p->groups = 1, p->in_c = 4 * rr(1, 16), p->out_c = p->in_c + rr(0, 9);
     }
     p->input_offset = (t % 8 == 3) ? rr(129, 255) : rr(-127, 128);
+    /* folded away by the compiler: the bias is the start (pointwise; others in k_rq_mm's range, with a bias) */
+    if (!depthwise && (t % 48 == 25 || t % 24 == 7)) p->input_offset = 0;
     p->output_offset = rr(-128, 127);
     p->act_min = rr(-128, 0), p->act_max = rr(0, 127);
     if ((t / 12) % 2 == 1) p->act_min = -128, p->act_max = 127; /* the whole int8 range (1x1 SSAT clamp) */
@@ -88,8 +93,13 @@ static UNUSED_FN long conv_trial(int t, int depthwise) {
       g_shift[i] = -rr(2, 31);
       if (t % 9 == 5) g_mult[i] = (int32_t)(1u << 30);
     }
+  if (t % 3 == 1) /* every channel in k_rq_mm's range (2^30 < mult, shift -1..-22, moderate biases), as real layers */
+    for (int32_t i = 0; i < p.out_c; i++) {
+      g_mult[i] = (int32_t)((1u << 30) + 1 + (rnd() >> 2)), g_shift[i] = -rr(1, 22);
+      g_bias[i] = rr(-20000, 20000);
+    }
   const int32_t *bias = (t & 1) ? g_bias : NULL;
-  if ((t >> 1) & 1) p.beff = window_bias(&p, g_w, bias, depthwise); /* as the compiler stores it */
+  if (((t >> 1) & 1) || t % 24 == 1) p.beff = window_bias(&p, g_w, bias, depthwise); /* as the compiler stores it */
   /* with the MVE blocks too (a program compiled for an MVE core): the DSP reads beff, no scratch */
   if (p.beff && depthwise && p.out_c == p.in_c && ((t >> 2) & 1)) p.dwblk = dw_blocks(&p, p.beff, g_mult, g_shift);
   const size_t n = (size_t)p.batch * p.out_h * p.out_w * p.out_c;
@@ -235,7 +245,24 @@ static UNUSED_FN void test_requantize(void) {
     }
     if (k_requantize_dsp(v, m, s) != k_requantize(v, m, s)) bad = t;
   }
-  report("k_requantize_dsp", n, (int)bad, 0);
+  /* k_rq_mm (offset included) in its range: 2^30 < m, 1 <= rs <= 22, |v| < 2^30; ties as above (m = 2^30 + 1
+     moves r1 off a tie only for large v), the extremes of v, m = 2^31 - 1 */
+  for (int t = 0; t < n && bad < 0; t++) {
+    int32_t v = rr(-100000, 100000), m = (int32_t)((1u << 30) + 1 + (rnd() % ((1u << 30) - 1))), s = -rr(1, 22);
+    const int32_t off = rr(-128, 127);
+    switch (t % 5) {
+      case 0: v = (int32_t)(rnd() % ((1u << 31) - 1)) - (1 << 30) + 1; break;
+      case 1: v = (t & 2) ? (1 << 30) - 1 - (int32_t)(rnd() & 15) : -(1 << 30) + 1 + (int32_t)(rnd() & 15); break;
+      case 2: /* |v| < 2^30: rs up to 18 */
+        m = (int32_t)(1u << 30) + 1, s = -rr(1, 18);
+        v = 2 * (rr(-500, 500) * (1 << -s) + (1 << (-s - 1))) - (int32_t)(rnd() & 1);
+        break;
+      case 3: m = 0x7FFFFFFF; break;
+      default: break;
+    }
+    if (k_rq_mm(v, m, k_rq_mm_c(s, off), -s) != (int32_t)((uint32_t)k_requantize(v, m, s) + (uint32_t)off)) bad = n + t;
+  }
+  report("k_requantize_dsp", 2 * n, (int)bad, 0);
 }
 
 #ifdef BENCH
