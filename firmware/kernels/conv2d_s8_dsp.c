@@ -159,12 +159,6 @@ static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const 
           op[OC] = (int8_t)k_clamp(v10, lo, hi), op[OC + 1] = (int8_t)k_clamp(v11, lo, hi);
       }
     }
-    if (OC2 < OC)
-      for (int32_t j = 0; j < npix2; j++) {
-        int32_t acc = beff[OC2];
-        k_dot1_s8_dsp(in + (size_t)j * K, w + (size_t)OC2 * K, K, &acc, 0, 0);
-        out[(size_t)j * OC + OC2] = PW_FIN(acc, OC2);
-      }
     i = npix2;
   } else if (fast) {
     const int32_t npix2 = npix & ~1;
@@ -184,14 +178,14 @@ static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const 
         op[0] = v00, op[1] = v01, op[OC] = v10, op[OC + 1] = v11;
       }
     }
-    if (OC2 < OC)
-      for (int32_t j = 0; j < npix2; j++) {
-        int32_t acc = beff[OC2];
-        k_dot1_s8_dsp(in + (size_t)j * K, w + (size_t)OC2 * K, K, &acc, 0, 0);
-        out[(size_t)j * OC + OC2] = PW_FIN(acc, OC2);
-      }
     i = npix2;
   }
+  if (fast && OC2 < OC) /* the last channel of an odd count, for the pixel pairs done above */
+    for (int32_t j = 0; j < i; j++) {
+      int32_t acc = beff[OC2];
+      k_dot1_s8_dsp(in + (size_t)j * K, w + (size_t)OC2 * K, K, &acc, 0, 0);
+      out[(size_t)j * OC + OC2] = PW_FIN(acc, OC2);
+    }
   for (; !fast && i + 2 <= npix; i += 2) {
     const int8_t *x = in + (size_t)i * K;
     int8_t *op = out + (size_t)i * OC;

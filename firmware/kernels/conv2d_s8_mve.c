@@ -587,9 +587,7 @@ typedef struct {
   "mov r4, r11\n"                                                           \
   XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX)                           \
   "mov r11, r4\n"                                                           \
-  "ldr r2, [r12, #40]\n"                                                    \
-  "subs r2, #1\n"                                                           \
-  "str r2, [r12, #40]\n"                                                    \
+  K_ASM_COUNT_DOWN("r12", 40)                                               \
   "bne 2b\n"                                                                \
   "ldr r2, [r12, #36]\n" /* r11: B's outputs, the next pair's are past them */ \
   "add r11, r2\n"                                                           \
@@ -597,9 +595,7 @@ typedef struct {
   "ldr r2, [r12, #0]\n"                                                     \
   "add r2, #128\n"                                                          \
   "str r2, [r12, #0]\n"                                                     \
-  "ldr r2, [r12, #28]\n"                                                    \
-  "subs r2, #1\n"                                                           \
-  "str r2, [r12, #28]\n"                                                    \
+  K_ASM_COUNT_DOWN("r12", 28)                                               \
   "bne 1b\n"
 K_ASM_LOOP(conv_xp64, conv_xp_args, XP_LOOP(K_FIX_ANY))
 K_ASM_LOOP(conv_xp64n, conv_xp_args, XP_LOOP(K_FIX_NEG))
@@ -678,9 +674,7 @@ typedef struct {
   XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX) XP_RQ4(FIX)                           \
   "mov r11, r4\n"                                                           \
   "str r7, [r12, #20]\n"                                                    \
-  "ldr r2, [r12, #36]\n"                                                    \
-  "subs r2, #1\n"                                                           \
-  "str r2, [r12, #36]\n"                                                    \
+  K_ASM_COUNT_DOWN("r12", 36)                                               \
   "bne 2b\n"
 K_ASM_LOOP(conv_xr48, conv_xr_args, XR_LOOP(K_FIX_ANY))
 K_ASM_LOOP(conv_xr48n, conv_xr_args, XR_LOOP(K_FIX_NEG))

@@ -255,8 +255,8 @@ typedef struct {
   "add r5, r10\n"                                                                \
   "subs r7, #1\n"                                                                \
   "bne 2b\n"
-/* dw_col16's windows, cut by the border: the input offset (r2) added to each
- * tap's input lanes, the weights moved on by wadj after each row. */
+/* One tap of 8 channels at byte offset OFS, the input offset (r2) added to its input lanes (dw_col16's windows
+ * cut by the border, below, and dw_edge16's). */
 #define DW_TAPO8(OFS, QE, QO)                     \
   "vldrb.s16 q4, [r5" OFS "]\n"                   \
   "vadd.i16 q4, q4, r2\n"                         \
@@ -265,6 +265,7 @@ typedef struct {
   "vadd.i32 " QE ", " QE ", q6\n"                 \
   "vmullt.s16 q6, q4, q5\n"                       \
   "vadd.i32 " QO ", " QO ", q6\n"
+/* dw_col16's windows, cut by the border: the weights moved on by wadj after each row. */
 #define DW_TAPS_CUT                                                              \
   "ldr r7, [r0, #28]\n"                                                          \
   "2:\n" /* tap row */                                                           \
@@ -296,7 +297,6 @@ K_ASM_LOOP(dw_run16_3x3_neg, const dw_run_args, DW_RUN(DW_TAPS_3X3, K_FIX_NEG, D
 K_ASM_LOOP(dw_col16, const dw_run_args, DW_RUN(DW_TAPS_CUT, K_FIX_ANY, DW_PRE_ANY, DW_NEXT_ANY))
 K_ASM_LOOP(dw_col16_neg, const dw_run_args, DW_RUN(DW_TAPS_CUT, K_FIX_NEG, DW_PRE_ANY, DW_NEXT_ANY))
 #undef DW_TAPS_CUT
-#undef DW_TAPO8
 #undef DW_NEXT_3X3
 #undef DW_PRE_3X3
 #undef DW_NEXT_ANY
@@ -333,15 +333,6 @@ typedef struct {
   int16_t hi[8];        /* 80 */
 } dw_edge_args;
 
-/* One tap of 8 channels at byte offset OFS, the input offset (r2) added. */
-#define DW_ETAP8(OFS, QE, QO)                     \
-  "vldrb.s16 q4, [r5" OFS "]\n"                   \
-  "vadd.i16 q4, q4, r2\n"                         \
-  "vldrb.s16 q5, [r6" OFS "]\n"                   \
-  "vmullb.s16 q6, q4, q5\n"                       \
-  "vadd.i32 " QE ", " QE ", q6\n"                 \
-  "vmullt.s16 q6, q4, q5\n"                       \
-  "vadd.i32 " QO ", " QO ", q6\n"
 #define DW_EDGE(FIX)                                                             \
   "vldrh.16 q7, [r0, #64]\n"                                                     \
   "ldr r1, [r0, #0]\n"                                                           \
@@ -365,7 +356,7 @@ typedef struct {
   "ldr lr, [r0, #20]\n"                                                          \
   "dls lr, lr\n"                                                                 \
   "3:\n" /* tap */                                                               \
-  DW_ETAP8("", "q0", "q1") DW_ETAP8(", #8", "q2", "q3")                          \
+  DW_TAPO8("", "q0", "q1") DW_TAPO8(", #8", "q2", "q3")                          \
   "add r5, r8\n"                                                                 \
   "add r6, r9\n"                                                                 \
   "le lr, 3b\n"                                                                  \
@@ -390,7 +381,7 @@ typedef struct {
 K_ASM_LOOP(dw_edge16, dw_edge_args, DW_EDGE(K_FIX_ANY))
 K_ASM_LOOP(dw_edge16_neg, dw_edge_args, DW_EDGE(K_FIX_NEG))
 #undef DW_EDGE
-#undef DW_ETAP8
+#undef DW_TAPO8
 #undef DW_RQ8
 
 /* Valid kernel rows [lo, hi) of output row/column o. */

@@ -12,6 +12,10 @@
  * says a callee keeps (r4-r11, lr, d8-d15). `a` is only read by the asm. */
 #define K_ASM_SAVE "push {r4-r11, lr}\n" "vpush {d8-d15}\n"
 #define K_ASM_RESTORE "vpop {d8-d15}\n" "pop {r4-r11, pc}\n"
+/* A naked loop's counter kept in its argument block: word OFS (bytes) of BASE minus one, the flags set for the
+ * loop's closing bne (r2 is scratch there). */
+#define K_ASM_COUNT_DOWN(BASE, OFS) "ldr r2, [" BASE ", #" #OFS "]\n" "subs r2, #1\n" "str r2, [" BASE ", #" #OFS "]\n"
+
 #define K_ASM_LOOP(name, args_t, ...)                                                \
   __attribute__((naked, noinline)) static void name(args_t *a __attribute__((unused))) { \
     __asm volatile(K_ASM_SAVE __VA_ARGS__ K_ASM_RESTORE);                            \
