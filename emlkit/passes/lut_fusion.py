@@ -181,6 +181,48 @@ def find_regions(gm: torch.fx.GraphModule, report: FusionReport | None = None, s
     return regions
 
 
+# Ops that move or copy values without changing them (their first argument is the tensor moved).
+_MOVES = {aten.clone.default, aten.index_select.default, aten.view.default, aten.reshape.default,
+          aten.permute.default, aten.transpose.int, aten.slice.Tensor, aten.select.int, aten.squeeze.dim,
+          aten.unsqueeze.default, aten.flatten.using_ints, aten.expand.default}
+
+
+def moves_onto_codes(gm: torch.fx.GraphModule) -> int:
+    """`dequantize(x) -> moves -> pointwise ...` as `moves(x) -> dequantize -> pointwise ...`, where the moves
+    (_MOVES: copies, index_select, views, permutes) only copy or move values and nothing else reads them: they
+    move the int8 codes as well, and the pointwise chain after them then starts at a dequantize (a table). The
+    quantizer leaves such runs unannotated after ops it shares qparams through (index_select and a layout clone
+    after a non-dividing adaptive pool: random model dec7b:21). The count of runs moved."""
+    g, moved = gm.graph, 0
+    for last in [n for n in g.nodes if n.op == "call_function" and n.target in _MOVES]:
+        if not last.users or not all(chain_operand(u) is last for u in last.users):
+            continue
+        run, cur = [last], last.args[0]
+        while isinstance(cur, torch.fx.Node) and cur.op == "call_function" and cur.target in _MOVES \
+                and len(cur.users) == 1:
+            run.append(cur)
+            cur = cur.args[0]
+        dq = cur
+        if not (isinstance(dq, torch.fx.Node) and dq.target in DQ_TARGETS and per_tensor_qparams(dq)
+                and len(dq.users) == 1 and isinstance(dq.args[0], torch.fx.Node)
+                and all(isinstance(m.meta.get("val"), torch.Tensor) for m in run)):
+            continue
+        codes, dtype = dq.args[0], qparams(dq)[4]   # the codes' dtype, from the dequantize's arguments
+        with g.inserting_before(last):
+            for m in reversed(run):   # from the dequantize towards the pointwise chain
+                made = g.call_function(m.target, (codes, *m.args[1:]), dict(m.kwargs))
+                made.meta.update(m.meta)
+                made.meta["val"] = m.meta["val"].to(dtype)
+                codes = made
+            back = g.call_function(dq.target, (codes, *dq.args[1:]), dict(dq.kwargs))
+        back.meta.update(last.meta)
+        last.replace_all_uses_with(back)
+        for dead in run + [dq]:
+            g.erase_node(dead)
+        moved += 1
+    return moved
+
+
 def _grow(q_out: torch.fx.Node, report: FusionReport | None, single: bool = False) -> Region | None:
     """Walk back from a quantize through fusable ops; stop at the last DQ boundary reached."""
     ops: list[torch.fx.Node] = []
@@ -297,6 +339,7 @@ class LutFusion(Pass):
             return self.skip(gm)
         rep = self.last
         rep.ops_before = _count_ops(gm)
+        moves_onto_codes(gm)
         replaced: dict[torch.fx.Node, torch.fx.Node] = {}
         for region in self.regions(gm, rep):
             # A region may read the output of one fused just before it.

@@ -17,6 +17,7 @@ from emlkit.lower import cortex_m
 from emlkit.passes.lut_backends import CortexMLut
 from emlkit.passes.lut_fusion import LutFusion, find_regions
 from emlkit.targets import get_target
+from pass_graphs import installed, lowered
 
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
@@ -399,3 +400,28 @@ def test_round_half_away_on_ties() -> None:
     from emlkit.passes.lut_backends import round_half_away
     x = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, -0.51], dtype=torch.float64)
     assert round_half_away(x).tolist() == [-3.0, -2.0, -1.0, 1.0, 2.0, 3.0, 0.0, -1.0]
+
+
+def test_a_move_between_the_dequantize_and_a_pointwise_op_moves_onto_the_codes() -> None:
+    """Random model dec7b:21: an index_select after a non-dividing adaptive pool, then a layout clone, neither
+    annotated by the quantizer, stood between the pool's dequantize and a threshold, which stayed float (refused).
+    They copy values only, so they move the int8 codes, and the threshold becomes a table on them."""
+    class PoolSelectThreshold(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.c = nn.Conv2d(3, 4, 1)
+            self.register_buffer("idx", torch.tensor([0, 1, 1]))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.index_select(torch.nn.functional.adaptive_avg_pool2d(self.c(x), (2, 2)), 2, self.idx)
+            return torch.nn.functional.threshold(y, 0.007, 0.317)
+
+    model, x = PoolSelectThreshold().eval(), torch.randn(1, 3, 3, 2, generator=torch.Generator().manual_seed(4))
+    low, opts = lowered(model, x, "cortex-m55")
+    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
+    fused = installed(opts, LutFusion).report()["regions"]
+    assert [r["chain"] for r in fused] == [["threshold.default(0.007, 0.317)"]]
+    (a,) = reference.run_lowered(low.edge, (x,))
+    f = model(x).detach()
+    assert float(10 * torch.log10((f ** 2).sum() / ((a - f) ** 2).sum())) > 30.0

@@ -18,7 +18,7 @@ from emlkit.passes.manager import (ALL, NOT_PASS_MODULES, STAGE_FIELD, STAGES, P
                                 pass_name, pipeline)
 
 EXPECTED = {
-    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "RnnStateConstants", "SumAsMean", "AdaptivePoolAsPool", "ConvTransposeOutputPadding", "MeanAsPool", "GluAsSigmoidMul", "LstmAsLayers",
+    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "RnnStateConstants", "ChannelShuffleAsPermute", "SumAsMean", "AdaptivePoolAsPool", "ConvTransposeOutputPadding", "MeanAsPool", "GluAsSigmoidMul", "LstmAsLayers",
                   "FoldLinearBatchNorm", "ClampTensorAsMinMax", "NormsAsLayerNorm", "ConstantLinearWeights", "SdpaAsMatmuls", "SplitFusedProjection", "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                   "SplitBatchedMatmul", "ChannelsLastEverywhere"],
     "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
@@ -59,7 +59,7 @@ CORTEX_M = {
     "check": EXPECTED["check"],
 }
 ETHOS_U = {
-    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "LstmAsLayers", "SplitFusedProjection", "AvgPoolForNpu",
+    "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "ChannelShuffleAsPermute", "LstmAsLayers", "SplitFusedProjection", "AvgPoolForNpu",
                   "NpuPoolAsDepthwise"],
     "quantizer_hook": ["LstmOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
     "pre_edge": ["LutFusion", "EmlkitLstm", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
@@ -78,7 +78,7 @@ PER_TARGET.update({t: PER_TARGET["ethos-u85-256"] for t in ("ethos-u85-128", "et
                                                              "ethos-u85-2048")})
 PER_TARGET["ethos-u65-512"] = ETHOS_U
 PER_TARGET["ethos-u85-256-a16w8"] = {
-    **ETHOS_U, "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
+    **ETHOS_U, "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "ChannelShuffleAsPermute", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                              "SplitBatchedMatmul"],
     "quantizer_hook": ["NpuHardswishFloor"],  # the int8 LSTM/GRU kernels take no int16 activations
     "pre_edge": _only(ETHOS_U["pre_edge"], "EmlkitLstm") + ["NpuA16w8ConvRescale"]}
