@@ -241,7 +241,8 @@ def test_self_test_images_build_and_cache() -> None:
 
 
 @needs_gcc
-@pytest.mark.parametrize("board", ["corstone-300", "corstone-320"])
+# corstone-320's runner (the U85 board; FVP only, QEMU runs its programs on the an547-u85 stand-in) is a slow case.
+@pytest.mark.parametrize("board", ["corstone-300", pytest.param("corstone-320", marks=pytest.mark.slow)])
 def test_runner_image_builds(board: str) -> None:
     r = build_image(board)
     assert r.elf.name == "runner.elf" and r.build_dir.name == f"{board}-Release"

@@ -159,23 +159,28 @@ def test_mobilenet_v2_falls_back_to_bands(tmp_path: Path, caplog: pytest.LogCapt
     assert 0 < short < 224_280 - (128 << 10)  # the bands took some of the whole map's shortfall away
 
 
-@needs_qemu
-def test_run_falls_back_to_bands_and_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`run` takes the same fallback as `compile`: tests/models/patch_chain.py at 96x64, compiled whole, needs
-    159,968 B of ISRAM (arena 147,584 B); on 128 KiB it runs in 2 bands, bit-exact; on 64 KiB it says by how much
-    it is short (exit 4) and runs nothing."""
-    import json
-
+def _wide_patch_chain(tmp_path: Path) -> Any:
+    """tests/models/patch_chain.py at 96x64, compiled whole: 159,968 B of ISRAM (arena 147,584 B)."""
     from emlkit.compile import make_options
-    from emlkit.errors import AotError
-    from emlkit.requests import ProgramSpec, RunRequest
-    from emlkit.run import run_model
+    from emlkit.requests import ProgramSpec
     from emlkit.targets import get_target
 
     src = (Path(__file__).parent / "models" / "patch_chain.py").read_text()
     model = tmp_path / "patch_chain_wide.py"
     model.write_text(src.replace("(1, 3, 40, 24)", "(1, 3, 96, 64)"))
-    spec = ProgramSpec(str(model), get_target("cortex-m55"), None, make_options(patch_bands=0))
+    return ProgramSpec(str(model), get_target("cortex-m55"), None, make_options(patch_bands=0))
+
+
+@needs_qemu
+def test_run_falls_back_to_bands_and_runs_bit_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`run` takes the same fallback as `compile`: on 128 KiB of ISRAM the wide patch chain runs in 2 bands,
+    bit-exact."""
+    import json
+
+    from emlkit.requests import RunRequest
+    from emlkit.run import run_model
+
+    spec = _wide_patch_chain(tmp_path)
     assert run_model(RunRequest(spec, tmp_path / "o", _small_corstone(128 << 10), sim="qemu")) == 0
     report = json.loads((tmp_path / "o" / "patch_chain_wide_cortex-m55.json").read_text())
     assert report["fit_search"]["tried"][0]["bands"] == 0 and not report["fit_search"]["tried"][0]["fits"]
@@ -183,7 +188,16 @@ def test_run_falls_back_to_bands_and_runs_bit_exact(tmp_path: Path, capsys: pyte
     out = capsys.readouterr().out
     assert "PASS" in out and "0 steps" in out
 
+
+@needs_qemu
+@pytest.mark.slow
+def test_run_that_fits_in_no_band_count_says_so(tmp_path: Path) -> None:
+    """On 64 KiB no band count fits: `run` says by how much it is short (exit 4) and runs nothing."""
+    from emlkit.errors import AotError
+    from emlkit.requests import RunRequest
+    from emlkit.run import run_model
+
     with pytest.raises(AotError) as err:
-        run_model(RunRequest(spec, tmp_path / "o2", _small_corstone(64 << 10), sim="qemu"))
+        run_model(RunRequest(_wide_patch_chain(tmp_path), tmp_path / "o2", _small_corstone(64 << 10), sim="qemu"))
     assert err.value.exit_code == 4 and "\n" not in str(err.value)
     assert "even with its first stages in bands" in str(err.value)

@@ -148,8 +148,11 @@ def test_a_bad_band_count_is_one_usage_line() -> None:
     assert "Traceback" not in p.stderr
 
 
+# Slow cases: the quick pass runs a banded program bit-exact on the M55 in less arena through the fit check's
+# fallback (tests/test_fit_search.py::test_run_falls_back_to_bands_and_runs_bit_exact).
 @needs_qemu
-@pytest.mark.parametrize("target", ["cortex-m55", pytest.param("cortex-m4", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
 def test_bands_run_bit_exact_on_the_device_in_less_arena(tmp_path: Path, target: str) -> None:
     """The bands (MVE / DSP kernels, band outputs planned inside the concat) match the reference bit for bit,
     and the arena is smaller than the whole-map program's."""
