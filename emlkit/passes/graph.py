@@ -617,6 +617,26 @@ def values_on_codes(gm: torch.fx.GraphModule, n: torch.fx.Node, dq: torch.fx.Nod
     return True
 
 
+def move_onto_codes(g: torch.fx.Graph, run: list[torch.fx.Node], dq: torch.fx.Node, dtype: torch.dtype) -> torch.fx.Node:
+    """RUN (ops that move or copy values unchanged, each the only reader of the next: run[0] nearest its readers,
+    run[-1] reading the dequantize DQ) made again on DQ's codes of DTYPE, with DQ after them; run[0]'s readers read
+    that new dequantize, and RUN and DQ are erased. The values are the same: the moves copy codes, not floats."""
+    codes = dq.args[0]
+    with g.inserting_before(run[0]):
+        for m in reversed(run):   # from the dequantize towards the readers
+            made = g.call_function(m.target, (codes, *m.args[1:]), dict(m.kwargs))
+            made.meta.update(m.meta)
+            made.meta["val"] = m.meta["val"].to(dtype)
+            codes = made
+        back = g.call_function(dq.target, (codes, *dq.args[1:]), dict(dq.kwargs))
+    back.meta.update(dq.meta)
+    back.meta["val"] = run[0].meta["val"]
+    run[0].replace_all_uses_with(back)
+    for dead in run + [dq]:
+        g.erase_node(dead)
+    return back
+
+
 def replace_node(old: torch.fx.Node, made: list[torch.fx.Node], result: torch.fx.Node) -> None:
     """`old` replaced by the nodes `made`, whose last value `result` takes its uses; `old` is erased."""
     copy_meta(old, made)

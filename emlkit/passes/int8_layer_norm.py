@@ -35,6 +35,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from torch.export.graph_signature import InputKind
 
 import emlkit.emlkit_ops  # noqa: F401  (defines emlkit::quantized_layer_norm)
+from emlkit.passes.graph import move_onto_codes
 from emlkit.passes.manager import Pass, declare
 
 MAX_SHIFT = 30
@@ -182,19 +183,7 @@ class Int8LayerNorm(Pass):
         if not chain or not isinstance(x, torch.fx.Node) or x.target is not cm.dequantize_per_tensor.default \
                 or len(x.users) != 1 or not isinstance(x.args[0].meta.get("val"), torch.Tensor):
             return
-        codes, dtype = x.args[0], x.args[0].meta["val"].dtype
-        with g.inserting_before(ln):
-            for c in reversed(chain):   # from the dequantize towards LN
-                moved = g.call_function(c.target, (codes, *c.args[1:]), dict(c.kwargs))
-                moved.meta.update(c.meta)
-                moved.meta["val"] = c.meta["val"].to(dtype)
-                codes = moved
-            dq = g.call_function(x.target, (codes, *x.args[1:]), dict(x.kwargs))
-        dq.meta.update(x.meta)
-        dq.meta["val"] = chain[0].meta["val"]
-        ln.replace_input_with(chain[0], dq)
-        for dead in chain + [x]:
-            g.erase_node(dead)
+        move_onto_codes(g, chain, x, x.args[0].meta["val"].dtype)
 
     def reset(self) -> None:
         self.replaced, self.skipped = [], []

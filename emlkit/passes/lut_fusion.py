@@ -31,8 +31,8 @@ from typing import Any, Callable
 
 import torch
 
-from emlkit.passes.graph import (BINARY_OPS, DQ_TARGETS, Q_TARGETS, UNARY_OPS, copy_region_meta, per_tensor_qparams,
-                                 qparams, unique_name)
+from emlkit.passes.graph import (BINARY_OPS, DQ_TARGETS, Q_TARGETS, UNARY_OPS, copy_region_meta, move_onto_codes,
+                                 per_tensor_qparams, qparams, unique_name)
 from emlkit.passes.manager import Pass
 
 log = logging.getLogger(__name__)
@@ -207,18 +207,7 @@ def moves_onto_codes(gm: torch.fx.GraphModule) -> int:
                 and len(dq.users) == 1 and isinstance(dq.args[0], torch.fx.Node)
                 and all(isinstance(m.meta.get("val"), torch.Tensor) for m in run)):
             continue
-        codes, dtype = dq.args[0], qparams(dq)[4]   # the codes' dtype, from the dequantize's arguments
-        with g.inserting_before(last):
-            for m in reversed(run):   # from the dequantize towards the pointwise chain
-                made = g.call_function(m.target, (codes, *m.args[1:]), dict(m.kwargs))
-                made.meta.update(m.meta)
-                made.meta["val"] = m.meta["val"].to(dtype)
-                codes = made
-            back = g.call_function(dq.target, (codes, *dq.args[1:]), dict(dq.kwargs))
-        back.meta.update(last.meta)
-        last.replace_all_uses_with(back)
-        for dead in run + [dq]:
-            g.erase_node(dead)
+        move_onto_codes(g, run, dq, qparams(dq)[4])   # the codes' dtype, from the dequantize's arguments
         moved += 1
     return moved
 
