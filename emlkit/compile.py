@@ -52,6 +52,17 @@ def make_options(lut_fusion: bool = True, explicit_layout: bool = False, allow_f
     return opts
 
 
+# The user's choices among LowerOptions' fields (the rest are the pass lists make_options configures from them).
+CHOICES = ("lut_fusion", "explicit_layout", "allow_float", "linear_mode", "streaming_state", "memory_planner",
+           "patch_bands", "io")
+
+
+def options_like(opts: LowerOptions | None, **changes: Any) -> LowerOptions:
+    """make_options with OPTS' choices (the defaults when None), CHANGES applied: passes configured afresh."""
+    choices = {name: getattr(opts, name) for name in CHOICES} if opts is not None else {}
+    return make_options(**{**choices, **changes})
+
+
 def program_cache_dir(root: Path, target: str, lut_fusion: bool = True, explicit_layout: bool = False,
                       allow_float: bool = False) -> Path:
     """Where programs compiled with these options are kept under `root`, one folder per target and option set

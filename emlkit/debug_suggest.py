@@ -145,11 +145,9 @@ def synthetic_calibration(calibration: list[tuple[torch.Tensor, ...]], n: int,
 
 def rebuilt_options(opts: Any, allow_float: bool | None = None) -> Any:
     """OPTS' choices configured afresh (for a target of its own, or with hooks added), --allow-float as given."""
-    from emlkit.compile import make_options
+    from emlkit.compile import options_like
 
-    return make_options(opts.lut_fusion, opts.explicit_layout,
-                        opts.allow_float if allow_float is None else allow_float, opts.linear_mode,
-                        opts.streaming_state, opts.memory_planner, opts.patch_bands)
+    return options_like(opts, **({} if allow_float is None else {"allow_float": allow_float}))
 
 
 def _try(name: str, change: str, measure: Callable[[], float], base: float) -> Remedy:

@@ -28,15 +28,11 @@ def _fit_in_bands(spec: ProgramSpec, output: Path, board: BoardRef | None, res: 
     """The fit check's fallback (emlkit/fit_search.py): RES does not fit BOARD for its arena; compile its first
     stages in bands, cheapest first, and keep the first count that fits. Returns the program kept, its fit entry and
     the error line ("" when it fits)."""
-    from emlkit.compile import compile_model, make_options
-
-    base = spec.options
+    from emlkit.compile import compile_model, options_like
 
     def compile_with(bands: int, folder: Path) -> Any:
-        opts = make_options(patch_bands=bands) if base is None else make_options(
-            base.lut_fusion, base.explicit_layout, base.allow_float, base.linear_mode, base.streaming_state,
-            base.memory_planner, bands, base.io)
-        return compile_model(spec.model, spec.target, folder, spec.calibration, opts, reuse_cache=True)
+        return compile_model(spec.model, spec.target, folder, spec.calibration,
+                             options_like(spec.options, patch_bands=bands), reuse_cache=True)
 
     what = f"{res.name} ({res.target.name})"
     name = fit.get("board", "")

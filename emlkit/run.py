@@ -224,13 +224,16 @@ def run_model(req: RunRequest) -> int:
         cres = prebuilt(spec.model, target.name)
     else:
         cres = compile_model(spec.model, target, req.output, spec.calibration, spec.options, reuse_cache=True)
-        if target.flow == "cortex_m":   # as `compile`: an arena the board cannot hold tries row bands first
-            from emlkit.fitting import fit_program
-
-            cres, error = fit_program(spec, req.output, req.board, cres)
-            if error:
-                raise AotError(error, EXIT_FIT)
     outcome = execute(cres, req.board, req.sim, req.timeout, req.kernels, req.save_outputs, req.npu_trace, req.etdump)
+    if not req.prebuilt and target.flow == "cortex_m" and _arena_short(outcome):
+        # as `compile`: an arena the board cannot hold tries row bands
+        from emlkit.fitting import fit_program
+
+        cres, error = fit_program(spec, req.output, req.board, cres)
+        if error:
+            raise AotError(error, EXIT_FIT)
+        outcome = execute(cres, req.board, req.sim, req.timeout, req.kernels, req.save_outputs, req.npu_trace,
+                          req.etdump)
     if req.cycles:
         add_cycle_model(outcome, cres, req.board, req.timeout)
     print_run({"model": outcome.model, "board": outcome.board, "sim": outcome.sim, "rows": _summary_rows(outcome)})
@@ -239,6 +242,14 @@ def run_model(req: RunRequest) -> int:
         hint = f" --etrecord {cres.pte.parent / etrecord}" if etrecord else ""
         log.info("ETDump: %s (per-operator table: emlkit inspect --etdump %s%s)", outcome.etdump, outcome.etdump, hint)
     return exit_status(outcome, spec.model if req.prebuilt else None)
+
+
+def _arena_short(outcome: RunOutcome) -> bool:
+    """Whether OUTCOME was skipped because a memory holding the arenas is too small (row bands may fit)."""
+    from emlkit.fit_search import arena_short
+
+    fit = outcome.fit
+    return outcome.status == "SKIP" and fit is not None and arena_short({"checked": True, **fit.to_dict()})
 
 
 def add_cycle_model(outcome: RunOutcome, cres: CompileResult, board: BoardRef, timeout: float) -> None:

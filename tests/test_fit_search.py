@@ -201,3 +201,16 @@ def test_run_that_fits_in_no_band_count_says_so(tmp_path: Path) -> None:
         run_model(RunRequest(_wide_patch_chain(tmp_path), tmp_path / "o2", _small_corstone(64 << 10), sim="qemu"))
     assert err.value.exit_code == 4 and "\n" not in str(err.value)
     assert "even with its first stages in bands" in str(err.value)
+
+
+def test_band_compiles_keep_every_other_choice() -> None:
+    """The fallback's compiles change only the band count: every choice make_options takes is carried over."""
+    import inspect
+
+    from emlkit.compile import CHOICES, make_options, options_like
+
+    assert tuple(inspect.signature(make_options).parameters) == CHOICES
+    base = make_options(lut_fusion=False, allow_float=True, linear_mode="auto", streaming_state=True, io="int8")
+    again = options_like(base, patch_bands=3)
+    assert [getattr(again, c) for c in CHOICES if c != "patch_bands"] == \
+        [getattr(base, c) for c in CHOICES if c != "patch_bands"] and again.patch_bands == 3
