@@ -91,14 +91,47 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
     inputs: user inputs in program order. trace: keep each NPU command's OFM in the returned traces.
     on_op(delegate_index, entry) is called after each NPU command.
     """
-    from emlkit import exact_int_conv
-
     _cortex_m_ops()
-    program = _load_program(pte)
-    plan = program.execution_plan[0]
-    values: list[Any] = [None] * len(plan.values)
+    run = _HostRun(_load_program(pte), trace, on_op)
+    run.set_inputs(inputs)
+    for chain in run.plan.chains:
+        for ins in chain.instructions:
+            a = ins.instr_args
+            kind = type(a).__name__
+            if kind == "KernelCall":
+                run.kernel_call(a)
+            elif kind == "DelegateCall":
+                run.delegate_call(a)
+            else:
+                raise NpuError(f"instruction {kind} is not handled by the host executor")
+    return ProgramRun([run.values[i] for i in run.plan.outputs], run.traces, run.npus, run.delegate_inputs,
+                      run.delegate_args)
 
-    def const_tensor(t: Any) -> torch.Tensor | None:
+
+class _HostRun:
+    """One execution of a program's forward method: its values, and the NPU traces of its delegate calls."""
+
+    def __init__(self, program: Any, trace: bool, on_op: Callable[[int, TraceEntry], None] | None) -> None:
+        self.program = program
+        self.plan = program.execution_plan[0]
+        self.trace = trace
+        self.on_op = on_op
+        self.values: list[Any] = [self._initial(i, v.val) for i, v in enumerate(self.plan.values)]
+        self.traces: list[list[TraceEntry]] = []
+        self.npus: list[str] = []
+        self.delegate_inputs: list[list[np.ndarray]] = []
+        self.delegate_args: list[list[torch.Tensor]] = []
+        # A static view (a reshape the memory planner gave its input's bytes, with no instruction of its own) is
+        # another value at the same planned address: whatever writes one writes the others, as on the device.
+        self.at: dict[tuple[int, int, int], list[int]] = {}
+        for i, v in enumerate(self.plan.values):
+            t = v.val
+            if type(t).__name__ == "Tensor" and t.allocation_info is not None and list(t.dim_order) == sorted(t.dim_order):
+                a_i = t.allocation_info
+                self.at.setdefault((a_i.memory_id, a_i.memory_offset_low, a_i.memory_offset_high), []).append(i)
+
+    def _const_tensor(self, t: Any) -> torch.Tensor | None:
+        program = self.program
         if t.data_buffer_idx <= 0 or t.allocation_info is not None:
             return None
         if t.data_buffer_idx >= len(program.constant_buffer) or not program.constant_buffer[t.data_buffer_idx].storage:
@@ -108,135 +141,123 @@ def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
         n = int(np.prod(t.sizes)) if t.sizes else 1
         return torch.frombuffer(bytearray(raw), dtype=dt)[:n].reshape(list(t.sizes)).clone()
 
-    for i, v in enumerate(plan.values):
-        kind = type(v.val).__name__
+    def _initial(self, i: int, val: Any) -> Any:
+        """Value I before the run: a constant's data, zeros for a planned tensor, a scalar, or a marked list."""
+        kind = type(val).__name__
         if kind == "Tensor":
-            c = const_tensor(v.val)
+            c = self._const_tensor(val)
             if c is not None:
-                values[i] = c
-            else:
-                st = int(v.val.scalar_type)
-                if st not in _SCALAR:
-                    raise NpuError(f"value {i} has scalar type {st}, which the host executor does not handle")
-                values[i] = torch.zeros(list(v.val.sizes), dtype=_SCALAR[st])
-        elif kind in ("Int", "Double", "Bool"):
-            values[i] = getattr(v.val, {"Int": "int_val", "Double": "double_val", "Bool": "bool_val"}[kind])
-        elif kind == "IntList":
-            values[i] = ("intlist", list(v.val.items))
-        elif kind == "Null":
-            values[i] = None
-        else:
-            values[i] = ("unsupported", kind)
-    if len(inputs) != len(plan.inputs):
-        raise NpuError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} were given")
-    for idx, t in zip(plan.inputs, inputs):
-        want = values[idx]
-        if tuple(want.shape) != tuple(t.shape):
-            raise NpuError(f"input value {idx}: shape {tuple(t.shape)} given, the program takes {tuple(want.shape)}")
-        values[idx] = t.to(want.dtype).clone()
+                return c
+            st = int(val.scalar_type)
+            if st not in _SCALAR:
+                raise NpuError(f"value {i} has scalar type {st}, which the host executor does not handle")
+            return torch.zeros(list(val.sizes), dtype=_SCALAR[st])
+        if kind in ("Int", "Double", "Bool"):
+            return getattr(val, {"Int": "int_val", "Double": "double_val", "Bool": "bool_val"}[kind])
+        if kind == "IntList":
+            return ("intlist", list(val.items))
+        if kind == "Null":
+            return None
+        return ("unsupported", kind)
 
-    # A static view (a reshape the memory planner gave its input's bytes, with no instruction of its own) is another
-    # value at the same planned address: whatever writes one writes the others, as on the device.
-    at: dict[tuple[int, int, int], list[int]] = {}
-    for i, v in enumerate(plan.values):
-        t = v.val
-        if type(t).__name__ == "Tensor" and t.allocation_info is not None and list(t.dim_order) == sorted(t.dim_order):
-            a_i = t.allocation_info
-            at.setdefault((a_i.memory_id, a_i.memory_offset_low, a_i.memory_offset_high), []).append(i)
+    def set_inputs(self, inputs: Sequence[torch.Tensor]) -> None:
+        plan, values = self.plan, self.values
+        if len(inputs) != len(plan.inputs):
+            raise NpuError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} were given")
+        for idx, t in zip(plan.inputs, inputs):
+            want = values[idx]
+            if tuple(want.shape) != tuple(t.shape):
+                raise NpuError(f"input value {idx}: shape {tuple(t.shape)} given, the program takes {tuple(want.shape)}")
+            values[idx] = t.to(want.dtype).clone()
+        for idx in plan.inputs:
+            self.share(idx)
 
-    def share(oid: int) -> None:
-        t = plan.values[oid].val
-        a_i = getattr(t, "allocation_info", None)
+    def share(self, oid: int) -> None:
+        """Value OID was written: the other values at its planned address see the same bytes."""
+        values = self.values
+        a_i = getattr(self.plan.values[oid].val, "allocation_info", None)
         if a_i is None or not isinstance(values[oid], torch.Tensor):
             return
-        for j in at.get((a_i.memory_id, a_i.memory_offset_low, a_i.memory_offset_high), []):
+        for j in self.at.get((a_i.memory_id, a_i.memory_offset_low, a_i.memory_offset_high), []):
             other = values[j]
             if j != oid and isinstance(other, torch.Tensor) and other.dtype == values[oid].dtype \
                     and other.numel() == values[oid].numel() and values[oid].is_contiguous():
                 values[j] = values[oid].reshape(other.shape).clone()
 
-    for idx in plan.inputs:
-        share(idx)
-
-    def arg(i: int, schema_type: Any = None) -> Any:
-        v = values[i]
+    def arg(self, i: int, schema_type: Any = None) -> Any:
+        v = self.values[i]
         if isinstance(v, tuple) and v and v[0] == "intlist":
-            return [values[j] for j in v[1]]
+            return [self.values[j] for j in v[1]]
         if isinstance(v, tuple) and v and v[0] == "unsupported":
             raise NpuError(f"value {i} is a {v[1]}, which the host executor does not handle")
         if schema_type is not None and "ScalarType" in str(schema_type) and isinstance(v, int):
             return _SCALAR[v]
         return v
 
-    traces: list[list[TraceEntry]] = []
-    npus: list[str] = []
-    delegate_inputs: list[list[np.ndarray]] = []
-    delegate_args: list[list[torch.Tensor]] = []
-    for chain in plan.chains:
-        for ins in chain.instructions:
-            a = ins.instr_args
-            kind = type(a).__name__
-            if kind == "KernelCall":
-                op = plan.operators[a.op_index]
-                ns, name = op.name.split("::", 1)
-                try:
-                    packet = getattr(getattr(torch.ops, ns), name)
-                except AttributeError:
-                    raise NpuError(f"CPU op {op.name} has no host implementation") from None
-                # aten::select_copy has no default overload, only int and int_out (an LSTMCell's h on the CPU)
-                fn = packet.default if "default" in packet.overloads() else None
-                schema = fn._schema.arguments if fn is not None else []
-                # The call's arguments are its overload's (e.g. mean.dtype_out: dim, keepdim, dtype, out;
-                # upsample_nearest2d.vec_out: output_size, scale_factors, out, as many as the default's four;
-                # dim_order_ops::_to_dim_order_copy.out, an embedding's index cast, fewer), then the result: call
-                # that overload with its keyword-only arguments and out. cortex_m:: and emlkit:: calls carry the
-                # default's arguments, out and the result.
-                named = getattr(packet, op.overload, None) if op.overload else None
-                fits = named is not None and len(named._schema.arguments) + 1 == len(a.args)
-                if named is not None and (fn is None or ns == "aten" and len(a.args) != len(schema) + 1
-                                          or fits and (ns == "aten" or len(a.args) < len(schema) + 1)):
-                    values[a.args[-1]] = _call_overload(getattr(packet, op.overload), a.args, arg, values)
-                    share(a.args[-1])
-                    continue
-                if fn is None:
-                    raise NpuError(f"CPU op {op.name}.{op.overload} has no host implementation")
-                args = [arg(i, s.type) for i, s in zip(a.args, schema)]
-                out_idx = a.args[len(schema)]
-                res = exact_int_conv.call(fn, args, {})   # dilated integer convs computable on the CPU
-                values[out_idx] = res if isinstance(res, torch.Tensor) else res[0]
-                share(out_idx)
-            elif kind == "DelegateCall":
-                d = plan.delegates[a.delegate_index]
-                if d.id != "EthosUBackend":
-                    raise NpuError(f"delegate {d.id} cannot run on the host: only EthosUBackend has a functional model")
-                if int(d.processed.location) != 0:
-                    raise NpuError("delegate data is in a segment outside the flatbuffer: compile with "
-                                   "extract_delegate_segments=False")
-                blob = bytes(program.backend_delegate_data[d.processed.index].data)
-                from emlkit.npu.blob import parse_blob
+    def kernel_call(self, a: Any) -> None:
+        """A CPU op through its Python reference."""
+        from emlkit import exact_int_conv
 
-                vb = parse_blob(blob)
-                n_in = len(vb.inputs)
-                # The delegate reads and writes memory: each tensor in its program dim order (NHWC for a
-                # channels-last value), not in the logical NCHW order the host keeps values in.
-                ins_np = [to_memory(values[i], _order(plan.values[i].val)) for i in a.args[:n_in]]
-                out_ids = a.args[n_in:]
-                di = len(traces)
-                outs, tr = run_blob(vb, ins_np, keep=trace, on_op=(lambda e, di=di: on_op(di, e)) if on_op else None)
-                traces.append(tr)
-                npus.append(vb.config.product_name if vb.config is not None else "Ethos-U55")
-                delegate_inputs.append(ins_np)
-                delegate_args.append([values[i] for i in a.args[:n_in]])
-                if len(outs) != len(out_ids):
-                    raise NpuError(f"delegate {a.delegate_index} produced {len(outs)} outputs, the program expects {len(out_ids)}")
-                for oid, o in zip(out_ids, outs):
-                    like = values[oid]
-                    raw = torch.from_numpy(np.ascontiguousarray(o)).to(like.dtype)
-                    values[oid] = from_memory(raw, like.shape, _order(plan.values[oid].val))
-                    share(oid)
-            else:
-                raise NpuError(f"instruction {kind} is not handled by the host executor")
-    return ProgramRun([values[i] for i in plan.outputs], traces, npus, delegate_inputs, delegate_args)
+        op = self.plan.operators[a.op_index]
+        ns, name = op.name.split("::", 1)
+        try:
+            packet = getattr(getattr(torch.ops, ns), name)
+        except AttributeError:
+            raise NpuError(f"CPU op {op.name} has no host implementation") from None
+        # aten::select_copy has no default overload, only int and int_out (an LSTMCell's h on the CPU)
+        fn = packet.default if "default" in packet.overloads() else None
+        schema = fn._schema.arguments if fn is not None else []
+        # The call's arguments are its overload's (e.g. mean.dtype_out: dim, keepdim, dtype, out;
+        # upsample_nearest2d.vec_out: output_size, scale_factors, out, as many as the default's four;
+        # dim_order_ops::_to_dim_order_copy.out, an embedding's index cast, fewer), then the result: call
+        # that overload with its keyword-only arguments and out. cortex_m:: and emlkit:: calls carry the
+        # default's arguments, out and the result.
+        named = getattr(packet, op.overload, None) if op.overload else None
+        fits = named is not None and len(named._schema.arguments) + 1 == len(a.args)
+        if named is not None and (fn is None or ns == "aten" and len(a.args) != len(schema) + 1
+                                  or fits and (ns == "aten" or len(a.args) < len(schema) + 1)):
+            self.values[a.args[-1]] = _call_overload(getattr(packet, op.overload), a.args, self.arg, self.values)
+            self.share(a.args[-1])
+            return
+        if fn is None:
+            raise NpuError(f"CPU op {op.name}.{op.overload} has no host implementation")
+        args = [self.arg(i, s.type) for i, s in zip(a.args, schema)]
+        out_idx = a.args[len(schema)]
+        res = exact_int_conv.call(fn, args, {})   # dilated integer convs computable on the CPU
+        self.values[out_idx] = res if isinstance(res, torch.Tensor) else res[0]
+        self.share(out_idx)
+
+    def delegate_call(self, a: Any) -> None:
+        """An Ethos-U delegate on the functional model."""
+        from emlkit.npu.blob import parse_blob
+
+        plan, values = self.plan, self.values
+        d = plan.delegates[a.delegate_index]
+        if d.id != "EthosUBackend":
+            raise NpuError(f"delegate {d.id} cannot run on the host: only EthosUBackend has a functional model")
+        if int(d.processed.location) != 0:
+            raise NpuError("delegate data is in a segment outside the flatbuffer: compile with "
+                           "extract_delegate_segments=False")
+        vb = parse_blob(bytes(self.program.backend_delegate_data[d.processed.index].data))
+        n_in = len(vb.inputs)
+        # The delegate reads and writes memory: each tensor in its program dim order (NHWC for a
+        # channels-last value), not in the logical NCHW order the host keeps values in.
+        ins_np = [to_memory(values[i], _order(plan.values[i].val)) for i in a.args[:n_in]]
+        out_ids = a.args[n_in:]
+        di = len(self.traces)
+        on_op = self.on_op
+        outs, tr = run_blob(vb, ins_np, keep=self.trace, on_op=(lambda e, di=di: on_op(di, e)) if on_op else None)
+        self.traces.append(tr)
+        self.npus.append(vb.config.product_name if vb.config is not None else "Ethos-U55")
+        self.delegate_inputs.append(ins_np)
+        self.delegate_args.append([values[i] for i in a.args[:n_in]])
+        if len(outs) != len(out_ids):
+            raise NpuError(f"delegate {a.delegate_index} produced {len(outs)} outputs, the program expects {len(out_ids)}")
+        for oid, o in zip(out_ids, outs):
+            like = values[oid]
+            raw = torch.from_numpy(np.ascontiguousarray(o)).to(like.dtype)
+            values[oid] = from_memory(raw, like.shape, _order(plan.values[oid].val))
+            self.share(oid)
 
 
 def _bp_tensor(t: Any) -> torch.Tensor:
