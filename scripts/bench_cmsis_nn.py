@@ -106,36 +106,157 @@ def _nhwc(sizes: list[int], order: list[int]) -> list[int]:
     return [n, h, w, c]
 
 
+class _Reader:
+    """The program's values as the layer records need them, and the blob their constants go into."""
+
+    def __init__(self, prog: Any, blob: Blob) -> None:
+        self.prog, self.vals, self.blob = prog, prog.execution_plan[0].values, blob
+
+    def ival(self, i: int) -> int:
+        return int(self.vals[i].val.int_val)
+
+    def ints(self, i: int) -> list[int]:
+        return [int(self.vals[j].val.int_val) for j in self.vals[i].val.items]
+
+    def tensor(self, i: int) -> Any:
+        t = self.vals[i].val
+        return t if type(t).__name__ == "Tensor" else None
+
+    def const(self, i: int) -> bytes | None:
+        t = self.tensor(i)
+        if t is None or t.data_buffer_idx <= 0:
+            return None
+        return bytes(self.prog.constant_buffer[t.data_buffer_idx].storage)
+
+    def put(self, i: int) -> int:
+        raw = self.const(i)
+        return self.blob.add(raw) if raw is not None else -1
+
+    def put_opt(self, i: int) -> int:
+        return self.put(i) if self.tensor(i) is not None else -1
+
+
+def _numel(t: Any) -> int:
+    n = 1
+    for d in t.sizes:
+        n *= int(d)
+    return n
+
+
+def _conv(rd: _Reader, args: list[int], lay: Layer) -> bool:
+    """A conv (kind 1) or depthwise conv (kind 2)."""
+    r, kind = lay.rec, lay.kind
+    x, w, out = rd.tensor(args[0]), rd.tensor(args[1]), rd.tensor(args[-1])
+    n_, ih, iw, ic = _nhwc(list(x.sizes), list(x.dim_order))
+    _, oh, ow, oc = _nhwc(list(out.sizes), list(out.dim_order))
+    stride, pad, dil = rd.ints(args[3]), rd.ints(args[4]), rd.ints(args[5])
+    i = 6
+    mult = 1
+    if kind == 2:
+        mult = rd.ival(args[i])
+        i += 1
+    r[F["IOFF"]], r[F["OOFF"]] = rd.ival(args[i]), rd.ival(args[i + 1])
+    mraw = rd.const(args[i + 2])
+    blocks = 4 * (2 * oc + (oc + 15) // 16 * 48)
+    if mraw is not None and (len(mraw) == 4 * (oc + (oc + 3) // 4 * 4) if kind == 1
+                             else len(mraw) in (8 * oc, blocks)):
+        # multipliers followed by the folded window bias and, for depthwise, the 16-channel blocks
+        # (emlkit/passes/window_bias.py; the runtime's conv_point_ext): ours gets them as the program
+        # carries them, CMSIS-NN the multipliers alone
+        r[F["M"]] = rd.blob.add(mraw[:4 * oc])
+        r[F["KS"]] = rd.blob.add(mraw[4 * oc:8 * oc] if kind == 2 else mraw[4 * oc:])
+        if len(mraw) == blocks and kind == 2:
+            r[F["DB"]] = rd.blob.add(mraw[8 * oc:])
+    else:
+        r[F["M"]] = rd.put(args[i + 2])
+    r[F["S"]] = rd.put(args[i + 3])
+    r[F["AMIN"]], r[F["AMAX"]] = rd.ival(args[i + 4]), rd.ival(args[i + 5])
+    r[F["W"]], r[F["B"]] = rd.put(args[1]), rd.put_opt(args[2])
+    kh, kw = (int(w.sizes[1]), int(w.sizes[2]))
+    for k, val in zip("N IH IW IC OH OW OC KH KW SH SW PH PW DH DW MULT".split(),
+                      (n_, ih, iw, ic, oh, ow, oc, kh, kw, stride[0], stride[1], pad[0], pad[1], dil[0], dil[1], mult)):
+        r[F[k]] = val
+    r[F["INLEN"]], r[F["OUTLEN"]] = n_ * ih * iw * ic, n_ * oh * ow * oc
+    lay.desc = (f"{'conv' if kind == 1 else 'dw'} {kh}x{kw}/{stride[0]} {ih}x{iw}x{ic}->{oh}x{ow}x{oc}"
+                + (f" x{mult}" if mult > 1 else ""))
+    return True
+
+
+def _fc(rd: _Reader, args: list[int], lay: Layer) -> bool:
+    r = lay.rec
+    x, w = rd.tensor(args[0]), rd.tensor(args[1])
+    k_ = int(x.sizes[-1])
+    rows = _numel(x) // k_ if k_ else 0
+    oc = int(w.sizes[0])
+    r[F["N"]], r[F["IC"]], r[F["OC"]] = rows, k_, oc
+    r[F["W"]], r[F["B"]], r[F["KS"]] = rd.put(args[1]), rd.put_opt(args[2]), rd.put_opt(args[3])
+    r[F["IOFF"]], r[F["FOFF"]], r[F["OOFF"]] = rd.ival(args[4]), rd.ival(args[5]), rd.ival(args[6])
+    r[F["QM"]], r[F["QS"]] = rd.ints(args[7])[0], rd.ints(args[8])[0]
+    r[F["AMAX"]], r[F["AMIN"]] = rd.ival(args[9]), rd.ival(args[10])
+    r[F["INLEN"]], r[F["OUTLEN"]] = rows * k_, rows * oc
+    lay.desc = f"fc {rows}x{k_}->{oc}"
+    return True
+
+
+def _add(rd: _Reader, args: list[int], lay: Layer) -> bool:
+    r = lay.rec
+    x, y = rd.tensor(args[0]), rd.tensor(args[4])
+    if list(x.sizes) != list(y.sizes):
+        return False  # channel broadcast: CMSIS-NN's add has no such form
+    n_el = _numel(x)
+    (r[F["AZP"]], r[F["AM"]], r[F["AS"]]) = (rd.ival(args[1]), rd.ival(args[2]), rd.ival(args[3]))
+    (r[F["BZP"]], r[F["BM"]], r[F["BS"]]) = (rd.ival(args[5]), rd.ival(args[6]), rd.ival(args[7]))
+    r[F["OOFF"]], r[F["QM"]], r[F["QS"]] = rd.ival(args[8]), rd.ival(args[9]), rd.ival(args[10])
+    r[F["AMIN"]], r[F["AMAX"]] = rd.ival(args[11]), rd.ival(args[12])
+    r[F["ELEMS"]] = r[F["INLEN"]] = r[F["OUTLEN"]] = n_el
+    lay.desc = f"add {n_el}"
+    return True
+
+
+def _mul(rd: _Reader, args: list[int], lay: Layer) -> bool:
+    """quantized_mul(self, self_zp, other, other_zp, out_zp, out_mult, out_shift): no activation range, the
+    reference clamps to int8."""
+    r = lay.rec
+    x, y = rd.tensor(args[0]), rd.tensor(args[2])
+    if list(x.sizes) != list(y.sizes):
+        return False  # channel broadcast: CMSIS-NN's mul has no such form
+    n_el = _numel(x)
+    r[F["AZP"]], r[F["BZP"]] = rd.ival(args[1]), rd.ival(args[3])
+    r[F["OOFF"]], r[F["QM"]], r[F["QS"]] = rd.ival(args[4]), rd.ival(args[5]), rd.ival(args[6])
+    r[F["AMIN"]], r[F["AMAX"]] = -128, 127
+    r[F["ELEMS"]] = r[F["INLEN"]] = r[F["OUTLEN"]] = n_el
+    lay.desc = f"mul {n_el}"
+    return True
+
+
+def _pool(rd: _Reader, args: list[int], lay: Layer) -> bool:
+    """An average pool (kind 5) or max pool (kind 6)."""
+    r = lay.rec
+    x, out = rd.tensor(args[0]), rd.tensor(args[-1])
+    n_, ih, iw, ic = _nhwc(list(x.sizes), list(x.dim_order))
+    _, oh, ow, _ = _nhwc(list(out.sizes), list(out.dim_order))
+    ks, st, pd = rd.ints(args[1]), rd.ints(args[2]), rd.ints(args[3])
+    st = st or ks
+    for k, val in zip("N IH IW IC OH OW OC KH KW SH SW PH PW".split(),
+                      (n_, ih, iw, ic, oh, ow, ic, ks[0], ks[1], st[0], st[-1], pd[0], pd[-1])):
+        r[F[k]] = val
+    if lay.kind == 5:
+        r[F["AZP"]], r[F["QM"]], r[F["QS"]] = rd.ival(args[5]), rd.ival(args[6]), rd.ival(args[7])
+    r[F["AMIN"]], r[F["AMAX"]] = -128, 127
+    r[F["INLEN"]], r[F["OUTLEN"]] = n_ * ih * iw * ic, n_ * oh * ow * ic
+    lay.desc = f"{'avgpool' if lay.kind == 5 else 'maxpool'} {ks[0]}x{ks[1]} {ih}x{iw}x{ic}"
+    return True
+
+
+_RECORD = {1: _conv, 2: _conv, 3: _fc, 4: _add, 5: _pool, 6: _pool, 7: _mul}
+
+
 def extract(pte: bytes) -> Blob:
     """Every kernel layer of the program's forward method."""
     prog = _program(pte)
     plan = prog.execution_plan[0]
-    vals = plan.values
     blob = Blob()
-
-    def v(i: int) -> Any:
-        return vals[i].val
-
-    def ival(i: int) -> int:
-        return int(v(i).int_val)
-
-    def ints(i: int) -> list[int]:
-        return [int(vals[j].val.int_val) for j in v(i).items]
-
-    def tensor(i: int) -> Any:
-        t = v(i)
-        return t if type(t).__name__ == "Tensor" else None
-
-    def const(i: int) -> bytes | None:
-        t = tensor(i)
-        if t is None or t.data_buffer_idx <= 0:
-            return None
-        return bytes(prog.constant_buffer[t.data_buffer_idx].storage)
-
-    def put(i: int) -> int:
-        raw = const(i)
-        return blob.add(raw) if raw is not None else -1
-
+    rd = _Reader(prog, blob)
     for n, ins in enumerate(plan.chains[0].instructions):
         a = ins.instr_args
         if type(a).__name__ != "KernelCall":
@@ -145,109 +266,12 @@ def extract(pte: bytes) -> Blob:
         if ns != "cortex_m" or name not in KINDS:
             continue
         kind = KINDS[name]
-        args = list(a.args)
         lay = Layer(n, kind, name)
-        r = lay.rec
         for k in ("W", "B", "M", "S", "KS", "DB"):
-            r[F[k]] = -1
-        r[F["KIND"]] = kind
-        if kind in (1, 2):
-            x, w = tensor(args[0]), tensor(args[1])
-            out = tensor(args[-1])
-            n_, ih, iw, ic = _nhwc(list(x.sizes), list(x.dim_order))
-            _, oh, ow, oc = _nhwc(list(out.sizes), list(out.dim_order))
-            i = 3
-            stride, pad = ints(args[i]), ints(args[i + 1])
-            dil = ints(args[i + 2])
-            i += 3
-            mult = 1
-            if kind == 2:
-                mult = ival(args[i])
-                i += 1
-            r[F["IOFF"]], r[F["OOFF"]] = ival(args[i]), ival(args[i + 1])
-            mraw = const(args[i + 2])
-            blocks = 4 * (2 * oc + (oc + 15) // 16 * 48)
-            if mraw is not None and (len(mraw) == 4 * (oc + (oc + 3) // 4 * 4) if kind == 1
-                                     else len(mraw) in (8 * oc, blocks)):
-                # multipliers followed by the folded window bias and, for depthwise, the 16-channel blocks
-                # (emlkit/passes/window_bias.py; the runtime's conv_point_ext): ours gets them as the program
-                # carries them, CMSIS-NN the multipliers alone
-                r[F["M"]] = blob.add(mraw[:4 * oc])
-                r[F["KS"]] = blob.add(mraw[4 * oc:8 * oc] if kind == 2 else mraw[4 * oc:])
-                if len(mraw) == blocks and kind == 2:
-                    r[F["DB"]] = blob.add(mraw[8 * oc:])
-            else:
-                r[F["M"]] = put(args[i + 2])
-            r[F["S"]] = put(args[i + 3])
-            r[F["AMIN"]], r[F["AMAX"]] = ival(args[i + 4]), ival(args[i + 5])
-            r[F["W"]], r[F["B"]] = put(args[1]), put(args[2]) if tensor(args[2]) is not None else -1
-            kh, kw = (int(w.sizes[1]), int(w.sizes[2]))
-            for k, val in zip("N IH IW IC OH OW OC KH KW SH SW PH PW DH DW MULT".split(),
-                              (n_, ih, iw, ic, oh, ow, oc, kh, kw, stride[0], stride[1], pad[0], pad[1], dil[0], dil[1], mult)):
-                r[F[k]] = val
-            r[F["INLEN"]], r[F["OUTLEN"]] = n_ * ih * iw * ic, n_ * oh * ow * oc
-            lay.desc = (f"{'conv' if kind == 1 else 'dw'} {kh}x{kw}/{stride[0]} {ih}x{iw}x{ic}->{oh}x{ow}x{oc}"
-                        + (f" x{mult}" if mult > 1 else ""))
-        elif kind == 3:
-            x, w, out = tensor(args[0]), tensor(args[1]), tensor(args[-1])
-            k_ = int(x.sizes[-1])
-            rows = 1
-            for d in list(x.sizes)[:-1]:
-                rows *= int(d)
-            oc = int(w.sizes[0])
-            r[F["N"]], r[F["IC"]], r[F["OC"]] = rows, k_, oc
-            r[F["W"]] = put(args[1])
-            r[F["B"]] = put(args[2]) if tensor(args[2]) is not None else -1
-            r[F["KS"]] = put(args[3]) if tensor(args[3]) is not None else -1
-            r[F["IOFF"]], r[F["FOFF"]], r[F["OOFF"]] = ival(args[4]), ival(args[5]), ival(args[6])
-            r[F["QM"]], r[F["QS"]] = ints(args[7])[0], ints(args[8])[0]
-            r[F["AMAX"]], r[F["AMIN"]] = ival(args[9]), ival(args[10])
-            r[F["INLEN"]], r[F["OUTLEN"]] = rows * k_, rows * oc
-            lay.desc = f"fc {rows}x{k_}->{oc}"
-        elif kind == 4:
-            x, y, out = tensor(args[0]), tensor(args[4]), tensor(args[-1])
-            if list(x.sizes) != list(y.sizes):
-                continue  # channel broadcast: CMSIS-NN's add has no such form
-            n_el = 1
-            for d in x.sizes:
-                n_el *= int(d)
-            (r[F["AZP"]], r[F["AM"]], r[F["AS"]]) = (ival(args[1]), ival(args[2]), ival(args[3]))
-            (r[F["BZP"]], r[F["BM"]], r[F["BS"]]) = (ival(args[5]), ival(args[6]), ival(args[7]))
-            r[F["OOFF"]], r[F["QM"]], r[F["QS"]] = ival(args[8]), ival(args[9]), ival(args[10])
-            r[F["AMIN"]], r[F["AMAX"]] = ival(args[11]), ival(args[12])
-            r[F["ELEMS"]] = r[F["INLEN"]] = r[F["OUTLEN"]] = n_el
-            lay.desc = f"add {n_el}"
-        elif kind == 7:
-            # quantized_mul(self, self_zp, other, other_zp, out_zp, out_mult, out_shift): no activation range,
-            # the reference clamps to int8
-            x, y = tensor(args[0]), tensor(args[2])
-            if list(x.sizes) != list(y.sizes):
-                continue  # channel broadcast: CMSIS-NN's mul has no such form
-            n_el = 1
-            for d in x.sizes:
-                n_el *= int(d)
-            r[F["AZP"]], r[F["BZP"]] = ival(args[1]), ival(args[3])
-            r[F["OOFF"]], r[F["QM"]], r[F["QS"]] = ival(args[4]), ival(args[5]), ival(args[6])
-            r[F["AMIN"]], r[F["AMAX"]] = -128, 127
-            r[F["ELEMS"]] = r[F["INLEN"]] = r[F["OUTLEN"]] = n_el
-            lay.desc = f"mul {n_el}"
-        else:
-            x, out = tensor(args[0]), tensor(args[-1])
-            n_, ih, iw, ic = _nhwc(list(x.sizes), list(x.dim_order))
-            _, oh, ow, _ = _nhwc(list(out.sizes), list(out.dim_order))
-            ks, st, pd = ints(args[1]), ints(args[2]), ints(args[3])
-            st = st or ks
-            for k, val in zip("N IH IW IC OH OW OC KH KW SH SW PH PW".split(),
-                              (n_, ih, iw, ic, oh, ow, ic, ks[0], ks[1], st[0], st[-1], pd[0], pd[-1])):
-                r[F[k]] = val
-            if kind == 5:
-                r[F["AZP"]], r[F["QM"]], r[F["QS"]] = ival(args[5]), ival(args[6]), ival(args[7])
-                r[F["AMIN"]], r[F["AMAX"]] = -128, 127
-            else:
-                r[F["AMIN"]], r[F["AMAX"]] = -128, 127
-            r[F["INLEN"]], r[F["OUTLEN"]] = n_ * ih * iw * ic, n_ * oh * ow * ic
-            lay.desc = f"{'avgpool' if kind == 5 else 'maxpool'} {ks[0]}x{ks[1]} {ih}x{iw}x{ic}"
-        blob.layers.append(lay)
+            lay.rec[F[k]] = -1
+        lay.rec[F["KIND"]] = kind
+        if _RECORD[kind](rd, list(a.args), lay):
+            blob.layers.append(lay)
     return blob
 
 
