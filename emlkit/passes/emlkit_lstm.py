@@ -216,14 +216,10 @@ class EmlkitLstm(Pass):
             log.info("LSTM %s left in float: its c_n is read before its sequence output is quantized", n.name)
             return None
         state: tuple[Any, ...] = ()
-        if layer.state is not None:
-            h0 = layer.state[0]
-            if self.streaming or not (h0.op == "call_function" and h0.target in DQ_TARGETS and
-                                      per_tensor_qparams(h0) and qparams(h0)[:2] == (s_h, zp_h) and
-                                      qparams(h0)[4] == torch.int8):
-                log.info("%s %s left in float: its given h0 is not in its output's int8 codes (or the program "
-                         "streams its state)", "GRU" if layer.gru else "LSTM", n.name)
-                return None
+        if layer.state is not None and (self.streaming or not _in_codes(layer.state[0], s_h, zp_h)):
+            log.info("%s %s left in float: its given h0 is not in its output's int8 codes (or the program "
+                     "streams its state)", "GRU" if layer.gru else "LSTM", n.name)
+            return None
         # a given c0 bounds no cell value: the long-sequence format (4 integer bits) whatever T
         k = 15 - MAX_CELL_INT_BITS if self.streaming or layer.state is not None else cell_frac_bits(steps)
         batch = int(xs[0] if layer.batch_first else xs[1])
@@ -257,16 +253,25 @@ class EmlkitLstm(Pass):
             q.replace_all_uses_with(y)
         if cell_out is not None:
             cell_out.replace_all_uses_with(cell_nodes[-1])
-        for dead in (*[d for d in (q, out) if d is not None], *[u for u in list(n.users)], n):
-            if not dead.users and dead in g.nodes:
-                g.erase_node(dead)
-        for d in (dq, *(layer.state or ())[:1]):
-            if not d.users:
-                g.erase_node(d)
+        _erase_replaced(g, (*[d for d in (q, out) if d is not None], *list(n.users), n, dq,
+                            *(layer.state or ())[:1]))
         return {"node": n.name, "kind": "gru" if layer.gru else "lstm", "steps": steps,
                 "hidden": int(layer.w_hh.shape[1]), "batch_first": layer.batch_first,
                 "cell_frac_bits": None if layer.gru else k, "in_scale": s_x, "out_scale": s_h,
                 "state_bytes": state_bytes, "cell_out": cell_out is not None, "given_state": bool(state)}
+
+
+def _in_codes(h0: torch.fx.Node, scale: float, zero_point: int) -> bool:
+    """Whether the given h0 is a dequantize of int8 codes with the output's scale and zero point."""
+    return (h0.op == "call_function" and h0.target in DQ_TARGETS and per_tensor_qparams(h0)
+            and qparams(h0)[:2] == (scale, zero_point) and qparams(h0)[4] == torch.int8)
+
+
+def _erase_replaced(g: torch.fx.Graph, nodes: tuple[torch.fx.Node, ...]) -> None:
+    """The replaced nodes, in order (users before what they read), those no longer read."""
+    for dead in nodes:
+        if not dead.users and dead in g.nodes:
+            g.erase_node(dead)
 
 
 def _set_values(ov: Any, batch: int, hid: int, new: torch.fx.Node, y: torch.fx.Node,
