@@ -205,6 +205,134 @@ static void fmt_float(out_t *o, double v, char conv, int prec, int width, int fl
   emit(o, prefix, b, k + n, 0, width, flags);
 }
 
+/* A conversion's flags, field width, precision (-1: none) and length
+ * (-2 hh, -1 h, 0 int, 1 l, 2 ll, 3 z, 4 j, 5 t, 6 L). */
+typedef struct {
+  int flags, width, prec, len;
+} spec_t;
+
+/* Reads the spec after a '%' from *P (left on the conversion character); '*' takes its value from AP. */
+static void parse_spec(const char **pp, va_list *ap, spec_t *sp) {
+  const char *p = *pp;
+  sp->flags = 0, sp->width = 0, sp->prec = -1, sp->len = 0;
+  for (;; p++) {
+    if (*p == '-') sp->flags |= F_LEFT;
+    else if (*p == '0') sp->flags |= F_ZERO;
+    else if (*p == '+') sp->flags |= F_PLUS;
+    else if (*p == ' ') sp->flags |= F_SPACE;
+    else if (*p == '#') sp->flags |= F_ALT;
+    else break;
+  }
+  if (*p == '*') {
+    sp->width = va_arg(*ap, int);
+    if (sp->width < 0) sp->flags |= F_LEFT, sp->width = -sp->width;
+    p++;
+  } else {
+    while (*p >= '0' && *p <= '9') sp->width = sp->width * 10 + (*p++ - '0');
+  }
+  if (*p == '.') {
+    sp->prec = 0;
+    if (*++p == '*') {
+      sp->prec = va_arg(*ap, int);
+      if (sp->prec < 0) sp->prec = -1;
+      p++;
+    } else {
+      while (*p >= '0' && *p <= '9') sp->prec = sp->prec * 10 + (*p++ - '0');
+    }
+  }
+  if (*p == 'h') sp->len = (p[1] == 'h') ? (p++, -2) : -1, p++;
+  else if (*p == 'l') sp->len = (p[1] == 'l') ? (p++, 2) : 1, p++;
+  else if (*p == 'z') sp->len = 3, p++;
+  else if (*p == 'j') sp->len = 4, p++;
+  else if (*p == 't') sp->len = 5, p++;
+  else if (*p == 'L') sp->len = 6, p++;
+  *pp = p;
+}
+
+static intmax_t signed_arg(va_list *ap, int len) {
+  switch (len) {
+    case 1: return va_arg(*ap, long);
+    case 2: return va_arg(*ap, long long);
+    case 3:
+    case 5: return va_arg(*ap, ptrdiff_t); /* the signed type of size_t's width */
+    case 4: return va_arg(*ap, intmax_t);
+    case -1: return (short)va_arg(*ap, int);
+    case -2: return (signed char)va_arg(*ap, int);
+    default: return va_arg(*ap, int);
+  }
+}
+
+static uintmax_t unsigned_arg(va_list *ap, int len) {
+  switch (len) {
+    case 1: return va_arg(*ap, unsigned long);
+    case 2: return va_arg(*ap, unsigned long long);
+    case 3: return va_arg(*ap, size_t);
+    case 4: return va_arg(*ap, uintmax_t);
+    case 5: return (uintmax_t)va_arg(*ap, ptrdiff_t);
+    case -1: return (unsigned short)va_arg(*ap, unsigned);
+    case -2: return (unsigned char)va_arg(*ap, unsigned);
+    default: return va_arg(*ap, unsigned);
+  }
+}
+
+/* One conversion C with spec SP, its argument from AP. */
+static void convert(out_t *o, char c, const spec_t *sp, va_list *ap) {
+  int flags = sp->flags, width = sp->width, prec = sp->prec;
+  switch (c) {
+    case 'd':
+    case 'i': {
+      intmax_t v = signed_arg(ap, sp->len);
+      uintmax_t u = v < 0 ? (uintmax_t)0 - (uintmax_t)v : (uintmax_t)v;
+      fmt_uint(o, u, 10, 0, v < 0 ? "-" : (flags & F_PLUS) ? "+" : (flags & F_SPACE) ? " " : "", prec, width, flags);
+      break;
+    }
+    case 'u':
+    case 'x':
+    case 'X':
+    case 'o': {
+      uintmax_t v = unsigned_arg(ap, sp->len);
+      unsigned base = c == 'u' ? 10u : c == 'o' ? 8u : 16u;
+      const char *prefix = "";
+      if ((flags & F_ALT) && v != 0) prefix = c == 'x' ? "0x" : c == 'X' ? "0X" : c == 'o' ? "0" : "";
+      fmt_uint(o, v, base, c == 'X', prefix, prec, width, flags);
+      break;
+    }
+    case 'p':
+      fmt_uint(o, (uintptr_t)va_arg(*ap, void *), 16, 0, "0x", prec, width, flags);
+      break;
+    case 'c': {
+      char ch = (char)va_arg(*ap, int);
+      emit(o, "", &ch, 1, 0, width, flags & ~F_ZERO);
+      break;
+    }
+    case 's': {
+      const char *s = va_arg(*ap, const char *);
+      if (s == NULL) s = "(null)";
+      size_t n = 0;
+      while (s[n] && (prec < 0 || n < (size_t)prec)) n++;
+      emit(o, "", s, n, 0, width, flags & ~F_ZERO);
+      break;
+    }
+    case 'e':
+    case 'E':
+    case 'f':
+    case 'F':
+    case 'g':
+    case 'G':
+    case 'a':
+    case 'A': {
+      double v = sp->len == 6 ? (double)va_arg(*ap, long double) : va_arg(*ap, double);
+      fmt_float(o, v, c, prec, width, flags);
+      break;
+    }
+    case '%': put(o, '%'); break;
+    default: /* not a conversion this formatter knows: shown as written, so the mistake is visible */
+      put(o, '%');
+      put(o, c);
+      break;
+  }
+}
+
 int et_vsnprintf(char *buf, size_t cap, const char *fmt, va_list ap) {
   out_t o = {buf, cap, 0};
   va_list args;
@@ -214,115 +342,11 @@ int et_vsnprintf(char *buf, size_t cap, const char *fmt, va_list ap) {
       put(&o, *p);
       continue;
     }
-    int flags = 0, width = 0, prec = -1;
-    for (p++;; p++) {
-      if (*p == '-') flags |= F_LEFT;
-      else if (*p == '0') flags |= F_ZERO;
-      else if (*p == '+') flags |= F_PLUS;
-      else if (*p == ' ') flags |= F_SPACE;
-      else if (*p == '#') flags |= F_ALT;
-      else break;
-    }
-    if (*p == '*') {
-      width = va_arg(args, int);
-      if (width < 0) flags |= F_LEFT, width = -width;
-      p++;
-    } else {
-      while (*p >= '0' && *p <= '9') width = width * 10 + (*p++ - '0');
-    }
-    if (*p == '.') {
-      prec = 0;
-      if (*++p == '*') {
-        prec = va_arg(args, int);
-        if (prec < 0) prec = -1;
-        p++;
-      } else {
-        while (*p >= '0' && *p <= '9') prec = prec * 10 + (*p++ - '0');
-      }
-    }
-    /* length: -2 hh, -1 h, 0 int, 1 l, 2 ll, 3 z, 4 j, 5 t, 6 L */
-    int len = 0;
-    if (*p == 'h') len = (p[1] == 'h') ? (p++, -2) : -1, p++;
-    else if (*p == 'l') len = (p[1] == 'l') ? (p++, 2) : 1, p++;
-    else if (*p == 'z') len = 3, p++;
-    else if (*p == 'j') len = 4, p++;
-    else if (*p == 't') len = 5, p++;
-    else if (*p == 'L') len = 6, p++;
-    char c = *p;
-    if (c == '\0') break;
-    switch (c) {
-      case 'd':
-      case 'i': {
-        intmax_t v;
-        switch (len) {
-          case 1: v = va_arg(args, long); break;
-          case 2: v = va_arg(args, long long); break;
-          case 3:
-          case 5: v = va_arg(args, ptrdiff_t); break; /* the signed type of size_t's width */
-          case 4: v = va_arg(args, intmax_t); break;
-          case -1: v = (short)va_arg(args, int); break;
-          case -2: v = (signed char)va_arg(args, int); break;
-          default: v = va_arg(args, int); break;
-        }
-        uintmax_t u = v < 0 ? (uintmax_t)0 - (uintmax_t)v : (uintmax_t)v;
-        fmt_uint(&o, u, 10, 0, v < 0 ? "-" : (flags & F_PLUS) ? "+" : (flags & F_SPACE) ? " " : "", prec, width, flags);
-        break;
-      }
-      case 'u':
-      case 'x':
-      case 'X':
-      case 'o': {
-        uintmax_t v;
-        switch (len) {
-          case 1: v = va_arg(args, unsigned long); break;
-          case 2: v = va_arg(args, unsigned long long); break;
-          case 3: v = va_arg(args, size_t); break;
-          case 4: v = va_arg(args, uintmax_t); break;
-          case 5: v = (uintmax_t)va_arg(args, ptrdiff_t); break;
-          case -1: v = (unsigned short)va_arg(args, unsigned); break;
-          case -2: v = (unsigned char)va_arg(args, unsigned); break;
-          default: v = va_arg(args, unsigned); break;
-        }
-        unsigned base = c == 'u' ? 10u : c == 'o' ? 8u : 16u;
-        const char *prefix = "";
-        if ((flags & F_ALT) && v != 0) prefix = c == 'x' ? "0x" : c == 'X' ? "0X" : c == 'o' ? "0" : "";
-        fmt_uint(&o, v, base, c == 'X', prefix, prec, width, flags);
-        break;
-      }
-      case 'p':
-        fmt_uint(&o, (uintptr_t)va_arg(args, void *), 16, 0, "0x", prec, width, flags);
-        break;
-      case 'c': {
-        char ch = (char)va_arg(args, int);
-        emit(&o, "", &ch, 1, 0, width, flags & ~F_ZERO);
-        break;
-      }
-      case 's': {
-        const char *s = va_arg(args, const char *);
-        if (s == NULL) s = "(null)";
-        size_t n = 0;
-        while (s[n] && (prec < 0 || n < (size_t)prec)) n++;
-        emit(&o, "", s, n, 0, width, flags & ~F_ZERO);
-        break;
-      }
-      case 'e':
-      case 'E':
-      case 'f':
-      case 'F':
-      case 'g':
-      case 'G':
-      case 'a':
-      case 'A': {
-        double v = len == 6 ? (double)va_arg(args, long double) : va_arg(args, double);
-        fmt_float(&o, v, c, prec, width, flags);
-        break;
-      }
-      case '%': put(&o, '%'); break;
-      default: /* not a conversion this formatter knows: shown as written, so the mistake is visible */
-        put(&o, '%');
-        put(&o, c);
-        break;
-    }
+    spec_t sp;
+    p++;
+    parse_spec(&p, &args, &sp);
+    if (*p == '\0') break;
+    convert(&o, *p, &sp, &args);
   }
   va_end(args);
   if (cap > 0) buf[o.n < cap ? o.n : cap - 1] = '\0';
