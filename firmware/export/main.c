@@ -76,16 +76,12 @@ static uint32_t compare(const eml_tensor_info *t, const void *got, const void *w
   return bad;
 }
 
-int main(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  plat_init(0, NULL);
-  say("emlkit: %s compiled for %s, on %s\n", EMLKIT_MODEL_NAME, EMLKIT_MODEL_TARGET, EMLKIT_BOARD_NAME);
-
-  /* 1. Memory for tensors, tables and NPU buffers: the board's free RAM. */
+/* 1-2. The context over the board's free RAM (tensors, tables, NPU buffers) and, where the program uses it,
+ * the Ethos-U NPU as the board describes it (board/board_config.h). The configuration stays in static memory. */
+static int init_context(void) {
+  static eml_memory mem[MAX_MEMORY];
   const plat_region *regions;
   size_t nreg = plat_regions(&regions);
-  eml_memory mem[MAX_MEMORY];
   uint32_t nmem = 0;
   for (size_t i = 0; i < nreg && nmem < MAX_MEMORY; i++) mem[nmem++] = (eml_memory){regions[i].base, regions[i].size};
   eml_config cfg = {.memory = mem, .n_memory = nmem, .clock = plat_counter, .clock_unit = plat_counter_unit()};
@@ -93,9 +89,8 @@ int main(int argc, char **argv) {
   cfg.profile_events = EMLKIT_MODEL_INSTRUCTIONS + 1u; /* one run: every instruction and the run itself */
 #endif
 #if EMLKIT_MODEL_USES_NPU
-  /* 2. The Ethos-U NPU, as the board describes it (board/board_config.h). */
+  static eml_npu_config npu_cfg;
   plat_npu npu;
-  eml_npu_config npu_cfg;
   if (plat_npu_info(&npu) == 0) {
     npu_cfg = (eml_npu_config){.base = npu.base, .irq = npu.irq, .secure = npu.secure != 0, .privileged = npu.privileged != 0,
                                .timeout_us = npu.timeout_us, .time_us = plat_time_us, .irq_save = plat_irq_save,
@@ -106,21 +101,22 @@ int main(int argc, char **argv) {
   }
 #endif
   eml_status st = eml_init(&g_ctx, &cfg);
-  if (st != EML_OK) return failed("eml_init", st);
+  return st == EML_OK ? 0 : failed("eml_init", st);
+}
 
-  /* 3. The program, used in place where the linker put it. */
-  st = eml_load(&g_ctx, emlkit_model, emlkit_model_size);
+/* 3. The program, used in place where the linker put it; its inputs described. */
+static int load_program(uint32_t *nin, uint32_t *nout) {
+  eml_status st = eml_load(&g_ctx, emlkit_model, emlkit_model_size);
   if (st != EML_OK) return failed("eml_load", st);
-  uint32_t nin, nout;
-  if ((st = eml_num_inputs(&g_ctx, &nin)) != EML_OK) return failed("eml_num_inputs", st);
-  if ((st = eml_num_outputs(&g_ctx, &nout)) != EML_OK) return failed("eml_num_outputs", st);
-  if (nin != EMLKIT_NUM_INPUTS || nout != EMLKIT_NUM_OUTPUTS) {
-    say("RESULT: FAIL the program has %" PRIu32 " inputs and %" PRIu32 " outputs, the test data %u and %u\n", nin, nout,
-        EMLKIT_NUM_INPUTS, EMLKIT_NUM_OUTPUTS);
+  if ((st = eml_num_inputs(&g_ctx, nin)) != EML_OK) return failed("eml_num_inputs", st);
+  if ((st = eml_num_outputs(&g_ctx, nout)) != EML_OK) return failed("eml_num_outputs", st);
+  if (*nin != EMLKIT_NUM_INPUTS || *nout != EMLKIT_NUM_OUTPUTS) {
+    say("RESULT: FAIL the program has %" PRIu32 " inputs and %" PRIu32 " outputs, the test data %u and %u\n", *nin,
+        *nout, EMLKIT_NUM_INPUTS, EMLKIT_NUM_OUTPUTS);
     return 2;
   }
   eml_tensor_info info;
-  for (uint32_t i = 0; i < nin; i++) {
+  for (uint32_t i = 0; i < *nin; i++) {
     if ((st = eml_input_info(&g_ctx, i, &info)) != EML_OK) return failed("eml_input_info", st);
     describe("input", i, &info);
   }
@@ -129,10 +125,13 @@ int main(int argc, char **argv) {
   say("input 0 takes int8 codes: q = round(x / %.9g) + %d (model_data.h)\n", EMLKIT_INPUT0_SCALE,
       EMLKIT_INPUT0_ZERO_POINT);
 #endif
+  return 0;
+}
 
-  /* 4. Two runs, a warm-up and a measured one; inputs are set before each,
-   * since a run may reuse their memory. */
-  uint64_t count = 0;
+/* 4. Two runs, a warm-up and a measured one (its count in *COUNT); inputs are set before each, since a run may
+ * reuse their memory. */
+static int run_twice(uint32_t nin, uint64_t *count) {
+  eml_status st;
   for (int run = 0; run < 2; run++) {
     for (uint32_t i = 0; i < nin; i++) {
       st = eml_set_input(&g_ctx, i, emlkit_inputs[i].data, emlkit_inputs[i].nbytes);
@@ -143,12 +142,17 @@ int main(int argc, char **argv) {
     if (run == 1 && (st = eml_reset_state(&g_ctx)) != EML_OK) return failed("eml_reset_state", st);
     uint64_t t0 = plat_counter();
     st = eml_run(&g_ctx);
-    count = plat_counter() - t0;
+    *count = plat_counter() - t0;
     if (st != EML_OK) return failed("eml_run", st);
   }
+  return 0;
+}
 
-  /* 5. Every output against the expected one, bit for bit. */
-  uint32_t bad_outputs = 0;
+/* 5. Every output against the expected one, bit for bit: *BAD_OUTPUTS counts those that differ. */
+static int check_outputs(uint32_t nout, uint32_t *bad_outputs) {
+  eml_status st;
+  eml_tensor_info info;
+  *bad_outputs = 0;
   for (uint32_t i = 0; i < nout; i++) {
     const void *data;
     size_t nbytes;
@@ -158,17 +162,21 @@ int main(int argc, char **argv) {
     if (nbytes != emlkit_expected[i].nbytes) {
       say("output %" PRIu32 ": %lu bytes, the expected output has %lu\n", i, (unsigned long)nbytes,
           (unsigned long)emlkit_expected[i].nbytes);
-      bad_outputs++;
+      (*bad_outputs)++;
       continue;
     }
     double diff;
     uint32_t bad = compare(&info, data, emlkit_expected[i].data, &diff);
     say("output %" PRIu32 ": %" PRIu32 " of %lu elements differ from the expected output (max %.3g %s)\n", i, bad,
         (unsigned long)(info.nbytes / (info.dtype == EML_FLOAT32 ? 4u : 1u)), diff, info.quantized ? "steps" : "");
-    bad_outputs += bad != 0;
+    *bad_outputs += bad != 0;
   }
+  return 0;
+}
 
-  /* 6. Where the time went (the measured run). */
+/* 6. Where the time went (the measured run), and the memory used. */
+static int report_profile(uint64_t count) {
+  eml_status st;
   say("%" PRIu64 " %s per inference\n", count, plat_counter_unit());
   uint32_t nprof = 0;
   if ((st = eml_profile_count(&g_ctx, &nprof)) != EML_OK) return failed("eml_profile_count", st);
@@ -184,7 +192,20 @@ int main(int argc, char **argv) {
 #if EMLKIT_PRINT_ETDUMP
   if ((st = eml_etdump_text(&g_ctx, console, NULL)) != EML_OK) return failed("eml_etdump_text", st);
 #endif
+  return 0;
+}
 
+int main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  plat_init(0, NULL);
+  say("emlkit: %s compiled for %s, on %s\n", EMLKIT_MODEL_NAME, EMLKIT_MODEL_TARGET, EMLKIT_BOARD_NAME);
+  uint32_t nin, nout, bad_outputs;
+  uint64_t count = 0;
+  int rc;
+  if ((rc = init_context()) != 0 || (rc = load_program(&nin, &nout)) != 0 || (rc = run_twice(nin, &count)) != 0 ||
+      (rc = check_outputs(nout, &bad_outputs)) != 0 || (rc = report_profile(count)) != 0)
+    return rc;
   if (bad_outputs) {
     say("RESULT: FAIL %" PRIu32 " output(s) differ from the expected output\n", bad_outputs);
     return 1;
