@@ -22,18 +22,9 @@ static uint64_t rd64le(const uint8_t *b) {
   return v;
 }
 
-et_status et_program_load(et_program *p, const uint8_t *data, size_t len) {
-  memset(p, 0, sizeof *p);
-  if (data == NULL || len < 8)
-    return perr(p, ET_E_INVALID_PROGRAM, "program truncated: %s", "fewer than 8 bytes");
-  if (memcmp(data + 4, FBP_FILE_IDENTIFIER, 4) != 0)
-    return perr(p, ET_E_INVALID_PROGRAM,
-                "not an ExecuTorch program: identifier is not %s (wrong file or corrupt)",
-                FBP_FILE_IDENTIFIER);
-  p->file = data;
-  p->file_len = len;
-  size_t fb_len = len;
-  /* Extended header: present when segments follow the flatbuffer. */
+/* The extended header, present when segments follow the flatbuffer: the flatbuffer's length in *FB_LEN and
+ * where the segment data lies. */
+static et_status read_extended_header(et_program *p, const uint8_t *data, size_t len, size_t *fb_len) {
   if (len >= EH_OFFSET + EH_MIN_LEN && memcmp(data + EH_OFFSET, EH_MAGIC, 4) == 0) {
     const uint8_t *h = data + EH_OFFSET;
     uint32_t hlen = (uint32_t)h[4] | ((uint32_t)h[5] << 8) | ((uint32_t)h[6] << 16) | ((uint32_t)h[7] << 24);
@@ -54,29 +45,14 @@ et_status et_program_load(et_program *p, const uint8_t *data, size_t len) {
       p->seg_base = (size_t)base;
       p->seg_size = (size_t)seg_size;
     }
-    fb_len = (size_t)prog_size;
+    *fb_len = (size_t)prog_size;
   }
-  p->buf.base = data;
-  p->buf.len = fb_len;
-  if (!fb_root(&p->buf, FBP_FILE_IDENTIFIER, &p->root))
-    return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", fb_last_error);
+  return ET_OK;
+}
 
-  uint32_t version;
-  if (!fb_u32(&p->root, FBP_Program__version, 0, &version))
-    return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", fb_last_error);
-  if (version != FBP_SCHEMA_VERSION) {
-    et_snprintf(p->msg, sizeof p->msg,
-             "program schema version %" PRIu32 " not supported (runtime reads version %u): re-export with the matching ExecuTorch",
-             version, FBP_SCHEMA_VERSION);
-    return ET_E_INVALID_PROGRAM;
-  }
+/* Segments must all lie inside the segment data. */
+static et_status check_segments(et_program *p) {
   bool present;
-  if (!fb_vector(&p->root, FBP_Program__execution_plan, 4, &present, &p->plans))
-    return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", fb_last_error);
-  if (p->plans.len == 0)
-    return perr(p, ET_E_INVALID_PROGRAM, "program has no methods%s", "");
-
-  /* Segments must all lie inside the segment data. */
   if (!fb_vector(&p->root, FBP_Program__segments, 4, &present, &p->segments))
     return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", fb_last_error);
   for (uint32_t i = 0; i < p->segments.len; i++) {
@@ -89,7 +65,12 @@ et_status et_program_load(et_program *p, const uint8_t *data, size_t len) {
       return perr(p, ET_E_INVALID_PROGRAM, "program truncated: %s", "a segment lies outside the file");
   }
 
-  /* Constants: inline Buffers or offsets into one segment, never both. */
+  return ET_OK;
+}
+
+/* Constants: inline Buffers or offsets into one segment, never both. */
+static et_status read_constants(et_program *p) {
+  bool present;
   fb_vec cb;
   if (!fb_vector(&p->root, FBP_Program__constant_buffer, 4, &present, &cb))
     return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", fb_last_error);
@@ -123,6 +104,43 @@ et_status et_program_load(et_program *p, const uint8_t *data, size_t len) {
     p->const_seg_size = (size_t)size;
   }
   return ET_OK;
+}
+
+et_status et_program_load(et_program *p, const uint8_t *data, size_t len) {
+  memset(p, 0, sizeof *p);
+  if (data == NULL || len < 8)
+    return perr(p, ET_E_INVALID_PROGRAM, "program truncated: %s", "fewer than 8 bytes");
+  if (memcmp(data + 4, FBP_FILE_IDENTIFIER, 4) != 0)
+    return perr(p, ET_E_INVALID_PROGRAM,
+                "not an ExecuTorch program: identifier is not %s (wrong file or corrupt)",
+                FBP_FILE_IDENTIFIER);
+  p->file = data;
+  p->file_len = len;
+  size_t fb_len = len;
+  et_status st = read_extended_header(p, data, len, &fb_len);
+  if (st != ET_OK) return st;
+  p->buf.base = data;
+  p->buf.len = fb_len;
+  if (!fb_root(&p->buf, FBP_FILE_IDENTIFIER, &p->root))
+    return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", fb_last_error);
+
+  uint32_t version;
+  if (!fb_u32(&p->root, FBP_Program__version, 0, &version))
+    return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", fb_last_error);
+  if (version != FBP_SCHEMA_VERSION) {
+    et_snprintf(p->msg, sizeof p->msg,
+             "program schema version %" PRIu32 " not supported (runtime reads version %u): re-export with the matching ExecuTorch",
+             version, FBP_SCHEMA_VERSION);
+    return ET_E_INVALID_PROGRAM;
+  }
+  bool present;
+  if (!fb_vector(&p->root, FBP_Program__execution_plan, 4, &present, &p->plans))
+    return perr(p, ET_E_INVALID_PROGRAM, "corrupt program: %s", fb_last_error);
+  if (p->plans.len == 0)
+    return perr(p, ET_E_INVALID_PROGRAM, "program has no methods%s", "");
+
+  if ((st = check_segments(p)) != ET_OK) return st;
+  return read_constants(p);
 }
 
 et_status et_program_constant(et_program *p, uint32_t idx, size_t nbytes, const uint8_t **out) {
