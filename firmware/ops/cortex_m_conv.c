@@ -90,6 +90,58 @@ ET_PREPARE static et_status conv_window_bias(et_kernel_ctx *ctx, const char *op,
   return ET_OK;
 }
 
+/* The channels, groups and output size of the weight's geometry, into P (its input and kernel sizes set). */
+static et_status conv_geometry(et_kernel_ctx *ctx, const char *op, conv_kind kind, const et_tensor *w, int32_t dm,
+                               const int32_t opad[2], qconv_params *p) {
+  if (kind == DEPTHWISE) {
+    p->out_c = w->sizes[3];
+    p->groups = p->in_c;
+    if (w->sizes[0] != 1 || p->out_c != p->in_c * dm)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: weight must be [1,KH,KW,C*depth_multiplier] = [1,%d,%d,%d], got [%d,%d,%d,%d]",
+                     op, (int)p->k_h, (int)p->k_w, (int)(p->in_c * dm), (int)w->sizes[0], (int)w->sizes[1],
+                     (int)w->sizes[2], (int)w->sizes[3]);
+  } else {
+    p->out_c = w->sizes[0];
+    const int32_t wi = w->sizes[3];
+    if (wi <= 0 || p->in_c % wi)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: input has %d channels, not a multiple of the weight's %d", op,
+                     (int)p->in_c, (int)wi);
+    p->groups = p->in_c / wi;
+    if (kind == TRANSPOSE && p->groups != 1)
+      return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: grouped transposed convolution is not supported", op);
+    if (p->out_c % p->groups)
+      return et_fail(ctx, ET_E_INVALID_ARG, "%s: %d output channels do not split into %d groups", op, (int)p->out_c,
+                     (int)p->groups);
+  }
+  if (kind == TRANSPOSE) {
+    p->out_h = (p->in_h - 1) * p->stride_h - 2 * p->pad_h + p->dil_h * (p->k_h - 1) + opad[0] + 1;
+    p->out_w = (p->in_w - 1) * p->stride_w - 2 * p->pad_w + p->dil_w * (p->k_w - 1) + opad[1] + 1;
+  } else {
+    p->out_h = (p->in_h + 2 * p->pad_h - p->dil_h * (p->k_h - 1) - 1) / p->stride_h + 1;
+    p->out_w = (p->in_w + 2 * p->pad_w - p->dil_w * (p->k_w - 1) - 1) / p->stride_w + 1;
+  }
+  return ET_OK;
+}
+
+/* The scratch tensor holds what the kernel's *_get_buffer_size asks for P. */
+static et_status conv_scratch(et_kernel_ctx *ctx, const char *op, conv_kind kind, et_value **args,
+                              const qconv_params *p) {
+  size_t need = 0;
+  if (kind == CONV) need = emk_conv2d_s8_get_buffer_size(p);
+  if (kind == DEPTHWISE) need = emk_depthwise_conv2d_s8_get_buffer_size(p);
+  et_tensor *scr = NULL;
+  size_t have = 0;
+  if (need) {
+    CM_TRY(cm_tensor(ctx, op, args, kind == CONV ? CONV_SCRATCH : DEPTHWISE_SCRATCH, "scratch", false, &scr));
+    have = scr->nbytes;
+    if (have < need)
+      return et_fail(ctx, ET_E_INVALID_ARG,
+                     "%s: scratch tensor has %u bytes, the kernel needs %u (compile the program again with this "
+                     "version of emlkit)", op, (unsigned)have, (unsigned)need);
+  }
+  return ET_OK;
+}
+
 /* Prepare: every argument check, at load. */
 ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, conv_kind kind, bool nhwc, et_value **args,
                                          uint32_t nargs) {
@@ -131,33 +183,7 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, con
   p.k_h = w->sizes[1], p.k_w = w->sizes[2];
   p.stride_h = stride[0], p.stride_w = stride[1], p.pad_h = pad[0], p.pad_w = pad[1];
   p.dil_h = dil[0], p.dil_w = dil[1];
-  if (kind == DEPTHWISE) {
-    p.out_c = w->sizes[3];
-    p.groups = p.in_c;
-    if (w->sizes[0] != 1 || p.out_c != p.in_c * dm)
-      return et_fail(ctx, ET_E_INVALID_ARG, "%s: weight must be [1,KH,KW,C*depth_multiplier] = [1,%d,%d,%d], got [%d,%d,%d,%d]",
-                     op, (int)p.k_h, (int)p.k_w, (int)(p.in_c * dm), (int)w->sizes[0], (int)w->sizes[1],
-                     (int)w->sizes[2], (int)w->sizes[3]);
-  } else {
-    p.out_c = w->sizes[0];
-    const int32_t wi = w->sizes[3];
-    if (wi <= 0 || p.in_c % wi)
-      return et_fail(ctx, ET_E_INVALID_ARG, "%s: input has %d channels, not a multiple of the weight's %d", op,
-                     (int)p.in_c, (int)wi);
-    p.groups = p.in_c / wi;
-    if (kind == TRANSPOSE && p.groups != 1)
-      return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: grouped transposed convolution is not supported", op);
-    if (p.out_c % p.groups)
-      return et_fail(ctx, ET_E_INVALID_ARG, "%s: %d output channels do not split into %d groups", op, (int)p.out_c,
-                     (int)p.groups);
-  }
-  if (kind == TRANSPOSE) {
-    p.out_h = (p.in_h - 1) * p.stride_h - 2 * p.pad_h + p.dil_h * (p.k_h - 1) + opad[0] + 1;
-    p.out_w = (p.in_w - 1) * p.stride_w - 2 * p.pad_w + p.dil_w * (p.k_w - 1) + opad[1] + 1;
-  } else {
-    p.out_h = (p.in_h + 2 * p.pad_h - p.dil_h * (p.k_h - 1) - 1) / p.stride_h + 1;
-    p.out_w = (p.in_w + 2 * p.pad_w - p.dil_w * (p.k_w - 1) - 1) / p.stride_w + 1;
-  }
+  CM_TRY(conv_geometry(ctx, op, kind, w, dm, opad, &p));
   if (dout[0] != p.batch || dout[1] != p.out_h || dout[2] != p.out_w || dout[3] != p.out_c)
     return et_fail(ctx, ET_E_INVALID_ARG, "%s: out is NHWC [%d,%d,%d,%d] but the geometry gives [%d,%d,%d,%d]", op,
                    (int)dout[0], (int)dout[1], (int)dout[2], (int)dout[3], (int)p.batch, (int)p.out_h, (int)p.out_w,
@@ -173,20 +199,7 @@ ET_PREPARE static et_status conv_prepare(et_kernel_ctx *ctx, const char *op, con
     CM_TRY(cm_requant_tensors(ctx, op, mt, st, p.out_c));
   }
   if (et_tensor_numel(out) == 0) return ET_OK;
-  size_t need = 0;
-  if (kind == CONV) need = emk_conv2d_s8_get_buffer_size(&p);
-  if (kind == DEPTHWISE) need = emk_depthwise_conv2d_s8_get_buffer_size(&p);
-  et_tensor *scr = NULL;
-  size_t have = 0;
-  if (need) {
-    CM_TRY(cm_tensor(ctx, op, args, kind == CONV ? CONV_SCRATCH : DEPTHWISE_SCRATCH, "scratch", false, &scr));
-    have = scr->nbytes;
-    if (have < need)
-      return et_fail(ctx, ET_E_INVALID_ARG,
-                     "%s: scratch tensor has %u bytes, the kernel needs %u (compile the program again with this "
-                     "version of emlkit)", op, (unsigned)have, (unsigned)need);
-  }
-  return ET_OK;
+  return conv_scratch(ctx, op, kind, args, &p);
 }
 
 /* Eval: unpack what prepare checked and run the kernel. */
