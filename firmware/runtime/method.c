@@ -241,6 +241,46 @@ et_status et_method_needs_get(et_program *p, const char *name, et_method_needs *
 
 /* ---- values ---- */
 
+/* dim_order must be a permutation; absent means contiguous. */
+static et_status parse_dim_order(et_method *m, uint32_t vi, const fb_vec *order, uint32_t rank, et_tensor *out) {
+  if (order->len == 0) {
+    for (uint32_t d = 0; d < rank; d++) out->dim_order[d] = (uint8_t)d;
+    return ET_OK;
+  }
+  unsigned seen = 0;
+  if (order->len != rank)
+    return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " dim_order length differs from its rank", vi);
+  for (uint32_t d = 0; d < order->len; d++) {
+    uint8_t o = fb_vec_u8(order, d);
+    if (o >= rank || (seen >> o) & 1u)
+      return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " dim_order is not a permutation", vi);
+    seen |= 1u << o;
+    out->dim_order[d] = o;
+  }
+  return ET_OK;
+}
+
+/* A planned tensor's place: its offset in its arena, checked against the arena's planned size. */
+static et_status place_tensor(et_method *m, uint32_t vi, const fb_table *alloc, uint32_t dbi, et_tensor *out,
+                              const uint8_t *const *arena_base, const uint64_t *arena_plan) {
+  uint32_t id, lo, hi;
+  if (!fb_u32(alloc, FBP_AllocationDetails__memory_id, 0, &id) ||
+      !fb_u32(alloc, FBP_AllocationDetails__memory_offset_low, 0, &lo) ||
+      !fb_u32(alloc, FBP_AllocationDetails__memory_offset_high, 0, &hi))
+    return CORRUPT(m->msg, "allocation info");
+  if (dbi != 0)
+    return et_errf(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": mutable tensors with initial data are not supported", vi);
+  uint64_t off = ((uint64_t)hi << 32) | lo;
+  if (id == 0 || id > ET_MAX_ARENAS || arena_base[id - 1] == NULL)
+    return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " planned in unknown memory id %" PRIu32, vi, id);
+  if (off > arena_plan[id - 1] || out->nbytes > arena_plan[id - 1] - off)
+    return et_errf(m->msg, ET_E_INVALID_PROGRAM,
+                   "corrupt program: value %" PRIu32 " (%lu bytes at offset %" PRIu64 ") lies outside arena %" PRIu32 " (%" PRIu64 " bytes)",
+                   vi, (unsigned long)out->nbytes, off, id, arena_plan[id - 1]);
+  out->data = (uint8_t *)arena_base[id - 1] + off;
+  return ET_OK;
+}
+
 static et_status parse_tensor(et_method *m, uint32_t vi, const fb_table *t, et_tensor *out,
                               const uint8_t *const *arena_base, const uint64_t *arena_plan) {
   bool present;
@@ -283,40 +323,13 @@ static et_status parse_tensor(et_method *m, uint32_t vi, const fb_table *t, et_t
     out->sizes[d] = v;
   }
   out->nbytes = numel * es;
-  /* dim_order must be a permutation; absent means contiguous. */
-  if (order.len == 0) {
-    for (uint32_t d = 0; d < sizes.len; d++) out->dim_order[d] = (uint8_t)d;
-  } else {
-    unsigned seen = 0;
-    if (order.len != sizes.len)
-      return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " dim_order length differs from its rank", vi);
-    for (uint32_t d = 0; d < order.len; d++) {
-      uint8_t o = fb_vec_u8(&order, d);
-      if (o >= sizes.len || (seen >> o) & 1u)
-        return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " dim_order is not a permutation", vi);
-      seen |= 1u << o;
-      out->dim_order[d] = o;
-    }
-  }
+  et_status st = parse_dim_order(m, vi, &order, sizes.len, out);
+  if (st != ET_OK) return st;
   if (has_alloc) {
-    uint32_t id, lo, hi;
-    if (!fb_u32(&alloc, FBP_AllocationDetails__memory_id, 0, &id) ||
-        !fb_u32(&alloc, FBP_AllocationDetails__memory_offset_low, 0, &lo) ||
-        !fb_u32(&alloc, FBP_AllocationDetails__memory_offset_high, 0, &hi))
-      return CORRUPT(m->msg, "allocation info");
-    if (dbi != 0)
-      return et_errf(m->msg, ET_E_NOT_SUPPORTED, "value %" PRIu32 ": mutable tensors with initial data are not supported", vi);
-    uint64_t off = ((uint64_t)hi << 32) | lo;
-    if (id == 0 || id > ET_MAX_ARENAS || arena_base[id - 1] == NULL)
-      return et_errf(m->msg, ET_E_INVALID_PROGRAM, "corrupt program: value %" PRIu32 " planned in unknown memory id %" PRIu32, vi, id);
-    if (off > arena_plan[id - 1] || out->nbytes > arena_plan[id - 1] - off)
-      return et_errf(m->msg, ET_E_INVALID_PROGRAM,
-                     "corrupt program: value %" PRIu32 " (%lu bytes at offset %" PRIu64 ") lies outside arena %" PRIu32 " (%" PRIu64 " bytes)",
-                     vi, (unsigned long)out->nbytes, off, id, arena_plan[id - 1]);
-    out->data = (uint8_t *)arena_base[id - 1] + off;
+    if ((st = place_tensor(m, vi, &alloc, dbi, out, arena_base, arena_plan)) != ET_OK) return st;
   } else if (dbi != 0) {
     const uint8_t *c;
-    et_status st = et_program_constant(m->prog, dbi, out->nbytes, &c);
+    st = et_program_constant(m->prog, dbi, out->nbytes, &c);
     if (st != ET_OK) return et_errf(m->msg, st, "value %" PRIu32 ": %s", vi, m->prog->msg);
     out->data = (void *)c; /* constants are read-only by contract: ops never write inputs */
   }
