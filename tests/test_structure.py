@@ -1,5 +1,5 @@
 """Repository structure: no import cycles among emlkit/ and scripts/ (scripts/import_cycles.py), no monkeypatching
-of other projects (public ExecuTorch API only)."""
+of other projects (public ExecuTorch API only), short functions (scripts/long_functions.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from scripts.import_cycles import cycles, graph, main
+from scripts.long_functions import c_functions_in, long_functions
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -16,6 +17,36 @@ REPO = Path(__file__).resolve().parent.parent
 def test_no_import_cycles() -> None:
     found = cycles(graph(REPO))
     assert found == [], f"import cycles: {found}"
+
+
+def test_functions_are_short() -> None:
+    """At most 5 functions over 80 lines in the repo's Python and C, and none over 150."""
+    over = long_functions(80)
+    assert len(over) <= 5 and all(lines <= 150 for lines, _ in over), over
+
+
+def test_c_function_lengths_are_counted() -> None:
+    src = """#include <stdint.h>
+#define MAC(a, b) \\
+  do {            \\
+    x += a * b;   \\
+  } while (0)
+static const int8_t table[3] = {1, 2, 3};
+typedef struct { int a; } pair; /* { not a function } */
+__attribute__((always_inline)) static inline int
+add(int a, int b) {
+  const char *s = "}{";
+  return a + b;
+}
+void f(void) __attribute__((noinline));
+int g(void) {
+  if (1) {
+    return 0;
+  }
+  return 1;
+}
+"""
+    assert c_functions_in(src, "t.c") == [(4, "t.c:9 add"), (6, "t.c:14 g")]
 
 
 def test_checker_finds_a_cycle(tmp_path: Path) -> None:

@@ -64,57 +64,40 @@ static int g_bad;
     }                                                                                            \
   } while (0)
 
-int main(int argc, char **argv) {
-  if (argc < 5) {
-    fprintf(stderr, "usage: api_check MODEL.pte MEMORY_BYTES OUT_DIR MODEL.bpte [INPUT.bin...]\n");
-    return 2;
-  }
-  size_t pte_len;
-  void *pte = read_file(argv[1], &pte_len);
-  size_t mem_bytes = (size_t)strtoull(argv[2], NULL, 0);
-  uint8_t *mem = malloc(mem_bytes);
-  if (!pte || !mem) {
-    fprintf(stderr, "cannot read %s or allocate memory\n", argv[1]);
-    return 2;
-  }
-  static eml_context ctx;
+static eml_context ctx;
 
-  /* Calls out of order and bad configurations are refused with a status. */
-  eml_status before_init = eml_run(&ctx);
+/* Statuses (and messages) of the calls that must be refused, printed last under "checks". */
+typedef struct {
+  eml_status before_init, empty_cfg, before_load, tiny_load, corrupt, wrong_size, no_such_input, no_such_output,
+      no_cases;
+  char empty_cfg_msg[256], tiny_msg[256];
+} refusals;
+
+/* Calls out of order and bad configurations are refused with a status. */
+static void early_refusals(refusals *r, const void *pte, size_t pte_len, uint8_t *mem) {
+  r->before_init = eml_run(&ctx);
   eml_config bad = {0};
-  eml_status empty_cfg = eml_init(&ctx, &bad);
-  char empty_cfg_msg[256];
-  snprintf(empty_cfg_msg, sizeof empty_cfg_msg, "%s", eml_last_error(&ctx));
+  r->empty_cfg = eml_init(&ctx, &bad);
+  snprintf(r->empty_cfg_msg, sizeof r->empty_cfg_msg, "%s", eml_last_error(&ctx));
   eml_memory tiny_mem = {mem, 256};
   eml_config tiny = {.memory = &tiny_mem, .n_memory = 1};
   EXPECT(eml_init(&ctx, &tiny), EML_OK);
-  eml_status before_load = eml_run(&ctx);
-  eml_status tiny_load = eml_load(&ctx, pte, pte_len);
-  char tiny_msg[256];
-  snprintf(tiny_msg, sizeof tiny_msg, "%s", eml_last_error(&ctx));
-  eml_status corrupt = eml_load(&ctx, (const uint8_t *)pte + 8, pte_len - 8);
+  r->before_load = eml_run(&ctx);
+  r->tiny_load = eml_load(&ctx, pte, pte_len);
+  snprintf(r->tiny_msg, sizeof r->tiny_msg, "%s", eml_last_error(&ctx));
+  r->corrupt = eml_load(&ctx, (const uint8_t *)pte + 8, pte_len - 8);
+}
 
-  eml_memory m = {mem, mem_bytes};
-  eml_config cfg = {.memory = &m, .n_memory = 1, .clock = clock_ns, .clock_unit = "ns", .profile_events = 256};
-  EXPECT(eml_init(&ctx, &cfg), EML_OK);
-  EXPECT(eml_load(&ctx, pte, pte_len), EML_OK);
-  uint32_t nin = 0, nout = 0;
-  EXPECT(eml_num_inputs(&ctx, &nin), EML_OK);
-  EXPECT(eml_num_outputs(&ctx, &nout), EML_OK);
-  eml_status wrong_size = eml_set_input(&ctx, 0, mem, 3);
-  eml_status no_such_input = eml_set_input(&ctx, nin, mem, 4);
+/* Every input's and output's description; INPUTS[i] read from FILES[i] (kept until exit: an input the program did
+ * not plan is used in place). */
+static void describe_io(uint32_t nin, uint32_t nout, char **files, int nfiles, void *in_data[8], size_t in_len[8]) {
   eml_tensor_info info;
-  eml_status no_such_output = eml_output_info(&ctx, nout, &info);
-
-  void *in_data[8] = {0};
-  size_t in_len[8] = {0};
   printf("{\"inputs\": [");
   for (uint32_t i = 0; i < nin; i++) {
     EXPECT(eml_input_info(&ctx, i, &info), EML_OK);
     printf("%s", i ? ", " : "");
     print_info(&info);
-    /* kept until exit: an input the program did not plan is used in place */
-    if (i < 8 && (int)i + 5 < argc) in_data[i] = read_file(argv[5 + i], &in_len[i]);
+    if (i < 8 && (int)i < nfiles) in_data[i] = read_file(files[i], &in_len[i]);
   }
   printf("], \"outputs\": [");
   for (uint32_t i = 0; i < nout; i++) {
@@ -123,6 +106,24 @@ int main(int argc, char **argv) {
     print_info(&info);
   }
   printf("]");
+}
+
+/* The program: described, run twice, its outputs, profile and ETDump written to OUT_DIR. */
+static void run_program(refusals *r, const void *pte, size_t pte_len, eml_memory *m, const char *out_dir,
+                        char **files, int nfiles) {
+  eml_config cfg = {.memory = m, .n_memory = 1, .clock = clock_ns, .clock_unit = "ns", .profile_events = 256};
+  EXPECT(eml_init(&ctx, &cfg), EML_OK);
+  EXPECT(eml_load(&ctx, pte, pte_len), EML_OK);
+  uint32_t nin = 0, nout = 0;
+  EXPECT(eml_num_inputs(&ctx, &nin), EML_OK);
+  EXPECT(eml_num_outputs(&ctx, &nout), EML_OK);
+  r->wrong_size = eml_set_input(&ctx, 0, m->base, 3);
+  r->no_such_input = eml_set_input(&ctx, nin, m->base, 4);
+  eml_tensor_info info;
+  r->no_such_output = eml_output_info(&ctx, nout, &info);
+  static void *in_data[8];
+  static size_t in_len[8];
+  describe_io(nin, nout, files, nfiles, in_data, in_len);
   /* Inputs are set before every run: the program may reuse their memory for
    * intermediate tensors, so a run consumes them. */
   for (int run = 0; run < 2; run++) {
@@ -136,7 +137,7 @@ int main(int argc, char **argv) {
     char name[32];
     EXPECT(eml_output(&ctx, i, &data, &n), EML_OK);
     snprintf(name, sizeof name, "output_%u.bin", (unsigned)i);
-    if (write_file(argv[3], name, data, n) != 0) g_bad = 1;
+    if (write_file(out_dir, name, data, n) != 0) g_bad = 1;
   }
   uint32_t nprof = 0;
   EXPECT(eml_profile_count(&ctx, &nprof), EML_OK);
@@ -150,30 +151,17 @@ int main(int argc, char **argv) {
   const uint8_t *etd;
   size_t etd_len = 0;
   EXPECT(eml_etdump(&ctx, &etd, &etd_len), EML_OK);
-  if (etd_len && write_file(argv[3], "etdump.etdp", etd, etd_len) != 0) g_bad = 1;
+  if (etd_len && write_file(out_dir, "etdump.etdp", etd, etd_len) != 0) g_bad = 1;
   eml_stats stats;
   EXPECT(eml_stats_get(&ctx, &stats), EML_OK);
   printf("], \"etdump_bytes\": %zu, \"memory_used\": %zu, \"arena_bytes\": %zu, \"profile_runs\": %" PRIu32, etd_len,
          stats.memory_used, stats.arena_bytes, stats.profile_runs);
-  eml_status no_cases = eml_num_cases(&ctx, &nin);
+  r->no_cases = eml_num_cases(&ctx, &nin);
+}
 
-  /* The bundled program: every test case run and compared; the first run's calls captured. */
-  size_t bpte_len;
-  void *bpte = read_file(argv[4], &bpte_len);
-  if (!bpte) {
-    fprintf(stderr, "cannot read %s\n", argv[4]);
-    return 2;
-  }
-  eml_config bcfg = {.memory = &m, .n_memory = 1, .clock = clock_ns, .clock_unit = "ns"};
-  EXPECT(eml_init(&ctx, &bcfg), EML_OK);
-  EXPECT(eml_load_bundled(&ctx, bpte, bpte_len), EML_OK);
-  uint32_t ncases = 0;
-  EXPECT(eml_num_cases(&ctx, &ncases), EML_OK);
-  eml_plan plan;
-  EXPECT(eml_plan_get(&ctx, &plan), EML_OK);
-  /* A reset in the middle: half the cases, eml_reset_state, then every case from the first: each must pass (a
-   * streaming program's cases are one sequence from the state after load; other programs pass trivially). */
-  bool after_reset[64];
+/* A reset in the middle: half the cases, eml_reset_state, then every case from the first: each must pass (a
+ * streaming program's cases are one sequence from the state after load; other programs pass trivially). */
+static uint32_t cases_after_reset(uint32_t ncases, bool after_reset[64]) {
   const uint32_t nreset = ncases < 64 ? ncases : 64;
   uint32_t bout = 0;
   EXPECT(eml_num_outputs(&ctx, &bout), EML_OK);
@@ -191,6 +179,20 @@ int main(int argc, char **argv) {
     for (uint32_t i = 0; i < 8 && i < bout; i++) after_reset[c] &= rdiffs[i].pass;
   }
   EXPECT(eml_reset_state(&ctx), EML_OK); /* the cases below run from the start again */
+  return nreset;
+}
+
+/* The bundled program: every test case run and compared; the first run's calls captured. */
+static void run_bundle(const void *bpte, size_t bpte_len, eml_memory *m, const char *out_dir) {
+  eml_config bcfg = {.memory = m, .n_memory = 1, .clock = clock_ns, .clock_unit = "ns"};
+  EXPECT(eml_init(&ctx, &bcfg), EML_OK);
+  EXPECT(eml_load_bundled(&ctx, bpte, bpte_len), EML_OK);
+  uint32_t ncases = 0;
+  EXPECT(eml_num_cases(&ctx, &ncases), EML_OK);
+  eml_plan plan;
+  EXPECT(eml_plan_get(&ctx, &plan), EML_OK);
+  bool after_reset[64];
+  const uint32_t nreset = cases_after_reset(ncases, after_reset);
   EXPECT(eml_record_runs(&ctx, ncases, true), EML_OK);
   printf(", \"bundle\": {\"cases\": %" PRIu32 ", \"after_reset\": [", ncases);
   for (uint32_t c = 0; c < nreset; c++) printf("%s%s", c ? ", " : "", after_reset[c] ? "true" : "false");
@@ -207,15 +209,15 @@ int main(int argc, char **argv) {
   }
   eml_status few_diffs = eml_compare_case(&ctx, 0, diffs, 0);
   eml_status no_such_case = eml_set_case_inputs(&ctx, ncases);
-  const uint8_t *dbg;
-  size_t dbg_len = 0;
+  const uint8_t *dbg, *etd;
+  size_t dbg_len = 0, etd_len = 0;
   uint32_t missed = 0;
   EXPECT(eml_debug_outputs(&ctx, &dbg, &dbg_len, &missed), EML_OK);
-  if (dbg_len && write_file(argv[3], "debug.bin", dbg, dbg_len) != 0) g_bad = 1;
+  if (dbg_len && write_file(out_dir, "debug.bin", dbg, dbg_len) != 0) g_bad = 1;
   EXPECT(eml_etdump(&ctx, &etd, &etd_len), EML_OK);
-  if (etd_len && write_file(argv[3], "bundle_etdump.etdp", etd, etd_len) != 0) g_bad = 1;
+  if (etd_len && write_file(out_dir, "bundle_etdump.etdp", etd, etd_len) != 0) g_bad = 1;
   void *block;
-  eml_status huge = eml_take(&ctx, "a huge block", mem_bytes, &block);
+  eml_status huge = eml_take(&ctx, "a huge block", m->size, &block);
   char huge_msg[256];
   snprintf(huge_msg, sizeof huge_msg, "%s", eml_last_error(&ctx));
   EXPECT(eml_take(&ctx, "a small block", 64, &block), EML_OK);
@@ -225,14 +227,38 @@ int main(int argc, char **argv) {
   printf("], \"debug_bytes\": %zu, \"debug_missed\": %" PRIu32 ", \"etdump_bytes\": %zu, \"operators\": %" PRIu32
          ", \"few_diffs\": \"%s\", \"no_such_case\": \"%s\", \"huge\": \"%s\", \"huge_msg\": \"%s\"}",
          dbg_len, missed, etd_len, nops, eml_status_name(few_diffs), eml_status_name(no_such_case), eml_status_name(huge), huge_msg);
-  free(bpte);
+}
 
+int main(int argc, char **argv) {
+  if (argc < 5) {
+    fprintf(stderr, "usage: api_check MODEL.pte MEMORY_BYTES OUT_DIR MODEL.bpte [INPUT.bin...]\n");
+    return 2;
+  }
+  size_t pte_len, bpte_len;
+  void *pte = read_file(argv[1], &pte_len);
+  size_t mem_bytes = (size_t)strtoull(argv[2], NULL, 0);
+  uint8_t *mem = malloc(mem_bytes);
+  if (!pte || !mem) {
+    fprintf(stderr, "cannot read %s or allocate memory\n", argv[1]);
+    return 2;
+  }
+  static refusals r;
+  early_refusals(&r, pte, pte_len, mem);
+  eml_memory m = {mem, mem_bytes};
+  run_program(&r, pte, pte_len, &m, argv[3], argv + 5, argc - 5);
+  void *bpte = read_file(argv[4], &bpte_len);
+  if (!bpte) {
+    fprintf(stderr, "cannot read %s\n", argv[4]);
+    return 2;
+  }
+  run_bundle(bpte, bpte_len, &m, argv[3]);
+  free(bpte);
   printf(", \"checks\": {\"no_cases\": \"%s\", \"before_init\": \"%s\", \"empty_config\": \"%s\", \"empty_config_msg\": \"%s\", "
          "\"before_load\": \"%s\", \"tiny_memory\": \"%s\", \"tiny_memory_msg\": \"%s\", \"corrupt\": \"%s\", "
          "\"wrong_size\": \"%s\", \"no_such_input\": \"%s\", \"no_such_output\": \"%s\"}}\n",
-         eml_status_name(no_cases), eml_status_name(before_init), eml_status_name(empty_cfg), empty_cfg_msg, eml_status_name(before_load),
-         eml_status_name(tiny_load), tiny_msg, eml_status_name(corrupt), eml_status_name(wrong_size),
-         eml_status_name(no_such_input), eml_status_name(no_such_output));
+         eml_status_name(r.no_cases), eml_status_name(r.before_init), eml_status_name(r.empty_cfg), r.empty_cfg_msg,
+         eml_status_name(r.before_load), eml_status_name(r.tiny_load), r.tiny_msg, eml_status_name(r.corrupt),
+         eml_status_name(r.wrong_size), eml_status_name(r.no_such_input), eml_status_name(r.no_such_output));
   free(pte);
   free(mem);
   return g_bad;
