@@ -26,8 +26,7 @@ class ClampTensorAsMinMax(FloatRewrite):
     matches = (aten.clamp.Tensor,)
     what = "clamp with tensor bounds as maximum/minimum"
 
-    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor,
-                      out_val: torch.Tensor) -> bool:
+    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, yv: torch.Tensor) -> bool:
         x, lo, hi = n.args[0], node_arg(n, 1, "min"), node_arg(n, 2, "max")
         if lo is None and hi is None:
             return False
@@ -40,7 +39,7 @@ class ClampTensorAsMinMax(FloatRewrite):
                     continue
                 y = g.call_function(op, (y, bound))
                 shape = torch.broadcast_shapes(shape, node_val(bound).shape)  # type: ignore[union-attr]
-                y.meta["val"] = torch.empty_like(out_val) if shape == out_val.shape else out_val.new_empty(shape)
+                y.meta["val"] = torch.empty_like(yv) if shape == yv.shape else yv.new_empty(shape)
                 made.append(y)
         replace_node(n, made, y)
         return True

@@ -562,14 +562,14 @@ class NodeRewrite(Rewrite):
 
 
 class FloatRewrite(NodeRewrite):
-    """A NodeRewrite of float ops before quantization: `rewrite_float(gm, n, xv, out)` sees only the calls whose
-    first input and output carry example tensors (xv, out; node_val), the input a float one."""
+    """A NodeRewrite of float ops before quantization: `rewrite_float(gm, n, xv, yv)` sees only the calls whose
+    first input and output carry example tensors (xv, yv; node_val), the input a float one."""
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        xv, out = node_val(n.args[0]), node_val(n)
-        return xv is not None and out is not None and xv.is_floating_point() and self.rewrite_float(gm, n, xv, out)
+        xv, yv = node_val(n.args[0]), node_val(n)
+        return xv is not None and yv is not None and xv.is_floating_point() and self.rewrite_float(gm, n, xv, yv)
 
-    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, out: torch.Tensor) -> bool:
+    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, yv: torch.Tensor) -> bool:
         raise NotImplementedError
 
 

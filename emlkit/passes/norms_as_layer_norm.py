@@ -29,8 +29,7 @@ class NormsAsLayerNorm(FloatRewrite):
     matches = (aten.instance_norm.default, aten.group_norm.default)
     what = "instance/group norm as layer norm"
 
-    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor,
-                      out_val: torch.Tensor) -> bool:
+    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, yv: torch.Tensor) -> bool:
         instance = n.target is aten.instance_norm.default
         if xv.dim() != 4 or (instance and not node_arg(n, 5, "use_input_stats", True)):
             return False
@@ -52,19 +51,19 @@ class NormsAsLayerNorm(FloatRewrite):
             else:
                 row = c // groups * h * w
                 rows = g.call_function(aten.reshape.default, (x, [nb, groups, row]))
-                rows.meta["val"] = out_val.new_empty((nb, groups, row))
+                rows.meta["val"] = yv.new_empty((nb, groups, row))
                 ln = g.call_function(aten.layer_norm.default, (rows, [row], None, None, eps))
-                ln.meta["val"] = out_val.new_empty((nb, groups, row))
+                ln.meta["val"] = yv.new_empty((nb, groups, row))
                 made += [rows, ln]
                 y = g.call_function(aten.reshape.default, (ln, [nb, c, h, w]))
-            y.meta["val"] = torch.empty_like(out_val)
+            y.meta["val"] = torch.empty_like(yv)
             made.append(y)
             for op, t, stem in consts:
                 attr = g.get_attr(add_parameter(gm, stem, t.detach().reshape(1, c, 1, 1).clone()))  # type: ignore[union-attr]
                 if fake is not None:
                     attr.meta["val"] = fake.from_tensor(getattr(gm, str(attr.target)))
                 y = g.call_function(op, (y, attr))
-                y.meta["val"] = torch.empty_like(out_val)
+                y.meta["val"] = torch.empty_like(yv)
                 made += [attr, y]
         replace_node(n, made, y)
         return True

@@ -30,8 +30,7 @@ class SumAsMean(FloatRewrite):
     matches = (aten.sum.dim_IntList, aten.sum.default)
     what = "sum as mean * count"
 
-    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor,
-                      out_val: torch.Tensor) -> bool:
+    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, yv: torch.Tensor) -> bool:
         whole = n.target is aten.sum.default
         if xv.dim() == 0 or node_arg(n, 1 if whole else 3, "dtype") is not None:
             return False
@@ -44,13 +43,13 @@ class SumAsMean(FloatRewrite):
         g = gm.graph
         with g.inserting_before(n):
             if count == 1:  # nothing is added up: the sum only drops (or keeps) size-1 dims
-                out = g.call_function(aten.reshape.default, (x, list(out_val.shape)))
+                out = g.call_function(aten.reshape.default, (x, list(yv.shape)))
                 made = [out]
             else:
                 mean = g.call_function(aten.mean.dim, (x, dims, keepdim))
                 out = g.call_function(aten.mul.Tensor, (mean, float(count)))
-                mean.meta["val"] = torch.empty_like(out_val)
+                mean.meta["val"] = torch.empty_like(yv)
                 made = [mean, out]
-        out.meta["val"] = torch.empty_like(out_val)
+        out.meta["val"] = torch.empty_like(yv)
         replace_node(n, made, out)
         return True
