@@ -86,9 +86,7 @@ static __attribute__((noinline)) void conv_c_row(const conv_c_ctx *g, const int8
   "mla %[a3], %[t0], %[t1], %[a3]\n"       \
   "ldrsb %[t1], [%[wp]], #1\n"             \
   "mla %[a0], %[t0], %[t1], %[a0]\n"
-      __asm volatile("1:\n" CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4
-                     "subs %[n], %[n], #1\n"
-                     "bne 1b\n"
+      __asm volatile(K_ASM_REPEAT("n", CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4)
                      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xp] "+r"(xp), [wp] "+r"(wp),
                        [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1)
                      : [k1] "r"(K), [k2] "r"(k2), [k3] "r"(k3)
@@ -211,9 +209,7 @@ static inline __attribute__((always_inline)) void conv_c_dot2x2(const int8_t *x,
   "mla %[b01], %[t1], %[t2], %[b01]\n"         \
   "mla %[b10], %[t0], %[t3], %[b10]\n"         \
   "mla %[b11], %[t0], %[t2], %[b11]\n"
-    __asm volatile("1:\n" CONV_C_STEP CONV_C_STEP CONV_C_STEP CONV_C_STEP
-                   "subs %[n], %[n], #1\n"
-                   "bne 1b\n"
+    __asm volatile(K_ASM_REPEAT("n", CONV_C_STEP CONV_C_STEP CONV_C_STEP CONV_C_STEP)
                    : [b00] "+r"(b00), [b01] "+r"(b01), [b10] "+r"(b10), [b11] "+r"(b11), [xp] "+r"(xp),
                      [wp] "+r"(wp), [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3)
                    : [k] "r"(K)
@@ -257,9 +253,7 @@ static inline __attribute__((always_inline)) void conv_c_dot3x2(const int8_t *x,
   "ldrsb %[t], [%[xp]], #1\n"                  \
   "mla %[b00], %[t], %[u0], %[b00]\n"          \
   "mla %[b01], %[t], %[u1], %[b01]\n"
-  __asm volatile("1:\n" CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3
-                 "subs %[n], %[n], #1\n"
-                 "bne 1b\n"
+  __asm volatile(K_ASM_REPEAT("n", CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3)
                  : [b00] "+r"(b00), [b01] "+r"(b01), [b10] "+r"(b10), [b11] "+r"(b11), [b20] "+r"(b20),
                    [b21] "+r"(b21), [xp] "+r"(xp), [wp] "+r"(wp), [n] "+r"(n), [t] "=&r"(t), [u0] "=&r"(u0),
                    [u1] "=&r"(u1)

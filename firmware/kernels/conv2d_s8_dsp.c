@@ -89,9 +89,7 @@ static inline __attribute__((always_inline)) void pw_dot2x2_we(const int8_t *x, 
   const int32_t s4 = K - 4;
   int32_t n8 = K >> 3;
   if (n8 > 0)
-    __asm volatile("1:\n\t" PW_WE_STEP PW_WE_STEP
-                   "subs   %[n8], %[n8], #1\n\t"
-                   "bne    1b\n\t"
+    __asm volatile(K_ASM_REPEAT("n8", PW_WE_STEP PW_WE_STEP)
                    : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [x] "+r"(x), [we] "+r"(we),
                      [n8] "+r"(n8), [xa] "=&r"(xa), [xb] "=&r"(xb), [w0] "=&r"(w0), [w1] "=&r"(w1), [t] "=&r"(t)
                    : [s4] "r"(s4)
