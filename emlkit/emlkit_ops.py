@@ -63,8 +63,9 @@ Import this module before building or running a program that contains these ops.
 
 from __future__ import annotations
 
+import inspect
 import math
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -638,35 +639,34 @@ def _lstm_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: to
             x.new_empty((batch, hid), dtype=torch.int16))
 
 
-def _given_state_alone(state_bytes: int, h0: torch.Tensor | None) -> None:
-    """The op's rule (the firmware's prepare check): a given h0/c0 never in a streaming call, which starts from its
-    kept state (lstm_reference's h0/c0 also stand for that state on the host, reference.py)."""
-    if h0 is not None and state_bytes:
-        raise ValueError("emlkit::lstm: h0 and c0 must be given together, and not with state_bytes")
+def _recurrent_kernels(op: str, reference: Callable[..., Any], state_rule: str) -> None:
+    """Registers emlkit::OP and OP.out: the op's rule (the firmware's prepare check) that a given initial state
+    (h0, and the LSTM's c0) never comes with state_bytes, since a streaming call starts from its kept state (the
+    reference's h0/c0 also stand for that state on the host, reference.py), then the reference. The .out kernel
+    copies the reference's results into out (and the LSTM's cell)."""
+    params = inspect.signature(reference)
+
+    def functional(*args: Any, **kwargs: Any) -> Any:
+        bound = params.bind(*args, **kwargs)  # state_bytes and h0 may come by position, by name or by default
+        bound.apply_defaults()
+        if bound.arguments["h0"] is not None and bound.arguments["state_bytes"]:
+            raise ValueError(f"emlkit::{op}: {state_rule}")
+        return reference(*bound.args, **bound.kwargs)
+
+    def out_variant(*args: Any, out: torch.Tensor, cell: torch.Tensor | None = None,
+                    **kwargs: Any) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        results = functional(*args, **kwargs)
+        if cell is None:
+            return out.copy_(results)
+        out.copy_(results[0])
+        cell.copy_(results[1])
+        return out, cell
+
+    impl(lib, op, "CompositeExplicitAutograd")(functional)
+    impl(lib, f"{op}.out", "CompositeExplicitAutograd")(out_variant)
 
 
-@impl(lib, "lstm", "CompositeExplicitAutograd")
-def _lstm_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
-               tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-               cell_frac_bits: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
-               h0: torch.Tensor | None = None, c0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    _given_state_alone(state_bytes, h0)
-    return lstm_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                          cell_frac_bits, output_multiplier, output_shift, state_bytes, h0, c0)
-
-
-@impl(lib, "lstm.out", "CompositeExplicitAutograd")
-def _lstm_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
-                   tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-                   cell_frac_bits: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
-                   h0: torch.Tensor | None = None, c0: torch.Tensor | None = None, *,
-                   out: torch.Tensor, cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    _given_state_alone(state_bytes, h0)
-    y, c = lstm_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                          cell_frac_bits, output_multiplier, output_shift, state_bytes, h0, c0)
-    out.copy_(y)
-    cell.copy_(c)
-    return out, cell
+_recurrent_kernels("lstm", lstm_reference, "h0 and c0 must be given together, and not with state_bytes")
 
 
 # ---------------------------------------------------------------- gru (int8 in and out, int16 gates)
@@ -741,12 +741,6 @@ def gru_reference(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias:
     return (y if batch_first else y.transpose(0, 1)).to(torch.int8).contiguous()
 
 
-def _gru_given_state_alone(state_bytes: int, h0: torch.Tensor | None) -> None:
-    """The firmware's prepare check: a given h0 never in a streaming call (which starts from its kept state)."""
-    if h0 is not None and state_bytes:
-        raise ValueError("emlkit::gru: h0 must not be given with state_bytes")
-
-
 @register_fake("emlkit::gru")
 def _gru_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
               tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int, h_multiplier: int,
@@ -755,25 +749,7 @@ def _gru_meta(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: tor
     return x.new_empty((x.shape[0], x.shape[1], w_hh.shape[1]), dtype=torch.int8)
 
 
-@impl(lib, "gru", "CompositeExplicitAutograd")
-def _gru_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
-              tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int, h_multiplier: int,
-              h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
-              h0: torch.Tensor | None = None) -> torch.Tensor:
-    _gru_given_state_alone(state_bytes, h0)
-    return gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                         h_multiplier, h_shift, output_multiplier, output_shift, state_bytes, h0)
-
-
-@impl(lib, "gru.out", "CompositeExplicitAutograd")
-def _gru_out_impl(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor, requant: torch.Tensor,
-                  tables: torch.Tensor, batch_first: int, input_zero_point: int, output_zero_point: int,
-                  h_multiplier: int, h_shift: int, output_multiplier: int, output_shift: int, state_bytes: int = 0,
-                  h0: torch.Tensor | None = None, *, out: torch.Tensor) -> torch.Tensor:
-    _gru_given_state_alone(state_bytes, h0)
-    out.copy_(gru_reference(x, w_ih, w_hh, bias, requant, tables, batch_first, input_zero_point, output_zero_point,
-                            h_multiplier, h_shift, output_multiplier, output_shift, state_bytes, h0))
-    return out
+_recurrent_kernels("gru", gru_reference, "h0 must not be given with state_bytes")
 
 
 # ---------------------------------------------------------------- prelu (int8, a slope per channel)

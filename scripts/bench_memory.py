@@ -133,6 +133,20 @@ def measure(name: str, target_name: str) -> Row:
                int8_patch, int8_bound.bytes, int8_bound.op, int8_all)
 
 
+def _and_ratio(arena_bytes: int, executorch: int) -> list[str]:
+    """Two cells: a plan's arena and its ratio to ExecuTorch's plan; "-" in both where there is no such plan
+    (0 bytes: no chain to patch)."""
+    if not arena_bytes:
+        return ["-", "-"]
+    return [f"{arena_bytes:,}", f"{arena_bytes / executorch:.3f}"]
+
+
+def _table(columns: list[str], cells: list[list[str]]) -> list[str]:
+    """A Markdown table's lines: its header, then a row of cells per entry."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
+            *("| " + " | ".join(row) + " |" for row in cells)]
+
+
 def page(rows: list[Row]) -> str:
     lines = [
         "# Peak activation RAM: ExecuTorch's memory plan and ours",
@@ -158,14 +172,12 @@ def page(rows: list[Row]) -> str:
         "float`), whose first op quantizes each input: the float input (4 bytes an element) is in the arena until "
         "that quantize has read it.",
         "",
-        "| model | ExecuTorch plan B | ours, no in-place B | ours, graph order B | ours B | ours / ExecuTorch "
-        "| lower bound B | bound at | patch-based B | patch-based / ExecuTorch |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        patch = f"{r.patch:,} | {r.patch / r.executorch:.3f}" if r.patch else "- | -"
-        lines.append(f"| {r.model} | {r.executorch:,} | {r.no_in_place:,} | {r.graph_order:,} | {r.emlkit:,} | {r.ratio:.3f} | "
-                     f"{r.bound:,} | {r.bound_op} | {patch} |")
+    lines += _table(["model", "ExecuTorch plan B", "ours, no in-place B", "ours, graph order B", "ours B",
+                     "ours / ExecuTorch", "lower bound B", "bound at", "patch-based B", "patch-based / ExecuTorch"],
+                    [[r.model, f"{r.executorch:,}", f"{r.no_in_place:,}", f"{r.graph_order:,}",
+                      *_and_ratio(r.emlkit, r.executorch), f"{r.bound:,}", r.bound_op,
+                      *_and_ratio(r.patch, r.executorch)] for r in rows])
     lines += [
         "",
         "## With int8 inputs (`--io int8`)",
@@ -179,15 +191,14 @@ def page(rows: list[Row]) -> str:
         "lower bound is the int8-input program's. The last column: ours with int8 outputs too (`--io int8-all`: "
         "the trailing dequantize gone as well), whole.",
         "",
-        "| model | ExecuTorch plan, float input B | ours, int8 input B | ours int8 input / ExecuTorch float input "
-        "| patch-based, int8 input B | patch-based int8 input / ExecuTorch float input | lower bound, int8 input B "
-        "| bound at | ours, int8 inputs and outputs B | int8 in and out / ExecuTorch float input |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        patch = f"{r.int8_patch:,} | {r.int8_patch / r.executorch:.3f}" if r.int8_patch else "- | -"
-        lines.append(f"| {r.model} | {r.executorch:,} | {r.int8:,} | {r.int8 / r.executorch:.3f} | {patch} | "
-                     f"{r.int8_bound:,} | {r.int8_bound_op} | {r.int8_all:,} | {r.int8_all / r.executorch:.3f} |")
+    lines += _table(["model", "ExecuTorch plan, float input B", "ours, int8 input B",
+                     "ours int8 input / ExecuTorch float input", "patch-based, int8 input B",
+                     "patch-based int8 input / ExecuTorch float input", "lower bound, int8 input B", "bound at",
+                     "ours, int8 inputs and outputs B", "int8 in and out / ExecuTorch float input"],
+                    [[r.model, f"{r.executorch:,}", *_and_ratio(r.int8, r.executorch),
+                      *_and_ratio(r.int8_patch, r.executorch), f"{r.int8_bound:,}", r.int8_bound_op,
+                      *_and_ratio(r.int8_all, r.executorch)] for r in rows])
     return "\n".join(lines) + "\n"
 
 

@@ -57,22 +57,28 @@ def test_a_damaged_program_is_refused_with_the_loaders_message() -> None:
         raise AssertionError("the loader took 64 zero bytes for a program")
 
 
+# The kernel the MVE path runs for each one-group conv shape (in_c, out_c, k_h, k_w, stride, pad), input offset 0:
+# neighbouring shapes on either side of a rule (64 -> 32 channels pairs pixels, 64 -> 36 does not).
+CONV_PATHS = {
+    "conv_k16 (weights in registers)": [(16, 32, 1, 1, (1, 1), (0, 0))],
+    "conv_xq (pixel row in registers)": [(32, 32, 1, 1, (1, 1), (0, 0)), (24, 32, 1, 1, (1, 1), (0, 0)),
+                                         (64, 36, 1, 1, (1, 1), (0, 0)), (3, 16, 3, 3, (2, 2), (1, 1)),
+                                         (1, 64, 8, 4, (2, 2), (5, 1))],
+    "conv_rows (direct)": [(32, 30, 1, 1, (1, 1), (0, 0)), (72, 32, 1, 1, (1, 1), (0, 0))],
+    "conv_rows (im2col)": [(16, 32, 3, 3, (1, 1), (1, 1)), (3, 18, 3, 3, (2, 2), (1, 1))],
+    "conv_xp (two pixels per weight load)": [(64, 32, 1, 1, (1, 1), (0, 0)), (1, 64, 10, 4, (2, 2), (5, 1))],
+}
+# The kernel for each 3x3 depthwise conv (in_c, out_c), stride 1, pad 1, input offset 0, without the program's
+# blocks.
+DW_PATHS = {"dw_16ch": (8, 8), "dw_mult4 (depth multiplier)": (8, 32), "dw_as_conv (one input channel)": (1, 16)}
+
+
 def test_kernel_paths_are_the_firmwares_choice() -> None:
-    assert hostfw.conv2d_s8(16, 32, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_k16 (weights in registers)"
-    assert hostfw.conv2d_s8(32, 32, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_xq (pixel row in registers)"
-    assert hostfw.conv2d_s8(32, 30, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_rows (direct)"
-    assert hostfw.conv2d_s8(24, 32, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_xq (pixel row in registers)"
-    assert hostfw.conv2d_s8(72, 32, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_rows (direct)"
-    assert hostfw.conv2d_s8(16, 32, 3, 3, (1, 1), (1, 1), 1, 0)[1] == "conv_rows (im2col)"
-    assert hostfw.conv2d_s8(3, 16, 3, 3, (2, 2), (1, 1), 1, 0)[1] == "conv_xq (pixel row in registers)"
-    assert hostfw.conv2d_s8(3, 18, 3, 3, (2, 2), (1, 1), 1, 0)[1] == "conv_rows (im2col)"
-    assert hostfw.conv2d_s8(64, 32, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_xp (two pixels per weight load)"
-    assert hostfw.conv2d_s8(64, 36, 1, 1, (1, 1), (0, 0), 1, 0)[1] == "conv_xq (pixel row in registers)"
-    assert hostfw.conv2d_s8(1, 64, 10, 4, (2, 2), (5, 1), 1, 0)[1] == "conv_xp (two pixels per weight load)"
-    assert hostfw.conv2d_s8(1, 64, 8, 4, (2, 2), (5, 1), 1, 0)[1] == "conv_xq (pixel row in registers)"
+    for path, shapes in CONV_PATHS.items():
+        for shape in shapes:
+            assert hostfw.conv2d_s8(*shape, 1, 0)[1] == path, shape
     assert hostfw.conv2d_s8(16, 32, 3, 3, (1, 1), (1, 1), 2, 0) == (0, "conv_mve_general")
-    assert hostfw.depthwise_conv2d_s8(8, 8, 3, 3, (1, 1), (1, 1), 0, False)[1] == "dw_16ch"
+    for path, (in_c, out_c) in DW_PATHS.items():
+        assert hostfw.depthwise_conv2d_s8(in_c, out_c, 3, 3, (1, 1), (1, 1), 0, False)[1] == path, (in_c, out_c)
     assert hostfw.depthwise_conv2d_s8(8, 8, 3, 3, (1, 1), (1, 1), 0, True)[0] == 0  # the program's blocks
-    assert hostfw.depthwise_conv2d_s8(8, 32, 3, 3, (1, 1), (1, 1), 0, False)[1] == "dw_mult4 (depth multiplier)"
-    assert hostfw.depthwise_conv2d_s8(1, 16, 3, 3, (1, 1), (1, 1), 0, False)[1] == "dw_as_conv (one input channel)"
     assert hostfw.depthwise_conv2d_s8(4, 12, 3, 3, (1, 1), (1, 1), 0, False)[1].startswith("dw_reference")

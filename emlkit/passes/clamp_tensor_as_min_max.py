@@ -15,21 +15,20 @@ from __future__ import annotations
 
 import torch
 
-from emlkit.passes.graph import NodeRewrite, node_arg, node_val, replace_node
+from emlkit.passes.graph import FloatRewrite, node_arg, node_val, replace_node
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
 
 
 @declare("pre_quant", ("aten.clamp.Tensor",), order=31, flows=("cortex_m",))
-class ClampTensorAsMinMax(NodeRewrite):
+class ClampTensorAsMinMax(FloatRewrite):
     matches = (aten.clamp.Tensor,)
     what = "clamp with tensor bounds as maximum/minimum"
 
-    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, yv: torch.Tensor) -> bool:
         x, lo, hi = n.args[0], node_arg(n, 1, "min"), node_arg(n, 2, "max")
-        xv, out_val = node_val(x), node_val(n)
-        if xv is None or out_val is None or not xv.is_floating_point() or (lo is None and hi is None):
+        if lo is None and hi is None:
             return False
         if any(b is not None and node_val(b) is None for b in (lo, hi)):
             return False
@@ -40,7 +39,7 @@ class ClampTensorAsMinMax(NodeRewrite):
                     continue
                 y = g.call_function(op, (y, bound))
                 shape = torch.broadcast_shapes(shape, node_val(bound).shape)  # type: ignore[union-attr]
-                y.meta["val"] = torch.empty_like(out_val) if shape == out_val.shape else out_val.new_empty(shape)
+                y.meta["val"] = torch.empty_like(yv) if shape == yv.shape else yv.new_empty(shape)
                 made.append(y)
         replace_node(n, made, y)
         return True

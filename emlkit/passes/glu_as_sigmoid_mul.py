@@ -14,22 +14,19 @@ from __future__ import annotations
 
 import torch
 
-from emlkit.passes.graph import NodeRewrite, node_arg, node_val, replace_node
+from emlkit.passes.graph import FloatRewrite, node_arg, replace_node
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
 
 
 @declare("pre_quant", ("aten.glu",), runs_after=("MeanAsPool",), order=28, flows=("cortex_m",))
-class GluAsSigmoidMul(NodeRewrite):
+class GluAsSigmoidMul(FloatRewrite):
     matches = (aten.glu.default,)
     what = "GLU as sigmoid * half"
 
-    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, yv: torch.Tensor) -> bool:
         x = n.args[0]
-        xv = node_val(x)
-        if xv is None or not xv.is_floating_point():
-            return False
         dim = int(node_arg(n, 1, "dim", -1)) % xv.dim()
         size = int(xv.shape[dim])
         if size % 2:

@@ -561,6 +561,18 @@ class NodeRewrite(Rewrite):
         raise NotImplementedError
 
 
+class FloatRewrite(NodeRewrite):
+    """A NodeRewrite of float ops before quantization: `rewrite_float(gm, n, xv, yv)` sees only the calls whose
+    first input and output carry example tensors (xv, yv; node_val), the input a float one."""
+
+    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+        xv, yv = node_val(n.args[0]), node_val(n)
+        return xv is not None and yv is not None and xv.is_floating_point() and self.rewrite_float(gm, n, xv, yv)
+
+    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, yv: torch.Tensor) -> bool:
+        raise NotImplementedError
+
+
 class CodesRewrite(NodeRewrite):
     """A NodeRewrite of ops whose first input is an increasing per-tensor dequantize (increasing_dequantize):
     order statistics and selections of the values are those of the codes, so `on_codes(gm, n, dq)` can run the

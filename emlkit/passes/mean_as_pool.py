@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from emlkit.passes.graph import MEAN_POOL_KEY, NodeRewrite, replace_node
+from emlkit.passes.graph import MEAN_POOL_KEY, FloatRewrite, replace_node
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -40,15 +40,12 @@ def _reduced(n: torch.fx.Node, rank: int) -> list[int] | None:
 
 
 @declare("pre_quant", ("aten.mean",), runs_after=("AdaptivePoolAsPool",), order=27, flows=("cortex_m",))
-class MeanAsPool(NodeRewrite):
+class MeanAsPool(FloatRewrite):
     matches = (aten.mean.dim, aten.mean.default)
     what = "means as pools"
 
-    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        x, out, g = n.args[0], n.meta.get("val"), gm.graph
-        xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-        if not isinstance(xv, torch.Tensor) or not isinstance(out, torch.Tensor) or not xv.is_floating_point():
-            return False
+    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, out: torch.Tensor) -> bool:
+        x, g = n.args[0], gm.graph
         if n.kwargs.get("dtype") is not None or (n.target is aten.mean.dim and len(n.args) > 3):
             return False
         dims = _reduced(n, xv.dim())

@@ -18,25 +18,22 @@ from __future__ import annotations
 
 import torch
 
-from emlkit.passes.graph import NodeRewrite, add_parameter, const_tensor, node_arg, node_val, replace_node
+from emlkit.passes.graph import FloatRewrite, add_parameter, const_tensor, node_arg, replace_node
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
 
 
 @declare("pre_quant", ("aten.instance_norm", "aten.group_norm"), order=32, flows=("cortex_m",))
-class NormsAsLayerNorm(NodeRewrite):
+class NormsAsLayerNorm(FloatRewrite):
     matches = (aten.instance_norm.default, aten.group_norm.default)
     what = "instance/group norm as layer norm"
 
-    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        x = n.args[0]
-        xv, out_val = node_val(x), node_val(n)
-        if xv is None or out_val is None or xv.dim() != 4 or not xv.is_floating_point():
-            return False
+    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, yv: torch.Tensor) -> bool:
         instance = n.target is aten.instance_norm.default
-        if instance and not node_arg(n, 5, "use_input_stats", True):
+        if xv.dim() != 4 or (instance and not node_arg(n, 5, "use_input_stats", True)):
             return False
+        x = n.args[0]
         w_node, b_node = (node_arg(n, 1, "weight"), node_arg(n, 2, "bias")) if instance else \
             (node_arg(n, 2, "weight"), node_arg(n, 3, "bias"))
         eps = float(node_arg(n, 7, "eps", 1e-5) if instance else node_arg(n, 4, "eps", 1e-5))
@@ -54,19 +51,19 @@ class NormsAsLayerNorm(NodeRewrite):
             else:
                 row = c // groups * h * w
                 rows = g.call_function(aten.reshape.default, (x, [nb, groups, row]))
-                rows.meta["val"] = out_val.new_empty((nb, groups, row))
+                rows.meta["val"] = yv.new_empty((nb, groups, row))
                 ln = g.call_function(aten.layer_norm.default, (rows, [row], None, None, eps))
-                ln.meta["val"] = out_val.new_empty((nb, groups, row))
+                ln.meta["val"] = yv.new_empty((nb, groups, row))
                 made += [rows, ln]
                 y = g.call_function(aten.reshape.default, (ln, [nb, c, h, w]))
-            y.meta["val"] = torch.empty_like(out_val)
+            y.meta["val"] = torch.empty_like(yv)
             made.append(y)
             for op, t, stem in consts:
                 attr = g.get_attr(add_parameter(gm, stem, t.detach().reshape(1, c, 1, 1).clone()))  # type: ignore[union-attr]
                 if fake is not None:
                     attr.meta["val"] = fake.from_tensor(getattr(gm, str(attr.target)))
                 y = g.call_function(op, (y, attr))
-                y.meta["val"] = torch.empty_like(out_val)
+                y.meta["val"] = torch.empty_like(yv)
                 made += [attr, y]
         replace_node(n, made, y)
         return True

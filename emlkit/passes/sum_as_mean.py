@@ -19,25 +19,22 @@ import math
 
 import torch
 
-from emlkit.passes.graph import NodeRewrite, node_arg, node_val, replace_node
+from emlkit.passes.graph import FloatRewrite, node_arg, replace_node
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
 
 
 @declare("pre_quant", ("aten.sum",), runs_before=("MeanAsPool",), order=24, flows=("cortex_m",))
-class SumAsMean(NodeRewrite):
+class SumAsMean(FloatRewrite):
     matches = (aten.sum.dim_IntList, aten.sum.default)
     what = "sum as mean * count"
 
-    def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        x = n.args[0]
-        xv, out_val = node_val(x), node_val(n)
-        if xv is None or out_val is None or not xv.is_floating_point() or xv.dim() == 0:
-            return False
+    def rewrite_float(self, gm: torch.fx.GraphModule, n: torch.fx.Node, xv: torch.Tensor, yv: torch.Tensor) -> bool:
         whole = n.target is aten.sum.default
-        if node_arg(n, 1 if whole else 3, "dtype") is not None:
+        if xv.dim() == 0 or node_arg(n, 1 if whole else 3, "dtype") is not None:
             return False
+        x = n.args[0]
         rank = xv.dim()
         dims = None if whole else node_arg(n, 1, "dim")
         dims = list(range(rank)) if not dims else sorted({d % rank for d in ([dims] if isinstance(dims, int) else dims)})
@@ -46,13 +43,13 @@ class SumAsMean(NodeRewrite):
         g = gm.graph
         with g.inserting_before(n):
             if count == 1:  # nothing is added up: the sum only drops (or keeps) size-1 dims
-                out = g.call_function(aten.reshape.default, (x, list(out_val.shape)))
+                out = g.call_function(aten.reshape.default, (x, list(yv.shape)))
                 made = [out]
             else:
                 mean = g.call_function(aten.mean.dim, (x, dims, keepdim))
                 out = g.call_function(aten.mul.Tensor, (mean, float(count)))
-                mean.meta["val"] = torch.empty_like(out_val)
+                mean.meta["val"] = torch.empty_like(yv)
                 made = [mean, out]
-        out.meta["val"] = torch.empty_like(out_val)
+        out.meta["val"] = torch.empty_like(yv)
         replace_node(n, made, out)
         return True

@@ -49,6 +49,10 @@ static inline int8_t conv_c_fin(const conv_c_ctx *g, uint32_t acc, int32_t o) {
 #else
 #define CONV_C_BLOCK 4
 #endif
+/* Asm text of the Armv7-M loops (asm operand names): ACC += A * B; and the bytes of two rows K apart, P's
+ * row's at NEAR and the next row's at FAR, P moved on one byte. */
+#define CONV_C_MLA(ACC, A, B) "mla %[" ACC "], %[" A "], %[" B "], %[" ACC "]\n"
+#define CONV_C_LD2(FAR, NEAR, P) "ldrsb %[" FAR "], [%[" P "], %[k]]\n" "ldrsb %[" NEAR "], [%[" P "]], #1\n"
 
 /* Output channel o of one pixel's K-byte row x. */
 static void conv_c_row1(const conv_c_ctx *g, const int8_t *x, const int8_t *w, int32_t o, int8_t *op) {
@@ -76,19 +80,17 @@ static __attribute__((noinline)) void conv_c_row(const conv_c_ctx *g, const int8
       int32_t n = K >> 2, t0, t1;
       const int8_t *xp = x, *wp = w0;
       const int32_t k2 = 2 * K, k3 = 3 * K;
-#define CONV_C_STEP4                      \
-  "ldrsb %[t0], [%[xp]], #1\n"             \
-  "ldrsb %[t1], [%[wp], %[k1]]\n"          \
-  "mla %[a1], %[t0], %[t1], %[a1]\n"       \
-  "ldrsb %[t1], [%[wp], %[k2]]\n"          \
-  "mla %[a2], %[t0], %[t1], %[a2]\n"       \
-  "ldrsb %[t1], [%[wp], %[k3]]\n"          \
-  "mla %[a3], %[t0], %[t1], %[a3]\n"       \
-  "ldrsb %[t1], [%[wp]], #1\n"             \
-  "mla %[a0], %[t0], %[t1], %[a0]\n"
-      __asm volatile("1:\n" CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4
-                     "subs %[n], %[n], #1\n"
-                     "bne 1b\n"
+#define CONV_C_STEP4              \
+  "ldrsb %[t0], [%[xp]], #1\n"    \
+  "ldrsb %[t1], [%[wp], %[k1]]\n" \
+  CONV_C_MLA("a1", "t0", "t1")    \
+  "ldrsb %[t1], [%[wp], %[k2]]\n" \
+  CONV_C_MLA("a2", "t0", "t1")    \
+  "ldrsb %[t1], [%[wp], %[k3]]\n" \
+  CONV_C_MLA("a3", "t0", "t1")    \
+  "ldrsb %[t1], [%[wp]], #1\n"    \
+  CONV_C_MLA("a0", "t0", "t1")
+      __asm volatile(K_ASM_REPEAT("n", CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4 CONV_C_STEP4)
                      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xp] "+r"(xp), [wp] "+r"(wp),
                        [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1)
                      : [k1] "r"(K), [k2] "r"(k2), [k3] "r"(k3)
@@ -202,18 +204,14 @@ static inline __attribute__((always_inline)) void conv_c_dot2x2(const int8_t *x,
   if (K >= 4) {
     int32_t n = K >> 2, t0, t1, t2, t3;
     const int8_t *xp = x, *wp = w0;
-#define CONV_C_STEP                           \
-  "ldrsb %[t0], [%[xp], %[k]]\n"               \
-  "ldrsb %[t1], [%[xp]], #1\n"                 \
-  "ldrsb %[t2], [%[wp], %[k]]\n"               \
-  "ldrsb %[t3], [%[wp]], #1\n"                 \
-  "mla %[b00], %[t1], %[t3], %[b00]\n"         \
-  "mla %[b01], %[t1], %[t2], %[b01]\n"         \
-  "mla %[b10], %[t0], %[t3], %[b10]\n"         \
-  "mla %[b11], %[t0], %[t2], %[b11]\n"
-    __asm volatile("1:\n" CONV_C_STEP CONV_C_STEP CONV_C_STEP CONV_C_STEP
-                   "subs %[n], %[n], #1\n"
-                   "bne 1b\n"
+#define CONV_C_STEP             \
+  CONV_C_LD2("t0", "t1", "xp")  \
+  CONV_C_LD2("t2", "t3", "wp")  \
+  CONV_C_MLA("b00", "t1", "t3") \
+  CONV_C_MLA("b01", "t1", "t2") \
+  CONV_C_MLA("b10", "t0", "t3") \
+  CONV_C_MLA("b11", "t0", "t2")
+    __asm volatile(K_ASM_REPEAT("n", CONV_C_STEP CONV_C_STEP CONV_C_STEP CONV_C_STEP)
                    : [b00] "+r"(b00), [b01] "+r"(b01), [b10] "+r"(b10), [b11] "+r"(b11), [xp] "+r"(xp),
                      [wp] "+r"(wp), [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3)
                    : [k] "r"(K)
@@ -245,21 +243,18 @@ static inline __attribute__((always_inline)) void conv_c_dot3x2(const int8_t *x,
   int32_t n = K >> 2, t, u0, u1;
   const int8_t *xp = x, *wp = w0;
   const int32_t k2 = 2 * K;
-#define CONV_C_STEP3                           \
-  "ldrsb %[u1], [%[wp], %[k]]\n"               \
-  "ldrsb %[u0], [%[wp]], #1\n"                 \
-  "ldrsb %[t], [%[xp], %[k]]\n"                \
-  "mla %[b10], %[t], %[u0], %[b10]\n"          \
-  "mla %[b11], %[t], %[u1], %[b11]\n"          \
-  "ldrsb %[t], [%[xp], %[k2]]\n"               \
-  "mla %[b20], %[t], %[u0], %[b20]\n"          \
-  "mla %[b21], %[t], %[u1], %[b21]\n"          \
-  "ldrsb %[t], [%[xp]], #1\n"                  \
-  "mla %[b00], %[t], %[u0], %[b00]\n"          \
-  "mla %[b01], %[t], %[u1], %[b01]\n"
-  __asm volatile("1:\n" CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3
-                 "subs %[n], %[n], #1\n"
-                 "bne 1b\n"
+#define CONV_C_STEP3             \
+  CONV_C_LD2("u1", "u0", "wp")   \
+  "ldrsb %[t], [%[xp], %[k]]\n"  \
+  CONV_C_MLA("b10", "t", "u0")   \
+  CONV_C_MLA("b11", "t", "u1")   \
+  "ldrsb %[t], [%[xp], %[k2]]\n" \
+  CONV_C_MLA("b20", "t", "u0")   \
+  CONV_C_MLA("b21", "t", "u1")   \
+  "ldrsb %[t], [%[xp]], #1\n"    \
+  CONV_C_MLA("b00", "t", "u0")   \
+  CONV_C_MLA("b01", "t", "u1")
+  __asm volatile(K_ASM_REPEAT("n", CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3 CONV_C_STEP3)
                  : [b00] "+r"(b00), [b01] "+r"(b01), [b10] "+r"(b10), [b11] "+r"(b11), [b20] "+r"(b20),
                    [b21] "+r"(b21), [xp] "+r"(xp), [wp] "+r"(wp), [n] "+r"(n), [t] "=&r"(t), [u0] "=&r"(u0),
                    [u1] "=&r"(u1)

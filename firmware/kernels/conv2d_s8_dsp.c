@@ -89,9 +89,7 @@ static inline __attribute__((always_inline)) void pw_dot2x2_we(const int8_t *x, 
   const int32_t s4 = K - 4;
   int32_t n8 = K >> 3;
   if (n8 > 0)
-    __asm volatile("1:\n\t" PW_WE_STEP PW_WE_STEP
-                   "subs   %[n8], %[n8], #1\n\t"
-                   "bne    1b\n\t"
+    __asm volatile(K_ASM_REPEAT("n8", PW_WE_STEP PW_WE_STEP)
                    : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [x] "+r"(x), [we] "+r"(we),
                      [n8] "+r"(n8), [xa] "=&r"(xa), [xb] "=&r"(xb), [w0] "=&r"(w0), [w1] "=&r"(w1), [t] "=&r"(t)
                    : [s4] "r"(s4)
@@ -222,34 +220,22 @@ static inline __attribute__((always_inline)) void conv_dsp_pointwise_body(const 
   }
 }
 #undef PW_FIN
-static __attribute__((noinline)) void conv_dsp_pointwise_fast(const qconv_params *p, const int8_t *in,
-                                                              const int8_t *w, const int32_t *mult,
-                                                              const int32_t *shift, int8_t *out, const int32_t *beff) {
-  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 1, 0, NULL);
-}
-static __attribute__((noinline)) void conv_dsp_pointwise_fast_sat8(const qconv_params *p, const int8_t *in,
-                                                                   const int8_t *w, const int32_t *mult,
-                                                                   const int32_t *shift, int8_t *out,
-                                                                   const int32_t *beff) {
-  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 1, 1, NULL);
-}
-static __attribute__((noinline)) void conv_dsp_pointwise_gen(const qconv_params *p, const int8_t *in,
-                                                             const int8_t *w, const int32_t *mult,
-                                                             const int32_t *shift, int8_t *out, const int32_t *beff) {
-  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 0, 0, NULL);
-}
-static __attribute__((noinline)) void conv_dsp_pointwise_mm(const qconv_params *p, const int8_t *in,
-                                                            const int8_t *w, const int32_t *mult,
-                                                            const int32_t *shift, int8_t *out, const int32_t *beff,
-                                                            int32_t *we) {
-  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 2, 0, we);
-}
-static __attribute__((noinline)) void conv_dsp_pointwise_mm_sat8(const qconv_params *p, const int8_t *in,
-                                                                 const int8_t *w, const int32_t *mult,
-                                                                 const int32_t *shift, int8_t *out,
-                                                                 const int32_t *beff, int32_t *we) {
-  conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, 2, 1, we);
-}
+/* conv_dsp_pointwise_body's five copies, one per (fast: 0 general, 1 k_rq_fast_ok, 2 k_rq_mm_ok; sat8),
+ * noinline so that each folds its constants; the k_rq_mm ones also take the split-row scratch we (WE_PARAM). */
+#define PW_VARIANT(name, fast, sat8, WE_PARAM, we)                                                         \
+  static __attribute__((noinline)) void name(const qconv_params *p, const int8_t *in, const int8_t *w,      \
+                                             const int32_t *mult, const int32_t *shift, int8_t *out,        \
+                                             const int32_t *beff WE_PARAM) {                                \
+    conv_dsp_pointwise_body(p, in, w, mult, shift, out, beff, fast, sat8, we);                              \
+  }
+#define PW_WE_PARAM , int32_t *we
+PW_VARIANT(conv_dsp_pointwise_fast, 1, 0, , NULL)
+PW_VARIANT(conv_dsp_pointwise_fast_sat8, 1, 1, , NULL)
+PW_VARIANT(conv_dsp_pointwise_gen, 0, 0, , NULL)
+PW_VARIANT(conv_dsp_pointwise_mm, 2, 0, PW_WE_PARAM, we)
+PW_VARIANT(conv_dsp_pointwise_mm_sat8, 2, 1, PW_WE_PARAM, we)
+#undef PW_WE_PARAM
+#undef PW_VARIANT
 /* we: 4 K bytes of scratch for pw_wext's split weight rows (the scratch when beff is the program's), or NULL */
 static void conv_dsp_pointwise(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
                                const int32_t *shift, int8_t *out, const int32_t *beff, int32_t *we) {

@@ -277,8 +277,7 @@ typedef struct {
       "vstrb.32 q4, [r5]\n" \
       "add r5, r7\n" \
       "le lr, 1b\n"
-K_ASM_LOOP(conv_k16_group, const conv_k16_args, K16_LOOP(K_FIX_ANY))
-K_ASM_LOOP(conv_k16_group_neg, const conv_k16_args, K16_LOOP(K_FIX_NEG))
+K_ASM_LOOPS(conv_k16_group, const conv_k16_args, K16_LOOP)
 #undef K16_LOOP
 
 static void conv_k16(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *mult,
@@ -597,8 +596,7 @@ typedef struct {
   "str r2, [r12, #0]\n"                                                     \
   K_ASM_COUNT_DOWN("r12", 28)                                               \
   "bne 1b\n"
-K_ASM_LOOP(conv_xp64, conv_xp_args, XP_LOOP(K_FIX_ANY))
-K_ASM_LOOP(conv_xp64n, conv_xp_args, XP_LOOP(K_FIX_NEG))
+K_ASM_LOOPS(conv_xp64, conv_xp_args, XP_LOOP)
 #undef XP_LOOP
 #undef XP_PAIR
 
@@ -676,8 +674,7 @@ typedef struct {
   "str r7, [r12, #20]\n"                                                    \
   K_ASM_COUNT_DOWN("r12", 36)                                               \
   "bne 2b\n"
-K_ASM_LOOP(conv_xr48, conv_xr_args, XR_LOOP(K_FIX_ANY))
-K_ASM_LOOP(conv_xr48n, conv_xr_args, XR_LOOP(K_FIX_NEG))
+K_ASM_LOOPS(conv_xr48, conv_xr_args, XR_LOOP)
 #undef XR_LOOP
 #undef XR_CH
 #undef XP_RQ4
@@ -770,7 +767,7 @@ static void conv_xr(const qconv_params *p, const int8_t *in, const int8_t *w, co
       copy_s8(a.row + 48, a.row, a.k);
       a.outb = a.outa;
     }
-    (neg ? conv_xr48n : conv_xr48)(&a);
+    (neg ? conv_xr48_neg : conv_xr48)(&a);
   }
 }
 
@@ -787,7 +784,7 @@ static void conv_xq(const qconv_params *p, const int8_t *in, const int8_t *w, co
     b.x = in, b.w = w, b.beff = beff, b.mult = mult, b.shift = shift, b.out = out;
     b.chunks = p->out_c / 16, b.npairs = a.npix / 2, b.off = p->output_offset, b.oc = p->out_c;
     for (int j = 0; j < 4; j++) b.lo[j] = p->act_min, b.hi[j] = p->act_max;
-    (neg ? conv_xp64n : conv_xp64)(&b);
+    (neg ? conv_xp64_neg : conv_xp64)(&b);
     if (!(a.npix & 1)) return;
     /* the odd pixel out */
     a.x = in + (size_t)(a.npix - 1) * K, a.out = out + (size_t)(a.npix - 1) * p->out_c, a.npix = 1;

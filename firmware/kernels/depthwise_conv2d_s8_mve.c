@@ -378,8 +378,7 @@ typedef struct {
   "str r2, [r0, #4]\n"                                                           \
   "subs r4, #1\n"                                                                \
   "bne 1b\n"
-K_ASM_LOOP(dw_edge16, dw_edge_args, DW_EDGE(K_FIX_ANY))
-K_ASM_LOOP(dw_edge16_neg, dw_edge_args, DW_EDGE(K_FIX_NEG))
+K_ASM_LOOPS(dw_edge16, dw_edge_args, DW_EDGE)
 #undef DW_EDGE
 #undef DW_TAPO8
 #undef DW_RQ8

@@ -4,6 +4,7 @@
  * normalised mantissa, Q20), and both terms are added in log2 units before one requantization. Same
  * operations as the Python reference (emlkit/emlkit_ops.py), hence bit-exact. One log per row, so no
  * MVE variant: the per-element work is a multiply-add and the requantization. */
+#include "emlkit_exp_rows.h"
 #include "emlkit_kernels.h"
 
 #define LOG_FRAC 20
@@ -31,15 +32,12 @@ void emk_emlkit_log_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer,
                                    int32_t shift) {
   for (int32_t o = 0; o < outer; o++)
     for (int32_t i = 0; i < inner; i++) {
-      const int8_t *x = in + (size_t)o * len * inner + i;
-      int8_t *y = out + (size_t)o * len * inner + i;
-      int32_t m;
-      const uint64_t s = k_exp_sum_strided_s8(x, len, inner, table, &m);
-      /* s >= table[0] = 2^22 (the max element), so l >= 0; a <= 255 * 2^23 + 16 * 2^20 < 2^31 */
-      const int64_t l = log2_q20(s) - ((int64_t)EXP_ONE_BITS << LOG_FRAC);
+      const k_exp_row r = k_exp_row_s8(in, out, o, i, len, inner, table);
+      /* r.sum >= table[0] = 2^22 (the max element), so l >= 0; a <= 255 * 2^23 + 16 * 2^20 < 2^31 */
+      const int64_t l = log2_q20(r.sum) - ((int64_t)EXP_ONE_BITS << LOG_FRAC);
       for (int32_t j = 0; j < len; j++) {
-        const int64_t a = (int64_t)(m - x[(size_t)j * inner]) * log2_scale + l;
-        y[(size_t)j * inner] = emlkit_requant_s8(-a, mult, shift, zp);
+        const int64_t a = (int64_t)(r.max - r.x[(size_t)j * inner]) * log2_scale + l;
+        r.y[(size_t)j * inner] = emlkit_requant_s8(-a, mult, shift, zp);
       }
     }
 }

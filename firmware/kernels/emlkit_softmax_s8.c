@@ -5,21 +5,19 @@
  * multiplier/shift requantization. Same operations as the Python reference
  * (emlkit/emlkit_ops.py), hence bit-exact. No MVE variant: the 64-bit division
  * dominates and Helium has no integer divide. */
+#include "emlkit_exp_rows.h"
 #include "emlkit_kernels.h"
 
 void emk_emlkit_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
                            const int32_t *table, int32_t zp, int32_t mult, int32_t shift) {
   for (int32_t o = 0; o < outer; o++)
     for (int32_t i = 0; i < inner; i++) {
-      const int8_t *x = in + (size_t)o * len * inner + i;
-      int8_t *y = out + (size_t)o * len * inner + i;
-      int32_t m;
-      const uint64_t s = k_exp_sum_strided_s8(x, len, inner, table, &m);
-      /* s >= table[0] >= 1 (the max element); e << 31 <= 2^53 */
+      const k_exp_row r = k_exp_row_s8(in, out, o, i, len, inner, table);
+      /* r.sum >= table[0] >= 1 (the max element); e << 31 <= 2^53 */
       for (int32_t j = 0; j < len; j++) {
-        const uint64_t e = (uint32_t)table[m - x[(size_t)j * inner]];
-        const uint64_t p = ((e << 31) + s) / (2 * s);
-        y[(size_t)j * inner] = emlkit_requant_s8((int64_t)p, mult, shift, zp);
+        const uint64_t e = (uint32_t)table[r.max - r.x[(size_t)j * inner]];
+        const uint64_t p = ((e << 31) + r.sum) / (2 * r.sum);
+        r.y[(size_t)j * inner] = emlkit_requant_s8((int64_t)p, mult, shift, zp);
       }
     }
 }

@@ -106,6 +106,10 @@ static inline int32_t k_clamp(int32_t v, int32_t lo, int32_t hi) {
 #define K_BEST(name) name##_ref
 #endif
 
+/* Asm text of a counted loop for the hand-scheduled inner loops (Armv7-M, DSP): BODY, again while the asm
+ * operand named N (a register), decremented after each pass, is not zero; at least one pass. */
+#define K_ASM_REPEAT(N, BODY) "1:\n\t" BODY "subs %[" N "], %[" N "], #1\n\t" "bne 1b\n\t"
+
 /* Elementwise broadcast (add, mul): the output has max(a_len, b_len)
  * elements and the shorter operand repeats with period min(a_len, b_len),
  * which divides the longer length (see above); both lengths non-zero (no

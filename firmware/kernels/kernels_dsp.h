@@ -181,9 +181,7 @@ static inline __attribute__((always_inline)) void k_dot2x2_s8_dsp(const int8_t *
   int32_t t0, t1, t2, t3, t4, t5;
   int32_t n8 = n >> 3;
   if (n8 > 0)
-    __asm volatile("1:\n\t" K_DOT2X2_STEP K_DOT2X2_STEP
-                   "subs   %[n8], %[n8], #1\n\t"
-                   "bne    1b\n\t"
+    __asm volatile(K_ASM_REPEAT("n8", K_DOT2X2_STEP K_DOT2X2_STEP)
                    : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [x] "+r"(x), [w] "+r"(w),
                      [n8] "+r"(n8), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
                      [t5] "=&r"(t5)

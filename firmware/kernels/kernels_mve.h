@@ -20,6 +20,11 @@
   __attribute__((naked, noinline)) static void name(args_t *a __attribute__((unused))) { \
     __asm volatile(K_ASM_SAVE __VA_ARGS__ K_ASM_RESTORE);                            \
   }
+/* Both fix-up variants of a loop whose asm text LOOP(FIX) takes the fix-up (K_FIX_ANY, K_FIX_NEG below): `name`
+ * for any shift, `name##_neg` for calls whose shifts are all negative. */
+#define K_ASM_LOOPS(name, args_t, LOOP) \
+  K_ASM_LOOP(name, args_t, LOOP(K_FIX_ANY)) \
+  K_ASM_LOOP(name##_neg, args_t, LOOP(K_FIX_NEG))
 
 /* Vector twin of k_requantize for lanes with 0 <= mult and -31 <= shift <= 0
  * (the only case the callers send here; others take the scalar path).

@@ -117,6 +117,14 @@ ET_PREPARE static inline et_status af_bcast(et_kernel_ctx *ctx, const char *op, 
   size_t s[ET_MAX_DIM];
   return aten_bcast_strides(ctx, op, t, out, s);
 }
+/* A Tensor? argument that, when given, must be float32 and broadcast to out (clamp's bounds). */
+ET_PREPARE static inline et_status af_opt_f32_bcast_arg(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t i,
+                                                        const char *name, const et_tensor *out) {
+  et_tensor *t = NULL;
+  et_status st;
+  if ((st = af_opt_f32_arg(ctx, op, args, i, name, &t)) || t == NULL) return st;
+  return af_bcast(ctx, op, t, out);
+}
 /* Unchecked form for eval: t's strides seen from out (prepare checked that t broadcasts). */
 static inline void af_bcast_get(et_kernel_ctx *ctx, const char *op, const et_tensor *t, const et_tensor *out, size_t *st) {
   (void)aten_bcast_strides(ctx, op, t, out, st);

@@ -322,13 +322,12 @@ et_status aten_where_self_out(et_kernel_ctx *ctx, et_value **args, uint32_t narg
 
 ET_PREPARE et_status aten_clamp_tensor_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::clamp.Tensor_out";
-  et_tensor *a = NULL, *lo = NULL, *hi = NULL, *out = NULL;
+  et_tensor *a = NULL, *out = NULL;
   et_status st;
-  if ((st = af_f32_self_out(ctx, op, args, nargs, 5, CLAMPT_OUT, &a, "self", &out)) || (st = af_opt_f32_arg(ctx, op, args, CLAMPT_MIN, "min", &lo)) ||
-      (st = af_opt_f32_arg(ctx, op, args, CLAMPT_MAX, "max", &hi)) || (st = af_bcast(ctx, op, a, out)))
+  if ((st = af_f32_self_out(ctx, op, args, nargs, 5, CLAMPT_OUT, &a, "self", &out)) || (st = af_bcast(ctx, op, a, out)) ||
+      (st = af_opt_f32_bcast_arg(ctx, op, args, CLAMPT_MIN, "min", out)))
     return st;
-  if (lo && (st = af_bcast(ctx, op, lo, out))) return st;
-  return hi ? af_bcast(ctx, op, hi, out) : ET_OK;
+  return af_opt_f32_bcast_arg(ctx, op, args, CLAMPT_MAX, "max", out);
 }
 et_status aten_clamp_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "aten::clamp.Tensor_out";

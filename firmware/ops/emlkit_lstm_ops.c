@@ -140,6 +140,34 @@ static rnn_shape rnn_shape_of(et_value **args, int32_t gates) {
                      args[RNN_W_IH]->u.t->sizes[0] / gates, bf};
 }
 
+/* A streaming call's kept state (state_bytes, slot SLOT, non-zero; st NULL otherwise): the header, then the
+ * LSTM's int16 c (C_ELEMS of them; none for the GRU), then the int8 h codes. */
+typedef struct {
+  rnn_state_header *st;
+  int16_t *c;
+  int8_t *h;
+} rnn_kept;
+
+static rnn_kept rnn_kept_of(et_kernel_ctx *ctx, et_value **args, uint32_t slot, size_t c_elems) {
+  rnn_kept k = {cm_i(args, slot) ? (rnn_state_header *)ctx->state : NULL, NULL, NULL};
+  if (k.st) k.c = (int16_t *)(void *)(k.st + 1), k.h = (int8_t *)(k.c + c_elems);
+  return k;
+}
+
+/* The initial h codes: a given h0 (prepare: never in a streaming call), else the kept ones once the streaming
+ * call has run, else NULL (zero codes). */
+static const int8_t *rnn_h0(const et_value *h0v, const rnn_kept *k) {
+  if (h0v->tag == ET_TAG_TENSOR) return (const int8_t *)h0v->u.t->data;
+  return k->st && k->st->started ? k->h : NULL;
+}
+
+/* After a streaming call that ran steps: its last h codes kept for the next call. */
+static void rnn_keep(const rnn_kept *k, const int8_t *y, const rnn_shape *d) {
+  if (!k->st || d->steps <= 0) return;
+  rnn_keep_h(k->h, y, d->batch, d->steps, d->hid, d->batch_first);
+  k->st->started = 1;
+}
+
 ET_PREPARE et_status op_emlkit_lstm_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = k_lstm;
   static const rnn_words words = {"w_ih must be int8 [4H, I] with I = x's last dim and w_hh int8 [4H, H]",
@@ -179,34 +207,24 @@ ET_PREPARE et_status op_emlkit_lstm_out_prepare(et_kernel_ctx *ctx, et_value **a
 }
 
 et_status op_emlkit_lstm_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  (void)ctx, (void)nargs;
+  (void)nargs;
   const rnn_shape d = rnn_shape_of(args, 4);
+  const size_t bh = (size_t)d.batch * d.hid;
+  const rnn_kept k = rnn_kept_of(ctx, args, ELSTM_STATE_BYTES, bh);
   const emlkit_lstm_params p = {d.batch, d.steps, d.in, d.hid, d.batch_first, cm_i(args, ELSTM_X_ZP),
                                 cm_i(args, ELSTM_H_ZP), cm_i(args, ELSTM_CELL_FRAC), cm_i(args, ELSTM_OUT_MULT),
                                 cm_i(args, ELSTM_OUT_SHIFT)};
   int16_t *const cell = (int16_t *)args[ELSTM_CELL]->u.t->data;
   int8_t *const y = (int8_t *)args[ELSTM_OUT]->u.t->data;
-  const size_t bh = (size_t)d.batch * d.hid;
-  /* streaming: start from the kept c and h (none before the first run), keep the new ones */
-  rnn_state_header *const st = cm_i(args, ELSTM_STATE_BYTES) ? (rnn_state_header *)ctx->state : NULL;
-  int16_t *const keep_c = st ? (int16_t *)(void *)(st + 1) : NULL;
-  int8_t *const keep_h = st ? (int8_t *)(keep_c + bh) : NULL;
-  if (st && st->started) memcpy(cell, keep_c, bh * sizeof *cell);
-  const et_value *const h0v = args[ELSTM_H0];
-  const int8_t *h0 = st && st->started ? keep_h : NULL;
-  if (h0v->tag == ET_TAG_TENSOR) { /* a given initial state (prepare: with c0, never streaming) */
-    memcpy(cell, args[ELSTM_C0]->u.t->data, bh * sizeof *cell);
-    h0 = (const int8_t *)h0v->u.t->data;
-  }
+  /* c starts as h does (rnn_h0): a given c0 (prepare: with h0), the kept c of a streaming call that has run */
+  if (args[ELSTM_H0]->tag == ET_TAG_TENSOR) memcpy(cell, args[ELSTM_C0]->u.t->data, bh * sizeof *cell);
+  else if (k.st && k.st->started) memcpy(cell, k.c, bh * sizeof *cell);
   emk_emlkit_lstm_s8(&p, (const int8_t *)args[ELSTM_X]->u.t->data, y, cell,
                      (const int8_t *)args[ELSTM_W_IH]->u.t->data, (const int8_t *)args[ELSTM_W_HH]->u.t->data,
                      (const int32_t *)args[ELSTM_BIAS]->u.t->data, (const int32_t *)args[ELSTM_REQUANT]->u.t->data,
-                     (const int16_t *)args[ELSTM_TABLES]->u.t->data, h0);
-  if (st && d.steps > 0) {
-    memcpy(keep_c, cell, bh * sizeof *cell);
-    rnn_keep_h(keep_h, y, d.batch, d.steps, d.hid, d.batch_first);
-    st->started = 1;
-  }
+                     (const int16_t *)args[ELSTM_TABLES]->u.t->data, rnn_h0(args[ELSTM_H0], &k));
+  if (k.st && d.steps > 0) memcpy(k.c, cell, bh * sizeof *cell);
+  rnn_keep(&k, y, &d);
   return ET_OK;
 }
 
@@ -240,23 +258,17 @@ ET_PREPARE et_status op_emlkit_gru_out_prepare(et_kernel_ctx *ctx, et_value **ar
 }
 
 et_status op_emlkit_gru_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  (void)ctx, (void)nargs;
+  (void)nargs;
   const rnn_shape d = rnn_shape_of(args, 3);
+  const rnn_kept k = rnn_kept_of(ctx, args, EGRU_STATE_BYTES, 0);
   const emlkit_gru_params p = {d.batch, d.steps, d.in, d.hid, d.batch_first, cm_i(args, EGRU_X_ZP),
                                cm_i(args, EGRU_H_ZP), cm_i(args, EGRU_H_MULT), cm_i(args, EGRU_H_SHIFT),
                                cm_i(args, EGRU_OUT_MULT), cm_i(args, EGRU_OUT_SHIFT)};
   int8_t *const y = (int8_t *)args[EGRU_OUT]->u.t->data;
-  rnn_state_header *const st = cm_i(args, EGRU_STATE_BYTES) ? (rnn_state_header *)ctx->state : NULL;
-  int8_t *const keep_h = st ? (int8_t *)(st + 1) : NULL;
-  const et_value *const h0v = args[EGRU_H0];
-  const int8_t *h0 = st && st->started ? keep_h : NULL;
-  if (h0v->tag == ET_TAG_TENSOR) h0 = (const int8_t *)h0v->u.t->data; /* a given h0 (prepare: never streaming) */
   emk_emlkit_gru_s8(&p, (const int8_t *)args[EGRU_X]->u.t->data, y, (const int8_t *)args[EGRU_W_IH]->u.t->data,
                     (const int8_t *)args[EGRU_W_HH]->u.t->data, (const int32_t *)args[EGRU_BIAS]->u.t->data,
-                    (const int32_t *)args[EGRU_REQUANT]->u.t->data, (const int16_t *)args[EGRU_TABLES]->u.t->data, h0);
-  if (st && d.steps > 0) {
-    rnn_keep_h(keep_h, y, d.batch, d.steps, d.hid, d.batch_first);
-    st->started = 1;
-  }
+                    (const int32_t *)args[EGRU_REQUANT]->u.t->data, (const int16_t *)args[EGRU_TABLES]->u.t->data,
+                    rnn_h0(args[EGRU_H0], &k));
+  rnn_keep(&k, y, &d);
   return ET_OK;
 }

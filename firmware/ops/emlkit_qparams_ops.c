@@ -30,32 +30,61 @@ ET_PREPARE static et_status emlkit_exp_table(et_kernel_ctx *ctx, const char *op,
   return ET_OK;
 }
 
-/* emlkit::softmax.out(input, exp_table, dim, output_zero_point, output_multiplier, output_shift, out) */
-ET_PREPARE et_status op_emlkit_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const char *op = "emlkit::softmax";
-  et_tensor *in, *table, *out;
-  int32_t dim, zp;
-  static const cm_tensor_arg ts[] = {{ESOFTMAX_IN, "input", false}, {ESOFTMAX_EXP_TABLE, "exp_table", false},
-                                     {ESOFTMAX_OUT, "out", false}};
-  CM_TRY(cm_tensors(ctx, op, args, nargs, ESOFTMAX_OUT, ts, 3, (et_tensor **const[]){&in, &table, &out}));
-  CM_TRY(cm_int(ctx, op, args, ESOFTMAX_DIM, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1, &dim));
-  CM_TRY(cm_int(ctx, op, args, ESOFTMAX_OUT_ZP, "output_zero_point", -128, 127, &zp));
-  CM_TRY(cm_requant_args(ctx, op, args, ESOFTMAX_MULT));
-  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
+/* Prepare's checks that both softmax ops share (input, exp_table and dim in the same slots; out, the output zero
+ * point and the requantization pair at OUT_SLOT, ZP_SLOT and MULT_SLOT): int8 input and out of one shape, dim in
+ * range, an int32 exp table (emlkit_exp_table, entry 0 exactly 2^22 if `one`). *in and *dim for the op's own. */
+ET_PREPARE static et_status emlkit_exp_prepare(et_kernel_ctx *ctx, const char *op, et_value **args, uint32_t nargs,
+                                               uint32_t out_slot, uint32_t zp_slot, uint32_t mult_slot, bool one,
+                                               et_tensor **in, int32_t *dim) {
+  et_tensor *table, *out;
+  int32_t zp;
+  const cm_tensor_arg ts[] = {{ESOFTMAX_IN, "input", false}, {ESOFTMAX_EXP_TABLE, "exp_table", false},
+                              {out_slot, "out", false}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, out_slot, ts, 3, (et_tensor **const[]){in, &table, &out}));
+  CM_TRY(cm_int(ctx, op, args, ESOFTMAX_DIM, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1, dim));
+  CM_TRY(cm_int(ctx, op, args, zp_slot, "output_zero_point", -128, 127, &zp));
+  CM_TRY(cm_requant_args(ctx, op, args, mult_slot));
+  CM_TRY(cm_dtype(ctx, op, *in, "input", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
   CM_TRY(cm_dtype(ctx, op, table, "exp_table", ET_DT_INT));
-  CM_TRY(emlkit_exp_table(ctx, op, table, false));
-  return cm_softmax_shapes(ctx, op, in, out, dim);
+  CM_TRY(emlkit_exp_table(ctx, op, table, one));
+  return cm_softmax_shapes(ctx, op, *in, out, *dim);
+}
+
+/* Eval's arguments that both softmax ops share (input, exp_table and dim in the same slots, out at OUT_SLOT): the
+ * int8 input and output viewed around dim as [outer][len][inner], and the table; false for an empty input. */
+_Static_assert((int)ESOFTMAX_IN == ELOGSM_IN && (int)ESOFTMAX_EXP_TABLE == ELOGSM_EXP_TABLE && (int)ESOFTMAX_DIM == ELOGSM_DIM,
+               "the softmax ops' leading slots");
+typedef struct {
+  const int8_t *in;
+  int8_t *out;
+  int32_t outer, len, inner;
+  const int32_t *table;
+} emlkit_exp_args;
+static bool emlkit_exp_args_of(et_value **args, uint32_t out_slot, emlkit_exp_args *e) {
+  const et_tensor *in;
+  et_tensor *out;
+  int32_t v[3]; /* around dim */
+  if (!cm_io_view(args, ESOFTMAX_IN, out_slot, cm_i(args, ESOFTMAX_DIM), &in, &out, v)) return false;
+  *e = (emlkit_exp_args){(const int8_t *)in->data, (int8_t *)out->data, v[0], v[1], v[2],
+                         (const int32_t *)args[ESOFTMAX_EXP_TABLE]->u.t->data};
+  return true;
+}
+
+/* emlkit::softmax.out(input, exp_table, dim, output_zero_point, output_multiplier, output_shift, out) */
+ET_PREPARE et_status op_emlkit_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  et_tensor *in;
+  int32_t dim;
+  return emlkit_exp_prepare(ctx, "emlkit::softmax", args, nargs, ESOFTMAX_OUT, ESOFTMAX_OUT_ZP, ESOFTMAX_MULT, false,
+                            &in, &dim);
 }
 
 et_status op_emlkit_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *in;
-  et_tensor *out;
-  int32_t v[3]; /* around dim */
-  if (!cm_io_view(args, ESOFTMAX_IN, ESOFTMAX_OUT, cm_i(args, ESOFTMAX_DIM), &in, &out, v)) return ET_OK;
-  emk_emlkit_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, v[0], v[1], v[2],
-                    (const int32_t *)args[ESOFTMAX_EXP_TABLE]->u.t->data, cm_i(args, ESOFTMAX_OUT_ZP), cm_i(args, ESOFTMAX_MULT), cm_i(args, ESOFTMAX_SHIFT));
+  emlkit_exp_args e;
+  if (emlkit_exp_args_of(args, ESOFTMAX_OUT, &e))
+    emk_emlkit_softmax_s8(e.in, e.out, e.outer, e.len, e.inner, e.table, cm_i(args, ESOFTMAX_OUT_ZP),
+                          cm_i(args, ESOFTMAX_MULT), cm_i(args, ESOFTMAX_SHIFT));
   return ET_OK;
 }
 
@@ -63,20 +92,10 @@ et_status op_emlkit_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t na
  * output_shift, out) */
 ET_PREPARE et_status op_emlkit_log_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   const char *op = "emlkit::log_softmax";
-  et_tensor *in, *table, *out;
-  int32_t dim, zp, k, outer, len, inner;
-  static const cm_tensor_arg ts[] = {{ELOGSM_IN, "input", false}, {ELOGSM_EXP_TABLE, "exp_table", false},
-                                     {ELOGSM_OUT, "out", false}};
-  CM_TRY(cm_tensors(ctx, op, args, nargs, ELOGSM_OUT, ts, 3, (et_tensor **const[]){&in, &table, &out}));
-  CM_TRY(cm_int(ctx, op, args, ELOGSM_DIM, "dim", -ET_MAX_DIM, ET_MAX_DIM - 1, &dim));
+  et_tensor *in;
+  int32_t dim, k, outer, len, inner;
+  CM_TRY(emlkit_exp_prepare(ctx, op, args, nargs, ELOGSM_OUT, ELOGSM_OUT_ZP, ELOGSM_MULT, true, &in, &dim));
   CM_TRY(cm_int(ctx, op, args, ELOGSM_LOG2_SCALE, "input_log2_scale", 1, EMLKIT_LOG_MAX_K, &k));
-  CM_TRY(cm_int(ctx, op, args, ELOGSM_OUT_ZP, "output_zero_point", -128, 127, &zp));
-  CM_TRY(cm_requant_args(ctx, op, args, ELOGSM_MULT));
-  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
-  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
-  CM_TRY(cm_dtype(ctx, op, table, "exp_table", ET_DT_INT));
-  CM_TRY(emlkit_exp_table(ctx, op, table, true));
-  CM_TRY(cm_softmax_shapes(ctx, op, in, out, dim));
   cm_dim_view(in, dim, &outer, &len, &inner);
   if (len > EMLKIT_LOG_MAX_LEN)
     return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: dim %d has %ld elements, at most %d supported", op, (int)dim,
@@ -86,13 +105,10 @@ ET_PREPARE et_status op_emlkit_log_softmax_out_prepare(et_kernel_ctx *ctx, et_va
 
 et_status op_emlkit_log_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)ctx, (void)nargs;
-  const et_tensor *in;
-  et_tensor *out;
-  int32_t v[3]; /* around dim */
-  if (!cm_io_view(args, ELOGSM_IN, ELOGSM_OUT, cm_i(args, ELOGSM_DIM), &in, &out, v)) return ET_OK;
-  emk_emlkit_log_softmax_s8((const int8_t *)in->data, (int8_t *)out->data, v[0], v[1], v[2],
-                            (const int32_t *)args[ELOGSM_EXP_TABLE]->u.t->data, cm_i(args, ELOGSM_LOG2_SCALE),
-                            cm_i(args, ELOGSM_OUT_ZP), cm_i(args, ELOGSM_MULT), cm_i(args, ELOGSM_SHIFT));
+  emlkit_exp_args e;
+  if (emlkit_exp_args_of(args, ELOGSM_OUT, &e))
+    emk_emlkit_log_softmax_s8(e.in, e.out, e.outer, e.len, e.inner, e.table, cm_i(args, ELOGSM_LOG2_SCALE),
+                              cm_i(args, ELOGSM_OUT_ZP), cm_i(args, ELOGSM_MULT), cm_i(args, ELOGSM_SHIFT));
   return ET_OK;
 }
 

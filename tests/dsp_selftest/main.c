@@ -327,17 +327,9 @@ static void bench(void) {
 }
 #endif
 
+#include "../mve_selftest/selftest_shared.h"
 static UNUSED_FN void selftest(void) {
   test_requantize();
-  run_trials("emk_conv2d_s8", TRIALS, trial_conv);
-  run_trials("emk_depthwise_conv2d_s8", TRIALS, trial_dwconv);
-  run_trials("emk_linear_s8", TRIALS, trial_linear);
-  run_trials("emk_add_s8", TRIALS, trial_add);
-  run_trials("emk_avg_pool2d_s8", TRIALS, trial_avgpool);
-  run_trials("emk_mul_s8", TRIALS, trial_mul);
-  run_trials("emk_max_pool2d_s8", TRIALS, trial_maxpool);
-  run_trials("emk_lut_s8", TRIALS, trial_lut);
-  run_trials("emk_emlkit_lstm_s8", TRIALS, trial_emlkit_lstm);
-  run_trials("emk_emlkit_gru_s8", TRIALS, trial_emlkit_gru);
+  run_shared_trials(TRIALS, TRIALS);
 }
 #endif

@@ -311,24 +311,16 @@ static long trial_emlkit_bilinear(int t) {
                emk_emlkit_resize_bilinear_s8_mve(g_in, g_b, nb, h, w, c, oh, ow, g_rows, g_cols, izp, ozp, m, s));
 }
 
+#include "selftest_shared.h"
 static void selftest(void) {
-  run_trials("emk_conv2d_s8", 2 * TRIALS, trial_conv);
-  run_trials("emk_depthwise_conv2d_s8", 2 * TRIALS, trial_dwconv);
-  run_trials("emk_linear_s8", TRIALS, trial_linear);
+  run_shared_trials(2 * TRIALS, TRIALS);
   run_trials("emk_batch_matmul_s8", TRIALS, trial_bmm);
-  run_trials("emk_add_s8", TRIALS, trial_add);
-  run_trials("emk_mul_s8", TRIALS, trial_mul);
-  run_trials("emk_lut_s8", TRIALS, trial_lut);
 #if FW_HAVE_MVE_FP
   run_trials("emk_quantize_f32", TRIALS, trial_quantize);
   run_trials("emk_dequantize_f32", TRIALS, trial_dequantize);
 #endif
-  run_trials("emk_max_pool2d_s8", TRIALS, trial_maxpool);
-  run_trials("emk_avg_pool2d_s8", TRIALS, trial_avgpool);
   run_trials("emk_emlkit_avg_pool2d_s8", TRIALS, trial_emlkit_avgpool);
   run_trials("emk_emlkit_resize_bilinear_s8", TRIALS, trial_emlkit_bilinear);
-  run_trials("emk_emlkit_lstm_s8", TRIALS, trial_emlkit_lstm);
-  run_trials("emk_emlkit_gru_s8", TRIALS, trial_emlkit_gru);
 }
 #endif
 
