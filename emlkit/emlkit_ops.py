@@ -297,9 +297,10 @@ def _softmax_impl(input: torch.Tensor, exp_table: torch.Tensor, dim: int, output
 # masked_fill(mask, -inf) and key_padding_mask). Along `dim`, over the kept elements K of a row only:
 #     d_j = max_K(x) - x_j, e_j = exp_table[d_j], s = sum_K e_j, p_j = ((e_j << 31) + s) // (2 s)
 # (emlkit::softmax's steps, so a row with nothing left out gives emlkit::softmax's codes bit for bit); a left-out
-# element has p_j = 0, the probability exp(-inf) gives in torch. A row whose every element is left out (NaN in
-# torch, which int8 cannot hold) has p_j = 0 everywhere: all its outputs are the code of probability 0,
-# clamp(output_zero_point). y_j = clamp(((p_j * M + 2^(T-1)) >> T) + zp_out, -128, 127), as emlkit::softmax.
+# element has p_j = 0, the probability exp(-inf) gives in torch. A row whose every element is left out (NaN from
+# torch.softmax, which int8 cannot hold) has p_j = 0 everywhere: all its outputs are the code of probability 0,
+# clamp(output_zero_point), so an attention query with no key left gives zeros, as torch's
+# scaled_dot_product_attention does. y_j = clamp(((p_j * M + 2^(T-1)) >> T) + zp_out, -128, 127), as emlkit::softmax.
 MASKED_SOFTMAX_MAX_DIMS = 6  # the kernel's row walk
 
 lib.define("masked_softmax(Tensor input, Tensor mask, Tensor exp_table, int dim, int output_zero_point, "
@@ -371,8 +372,8 @@ def _masked_softmax_out_impl(input: torch.Tensor, mask: torch.Tensor, exp_table:
 
 # The float form the attention rewrite (emlkit/passes/sdpa_as_matmuls.py) emits before quantization:
 # `emlkit_float::masked_softmax(input, mask, dim)` is torch's softmax with the True elements of `mask` at -inf,
-# except that a row with every element masked gives zeros (not NaN), as the int8 op. The quantizer hook
-# own_output_qparams.py observes its input and output, and emlkit/passes/emlkit_softmax.py lowers
+# except that a row with every element masked gives zeros (not NaN), as the int8 op and torch's SDPA. The quantizer
+# hook own_output_qparams.py observes its input and output, and emlkit/passes/emlkit_softmax.py lowers
 # `dequantize -> it -> quantize` to emlkit::masked_softmax. Its own namespace: it is a float op, which the program
 # verifier must not take for one of the integer-only emlkit:: kernels; no firmware kernel runs it.
 float_lib = Library("emlkit_float", "DEF")

@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 FLOAT_MASKED_SOFTMAX = torch.ops.emlkit_float.masked_softmax.default
 
 
-@declare("pre_edge", ("aten.softmax", "emlkit_float.masked_softmax"), runs_after=("LutFusion",), order=200, flows=("cortex_m",))
+@declare("pre_edge", ("aten.softmax", "emlkit_float.masked_softmax"), runs_after=("LutFusion",), order=200,
+         flows=("cortex_m",))
 class EmlkitSoftmax(DqOpQLowering):
     def takes(self, n: torch.fx.Node) -> bool:
         return n.target in SOFTMAX or n.target is FLOAT_MASKED_SOFTMAX
