@@ -14,6 +14,9 @@ module registers the ops; the passes that emit them import it.
       p_j = ((e_j << 31) + s) // (2 s)          (probability in Q30, rounded half up)
       y_j = clamp(((p_j * M + 2^(T-1)) >> T) + zp_out, -128, 127)
   with M in [2^30, 2^31) and 1 <= T <= 62 such that M / 2^T = 1 / (s_out * 2^30).
+- `emlkit::masked_softmax(input, mask, exp_table, dim, output_zero_point, output_multiplier, output_shift)`:
+  emlkit::softmax over the elements a bool mask (broadcast to the input) leaves in; a left-out element, and every
+  element of a row with nothing left in, is the code of probability 0 (below).
 - `emlkit::log_softmax(input, exp_table, dim, input_log2_scale, output_zero_point, output_multiplier,
   output_shift)`: int8 log_softmax with free output qparams, softmax's exp table and an integer log2 (below).
 - `emlkit::quantized_avg_pool2d(input, kernel_size, stride, input_zero_point,
@@ -286,6 +289,107 @@ def _softmax_impl(input: torch.Tensor, exp_table: torch.Tensor, dim: int, output
     p = ((e << 31) + s) // (2 * s)
     return _requant(p, output_multiplier, output_shift, output_zero_point).contiguous(
         memory_format=_memory_format(input))
+
+
+# ---- masked softmax (attention whose mask is computed from the model's inputs)
+# emlkit::masked_softmax(input, mask, exp_table, dim, output_zero_point, output_multiplier, output_shift): int8
+# softmax along `dim` with some elements left out. `mask` is a bool tensor broadcastable to the input (not the other
+# way: the output has the input's shape and memory format); True marks an element left out (the convention of
+# masked_fill(mask, -inf) and key_padding_mask). Along `dim`, over the kept elements K of a row only:
+#     d_j = max_K(x) - x_j, e_j = exp_table[d_j], s = sum_K e_j, p_j = ((e_j << 31) + s) // (2 s)
+# (emlkit::softmax's steps, so a row with nothing left out gives emlkit::softmax's codes bit for bit); a left-out
+# element has p_j = 0, the probability exp(-inf) gives in torch. A row whose every element is left out (NaN from
+# torch.softmax, which int8 cannot hold) has p_j = 0 everywhere: all its outputs are the code of probability 0,
+# clamp(output_zero_point), so an attention query with no key left gives zeros, as torch's
+# scaled_dot_product_attention does. y_j = clamp(((p_j * M + 2^(T-1)) >> T) + zp_out, -128, 127), as emlkit::softmax.
+MASKED_SOFTMAX_MAX_DIMS = 6  # the kernel's row walk
+
+lib.define("masked_softmax(Tensor input, Tensor mask, Tensor exp_table, int dim, int output_zero_point, "
+           "int output_multiplier, int output_shift) -> Tensor")
+lib.define("masked_softmax.out(Tensor input, Tensor mask, Tensor exp_table, int dim, int output_zero_point, "
+           "int output_multiplier, int output_shift, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+def _check_masked_softmax(input: torch.Tensor, mask: torch.Tensor, exp_table: torch.Tensor, dim: int) -> int:
+    """The reduced dim (non-negative); TypeError/ValueError naming what is wrong (the adapter's checks)."""
+    op = "emlkit::masked_softmax"
+    if input.dtype != torch.int8 or mask.dtype != torch.bool or exp_table.dtype != torch.int32 \
+            or exp_table.numel() != 256:
+        raise TypeError(f"{op}: expected an int8 input, a bool mask and a 256-entry int32 exp_table, got "
+                        f"{input.dtype}, {mask.dtype}, {exp_table.dtype} [{exp_table.numel()}]")
+    rank = input.dim()
+    if not 1 <= rank <= MASKED_SOFTMAX_MAX_DIMS or not -rank <= dim < rank:
+        raise ValueError(f"{op}: the input must have 1 to {MASKED_SOFTMAX_MAX_DIMS} dims and dim {dim} one of them, "
+                         f"got {rank}-D")
+    try:
+        fits = mask.dim() <= rank and torch.broadcast_shapes(input.shape, mask.shape) == input.shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{op}: mask of shape {list(mask.shape)} does not broadcast to the input's "
+                         f"{list(input.shape)}")
+    return dim % rank
+
+
+def masked_softmax_reference(input: torch.Tensor, mask: torch.Tensor, exp_table: torch.Tensor, dim: int,
+                             output_zero_point: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    """The op's definition (above), in int64."""
+    dim = _check_masked_softmax(input, mask, exp_table, dim)
+    _check_requant("emlkit::masked_softmax", output_multiplier, output_shift)
+    x = input.to(torch.int64)
+    keep = ~mask.expand(input.shape)
+    m = torch.where(keep, x, torch.full_like(x, -129)).amax(dim=dim, keepdim=True)
+    d = torch.where(keep, m - x, torch.zeros_like(x))           # 0..255 on kept elements
+    e = torch.where(keep, exp_table.to(torch.int64)[d], torch.zeros_like(x))
+    s = e.sum(dim=dim, keepdim=True)
+    s = torch.where(s == 0, torch.ones_like(s), s)               # a row with nothing kept: every p is 0
+    p = ((e << 31) + s) // (2 * s)
+    return _requant(p, output_multiplier, output_shift, output_zero_point).contiguous(
+        memory_format=_memory_format(input))
+
+
+@register_fake("emlkit::masked_softmax")
+def _masked_softmax_fake(input: torch.Tensor, mask: torch.Tensor, exp_table: torch.Tensor, dim: int,
+                         output_zero_point: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    _check_masked_softmax(input, mask, exp_table, dim)
+    return torch.empty_like(input, dtype=torch.int8)
+
+
+@impl(lib, "masked_softmax", "CompositeExplicitAutograd")
+def _masked_softmax_impl(input: torch.Tensor, mask: torch.Tensor, exp_table: torch.Tensor, dim: int,
+                         output_zero_point: int, output_multiplier: int, output_shift: int) -> torch.Tensor:
+    return masked_softmax_reference(input, mask, exp_table, dim, output_zero_point, output_multiplier,
+                                    output_shift)
+
+
+@impl(lib, "masked_softmax.out", "CompositeExplicitAutograd")
+def _masked_softmax_out_impl(input: torch.Tensor, mask: torch.Tensor, exp_table: torch.Tensor, dim: int,
+                             output_zero_point: int, output_multiplier: int, output_shift: int, *,
+                             out: torch.Tensor) -> torch.Tensor:
+    out.copy_(masked_softmax_reference(input, mask, exp_table, dim, output_zero_point, output_multiplier,
+                                       output_shift))
+    return out
+
+
+# The float form the attention rewrite (emlkit/passes/sdpa_as_matmuls.py) emits before quantization:
+# `emlkit_float::masked_softmax(input, mask, dim)` is torch's softmax with the True elements of `mask` at -inf,
+# except that a row with every element masked gives zeros (not NaN), as the int8 op and torch's SDPA. The quantizer
+# hook own_output_qparams.py observes its input and output, and emlkit/passes/emlkit_softmax.py lowers
+# `dequantize -> it -> quantize` to emlkit::masked_softmax. Its own namespace: it is a float op, which the program
+# verifier must not take for one of the integer-only emlkit:: kernels; no firmware kernel runs it.
+float_lib = Library("emlkit_float", "DEF")
+float_lib.define("masked_softmax(Tensor input, Tensor mask, int dim) -> Tensor")
+
+
+@impl(float_lib, "masked_softmax", "CompositeExplicitAutograd")
+def _float_masked_softmax_impl(input: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    y = torch.softmax(input.masked_fill(mask, float("-inf")), dim)
+    return torch.where(torch.isnan(y), torch.zeros_like(y), y)
+
+
+@register_fake("emlkit_float::masked_softmax")
+def _float_masked_softmax_fake(input: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    return torch.empty_like(input)
 
 
 # ---- log_softmax with free output qparams

@@ -124,6 +124,9 @@ SELECT_ON_CODES = {"aten::median", "aten::adaptive_max_pool2d", "aten::where"}
 COMPARE_ON_CODES = {"aten::gt", "aten::ge", "aten::lt", "aten::le", "aten::eq", "aten::ne"}
 # Our own ops (emlkit/emlkit_ops.py): integer kernels only; a float tensor reaching one is a broken program.
 INTEGER_ONLY_NAMESPACES = {"emlkit"}
+# Float compute: ATen, and the float forms our passes emit before quantization for a lowering to replace
+# (emlkit_float::masked_softmax; no firmware kernel runs one).
+FLOAT_NAMESPACES = {"aten", "emlkit_float"}
 # ops whose presence is how quantized data enters/leaves float (not compute).
 QDQ = {"cortex_m::quantize_per_tensor", "cortex_m::dequantize_per_tensor",
        "quantized_decomposed::quantize_per_tensor", "quantized_decomposed::dequantize_per_tensor"}
@@ -203,7 +206,7 @@ def check_program(gm: torch.fx.GraphModule) -> ProgramCheck:
             if floats:
                 broken.append(Finding(n.name, name, _source_line(n),
                                       f"integer kernel {name} reads float tensor(s) {', '.join(floats)}"))
-        if ns not in ("aten",):
+        if ns not in FLOAT_NAMESPACES:
             quantized += 1       # cortex_m:: and emlkit:: kernels run on integer data by construction
             continue
         ints = [a.name for a in n.all_input_nodes if _dtype(a) in CODES]

@@ -76,7 +76,7 @@ EXT_SHARE = 0.3
 # model the generator made before. Each draw appends one block of a family after the chain (before the LSTM block).
 FAMILIES: dict[str, list[str]] = {
     "recurrent": ["rnn", "cell"],
-    "attention": ["mha", "encoder", "sdpa", "layernorm", "gelu_tanh"],
+    "attention": ["mha", "encoder", "sdpa", "layernorm", "gelu_tanh", "mha_pad"],
     "activation": ["act2"],
     "resize": ["resize", "convt2d", "convt1d"],
     "movement": ["gconv", "shuffle", "flip", "roll", "pad", "repeat", "expand", "index_select", "gather",
@@ -123,6 +123,8 @@ def _fill_sequence_block(rng: random.Random, b: dict[str, Any], c: int, h: int, 
                  act=rng.choice(["relu", "gelu"]))
     elif kind == "sdpa":
         b.update(causal=rng.random() < 0.5)
+    elif kind == "mha_pad":  # a key padding mask computed from the tokens (emlkit::masked_softmax)
+        b.update(heads=rng.choice(_divisors(c, 4)), threshold=round(rng.uniform(0.0, 1.5), 2))
     elif kind == "layernorm":
         if c < 2:
             return False
@@ -408,6 +410,11 @@ def _sequence_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple
         return ([f"{m} = nn.MultiheadAttention({c}, {b['heads']}, batch_first=True)"],
                 ["t = x.flatten(2).transpose(1, 2)",
                  f"x = {m}(t, t, t, need_weights=False)[0].transpose(1, 2).reshape(1, {c}, {h}, {w})"])
+    if k == "mha_pad":
+        return ([f"{m} = nn.MultiheadAttention({c}, {b['heads']}, batch_first=True)"],
+                ["t = x.flatten(2).transpose(1, 2)",
+                 f"x = {m}(t, t, t, key_padding_mask=t[..., 0] > {b['threshold']}, need_weights=False)[0]"
+                 f".transpose(1, 2).reshape(1, {c}, {h}, {w})"])
     if k == "encoder":
         return ([f"{m} = nn.TransformerEncoderLayer({c}, {b['heads']}, dim_feedforward={2 * c}, dropout=0.0, "
                  f"activation=\"{b['act']}\", batch_first=True, norm_first={b['norm_first']})"],

@@ -76,6 +76,7 @@ KERNEL_TESTS: dict[str, str] = {
     "softmax_s8.c": "test_softmax",
     "transpose.c": "test_transpose",
     "emlkit_softmax_s8.c": "test_emlkit_softmax",
+    "emlkit_masked_softmax_s8.c": "test_emlkit_masked_softmax",
     "emlkit_log_softmax_s8.c": "test_emlkit_log_softmax or test_log2_q20",
     "emlkit_avg_pool2d_s8.c": "test_emlkit_avg_pool2d",
     "emlkit_resize_bilinear_s8.c": "test_emlkit_resize_bilinear",

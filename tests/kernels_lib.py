@@ -110,6 +110,10 @@ class QBcastWalk(C.Structure):
     _fields_ = [("rank", i32), ("size", i32 * 6), ("a_step", i32 * 6), ("b_step", i32 * 6)]
 
 
+class QRowWalk(C.Structure):
+    _fields_ = [("rank", i32), ("size", i32 * 6), ("x_step", i32 * 6), ("m_step", i32 * 6)]
+
+
 class QEmbeddingBag(C.Structure):
     _fields_ = [(n, i32) for n in ("num", "dim", "n_idx", "n_off", "include_last_offset", "mode", "padding_idx",
                                     "w_zp", "out_zp", "mult", "shift", "psw_zp")]
@@ -156,6 +160,7 @@ class Kernels:
             "emk_softmax_s8": [P, P, i32, i32, i32, i32, i32, i32, i32],
             "emk_emlkit_softmax_s8": [P, P, i32, i32, i32, P, i32, i32, i32],
             "emk_emlkit_log_softmax_s8": [P, P, i32, i32, i32, P, i32, i32, i32, i32],
+            "emk_emlkit_masked_softmax_s8": [P, P, P, C.POINTER(QRowWalk), P, i32, i32, i32],
             "emk_emlkit_avg_pool2d_s8": [C.POINTER(QPool), P, P, i32, i32, i32, i32],
             "emk_emlkit_resize_bilinear_s8": [P, P, i32, i32, i32, i32, i32, i32, P, P, i32, i32, i32, i32],
             "emk_emlkit_prelu_s8": [P, P, i32, i32, i32, P, i32, i32, i32, i32],

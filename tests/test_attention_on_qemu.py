@@ -64,3 +64,64 @@ def test_attention_bit_exact_on_qemu(tmp_path: Path, target: str, board: str | N
     ops, snrs = run_bit_exact(tmp_path, "attention", _MODEL, target, board, len(SNR_FLOOR_DB), timeout=1800)
     assert ops.get("emlkit::softmax", 0) >= 6 and ops.get("cortex_m::quantized_batch_matmul", 0) >= 12, ops
     assert all(s >= f for s, f in zip(snrs, SNR_FLOOR_DB)), snrs
+
+
+# Masks computed from the inputs (emlkit::masked_softmax): an encoder layer's src_key_padding_mask and
+# MultiheadAttention's key_padding_mask (x's last feature flags padding), and SDPA with a bool mask per batch entry
+# and query row (True attends). (Batch 1 for the layers: a batch-2 MultiheadAttention fails in ExecuTorch's
+# lowering with a constant mask too, "Cannot view a tensor with shape [6, 2, 16]".)
+_INPUT_MASKS = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class InputMasks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.enc = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x, y):
+        pad = x[..., -1] > 0.5
+        a = self.enc(x, src_key_padding_mask=pad)
+        b = self.mha(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+        q, k, v = self.qkv(y).reshape(2, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        c = F.scaled_dot_product_attention(q, k, v, attn_mask=(y[..., :6] > -0.5).unsqueeze(1))
+        return a, b, c
+
+
+ModelUnderTest = InputMasks().eval()
+_x = torch.randn(1, 6, 16, generator=torch.Generator().manual_seed(1))
+_x[..., -1] = 0.0
+_x[0, 4:, -1] = 1.0
+_y = torch.randn(2, 6, 16, generator=torch.Generator().manual_seed(2))
+_y[..., 0] = _y[..., 0].abs() - 0.4
+ModelInputs = (_x, _y)
+'''
+
+# SNR floors against the float model (dB), a few dB under what cortex-m55 and cortex-m4 gave (the same codes):
+# the encoder layer 36.1, MultiheadAttention 33.9, SDPA 39.7; tests/models/attention_key_padding.py 42.4.
+INPUT_MASKS_SNR_FLOOR_DB = [33.0, 31.0, 36.0]
+KEY_PADDING_SNR_FLOOR_DB = [39.0]
+
+
+@pytest.mark.parametrize("target", [pytest.param("cortex-m55", marks=pytest.mark.slow),
+                                    pytest.param("cortex-m4", marks=pytest.mark.slow)])
+def test_input_masks_bit_exact_on_qemu(tmp_path: Path, target: str) -> None:
+    ops, snrs = run_bit_exact(tmp_path, "input_masks", _INPUT_MASKS, target, None, len(INPUT_MASKS_SNR_FLOOR_DB),
+                              timeout=1800)
+    assert ops.get("emlkit::masked_softmax", 0) == 3 and "emlkit::softmax" not in ops, ops
+    assert all(s >= f for s, f in zip(snrs, INPUT_MASKS_SNR_FLOOR_DB)), snrs
+
+
+@pytest.mark.parametrize("target", [pytest.param("cortex-m55", marks=pytest.mark.slow),
+                                    pytest.param("cortex-m4", marks=pytest.mark.slow)])
+def test_key_padding_model_bit_exact_on_qemu(tmp_path: Path, target: str) -> None:
+    """tests/models/attention_key_padding.py, all int8 without --allow-float."""
+    source = (Path(__file__).parent / "models" / "attention_key_padding.py").read_text()
+    ops, snrs = run_bit_exact(tmp_path, "attention_key_padding", source, target, None, 1, timeout=1800)
+    assert ops.get("emlkit::masked_softmax", 0) == 1, ops
+    assert snrs[0] >= KEY_PADDING_SNR_FLOOR_DB[0], snrs

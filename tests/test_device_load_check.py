@@ -136,6 +136,36 @@ def test_log_softmax_refusals() -> None:
         _load(low, x, out)
 
 
+class _Masked(torch.nn.Module):
+    """An attention over 4 tokens whose key padding mask comes from the input (emlkit::masked_softmax)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.att = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.att(x, x, x, key_padding_mask=x[..., -1] > 0.5, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("tamper, message", [
+    (lambda low, n: n.update_arg(6, 63), "emlkit::masked_softmax: shift = 63 is outside the supported range [1, 62]"),
+    (lambda low, n: _constant(low, n.args[2]).__setitem__(7, -1),
+     "emlkit::masked_softmax: exp_table[7] = -1 must be in [0, 2^22]"),
+])
+def test_masked_softmax_refusals(tamper: Callable[[Any, torch.fx.Node], None], message: str) -> None:
+    """emlkit::masked_softmax's prepare refuses arguments out of the kernel's range with one line naming them."""
+    x = torch.randn(1, 4, 8)
+    x[..., -1] = 0.0
+    x[:, -1:, -1] = 1.0
+    low, out = _lowered(_Masked(), (x,))
+    node = _node(low, lambda t: "emlkit.masked_softmax" in t)
+    tamper(low, node)
+    with pytest.raises(AotError, match=re.escape(message)) as err:
+        _load(low, (x,), out)
+    assert err.value.exit_code == EXIT_UNSUPPORTED
+
+
 class _Rnns(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()

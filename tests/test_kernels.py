@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 # it loads ops/operators.py, which registers torch.ops.cortex_m.
 import executorch.backends.cortex_m.passes  # noqa: F401
 from kernels_lib import (KERNELS, Kernels, QAdd, QBcastWalk, QBmm, QConv, QEmbeddingBag, QFloorDiv, QGru, QLinear, QLstm, QMul, QPool,
-                         build_library, ptr)
+                         QRowWalk,                          build_library, ptr)
 
 ops = torch.ops.cortex_m
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -706,6 +706,72 @@ def test_emlkit_softmax(K, seed, outer, length, inner, in_scale, out_scale, zp):
     got = (want.astype(np.float64) - zp) * out_scale
     inside = (want > -128) & (want < 127)
     assert np.abs(got - ref)[inside].max(initial=0.0) <= 0.5 * out_scale + 1e-5
+
+
+def _row_walk(x: torch.Tensor, mask: torch.Tensor, dim: int) -> QRowWalk:
+    """The adapter's walk (emlkit_masked_softmax_ops.c): x's dims in order, the softmax dim last; the mask's steps
+    are its strides expanded to x's shape (0 where broadcast)."""
+    order = [d for d in range(x.dim()) if d != dim] + [dim]
+    ms = mask.expand(x.shape).stride()
+    w = QRowWalk()
+    w.rank = x.dim()
+    for k, d in enumerate(order):
+        w.size[k], w.x_step[k], w.m_step[k] = x.shape[d], x.stride(d), ms[d]
+    return w
+
+
+@SETTINGS
+@given(seed=seeds, shape=st.lists(st.integers(1, 7), min_size=1, max_size=4), data=st.data(),
+       in_scale=st.floats(1e-3, 0.5), out_scale=st.floats(1.0 / 4000, 1.0 / 200), zp=zps,
+       p_masked=st.sampled_from([0.0, 0.3, 0.7, 1.0]))
+def test_emlkit_masked_softmax(K, seed, shape, data, in_scale, out_scale, zp, p_masked):
+    """Bit-exact with the reference for random masks broadcast from fewer dims (fully masked rows included); rows
+    with nothing masked give emlkit::softmax's codes, fully masked rows the code of 0, and the rest are within
+    half an output step of float64 softmax over the kept elements wherever the output is not clamped."""
+    import emlkit.emlkit_ops as eo
+
+    rng = rng_from(seed)
+    dim = data.draw(st.integers(0, len(shape) - 1))
+    lead = data.draw(st.integers(0, len(shape) - 1))   # the mask has the last len(shape) - lead dims
+    mshape = [s if data.draw(st.booleans()) else 1 for s in shape[lead:]]
+    x = torch.from_numpy(s8(rng, *shape))
+    mask = torch.from_numpy(rng.random(mshape) < p_masked)
+    table = eo.softmax_exp_table(in_scale)
+    m, s = eo.softmax_output_requant(out_scale)
+    want = torch.ops.emlkit.masked_softmax(x, mask, table, dim, zp, m, s)
+    w = _row_walk(x, mask, dim)
+    mask_np = mask.numpy().astype(np.uint8)
+    for f in both(K, "emk_emlkit_masked_softmax_s8"):
+        out = np.zeros(shape, dtype=np.int8)
+        f(ptr(x.numpy()), ptr(mask_np), ptr(out), C.byref(w), ptr(table.numpy()), zp, m, s)
+        np.testing.assert_array_equal(out, want.numpy())
+    full = mask.expand(x.shape)
+    none, every = ~full.any(dim=dim, keepdim=True), full.all(dim=dim, keepdim=True)
+    plain = torch.ops.emlkit.softmax(x, table, dim, zp, m, s)
+    assert torch.equal(torch.where(none, want, plain), plain)
+    assert bool((want[every.expand(x.shape)] == max(-128, min(127, zp))).all())
+    assert bool((want[full] == max(-128, min(127, zp))).all())
+    ref = torch.softmax((x.double() * in_scale).masked_fill(full, float("-inf")), dim=dim)
+    got = (want.double() - zp) * out_scale
+    inside = (want > -128) & (want < 127) & ~every.expand(x.shape)
+    err = (got - ref).abs()[inside]
+    assert err.numel() == 0 or float(err.max()) <= 0.5 * out_scale + 1e-5
+
+
+def test_emlkit_masked_softmax_reference_refusals() -> None:
+    """The reference refuses what the adapter refuses, with one line naming the problem."""
+    import emlkit.emlkit_ops as eo
+
+    x, table = torch.zeros(2, 3, dtype=torch.int8), eo.softmax_exp_table(0.1)
+    m, s = eo.softmax_output_requant(1 / 256)
+    with pytest.raises(ValueError, match="does not broadcast to the input's"):
+        torch.ops.emlkit.masked_softmax(x, torch.zeros(2, 3, 3, dtype=torch.bool), table, 1, 0, m, s)
+    with pytest.raises(ValueError, match="does not broadcast to the input's"):
+        torch.ops.emlkit.masked_softmax(x, torch.zeros(3, 1, dtype=torch.bool), table, 1, 0, m, s)
+    with pytest.raises(TypeError, match="a bool mask"):
+        torch.ops.emlkit.masked_softmax(x, torch.zeros(2, 3, dtype=torch.int8), table, 1, 0, m, s)
+    with pytest.raises(ValueError, match="shift"):
+        torch.ops.emlkit.masked_softmax(x, torch.zeros(3, dtype=torch.bool), table, 1, 0, m, 63)
 
 
 @SETTINGS

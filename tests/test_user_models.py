@@ -18,7 +18,8 @@ MODELS = ROOT / "tests" / "models"
 
 # The ops these leave in float (gt/where/max_pool2d_with_indices/_adaptive_avg_pool2d) run on the firmware's float32
 # kernels (firmware/ops/aten_float_*.c); mbconv_se_bilinear's bilinear upsample (emlkit_bilinear.py), lstm_kws's LSTM
-# (emlkit_lstm.py) and transformer_encoder_cls's attention (sdpa_as_matmuls.py) are int8 on Cortex-M.
+# (emlkit_lstm.py) and the attention of transformer_encoder_cls and attention_key_padding (sdpa_as_matmuls.py) are
+# int8 on Cortex-M.
 USER_MODELS = ["lstm_kws", "transformer_encoder_cls", "prelu_ceil_adaptive_pool", "mbconv_se_bilinear",
                "shufflenet_unit", "dilated_tcn", "attention_key_padding"]
 
@@ -57,6 +58,14 @@ def test_fused_encoder_layer_is_decomposed(emlkit_cli, tmp_path: Path) -> None:
                     "-o", str(tmp_path / "o")], tmp_path)
     assert "_transformer_encoder_layer_fwd" not in proc.stderr
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_key_padding_mask_from_the_input_is_int8(emlkit_cli, tmp_path: Path) -> None:
+    """A key padding mask computed from the input (emlkit::masked_softmax) compiles without --allow-float."""
+    proc = emlkit_cli(["compile", str(MODELS / "attention_key_padding.py"), "--target", "cortex-m55",
+                       "-o", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "emlkit::masked_softmax" in proc.stdout and "scaled_dot_product" not in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("body,what", [

@@ -1,7 +1,8 @@
 """Quantizer annotation (Cortex-M): softmax, log_softmax and average pools get their own observed output qparams.
 
 Targets, in the graph the quantizer annotates:
-- `softmax` / `_softmax` and `log_softmax` / `_log_softmax` (int8);
+- `softmax` / `_softmax`, `log_softmax` / `_log_softmax` and `emlkit_float::masked_softmax` (sdpa_as_matmuls.py's
+  attention with a mask from the inputs; its scores input only, not the bool mask) (int8);
 - average pools whose every window has the same number of taps: `avg_pool2d`
   without padding, ceil mode or divisor override, `adaptive_avg_pool2d` whose
   input size is a multiple of its output size, and `mean` over H and W of a
@@ -30,11 +31,13 @@ from __future__ import annotations
 
 import torch
 
+import emlkit.emlkit_ops  # noqa: F401  (registers emlkit_float::masked_softmax)
 from emlkit.passes.graph import (AVG_POOLS, LOG_SOFTMAX, MEAN_POOL_KEY, OWN_QPARAMS_KEY, PASS_THROUGH, SOFTMAX,
                                  QuantizerHook, pool_geometry, shape_of)
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
+FLOAT_MASKED_SOFTMAX = torch.ops.emlkit_float.masked_softmax.default
 
 CLASSIFIERS = {aten.linear.default, aten.conv2d.default, aten.conv1d.default}
 
@@ -63,7 +66,9 @@ def candidates(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     for n in gm.graph.nodes:
         if n.op != "call_function" or not isinstance(n.args[0] if n.args else None, torch.fx.Node):
             continue
-        if n.target in SOFTMAX | LOG_SOFTMAX and shape_of(n.args[0]) is not None:
+        if n.target is FLOAT_MASKED_SOFTMAX and shape_of(n.args[0]) is not None:
+            out.append(n)                        # its first input, the scores, is observed; the bool mask is not
+        elif n.target in SOFTMAX | LOG_SOFTMAX and shape_of(n.args[0]) is not None:
             if n.target in (aten._softmax.default, aten._log_softmax.default) and n.args[2]:
                 continue                         # half_to_float
             out.append(n)
@@ -77,7 +82,8 @@ def candidates(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return out
 
 
-@declare("quantizer_hook", ("aten.softmax", "aten.log_softmax", "aten.avg_pool2d", "aten.mean"), runs_after=("Int8MatmulOnU55",),
+@declare("quantizer_hook", ("aten.softmax", "aten.log_softmax", "emlkit_float.masked_softmax", "aten.avg_pool2d",
+                           "aten.mean"), runs_after=("Int8MatmulOnU55",),
          order=160, flows=("cortex_m",))
 class OwnOutputQparams(QuantizerHook):
     report_name = "annotated"

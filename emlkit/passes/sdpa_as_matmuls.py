@@ -16,8 +16,16 @@ Why: ExecuTorch 1.5.1's Cortex-M quantizer does not annotate scaled_dot_product_
 it afterwards into float mul/full/softmax/bmm ops (a float island). As explicit matmuls and a softmax (the zoo's
 transformer_block) it lowers to int8 bmm, softmax and tables. A mask cannot be written as an int8 add or fill:
 -inf (or the -1e9 users write) would set the scores' quantization range, and a clipped fill leaks probability
-into masked keys; leaving the masked keys out is exact. A mask that depends on the model's inputs keeps the
-op (refused by name without --allow-float).
+into masked keys; leaving the masked keys out is exact.
+
+A mask computed from the model's inputs (`key_padding_mask = tokens == PAD`: in the graph a bool, or the float mask
+`masked_fill(zeros, bool, -inf)` nn.MultiheadAttention makes of it, through views and expands) cannot be sliced
+away: the scores go through `emlkit_float::masked_softmax(scores, dropped, -1)` instead of the softmax (a bool
+attention mask, True = attend, as the inverted comparison that made it: `gt` -> `le`, exact on int8 codes),
+which emlkit_softmax.py lowers to the int8 `emlkit::masked_softmax`. The mask stays a view of the bool it came
+from ([B, S] seen as [B, 1, 1, S]), broadcast by the kernel, not copied per head and query row; the scores are
+seen as [*batch, L, S] for it. Other input-dependent masks (finite float values, a bool not made by a comparison
+with a number, a layout no view gives) keep the op (refused by name without --allow-float).
 """
 
 from __future__ import annotations
@@ -27,10 +35,51 @@ from typing import Any
 
 import torch
 
+import emlkit.emlkit_ops  # noqa: F401  (registers emlkit_float::masked_softmax)
 from emlkit.passes.graph import NodeRewrite, constant_values, copy_meta, drop_constant_remains, node_arg, node_val, unique_name
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
+FLOAT_MASKED_SOFTMAX = torch.ops.emlkit_float.masked_softmax.default
+# Ops between the model's mask and the attention that only give it another shape (replayed on the bool).
+_MASK_SHAPING = {aten.view.default: "view", aten.reshape.default: "reshape", aten._unsafe_view.default: "view",
+                 aten.expand.default: "expand", aten.unsqueeze.default: "unsqueeze"}
+# A comparison with a number and the one that is true exactly where it is false (no NaN: these run on codes).
+_INVERSE = {aten.gt.Scalar: aten.le.Scalar, aten.le.Scalar: aten.gt.Scalar, aten.ge.Scalar: aten.lt.Scalar,
+            aten.lt.Scalar: aten.ge.Scalar, aten.eq.Scalar: aten.ne.Scalar, aten.ne.Scalar: aten.eq.Scalar}
+_ZEROS = {aten.zeros_like.default, aten.zeros.default, aten.new_zeros.default}
+_MASKED_FILL = {aten.masked_fill.Scalar, aten.masked_fill_.Scalar}
+
+
+def _shaping_chain(mask: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]]:
+    """The node the mask's value comes from through shape-only ops, and those ops (source first)."""
+    chain = []
+    while mask.op == "call_function" and mask.target in _MASK_SHAPING and isinstance(mask.args[0], torch.fx.Node):
+        chain.append(mask)
+        mask = mask.args[0]
+    return mask, chain[::-1]
+
+
+def _replay(chain: list[torch.fx.Node], x: torch.Tensor) -> torch.Tensor:
+    """The shape-only ops of `chain` applied to x (a tensor of the source's shape)."""
+    for c in chain:
+        x = getattr(x, _MASK_SHAPING[c.target])(*c.args[1:])
+    return x
+
+
+def _broadcast_view(chain: list[torch.fx.Node], source: torch.Size, full: list[int]) -> list[int] | None:
+    """A shape V with source.numel() elements such that the source, reshaped to V and broadcast to `full`, is the
+    mask the chain makes of it broadcast to `full` (element by element); None when there is none (a permutation)."""
+    n = int(torch.Size(source).numel())
+    try:
+        idx = _replay(chain, torch.arange(n).reshape(source)).expand(full)
+    except RuntimeError:
+        return None
+    view = [size if size > 1 and bool((idx.select(d, 1) != idx.select(d, 0)).any()) else 1
+            for d, size in enumerate(full)]
+    if math.prod(view) != n or not torch.equal(torch.arange(n).reshape(view).expand(full), idx):
+        return None
+    return view
 
 
 def _runs(keep: torch.Tensor) -> list[tuple[int, int]]:
@@ -111,9 +160,11 @@ class SdpaAsMatmuls(NodeRewrite):
         rows, keys = int(qv.shape[-2]), int(kv.shape[-2])
         env = constant_values(gm, n) if isinstance(mask, torch.fx.Node) else {}
         keep, bias = self._mask(mask, env, causal, rows, keys, qv.shape[:-2])
-        if keep is None or not bool(keep.any(dim=-1).all()):
-            return False  # an input-dependent mask, or a row that attends to nothing (NaN in torch)
         scale = 1.0 / math.sqrt(int(qv.shape[-1])) if scale is None else float(scale)
+        if keep is None and isinstance(mask, torch.fx.Node) and not causal and mask not in env:
+            return self._input_masked(gm, n, mask, scale)
+        if keep is None or not bool(keep.any(dim=-1).all()):
+            return False  # a mask this cannot take, or a row that attends to nothing (NaN in torch)
         em = _Emitter(gm, n, getattr(qv, "fake_mode", None))
         if qv.dim() != 3:
             # 3-D: a 4-D score tensor gets a channels-last copy (ChannelsLastEverywhere) that the mask's add
@@ -143,6 +194,57 @@ class SdpaAsMatmuls(NodeRewrite):
         gm.graph.erase_node(n)
         if env:
             drop_constant_remains(gm, env)
+        return True
+
+    def _input_masked(self, gm: torch.fx.GraphModule, n: torch.fx.Node, mask: torch.fx.Node, scale: float) -> bool:
+        """The attention with a mask computed from the inputs: bmm -> emlkit_float::masked_softmax -> bmm."""
+        q, k, v = n.args[:3]
+        qv, kv, vv = node_val(q), node_val(k), node_val(v)
+        assert qv is not None and kv is not None and vv is not None
+        source, chain = _shaping_chain(mask)
+        sv = node_val(source)
+        if sv is None:
+            return False
+        if sv.dtype == torch.bool:
+            if source.target not in _INVERSE or not isinstance(source.args[0], torch.fx.Node) \
+                    or not isinstance(source.args[1], (int, float)) or isinstance(source.args[1], bool):
+                return False      # True attends: only a comparison whose inverse can be written
+            flip: Any = _INVERSE[source.target]
+            dropped_from: torch.fx.Node = source
+        elif sv.dtype.is_floating_point and source.target in _MASKED_FILL and len(source.args) == 3 \
+                and source.args[2] == float("-inf") and isinstance(source.args[0], torch.fx.Node) \
+                and source.args[0].target in _ZEROS and isinstance(source.args[1], torch.fx.Node):
+            flip, dropped_from = None, source.args[1]   # 0 where kept, -inf where left out
+        else:
+            return False
+        batch = [int(d) for d in qv.shape[:-2]]
+        rows, keys = int(qv.shape[-2]), int(kv.shape[-2])
+        view = _broadcast_view(chain, sv.shape, [*batch, rows, keys])
+        if view is None:
+            return False
+        em = _Emitter(gm, n, getattr(qv, "fake_mode", None))
+        dropped = dropped_from if flip is None else em.call(flip, *source.args[:2])
+        if list(sv.shape) != view:
+            dropped = em.call(aten.view.default, dropped, view)
+        if qv.dim() != 3:
+            q, k, v = (em.call(aten.reshape.default, t, [-1, *[int(d) for d in tv.shape[-2:]]])
+                       for t, tv in ((q, qv), (k, kv), (v, vv)))
+        s = em.call(aten.matmul.default, q, em.call(aten.transpose.int, k, -2, -1))
+        s = em.call(aten.mul.Tensor, s, scale)
+        if qv.dim() != 3:
+            s = em.call(aten.reshape.default, s, [*batch, rows, keys])
+        p = em.call(FLOAT_MASKED_SOFTMAX, s, dropped, -1)
+        if qv.dim() != 3:
+            p = em.call(aten.reshape.default, p, [-1, rows, keys])
+        out = em.call(aten.matmul.default, p, v)
+        if qv.dim() != 3:
+            out = em.call(aten.reshape.default, out, [*[int(d) for d in qv.shape[:-1]], int(vv.shape[-1])])
+        copy_meta(n, em.made)
+        n.replace_all_uses_with(out)
+        gm.graph.erase_node(n)
+        for dead in [*chain[::-1], source, *([source.args[0]] if flip is None else [])]:
+            if not dead.users:
+                gm.graph.erase_node(dead)    # the float mask and its shaping (masked_fill_ is not dead code)
         return True
 
     @staticmethod

@@ -27,6 +27,22 @@ void emk_emlkit_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int
 void emk_emlkit_softmax_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
                        const int32_t *table, int32_t zp, int32_t mult, int32_t shift);
 
+/* ---- emlkit::masked_softmax (emlkit_masked_softmax_s8.c) ----
+ * emlkit::softmax over the elements whose mask byte is 0 (a nonzero byte leaves the element out). The rows are
+ * walked over `rank` nested logical dims (outermost first, the softmax dim last): in/out advance x_step[d]
+ * elements along dim d (in and out share one layout), the mask m_step[d] (0 where it is broadcast). Per row,
+ * over the kept elements: m = max, s = sum of table[m - x], p = ((e << 31) + s) / (2 s); p = 0 for a left-out
+ * element and for every element of a row with nothing kept; out = emlkit_requant_s8(p, mult, shift, zp). */
+#define EMLKIT_MASKED_SOFTMAX_MAX_DIMS 6
+typedef struct {
+  int32_t rank, size[EMLKIT_MASKED_SOFTMAX_MAX_DIMS], x_step[EMLKIT_MASKED_SOFTMAX_MAX_DIMS],
+      m_step[EMLKIT_MASKED_SOFTMAX_MAX_DIMS];
+} emlkit_row_walk;
+void emk_emlkit_masked_softmax_s8_ref(const int8_t *in, const uint8_t *mask, int8_t *out, const emlkit_row_walk *w,
+                                      const int32_t *table, int32_t zp, int32_t mult, int32_t shift);
+void emk_emlkit_masked_softmax_s8(const int8_t *in, const uint8_t *mask, int8_t *out, const emlkit_row_walk *w,
+                                  const int32_t *table, int32_t zp, int32_t mult, int32_t shift);
+
 /* ---- emlkit::log_softmax (emlkit_log_softmax_s8.c) ----
  * [outer][len][inner] view, log_softmax over len (len <= 2^16). table: softmax's, table[0] = 2^22, the rest in
  * [0, 2^22]; log2_scale (K) in [1, 2^23]. a = (max - x) * K + log2_q20(sum of table[max - x]) - 22 * 2^20, then

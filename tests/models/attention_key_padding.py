@@ -1,6 +1,6 @@
 """Attention over a padded sequence, the padding mask computed from the input (a flag feature marks padded
-frames): `key_padding_mask = x[..., -1] > 0.5`. The comparison runs on int8 codes (compare_on_codes.py); the
-attention with a mask from the inputs runs in float under --allow-float."""
+frames): `key_padding_mask = x[..., -1] > 0.5`. The comparison runs on int8 codes (compare_on_codes.py), the
+attention as int8 bmm -> emlkit::masked_softmax -> bmm (sdpa_as_matmuls.py): all int8 without --allow-float."""
 import torch
 import torch.nn as nn
 

@@ -57,19 +57,112 @@ def test_sdpa_is_its_definition(kind: str) -> None:
         torch.testing.assert_close(gm(x), m(x), atol=1e-5, rtol=1e-5)
 
 
-def test_input_dependent_mask_is_left() -> None:
-    class M(torch.nn.Module):
-        def forward(self, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-            return F.scaled_dot_product_attention(q, q, q, attn_mask=mask > 0)
+FLOAT_MASKED = torch.ops.emlkit_float.masked_softmax.default
+COMPARE = {aten.gt.Scalar, aten.ge.Scalar, aten.lt.Scalar, aten.le.Scalar, aten.eq.Scalar, aten.ne.Scalar}
 
+
+class InputMasked(torch.nn.Module):
+    """Attention over 6 tokens whose mask is computed from the input x (the last feature flags padded tokens, the
+    first one the keys each query row may attend to), of the kind KIND."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.kind, self.proj = kind, torch.nn.Linear(16, 48)
+        self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.enc = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pad = x[..., -1] > 0.5                                        # [B, 6], True: left out
+        if self.kind == "mha":
+            return self.mha(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+        if self.kind == "encoder":
+            return self.enc(x, src_key_padding_mask=pad)
+        q, k, v = self.proj(x).reshape(-1, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        if self.kind == "bool_keys":                                  # True attends: [B, 1, 1, 6]
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=(x[..., -1] <= 0.5)[:, None, None, :])
+        if self.kind == "bool_rows":                                  # one mask row per query: [B, 1, 6, 6]
+            keep = (x[..., :6] > -0.5).unsqueeze(1)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        if self.kind == "float_3d":                                   # 3-D q/k/v, a float -inf mask [B, 1, 6]
+            m = torch.zeros_like(pad, dtype=torch.float32).masked_fill_(pad, float("-inf")).unsqueeze(1)
+            return F.scaled_dot_product_attention(q[:, 0], k[:, 0], v[:, 0], attn_mask=m)
+        raise ValueError(self.kind)
+
+
+def _padded(batch: int = 2) -> torch.Tensor:
+    x = torch.randn(batch, 6, 16, generator=torch.Generator().manual_seed(3))
+    x[..., -1] = 0.0
+    x[0, 4:, -1] = 1.0      # entry 0: the last two tokens are padding
+    x[-1, 1, -1] = 1.0      # entry 1: token 1
+    x[..., 0] = x[..., 0].abs() - 0.4   # bool_rows: key 0 is kept by every row (no row attends to nothing)
+    return x
+
+
+@pytest.mark.parametrize("kind", ["mha", "encoder", "bool_keys", "bool_rows", "float_3d"])
+def test_input_dependent_mask_is_its_definition(kind: str) -> None:
+    """Rewritten into the float masked softmax, the same function, the mask a view of the comparison that made it
+    (no expand, no copy per head or query row)."""
+    m, x = InputMasked(kind).eval(), _padded()
     p = bound(SdpaAsMatmuls(), "cortex-m55")
-    gm = p(graph_of(M().eval(), torch.randn(1, 2, 4, 8), torch.randn(4, 4)))
-    assert p.report()["rewritten"] == [] and SDPA in called(gm)
+    gm = p(graph_of(m, x))
+    assert len(p.report()["rewritten"]) == 1 and SDPA not in called(gm)
+    (sm,) = [n for n in gm.graph.nodes if n.target is FLOAT_MASKED]
+    mask = sm.args[1]
+    src = mask.args[0] if mask.target is aten.view.default else mask
+    assert src.target in COMPARE and mask.meta["val"].dtype == torch.bool, (mask.target, src.target)
+    assert aten.masked_fill_.Scalar not in called(gm) and aten.expand.default not in called(gm)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), m(x), atol=1e-5, rtol=1e-5)
+        x2 = _padded()
+        x2[1, :, -1] = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0])   # another mask: the graph computes it
+        torch.testing.assert_close(gm(x2), m(x2), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["bool_keys", "float_3d"])
+def test_a_fully_masked_row_gives_zeros(kind: str) -> None:
+    """A query that attends to nothing: zeros, as torch's scaled_dot_product_attention gives (a plain softmax of
+    all -inf would be NaN), the other entry unchanged."""
+    m, x = InputMasked(kind).eval(), _padded()
+    x[1, :, -1] = 1.0                                                # entry 1: every key is padding
+    p = bound(SdpaAsMatmuls(), "cortex-m55")
+    gm = p(graph_of(m, _padded()))
+    with torch.no_grad():
+        got, want = gm(x), m(x)
+    assert bool((got[1] == 0).all()) and not bool(torch.isnan(got).any())
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_input_dependent_masks_it_cannot_take_are_left() -> None:
+    """A float mask with finite values from the inputs, and a bool made other than by comparing with a number,
+    keep the op."""
+    class Finite(torch.nn.Module):
+        def forward(self, q: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+            return F.scaled_dot_product_attention(q, q, q, attn_mask=bias * 2.0)
+
+    class Anded(torch.nn.Module):
+        def forward(self, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return F.scaled_dot_product_attention(q, q, q, attn_mask=(mask > 0) & (mask < 3))
+
+    for m in (Finite(), Anded()):
+        p = bound(SdpaAsMatmuls(), "cortex-m55")
+        gm = p(graph_of(m.eval(), torch.randn(1, 2, 4, 8), torch.randn(4, 4)))
+        assert p.report()["rewritten"] == [] and SDPA in called(gm)
 
 
 def test_the_program_is_int8() -> None:
     low, _ = lowered(Attn("padding"), torch.randn(1, 6, 16), "cortex-m55")
     assert low.extra["verify"]["float_islands"] == []
+
+
+@pytest.mark.parametrize("kind", ["mha", "bool_keys"])
+def test_an_input_mask_program_is_int8(kind: str) -> None:
+    """The mask from the inputs: int8 bmm -> emlkit::masked_softmax (the comparison on codes) -> bmm, no float op."""
+    low, _ = lowered(InputMasked(kind), _padded(1), "cortex-m55")
+    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
+    names = [str(n.target) for n in low.edge.exported_program().graph.nodes if n.op == "call_function"]
+    assert sum("emlkit.masked_softmax" in t for t in names) == 1, names
+    assert not any("emlkit_float" in t or "softmax" in t and "masked" not in t for t in names), names
 
 
 def test_pipelines() -> None:
