@@ -709,7 +709,7 @@ def test_emlkit_softmax(K, seed, outer, length, inner, in_scale, out_scale, zp):
 
 
 def _row_walk(x: torch.Tensor, mask: torch.Tensor, dim: int) -> QRowWalk:
-    """The adapter's walk (emlkit_masked_softmax_ops.c): x's dims in order, the softmax dim last; the mask's steps
+    """The adapter's walk (emlkit_qparams_ops.c): x's dims in order, the softmax dim last; the mask's steps
     are its strides expanded to x's shape (0 where broadcast)."""
     order = [d for d in range(x.dim()) if d != dim] + [dim]
     ms = mask.expand(x.shape).stride()

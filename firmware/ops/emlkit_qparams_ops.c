@@ -1,4 +1,4 @@
-/* Adapters for emlkit::softmax, emlkit::log_softmax, emlkit::quantized_avg_pool2d and emlkit::upsample_bilinear2d, the ops with free output
+/* Adapters for emlkit::softmax, emlkit::log_softmax, emlkit::masked_softmax, emlkit::quantized_avg_pool2d and emlkit::upsample_bilinear2d, the ops with free output
  * qparams (semantics: emlkit/emlkit_ops.py; the layout ops are in emlkit_ops.c).
  * prepare checks every bound the kernels' int64 arithmetic relies on. */
 #include "cortex_m_util.h"
@@ -7,6 +7,7 @@
 /* Argument slots (the operators' schemas in emlkit/emlkit_ops.py, out last). */
 enum { ESOFTMAX_IN, ESOFTMAX_EXP_TABLE, ESOFTMAX_DIM, ESOFTMAX_OUT_ZP, ESOFTMAX_MULT, ESOFTMAX_SHIFT, ESOFTMAX_OUT };
 enum { ELOGSM_IN, ELOGSM_EXP_TABLE, ELOGSM_DIM, ELOGSM_LOG2_SCALE, ELOGSM_OUT_ZP, ELOGSM_MULT, ELOGSM_SHIFT, ELOGSM_OUT };
+enum { EMSM_IN, EMSM_MASK, EMSM_EXP_TABLE, EMSM_DIM, EMSM_OUT_ZP, EMSM_MULT, EMSM_SHIFT, EMSM_OUT };
 enum { EAVG_IN, EAVG_KERNEL, EAVG_STRIDE, EAVG_IN_ZP, EAVG_OUT_ZP, EAVG_MULT, EAVG_SHIFT, EAVG_OUT };
 enum { EBIL_IN, EBIL_ROWS, EBIL_COLS, EBIL_IN_ZP, EBIL_OUT_ZP, EBIL_MULT, EBIL_SHIFT, EBIL_OUT };
 
@@ -109,6 +110,72 @@ et_status op_emlkit_log_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_
   if (emlkit_exp_args_of(args, ELOGSM_OUT, &e))
     emk_emlkit_log_softmax_s8(e.in, e.out, e.outer, e.len, e.inner, e.table, cm_i(args, ELOGSM_LOG2_SCALE),
                               cm_i(args, ELOGSM_OUT_ZP), cm_i(args, ELOGSM_MULT), cm_i(args, ELOGSM_SHIFT));
+  return ET_OK;
+}
+
+/* emlkit::masked_softmax: emlkit::softmax with a bool mask broadcast to the input. Eval walks the rows (the softmax
+ * dim last, the others in the input's memory order, the mask's steps 0 where it is broadcast). */
+/* The walk over the rows of `in` (rank dims, each logical dim d at walk position pos[d]); false when the mask does
+ * not broadcast to in's sizes. */
+static bool masked_walk(const et_tensor *in, const et_tensor *mask, int32_t dim, emlkit_row_walk *w) {
+  size_t xs[ET_MAX_DIM], ms[ET_MAX_DIM];
+  if (mask->dim > in->dim) return false;
+  et_tensor_strides(in, xs);
+  et_tensor_strides(mask, ms);
+  const uint8_t lead = (uint8_t)(in->dim - mask->dim);
+  int32_t k = 0;
+  w->rank = in->dim;
+  for (uint8_t j = 0; j <= in->dim; j++) { /* memory order, then dim itself last */
+    const int32_t d = j < in->dim ? in->dim_order[j] : dim;
+    if (j < in->dim && d == dim) continue;
+    const int32_t s = d < lead ? 1 : mask->sizes[d - lead];
+    if (s != 1 && s != in->sizes[d]) return false;
+    w->size[k] = in->sizes[d];
+    w->x_step[k] = (int32_t)xs[d];
+    w->m_step[k] = s == 1 ? 0 : (int32_t)ms[d - lead];
+    k++;
+  }
+  return true;
+}
+
+/* emlkit::masked_softmax.out(input, mask, exp_table, dim, output_zero_point, output_multiplier, output_shift, out) */
+ET_PREPARE et_status op_emlkit_masked_softmax_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "emlkit::masked_softmax";
+  et_tensor *in, *mask, *table, *out;
+  int32_t dim, zp;
+  emlkit_row_walk w;
+  static const cm_tensor_arg ts[] = {{EMSM_IN, "input", false}, {EMSM_MASK, "mask", false},
+                                     {EMSM_EXP_TABLE, "exp_table", false}, {EMSM_OUT, "out", false}};
+  CM_TRY(cm_tensors(ctx, op, args, nargs, EMSM_OUT, ts, 4, (et_tensor **const[]){&in, &mask, &table, &out}));
+  CM_TRY(cm_int(ctx, op, args, EMSM_DIM, "dim", -EMLKIT_MASKED_SOFTMAX_MAX_DIMS, EMLKIT_MASKED_SOFTMAX_MAX_DIMS - 1,
+                &dim));
+  CM_TRY(cm_int(ctx, op, args, EMSM_OUT_ZP, "output_zero_point", -128, 127, &zp));
+  CM_TRY(cm_requant_args(ctx, op, args, EMSM_MULT));
+  CM_TRY(cm_dtype(ctx, op, in, "input", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, mask, "mask", ET_DT_BOOL));
+  CM_TRY(cm_dtype(ctx, op, out, "out", ET_DT_CHAR));
+  CM_TRY(cm_dtype(ctx, op, table, "exp_table", ET_DT_INT));
+  if (in->dim < 1 || in->dim > EMLKIT_MASKED_SOFTMAX_MAX_DIMS)
+    return et_fail(ctx, ET_E_NOT_SUPPORTED, "%s: the input must have 1 to %d dims, got %u", op,
+                   EMLKIT_MASKED_SOFTMAX_MAX_DIMS, (unsigned)in->dim);
+  CM_TRY(cm_softmax_shapes(ctx, op, in, out, dim));
+  if (!masked_walk(in, mask, dim < 0 ? dim + in->dim : dim, &w))
+    return et_fail(ctx, ET_E_INVALID_ARG, "%s: mask does not broadcast to the input's sizes", op);
+  return emlkit_exp_table(ctx, op, table, false);
+}
+
+et_status op_emlkit_masked_softmax_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)ctx, (void)nargs;
+  const et_tensor *in;
+  et_tensor *out;
+  if (!cm_io(args, EMSM_IN, EMSM_OUT, &in, &out)) return ET_OK;
+  const et_tensor *mask = args[EMSM_MASK]->u.t;
+  const int32_t dim = cm_i(args, EMSM_DIM);
+  emlkit_row_walk w;
+  (void)masked_walk(in, mask, dim < 0 ? dim + in->dim : dim, &w); /* prepare has checked it */
+  emk_emlkit_masked_softmax_s8((const int8_t *)in->data, (const uint8_t *)mask->data, (int8_t *)out->data, &w,
+                               (const int32_t *)args[EMSM_EXP_TABLE]->u.t->data, cm_i(args, EMSM_OUT_ZP),
+                               cm_i(args, EMSM_MULT), cm_i(args, EMSM_SHIFT));
   return ET_OK;
 }
 
