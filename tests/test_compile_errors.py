@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cli_in_process import CliResult
 from model_files import line_of, module_source
 
@@ -87,12 +89,27 @@ _VELA_REJECTS = module_source("""
     "torch.randn(1, 3, 16, 16)", imports="import torch.nn.functional as F\n")
 
 
-def test_vela_rejecting_a_partition_is_one_line(emlkit_cli, tmp_path: Path) -> None:
+def test_vela_rejecting_a_partition_is_one_line(emlkit_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ExecuTorch 1.5.1's partitioner hands Vela a DepthwiseConv2D it cannot place; Vela raises a bare
-    RuntimeError deep inside to_edge_transform_and_lower, which must not reach the user as a traceback."""
+    RuntimeError deep inside to_edge_transform_and_lower, which must not reach the user as a traceback. With no
+    op kind to keep on the CPU (no retries), the refusal is one line."""
+    from emlkit.lower import ethos_u
+
+    monkeypatch.setattr(ethos_u, "MAX_VELA_RETRIES", 0)
     model = _write(tmp_path, "vela_rejects.py", _VELA_REJECTS)
     line = _error_line(emlkit_cli(["compile", str(model), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path), 4)
     assert "Vela could not compile an NPU partition for ethos-u55-128" in line and "cortex-m" in line
+
+
+def test_vela_rejecting_a_partition_keeps_an_op_on_the_cpu(emlkit_cli, tmp_path: Path) -> None:
+    """The same model compiles once one op kind stays on the CPU; the report names it, the log warns."""
+    import json
+
+    model = _write(tmp_path, "vela_rejects.py", _VELA_REJECTS)
+    proc = emlkit_cli(["compile", str(model), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    kept = json.loads((tmp_path / "o" / "vela_rejects_ethos-u55-128.json").read_text())["kept_on_cpu_for_vela"]
+    assert len(kept) == 1 and f"{kept[0]} runs on the CPU instead" in proc.stderr
 
 
 def test_cause_chain_outermost_first_and_cut_at_loops() -> None:

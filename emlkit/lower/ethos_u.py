@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
 import glob
 import logging
@@ -10,6 +11,7 @@ import os
 import shutil
 import tempfile
 import traceback
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -52,19 +54,37 @@ U85_CPU_OPS = frozenset({"aten::index_select", "aten::embedding", "aten::index_p
                          "aten::scatter", "aten::where", "aten::amin", "aten::full_like", "aten::full", "aten::flip"})
 
 
-class _KeepOnCpu(OperatorSupportBase):
-    """Partitioner check: nodes of the named ops are not given to the NPU."""
+# Ops never worth keeping on the CPU to get round a Vela refusal: the partition boundaries' own (de)quantizes.
+_BOUNDARY_OPS = frozenset({"quantized_decomposed::quantize_per_tensor", "quantized_decomposed::dequantize_per_tensor",
+                           "quantized_decomposed::quantize_per_channel",
+                           "quantized_decomposed::dequantize_per_channel"})
+# How many single op kinds a compile tries keeping on the CPU after Vela refuses a partition (each try lowers again).
+MAX_VELA_RETRIES = 12
 
-    def __init__(self, ops: frozenset[str]) -> None:
+
+class _KeepOnCpu(OperatorSupportBase):
+    """Partitioner check: nodes of the named ops are not given to the NPU. SEEN counts the op kinds it lets through."""
+
+    def __init__(self, ops: frozenset[str], seen: Counter[str] | None = None) -> None:
         self.ops = ops
+        self.seen = seen
 
     def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
-        schema = getattr(node.target, "_schema", None)   # torch and edge op overloads have one
-        return node.op != "call_function" or getattr(schema, "name", None) not in self.ops
+        if node.op != "call_function":
+            return True
+        name = getattr(getattr(node.target, "_schema", None), "name", None)   # torch and edge ops have a schema
+        if name in self.ops:
+            return False
+        if self.seen is not None and name is not None:
+            self.seen[name] += 1
+        return True
 
 
-def partitioner_checks(target: Target) -> list[OperatorSupportBase]:
-    return [_KeepOnCpu(U85_CPU_OPS)] if (target.npu or "").startswith("ethos-u85") else []
+def partitioner_checks(target: Target, keep: frozenset[str] = frozenset(),
+                       seen: Counter[str] | None = None) -> list[OperatorSupportBase]:
+    """The checks our partitioner adds to ExecuTorch's: the U85's CPU ops, and KEEP (ops Vela refused) on the CPU."""
+    ops = (U85_CPU_OPS if (target.npu or "").startswith("ethos-u85") else frozenset()) | keep
+    return [_KeepOnCpu(ops, seen)] if ops or seen is not None else []
 
 
 @dataclass
@@ -230,27 +250,48 @@ class _EthosU(Flow):
 
     def to_edge(self, ws: _Workspace, exported: torch.export.ExportedProgram, target: Target,
                 options: LowerOptions) -> tuple[Any, dict[str, Any]]:
-        _clear_artefacts(ws.workdir)
         with stdout_to_log(log, "Vela"), _arm_pipeline_parts(options):
-            try:
-                edge = to_edge_transform_and_lower(
-                    exported,
-                    partitioner=[create_partitioner(ws.spec, partitioner_checks(target))],
-                    compile_config=EdgeCompileConfig(_check_ir_validity=False),
-                )
-            except Exception as exc:
-                if not _raised_in_vela(exc):
-                    raise
-                # Vela (regor) raises plain RuntimeErrors for operators it cannot place.
-                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            seen: Counter[str] = Counter()
+            edge, why = self._partition(ws, exported, target, frozenset(), seen)
+            kept: list[str] = []
+            if edge is None:
+                # Vela refused a partition: keep one op kind at a time on the CPU (rarest first), the first that
+                # lets every partition compile wins. The refusal stands when none does.
+                for op in sorted(set(seen) - _BOUNDARY_OPS, key=lambda o: (seen[o], o))[:MAX_VELA_RETRIES]:
+                    edge, _ = self._partition(ws, exported, target, frozenset({op}), None)
+                    if edge is not None:
+                        kept = [op]
+                        log.warning("warning: Vela could not compile an NPU partition for %s (%s): %s runs on the "
+                                    "CPU instead", target.name, why, op)
+                        break
+            if edge is None:
                 raise AotError(f"Vela could not compile an NPU partition for {target.name}: {why}. ExecuTorch's "
-                               "partitioner gave the NPU an operator form Vela rejects: change that layer, or "
-                               "compile the model for a cortex-m target", EXIT_UNSUPPORTED) from exc
+                               "partitioner gave the NPU an operator form Vela rejects, also with any one kind of op "
+                               "kept on the CPU: change that layer, or compile the model for a cortex-m target",
+                               EXIT_UNSUPPORTED)
             partitions = vela_partitions(edge, ws.workdir, target)
         # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.
         edge = run_post_passes(edge, [ReplaceQuantNodesPass()] + list(options.post_passes))
         return edge, {"vela_partitions": partitions, "workdir": None if ws.temporary else ws.workdir,
-                      "compile_spec": ws.spec}
+                      "compile_spec": ws.spec, **({"kept_on_cpu_for_vela": kept} if kept else {})}
+
+    @staticmethod
+    def _partition(ws: _Workspace, exported: torch.export.ExportedProgram, target: Target, keep: frozenset[str],
+                   seen: Counter[str] | None) -> tuple[Any, str]:
+        """ExecuTorch's partitioning and lowering with KEEP on the CPU: (the edge program, "") or, when Vela refuses
+        a partition, (None, Vela's reason). The exported program is copied: a failed lowering may have changed it."""
+        _clear_artefacts(ws.workdir)
+        try:
+            return to_edge_transform_and_lower(
+                copy.deepcopy(exported),
+                partitioner=[create_partitioner(ws.spec, partitioner_checks(target, keep, seen))],
+                compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            ), ""
+        except Exception as exc:
+            if not _raised_in_vela(exc):
+                raise
+            # Vela (regor) raises plain RuntimeErrors for operators it cannot place.
+            return None, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 # lower(module, inputs, calibration, target, options) -> Lowered: the steps of emlkit/lower/flow.py.

@@ -312,6 +312,7 @@ enum { VIEW_SELF, VIEW_SIZE, VIEW_OUT };
 enum { PERMUTE_SELF, PERMUTE_DIMS, PERMUTE_OUT };
 enum { DIM_ORDER_SELF, DIM_ORDER_NON_BLOCKING, DIM_ORDER_DIM_ORDER, DIM_ORDER_OUT };
 enum { CLONE_SELF, CLONE_MEMORY_FORMAT, CLONE_OUT };
+enum { ALIAS_SELF, ALIAS_OUT };
 enum { CAT_TENSORS, CAT_DIM, CAT_OUT };
 enum { SLICE_SELF, SLICE_DIM, SLICE_START, SLICE_END, SLICE_STEP, SLICE_OUT };
 
@@ -453,6 +454,20 @@ ET_PREPARE et_status aten_clone_out_prepare(et_kernel_ctx *ctx, et_value **args,
 }
 et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return relayout(ctx, args[CLONE_OUT]->u.t, args[CLONE_SELF]->u.t);
+}
+
+/* aten::alias_copy.out(self, *, out): a copy (a view the partitioner left outside an NPU delegate). */
+ET_PREPARE et_status aten_alias_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  const char *op = "aten::alias_copy";
+  et_tensor *self = NULL, *out = NULL;
+  et_status st;
+  if ((st = self_out_args(ctx, op, args, nargs, 3, ALIAS_OUT, &self, &out))) return st;
+  if (!aten_same_shape(self, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
+  return ET_OK;
+}
+et_status aten_alias_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  (void)nargs;
+  return relayout(ctx, args[ALIAS_OUT]->u.t, args[ALIAS_SELF]->u.t);
 }
 
 /* Whether the call's state (NULL: none; eval then plans per call) holds a
