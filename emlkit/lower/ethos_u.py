@@ -33,6 +33,7 @@ from emlkit.lower import LowerOptions
 from emlkit.lower.flow import Flow, run_post_passes
 from emlkit.native_output import stdout_to_log
 from emlkit.targets import Target
+from emlkit.verify import DATA_MOVEMENT
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +55,8 @@ U85_CPU_OPS = frozenset({"aten::index_select", "aten::embedding", "aten::index_p
                          "aten::scatter", "aten::where", "aten::amin", "aten::full_like", "aten::full", "aten::flip"})
 
 
-# Ops never worth keeping on the CPU to get round a Vela refusal: the partition boundaries' own (de)quantizes.
-_BOUNDARY_OPS = frozenset({"quantized_decomposed::quantize_per_tensor", "quantized_decomposed::dequantize_per_tensor",
-                           "quantized_decomposed::quantize_per_channel",
-                           "quantized_decomposed::dequantize_per_channel"})
-# How many single op kinds a compile tries keeping on the CPU after Vela refuses a partition (each try lowers again).
+# How many kinds of data movement a compile tries keeping on the CPU after Vela refuses a partition (each try
+# lowers again).
 MAX_VELA_RETRIES = 12
 
 
@@ -257,7 +255,9 @@ class _EthosU(Flow):
             if edge is None:
                 # Vela refused a partition: keep one op kind at a time on the CPU (rarest first), the first that
                 # lets every partition compile wins. The refusal stands when none does.
-                for op in sorted(set(seen) - _BOUNDARY_OPS, key=lambda o: (seen[o], o))[:MAX_VELA_RETRIES]:
+                # Only ops that move data: exact on int8 codes, so the CPU runs them as the NPU would have.
+                movers = (op for op in seen if op in DATA_MOVEMENT)
+                for op in sorted(movers, key=lambda o: (seen[o], o))[:MAX_VELA_RETRIES]:
                     edge, _ = self._partition(ws, exported, target, frozenset({op}), None)
                     if edge is not None:
                         kept = [op]
@@ -266,8 +266,9 @@ class _EthosU(Flow):
                         break
             if edge is None:
                 raise AotError(f"Vela could not compile an NPU partition for {target.name}: {why}. ExecuTorch's "
-                               "partitioner gave the NPU an operator form Vela rejects, also with any one kind of op "
-                               "kept on the CPU: change that layer, or compile the model for a cortex-m target",
+                               "partitioner gave the NPU an operator form Vela rejects, also with any one kind of "
+                               "data movement kept on the CPU: change that layer, or compile the model for a cortex-m "
+                               "target",
                                EXIT_UNSUPPORTED)
             partitions = vela_partitions(edge, ws.workdir, target)
         # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.

@@ -222,10 +222,14 @@ class _HostRun:
         if fn is None:
             raise NpuError(f"CPU op {op.name}.{op.overload} has no host implementation")
         args = [self.arg(i, s.type) for i, s in zip(a.args, schema)]
-        out_idx = a.args[len(schema)]
         res = exact_int_conv.call(fn, args, {})   # dilated integer convs computable on the CPU
-        self.values[out_idx] = res if isinstance(res, torch.Tensor) else res[0]
-        self.share(out_idx)
+        results = [res] if isinstance(res, torch.Tensor) else list(res)
+        # out tensors follow the default's arguments, the call's result last: an op with several outputs (an
+        # LSTM's y and cell) has as many outs, each written
+        outs = a.args[len(schema):-1] if len(a.args) > len(schema) + 1 else a.args[len(schema):len(schema) + 1]
+        for out_idx, value in zip(outs, results):
+            self.values[out_idx] = value
+            self.share(out_idx)
 
     def delegate_call(self, a: Any) -> None:
         """An Ethos-U delegate on the functional model."""
