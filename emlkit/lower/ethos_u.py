@@ -249,32 +249,44 @@ class _EthosU(Flow):
     def to_edge(self, ws: _Workspace, exported: torch.export.ExportedProgram, target: Target,
                 options: LowerOptions) -> tuple[Any, dict[str, Any]]:
         with stdout_to_log(log, "Vela"), _arm_pipeline_parts(options):
-            seen: Counter[str] = Counter()
-            edge, why = self._partition(ws, exported, target, frozenset(), seen)
-            kept: list[str] = []
-            if edge is None:
-                # Vela refused a partition: keep one op kind at a time on the CPU (rarest first), the first that
-                # lets every partition compile wins. The refusal stands when none does.
-                # Only ops that move data: exact on int8 codes, so the CPU runs them as the NPU would have.
-                movers = (op for op in seen if op in DATA_MOVEMENT)
-                for op in sorted(movers, key=lambda o: (seen[o], o))[:MAX_VELA_RETRIES]:
-                    edge, _ = self._partition(ws, exported, target, frozenset({op}), None)
-                    if edge is not None:
-                        kept = [op]
-                        log.warning("warning: Vela could not compile an NPU partition for %s (%s): %s runs on the "
-                                    "CPU instead", target.name, why, op)
-                        break
-            if edge is None:
-                raise AotError(f"Vela could not compile an NPU partition for {target.name}: {why}. ExecuTorch's "
+            edge, kept, why = self._partition_or_keep_on_cpu(ws, exported, target)
+            refusal = AotError(f"Vela could not compile an NPU partition for {target.name}: {why}. ExecuTorch's "
                                "partitioner gave the NPU an operator form Vela rejects, also with any one kind of "
-                               "data movement kept on the CPU: change that layer, or compile the model for a cortex-m "
-                               "target",
-                               EXIT_UNSUPPORTED)
-            partitions = vela_partitions(edge, ws.workdir, target)
+                               "data movement kept on the CPU: change that layer, or compile the model for a "
+                               "cortex-m target", EXIT_UNSUPPORTED)
+            if edge is None:
+                raise refusal
+            try:
+                partitions = vela_partitions(edge, ws.workdir, target)
+            except AotError as err:
+                if not kept:
+                    raise
+                # the fallback's program could not be matched to its Vela graphs (no estimates): Vela's reason stands
+                log.info("the compile with %s on the CPU could not be checked: %s", kept[0], err)
+                raise refusal from err
+            if kept:
+                log.warning("warning: Vela could not compile an NPU partition for %s (%s): %s runs on the CPU "
+                            "instead", target.name, why, kept[0])
         # Q/DQ left outside the delegate become cortex_m:: ops the firmware runs.
         edge = run_post_passes(edge, [ReplaceQuantNodesPass()] + list(options.post_passes))
         return edge, {"vela_partitions": partitions, "workdir": None if ws.temporary else ws.workdir,
                       "compile_spec": ws.spec, **({"kept_on_cpu_for_vela": kept} if kept else {})}
+
+    def _partition_or_keep_on_cpu(self, ws: _Workspace, exported: torch.export.ExportedProgram,
+                                  target: Target) -> tuple[Any, list[str], str]:
+        """(edge program or None, the op kinds kept on the CPU, Vela's reason for its first refusal or "").
+        When Vela refuses a partition, one kind of data movement at a time (rarest first) stays on the CPU, where it
+        is exact on int8 codes as on the NPU; the first that lets every partition compile wins."""
+        seen: Counter[str] = Counter()
+        edge, why = self._partition(ws, exported, target, frozenset(), seen)
+        if edge is not None:
+            return edge, [], ""
+        movers = (op for op in seen if op in DATA_MOVEMENT)
+        for op in sorted(movers, key=lambda o: (seen[o], o))[:MAX_VELA_RETRIES]:
+            edge, _ = self._partition(ws, exported, target, frozenset({op}), None)
+            if edge is not None:
+                return edge, [op], why
+        return None, [], why
 
     @staticmethod
     def _partition(ws: _Workspace, exported: torch.export.ExportedProgram, target: Target, keep: frozenset[str],
