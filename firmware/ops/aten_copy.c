@@ -444,13 +444,17 @@ ET_PREPARE et_status aten_to_dim_order_copy_out_prepare(et_kernel_ctx *ctx, et_v
 et_status aten_clone_dim_order_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy(ctx, "dim_order_ops::_clone_dim_order", a); }
 et_status aten_to_dim_order_copy_out(et_kernel_ctx *ctx, et_value **a, uint32_t n) { return dim_order_copy(ctx, "dim_order_ops::_to_dim_order_copy", a); }
 
-ET_PREPARE et_status aten_clone_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const char *op = "aten::clone";
+/* A copy of self into an out of the same shape (clone, alias_copy): WANT arguments, out at OUT_I. */
+ET_PREPARE static et_status same_shape_copy_prepare(et_kernel_ctx *ctx, const char *op, et_value **args,
+                                                    uint32_t nargs, uint32_t want, uint32_t out_i) {
   et_tensor *self = NULL, *out = NULL;
   et_status st;
-  if ((st = self_out_args(ctx, op, args, nargs, 4, CLONE_OUT, &self, &out))) return st;
+  if ((st = self_out_args(ctx, op, args, nargs, want, out_i, &self, &out))) return st;
   if (!aten_same_shape(self, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
   return ET_OK;
+}
+ET_PREPARE et_status aten_clone_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
+  return same_shape_copy_prepare(ctx, "aten::clone", args, nargs, 4, CLONE_OUT);
 }
 et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   return relayout(ctx, args[CLONE_OUT]->u.t, args[CLONE_SELF]->u.t);
@@ -458,12 +462,7 @@ et_status aten_clone_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
 
 /* aten::alias_copy.out(self, *, out): a copy (a view the partitioner left outside an NPU delegate). */
 ET_PREPARE et_status aten_alias_copy_out_prepare(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
-  const char *op = "aten::alias_copy";
-  et_tensor *self = NULL, *out = NULL;
-  et_status st;
-  if ((st = self_out_args(ctx, op, args, nargs, 3, ALIAS_OUT, &self, &out))) return st;
-  if (!aten_same_shape(self, out)) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output shapes differ", op);
-  return ET_OK;
+  return same_shape_copy_prepare(ctx, "aten::alias_copy", args, nargs, 3, ALIAS_OUT);
 }
 et_status aten_alias_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
   (void)nargs;
