@@ -10,6 +10,7 @@ import pytest
 
 from cli_in_process import CliResult
 from model_files import line_of, module_source
+from toolchain import needs_qemu
 
 
 def _error_line(proc: CliResult, status: int = 2) -> str:
@@ -101,15 +102,19 @@ def test_vela_rejecting_a_partition_is_one_line(emlkit_cli, tmp_path: Path, monk
     assert "Vela could not compile an NPU partition for ethos-u55-128" in line and "cortex-m" in line
 
 
+@needs_qemu
 def test_vela_rejecting_a_partition_keeps_an_op_on_the_cpu(emlkit_cli, tmp_path: Path) -> None:
-    """The same model compiles once one op kind stays on the CPU; the report names it, the log warns."""
+    """The same model compiles once one kind of data movement stays on the CPU; the report names it, the log warns,
+    and it runs bit-exact under QEMU with the co-simulated NPU (the CPU copies include an aten::alias_copy)."""
     import json
 
     model = _write(tmp_path, "vela_rejects.py", _VELA_REJECTS)
-    proc = emlkit_cli(["compile", str(model), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path)
+    proc = emlkit_cli(["run", str(model), "--target", "ethos-u55-128", "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    kept = json.loads((tmp_path / "o" / "vela_rejects_ethos-u55-128.json").read_text())["kept_on_cpu_for_vela"]
+    report = json.loads((tmp_path / "o" / "vela_rejects_ethos-u55-128.json").read_text())
+    kept = report["kept_on_cpu_for_vela"]
     assert len(kept) == 1 and f"{kept[0]} runs on the CPU instead" in proc.stderr
+    assert "aten::alias_copy" in report["ops"] and "PASS" in proc.stdout
 
 
 def test_cause_chain_outermost_first_and_cut_at_loops() -> None:
