@@ -222,6 +222,12 @@ def _arm_pipeline_parts(options: LowerOptions) -> Iterator[None]:
         yield
 
 
+def _vela_refusal(target: Target, why: str) -> AotError:
+    return AotError(f"Vela could not compile an NPU partition for {target.name}: {why}. ExecuTorch's partitioner gave "
+                    "the NPU an operator form Vela rejects, also with any one kind of data movement kept on the CPU: "
+                    "change that layer, or compile the model for a cortex-m target", EXIT_UNSUPPORTED)
+
+
 @dataclass
 class _Workspace:
     """One Ethos-U compile's Vela folder (removed at the end when it is temporary) and compile spec."""
@@ -250,12 +256,8 @@ class _EthosU(Flow):
                 options: LowerOptions) -> tuple[Any, dict[str, Any]]:
         with stdout_to_log(log, "Vela"), _arm_pipeline_parts(options):
             edge, kept, why = self._partition_or_keep_on_cpu(ws, exported, target)
-            refusal = AotError(f"Vela could not compile an NPU partition for {target.name}: {why}. ExecuTorch's "
-                               "partitioner gave the NPU an operator form Vela rejects, also with any one kind of "
-                               "data movement kept on the CPU: change that layer, or compile the model for a "
-                               "cortex-m target", EXIT_UNSUPPORTED)
             if edge is None:
-                raise refusal
+                raise _vela_refusal(target, why)
             try:
                 partitions = vela_partitions(edge, ws.workdir, target)
             except AotError as err:
@@ -263,7 +265,7 @@ class _EthosU(Flow):
                     raise
                 # the fallback's program could not be matched to its Vela graphs (no estimates): Vela's reason stands
                 log.info("the compile with %s on the CPU could not be checked: %s", kept[0], err)
-                raise refusal from err
+                raise _vela_refusal(target, why) from err
             if kept:
                 log.warning("warning: Vela could not compile an NPU partition for %s (%s): %s runs on the CPU "
                             "instead", target.name, why, kept[0])

@@ -211,12 +211,12 @@ class _HostRun:
         # upsample_nearest2d.vec_out: output_size, scale_factors, out, as many as the default's four;
         # dim_order_ops::_to_dim_order_copy.out, an embedding's index cast, fewer), then the result: call
         # that overload with its keyword-only arguments and out. cortex_m:: and emlkit:: calls carry the
-        # default's arguments, out and the result.
+        # default's arguments, their outs and the result.
         named = getattr(packet, op.overload, None) if op.overload else None
         fits = named is not None and len(named._schema.arguments) + 1 == len(a.args)
         if named is not None and (fn is None or ns == "aten" and len(a.args) != len(schema) + 1
                                   or fits and (ns == "aten" or len(a.args) < len(schema) + 1)):
-            self.values[a.args[-1]] = _call_overload(getattr(packet, op.overload), a.args, self.arg, self.values)
+            self.values[a.args[-1]] = _call_overload(named, a.args, self.arg, self.values)
             self.share(a.args[-1])
             return
         if fn is None:

@@ -22,11 +22,10 @@ from typing import Any
 import torch
 
 import emlkit.emlkit_ops as eo
-from emlkit.passes.graph import SOFTMAX, DqOpQLowering, qparams, unique_name
+from emlkit.passes.graph import FLOAT_MASKED_SOFTMAX, SOFTMAX, DqOpQLowering, qparams, unique_name
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
-FLOAT_MASKED_SOFTMAX = torch.ops.emlkit_float.masked_softmax.default
 
 
 @declare("pre_edge", ("aten.softmax", "emlkit_float.masked_softmax"), runs_after=("LutFusion",), order=200,

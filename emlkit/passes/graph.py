@@ -32,6 +32,7 @@ from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
+import emlkit.emlkit_ops  # noqa: F401  (registers emlkit_float::masked_softmax)
 from emlkit.lower.quantizer_steps import WithSteps
 from emlkit.passes.manager import Pass
 
@@ -48,6 +49,8 @@ KEEP_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "
 Q_TARGETS = {qd.quantize_per_tensor.default}
 DQ_TARGETS = {qd.dequantize_per_tensor.default}
 SOFTMAX = {aten.softmax.int, aten._softmax.default}
+# sdpa_as_matmuls.py's float stand-in for an attention softmax with a mask from the inputs (emlkit/emlkit_ops.py)
+FLOAT_MASKED_SOFTMAX = torch.ops.emlkit_float.masked_softmax.default
 LOG_SOFTMAX = {aten.log_softmax.int, aten._log_softmax.default}
 AVG_POOLS = {aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim}
 # Ops that move or reshape a tensor without computing on it (the quantizer's qparams pass through).

@@ -31,13 +31,11 @@ from __future__ import annotations
 
 import torch
 
-import emlkit.emlkit_ops  # noqa: F401  (registers emlkit_float::masked_softmax)
-from emlkit.passes.graph import (AVG_POOLS, LOG_SOFTMAX, MEAN_POOL_KEY, OWN_QPARAMS_KEY, PASS_THROUGH, SOFTMAX,
-                                 QuantizerHook, pool_geometry, shape_of)
+from emlkit.passes.graph import (AVG_POOLS, FLOAT_MASKED_SOFTMAX, LOG_SOFTMAX, MEAN_POOL_KEY, OWN_QPARAMS_KEY,
+                                 PASS_THROUGH, SOFTMAX, QuantizerHook, pool_geometry, shape_of)
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
-FLOAT_MASKED_SOFTMAX = torch.ops.emlkit_float.masked_softmax.default
 
 CLASSIFIERS = {aten.linear.default, aten.conv2d.default, aten.conv1d.default}
 

@@ -35,12 +35,11 @@ from typing import Any
 
 import torch
 
-import emlkit.emlkit_ops  # noqa: F401  (registers emlkit_float::masked_softmax)
-from emlkit.passes.graph import NodeRewrite, constant_values, copy_meta, drop_constant_remains, node_arg, node_val, unique_name
+from emlkit.passes.graph import (FLOAT_MASKED_SOFTMAX, NodeRewrite, constant_values, copy_meta, drop_constant_remains,
+                                 node_arg, node_val, unique_name)
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
-FLOAT_MASKED_SOFTMAX = torch.ops.emlkit_float.masked_softmax.default
 # Ops between the model's mask and the attention that only give it another shape (replayed on the bool).
 _MASK_SHAPING = {aten.view.default: "view", aten.reshape.default: "reshape", aten._unsafe_view.default: "view",
                  aten.expand.default: "expand", aten.unsqueeze.default: "unsqueeze"}
