@@ -4,6 +4,7 @@
  * exp(-inf); a row torch would fill with NaN gets the code of 0 here). The mask is read through steps, so a
  * [B, S] key padding mask serves [B, H, L, S] scores without a copy. Bit-exact with the Python reference
  * (emlkit/emlkit_ops.py). */
+#include "emlkit_exp_rows.h"
 #include "emlkit_kernels.h"
 
 static void masked_row(const int8_t *x, const uint8_t *m, int8_t *y, int32_t len, ptrdiff_t xs, ptrdiff_t ms,
@@ -15,16 +16,10 @@ static void masked_row(const int8_t *x, const uint8_t *m, int8_t *y, int32_t len
   if (mx >= -128)
     for (int32_t j = 0; j < len; j++)
       if (!m[j * ms]) s += (uint32_t)table[mx - x[j * xs]];
-  /* s >= table[0] >= 1 when a kept element exists; e << 31 <= 2^53 */
+  /* s >= table[0] >= 1 when a kept element exists */
   const int8_t zero = emlkit_requant_s8(0, mult, shift, zp);
-  for (int32_t j = 0; j < len; j++) {
-    if (m[j * ms] || s == 0) {
-      y[j * xs] = zero;
-      continue;
-    }
-    const uint64_t e = (uint32_t)table[mx - x[j * xs]];
-    y[j * xs] = emlkit_requant_s8((int64_t)(((e << 31) + s) / (2 * s)), mult, shift, zp);
-  }
+  for (int32_t j = 0; j < len; j++)
+    y[j * xs] = m[j * ms] || s == 0 ? zero : k_exp_prob_s8((uint32_t)table[mx - x[j * xs]], s, mult, shift, zp);
 }
 
 void emk_emlkit_masked_softmax_s8_ref(const int8_t *in, const uint8_t *mask, int8_t *out, const emlkit_row_walk *w,

@@ -13,12 +13,9 @@ void emk_emlkit_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int
   for (int32_t o = 0; o < outer; o++)
     for (int32_t i = 0; i < inner; i++) {
       const k_exp_row r = k_exp_row_s8(in, out, o, i, len, inner, table);
-      /* r.sum >= table[0] >= 1 (the max element); e << 31 <= 2^53 */
-      for (int32_t j = 0; j < len; j++) {
-        const uint64_t e = (uint32_t)table[r.max - r.x[(size_t)j * inner]];
-        const uint64_t p = ((e << 31) + r.sum) / (2 * r.sum);
-        r.y[(size_t)j * inner] = emlkit_requant_s8((int64_t)p, mult, shift, zp);
-      }
+      /* r.sum >= table[0] >= 1 (the max element) */
+      for (int32_t j = 0; j < len; j++)
+        r.y[(size_t)j * inner] = k_exp_prob_s8((uint32_t)table[r.max - r.x[(size_t)j * inner]], r.sum, mult, shift, zp);
     }
 }
 
