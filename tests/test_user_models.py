@@ -43,12 +43,14 @@ def test_conv3d_is_refused_by_name_on_cortex_m(emlkit_cli, tmp_path: Path) -> No
     assert "Conv3d" in _last_line(proc) and "Traceback" not in proc.stderr
 
 
-def test_second_npu_partition_after_bilinear_is_refused_not_internal(emlkit_cli, tmp_path: Path) -> None:
-    """Two NPU partitions where the second one's input comes from the first: its TOSA dump was not found."""
+def test_second_npu_partition_after_bilinear_compiles(emlkit_cli, tmp_path: Path) -> None:
+    """Two NPU partitions where the second one's input comes from the first (its TOSA dump was not found, an internal
+    error); the bilinear resize between them, which the U55 does not take, is int8 on the CPU (it was refused as a
+    float op before the Ethos-U flow's CPU-side passes)."""
     proc = emlkit_cli(["compile", str(MODELS / "mbconv_se_bilinear.py"), "--target", "ethos-u55-128",
                     "-o", str(tmp_path / "o")], tmp_path)
-    assert proc.returncode == 4, proc.stderr[-2000:]
-    assert "upsample_bilinear2d" in _last_line(proc)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "emlkit::upsample_bilinear2d" in proc.stdout and "NPU partitions" in proc.stdout, proc.stdout[-2000:]
 
 
 def test_fused_encoder_layer_is_decomposed(emlkit_cli, tmp_path: Path) -> None:

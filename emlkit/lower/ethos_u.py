@@ -30,10 +30,12 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from emlkit.errors import EXIT_INTERNAL, EXIT_UNSUPPORTED, AotError, cause_chain
 from emlkit.lower import LowerOptions
+from emlkit.lower.export import export_module
 from emlkit.lower.flow import Flow, run_post_passes
 from emlkit.native_output import stdout_to_log
+from emlkit.program_info import delegated_ops
 from emlkit.targets import Target
-from emlkit.verify import DATA_MOVEMENT
+from emlkit.verify import DATA_MOVEMENT, check_program
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +276,37 @@ class _EthosU(Flow):
         return edge, {"vela_partitions": partitions, "workdir": None if ws.temporary else ws.workdir,
                       "compile_spec": ws.spec, **({"kept_on_cpu_for_vela": kept} if kept else {})}
 
+    def cpu_side(self, ws: _Workspace, quantized: torch.fx.GraphModule, inputs: tuple[torch.Tensor, ...],
+                 lowered: tuple[Any, dict[str, Any]], target: Target, options: LowerOptions
+                 ) -> tuple[torch.fx.GraphModule, Any, dict[str, Any]]:
+        """The ops the partitioner left on the CPU in float, lowered by the passes declared for the CPU side
+        (manager.CPU_SIDE: the Cortex-M flow's int8 lowerings, e.g. emlkit::upsample_bilinear2d) on a copy of the
+        quantized graph, which is lowered again. Kept only when the NPU runs as many ops as before: what it takes
+        stays there (the partitioner decides it again, with the same answer for everything left alone)."""
+        edge, extra = lowered
+        passes = [p for p in options.pre_edge_passes if getattr(p, "cpu_nodes", None) is not None]
+        left = _float_sources(edge)
+        if not passes or not left:
+            return quantized, edge, extra
+        again, done = copy.deepcopy(quantized), []
+        for p in passes:
+            p.cpu_nodes = left
+            again = p(again)
+            p.cpu_nodes = frozenset()
+            if any(p.report().values()):
+                done.append(type(p).__name__)
+        if not done:
+            return quantized, edge, extra
+        log.info("lowering again with %s on the CPU side (float ops the NPU left: %s)", ", ".join(done),
+                 ", ".join(sorted(left)))
+        edge2, extra2 = self.to_edge(ws, export_module(again, inputs), target, options)
+        if sum(delegated_ops(edge2).values()) < sum(delegated_ops(edge).values()):
+            log.warning("warning: lowering %s on the CPU moved work off the NPU; the float ops stay", ", ".join(done))
+            for p in passes:
+                p.reset()
+            return quantized, edge, extra
+        return again, edge2, extra2
+
     def _partition_or_keep_on_cpu(self, ws: _Workspace, exported: torch.export.ExportedProgram,
                                   target: Target) -> tuple[Any, list[str], str]:
         """(edge program or None, the op kinds kept on the CPU, Vela's reason for its first refusal or "").
@@ -307,6 +340,15 @@ class _EthosU(Flow):
                 raise
             # Vela (regor) raises plain RuntimeErrors for operators it cannot place.
             return None, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _float_sources(edge: Any) -> frozenset[str]:
+    """The source names (manager.source_names) of the float ops the lowering left on the CPU."""
+    from emlkit.passes.manager import source_names
+
+    gm = edge.exported_program().graph_module
+    islands = {f.node for f in check_program(gm).float_islands}
+    return frozenset(s for n in gm.graph.nodes if n.name in islands for s in source_names(n))
 
 
 # lower(module, inputs, calibration, target, options) -> Lowered: the steps of emlkit/lower/flow.py.

@@ -22,7 +22,8 @@ class Flow:
     `workspace` holds what one compile needs from start to end (the Ethos-U flow's Vela folder and
     compile spec) and cleans it up after; `prepare` may re-lay the model and its inputs; `quantizer`
     annotates; `to_edge` lowers the exported quantized program (our program and post passes
-    included) and returns the edge program manager and the flow's report entries.
+    included) and returns the edge program manager and the flow's report entries; `cpu_side` may
+    lower again what that left on the CPU (the Ethos-U flow's CPU-side passes).
     """
 
     @contextlib.contextmanager
@@ -40,6 +41,13 @@ class Flow:
     def to_edge(self, ws: Any, exported: torch.export.ExportedProgram, target: Target,
                 options: LowerOptions) -> tuple[Any, dict[str, Any]]:
         raise NotImplementedError
+
+    def cpu_side(self, ws: Any, quantized: torch.fx.GraphModule, inputs: tuple[torch.Tensor, ...],
+                 lowered: tuple[Any, dict[str, Any]], target: Target, options: LowerOptions
+                 ) -> tuple[torch.fx.GraphModule, Any, dict[str, Any]]:
+        """(quantized graph, edge program, report entries) after the flow's second look at what its lowering
+        (LOWERED: to_edge's result) left on the CPU; by default the same."""
+        return (quantized, *lowered)
 
     def simulate(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
                  calibration: list[tuple[torch.Tensor, ...]], target: Target, options: LowerOptions
@@ -60,6 +68,7 @@ class Flow:
                 quantized = quantize(module, inputs, calibration, self.quantizer(ws, target, options), target,
                                      options)
                 edge, extra = self.to_edge(ws, export_module(quantized, inputs), target, options)
+                quantized, edge, extra = self.cpu_side(ws, quantized, inputs, (edge, extra), target, options)
                 run_program_checks(options, edge)
         except AotError:
             raise

@@ -1,4 +1,5 @@
-"""Lowering (Cortex-M, converted pt2e graph): quantized bilinear resize -> `emlkit::upsample_bilinear2d`.
+"""Lowering (Cortex-M, and the resizes an Ethos-U compile leaves on the CPU; converted pt2e graph): quantized bilinear
+resize -> `emlkit::upsample_bilinear2d`.
 
 Matches `dequantize(x_q, s_in, zp_in) -> upsample_bilinear2d -> quantize(s_out, zp_out)`, int8 per-tensor, a 4-D
 input, `.vec` (output size or scale factors) and `.default` (output size, optional scales) forms, align_corners
@@ -18,7 +19,9 @@ it <= 0.997), the op's output is within 1 int8 step of quantizing torch's float 
 checks it). A larger ratio (an output range far narrower than the input's) leaves the float op.
 
 Why: ExecuTorch 1.5.1's Cortex-M flow has no bilinear resize: it ran in float between the dequantize and the
-quantize (a float island).
+quantize (a float island). On Ethos-U the NPU keeps the resizes its partitioner takes (TOSA RESIZE); one it leaves
+on the CPU (e.g. align_corners=True on the U55) was such a float island, and a compile without --allow-float refused
+the model.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def _table(pos: torch.Tensor, size: int) -> torch.Tensor:
 
 
 @declare("pre_edge", ("aten.upsample_bilinear2d",), runs_after=("LutFusion", "EmlkitAvgPool"), order=212,
-         flows=("cortex_m",))
+         flows=("cortex_m", "ethos_u_cpu"), bits=("int8",))
 class EmlkitBilinear(DqOpQLowering):
     """An int8 bilinear resize (`align_corners` either way, any scale): source rows and columns with their
     fixed-point weights, precomputed from PyTorch's own coordinate rule."""

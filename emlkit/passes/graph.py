@@ -550,10 +550,12 @@ class NodeRewrite(Rewrite):
 
     matches: ClassVar[tuple[Any, ...]] = ()
     what: ClassVar[str] = "rewritten"
+    honours_cpu_nodes: ClassVar[bool] = True
 
     def run(self, gm: torch.fx.GraphModule) -> list[Any]:
         done = []
-        for n in [n for n in gm.graph.nodes if n.op == "call_function" and n.target in self.matches]:
+        for n in [n for n in gm.graph.nodes
+                  if n.op == "call_function" and n.target in self.matches and self.may_rewrite(n)]:
             name = n.name
             if self.rewrite_node(gm, n):
                 done.append(name)
@@ -671,6 +673,7 @@ class DqOpQLowering(Pass):
 
     op_targets: ClassVar[tuple[Any, ...]] = ()
     ranks: ClassVar[range] = range(0)
+    honours_cpu_nodes: ClassVar[bool] = True
     lowered: list[dict[str, Any]] = field(default_factory=list)
 
     def report(self) -> dict[str, Any]:
@@ -689,7 +692,7 @@ class DqOpQLowering(Pass):
 
     def work(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         for n in list(gm.graph.nodes):
-            m = match_dq_op_q(n) if n.op == "call_function" and self.takes(n) else None
+            m = match_dq_op_q(n) if n.op == "call_function" and self.takes(n) and self.may_rewrite(n) else None
             if m is None:
                 continue
             dq, q = m

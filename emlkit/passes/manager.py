@@ -10,9 +10,13 @@ runs_after=..., runs_before=...)` class decorator (which sets these class attrib
 - `runs_after` / `runs_before`: names of other pass classes that must run before / after it.
   `ALL` ("*") in `runs_after` means after every other pass of its stage (at most one pass a stage
   may say so; two would contradict each other);
-- where it applies (empty: everywhere): `flows` ("cortex_m", "ethos_u"), `targets` (compile target
-  names or families as fnmatch patterns, e.g. "ethos-u55*"), `bits` ("int8" or "a16w8" activations)
-  and `options` (LowerOptions flags and the value they must have, e.g. {"explicit_layout": False}).
+- where it applies (empty: everywhere): `flows` ("cortex_m", "ethos_u", "ethos_u_cpu"), `targets`
+  (compile target names or families as fnmatch patterns, e.g. "ethos-u55*"), `bits` ("int8" or "a16w8"
+  activations) and `options` (LowerOptions flags and the value they must have, e.g. {"explicit_layout": False}).
+  "ethos_u_cpu" is the CPU side of an Ethos-U compile: a pass declared for it (and not for "ethos_u") rewrites
+  there only the nodes ExecuTorch's NPU partitioner left on the CPU in float (`cpu_nodes`, which the Ethos-U
+  flow sets after a first lowering, emlkit/lower/ethos_u.py), never what the NPU takes. Such a pass derives
+  from a skeleton that asks `may_rewrite(node)` before each rewrite (`honours_cpu_nodes`).
 
 A pass does not decide for itself whether it runs. The manager does, from the declaration alone
 (`applies_to`): `configure(opts, target=...)` / `install(opts, passes, target)` put into a target's
@@ -58,7 +62,8 @@ STAGE_FIELD: dict[str, str] = {
     "check": "program_checks",
 }
 ALL = "*"
-FLOWS = ("cortex_m", "ethos_u")
+FLOWS = ("cortex_m", "ethos_u", "ethos_u_cpu")
+CPU_SIDE = "ethos_u_cpu"  # the nodes an Ethos-U compile leaves on the CPU (module docstring)
 BITS = {8: "int8", 16: "a16w8"}  # activation bits -> the declaration's name
 TARGET_FAMILIES = ("cortex-m", "ethos-u")  # how every compile target name (and `targets` pattern) starts
 # Modules of emlkit/passes without a `_` prefix that hold helpers of a pass, not a pass.
@@ -90,13 +95,24 @@ class Pass:
     # The manager's verdict for the bound target (set_target); True until bound, so a pass built
     # on its own (tests) runs.
     applicable: bool = True
+    # Declared for CPU_SIDE: the pass's rewrite asks `may_rewrite` before each node.
+    honours_cpu_nodes: ClassVar[bool] = False
+    # On an Ethos-U target a pass that applies only as CPU_SIDE may rewrite just the nodes whose sources
+    # (`source_names`) are in this set (empty until the flow has seen what the partitioner left on the CPU);
+    # None: any node.
+    cpu_nodes: frozenset[str] | None = None
 
     def set_target(self, target: Any, options: Any) -> None:
         """Called by the flow before each compile: the manager's verdict, then (where it applies) the
         pass's target settings."""
         self.applicable = applies_to(type(self), target, options)
+        self.cpu_nodes = frozenset() if cpu_side_only(type(self), target) else None
         if self.applicable:
             self.bind(target, options)
+
+    def may_rewrite(self, node: Any) -> bool:
+        """Whether the pass may rewrite NODE: any node, or on an Ethos-U CPU side one the NPU left there."""
+        return self.cpu_nodes is None or not self.cpu_nodes.isdisjoint(source_names(node))
 
     def bind(self, target: Any, options: Any) -> None:
         """Settings that depend on the target, for a target the pass applies to (not whether it runs:
@@ -140,6 +156,9 @@ def declare(stage: str, ops: tuple[str, ...], *, order: int, runs_after: tuple[s
         unknown = [f for f in flows if f not in FLOWS] + [b for b in bits if b not in BITS.values()]
         if unknown:
             raise PassOrderError(f"pass {cls.__name__} declares unknown flows/bits {unknown}")
+        if CPU_SIDE in flows and not getattr(cls, "honours_cpu_nodes", False):
+            raise PassOrderError(f"pass {cls.__name__} declares flow {CPU_SIDE} but its rewrite does not ask "
+                                 "may_rewrite (derive it from a skeleton with honours_cpu_nodes)")
         not_targets = [t for t in targets if not t.startswith(TARGET_FAMILIES)]
         if not_targets:
             raise PassOrderError(f"pass {cls.__name__} declares targets {not_targets} that are no compile targets "
@@ -162,10 +181,27 @@ def applies_to(cls: type, target: Any, options: Any) -> bool:
     opts = options if options is not None else LowerOptions()
     flows, targets = getattr(cls, "flows", ()), getattr(cls, "targets", ())
     bits, needs = getattr(cls, "bits", ()), getattr(cls, "options", {})
-    return ((not flows or target.flow in flows)
+    return ((not flows or target.flow in flows or (target.flow == "ethos_u" and CPU_SIDE in flows))
             and (not targets or any(fnmatch(target.name, t) for t in targets))
             and (not bits or BITS[target.activation_bits] in bits)
             and all(getattr(opts, k) == v for k, v in needs.items()))
+
+
+def cpu_side_only(cls: type, target: Any) -> bool:
+    """Whether pass class `cls` applies to `target` only as the CPU side of an Ethos-U compile."""
+    flows = getattr(cls, "flows", ())
+    return target.flow == "ethos_u" and CPU_SIDE in flows and "ethos_u" not in flows
+
+
+def source_names(node: Any) -> list[str]:
+    """The names of the nodes of the model's first export that NODE comes from (torch.fx's `from_node`
+    provenance, which export, the quantizer's conversion and to_edge keep): one node's identity across them."""
+    names = []
+    for src in node.meta.get("from_node") or []:
+        while getattr(src, "from_node", None):
+            src = src.from_node[-1]
+        names.append(src.name)
+    return names
 
 
 def discover() -> list[type]:

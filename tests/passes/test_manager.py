@@ -62,7 +62,8 @@ ETHOS_U = {
     "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "ChannelShuffleAsPermute", "LstmAsLayers", "SplitFusedProjection", "AvgPoolForNpu",
                   "NpuPoolAsDepthwise"],
     "quantizer_hook": ["LstmOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
-    "pre_edge": ["LutFusion", "EmlkitLstm", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
+    # ArgmaxOnCodes and EmlkitBilinear: only on the nodes the partitioner leaves on the CPU (manager.CPU_SIDE)
+    "pre_edge": ["LutFusion", "ArgmaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
     "program": [],
     "post": EXPECTED["post"],
     "check": EXPECTED["check"],
@@ -81,7 +82,7 @@ PER_TARGET["ethos-u85-256-a16w8"] = {
     **ETHOS_U, "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "ChannelShuffleAsPermute", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                              "SplitBatchedMatmul"],
     "quantizer_hook": ["NpuHardswishFloor"],  # the int8 LSTM/GRU kernels take no int16 activations
-    "pre_edge": _only(ETHOS_U["pre_edge"], "EmlkitLstm") + ["NpuA16w8ConvRescale"]}
+    "pre_edge": _only(ETHOS_U["pre_edge"], "ArgmaxOnCodes", "EmlkitBilinear", "EmlkitLstm") + ["NpuA16w8ConvRescale"]}
 
 
 def test_every_pass_is_installed() -> None:
@@ -290,3 +291,32 @@ def test_no_pass_decides_for_itself() -> None:
                 if path.stem not in helpers | {"lut_backends", "scalar_ops_as_tables"}:
                     assert mod in ("manager", "graph"), f"{path.name} imports {node.module}"
                 assert not any(a.name.startswith("_") for a in node.names), f"{path.name}: {node.module}"
+
+
+def test_cpu_side_passes_rewrite_only_what_the_npu_left() -> None:
+    """A pass declared for the CPU side of the Ethos-U flows (manager.CPU_SIDE) rewrites any node on Cortex-M, and on
+    an int8 Ethos-U target only the nodes whose sources the flow put in `cpu_nodes` (none before it has seen what the
+    partitioner left on the CPU); a pass whose rewrite does not ask `may_rewrite` cannot declare it."""
+    from types import SimpleNamespace
+
+    from emlkit.passes.emlkit_bilinear import EmlkitBilinear
+    from emlkit.passes.manager import CPU_SIDE, declare
+
+    with pytest.raises(PassOrderError, match="may_rewrite"):
+        declare("pre_edge", ("aten.x",), order=1, flows=("cortex_m", CPU_SIDE))(type("Blind", (_Counting,), {}))
+    node = SimpleNamespace(meta={"from_node": [SimpleNamespace(name="y_1", from_node=[SimpleNamespace(
+        name="interpolate", from_node=[])])]})
+    p = EmlkitBilinear()
+    assert p.may_rewrite(node)  # unbound: a pass built on its own takes any node
+    p.set_target(get_target("cortex-m55"), None)
+    assert p.applicable and p.may_rewrite(node)
+    p.set_target(get_target("ethos-u55-128"), None)
+    assert p.applicable and not p.may_rewrite(node)
+    p.cpu_nodes = frozenset({"interpolate"})
+    assert p.may_rewrite(node)
+    p.cpu_nodes = frozenset({"y_1"})  # the name in the first export, not an intermediate graph's
+    assert not p.may_rewrite(node)
+    p.set_target(get_target("ethos-u85-256"), None)
+    assert p.applicable and p.cpu_nodes == frozenset()  # each compile starts from none
+    p.set_target(get_target("ethos-u55-128-a16w8"), None)
+    assert not p.applicable
