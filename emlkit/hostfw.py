@@ -12,7 +12,8 @@ the per-call state bytes of each and the inputs its output may be planned over (
 
 The host library libemlkit_host.so (boards/host/query.c, built with the runner) answers the rest through
 ctypes, from the firmware's own code: what a program needs from the runtime with a device image's struct
-sizes, where the runner places it in a board's regions, and each kernel's scratch bytes and MVE path.
+sizes, where the runner places it in a board's regions, each kernel's scratch bytes and MVE path, and the lead
+by which a depthwise convolution's output may start before its input.
 
 The build lives in build/host-<type>[-asan]. CMake runs only when a source under firmware/ or boards/host
 changed (a stamp of paths, sizes and mtimes). Below `compile` and `deploy`: it imports neither.
@@ -159,7 +160,7 @@ def registry_ops() -> frozenset[tuple[str, str]]:
     return frozenset(op for op, _ in _registry())
 
 
-IN_PLACE_START, IN_PLACE_END, IN_PLACE_LIST = "start", "end", "list"
+IN_PLACE_START, IN_PLACE_END, IN_PLACE_LIST, IN_PLACE_AHEAD = "start", "end", "list", "ahead"
 
 
 def in_place_ops() -> dict[tuple[str, str], dict[int, str]]:
@@ -167,36 +168,38 @@ def in_place_ops() -> dict[tuple[str, str], dict[int, str]]:
     registry gives them (firmware/ops/registry.c k_in_place): IN_PLACE_START (the output starts at the input,
     elements no larger), IN_PLACE_END (it ends where the input ends, as many elements, each no smaller) or
     IN_PLACE_LIST (a tensor list whose items may each lie where the op writes them in its output, when that is
-    one run of bytes: a concat's inputs inside it). Ops without any are left out."""
+    one run of bytes: a concat's inputs inside it) or IN_PLACE_AHEAD (the output starts before the input by the
+    lead the call needs: depthwise_lead). Ops without any are left out."""
     table: dict[tuple[str, str], dict[int, str]] = {}
-    for op, _, start, end, items in _listed_ops_full():
+    for op, _, start, end, items, ahead in _listed_ops_full():
         slots = {k: IN_PLACE_START for k in range(32) if start >> k & 1}
         slots.update({k: IN_PLACE_END for k in range(32) if end >> k & 1 and k not in slots})
         slots.update({k: IN_PLACE_LIST for k in range(32) if items >> k & 1 and k not in slots})
+        slots.update({k: IN_PLACE_AHEAD for k in range(32) if ahead >> k & 1 and k not in slots})
         if slots:
             table[op] = slots
     return table
 
 
 def _registry() -> tuple[tuple[tuple[str, str], int], ...]:
-    return tuple((op, state) for op, state, _, _, _ in _listed_ops_full())
+    return tuple((op, state) for op, state, _, _, _, _ in _listed_ops_full())
 
 
-def _listed_ops_full() -> tuple[tuple[tuple[str, str], int, int, int, int], ...]:
+def _listed_ops_full() -> tuple[tuple[tuple[str, str], int, int, int, int, int], ...]:
     runner = build_host_runner()
     return _listed_ops(str(runner), runner.stat().st_mtime_ns)
 
 
 @lru_cache(maxsize=4)
-def _listed_ops(runner: str, mtime_ns: int) -> tuple[tuple[tuple[str, str], int, int, int, int], ...]:
+def _listed_ops(runner: str, mtime_ns: int) -> tuple[tuple[tuple[str, str], int, int, int, int, int], ...]:
     p = subprocess.run([runner, "--list-ops"], capture_output=True, text=True, timeout=LOAD_CHECK_TIMEOUT_S)
     try:
         ops = json.loads(p.stdout)["ops"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise HostBuildError(f"the host runner did not list its operators (exit {p.returncode}): "
                              f"{(p.stdout + p.stderr).strip()[-400:]}") from exc
-    return tuple(((str(name), str(overload)), int(state), int(start), int(end), int(items))
-                 for name, overload, state, start, end, items in ops)
+    return tuple(((str(name), str(overload)), int(state), int(start), int(end), int(items), int(ahead))
+                 for name, overload, state, start, end, items, ahead in ops)
 
 
 # ---------------------------------------------------------------- the host library (boards/host/query.c)
@@ -227,6 +230,8 @@ def _load_library(path: str, mtime_ns: int) -> C.CDLL:
     lib.emq_conv2d_s8.restype = C.c_uint64
     lib.emq_depthwise_conv2d_s8.argtypes = [_i32] * 10 + [C.POINTER(C.c_char_p)]
     lib.emq_depthwise_conv2d_s8.restype = C.c_uint64
+    lib.emq_depthwise_conv2d_s8_lead.argtypes = [_i32] * 15 + [_u32p]
+    lib.emq_depthwise_conv2d_s8_lead.restype = C.c_int64
     lib.emq_avg_pool2d_s8.argtypes = [_i32] * 3
     lib.emq_avg_pool2d_s8.restype = C.c_uint64
     return lib
@@ -318,6 +323,30 @@ def depthwise_conv2d_s8(in_c: int, out_c: int, k_h: int, k_w: int, stride: tuple
     need = _library().emq_depthwise_conv2d_s8(in_c, out_c, k_h, k_w, *stride, *pad, input_offset, int(folded),
                                               C.byref(path))
     return int(need), (path.value or b"").decode()
+
+
+@dataclass(frozen=True)
+class DepthwiseCall:
+    """A depthwise convolution's geometry as the kernels take it: NHWC input and output sizes (batch, h, w, c),
+    kernel, stride, padding and dilation (h, w)."""
+
+    inp: tuple[int, int, int, int]
+    out: tuple[int, int, int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int]
+    dil: tuple[int, int]
+
+
+def depthwise_lead(call: DepthwiseCall) -> tuple[int, int] | None:
+    """In place with a lead (IN_PLACE_AHEAD): the bytes by which the call's output must start before its input,
+    and the step (bytes) by which it may start further before it, from the firmware's rule
+    (emk_depthwise_conv2d_s8_in_place_lead, which its loader checks); None when the output may not overlap it."""
+    step = C.c_uint32(1)
+    b, h, w, c = call.inp
+    lead = _library().emq_depthwise_conv2d_s8_lead(b, h, w, c, *call.out[1:], *call.kernel, *call.stride, *call.pad,
+                                                    *call.dil, C.byref(step))
+    return None if lead < 0 else (int(lead), int(step.value))
 
 
 def avg_pool2d_s8(k_h: int, k_w: int, c: int) -> int:

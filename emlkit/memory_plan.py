@@ -10,9 +10,12 @@ the tensors it is live with, and the order giving the smallest arena wins. Lifet
 In place: where the firmware's registry says an op's kernels may write their output over an input (asked
 from the firmware itself, emlkit.hostfw.in_place_ops) and the call is that input's last use, the two are
 joined into one block at fixed offsets from each other (the output at the input's start, or ending at its
-end; a concat's inputs each at its place inside the output, where that is one run of bytes). A joined chain holds its widest member's bytes for its whole life, which can cost more than it saves,
+end; a concat's inputs each at its place inside the output, where that is one run of bytes; a depthwise
+convolution's output starting before its input by the lead the firmware computes for the call,
+emlkit.hostfw.depthwise_lead, so the pair takes the input's bytes and the lead's instead of both tensors').
+A joined chain holds its widest member's bytes for its whole life, which can cost more than it saves,
 so each join is kept only where it makes the arena smaller. The firmware's loader accepts exactly these
-overlaps (firmware/runtime/method.c in_place_ok).
+overlaps (firmware/runtime/method.c in_place_ok, list_item_in_place, ahead_ok).
 
 It plugs into ExecuTorch's public `MemoryPlanningPass(memory_planning_algo=...)`: `plan` has the signature
 `apply_algo` calls (alignment, specs, graph module, graph signature, extra padding), sets each spec's
@@ -97,14 +100,30 @@ _ORDERS: dict[str, Callable[[_Block], tuple[int, ...]]] = {
 }
 
 
+def _mirrored(b: _Block) -> _Block:
+    """B upside down: each member at the other end of the block."""
+    if not b.rel:
+        return b
+    return _Block(b.specs, b.start, b.end, b.size, b.order,
+                  {id(s): b.size - b.rel.get(id(s), 0) - int(s.allocated_memory) for s in b.specs})
+
+
 def best_plan(blocks: Sequence[_Block]) -> tuple[int, str, list[int]]:
-    """The smallest arena over the orders tried: (bytes, the order's name, offsets)."""
+    """The smallest arena over the orders tried, each also on the blocks upside down (placed from the top of
+    the arena): (bytes, the order's name, offsets). Upside down, a chain of outputs each starting a lead before
+    its input (a depthwise convolution's) drifts up instead of into the arena's start, where it has no room."""
     best: tuple[int, str, list[int]] | None = None
+    flipped = [_mirrored(b) for b in blocks]
     for name, key in _ORDERS.items():
-        order = sorted(range(len(blocks)), key=lambda i: key(blocks[i]))
-        size, offsets = _place(blocks, order)
-        if best is None or size < best[0]:
-            best = (size, name, offsets)
+        for upside_down, these in ((False, blocks), (True, flipped)):
+            if upside_down and all(not b.rel for b in blocks):
+                continue   # the same plan, mirrored
+            order = sorted(range(len(these)), key=lambda i: key(these[i]))
+            size, offsets = _place(these, order)
+            if upside_down:
+                offsets = [size - off - b.size for off, b in zip(offsets, these)]
+            if best is None or size < best[0]:
+                best = (size, name + (" upside down" if upside_down else ""), offsets)
     assert best is not None
     return best
 
@@ -159,6 +178,9 @@ def in_place_pairs(graph_module: Any, planned: set[Any], in_place: InPlaceTable)
             if how == hostfw.IN_PLACE_LIST:
                 pairs.extend(_list_items_in_place(node, idx, a, out, planned))
                 break
+            if how == hostfw.IN_PLACE_AHEAD:
+                pairs.extend(_ahead(node, idx, a, out, planned))
+                break
             spec = _planned(a.meta.get("spec"), planned) if hasattr(a, "meta") else None
             if (spec is None or spec is out or int(spec.lifetime[1]) != idx
                     or (spec.mem_id or 1) != (out.mem_id or 1) or getattr(spec, "dtype", None) is None):
@@ -174,6 +196,54 @@ def in_place_pairs(graph_module: Any, planned: set[Any], in_place: InPlaceTable)
                 pairs.append((spec, out, rel))
                 break
     return pairs
+
+
+_NHWC_ORDER = {False: [0, 2, 3, 1], True: [0, 1, 2, 3]}  # channels-last memory: dim-order op, _nhwc op
+
+
+def _nhwc(spec: Any, nhwc: bool) -> tuple[int, int, int, int] | None:
+    """SPEC's NHWC sizes when its bytes are NHWC: NCHW sizes in channels-last order, or NHWC sizes (_nhwc ops)."""
+    if len(spec.shape) != 4 or spec.dim_order is None or [int(d) for d in spec.dim_order] != _NHWC_ORDER[nhwc]:
+        return None
+    n, a, b, c = (int(s) for s in spec.shape)
+    return (n, a, b, c) if nhwc else (n, b, c, a)
+
+
+def _pair(v: Any) -> tuple[int, int] | None:
+    vals = [int(x) for x in v] if isinstance(v, (list, tuple)) else []
+    return (vals[0], vals[-1]) if len(vals) in (1, 2) else None
+
+
+def _ahead(node: Any, idx: int, a: Any, out: Any, planned: set[Any]) -> list[tuple[Any, Any, int]]:
+    """(input spec, output spec, the input's offset from the output's) of a depthwise convolution NODE whose
+    output may start before its input A (IN_PLACE_AHEAD): the call is A's last use, both are planned in one
+    arena, and the firmware gives the call a lead (hostfw.depthwise_lead: the bytes the output must start before
+    the input, more only by whole steps); the offset is the least such one that keeps the arena's alignment."""
+    spec = _planned(a.meta.get("spec"), planned) if hasattr(a, "meta") else None
+    w = _arg(node, 1)
+    wval = w.meta.get("val") if hasattr(w, "meta") else None
+    if (spec is None or spec is out or spec is not a.meta.get("spec") or int(spec.lifetime[1]) != idx
+            or (spec.mem_id or 1) != (out.mem_id or 1) or wval is None or len(wval.shape) != 4):
+        return []
+    nhwc = str(node.target._schema.name).endswith("_nhwc")
+    inp, res = _nhwc(spec, nhwc), _nhwc(out, nhwc)
+    geo = [_pair(_arg(node, k)) for k in (3, 4, 5)]  # stride, padding, dilation
+    if inp is None or res is None or any(g is None for g in geo):
+        return []
+    stride, pad, dil = geo
+    got = hostfw.depthwise_lead(hostfw.DepthwiseCall(inp, res, (int(wval.shape[1]), int(wval.shape[2])), stride, pad,
+                                                     dil))  # type: ignore[arg-type]
+    if got is None:
+        return []
+    lead, step = got
+    align = max(1, int(spec.alignment))
+    rel = next((lead + k * step for k in range(align) if (lead + k * step) % align == 0), None)
+    return [] if rel is None else [_Ahead((spec, out, rel))]
+
+
+class _Ahead(tuple):  # type: ignore[type-arg]
+    """An (input, output, offset) pair of _ahead: in place at a cost (the MVE kernel then takes its border
+    columns pixel by pixel), so kept only where it makes the arena smaller (_with_pairs)."""
 
 
 def _list_items_in_place(node: Any, idx: int, items: Any, out: Any, planned: set[Any]) -> list[tuple[Any, Any, int]]:
@@ -246,7 +316,8 @@ def _blocks(group: list[Any], pairs: list[tuple[Any, Any, int]]) -> list[_Block]
 def _with_pairs(group: list[Any], pairs: list[tuple[Any, Any, int]]) -> tuple[list[_Block], int, str, list[int]]:
     """The smallest plan of GROUP over in-place choices: all of PAIRS, then each pair dropped in turn where that
     makes the arena smaller (joining a chain ties the placement of its tensors, which can cost more than the
-    bytes it shares), and none."""
+    bytes it shares; a depthwise output ahead of its input, _Ahead, also where the arena stays the same), and
+    none."""
     def attempt(chosen: list[tuple[Any, Any, int]]) -> tuple[list[_Block], int, str, list[int]]:
         blocks = _blocks(group, chosen)
         return (blocks, *best_plan(blocks))
@@ -255,7 +326,7 @@ def _with_pairs(group: list[Any], pairs: list[tuple[Any, Any, int]]) -> tuple[li
     chosen = list(pairs)
     for pair in list(pairs):
         trial = attempt([p for p in chosen if p is not pair])
-        if trial[1] < best[1]:
+        if trial[1] < best[1] or (isinstance(pair, _Ahead) and trial[1] == best[1]):
             best, chosen = trial, [p for p in chosen if p is not pair]
     if chosen:
         none = attempt([])

@@ -274,6 +274,49 @@ def test_depthwise_3x3_window_pairs(K, stride, pad, width):
         np.testing.assert_array_equal(out, want)
 
 
+def _depthwise_in_place(K, rng, h, w, cin, k, pad, bias, more):
+    """emk_depthwise_conv2d_s8 with its output MORE bytes further before its input than the firmware's lead
+    (emk_depthwise_conv2d_s8_in_place_lead), in one buffer: (the output, the reference's)."""
+    x, wt = s8(rng, 1, h, w, cin), s8(rng, 1, k, k, cin)
+    mult, shift = requant_arrays(rng, cin)
+    in_off = int(rng.integers(-127, 129))
+    want = torch_to_nhwc(ops.quantized_depthwise_conv2d(
+        nhwc_to_torch(x), torch.from_numpy(wt), None if bias is None else torch.from_numpy(bias), [1, 1],
+        [pad, pad], [1, 1], 1, in_off, -3, torch.from_numpy(mult), torch.from_numpy(shift), -128, 127,
+        torch.empty(0, dtype=torch.uint8)))
+    p = QConv(1, h, w, cin, h, w, cin, k, k, 1, 1, pad, pad, 1, 1, cin, in_off, -3, -128, 127)
+    step = C.c_uint32()
+    K.lib.emk_depthwise_conv2d_s8_in_place_lead.restype = C.c_int64
+    lead = K.lib.emk_depthwise_conv2d_s8_in_place_lead(C.byref(p), C.byref(step))
+    assert lead == (pad * w + pad) * cin and step.value == cin
+    n, d = x.size, lead + more
+    buf = np.zeros(n + d, np.int8)
+    buf[d:d + n] = x.reshape(-1)
+    K.conv("emk_depthwise_conv2d_s8", False, p, buf[d:].ctypes.data, ptr(wt), ptr(bias), ptr(mult), ptr(shift),
+           buf.ctypes.data)
+    return buf[:n].reshape(x.shape), want
+
+
+@SETTINGS
+@given(seed=seeds, h=st.integers(1, 7), w=st.integers(1, 9), cin=st.integers(1, 40), k=st.sampled_from([1, 3, 5]),
+       use_bias=st.booleans(), pixels=st.integers(0, 2))
+def test_depthwise_writes_its_output_a_lead_before_its_input(K, seed, h, w, cin, k, use_bias, pixels):
+    """In place with a lead: the output starting the firmware's lead (or whole pixels more) before the input, in
+    the same bytes, is the reference's, on the portable kernels (the one-window loops and the 3x3 window pairs)."""
+    rng = rng_from(seed)
+    bias = rng.integers(-(1 << 16), 1 << 16, cin).astype(np.int32) if use_bias else None
+    got, want = _depthwise_in_place(K, rng, h, w, cin, k, k // 2, bias, pixels * cin)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_depthwise_one_byte_short_of_its_lead_overwrites_its_input(K):
+    """The lead is needed: one byte less and the kernel reads an input byte it has already overwritten."""
+    rng = rng_from(7)
+    bias = rng.integers(-1000, 1000, 16).astype(np.int32)
+    got, want = _depthwise_in_place(K, rng, 6, 5, 16, 3, 1, bias, -1)
+    assert (got != want).any()
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=seeds, g=conv_geom, cin=st.integers(1, 6), cout=st.integers(1, 6),
        oph=st.integers(0, 2), opw=st.integers(0, 2), in_off=st.integers(-127, 128), out_off=zps)

@@ -24,6 +24,7 @@ from toolchain import needs_qemu
 ROOT = Path(__file__).resolve().parents[1]
 CHAIN = ROOT / "tests" / "models" / "in_place_chain.py"
 CAT_IN_PLACE = ROOT / "tests" / "models" / "cat_in_place.py"
+DW_CHAIN = ROOT / "tests" / "models" / "dw_in_place_chain.py"
 needs_host_fw = pytest.mark.skipif(hostfw.cmake_binary() is None, reason="needs cmake and a host C compiler")
 
 blocks_st = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 8), st.integers(1, 40)), min_size=1, max_size=25)
@@ -97,7 +98,28 @@ def test_in_place_ops_are_the_firmware_registry_s() -> None:
     assert table[("cortex_m::dequantize_per_tensor", "out")] == {0: hostfw.IN_PLACE_END}
     # A concat's inputs may each lie at their place in its output.
     assert table[("aten::cat", "out")] == {0: hostfw.IN_PLACE_LIST}
-    assert not any("conv" in name for name, _ in table)
+    # A depthwise convolution's output may start before its input, by a lead each call computes.
+    assert {k: v for k, v in table.items() if "conv" in k[0]} == {
+        ("cortex_m::quantized_depthwise_conv2d", "out"): {0: hostfw.IN_PLACE_AHEAD},
+        ("cortex_m::quantized_depthwise_conv2d_nhwc", "out"): {0: hostfw.IN_PLACE_AHEAD}}
+
+
+@needs_host_fw
+def test_the_depthwise_lead_is_the_firmware_s() -> None:
+    """Stride 1, dilation 1, depth multiplier 1, the output the input's size: the output may start the padding's
+    rows and columns of pixels before the input (its windows read nothing earlier), further only by whole pixels;
+    any other call keeps them apart."""
+    def lead(inp: tuple[int, int, int, int], out: tuple[int, int, int, int], k: int, stride: int = 1, pad: int = 1,
+             dil: int = 1) -> tuple[int, int] | None:
+        return hostfw.depthwise_lead(hostfw.DepthwiseCall(inp, out, (k, k), (stride, stride), (pad, pad), (dil, dil)))
+
+    assert lead((1, 25, 5, 64), (1, 25, 5, 64), 3) == ((1 * 5 + 1) * 64, 64)  # DS-CNN's layers: 384 B, not 8,000
+    assert lead((1, 12, 10, 16), (1, 12, 10, 16), 5, pad=2) == ((2 * 10 + 2) * 16, 16)
+    assert lead((2, 7, 7, 8), (2, 7, 7, 8), 1, pad=0) == (0, 8)  # a 1x1 window reads only the pixel it writes
+    assert lead((1, 12, 10, 16), (1, 6, 5, 16), 3, stride=2) is None
+    assert lead((1, 12, 10, 16), (1, 10, 8, 16), 3, pad=0) is None  # smaller output: its pixels are not the input's
+    assert lead((1, 12, 10, 16), (1, 12, 10, 32), 3) is None  # depth multiplier 2
+    assert lead((1, 12, 10, 16), (1, 12, 10, 16), 3, pad=2, dil=2) is None
 
 
 def _chain_program(planner: str, path: Path = CHAIN) -> tuple[Any, Any]:
@@ -360,3 +382,93 @@ def test_a_concat_in_place_runs_bit_exact_on_the_device(tmp_path: Path, target: 
 
     (items, out, nbytes), _ = _cats(_Prog())
     assert out is not None and items[1] == (out[0], out[1] + nbytes[0])
+
+
+def _depthwise_places(program: Any) -> list[tuple[int, int, int, int]]:
+    """(input offset, output offset, input bytes, output bytes) of each depthwise call of PROGRAM (one arena)."""
+    found = []
+    for name, args in _calls(program):
+        if name == "cortex_m::quantized_depthwise_conv2d":
+            (mi, i), (mo, o) = _place(args[0]), _place(args[-1])  # type: ignore[misc]
+            assert mi == mo
+            found.append((i, o, memory_plan._tensor_bytes(args[0]), memory_plan._tensor_bytes(args[-1])))
+    return found
+
+
+@needs_host_fw
+def test_depthwise_outputs_are_planned_a_lead_before_their_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    low, case = _chain_program("emlkit", DW_CHAIN)
+    program = to_executorch(low, get_target("cortex-m55"), "emlkit")
+    no = to_executorch(_chain_program("emlkit-no-in-place", DW_CHAIN)[0], get_target("cortex-m55"), "emlkit-no-in-place")
+    assert program_info.memory_plan(program)["arena_total"] < program_info.memory_plan(no)["arena_total"]
+    # In place only where that makes the arena smaller (it costs the MVE kernel instructions), each at its lead.
+    leads = [i - o if o < i < o + m else None for i, o, _, m in _depthwise_places(program)]
+    assert any(leads) and all(d in (None, want) for d, want in zip(leads, (432, 352, None))), leads
+    verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [case])), "cortex-m55")
+    # Every candidate taken.
+    monkeypatch.setattr(memory_plan, "_with_pairs", _all_pairs)
+    low, case = _chain_program("emlkit", DW_CHAIN)
+    program = to_executorch(low, get_target("cortex-m55"), "emlkit")
+    (i3, o3, n3, _), (i5, o5, n5, _), (i2, o2, n2, m2) = _depthwise_places(program)
+    # 3x3 over 12x10x36: a lead of 11 pixels (396 B) and one more for the arena's 16-byte alignment.
+    assert i3 - o3 == 432 and n3 == 12 * 10 * 36
+    assert i5 - o5 == (2 * 10 + 2) * 16 and n5 == 12 * 10 * 16  # 5x5: two rows and two pixels
+    assert i2 + n2 <= o2 or o2 + m2 <= i2  # stride 2: apart
+    verify.check_device_load(program, emit.bpte_bytes(emit.bundle(program, [case])), "cortex-m55")
+
+
+@needs_host_fw
+@pytest.mark.parametrize("move, refused", [
+    (0, None),  # as planned: the lead and a whole pixel more
+    (36, None),  # exactly the lead
+    (37, "395 bytes before its argument 0, over it: the kernel needs it to start 396 bytes"),  # 1 byte short
+    (1, "431 bytes before"),  # a part of a pixel more than the lead: channels would land on other channels
+])
+def test_the_loader_holds_a_depthwise_output_to_its_lead(move: int, refused: str | None,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 3x3 over 12x10x36 (lead 396 B), its output moved by MOVE bytes from its planned place (432 B before
+    its input)."""
+    from executorch.exir.schema import AllocationDetails
+
+    monkeypatch.setattr(memory_plan, "_with_pairs", _all_pairs)
+    low, case = _chain_program("emlkit", DW_CHAIN)
+    program = to_executorch(low, get_target("cortex-m55"), "emlkit")
+    pcs = [k for k, (n, _) in enumerate(_calls(program)) if n == "cortex_m::quantized_depthwise_conv2d"]
+    pc = pcs[0]
+    assert not any(n == "emlkit" for n, _ in _calls(program)[:pc])
+
+    def damage(prog: Any) -> None:
+        plan = prog.execution_plan[0]
+        args = _call_args(plan, pc)
+        o = plan.values[args[-1]].val.allocation_info
+        assert o.memory_offset_low + move >= 0
+        plan.values[args[-1]].val.allocation_info = AllocationDetails(o.memory_id, o.memory_offset_low + move,
+                                                                      o.memory_offset_high)
+
+    if refused is None:
+        _load_damaged(program, case, damage)
+        return
+    with pytest.raises(AotError, match=f"instruction {pc} writes its output {refused}") as err:
+        _load_damaged(program, case, damage)
+    assert err.value.exit_code == EXIT_INTERNAL
+
+
+@needs_qemu
+@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4", "cortex-m3"])
+def test_depthwise_in_place_runs_bit_exact_on_the_device(tmp_path: Path, target: str,
+                                                         monkeypatch: pytest.MonkeyPatch, emlkit_cli) -> None:
+    """Each stride-1 depthwise writing its output a lead before its input, with the MVE (M55), DSP (M4) and
+    portable (M3: the 3x3 window pairs) kernels, matches the reference bit for bit."""
+    from emlkit.compile import compile_model
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    monkeypatch.setattr(memory_plan, "_with_pairs", _all_pairs)
+    res = compile_model(str(DW_CHAIN), target, tmp_path / "all")
+
+    class _Prog:  # _calls reads program.executorch_program
+        executorch_program = deserialize_pte_binary(res.pte.read_bytes()).program
+
+    places = _depthwise_places(_Prog())
+    assert [i - o for i, o, _, _ in places[:2]] == [432, 352]
+    p = emlkit_cli(["run", res.bpte, "--target", target, "-o", tmp_path / "run"])
+    assert p.returncode == 0 and "PASS" in p.stdout, (p.stdout + p.stderr)[-2000:]

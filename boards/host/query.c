@@ -149,6 +149,18 @@ EXPORT uint64_t emq_depthwise_conv2d_s8(int32_t in_c, int32_t out_c, int32_t k_h
   return emk_depthwise_conv2d_s8_get_buffer_size(&p);
 }
 
+/* In place with a lead: the bytes by which a depthwise call's output must start before its input, and in
+ * *step the whole steps by which it may start further before it (-1: it may not overlap the input), as the
+ * loader checks it (firmware/ops/cortex_m_conv.c, emk_depthwise_conv2d_s8_in_place_lead). */
+EXPORT int64_t emq_depthwise_conv2d_s8_lead(int32_t batch, int32_t in_h, int32_t in_w, int32_t in_c, int32_t out_h,
+                                            int32_t out_w, int32_t out_c, int32_t k_h, int32_t k_w, int32_t stride_h,
+                                            int32_t stride_w, int32_t pad_h, int32_t pad_w, int32_t dil_h, int32_t dil_w,
+                                            uint32_t *step) {
+  qconv_params p = conv_shape(in_c, out_c, k_h, k_w, stride_h, stride_w, pad_h, pad_w, in_c, 0);
+  p.batch = batch, p.in_h = in_h, p.in_w = in_w, p.out_h = out_h, p.out_w = out_w, p.dil_h = dil_h, p.dil_w = dil_w;
+  return emk_depthwise_conv2d_s8_in_place_lead(&p, step);
+}
+
 /* emk_avg_pool2d_s8's scratch bytes for a window over c channels. */
 EXPORT uint64_t emq_avg_pool2d_s8(int32_t k_h, int32_t k_w, int32_t c) {
   qpool_params p = {0};

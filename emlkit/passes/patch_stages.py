@@ -28,8 +28,8 @@ With `--patch-stages auto` (the CLI's default) the pass chooses the band count f
 without running anything: for each count 2..8 it takes every band's row ranges as above, the extra
 MACs of the chain's convolutions (the halo rows computed again, against the whole map's), and an
 estimate of the arena: the largest bytes of the values live at one call (in place where the firmware
-allows it), for the chain's calls as bands (the int8 input and the concat live throughout) and for the
-rest of the graph (the float input included).
+allows it, a depthwise output starting before its input left out), for the chain's calls as bands (the
+int8 input and the concat live throughout) and for the rest of the graph (the float input included).
 It patches only where some count costs at most MAX_EXTRA_MACS more and takes the chain's estimate down to
 the rest of the graph's (a partial saving is not worth its halo), with the count of least estimated
 arena (then least halo); the report says what it chose and why.
@@ -141,11 +141,14 @@ def _peak_at(n: Any, live: dict[Any, int], first: dict[Any, int], last: dict[Any
     """Estimated arena at call N: the bytes of the values LIVE ((value, bytes), between FIRST and LAST) at it,
     less the smaller of output and input where the firmware lets the output lie over an input whose last use
     this is (memory_plan's in place)."""
+    from emlkit import hostfw
+
     i = first[n]
     total = sum(b for v, b in live.items() if first[v] <= i <= last[v])
     slots = in_place.get((_op_name(n.target), "out"), {})  # the firmware runs the out variant of the op
     for k, a in enumerate(n.args):
-        if k in slots and a in live and last[a] == i:
+        # an output ahead of its input by a lead (depthwise) is left out of this estimate
+        if slots.get(k, hostfw.IN_PLACE_AHEAD) != hostfw.IN_PLACE_AHEAD and a in live and last[a] == i:
             return total - min(live[n], live[a])
     return total
 

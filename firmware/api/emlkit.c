@@ -632,6 +632,8 @@ eml_status eml_operator(uint32_t i, eml_operator_info *info) {
   if (info->state_bytes & ET_STATE_ARG_FLAG) info->state_bytes = 0;
   info->in_place = et_registry_in_place(name, (uint32_t)strlen(name), overload, (uint32_t)strlen(overload),
                                         &info->in_place_tail, &info->in_place_list);
+  info->in_place_ahead = et_registry_in_place_ahead(name, (uint32_t)strlen(name), overload, (uint32_t)strlen(overload),
+                                                    NULL);
   return EML_OK;
 }
 

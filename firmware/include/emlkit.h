@@ -183,6 +183,8 @@ typedef struct {
   uint32_t in_place;    /* inputs its output may be planned over, from their start (bit k: argument k), 0: none */
   uint32_t in_place_tail; /* inputs its output may be planned over, ending where they end */
   uint32_t in_place_list; /* tensor-list inputs whose items may each be planned at their place in the output */
+  uint32_t in_place_ahead; /* inputs its output may be planned over, starting before them by a lead each call
+                            * computes (a depthwise convolution's: the host library's query gives it) */
 } eml_operator_info;
 
 /* Resets ctx and remembers cfg (the memories are not touched yet). With an

@@ -17,6 +17,26 @@ k_conv_fn emk_depthwise_conv2d_s8_mve, emk_depthwise_conv2d_s8_dsp;
 /* One-input-channel layers run as convolutions (the scratch size included): that family too. */
 k_conv_fn emk_conv2d_s8;
 
+/* In place with a lead (every build). At stride 1, dilation 1, depth multiplier 1 and an output of the input's
+ * H x W x C, output pixel q (raster order) reads input pixels q - L + ky * W + kx only, L = pad_h * W + pad_w:
+ * none before q - L. With the output starting D = L * C + k * C bytes (k >= 0) before the input, output pixel q
+ * channel c lies on input pixel q - L - k channel c. Every variant writes a channel of an output pixel after
+ * it has read that channel over the whole window, and takes the pixels in raster order (the pair of windows
+ * of the portable kernel writes pixel q + 1 channel c before it reads channel c + 1 of both windows; the MVE
+ * interior runs take one 16-channel group over a row's pixels, then the next group): what a write reaches,
+ * input pixel q - L - k at a channel already read for every window that still needs that pixel, is never read
+ * again. The MVE kernel's border-column runs, which write pixels of later rows before the rows above them are
+ * read, are not taken when the output overlaps the input (depthwise_conv2d_s8_mve.c). A whole number of
+ * pixels of lead keeps channel c on channel c: a lead with a part pixel would put a group's writes on channels
+ * the next group still reads. */
+int64_t emk_depthwise_conv2d_s8_in_place_lead(const qconv_params *p, uint32_t *step) {
+  *step = p->in_c > 0 ? (uint32_t)p->in_c : 1u;
+  if (p->in_c <= 0 || p->out_c != p->in_c || p->stride_h != 1 || p->stride_w != 1 || p->dil_h != 1 ||
+      p->dil_w != 1 || p->out_h != p->in_h || p->out_w != p->in_w || p->pad_h < 0 || p->pad_w < 0)
+    return -1;
+  return ((int64_t)p->pad_h * p->in_w + p->pad_w) * p->in_c;
+}
+
 /* The builds without MVE or DSP. */
 #if !FW_HAVE_MVE && !FW_HAVE_DSP
 #include "kernels_dsp.h" /* the plain-C requantization helpers */

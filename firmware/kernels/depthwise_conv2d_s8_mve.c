@@ -535,7 +535,11 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
   int32_t oy_a = 0, oy_b = p->out_h;
   while (oy_a < oy_b && oy_a * p->stride_h - p->pad_h < 0) oy_a++;
   while (oy_b > oy_a && (oy_b - 1) * p->stride_h - p->pad_h + (p->k_h - 1) * p->dil_h >= p->in_h) oy_b--;
-  int cols = C16 == C && C16 && bias && oy_b > oy_a;
+  /* not when the output overlaps the input (in place with a lead, emk_depthwise_conv2d_s8_in_place_lead): the
+   * column runs write rows below the ones the row runs have still to read */
+  const uintptr_t ia = (uintptr_t)in, oa = (uintptr_t)out;
+  const int apart = oa + (size_t)p->batch * p->out_h * p->out_w * C <= ia || ia + (size_t)p->batch * p->in_h * p->in_w * C <= oa;
+  int cols = C16 == C && C16 && bias && oy_b > oy_a && apart;
   for (int32_t ox = 0; ox < p->out_w && cols; ox++) {
     int32_t kx_lo, kx_hi;
     dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);

@@ -251,6 +251,10 @@ k_conv_fn emk_conv2d_s8;
 k_conv_ref_fn emk_depthwise_conv2d_s8_ref;
 k_conv_size_fn emk_depthwise_conv2d_s8_get_buffer_size;
 k_conv_fn emk_depthwise_conv2d_s8;
+/* In place with a lead: the bytes by which the output of the call P must start before its input, the output
+ * allowed to start further before it by whole multiples of *step bytes (a pixel); -1 when the call cannot
+ * overlap them (depthwise_conv2d_s8.c says which). */
+int64_t emk_depthwise_conv2d_s8_in_place_lead(const qconv_params *p, uint32_t *step);
 /* Transposed conv; weight OHWI [out_c][k_h][k_w][in_c]; out_h/out_w already
  * include output_padding. Accumulates exactly in int32 (the reference does it
  * in float32, which is exact while partial sums stay below 2^24). No scratch. */

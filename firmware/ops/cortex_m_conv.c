@@ -254,6 +254,58 @@ static et_status conv_eval(et_kernel_ctx *ctx, const char *op, conv_kind kind, b
   return ET_OK;
 }
 
+/* In place with a lead (registry.c k_in_place, the loader's check in method.c): the bytes by which a
+ * depthwise call's output must start before its input (argument CONV_IN), and *step, the whole pixels (C
+ * bytes) by which it may start further before it, for the kernels' rule (emk_depthwise_conv2d_s8_in_place_lead);
+ * -1 when the call cannot overlap them. The loader asks before prepare has run: what is read here is checked
+ * here, and arguments that do not check out give -1 (prepare then names the problem). Depth multiplier 1
+ * only, as the kernels' rule. */
+ET_PREPARE static int64_t conv_dw_lead(bool nhwc, et_value **args, uint32_t nargs, uint32_t k, uint32_t *step) {
+  if (k != CONV_IN || (nargs != DEPTHWISE_OUT + 1 && nargs != DEPTHWISE_OUT + 2)) return -1;
+  static const uint8_t slots[3] = {CONV_IN, CONV_WEIGHT, DEPTHWISE_OUT};
+  for (uint32_t i = 0; i < 3; i++)
+    if (args[slots[i]]->tag != ET_TAG_TENSOR || args[slots[i]]->u.t == NULL || args[slots[i]]->u.t->dim != 4) return -1;
+  int32_t g[6]; /* stride, padding, dilation: 1 or 2 entries each, within prepare's bounds */
+  for (uint32_t i = 0; i < 3; i++) {
+    const et_value *v = args[CONV_STRIDE + i];
+    if (v->tag != ET_TAG_INT_LIST || v->u.list.len < 1 || v->u.list.len > 2) return -1;
+    for (uint32_t j = 0; j < 2; j++) {
+      const int64_t x = et_list_int(v, j < v->u.list.len ? j : 0);
+      if (x < (i == 1 ? 0 : 1) || x > 4096) return -1;
+      g[2 * i + j] = (int32_t)x;
+    }
+  }
+  const et_value *dm = args[CONV_PADDING + 2];
+  const et_tensor *in = args[CONV_IN]->u.t, *w = args[CONV_WEIGHT]->u.t, *out = args[DEPTHWISE_OUT]->u.t;
+  const uint8_t *order = nhwc ? cm_contig_order : cm_nhwc_order;
+  if (dm->tag != ET_TAG_INT || dm->u.i != 1 || in->dtype != ET_DT_CHAR || out->dtype != ET_DT_CHAR ||
+      !cm_layout_is(in, order) || !cm_layout_is(out, order) || w->sizes[0] != 1)
+    return -1;
+  int32_t di[4], dout[4];
+  cm_nhwc_get(in, nhwc, di);
+  cm_nhwc_get(out, nhwc, dout);
+  qconv_params p = {0};
+  p.batch = di[0], p.in_h = di[1], p.in_w = di[2], p.in_c = di[3], p.k_h = w->sizes[1], p.k_w = w->sizes[2];
+  p.stride_h = g[0], p.stride_w = g[1], p.pad_h = g[2], p.pad_w = g[3], p.dil_h = g[4], p.dil_w = g[5];
+  et_kernel_ctx c = {0}; /* no message buffer: a failed check only gives -1 */
+  const int32_t opad[2] = {0, 0};
+  /* the output is the geometry's: what the kernels' rule takes for the call */
+  if (conv_geometry(&c, "", DEPTHWISE, w, 1, opad, &p) != ET_OK || dout[0] != p.batch || dout[1] != p.out_h ||
+      dout[2] != p.out_w || dout[3] != p.out_c)
+    return -1;
+  return emk_depthwise_conv2d_s8_in_place_lead(&p, step);
+}
+int64_t op_cortex_m_quantized_depthwise_conv2d_out_lead(et_value **args, uint32_t nargs, uint32_t k, uint32_t *step);
+int64_t op_cortex_m_quantized_depthwise_conv2d_out_lead(et_value **args, uint32_t nargs, uint32_t k, uint32_t *step) {
+  return conv_dw_lead(false, args, nargs, k, step);
+}
+int64_t op_cortex_m_quantized_depthwise_conv2d_nhwc_out_lead(et_value **args, uint32_t nargs, uint32_t k,
+                                                              uint32_t *step);
+int64_t op_cortex_m_quantized_depthwise_conv2d_nhwc_out_lead(et_value **args, uint32_t nargs, uint32_t k,
+                                                              uint32_t *step) {
+  return conv_dw_lead(true, args, nargs, k, step);
+}
+
 /* The registry's entry points of the six conv ops: prepare and eval of cortex_m::NAME. */
 #define CONV_OP(name, kind, nhwc) OP_ENTRIES(op_cortex_m_##name##_out, conv_eval, conv_prepare, "cortex_m::" #name, kind, nhwc)
 CONV_OP(quantized_conv2d, CONV, false)

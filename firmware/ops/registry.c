@@ -78,8 +78,12 @@ et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overl
  * (cortex_m_quantize.c QPT_IN); quantized_activation's input 0 (LUT_IN);
  * quantized_add's self 0 and other 4; quantized_mul's self 0 and other 2
  * (cortex_m_elementwise.c). A broadcast operand is shorter than the output,
- * which the loader's size rule keeps apart. Depthwise convolution is not here:
- * its window reads rows above the one it writes.
+ * which the loader's size rule keeps apart.
+ * `ahead_args`: inputs the output may start before, by at least the lead
+ * that the entry's `lead` function gives for the call (registry.h
+ * et_in_place_lead_fn): depthwise convolution, whose window reads rows above
+ * the one it writes (cortex_m_conv.c, the kernels' rule in
+ * depthwise_conv2d_s8.c).
  * `list_args`: tensor-list inputs whose items may each lie exactly at the
  * bytes the op writes them to in its output, where those bytes are one
  * contiguous run (the loader's rule, method.c list_item_in_place): aten::cat
@@ -91,16 +95,28 @@ typedef struct {
   uint32_t args;
   uint32_t tail_args;
   uint32_t list_args;
+  uint32_t ahead_args;
+  et_in_place_lead_fn lead;
 } in_place_entry;
 
+/* Weak: an image cut down to a program's operators (emlkit export) may leave the adapter out; its entry is
+ * then never looked up, and a NULL lead allows nothing. */
+#define LEAD_FN(fn) int64_t fn(et_value **args, uint32_t nargs, uint32_t k, uint32_t *step) __attribute__((weak));
+LEAD_FN(op_cortex_m_quantized_depthwise_conv2d_out_lead)
+LEAD_FN(op_cortex_m_quantized_depthwise_conv2d_nhwc_out_lead)
+#undef LEAD_FN
+
 static const in_place_entry k_in_place[] = {
-    {{"cortex_m::quantize_per_tensor", "out"}, 1u << 0, 0, 0},
-    {{"cortex_m::dequantize_per_tensor", "out"}, 0, 1u << 0, 0},
-    {{"cortex_m::quantized_activation", "out"}, 1u << 0, 0, 0},
-    {{"cortex_m::quantized_add", "out"}, (1u << 0) | (1u << 4), 0, 0},
-    {{"cortex_m::quantized_mul", "out"}, (1u << 0) | (1u << 2), 0, 0},
-    {{"aten::cat", "out"}, 0, 0, 1u << 0},
-    {{NULL, NULL}, 0, 0, 0},
+    {{"cortex_m::quantize_per_tensor", "out"}, 1u << 0, 0, 0, 0, NULL},
+    {{"cortex_m::dequantize_per_tensor", "out"}, 0, 1u << 0, 0, 0, NULL},
+    {{"cortex_m::quantized_activation", "out"}, 1u << 0, 0, 0, 0, NULL},
+    {{"cortex_m::quantized_add", "out"}, (1u << 0) | (1u << 4), 0, 0, 0, NULL},
+    {{"cortex_m::quantized_mul", "out"}, (1u << 0) | (1u << 2), 0, 0, 0, NULL},
+    {{"aten::cat", "out"}, 0, 0, 1u << 0, 0, NULL},
+    {{"cortex_m::quantized_depthwise_conv2d", "out"}, 0, 0, 0, 1u << 0, op_cortex_m_quantized_depthwise_conv2d_out_lead},
+    {{"cortex_m::quantized_depthwise_conv2d_nhwc", "out"}, 0, 0, 0, 1u << 0,
+     op_cortex_m_quantized_depthwise_conv2d_nhwc_out_lead},
+    {{NULL, NULL}, 0, 0, 0, 0, NULL},
 };
 
 uint32_t et_registry_in_place(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
@@ -109,6 +125,13 @@ uint32_t et_registry_in_place(const char *name, uint32_t name_len, const char *o
   if (tail_args) *tail_args = e ? e->tail_args : 0;
   if (list_args) *list_args = e ? e->list_args : 0;
   return e ? e->args : 0;
+}
+
+uint32_t et_registry_in_place_ahead(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
+                                    et_in_place_lead_fn *lead) {
+  const in_place_entry *e = find_key(k_in_place, sizeof *e, name, name_len, overload, overload_len);
+  if (lead) *lead = e ? e->lead : NULL;
+  return e && e->lead ? e->ahead_args : 0;
 }
 
 const char *et_registry_entry(uint32_t i, const char **overload) {

@@ -100,8 +100,8 @@ static void __attribute__((noreturn)) list_ops(void) {
     out_json_string(op.name);
     plat_printf(", ");
     out_json_string(op.overload);
-    plat_printf(", %" PRIu32 ", %" PRIu32 ", %" PRIu32 ", %" PRIu32 "]", op.state_bytes, op.in_place, op.in_place_tail,
-                op.in_place_list);
+    plat_printf(", %" PRIu32 ", %" PRIu32 ", %" PRIu32 ", %" PRIu32 ", %" PRIu32 "]", op.state_bytes, op.in_place,
+                op.in_place_tail, op.in_place_list, op.in_place_ahead);
   }
   plat_printf("]}\n");
   plat_exit(0);

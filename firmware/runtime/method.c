@@ -555,6 +555,24 @@ static bool in_place_ok(const et_op_slot *op, uint32_t k, const et_tensor *out, 
          et_tensor_numel(out) == et_tensor_numel(in) && osz >= isz;
 }
 
+/* In place with a lead: the op's registry entry lets its output start before input argument k
+ * (et_registry_in_place_ahead), and it starts D bytes before it, D the lead the op computes from the call's
+ * arguments or more by whole steps (a depthwise convolution: its window reads no input before a fixed
+ * distance behind the pixel it writes). *lead: that lead (-1: none for this call, or no such entry). */
+static bool ahead_ok(const et_op_slot *op, const et_instr *ins, uint32_t k, const et_tensor *out, const et_tensor *in,
+                     int64_t *lead, uint32_t *step) {
+  et_in_place_lead_fn fn = NULL;
+  *lead = -1, *step = 1;
+  if (k >= 32 || !(et_registry_in_place_ahead(op->name, (uint32_t)strlen(op->name), op->overload,
+                                              (uint32_t)strlen(op->overload), &fn) >> k & 1u))
+    return false;
+  *lead = fn(ins->args, ins->nargs, k, step);
+  const uintptr_t o = (uintptr_t)out->data, i = (uintptr_t)in->data;
+  if (*lead < 0 || *step == 0 || o > i) return false;
+  const uint64_t d = (uint64_t)(i - o);
+  return d >= (uint64_t)*lead && (d - (uint64_t)*lead) % *step == 0;
+}
+
 /* Item j of list argument k lies in place: the op's registry entry allows it
  * (et_registry_in_place's list_args), the item has the output's element size
  * and dim order and differs from it in at most one dim (the concat dim, which
@@ -602,6 +620,15 @@ static et_status check_aliasing(et_method *m) {
       bool clash = false;
       if (v->tag == ET_TAG_TENSOR) {
         clash = ranges_overlap(ov->u.t, v->u.t) && !in_place_ok(&m->ops[ins->a], k, ov->u.t, v->u.t);
+        int64_t lead = -1;
+        uint32_t step = 1;
+        if (clash && !ahead_ok(&m->ops[ins->a], ins, k, ov->u.t, v->u.t, &lead, &step) && lead >= 0)
+          return et_errf(m->msg, ET_E_INVALID_PROGRAM,
+                         "corrupt program: instruction %" PRIu32 " writes its output %lld bytes before its argument %"
+                         PRIu32 ", over it: the kernel needs it to start %lld bytes before it (or more by whole steps "
+                         "of %" PRIu32 " bytes); plan the program again with this version of emlkit",
+                         pc, (long long)((intptr_t)v->u.t->data - (intptr_t)ov->u.t->data), k, (long long)lead, step);
+        clash = clash && lead < 0;
       } else if (v->tag == ET_TAG_TENSOR_LIST || v->tag == ET_TAG_OPT_TENSOR_LIST) {
         for (uint32_t j = 0; j < v->u.list.len && !clash; j++) {
           const et_tensor *t = et_list_tensor(v, j);

@@ -29,6 +29,14 @@ et_op_fn et_registry_find(const char *name, uint32_t name_len, const char *overl
  * output (a concat's inputs planned inside it, et_list_item_in_place). */
 uint32_t et_registry_in_place(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
                               uint32_t *tail_args, uint32_t *list_args);
+/* In place with a lead: the bytes by which a call's output (ARGS, NARGS: the call's arguments) must start
+ * before its input argument k, the output being allowed to start further before it by whole multiples of
+ * *step bytes only; -1: this call's output may not overlap that input. */
+typedef int64_t (*et_in_place_lead_fn)(et_value **args, uint32_t nargs, uint32_t k, uint32_t *step);
+/* The inputs (bit k: argument k) whose bytes the op's output may overlap starting before them by such a lead,
+ * and (if LEAD is not NULL) the op's lead function; 0 and NULL: none. */
+uint32_t et_registry_in_place_ahead(const char *name, uint32_t name_len, const char *overload, uint32_t overload_len,
+                                    et_in_place_lead_fn *lead);
 /* For listings: entry i (NULL name past the end). */
 const char *et_registry_entry(uint32_t i, const char **overload);
 
