@@ -34,6 +34,7 @@ from emlkit.debug_suggest import module_path as _module_path
 from emlkit.errors import EXIT_MISMATCH, EXIT_OK, AotError
 from emlkit.load import LoadedModel, calibration_set, load_model
 from emlkit.numerics import compare, flatten_outputs, snr_db
+from emlkit.passes.manager import source_names
 from emlkit.requests import DebugRequest
 
 log = logging.getLogger(__name__)
@@ -216,15 +217,6 @@ def instruction_nodes(gm: torch.fx.GraphModule, handle_map: dict[int, Any], reco
     return out
 
 
-def _roots(n: torch.fx.Node) -> list[str]:
-    names = []
-    for src in n.meta.get("from_node") or []:
-        while getattr(src, "from_node", None):
-            src = src.from_node[-1]
-        names.append(src.name)
-    return names
-
-
 def qparams(n: torch.fx.Node) -> tuple[float, int] | None:
     """The (scale, zero point) of a node's int output: its folded output qparams, a quantize's own arguments, a
     code-moving op's input's, or a dequantize user's."""
@@ -333,7 +325,7 @@ class FloatMatcher:
         src = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
         if (_is(n, _QUANTIZE) or _is(n, _DEQUANTIZE)) and src is not None:
             return self.match(src)
-        named = [r for r in _roots(n) if comparable(_shape(fm.values.get(r)), want)]
+        named = [r for r in source_names(n) if comparable(_shape(fm.values.get(r)), want)]
         if _is(n, _MOVES):  # a view or copy: the float node of its name and shape, else its source's if comparable
             same = [r for r in named if _shape(fm.values.get(r)) == want]
             if same:
