@@ -122,6 +122,12 @@ SELECT_ON_CODES = {"aten::median", "aten::adaptive_max_pool2d", "aten::where"}
 # Comparisons of codes with an integer, exact (emitted only by emlkit/passes/compare_on_codes.py, which turns the
 # number a dequantized tensor was compared with into the code where the answer changes).
 COMPARE_ON_CODES = {"aten::gt", "aten::ge", "aten::lt", "aten::le", "aten::eq", "aten::ne"}
+# Integers that are not codes (a model's own: token ids, indices) compared with an integer: exact (`tokens == PAD`).
+WHOLE_INTEGERS = (torch.int32, torch.int64)
+# Logic on bools, exact (emlkit/passes/sdpa_as_matmuls.py joins a constant attention mask and one from the inputs
+# with logical_or).
+LOGIC_ON_BOOLS = {"aten::logical_and", "aten::logical_or", "aten::logical_xor", "aten::logical_not",
+                  "aten::bitwise_and", "aten::bitwise_or", "aten::bitwise_xor", "aten::bitwise_not"}
 # Our own ops (emlkit/emlkit_ops.py): integer kernels only; a float tensor reaching one is a broken program.
 INTEGER_ONLY_NAMESPACES = {"emlkit"}
 # Float compute: ATen, and the float forms our passes emit before quantization for a lowering to replace
@@ -197,8 +203,10 @@ def check_program(gm: torch.fx.GraphModule) -> ProgramCheck:
         if name in SELECT_ON_CODES and all(_dtype(a) in CODES or _dtype(a) is torch.bool for a in n.all_input_nodes) \
                 and any(_dtype(a) in CODES for a in n.all_input_nodes):
             continue
-        if name in COMPARE_ON_CODES and len(n.args) == 2 and _dtype(n.args[0]) in CODES \
+        if name in COMPARE_ON_CODES and len(n.args) == 2 and _dtype(n.args[0]) in CODES + WHOLE_INTEGERS \
                 and isinstance(n.args[1], int) and not isinstance(n.args[1], bool):
+            continue
+        if name in LOGIC_ON_BOOLS and n.all_input_nodes and all(_dtype(a) is torch.bool for a in n.all_input_nodes):
             continue
         ns = name.split("::")[0]
         if ns in INTEGER_ONLY_NAMESPACES:

@@ -123,8 +123,10 @@ def _fill_sequence_block(rng: random.Random, b: dict[str, Any], c: int, h: int, 
                  act=rng.choice(["relu", "gelu"]))
     elif kind == "sdpa":
         b.update(causal=rng.random() < 0.5)
-    elif kind == "mha_pad":  # a key padding mask computed from the tokens (emlkit::masked_softmax)
-        b.update(heads=rng.choice(_divisors(c, 4)), threshold=round(rng.uniform(0.0, 1.5), 2))
+    elif kind == "mha_pad":  # a key padding mask computed from the tokens (emlkit::masked_softmax), half the time
+        # with a causal attn_mask too (the two joined by a logical_or of bools)
+        b.update(heads=rng.choice(_divisors(c, 4)), threshold=round(rng.uniform(0.0, 1.5), 2),
+                 causal=rng.random() < 0.5)
     elif kind == "layernorm":
         if c < 2:
             return False
@@ -411,9 +413,14 @@ def _sequence_source(i: int, b: dict[str, Any], c: int, h: int, w: int) -> tuple
                 ["t = x.flatten(2).transpose(1, 2)",
                  f"x = {m}(t, t, t, need_weights=False)[0].transpose(1, 2).reshape(1, {c}, {h}, {w})"])
     if k == "mha_pad":
+        pad, causal = f"t[..., 0] > {b['threshold']}", ""
+        if b.get("causal"):
+            # token 0 is never padding: the causal mask's first query would attend to nothing (NaN in torch)
+            pad = f"F.pad(t[:, 1:, 0] > {b['threshold']}, (1, 0))"
+            causal = f"attn_mask=nn.Transformer.generate_square_subsequent_mask({h * w}), "
         return ([f"{m} = nn.MultiheadAttention({c}, {b['heads']}, batch_first=True)"],
                 ["t = x.flatten(2).transpose(1, 2)",
-                 f"x = {m}(t, t, t, key_padding_mask=t[..., 0] > {b['threshold']}, need_weights=False)[0]"
+                 f"x = {m}(t, t, t, {causal}key_padding_mask={pad}, need_weights=False)[0]"
                  f".transpose(1, 2).reshape(1, {c}, {h}, {w})"])
     if k == "encoder":
         return ([f"{m} = nn.TransformerEncoderLayer({c}, {b['heads']}, dim_feedforward={2 * c}, dropout=0.0, "

@@ -125,3 +125,73 @@ def test_key_padding_model_bit_exact_on_qemu(tmp_path: Path, target: str) -> Non
     ops, snrs = run_bit_exact(tmp_path, "attention_key_padding", source, target, None, 1, timeout=1800)
     assert ops.get("emlkit::masked_softmax", 0) == 1, ops
     assert snrs[0] >= KEY_PADDING_SNR_FLOOR_DB[0], snrs
+
+
+# A constant mask with one from the inputs (issue 30): MultiheadAttention with a causal float attn_mask and with a
+# bool one (True: left out) beside key_padding_mask (x's last feature flags padding; it adds them as 0 / -inf), and
+# SDPA with `causal & ~pad` per batch entry. Each becomes one bool, the constant's left-out keys OR the input's
+# (aten::logical_or of bools), read by emlkit::masked_softmax.
+_CAUSAL_PADDING = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class CausalPadding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.mha_bool = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x, y):
+        pad = x[..., -1] > 0.5
+        causal = nn.Transformer.generate_square_subsequent_mask(6)
+        a = self.mha(x, x, x, attn_mask=causal, key_padding_mask=pad, need_weights=False)[0]
+        later = torch.ones(6, 6, dtype=torch.bool).triu(1)
+        b = self.mha_bool(x, x, x, attn_mask=later, key_padding_mask=pad, need_weights=False)[0]
+        q, k, v = self.qkv(y).reshape(2, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        keep = torch.ones(6, 6, dtype=torch.bool).tril()
+        c = F.scaled_dot_product_attention(q, k, v, attn_mask=keep & ~(y[..., -1] > 0.5)[:, None, None, :])
+        return a, b, c
+
+
+ModelUnderTest = CausalPadding().eval()
+_x = torch.randn(1, 6, 16, generator=torch.Generator().manual_seed(1))
+_x[..., -1] = 0.0
+_x[0, 4:, -1] = 1.0
+_y = torch.randn(2, 6, 16, generator=torch.Generator().manual_seed(2))
+_y[..., -1] = 0.0
+_y[0, 5:, -1] = 1.0
+_y[1, 2, -1] = 1.0
+ModelInputs = (_x, _y)
+'''
+
+# SNR floors against the float model (dB), a few dB under what cortex-m55 and cortex-m4 gave (the same codes):
+# MultiheadAttention with the float and the bool causal mask 36.3, 37.6, SDPA 38.4;
+# tests/models/decoder_causal_padding.py 31.3.
+CAUSAL_PADDING_SNR_FLOOR_DB = [33.0, 34.0, 35.0]
+DECODER_SNR_FLOOR_DB = [29.0]
+
+
+@pytest.mark.parametrize("target", [pytest.param("cortex-m55", marks=pytest.mark.slow),
+                                    pytest.param("cortex-m4", marks=pytest.mark.slow)])
+def test_constant_and_input_masks_bit_exact_on_qemu(tmp_path: Path, target: str) -> None:
+    ops, snrs = run_bit_exact(tmp_path, "causal_padding", _CAUSAL_PADDING, target, None,
+                              len(CAUSAL_PADDING_SNR_FLOOR_DB), timeout=1800)
+    assert ops.get("emlkit::masked_softmax", 0) == 3 and ops.get("aten::logical_or", 0) == 3, ops
+    assert "emlkit::softmax" not in ops, ops
+    assert all(s >= f for s, f in zip(snrs, CAUSAL_PADDING_SNR_FLOOR_DB)), snrs
+
+
+@pytest.mark.parametrize("target", [pytest.param("cortex-m55", marks=pytest.mark.slow),
+                                    pytest.param("cortex-m4", marks=pytest.mark.slow)])
+def test_causal_padded_decoder_bit_exact_on_qemu(tmp_path: Path, target: str) -> None:
+    """tests/models/decoder_causal_padding.py (tgt_mask causal, tgt_key_padding_mask = tokens == PAD), all int8
+    without --allow-float."""
+    source = (Path(__file__).parent / "models" / "decoder_causal_padding.py").read_text()
+    ops, snrs = run_bit_exact(tmp_path, "decoder_causal_padding", source, target, None, 1, timeout=1800)
+    assert ops.get("emlkit::masked_softmax", 0) == 1 and ops.get("aten::logical_or", 0) == 1, ops
+    assert ops.get("aten::eq", 0) == 1 and ops.get("emlkit::softmax", 0) == 1, ops
+    assert snrs[0] >= DECODER_SNR_FLOOR_DB[0], snrs

@@ -70,6 +70,15 @@ def test_key_padding_mask_from_the_input_is_int8(emlkit_cli, tmp_path: Path) -> 
     assert "emlkit::masked_softmax" in proc.stdout and "scaled_dot_product" not in proc.stdout + proc.stderr
 
 
+def test_causal_mask_with_padding_from_the_tokens_is_int8(emlkit_cli, tmp_path: Path) -> None:
+    """A decoder layer's causal tgt_mask with tgt_key_padding_mask = tokens == PAD (integer tokens) compiles without
+    --allow-float: the masks joined by a logical_or of bools, the tokens compared as integers."""
+    proc = emlkit_cli(["compile", str(MODELS / "decoder_causal_padding.py"), "--target", "cortex-m55",
+                       "-o", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "emlkit::masked_softmax" in proc.stdout and "aten::logical_or" in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("body,what", [
     ("class M(torch.nn.Module):\n    def forward(self, x):\n        return torch.ceil(x)\n"
      "ModelUnderTest = M()\nModelInputs = (torch.randn(2, 10) * 5,)\n", "ceil"),

@@ -82,3 +82,31 @@ def test_emlkit_ops_are_known_and_integer_only() -> None:
     g.output(y)
     check = verify.check_program(torch.fx.GraphModule(torch.nn.Module(), g))
     assert [f.reason for f in check.broken] == ["integer kernel emlkit::softmax reads float tensor(s) x"]
+
+
+def _one_op(target: object, inputs: list[torch.Tensor], *scalars: object) -> verify.ProgramCheck:
+    """check_program of a graph calling TARGET on placeholders with the examples INPUTS, then SCALARS."""
+    g = torch.fx.Graph()
+    args = []
+    for i, example in enumerate(inputs):
+        a = g.placeholder(f"x{i}")
+        a.meta["val"] = example
+        args.append(a)
+    g.output(g.call_function(target, (*args, *scalars)))
+    return verify.check_program(torch.fx.GraphModule(torch.nn.Module(), g))
+
+
+def test_logic_on_bools_and_integer_comparisons_are_exact() -> None:
+    """A logical_or of bools (a constant attention mask joined with one from the inputs) and a comparison of
+    integers that are not codes with an integer (`tokens == PAD`) are exact: no float island. The same ops on
+    floats are islands, and bitwise logic on int8 codes is a broken program."""
+    aten = torch.ops.aten
+    b, i64, f, codes = torch.zeros(2, 6, dtype=torch.bool), torch.zeros(2, 6, dtype=torch.int64), torch.zeros(2, 6), \
+        torch.zeros(2, 6, dtype=torch.int8)
+    for check in (_one_op(aten.logical_or.default, [b, b]), _one_op(aten.bitwise_not.default, [b]),
+                  _one_op(aten.eq.Scalar, [i64], 0), _one_op(aten.ne.Scalar, [i64.int()], 3)):
+        assert not check.float_islands and not check.broken and check.float_ops == 0
+    assert len(_one_op(aten.logical_or.default, [f, b]).float_islands) == 1
+    assert len(_one_op(aten.eq.Scalar, [f], 0.5).float_islands) == 1
+    assert len(_one_op(aten.eq.Scalar, [i64], 0.5).float_islands) == 1     # a fraction: not an integer comparison
+    assert "reads integer tensor(s) x0" in _one_op(aten.bitwise_and.Tensor, [codes, codes]).broken[0].reason

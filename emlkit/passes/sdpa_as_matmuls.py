@@ -4,8 +4,8 @@ quantization, Cortex-M).
 Matches, in the exported float graph: `aten.scaled_dot_product_attention` (F.scaled_dot_product_attention, and
 nn.MultiheadAttention / nn.TransformerEncoderLayer / nn.TransformerDecoderLayer, which call it once the export
 turns their fused fast path off) without dropout, with q, k, v of equal rank and head count, and a mask that is
-absent, `is_causal`, or computed from constants only (a bool or a float mask made in forward(), such as a
-key padding mask or `generate_square_subsequent_mask`).
+absent, `is_causal`, computed from constants only (a bool or a float mask made in forward(), such as a
+key padding mask or `generate_square_subsequent_mask`), computed from the inputs, or both (below).
 
 Produces, for each run of consecutive query rows whose mask rows are equal, `softmax((q_rows @ k_kept^T) * scale
 [+ bias]) @ v_kept`, the rows' results concatenated back: k_kept and v_kept are the keys a row attends to
@@ -24,14 +24,25 @@ away: the scores go through `emlkit_float::masked_softmax(scores, dropped, -1)` 
 attention mask, True = attend, as the inverted comparison that made it: `gt` -> `le`, exact on int8 codes),
 which emlkit_softmax.py lowers to the int8 `emlkit::masked_softmax`. The mask stays a view of the bool it came
 from ([B, S] seen as [B, 1, 1, S]), broadcast by the kernel, not copied per head and query row; the scores are
-seen as [*batch, L, S] for it. Other input-dependent masks (finite float values, a bool not made by a comparison
-with a number, a layout no view gives) keep the op (refused by name without --allow-float).
+seen as [*batch, L, S] for it. A bool that is the `~` (bitwise or logical not) of such a comparison is the
+comparison's True left out as it is.
+
+A constant mask joined with one from the inputs (`const + input` of 0 / -inf masks: what nn.MultiheadAttention
+makes of attn_mask and key_padding_mask, so nn.TransformerDecoderLayer's causal tgt_mask with
+tgt_key_padding_mask = tokens == PAD; or `const & input` of bools, True attends) goes the same way, the masked
+softmax reading `logical_or(input's left-out bool [B, 1, 1, S], constant's left-out keys [L, S])` ([B, 1, L, S],
+exact on bools: no new kernel, and the constant's keys are not sliced away per query row). The constant must be
+the same for every batch entry and head, 0 / -inf only (a finite bias is not a mask the int8 softmax can take) and
+leave every query row a key. Other input-dependent masks (finite float values, a bool not made by a comparison
+with a number, two masks from the inputs, a layout no view gives) keep the op (refused by name without
+--allow-float).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
@@ -48,6 +59,9 @@ _INVERSE = {aten.gt.Scalar: aten.le.Scalar, aten.le.Scalar: aten.gt.Scalar, aten
             aten.lt.Scalar: aten.ge.Scalar, aten.eq.Scalar: aten.ne.Scalar, aten.ne.Scalar: aten.eq.Scalar}
 _ZEROS = {aten.zeros_like.default, aten.zeros.default, aten.new_zeros.default}
 _MASKED_FILL = {aten.masked_fill.Scalar, aten.masked_fill_.Scalar}
+_NOT = {aten.bitwise_not.default, aten.logical_not.default}
+# How a constant mask meets one from the inputs: the sum of two 0 / -inf masks, the AND of two bool ones.
+_COMBINE = {aten.add.Tensor, aten.__and__.Tensor, aten.bitwise_and.Tensor, aten.logical_and.default}
 
 
 def _shaping_chain(mask: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]]:
@@ -66,12 +80,13 @@ def _replay(chain: list[torch.fx.Node], x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _broadcast_view(chain: list[torch.fx.Node], source: torch.Size, full: list[int]) -> list[int] | None:
+def _broadcast_view(replay: Callable[[torch.Tensor], torch.Tensor], source: torch.Size,
+                    full: list[int]) -> list[int] | None:
     """A shape V with source.numel() elements such that the source, reshaped to V and broadcast to `full`, is the
-    mask the chain makes of it broadcast to `full` (element by element); None when there is none (a permutation)."""
+    mask `replay` makes of it broadcast to `full` (element by element); None when there is none (a permutation)."""
     n = int(torch.Size(source).numel())
     try:
-        idx = _replay(chain, torch.arange(n).reshape(source)).expand(full)
+        idx = replay(torch.arange(n).reshape(source)).expand(full)
     except RuntimeError:
         return None
     view = [size if size > 1 and bool((idx.select(d, 1) != idx.select(d, 0)).any()) else 1
@@ -79,6 +94,93 @@ def _broadcast_view(chain: list[torch.fx.Node], source: torch.Size, full: list[i
     if math.prod(view) != n or not torch.equal(torch.arange(n).reshape(view).expand(full), idx):
         return None
     return view
+
+
+def _is_compare(node: torch.fx.Node) -> bool:
+    """A comparison of a tensor with a number (whose inverse _INVERSE writes)."""
+    return node.target in _INVERSE and isinstance(node.args[0], torch.fx.Node) \
+        and isinstance(node.args[1], (int, float)) and not isinstance(node.args[1], bool)
+
+
+@dataclass
+class _Dropped:
+    """A mask from the inputs as the bool that leaves keys out (True: left out): `source` itself, or its inverse
+    comparison `flip` (emitted) when `source` is the comparison that says which keys are attended; `replay` maps a
+    tensor of the source's shape to the mask's layout; `dead`: the nodes that made the mask (users first)."""
+    source: torch.fx.Node
+    flip: Any
+    replay: Callable[[torch.Tensor], torch.Tensor]
+    dead: list[torch.fx.Node]
+    is_float: bool          # the mask was a float 0 / -inf one (else a bool, True attends)
+    with_constant: bool = False   # combined with a constant mask (whose nodes go once unread)
+
+
+def _input_dropped(mask: torch.fx.Node) -> _Dropped | None:
+    """The mask from the inputs this pass takes: a comparison with a number (True attends), the bitwise/logical
+    not of one, or masked_fill(zeros, bool, -inf), each through shape-only ops; None for any other."""
+    source, chain = _shaping_chain(mask)
+    sv = node_val(source)
+    if sv is None:
+        return None
+    if sv.dtype == torch.bool and source.target in _NOT and isinstance(source.args[0], torch.fx.Node):
+        inner, inner_chain = _shaping_chain(source.args[0])   # ~(x == PAD): the comparison is what is left out
+        if not _is_compare(inner):
+            return None
+        steps = inner_chain + chain
+        return _Dropped(inner, None, lambda x: _replay(steps, x), [*chain[::-1], source, *inner_chain[::-1]], False)
+    if sv.dtype == torch.bool:
+        if not _is_compare(source):
+            return None      # True attends: only a comparison whose inverse can be written
+        return _Dropped(source, _INVERSE[source.target], lambda x: _replay(chain, x), [*chain[::-1], source], False)
+    if sv.dtype.is_floating_point and source.target in _MASKED_FILL and len(source.args) == 3 \
+            and source.args[2] == float("-inf") and isinstance(source.args[0], torch.fx.Node) \
+            and source.args[0].target in _ZEROS and isinstance(source.args[1], torch.fx.Node):
+        bv = node_val(source.args[1])
+        if bv is None or bv.shape != sv.shape:
+            return None
+        return _Dropped(source.args[1], None, lambda x: _replay(chain, x), [*chain[::-1], source, source.args[0]],
+                        True)   # 0 where kept, -inf where left out
+    return None
+
+
+def _constant_dropped(c: Any, is_float: bool) -> torch.Tensor | None:
+    """The keys a constant mask leaves out (True), or None when it is not a pure mask: a bool (True attends) or a
+    float of 0 and -inf only (a finite bias could not go into the int8 softmax)."""
+    if not isinstance(c, torch.Tensor):
+        return None
+    if not is_float:
+        return ~c if c.dtype == torch.bool else None
+    if not c.dtype.is_floating_point or not bool(((c == 0) | (c == float("-inf"))).all()):
+        return None
+    return c == float("-inf")
+
+
+def _combined(mask: torch.fx.Node, env: dict[torch.fx.Node, Any]) -> tuple[_Dropped, torch.Tensor] | None:
+    """A constant mask combined with one from the inputs, `const + input` (float 0 / -inf: what
+    nn.MultiheadAttention makes of attn_mask and key_padding_mask) or `const & input` (bool), through shape-only
+    ops: the input part and the constant's left-out keys in the combination's layout; None for anything else."""
+    top, chain = _shaping_chain(mask)
+    tv = node_val(top)
+    if tv is None or top.target not in _COMBINE or len(top.args) != 2 or top.kwargs:
+        return None
+    a, b = top.args
+    const, other = (a, b) if a in env else (b, a)
+    if const not in env or not isinstance(other, torch.fx.Node) or other in env:
+        return None
+    part = _input_dropped(other)
+    is_float = top.target is aten.add.Tensor
+    dropped = _constant_dropped(env[const], is_float)
+    if part is None or part.is_float != is_float or dropped is None:
+        return None
+    shape = [int(d) for d in tv.shape]
+    inner = part.replay
+    part.replay = lambda x: _replay(chain, inner(x).expand(shape))
+    part.dead = [*chain[::-1], top, *part.dead]
+    part.with_constant = True
+    try:
+        return part, _replay(chain, dropped.expand(shape))
+    except RuntimeError:
+        return None
 
 
 def _runs(keep: torch.Tensor) -> list[tuple[int, int]]:
@@ -161,7 +263,7 @@ class SdpaAsMatmuls(NodeRewrite):
         keep, bias = self._mask(mask, env, causal, rows, keys, qv.shape[:-2])
         scale = 1.0 / math.sqrt(int(qv.shape[-1])) if scale is None else float(scale)
         if keep is None and isinstance(mask, torch.fx.Node) and not causal and mask not in env:
-            return self._input_masked(gm, n, mask, scale)
+            return self._input_masked(gm, n, mask, scale, env)
         if keep is None or not bool(keep.any(dim=-1).all()):
             return False  # a mask this cannot take, or a row that attends to nothing (NaN in torch)
         em = _Emitter(gm, n, getattr(qv, "fake_mode", None))
@@ -195,36 +297,26 @@ class SdpaAsMatmuls(NodeRewrite):
             drop_constant_remains(gm, env)
         return True
 
-    def _input_masked(self, gm: torch.fx.GraphModule, n: torch.fx.Node, mask: torch.fx.Node, scale: float) -> bool:
-        """The attention with a mask computed from the inputs: bmm -> emlkit_float::masked_softmax -> bmm."""
+    def _input_masked(self, gm: torch.fx.GraphModule, n: torch.fx.Node, mask: torch.fx.Node, scale: float,
+                      env: dict[torch.fx.Node, Any]) -> bool:
+        """The attention with a mask computed from the inputs (alone, or combined with a constant one):
+        bmm -> emlkit_float::masked_softmax -> bmm."""
         q, k, v = n.args[:3]
         qv, kv, vv = node_val(q), node_val(k), node_val(v)
         assert qv is not None and kv is not None and vv is not None
-        source, chain = _shaping_chain(mask)
-        sv = node_val(source)
-        if sv is None:
-            return False
-        if sv.dtype == torch.bool:
-            if source.target not in _INVERSE or not isinstance(source.args[0], torch.fx.Node) \
-                    or not isinstance(source.args[1], (int, float)) or isinstance(source.args[1], bool):
-                return False      # True attends: only a comparison whose inverse can be written
-            flip: Any = _INVERSE[source.target]
-            dropped_from: torch.fx.Node = source
-        elif sv.dtype.is_floating_point and source.target in _MASKED_FILL and len(source.args) == 3 \
-                and source.args[2] == float("-inf") and isinstance(source.args[0], torch.fx.Node) \
-                and source.args[0].target in _ZEROS and isinstance(source.args[1], torch.fx.Node):
-            flip, dropped_from = None, source.args[1]   # 0 where kept, -inf where left out
-        else:
-            return False
         batch = [int(d) for d in qv.shape[:-2]]
         rows, keys = int(qv.shape[-2]), int(kv.shape[-2])
-        view = _broadcast_view(chain, sv.shape, [*batch, rows, keys])
-        if view is None:
+        found = self._mask_parts(mask, env, [*batch, rows, keys])
+        if found is None:
             return False
+        part, source_shape, view, table = found
         em = _Emitter(gm, n, getattr(qv, "fake_mode", None))
-        dropped = dropped_from if flip is None else em.call(flip, *source.args[:2])
-        if list(sv.shape) != view:
+        dropped = part.source if part.flip is None else em.call(part.flip, *part.source.args[:2])
+        if list(source_shape) != view:
             dropped = em.call(aten.view.default, dropped, view)
+        if table is not None:
+            # the constant's left-out keys [rows, keys] with the input's [B, 1, 1, keys]: one bool per key and row
+            dropped = em.call(aten.logical_or.default, dropped, em.constant("_sdpa_mask_dropped", table))
         if qv.dim() != 3:
             q, k, v = (em.call(aten.reshape.default, t, [-1, *[int(d) for d in tv.shape[-2:]]])
                        for t, tv in ((q, qv), (k, kv), (v, vv)))
@@ -241,10 +333,37 @@ class SdpaAsMatmuls(NodeRewrite):
         copy_meta(n, em.made)
         n.replace_all_uses_with(out)
         gm.graph.erase_node(n)
-        for dead in [*chain[::-1], source, *([source.args[0]] if flip is None else [])]:
+        for dead in part.dead:
             if not dead.users:
                 gm.graph.erase_node(dead)    # the float mask and its shaping (masked_fill_ is not dead code)
+        if part.with_constant:
+            drop_constant_remains(gm, env)
         return True
+
+    @staticmethod
+    def _mask_parts(mask: torch.fx.Node, env: dict[torch.fx.Node, Any],
+                    full: list[int]) -> tuple[_Dropped, list[int], list[int], torch.Tensor | None] | None:
+        """(the mask from the inputs, its bool's shape, the view of that bool that broadcasts to `full` = [*batch,
+        rows, keys], the [rows, keys] keys a constant mask combined with it leaves out or None), or None when this
+        cannot take the mask."""
+        combined = _combined(mask, env)
+        part, const = combined if combined is not None else (_input_dropped(mask), None)
+        sv = None if part is None else node_val(part.source)
+        if part is None or sv is None:
+            return None
+        shape = [int(d) for d in sv.shape]
+        view = _broadcast_view(part.replay, torch.Size(shape), full)
+        if view is None:
+            return None
+        if const is None:
+            return part, shape, view, None
+        try:
+            c = const.expand(full).reshape(-1, *full[-2:])
+        except RuntimeError:
+            return None
+        if not bool((c == c[0]).all()) or bool(c[0].all(dim=-1).any()):
+            return None  # a constant per batch entry or head, or a query row it leaves nothing (NaN in torch)
+        return part, shape, view, c[0] if bool(c[0].any()) else None
 
     @staticmethod
     def _keys(em: _Emitter, x: torch.fx.Node, ranges: list[tuple[int, int]], keys: int, dim: int) -> torch.fx.Node:

@@ -81,6 +81,8 @@ class InputMasked(torch.nn.Module):
         q, k, v = self.proj(x).reshape(-1, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
         if self.kind == "bool_keys":                                  # True attends: [B, 1, 1, 6]
             return F.scaled_dot_product_attention(q, k, v, attn_mask=(x[..., -1] <= 0.5)[:, None, None, :])
+        if self.kind == "bool_not":                                   # True attends: ~(padding) [B, 1, 1, 6]
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=~pad[:, None, None, :])
         if self.kind == "bool_rows":                                  # one mask row per query: [B, 1, 6, 6]
             keep = (x[..., :6] > -0.5).unsqueeze(1)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
@@ -99,7 +101,7 @@ def _padded(batch: int = 2) -> torch.Tensor:
     return x
 
 
-@pytest.mark.parametrize("kind", ["mha", "encoder", "bool_keys", "bool_rows", "float_3d"])
+@pytest.mark.parametrize("kind", ["mha", "encoder", "bool_keys", "bool_not", "bool_rows", "float_3d"])
 def test_input_dependent_mask_is_its_definition(kind: str) -> None:
     """Rewritten into the float masked softmax, the same function, the mask a view of the comparison that made it
     (no expand, no copy per head or query row)."""
@@ -162,6 +164,104 @@ def test_an_input_mask_program_is_int8(kind: str) -> None:
     assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
     names = [str(n.target) for n in low.edge.exported_program().graph.nodes if n.op == "call_function"]
     assert sum("emlkit.masked_softmax" in t for t in names) == 1, names
+    assert not any("emlkit_float" in t or "softmax" in t and "masked" not in t for t in names), names
+
+
+class ConstAndInput(torch.nn.Module):
+    """Attention over 6 tokens with a constant mask and one from the input x (its last feature flags padded
+    tokens), joined as KIND does: nn.MultiheadAttention adds its float attn_mask (causal, or a bool one it turns
+    into 0 / -inf) to key_padding_mask's -inf fill; SDPA takes `keep & ~pad` or `keep & (flag <= 0.5)`."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.kind, self.proj = kind, torch.nn.Linear(16, 48)
+        self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.dec = torch.nn.TransformerDecoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pad = x[..., -1] > 0.5
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(6)
+        if self.kind == "mha":
+            return self.mha(x, x, x, attn_mask=causal, key_padding_mask=pad, need_weights=False)[0]
+        if self.kind == "mha_bool":   # True: left out
+            later = torch.ones(6, 6, dtype=torch.bool).triu(1)
+            return self.mha(x, x, x, attn_mask=later, key_padding_mask=pad, need_weights=False)[0]
+        if self.kind == "decoder":
+            return self.dec(x, x[:, :4], tgt_mask=causal, tgt_key_padding_mask=pad)
+        q, k, v = self.proj(x).reshape(-1, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        keep = torch.ones(6, 6, dtype=torch.bool).tril()
+        if self.kind == "sdpa_not":
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=keep & ~pad[:, None, None, :])
+        if self.kind == "sdpa_compare":
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=(x[..., -1] <= 0.5)[:, None, None, :] & keep)
+        raise ValueError(self.kind)
+
+
+@pytest.mark.parametrize("kind", ["mha", "mha_bool", "decoder", "sdpa_not", "sdpa_compare"])
+def test_constant_and_input_mask_is_its_definition(kind: str) -> None:
+    """The masks joined into one bool: the comparison's view [B, 1, 1, 6] OR the constant's left-out keys
+    [6, 6] (a bool constant), into the float masked softmax; the same function, the constant's ops gone."""
+    m, x = ConstAndInput(kind).eval(), _padded()
+    p = bound(SdpaAsMatmuls(), "cortex-m55")
+    gm = p(graph_of(m, x))
+    assert SDPA not in called(gm) and len(p.report()["rewritten"]) == (2 if kind == "decoder" else 1)
+    (sm,) = [n for n in gm.graph.nodes if n.target is FLOAT_MASKED]
+    joined = sm.args[1]
+    assert joined.target is aten.logical_or.default, joined.target
+    view, const = joined.args
+    assert view.target is aten.view.default and view.args[0].target in COMPARE
+    assert list(view.meta["val"].shape) == [2, 1, 1, 6]
+    table = getattr(gm, const.target)
+    assert table.dtype == torch.bool and torch.equal(table, torch.ones(6, 6, dtype=torch.bool).triu(1))
+    left = {aten.full.default, aten.ones.default, aten.triu.default, aten.tril.default, aten.masked_fill_.Scalar,
+            aten.add.Tensor if kind != "decoder" else None, aten.__and__.Tensor, aten.bitwise_not.default,
+            aten.expand.default}
+    assert not left & set(called(gm)), set(called(gm))
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), m(x), atol=1e-5, rtol=1e-5)
+        x2 = _padded()
+        x2[1, :, -1] = torch.tensor([0.0, 1.0, 0.0, 1.0, 1.0, 0.0])   # another padding: the graph computes it
+        torch.testing.assert_close(gm(x2), m(x2), atol=1e-5, rtol=1e-5)
+
+
+def test_constant_and_input_masks_it_cannot_take_are_left() -> None:
+    """Beside a mask from the inputs: a constant with a finite bias, one that differs per head, one that leaves a
+    query row nothing, and two masks from the inputs keep the op."""
+    class Joined(torch.nn.Module):
+        def __init__(self, kind: str) -> None:
+            super().__init__()
+            self.kind = kind
+
+        def forward(self, q: torch.Tensor, flag: torch.Tensor) -> torch.Tensor:
+            pad = torch.zeros(4, 4).masked_fill_(flag > 0.5, float("-inf"))   # [4, 4]: per query row and key
+            if self.kind == "bias":
+                const = torch.zeros(4, 4)
+                const[:, 1] = -2.0
+            elif self.kind == "per_head":
+                const = torch.zeros(2, 4, 4)
+                const[0, :, 3] = float("-inf")
+            elif self.kind == "empty_row":
+                const = torch.zeros(4, 4)
+                const[2] = float("-inf")
+            else:
+                const = torch.zeros(4, 4).masked_fill_(flag < -0.5, float("-inf"))
+            return F.scaled_dot_product_attention(q, q, q, attn_mask=const + pad)
+
+    for kind in ("bias", "per_head", "empty_row", "both_inputs"):
+        p = bound(SdpaAsMatmuls(), "cortex-m55")
+        gm = p(graph_of(Joined(kind).eval(), torch.randn(1, 2, 4, 8), torch.randn(4, 4)))
+        assert p.report()["rewritten"] == [] and SDPA in called(gm), kind
+
+
+def test_a_constant_and_input_mask_program_is_int8() -> None:
+    """int8 bmm -> emlkit::masked_softmax -> bmm, its mask a logical_or of bools (exact: the verifier counts it
+    as no float op)."""
+    low, _ = lowered(ConstAndInput("mha"), _padded(1), "cortex-m55")
+    assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == []
+    names = [str(n.target) for n in low.edge.exported_program().graph.nodes if n.op == "call_function"]
+    assert sum("emlkit.masked_softmax" in t for t in names) == 1, names
+    assert sum("aten.logical_or" in t for t in names) == 1, names
     assert not any("emlkit_float" in t or "softmax" in t and "masked" not in t for t in names), names
 
 
