@@ -2,7 +2,8 @@
 int8 kernels where one takes them (passes declared for manager.CPU_SIDE): tests/models/resize_argmax_head.py, a
 bilinear resize with align_corners=True and an argmax, was refused without --allow-float ("float left on the CPU").
 The NPU keeps what it takes: the U85 runs that resize as a TOSA RESIZE, the U55 none; the argmax's int64 indices
-are on the CPU of both."""
+are on the CPU of both. tests/models/codes_ops_head.py: a median and a masked_fill with a scalar, left on the CPU
+of both, run on int8 codes (the U85's masked_fill not yet: test_codes_ops_left_on_the_cpu_run_int8)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from toolchain import HAVE_ARM_GCC, HAVE_QEMU
 
 MODEL = Path(__file__).parent / "models" / "resize_argmax_head.py"
 SNR_FLOOR_DB = 35.0   # measured 38.3 dB on both targets (the resize's int8 kernel is within 1 step of torch's)
+CODES_MODEL = Path(__file__).parent / "models" / "codes_ops_head.py"
+CODES_SNR_FLOOR_DB = 25.0  # measured 32.5 dB on the U55
 
 
 def _compile(tmp_path: Path, model: Path, target: str) -> object:
@@ -44,3 +47,22 @@ def test_ops_left_on_the_cpu_run_int8(tmp_path: Path, target: str, resize_on_npu
     if target == "ethos-u55-128" and HAVE_ARM_GCC and HAVE_QEMU:  # the same program through the firmware
         _bit_exact(res, "corstone-300", "qemu")
 
+
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_codes_ops_left_on_the_cpu_run_int8(tmp_path: Path, target: str) -> None:
+    """The U85's masked_fill reaches the CPU as ExecuTorch's decomposition (full_like, where), whose sources are
+    not the model's node: it stays in float there (--allow-float), the median runs on codes on both."""
+    from emlkit.compile import compile_model, make_options
+    from emlkit.run import execute
+
+    u85 = target.startswith("ethos-u85")
+    res = compile_model(str(CODES_MODEL), target, tmp_path, options=make_options(allow_float=u85))
+    ops, islands = res.report["ops"], res.report["verify"]["float_islands"]
+    assert ops.get("aten::median") == 1 and ops.get("aten::where") == 1 and ops.get("delegate:EthosUBackend"), ops
+    assert not any("median" in str(i) for i in islands) and bool(islands) == u85, islands
+    assert res.report["numerics"]["snr_db"] > CODES_SNR_FLOOR_DB, res.report["numerics"]
+    o = execute(res, "host", "auto", 300, "mve", None)
+    assert o.status == "PASS", o.reason
+    assert all(d.max_steps == 0 for d in o.result.outputs), [d.max_steps for d in o.result.outputs]

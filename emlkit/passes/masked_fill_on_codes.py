@@ -14,6 +14,9 @@ Why: the quantizers leave masked_fill / where unannotated on their inputs, so th
 floats (a float island, and a float scalar_tensor for the fill); the firmware's aten::where copies elements of
 any dtype. The output keeps its own qparams (the observer saw the fill value), so a fill outside the input's
 range is not clipped.
+
+On the int8 Ethos-U flows the masked_fills the NPU partitioner leaves on the CPU in float (manager.CPU_SIDE)
+run on codes the same way (tests/test_npu_cpu_int8.py); a compile without --allow-float refused them.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ def _int8_q(node: object) -> bool:
             and qparams(node)[4] == torch.int8 and qparams(node)[2:4] == (-128, 127))
 
 
-@declare("pre_edge", ("aten.masked_fill", "aten.where"), runs_after=("LutFusion",), order=209, flows=("cortex_m",))
+@declare("pre_edge", ("aten.masked_fill", "aten.where"), runs_after=("LutFusion",), order=209,
+         flows=("cortex_m", "ethos_u_cpu"), bits=("int8",))
 class MaskedFillOnCodes(NodeRewrite):
     matches = tuple(_SLOTS)
     what = "masked_fill/where with a scalar fill on int8 codes"

@@ -12,6 +12,9 @@ followed the float median.
 Why: the median ran as a float op on dequantized floats (a float island); the firmware's aten::median takes int8
 (firmware/ops/aten_float_reduce.c). Indices are left alone: codes tie where the floats tie, but which of equal
 elements torch's kernel reports is not specified, so a program using them keeps the float median.
+
+On the int8 Ethos-U flows the medians the NPU partitioner leaves on the CPU in float (manager.CPU_SIDE)
+run on codes the same way (tests/test_npu_cpu_int8.py); a compile without --allow-float refused them.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from emlkit.passes.manager import declare
 aten = torch.ops.aten
 
 
-@declare("pre_edge", ("aten.median",), runs_after=("LutFusion",), order=208, flows=("cortex_m",))
+@declare("pre_edge", ("aten.median",), runs_after=("LutFusion",), order=208,
+         flows=("cortex_m", "ethos_u_cpu"), bits=("int8",))
 class MedianOnCodes(CodesRewrite):
     matches = (aten.median.default, aten.median.dim)
     what = "median on int8 codes"

@@ -59,4 +59,4 @@ def test_tensor_fill_is_left_alone() -> None:
 
 
 def test_pipelines() -> None:
-    assert_pipelines(MaskedFillOnCodes, on=("cortex-m55", "cortex-m4"), off=("ethos-u55-128",))
+    assert_pipelines(MaskedFillOnCodes, on=("cortex-m55", "cortex-m4", "ethos-u55-128"), off=("ethos-u55-128-a16w8",))
