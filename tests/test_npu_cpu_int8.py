@@ -48,8 +48,6 @@ def test_ops_left_on_the_cpu_run_int8(tmp_path: Path, target: str, resize_on_npu
         _bit_exact(res, "corstone-300", "qemu")
 
 
-
-
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
 def test_codes_ops_left_on_the_cpu_run_int8(tmp_path: Path, target: str) -> None:
     """The U85's masked_fill reaches the CPU as ExecuTorch's decomposition (full_like, where), whose sources are
