@@ -102,31 +102,6 @@ _y[..., 0] = _y[..., 0].abs() - 0.4
 ModelInputs = (_x, _y)
 '''
 
-# SNR floors against the float model (dB), a few dB under what cortex-m55 and cortex-m4 gave (the same codes):
-# the encoder layer 36.1, MultiheadAttention 33.9, SDPA 39.7; tests/models/attention_key_padding.py 42.4.
-INPUT_MASKS_SNR_FLOOR_DB = [33.0, 31.0, 36.0]
-KEY_PADDING_SNR_FLOOR_DB = [39.0]
-
-
-@pytest.mark.parametrize("target", [pytest.param("cortex-m55", marks=pytest.mark.slow),
-                                    pytest.param("cortex-m4", marks=pytest.mark.slow)])
-def test_input_masks_bit_exact_on_qemu(tmp_path: Path, target: str) -> None:
-    ops, snrs = run_bit_exact(tmp_path, "input_masks", _INPUT_MASKS, target, None, len(INPUT_MASKS_SNR_FLOOR_DB),
-                              timeout=1800)
-    assert ops.get("emlkit::masked_softmax", 0) == 3 and "emlkit::softmax" not in ops, ops
-    assert all(s >= f for s, f in zip(snrs, INPUT_MASKS_SNR_FLOOR_DB)), snrs
-
-
-@pytest.mark.parametrize("target", [pytest.param("cortex-m55", marks=pytest.mark.slow),
-                                    pytest.param("cortex-m4", marks=pytest.mark.slow)])
-def test_key_padding_model_bit_exact_on_qemu(tmp_path: Path, target: str) -> None:
-    """tests/models/attention_key_padding.py, all int8 without --allow-float."""
-    source = (Path(__file__).parent / "models" / "attention_key_padding.py").read_text()
-    ops, snrs = run_bit_exact(tmp_path, "attention_key_padding", source, target, None, 1, timeout=1800)
-    assert ops.get("emlkit::masked_softmax", 0) == 1, ops
-    assert snrs[0] >= KEY_PADDING_SNR_FLOOR_DB[0], snrs
-
-
 # A constant mask with one from the inputs (issue 30): MultiheadAttention with a causal float attn_mask and with a
 # bool one (True: left out) beside key_padding_mask (x's last feature flags padding; it adds them as 0 / -inf), and
 # SDPA with `causal & ~pad` per batch entry. Each becomes one bool, the constant's left-out keys OR the input's
@@ -168,30 +143,30 @@ _y[1, 2, -1] = 1.0
 ModelInputs = (_x, _y)
 '''
 
-# SNR floors against the float model (dB), a few dB under what cortex-m55 and cortex-m4 gave (the same codes):
-# MultiheadAttention with the float and the bool causal mask 36.3, 37.6, SDPA 38.4;
-# tests/models/decoder_causal_padding.py 31.3.
-CAUSAL_PADDING_SNR_FLOOR_DB = [33.0, 34.0, 35.0]
-DECODER_SNR_FLOOR_DB = [29.0]
+# Per model: SNR floors against the float model (dB), a few dB under what cortex-m55 and cortex-m4 gave (the same
+# codes), and the ops its program must hold. Gave: input_masks (the encoder layer 36.1, MultiheadAttention 33.9,
+# SDPA 39.7), attention_key_padding 42.4, causal_padding (MultiheadAttention with the float and the bool causal
+# mask 36.3, 37.6, SDPA 38.4), decoder_causal_padding 31.3.
+_MODELS = Path(__file__).parent / "models"
+_MASK_CASES = {
+    "input_masks": (lambda: _INPUT_MASKS, [33.0, 31.0, 36.0], {"emlkit::masked_softmax": 3, "emlkit::softmax": None}),
+    "attention_key_padding": (lambda: (_MODELS / "attention_key_padding.py").read_text(), [39.0],
+                              {"emlkit::masked_softmax": 1}),
+    "causal_padding": (lambda: _CAUSAL_PADDING, [33.0, 34.0, 35.0],
+                       {"emlkit::masked_softmax": 3, "aten::logical_or": 3, "emlkit::softmax": None}),
+    # tgt_mask causal, tgt_key_padding_mask = tokens == PAD
+    "decoder_causal_padding": (lambda: (_MODELS / "decoder_causal_padding.py").read_text(), [29.0],
+                               {"emlkit::masked_softmax": 1, "aten::logical_or": 1, "aten::eq": 1,
+                                "emlkit::softmax": 1}),
+}
 
 
+@pytest.mark.parametrize("case", list(_MASK_CASES))
 @pytest.mark.parametrize("target", [pytest.param("cortex-m55", marks=pytest.mark.slow),
                                     pytest.param("cortex-m4", marks=pytest.mark.slow)])
-def test_constant_and_input_masks_bit_exact_on_qemu(tmp_path: Path, target: str) -> None:
-    ops, snrs = run_bit_exact(tmp_path, "causal_padding", _CAUSAL_PADDING, target, None,
-                              len(CAUSAL_PADDING_SNR_FLOOR_DB), timeout=1800)
-    assert ops.get("emlkit::masked_softmax", 0) == 3 and ops.get("aten::logical_or", 0) == 3, ops
-    assert "emlkit::softmax" not in ops, ops
-    assert all(s >= f for s, f in zip(snrs, CAUSAL_PADDING_SNR_FLOOR_DB)), snrs
-
-
-@pytest.mark.parametrize("target", [pytest.param("cortex-m55", marks=pytest.mark.slow),
-                                    pytest.param("cortex-m4", marks=pytest.mark.slow)])
-def test_causal_padded_decoder_bit_exact_on_qemu(tmp_path: Path, target: str) -> None:
-    """tests/models/decoder_causal_padding.py (tgt_mask causal, tgt_key_padding_mask = tokens == PAD), all int8
-    without --allow-float."""
-    source = (Path(__file__).parent / "models" / "decoder_causal_padding.py").read_text()
-    ops, snrs = run_bit_exact(tmp_path, "decoder_causal_padding", source, target, None, 1, timeout=1800)
-    assert ops.get("emlkit::masked_softmax", 0) == 1 and ops.get("aten::logical_or", 0) == 1, ops
-    assert ops.get("aten::eq", 0) == 1 and ops.get("emlkit::softmax", 0) == 1, ops
-    assert snrs[0] >= DECODER_SNR_FLOOR_DB[0], snrs
+def test_masked_attention_bit_exact_on_qemu(tmp_path: Path, target: str, case: str) -> None:
+    """Each model all int8 without --allow-float, bit-exact, above its SNR floors."""
+    source, floors, want = _MASK_CASES[case]
+    ops, snrs = run_bit_exact(tmp_path, case, source(), target, None, len(floors), timeout=1800)
+    assert {k: ops.get(k) for k in want} == want, ops
+    assert all(s >= f for s, f in zip(snrs, floors)), snrs

@@ -194,6 +194,14 @@ BINARY = [
          "aten::bitwise_or.Tensor_out aten::bitwise_xor.Tensor_out",
          lambda s, x, y: (torch.logical_and(x, y), torch.logical_or(x, y > 0), torch.logical_xor(x > 0, y), (x > 0) & (y > 0),
                           (x > 0) | (y > 0), (x > 0) ^ (y > 0)), lambda: (r(3, 4).round(), r(3, 4).round())),
+    # bools only (the bytes path), broadcast as attention joins its masks: [2, 1, 1, 6] with [6, 6], and a row
+    case("logical_bools", "aten::logical_and.out aten::logical_or.out aten::logical_xor.out",
+         lambda s, x, y: (torch.logical_or(x > 0, y > 0), torch.logical_and(y > 0, x > 0.5), torch.logical_xor(x > 0, y[0] > 0)),
+         lambda: (r(2, 1, 1, 6), r(6, 6))),
+    # views and selects of a channels-last input (select walks it transposed; unsqueeze of a [N, 1, H, W] one is one
+    # block: its bytes are in logical order)
+    case("copies_channels_last", "aten::select_copy.int_out aten::unsqueeze_copy.out",
+         lambda s, x, y: (x[:, 2] * 2, x[0, :, 1] + 1, y.unsqueeze(0) * 3), lambda: (_cl(r(2, 4, 5, 6)), _cl(r(2, 1, 5, 6)))),
     case("where_masked_fill", "aten::where.self_out aten::scalar_tensor.out aten::gt.Tensor_out",
          lambda s, x, y, m: (torch.where(x > y, x, y * 2), x.masked_fill(m, -5.0), torch.where(m[0], x, y)),
          lambda: (r(4, 5), r(1, 5), torch.rand(4, 5) > 0.5)),

@@ -12,11 +12,24 @@ ET_PREPARE static et_status copy_logical_check(et_kernel_ctx *ctx, const char *o
                    (unsigned long)et_tensor_numel(src));
   return ET_OK;
 }
+/* The bytes are in logical row-major order: the dims of size above 1 in increasing order in the dim order
+ * (an unsqueeze of a channels-last [N, 1, H, W] view, say, needs no walk). */
+static bool memory_is_logical(const et_tensor *t) {
+  int last = -1;
+  for (uint8_t k = 0; k < t->dim; k++) {
+    const int d = t->dim_order[k];
+    if (t->sizes[d] == 1) continue;
+    if (d < last) return false;
+    last = d;
+  }
+  return true;
+}
+
 /* (element counts checked at prepare; whether the data alias is known only now) */
 static et_status copy_logical(et_kernel_ctx *ctx, const char *op, et_tensor *dst, const et_tensor *src) {
   size_t n = et_tensor_numel(dst);
   size_t es = et_dtype_size(dst->dtype);
-  if (dst->dtype == src->dtype && et_dim_order_is_identity(dst) && et_dim_order_is_identity(src)) {
+  if (dst->dtype == src->dtype && memory_is_logical(dst) && memory_is_logical(src)) {
     if (dst->data != src->data) memmove(dst->data, src->data, n * es);
     return ET_OK;
   }
@@ -223,7 +236,7 @@ static void copy_rows(uint8_t *dp, const uint8_t *sp, int32_t cnt, size_t bytes,
  * that are contiguous on both sides are merged into one run, so cat, slice
  * and layout copies move whole rows; layouts with no common contiguous run
  * move rows of one element (a transposing copy). */
-static void copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, size_t n, size_t es) {
+void aten_copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, size_t n, size_t es) {
   if (n == 0) return;
   const uint8_t nd = di->dim;
   uint8_t ord[ET_MAX_DIM];
@@ -388,7 +401,7 @@ et_status aten_permute_copy_out(et_kernel_ctx *ctx, et_value **args, uint32_t na
   et_iter di, si;
   et_iter_init(&di, out);
   et_iter_custom(&si, out->dim, out->sizes, ps, 0);
-  copy_iters(out->data, &di, self->data, &si, et_tensor_numel(out), et_dtype_size(out->dtype));
+  aten_copy_iters(out->data, &di, self->data, &si, et_tensor_numel(out), et_dtype_size(out->dtype));
   return ET_OK;
 }
 
@@ -423,14 +436,14 @@ ET_PREPARE static et_status dim_order_copy_prepare(et_kernel_ctx *ctx, const cha
   return ET_OK;
 }
 /* dst = src in dst's dim order, same dtype and sizes (checked at prepare):
- * a relayout moves rows (copy_iters) where the runtime's et_copy_tensor
+ * a relayout moves rows (aten_copy_iters) where the runtime's et_copy_tensor
  * walks element by element. */
 static et_status relayout(et_kernel_ctx *ctx, et_tensor *dst, const et_tensor *src) {
   if (dst->data == src->data || et_same_dim_order(dst, src)) return et_copy_tensor(ctx, dst, src);
   et_iter di, si;
   et_iter_init(&di, dst);
   et_iter_init(&si, src);
-  copy_iters(dst->data, &di, src->data, &si, et_tensor_numel(dst), et_dtype_size(dst->dtype));
+  aten_copy_iters(dst->data, &di, src->data, &si, et_tensor_numel(dst), et_dtype_size(dst->dtype));
   return ET_OK;
 }
 static et_status dim_order_copy(et_kernel_ctx *ctx, const char *op, et_value **args) {
@@ -566,7 +579,7 @@ et_status aten_cat_out(et_kernel_ctx *ctx, et_value **args, uint32_t nargs) {
       et_iter di, si;
       et_iter_custom(&di, t->dim, t->sizes, os, col / es);
       et_iter_init(&si, t);
-      copy_iters(out->data, &di, t->data, &si, et_tensor_numel(t), es);
+      aten_copy_iters(out->data, &di, t->data, &si, et_tensor_numel(t), es);
     }
     col += row;
   }
@@ -651,6 +664,6 @@ et_status aten_slice_copy_tensor_out(et_kernel_ctx *ctx, et_value **args, uint32
   et_iter di, si;
   et_iter_init(&di, out);
   et_iter_custom(&si, out->dim, out->sizes, ss, base);
-  copy_iters(out->data, &di, self->data, &si, et_tensor_numel(out), et_dtype_size(out->dtype));
+  aten_copy_iters(out->data, &di, self->data, &si, et_tensor_numel(out), et_dtype_size(out->dtype));
   return ET_OK;
 }

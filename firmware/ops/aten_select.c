@@ -1,8 +1,8 @@
 /* aten::select_copy.int_out: out = self[..., index, ...] along one dim (the
  * slice a model writes as qkv[0]). Pure data movement on any dtype and dim
  * order: the output is walked in its logical order through the input's
- * strides with that dim removed; the innermost run that is contiguous on both
- * sides is copied as one block. */
+ * strides with that dim removed, by aten_copy_iters (whole rows where both
+ * sides are contiguous). */
 #include "aten_util.h"
 
 /* Argument slots (the operator's schema, out last). */
@@ -46,19 +46,10 @@ et_status aten_select_copy_int_out(et_kernel_ctx *ctx, et_value **args, uint32_t
     memcpy(out->data, (const uint8_t *)self->data + base * es, es);
     return ET_OK;
   }
-  /* Innermost logical dim contiguous on both sides (stride 1): copy whole rows. */
-  const uint8_t last = (uint8_t)(out->dim - 1);
-  const size_t run = (os[last] == 1 && src[last] == 1) ? (size_t)out->sizes[last] : 1;
+  /* rows where both sides are contiguous, a transposing walk otherwise (a channels-last input) */
   et_iter di, si;
   et_iter_custom(&di, out->dim, out->sizes, os, 0);
   et_iter_custom(&si, out->dim, out->sizes, src, base);
-  if (run > 1) di.sizes[last] = si.sizes[last] = 1; /* iterate rows only */
-  const uint8_t *s = self->data;
-  uint8_t *d = out->data;
-  for (size_t k = 0; k < n / run; k++) {
-    memcpy(d + di.off * es, s + si.off * es, run * es);
-    et_iter_next(&di);
-    et_iter_next(&si);
-  }
+  aten_copy_iters(out->data, &di, self->data, &si, n, es);
   return ET_OK;
 }

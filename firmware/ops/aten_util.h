@@ -25,6 +25,9 @@ static inline void et_iter_custom(et_iter *it, uint8_t dim, const int32_t *sizes
   for (uint8_t d = 0; d < dim; d++) it->sizes[d] = sizes[d], it->stride[d] = stride[d];
   it->off = base;
 }
+/* Copy n elements of es bytes, walked by two iterators over the same logical sizes, by whole rows where
+ * both sides are contiguous (aten_copy.c). */
+void aten_copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, size_t n, size_t es);
 static inline void et_iter_init(et_iter *it, const et_tensor *t) {
   size_t s[ET_MAX_DIM];
   et_tensor_strides(t, s);

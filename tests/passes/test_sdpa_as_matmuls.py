@@ -61,23 +61,30 @@ FLOAT_MASKED = torch.ops.emlkit_float.masked_softmax.default
 COMPARE = {aten.gt.Scalar, aten.ge.Scalar, aten.lt.Scalar, aten.le.Scalar, aten.eq.Scalar, aten.ne.Scalar}
 
 
-class InputMasked(torch.nn.Module):
-    """Attention over 6 tokens whose mask is computed from the input x (the last feature flags padded tokens, the
-    first one the keys each query row may attend to), of the kind KIND."""
+class _Masked(torch.nn.Module):
+    """Attention over 6 tokens of the kind KIND: a projection to q, k, v, a MultiheadAttention and LAYER."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, layer: type[torch.nn.Module]) -> None:
         super().__init__()
         torch.manual_seed(0)
         self.kind, self.proj = kind, torch.nn.Linear(16, 48)
         self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
-        self.enc = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.layer = layer(16, 2, 32, dropout=0.0, batch_first=True)
+
+
+class InputMasked(_Masked):
+    """A mask computed from the input x (the last feature flags padded tokens, the first one the keys each query
+    row may attend to); LAYER: an encoder layer."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind, torch.nn.TransformerEncoderLayer)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pad = x[..., -1] > 0.5                                        # [B, 6], True: left out
         if self.kind == "mha":
             return self.mha(x, x, x, key_padding_mask=pad, need_weights=False)[0]
         if self.kind == "encoder":
-            return self.enc(x, src_key_padding_mask=pad)
+            return self.layer(x, src_key_padding_mask=pad)
         q, k, v = self.proj(x).reshape(-1, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
         if self.kind == "bool_keys":                                  # True attends: [B, 1, 1, 6]
             return F.scaled_dot_product_attention(q, k, v, attn_mask=(x[..., -1] <= 0.5)[:, None, None, :])
@@ -167,17 +174,13 @@ def test_an_input_mask_program_is_int8(kind: str) -> None:
     assert not any("emlkit_float" in t or "softmax" in t and "masked" not in t for t in names), names
 
 
-class ConstAndInput(torch.nn.Module):
+class ConstAndInput(_Masked):
     """Attention over 6 tokens with a constant mask and one from the input x (its last feature flags padded
     tokens), joined as KIND does: nn.MultiheadAttention adds its float attn_mask (causal, or a bool one it turns
     into 0 / -inf) to key_padding_mask's -inf fill; SDPA takes `keep & ~pad` or `keep & (flag <= 0.5)`."""
 
     def __init__(self, kind: str) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.kind, self.proj = kind, torch.nn.Linear(16, 48)
-        self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
-        self.dec = torch.nn.TransformerDecoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        super().__init__(kind, torch.nn.TransformerDecoderLayer)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pad = x[..., -1] > 0.5
@@ -188,7 +191,7 @@ class ConstAndInput(torch.nn.Module):
             later = torch.ones(6, 6, dtype=torch.bool).triu(1)
             return self.mha(x, x, x, attn_mask=later, key_padding_mask=pad, need_weights=False)[0]
         if self.kind == "decoder":
-            return self.dec(x, x[:, :4], tgt_mask=causal, tgt_key_padding_mask=pad)
+            return self.layer(x, x[:, :4], tgt_mask=causal, tgt_key_padding_mask=pad)
         q, k, v = self.proj(x).reshape(-1, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
         keep = torch.ones(6, 6, dtype=torch.bool).tril()
         if self.kind == "sdpa_not":
