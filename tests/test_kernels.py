@@ -583,15 +583,20 @@ def test_pad(K, seed, shape, pre, post, value, cl):
 @given(seed=seeds, shape=st.lists(st.integers(1, 5), min_size=1, max_size=5), data=st.data())
 def test_transpose(K, seed, shape, data):
     perm = data.draw(st.permutations(list(range(len(shape)))))
+    es = data.draw(st.sampled_from([1, 2, 4]))  # int8 codes; int16; int32 and float32
     rng = rng_from(seed)
     x = s8(rng, *shape)
     want = ops.transpose(torch.from_numpy(x), list(perm)).numpy()
+    if es > 1:  # any bytes: the element's value is never read
+        x = np.ascontiguousarray(s8(rng, *shape, es)).view({2: np.int16, 4: np.int32}[es]).reshape(shape)
+        want = np.ascontiguousarray(x.transpose(perm))
     istr = strides_of(tuple(shape))
     out_shape = np.array([shape[p] for p in perm], np.int32)
     in_str = np.array([istr[p] for p in perm], np.int32)
-    out = np.zeros(want.shape, np.int8)
-    K.fn("emk_transpose_any", True)(1, len(shape), ptr(out_shape), ptr(in_str), ptr(x), ptr(out))
-    np.testing.assert_array_equal(out, want)
+    for f in both(K, "emk_transpose_any"):  # the element walk and the row copies
+        out = np.zeros(want.shape, want.dtype)
+        f(es, len(shape), ptr(out_shape), ptr(in_str), ptr(x), ptr(out))
+        np.testing.assert_array_equal(out, want)
 
 
 # ---------------------------------------------------------------- MVE build check

@@ -30,6 +30,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
   their bias at compile time (offset 0), so the kernels skip that per-call pass over the weights.
 - contiguous_view_base.py: a contiguous copy before a view_copy of a non-contiguous (channels-last)
   tensor, which ExecuTorch would otherwise alias with contiguous strides.
+- drop_layout_round_trips.py: layout copies that undo each other (NCHW -> NHWC -> NCHW) or copy to the order a
+  tensor already has, removed (Cortex-M).
 - kernel_scratch.py: conv/depthwise/avg-pool scratch tensors sized for our kernels; kernel variants
   reported.
 - activation_alone.py (quantizer annotation): conv/linear/add + activation feeding a concat, and

@@ -272,6 +272,17 @@ void aten_copy_iters(uint8_t *o, et_iter *di, const uint8_t *in, et_iter *si, si
     osize[w] = di->sizes[d], dstr[w] = di->stride[d], sstr[w] = si->stride[d];
     w++;
   }
+  /* element rows (a transposing copy): the longest dim is the row loop, whatever its place in memory, so the
+   * odometer steps once per row, not once per few elements (NCHW -> NHWC with 2 channels: rows of 2) */
+  if (run == 1 && w >= 2) {
+    uint8_t b = (uint8_t)(w - 1);
+    for (uint8_t i = 0; i + 1 < w; i++)
+      if (osize[i] > osize[b]) b = i;
+    const int32_t ts = osize[b];
+    const size_t td = dstr[b], tsr = sstr[b];
+    osize[b] = osize[w - 1], dstr[b] = dstr[w - 1], sstr[b] = sstr[w - 1];
+    osize[w - 1] = ts, dstr[w - 1] = td, sstr[w - 1] = tsr;
+  }
   const size_t bytes = run * es;
   if (w == 0) {
     memcpy(o + di->off * es, in + si->off * es, bytes);

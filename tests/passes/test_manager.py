@@ -29,7 +29,7 @@ EXPECTED = {
                  "NpuA16w8ConvRescale"],
     "program": ["DepthwiseOneChannelAsConv", "FoldInputOffset", "WindowBias", "Int8LayerNorm", "PatchStages", "OperandsInOutOrder",
                 "Int8Io"],
-    "post": ["CancelTransposes", "ContiguousViewBase", "Int8Upsample", "KernelScratch"],
+    "post": ["CancelTransposes", "ContiguousViewBase", "DropLayoutRoundTrips", "Int8Upsample", "KernelScratch"],
     "check": ["VerifyProgram"],
 }
 
@@ -65,7 +65,7 @@ ETHOS_U = {
     # ArgmaxOnCodes to EmlkitBilinear: only on the nodes the partitioner leaves on the CPU (manager.CPU_SIDE)
     "pre_edge": ["LutFusion", "ArgmaxOnCodes", "MedianOnCodes", "MaskedFillOnCodes", "EmlkitBilinear", "EmlkitLstm", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
     "program": [],
-    "post": EXPECTED["post"],
+    "post": _only(EXPECTED["post"], "DropLayoutRoundTrips"),
     "check": EXPECTED["check"],
 }
 PER_TARGET = {
