@@ -179,6 +179,8 @@ class Kernels:
                 f = getattr(self.lib, name)
                 f.argtypes = args
                 f.restype = None
+        q = self.lib.emk_emlkit_exp_quotient
+        q.argtypes, q.restype = [C.c_uint64, C.c_uint64], C.c_uint64
         # kernels given scratch memory: the dispatcher takes it and returns a k_status
         for base, params in (("emk_conv2d_s8", QConv), ("emk_depthwise_conv2d_s8", QConv), ("emk_avg_pool2d_s8", QPool)):
             f = getattr(self.lib, base)

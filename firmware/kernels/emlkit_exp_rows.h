@@ -29,4 +29,43 @@ static inline int8_t k_exp_prob_s8(uint64_t e, uint64_t sum, int32_t mult, int32
   return emlkit_requant_s8((int64_t)(((e << 31) + sum) / (2 * sum)), mult, shift, zp);
 }
 
+/* k_exp_prob_s8's quotient for every kept element of one row, without a 64-bit division per element:
+ * floor((e * 2^31 + sum) / (2 sum)) = floor(m / sum), m = e * 2^30 + floor(sum / 2) (for an odd sum the dropped half
+ * never carries the quotient over). m * floor((2^64 - 1) / sum) / 2^64 is q or q - 1 (m < 2^53 makes the
+ * reciprocal's error under 2^-10), and one remainder check settles it: exact for 2 <= sum < 2^32, the division
+ * otherwise. The reciprocal costs one division per row. */
+typedef struct {
+  uint64_t sum, recip;
+  uint32_t half;
+  int fast;
+} k_exp_div;
+
+static inline k_exp_div k_exp_div_make(uint64_t sum) {
+  k_exp_div d;
+  d.sum = sum, d.half = (uint32_t)(sum >> 1), d.fast = sum >= 2 && sum <= 0xFFFFFFFFu;
+  d.recip = d.fast ? UINT64_MAX / sum : 0;
+  return d;
+}
+
+/* The high 64 bits of a * b (a < 2^53), from four 32 x 32 -> 64 products. */
+static inline uint64_t k_mulhi64(uint64_t a, uint64_t b) {
+  const uint64_t al = (uint32_t)a, ah = a >> 32, bl = (uint32_t)b, bh = b >> 32;
+  const uint64_t t = al * bl, u = ah * bl + (t >> 32), v = al * bh + (uint32_t)u;
+  return ah * bh + (u >> 32) + (v >> 32);
+}
+
+/* floor((e * 2^31 + sum) / (2 sum)), sum = d->sum. */
+static inline uint64_t k_exp_quotient(uint64_t e, const k_exp_div *d) {
+  if (!d->fast) return ((e << 31) + d->sum) / (2 * d->sum);
+  const uint64_t m = (e << 30) + d->half;
+  uint64_t q = k_mulhi64(m, d->recip);
+  if (m - q * d->sum >= d->sum) q++;
+  return q;
+}
+
+/* k_exp_prob_s8(e, d->sum, ...), the same code. */
+static inline int8_t k_exp_prob_div_s8(uint64_t e, const k_exp_div *d, int32_t mult, int32_t shift, int32_t zp) {
+  return emlkit_requant_s8((int64_t)k_exp_quotient(e, d), mult, shift, zp);
+}
+
 #endif

@@ -26,6 +26,10 @@ void emk_emlkit_softmax_s8_ref(const int8_t *in, int8_t *out, int32_t outer, int
                            const int32_t *table, int32_t zp, int32_t mult, int32_t shift);
 void emk_emlkit_softmax_s8(const int8_t *in, int8_t *out, int32_t outer, int32_t len, int32_t inner,
                        const int32_t *table, int32_t zp, int32_t mult, int32_t shift);
+/* The quotient those kernels requantize, floor((e * 2^31 + sum) / (2 sum)), as the non-reference entries compute it
+ * (a reciprocal per row and one correction, emlkit_exp_rows.h): exported for the kernel tests, which check it on
+ * the quotients the reciprocal alone gets one short. */
+uint64_t emk_emlkit_exp_quotient(uint64_t e, uint64_t sum);
 
 /* ---- emlkit::masked_softmax (emlkit_masked_softmax_s8.c) ----
  * emlkit::softmax over the elements whose mask byte is 0 (a nonzero byte leaves the element out). The rows are
