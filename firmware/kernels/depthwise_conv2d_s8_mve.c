@@ -576,6 +576,32 @@ static __attribute__((noinline)) const int32_t *dw_blocks(const qconv_params *p,
   return blocks;
 }
 
+/* The border columns of the rows [oy_a, oy_b), each as one run per group down the column (dw_col16); the
+ * output apart from the input (their writes run ahead of the row runs' reads). ra: the row runs' arguments,
+ * whose fields the row runs set again. */
+static void dw_cols(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias, int8_t *out,
+                    const int32_t *blocks, dw_run_args *ra, int32_t oy_a, int32_t oy_b, int32_t ox_a, int32_t ox_b,
+                    int neg) {
+  const int32_t C = p->in_c, xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
+  ra->npix = oy_b - oy_a, ra->xpix = p->stride_h * p->in_w * C, ra->opix = p->out_w * C;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t ox = 0; ox < p->out_w; ox++) {
+      if (ox == ox_a && ox_b > ox_a) ox = ox_b; /* the interior columns: the row runs below */
+      if (ox >= p->out_w) break;
+      int32_t kx_lo, kx_hi;
+      dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
+      ra->kw = kx_hi - kx_lo, ra->xadj = ystep - ra->kw * xstep, ra->wadj = (p->k_w - ra->kw) * C;
+      const size_t x0 = (((size_t)b * p->in_h + (size_t)(oy_a * p->stride_h - p->pad_h)) * p->in_w +
+                         (size_t)(ox * p->stride_w - p->pad_w + kx_lo * p->dil_w)) * C;
+      for (int32_t c0 = 0; c0 < C; c0 += 16) {
+        ra->x = in + x0 + c0, ra->w = w + (size_t)kx_lo * C + c0, ra->init = bias + c0;
+        ra->out = out + (((size_t)b * p->out_h + oy_a) * p->out_w + ox) * C + c0;
+        ra->g = blocks + (c0 / 16) * DW_BLOCK;
+        (neg ? dw_col16_neg : dw_col16)(ra);
+      }
+    }
+}
+
 k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
                           const int32_t *bias, const int32_t *mult, const int32_t *shift,
                           int8_t *out, void *scratch, size_t scratch_size) {
@@ -628,25 +654,7 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
   dw_edge_cols ec;
   const int rows = cols && dw_edge_cols_init(&ec, p, &ea, w, ox_a, ox_b) && (!apart || (ec.k32[0] && ec.k32[1]));
   cols = cols && apart && !rows;
-  if (cols) {
-    ra.npix = oy_b - oy_a, ra.xpix = p->stride_h * p->in_w * C, ra.opix = p->out_w * C;
-    for (int32_t b = 0; b < p->batch; b++)
-      for (int32_t ox = 0; ox < p->out_w; ox++) {
-        if (ox == ox_a && ox_b > ox_a) ox = ox_b; /* the interior columns: the row runs below */
-        if (ox >= p->out_w) break;
-        int32_t kx_lo, kx_hi;
-        dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
-        ra.kw = kx_hi - kx_lo, ra.xadj = ystep - ra.kw * xstep, ra.wadj = (p->k_w - ra.kw) * C;
-        const size_t x0 = (((size_t)b * p->in_h + (size_t)(oy_a * p->stride_h - p->pad_h)) * p->in_w +
-                           (size_t)(ox * p->stride_w - p->pad_w + kx_lo * p->dil_w)) * C;
-        for (int32_t c0 = 0; c0 < C; c0 += 16) {
-          ra.x = in + x0 + c0, ra.w = w + (size_t)kx_lo * C + c0, ra.init = bias + c0;
-          ra.out = out + (((size_t)b * p->out_h + oy_a) * p->out_w + ox) * C + c0;
-          ra.g = blocks + (c0 / 16) * DW_BLOCK;
-          (neg ? dw_col16_neg : dw_col16)(&ra);
-        }
-      }
-  }
+  if (cols) dw_cols(p, in, w, bias, out, blocks, &ra, oy_a, oy_b, ox_a, ox_b, neg);
   ra.opix = C, ra.kw = p->k_w, ra.xadj = ystep - p->k_w * xstep, ra.xpix = p->stride_w * C; /* the row runs */
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
