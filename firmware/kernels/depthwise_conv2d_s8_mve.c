@@ -425,13 +425,15 @@ static inline void dw_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil,
   *lo = l, *hi = h;
 }
 
-/* In place (the output overlapping the input, emk_depthwise_conv2d_s8_in_place_lead), the border columns of
- * the rows whose windows lie inside vertically cannot go as column runs (dw_col16): those write rows below the
- * ones the row runs have still to read. They go row by row instead, in raster order: per row one dw_edge16
- * call for the left border pixels, the interior run, one call for the right ones, each pixel's every group
- * before the next pixel's. So every channel of every pixel is written after the pixels before it in raster
- * order have read it, as the in-place lead needs. Per column the window's cut is fixed: its block (e[i],
- * left columns first) is set once per call, only x, w and out per row. */
+/* The border columns of the rows whose windows lie inside vertically, row by row: in place (the output
+ * overlapping the input, emk_depthwise_conv2d_s8_in_place_lead), where the column runs (dw_col16) would write
+ * rows below the ones the row runs have still to read, and for 3x2 windows, where this is the faster. Per row
+ * one dw_edge16 call for the left border pixels (each pixel's every group before the next pixel's), the
+ * interior run (group by group over the row), one call for the right ones; rows in order. So for every group
+ * the pixels are written in raster order, each after its own window has read that group. In place, output
+ * pixel q lies on input pixel q - L - k, which only output pixels up to q - k read (depthwise_conv2d_s8.c):
+ * done by then, so no write reaches input still to be read. Per column the window's cut is fixed: its block
+ * (e[i], left columns first) is set once per call, only x, w and out per row. */
 #define DW_EDGE_COLS 4
 typedef struct {
   dw_edge_args e[DW_EDGE_COLS];
