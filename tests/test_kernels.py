@@ -706,7 +706,7 @@ def test_mve_matches_portable_on_qemu(tmp_path):
     lines = r.stdout.splitlines()
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
-    assert set(passed) == {"emk_conv2d_s8", "emk_depthwise_conv2d_s8", "emk_linear_s8", "emk_batch_matmul_s8", "emk_add_s8", "emk_mul_s8",
+    assert set(passed) == {"emk_conv2d_s8", "emk_depthwise_conv2d_s8", "emk_depthwise_conv2d_s8_in_place", "emk_linear_s8", "emk_batch_matmul_s8", "emk_add_s8", "emk_mul_s8",
                            "emk_lut_s8", "emk_max_pool2d_s8", "emk_avg_pool2d_s8", "emk_emlkit_avg_pool2d_s8", "emk_emlkit_resize_bilinear_s8",
                            "emk_emlkit_lstm_s8", "emk_emlkit_gru_s8", "emk_quantize_f32",
                            "emk_dequantize_f32"}, r.stdout

@@ -26,7 +26,8 @@ k_conv_fn emk_conv2d_s8;
  * interior runs take one 16-channel group over a row's pixels, then the next group): what a write reaches,
  * input pixel q - L - k at a channel already read for every window that still needs that pixel, is never read
  * again. The MVE kernel's border-column runs, which write pixels of later rows before the rows above them are
- * read, are not taken when the output overlaps the input (depthwise_conv2d_s8_mve.c). A whole number of
+ * read, are not taken when the output overlaps the input: its border columns then go row by row, in raster
+ * order (dw_edge_cols in depthwise_conv2d_s8_mve.c). A whole number of
  * pixels of lead keeps channel c on channel c: a lead with a part pixel would put a group's writes on channels
  * the next group still reads. */
 int64_t emk_depthwise_conv2d_s8_in_place_lead(const qconv_params *p, uint32_t *step) {

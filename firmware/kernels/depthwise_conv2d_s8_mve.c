@@ -312,8 +312,9 @@ K_ASM_LOOP(dw_col16_neg, const dw_run_args, DW_RUN(DW_TAPS_CUT, K_FIX_NEG, DW_PR
  * offset added to each int16 input lane (x + offset lies within int16, see
  * dw_mve_offset_ok), the sums starting from the plain bias (16 per group,
  * de-interleaved like the blocks), requantized as in dw_run16. The fields up
- * to 52 and lo / hi are read by the asm at these offsets; w moves on by 16
- * per group as the loop runs. */
+ * to 56 and lo / hi are read by the asm at these offsets; w moves on by 16
+ * per group as the loop runs. Blocks with next set chain further pixels into
+ * the same call, each taken whole before the next (dw_edge_cols). */
 typedef struct {
   const int8_t *x;      /* 0: first valid tap (channel 0) */
   const int8_t *w;      /* 4: its weights (channel 0) */
@@ -328,29 +329,15 @@ typedef struct {
   const int32_t *g;     /* 44: the first group's block (multipliers at +64, shifts at +128) */
   int32_t off;          /* 48: output offset */
   int32_t ioff;         /* 52: input offset */
-  int32_t pad_[2];
+  int32_t next;         /* 56: non-zero: another pixel's block follows (96 bytes on), taken in the same call */
+  int32_t xcol;         /* 60: dw_edge_cols: the column's first valid tap, bytes from the row's start */
   int16_t lo[8];        /* 64 */
   int16_t hi[8];        /* 80 */
 } dw_edge_args;
+_Static_assert(sizeof(dw_edge_args) == 96, "DW_EDGE steps from one pixel's block to the next by 96 bytes");
 
-#define DW_EDGE(FIX)                                                             \
-  "vldrh.16 q7, [r0, #64]\n"                                                     \
-  "ldr r1, [r0, #0]\n"                                                           \
-  "ldr r3, [r0, #8]\n"                                                           \
-  "ldr r4, [r0, #12]\n"                                                          \
-  "ldr r8, [r0, #24]\n"                                                          \
-  "ldr r9, [r0, #28]\n"                                                          \
-  "ldr r10, [r0, #40]\n"                                                         \
-  "ldr r11, [r0, #44]\n"                                                         \
-  "ldr r12, [r0, #48]\n"                                                         \
-  "1:\n" /* group: q0 / q1 channels 0-7 even / odd, q2 / q3 channels 8-15 */    \
-  "vld20.32 {q0, q1}, [r10]\n"                                                   \
-  "vld21.32 {q0, q1}, [r10]!\n"                                                  \
-  "vld20.32 {q2, q3}, [r10]\n"                                                   \
-  "vld21.32 {q2, q3}, [r10]!\n"                                                  \
-  "mov r5, r1\n"                                                                 \
-  "ldr r6, [r0, #4]\n"                                                           \
-  "ldr r2, [r0, #52]\n"                                                          \
+/* Any window: nky rows of nkx taps, counted. */
+#define DW_ETAPS_ANY                                                             \
   "ldr r7, [r0, #16]\n"                                                          \
   "2:\n" /* tap row */                                                           \
   "ldr lr, [r0, #20]\n"                                                          \
@@ -365,7 +352,36 @@ typedef struct {
   "ldr lr, [r0, #36]\n"                                                          \
   "add r6, lr\n"                                                                 \
   "subs r7, #1\n"                                                                \
-  "bne 2b\n"                                                                     \
+  "bne 2b\n"
+/* 3 rows of 2 taps (a 3x3 window's border column), written out: the steps to the next row (xadj + xstep,
+ * wadj + wstep, as only one tap step is taken per row) in r7 / lr for the pixel. */
+#define DW_EPIX_3X2 "ldr r7, [r0, #32]\n" "add r7, r8\n" "ldr lr, [r0, #36]\n" "add lr, r9\n"
+#define DW_ETAP16 DW_TAPO8("", "q0", "q1") DW_TAPO8(", #8", "q2", "q3")
+#define DW_ETAPS_3X2                                                             \
+  DW_ETAP16 "add r5, r8\n" "add r6, r9\n" DW_ETAP16 "add r5, r7\n" "add r6, lr\n"   \
+  DW_ETAP16 "add r5, r8\n" "add r6, r9\n" DW_ETAP16 "add r5, r7\n" "add r6, lr\n"   \
+  DW_ETAP16 "add r5, r8\n" "add r6, r9\n" DW_ETAP16
+#define DW_EDGE(PIX, TAPS, FIX)                                                  \
+  "0:\n" /* pixel */                                                             \
+  "vldrh.16 q7, [r0, #64]\n"                                                     \
+  "ldr r1, [r0, #0]\n"                                                           \
+  "ldr r3, [r0, #8]\n"                                                           \
+  "ldr r4, [r0, #12]\n"                                                          \
+  "ldr r8, [r0, #24]\n"                                                          \
+  "ldr r9, [r0, #28]\n"                                                          \
+  "ldr r10, [r0, #40]\n"                                                         \
+  "ldr r11, [r0, #44]\n"                                                         \
+  "ldr r12, [r0, #48]\n"                                                         \
+  PIX                                                                            \
+  "1:\n" /* group: q0 / q1 channels 0-7 even / odd, q2 / q3 channels 8-15 */    \
+  "vld20.32 {q0, q1}, [r10]\n"                                                   \
+  "vld21.32 {q0, q1}, [r10]!\n"                                                  \
+  "vld20.32 {q2, q3}, [r10]\n"                                                   \
+  "vld21.32 {q2, q3}, [r10]!\n"                                                  \
+  "mov r5, r1\n"                                                                 \
+  "ldr r6, [r0, #4]\n"                                                           \
+  "ldr r2, [r0, #52]\n"                                                          \
+  TAPS                                                                           \
   "add r2, r11, #64\n"                                                           \
   "add r5, r11, #128\n"                                                          \
   DW_RQ8("q0", "q1", "", FIX)                                                    \
@@ -377,8 +393,24 @@ typedef struct {
   "add r2, #16\n"                                                                \
   "str r2, [r0, #4]\n"                                                           \
   "subs r4, #1\n"                                                                \
-  "bne 1b\n"
-K_ASM_LOOPS(dw_edge16, dw_edge_args, DW_EDGE)
+  "bne 1b\n"                                                                     \
+  "ldr r4, [r0, #56]\n"                                                          \
+  "add r0, #96\n"                                                                \
+  "cmp r4, #0\n"                                                                 \
+  "bne 0b\n"
+#define DW_EDGE_ANY(FIX) DW_EDGE(, DW_ETAPS_ANY, FIX)
+#define DW_EDGE_3X2(FIX) DW_EDGE(DW_EPIX_3X2, DW_ETAPS_3X2, FIX)
+K_ASM_LOOPS(dw_edge16, dw_edge_args, DW_EDGE_ANY)
+K_ASM_LOOPS(dw_edge16_3x2, dw_edge_args, DW_EDGE_3X2)
+/* By [nky == 3 && nkx == 2 for every pixel of the call][all shifts negative]. */
+static void (*const dw_edge_fn[2][2])(dw_edge_args *) = {{dw_edge16, dw_edge16_neg},
+                                                        {dw_edge16_3x2, dw_edge16_3x2_neg}};
+#undef DW_EDGE_3X2
+#undef DW_EDGE_ANY
+#undef DW_ETAPS_3X2
+#undef DW_ETAP16
+#undef DW_EPIX_3X2
+#undef DW_ETAPS_ANY
 #undef DW_EDGE
 #undef DW_TAPO8
 #undef DW_RQ8
@@ -391,6 +423,54 @@ static inline void dw_valid(int32_t o, int32_t stride, int32_t pad, int32_t dil,
   while (l < h && i0 + l * dil < 0) l++;
   while (h > l && i0 + (h - 1) * dil >= n) h--;
   *lo = l, *hi = h;
+}
+
+/* The border columns of the rows whose windows lie inside vertically, row by row: in place (the output
+ * overlapping the input, emk_depthwise_conv2d_s8_in_place_lead), where the column runs (dw_col16) would write
+ * rows below the ones the row runs have still to read, and for 3x2 windows, where this is the faster. Per row
+ * one dw_edge16 call for the left border pixels (each pixel's every group before the next pixel's), the
+ * interior run (group by group over the row), one call for the right ones; rows in order. So for every group
+ * the pixels are written in raster order, each after its own window has read that group. In place, output
+ * pixel q lies on input pixel q - L - k, which only output pixels up to q - k read (depthwise_conv2d_s8.c):
+ * done by then, so no write reaches input still to be read. Per column the window's cut is fixed: its block
+ * (e[i], left columns first) is set once per call, only x, w and out per row. */
+#define DW_EDGE_COLS 4
+typedef struct {
+  dw_edge_args e[DW_EDGE_COLS];
+  const int8_t *w0[DW_EDGE_COLS];
+  int32_t ocol[DW_EDGE_COLS];
+  int32_t nl, n; /* left columns, all border columns */
+  int k32[2];    /* the left / right columns all 3x2 windows (dw_edge16_3x2) */
+} dw_edge_cols;
+
+/* The blocks of the border columns (outside [ox_a, ox_b)); 0 if there are more than DW_EDGE_COLS. */
+static int dw_edge_cols_init(dw_edge_cols *t, const qconv_params *p, const dw_edge_args *ea, const int8_t *w,
+                             int32_t ox_a, int32_t ox_b) {
+  const int32_t C = p->in_c, ystep = p->dil_h * p->in_w * C;
+  if (p->out_w - (ox_b - ox_a) > DW_EDGE_COLS) return 0;
+  t->nl = ox_a, t->n = 0, t->k32[0] = t->k32[1] = p->k_h == 3;
+  for (int32_t ox = 0; ox < p->out_w; ox++) {
+    if (ox == ox_a) ox = ox_b; /* the interior columns: the row runs */
+    if (ox >= p->out_w) break;
+    int32_t kx_lo, kx_hi;
+    dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
+    dw_edge_args *e = &t->e[t->n];
+    *e = *ea;
+    e->nky = p->k_h, e->nkx = kx_hi - kx_lo, e->xadj = ystep - e->nkx * ea->xstep, e->wadj = (p->k_w - e->nkx) * C;
+    e->xcol = (ox * p->stride_w - p->pad_w + kx_lo * p->dil_w) * C;
+    e->next = t->n + 1 != t->nl && ox + 1 < p->out_w;
+    t->w0[t->n] = w + (size_t)kx_lo * C, t->ocol[t->n] = ox * C;
+    t->k32[t->n >= t->nl] &= e->nkx == 2;
+    t->n++;
+  }
+  return 1;
+}
+
+/* Border pixels [i0, i1) of dw_edge_cols on the row whose first input row is xrow and whose output is orow. */
+static inline void dw_edge_row(dw_edge_cols *t, int32_t i0, int32_t i1, const int8_t *xrow, int8_t *orow, int neg) {
+  if (i0 >= i1) return;
+  for (int32_t i = i0; i < i1; i++) t->e[i].x = xrow + t->e[i].xcol, t->e[i].w = t->w0[i], t->e[i].out = orow + t->ocol[i];
+  dw_edge_fn[t->k32[i0 >= t->nl]][neg](&t->e[i0]);
 }
 
 /* Depth multiplier a multiple of 4 (a convolution of a one-channel input is
@@ -498,6 +578,32 @@ static __attribute__((noinline)) const int32_t *dw_blocks(const qconv_params *p,
   return blocks;
 }
 
+/* The border columns of the rows [oy_a, oy_b), each as one run per group down the column (dw_col16); the
+ * output apart from the input (their writes run ahead of the row runs' reads). ra: the row runs' arguments,
+ * whose fields the row runs set again. */
+static void dw_cols(const qconv_params *p, const int8_t *in, const int8_t *w, const int32_t *bias, int8_t *out,
+                    const int32_t *blocks, dw_run_args *ra, int32_t oy_a, int32_t oy_b, int32_t ox_a, int32_t ox_b,
+                    int neg) {
+  const int32_t C = p->in_c, xstep = p->dil_w * C, ystep = p->dil_h * p->in_w * C;
+  ra->npix = oy_b - oy_a, ra->xpix = p->stride_h * p->in_w * C, ra->opix = p->out_w * C;
+  for (int32_t b = 0; b < p->batch; b++)
+    for (int32_t ox = 0; ox < p->out_w; ox++) {
+      if (ox == ox_a && ox_b > ox_a) ox = ox_b; /* the interior columns: the row runs below */
+      if (ox >= p->out_w) break;
+      int32_t kx_lo, kx_hi;
+      dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
+      ra->kw = kx_hi - kx_lo, ra->xadj = ystep - ra->kw * xstep, ra->wadj = (p->k_w - ra->kw) * C;
+      const size_t x0 = (((size_t)b * p->in_h + (size_t)(oy_a * p->stride_h - p->pad_h)) * p->in_w +
+                         (size_t)(ox * p->stride_w - p->pad_w + kx_lo * p->dil_w)) * C;
+      for (int32_t c0 = 0; c0 < C; c0 += 16) {
+        ra->x = in + x0 + c0, ra->w = w + (size_t)kx_lo * C + c0, ra->init = bias + c0;
+        ra->out = out + (((size_t)b * p->out_h + oy_a) * p->out_w + ox) * C + c0;
+        ra->g = blocks + (c0 / 16) * DW_BLOCK;
+        (neg ? dw_col16_neg : dw_col16)(ra);
+      }
+    }
+}
+
 k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, const int8_t *w,
                           const int32_t *bias, const int32_t *mult, const int32_t *shift,
                           int8_t *out, void *scratch, size_t scratch_size) {
@@ -523,47 +629,34 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
   for (int j = 0; j < 8; j++) ra.lo[j] = (int16_t)p->act_min, ra.hi[j] = (int16_t)p->act_max;
   dw_edge_args ea __attribute__((aligned(16))); /* border pixels: the fields fixed per call */
   ea.groups = C16 / 16, ea.xstep = xstep, ea.wstep = C, ea.init = bias, ea.g = blocks;
-  ea.off = p->output_offset, ea.ioff = p->input_offset;
+  ea.off = p->output_offset, ea.ioff = p->input_offset, ea.next = 0;
   for (int j = 0; j < 8; j++) ea.lo[j] = ra.lo[j], ea.hi[j] = ra.hi[j];
   /* output columns whose windows lie inside the input horizontally: [ox_a, ox_b) */
   int32_t ox_a = 0, ox_b = p->out_w;
   while (ox_a < ox_b && ox_a * p->stride_w - p->pad_w < 0) ox_a++;
   while (ox_b > ox_a && (ox_b - 1) * p->stride_w - p->pad_w + (p->k_w - 1) * p->dil_w >= p->in_w) ox_b--;
   /* rows whose windows lie inside the input vertically: [oy_a, oy_b); their border columns (all columns
-   * outside [ox_a, ox_b)) each go as one run per group down the column (dw_col16), when the channels are
-   * whole groups, there is a bias to start from and every such column has a valid tap */
+   * outside [ox_a, ox_b)) each go as one run per group down the column (dw_col16) or row by row
+   * (dw_edge_cols), when the channels are whole groups, there is a bias to start from and every such column
+   * has a valid tap */
   int32_t oy_a = 0, oy_b = p->out_h;
   while (oy_a < oy_b && oy_a * p->stride_h - p->pad_h < 0) oy_a++;
   while (oy_b > oy_a && (oy_b - 1) * p->stride_h - p->pad_h + (p->k_h - 1) * p->dil_h >= p->in_h) oy_b--;
-  /* not when the output overlaps the input (in place with a lead, emk_depthwise_conv2d_s8_in_place_lead): the
-   * column runs write rows below the ones the row runs have still to read */
+  /* the column runs not when the output overlaps the input (in place with a lead,
+   * emk_depthwise_conv2d_s8_in_place_lead): they write rows below the ones the row runs have still to read */
   const uintptr_t ia = (uintptr_t)in, oa = (uintptr_t)out;
   const int apart = oa + (size_t)p->batch * p->out_h * p->out_w * C <= ia || ia + (size_t)p->batch * p->in_h * p->in_w * C <= oa;
-  int cols = C16 == C && C16 && bias && oy_b > oy_a && apart;
+  int cols = C16 == C && C16 && bias && oy_b > oy_a;
   for (int32_t ox = 0; ox < p->out_w && cols; ox++) {
     int32_t kx_lo, kx_hi;
     dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
     cols = kx_hi > kx_lo;
   }
-  if (cols) {
-    ra.npix = oy_b - oy_a, ra.xpix = p->stride_h * p->in_w * C, ra.opix = p->out_w * C;
-    for (int32_t b = 0; b < p->batch; b++)
-      for (int32_t ox = 0; ox < p->out_w; ox++) {
-        if (ox == ox_a && ox_b > ox_a) ox = ox_b; /* the interior columns: the row runs below */
-        if (ox >= p->out_w) break;
-        int32_t kx_lo, kx_hi;
-        dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
-        ra.kw = kx_hi - kx_lo, ra.xadj = ystep - ra.kw * xstep, ra.wadj = (p->k_w - ra.kw) * C;
-        const size_t x0 = (((size_t)b * p->in_h + (size_t)(oy_a * p->stride_h - p->pad_h)) * p->in_w +
-                           (size_t)(ox * p->stride_w - p->pad_w + kx_lo * p->dil_w)) * C;
-        for (int32_t c0 = 0; c0 < C; c0 += 16) {
-          ra.x = in + x0 + c0, ra.w = w + (size_t)kx_lo * C + c0, ra.init = bias + c0;
-          ra.out = out + (((size_t)b * p->out_h + oy_a) * p->out_w + ox) * C + c0;
-          ra.g = blocks + (c0 / 16) * DW_BLOCK;
-          (neg ? dw_col16_neg : dw_col16)(&ra);
-        }
-      }
-  }
+  /* row by row in place, and where that is the faster (3x2 windows: dw_edge16_3x2) */
+  dw_edge_cols ec;
+  const int rows = cols && dw_edge_cols_init(&ec, p, &ea, w, ox_a, ox_b) && (!apart || (ec.k32[0] && ec.k32[1]));
+  cols = cols && apart && !rows;
+  if (cols) dw_cols(p, in, w, bias, out, blocks, &ra, oy_a, oy_b, ox_a, ox_b, neg);
   ra.opix = C, ra.kw = p->k_w, ra.xadj = ystep - p->k_w * xstep, ra.xpix = p->stride_w * C; /* the row runs */
   for (int32_t b = 0; b < p->batch; b++)
     for (int32_t oy = 0; oy < p->out_h; oy++) {
@@ -571,6 +664,9 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
       int32_t ky_lo, ky_hi;
       dw_valid(oy, p->stride_h, p->pad_h, p->dil_h, p->k_h, p->in_h, &ky_lo, &ky_hi);
       const int row_full = ky_lo == 0 && ky_hi == p->k_h;
+      const int edge_rows = rows && row_full;
+      if (edge_rows) dw_edge_row(&ec, 0, ec.nl, in + ((size_t)b * p->in_h + iy0) * p->in_w * C,
+                                 out + ((size_t)b * p->out_h + oy) * p->out_w * C, neg);
       for (int32_t ox = 0; ox < p->out_w; ox++) {
         int8_t *op = out + (((size_t)b * p->out_h + oy) * p->out_w + ox) * C;
         if (row_full && ox == ox_a && ox_b > ox_a && C16) {
@@ -600,7 +696,7 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
           ox = ox_b - 1;
           continue;
         }
-        if (cols && row_full) continue; /* a border column: done above */
+        if ((cols || rows) && row_full) continue; /* a border column: done above, or after the row */
         const int32_t ix0 = ox * p->stride_w - p->pad_w;
         int32_t kx_lo, kx_hi;
         dw_valid(ox, p->stride_w, p->pad_w, p->dil_w, p->k_w, p->in_w, &kx_lo, &kx_hi);
@@ -617,7 +713,7 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
         int32_t c0 = 0;
         if (C16 && bias && g.nky > 0 && g.nkx > 0) { /* the whole groups in one asm call */
           ea.x = x0, ea.w = w0, ea.out = op, ea.nky = g.nky, ea.nkx = g.nkx, ea.xadj = g.xadj, ea.wadj = g.wadj;
-          (neg ? dw_edge16_neg : dw_edge16)(&ea);
+          dw_edge_fn[g.nky == 3 && g.nkx == 2][neg](&ea);
           c0 = C16;
         }
         for (; c0 + 16 <= C; c0 += 16) {
@@ -632,6 +728,8 @@ k_status emk_depthwise_conv2d_s8_mve(const qconv_params *p, const int8_t *in, co
                         gb + 16, gb + 32, op + c0, C - c0);
         }
       }
+      if (edge_rows) dw_edge_row(&ec, ec.nl, ec.n, in + ((size_t)b * p->in_h + iy0) * p->in_w * C,
+                                 out + ((size_t)b * p->out_h + oy) * p->out_w * C, neg);
     }
   return K_OK;
 }
