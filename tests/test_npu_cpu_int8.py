@@ -3,7 +3,8 @@ int8 kernels where one takes them (passes declared for manager.CPU_SIDE): tests/
 bilinear resize with align_corners=True and an argmax, was refused without --allow-float ("float left on the CPU").
 The NPU keeps what it takes: the U85 runs that resize as a TOSA RESIZE, the U55 none; the argmax's int64 indices
 are on the CPU of both. tests/models/codes_ops_head.py: a median and a masked_fill with a scalar, left on the CPU
-of both, run on int8 codes (the U85's masked_fill in the form of ExecuTorch's decomposition: full_like, where)."""
+of both, run on int8 codes (the U85's masked_fill in the form of ExecuTorch's decomposition: full_like, where), as
+does tests/models/adaptive_max_head.py's adaptive max pool."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ MODEL = Path(__file__).parent / "models" / "resize_argmax_head.py"
 SNR_FLOOR_DB = 35.0   # measured 38.3 dB on both targets (the resize's int8 kernel is within 1 step of torch's)
 CODES_MODEL = Path(__file__).parent / "models" / "codes_ops_head.py"
 CODES_SNR_FLOOR_DB = 25.0  # measured 32.5 dB on both targets
+POOL_MODEL = Path(__file__).parent / "models" / "adaptive_max_head.py"
+POOL_SNR_FLOOR_DB = 35.0  # measured 42.1 dB on the U85
 
 
 def _compile(tmp_path: Path, model: Path, target: str) -> object:
@@ -62,3 +65,19 @@ def test_codes_ops_left_on_the_cpu_run_int8(tmp_path: Path, target: str) -> None
     o = execute(res, "host", "auto", 300, "mve", None)
     assert o.status == "PASS", o.reason
     assert all(d.max_steps == 0 for d in o.result.outputs), [d.max_steps for d in o.result.outputs]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_adaptive_max_left_on_the_cpu_runs_on_codes(tmp_path: Path, target: str) -> None:
+    """An adaptive max pool to a size that does not divide its input stays on the CPU of both NPUs: it runs on the
+    conv's int8 codes (torch's own kernel refuses int8, so the compile's checks run it as the host reference does)."""
+    from emlkit.run import execute
+
+    res = _compile(tmp_path, POOL_MODEL, target)
+    ops = res.report["ops"]
+    assert ops.get("aten::adaptive_max_pool2d") == 1 and ops.get("delegate:EthosUBackend"), ops
+    assert not res.report["verify"]["float_islands"], res.report["verify"]
+    assert res.report["numerics"]["snr_db"] > POOL_SNR_FLOOR_DB, res.report["numerics"]
+    o = execute(res, "host", "auto", 300, "mve", None)
+    assert o.status == "PASS", o.reason
+    assert [d.max_steps for d in o.result.outputs] == [0], [d.max_steps for d in o.result.outputs]

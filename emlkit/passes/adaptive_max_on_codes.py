@@ -22,7 +22,8 @@ from emlkit.passes.manager import declare
 aten = torch.ops.aten
 
 
-@declare("pre_edge", ("aten.adaptive_max_pool2d",), runs_after=("LutFusion",), order=211, flows=("cortex_m",))
+@declare("pre_edge", ("aten.adaptive_max_pool2d",), runs_after=("LutFusion",), order=211,
+         flows=("cortex_m", "ethos_u_cpu"), bits=("int8",))
 class AdaptiveMaxOnCodes(CodesRewrite):
     matches = (aten.adaptive_max_pool2d.default,)
     what = "adaptive max pool on int8 codes"
