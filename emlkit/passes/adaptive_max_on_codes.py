@@ -10,6 +10,10 @@ output size (windows of unequal sizes included). The quantize after it requantiz
 Why: PyTorch's quantizers annotate max_pool2d (shared qparams) but not adaptive_max_pool2d, which then ran as a float
 op between a dequantize and a quantize; the firmware's aten::adaptive_max_pool2d takes int8
 (firmware/ops/aten_float_pool.c). A program that uses the indices keeps the float op (ties are unspecified).
+
+On the int8 Ethos-U flows the adaptive max pools the NPU partitioner leaves on the CPU in float (manager.CPU_SIDE)
+run on codes the same way (tests/test_npu_cpu_int8.py); there the pool's output may have no quantize (the Arm
+quantizer leaves it unannotated), and the dequantize after the pool gives the float output the model had.
 """
 
 from __future__ import annotations
