@@ -12,8 +12,8 @@ op between a dequantize and a quantize; the firmware's aten::adaptive_max_pool2d
 (firmware/ops/aten_float_pool.c). A program that uses the indices keeps the float op (ties are unspecified).
 
 On the int8 Ethos-U flows the adaptive max pools the NPU partitioner leaves on the CPU in float (manager.CPU_SIDE)
-run on codes the same way (tests/test_npu_cpu_int8.py); there the pool's output may have no quantize (the Arm
-quantizer leaves it unannotated), and the dequantize after the pool gives the float output the model had.
+run on codes the same way (tests/test_npu_cpu_int8.py). The Arm quantizer observes the pool's output on its own,
+so the quantize after it is a requantization (a dequantize and a quantize on the CPU, exact as before).
 """
 
 from __future__ import annotations
