@@ -18,7 +18,7 @@ SNR_FLOOR_DB = 35.0   # measured 38.3 dB on both targets (the resize's int8 kern
 CODES_MODEL = Path(__file__).parent / "models" / "codes_ops_head.py"
 CODES_SNR_FLOOR_DB = 25.0  # measured 32.5 dB on both targets
 POOL_MODEL = Path(__file__).parent / "models" / "adaptive_max_head.py"
-POOL_SNR_FLOOR_DB = 35.0  # measured 42.1 dB on the U85
+POOL_SNR_FLOOR_DB = 35.0  # measured 42.1 dB on both targets
 
 
 def _compile(tmp_path: Path, model: Path, target: str) -> object:
@@ -32,7 +32,7 @@ def _bit_exact(res: object, board: str, sim: str) -> None:
 
     o = execute(res, board, sim, 300, "mve", None)
     assert o.status == "PASS", (board, o.reason)
-    assert [d.max_steps for d in o.result.outputs] == [0, 0], board
+    assert o.result.outputs and all(d.max_steps == 0 for d in o.result.outputs), board
 
 
 @pytest.mark.parametrize("target, resize_on_npu", [("ethos-u55-128", False), ("ethos-u85-256", True)])
@@ -71,13 +71,11 @@ def test_codes_ops_left_on_the_cpu_run_int8(tmp_path: Path, target: str) -> None
 def test_adaptive_max_left_on_the_cpu_runs_on_codes(tmp_path: Path, target: str) -> None:
     """An adaptive max pool to a size that does not divide its input stays on the CPU of both NPUs: it runs on the
     conv's int8 codes (torch's own kernel refuses int8, so the compile's checks run it as the host reference does)."""
-    from emlkit.run import execute
-
     res = _compile(tmp_path, POOL_MODEL, target)
     ops = res.report["ops"]
     assert ops.get("aten::adaptive_max_pool2d") == 1 and ops.get("delegate:EthosUBackend"), ops
     assert not res.report["verify"]["float_islands"], res.report["verify"]
     assert res.report["numerics"]["snr_db"] > POOL_SNR_FLOOR_DB, res.report["numerics"]
-    o = execute(res, "host", "auto", 300, "mve", None)
-    assert o.status == "PASS", o.reason
-    assert [d.max_steps for d in o.result.outputs] == [0], [d.max_steps for d in o.result.outputs]
+    _bit_exact(res, "host", "auto")
+    if target == "ethos-u55-128" and HAVE_ARM_GCC and HAVE_QEMU:  # the firmware's int8 adaptive max pool
+        _bit_exact(res, "corstone-300", "qemu")
