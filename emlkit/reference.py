@@ -165,6 +165,12 @@ def delegate_names(gm: torch.fx.GraphModule) -> list[str]:
     return [n.target for n in gm.graph.nodes if n.op == "get_attr" and str(n.target).startswith("lowered_module")]
 
 
+def run_graph(gm: torch.fx.GraphModule, inputs: tuple[torch.Tensor, ...]) -> Any:
+    """GM (a graph without delegates, e.g. the quantized model after our passes) run as the host reference runs
+    a program's ops: element-picking ops on int8 codes included, which torch's own call refuses."""
+    return _Interpreter(gm, {}).run(*inputs)
+
+
 def run_lowered(edge: Any, inputs: tuple[torch.Tensor, ...], tosa_by_delegate: dict[str, bytes] | None = None,
                 delegate_io: list[DelegateIO] | None = None,
                 capture: dict[str, Any] | None = None, stream: StreamState | None = None) -> list[torch.Tensor]:

@@ -128,6 +128,10 @@ def test_allow_float_runs_on_every_target(emlkit_cli, target: str, tmp_path: Pat
                     "-o", str(tmp_path / "o")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "PASS" in proc.stdout and "0 steps" in proc.stdout
-    # the float ops and their share of the instruction count
+    # the float ops and their share of the instruction count; the int8 NPU targets run the cumsum and the PReLU on
+    # the NPU and the adaptive max pool on codes (AdaptiveMaxOnCodes on the CPU side): no float op is left there
+    if target.startswith("ethos-u") and not target.endswith("a16w8"):
+        assert "float ops (--allow-float)" not in proc.stdout, proc.stdout[-3000:]
+        return
     float_op = "adaptive_max_pool2d" if target.startswith("ethos-u") else "cumsum"  # int8 on Cortex-M now
     assert "float ops (--allow-float)" in proc.stdout and float_op in proc.stdout, proc.stdout[-3000:]

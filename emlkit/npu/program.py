@@ -18,6 +18,7 @@ import torch
 from emlkit.npu.errors import NpuError
 from emlkit.npu.execute import TraceEntry
 from emlkit.npu.run import run_blob
+from emlkit.reference import ORDER_OPS_ON_CODES
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +82,23 @@ def _call_overload(fn: Any, idx: Sequence[int], arg: Callable[[int, Any], Any], 
             kwargs[s.name] = v
         else:
             args.append(v)
-    res = fn(*args, **kwargs)
+    res = _on_codes(fn, args, kwargs) if fn._schema.name in ORDER_OPS_ON_CODES else fn(*args, **kwargs)
     return res if isinstance(res, torch.Tensor) else res[0]
+
+
+def _on_codes(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """An element-picking out-variant op on integer codes, which torch's CPU kernels refuse: run in float32 (every
+    int8/int16 code exact), the values copied into the program's own out tensors, which it returns."""
+    x = args[0]
+    if not isinstance(x, torch.Tensor) or x.dtype.is_floating_point:
+        return fn(*args, **kwargs)
+    narrow = [k for k, v in kwargs.items() if isinstance(v, torch.Tensor) and v.dtype == x.dtype]
+    wide = {**kwargs, **{k: torch.empty(kwargs[k].shape) for k in narrow}}
+    fn(x.to(torch.float32), *args[1:], **wide)
+    for k in narrow:
+        kwargs[k].copy_(wide[k])
+    return tuple(v for v in kwargs.values() if isinstance(v, torch.Tensor))
+
 
 def run_pte(pte: bytes, inputs: Sequence[torch.Tensor], trace: bool = False,
             on_op: Callable[[int, TraceEntry], None] | None = None) -> ProgramRun:

@@ -10,6 +10,10 @@ output size (windows of unequal sizes included). The quantize after it requantiz
 Why: PyTorch's quantizers annotate max_pool2d (shared qparams) but not adaptive_max_pool2d, which then ran as a float
 op between a dequantize and a quantize; the firmware's aten::adaptive_max_pool2d takes int8
 (firmware/ops/aten_float_pool.c). A program that uses the indices keeps the float op (ties are unspecified).
+
+On the int8 Ethos-U flows the adaptive max pools the NPU partitioner leaves on the CPU in float (manager.CPU_SIDE)
+run on codes the same way (tests/test_npu_cpu_int8.py). The Arm quantizer observes the pool's output on its own,
+so the quantize after it is a requantization (a dequantize and a quantize on the CPU, exact as before).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from emlkit.passes.manager import declare
 aten = torch.ops.aten
 
 
-@declare("pre_edge", ("aten.adaptive_max_pool2d",), runs_after=("LutFusion",), order=211, flows=("cortex_m",))
+@declare("pre_edge", ("aten.adaptive_max_pool2d",), runs_after=("LutFusion",), order=211,
+         flows=("cortex_m", "ethos_u_cpu"), bits=("int8",))
 class AdaptiveMaxOnCodes(CodesRewrite):
     matches = (aten.adaptive_max_pool2d.default,)
     what = "adaptive max pool on int8 codes"

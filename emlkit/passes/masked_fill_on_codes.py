@@ -2,7 +2,10 @@
 
 Matches, in the quantized graph: `aten.masked_fill.Scalar(dequantize(x), mask, value)`,
 `aten.where.ScalarOther(mask, dequantize(x), value)` and `aten.where.ScalarSelf(mask, value, dequantize(x))`
-whose only user is an int8 per-tensor `quantize` (the output's qparams s_out, zp_out), x per-tensor int8.
+whose only user is an int8 per-tensor `quantize` (the output's qparams s_out, zp_out), x per-tensor int8; also
+`aten.where.self(mask, fill, dequantize(x))` (either value order) whose fill is a float `full`/`full_like` of a
+scalar, or its int8 quantize/dequantize (then the fill value is the scalar on that grid): the form ExecuTorch's
+Arm quantizer gives masked_fill on the U85, where it decomposes it before annotation.
 
 Produces `aten.where.self(mask, fill, x')` (or with fill and x' swapped, as the match had them) on codes:
 fill is a 0-dim int8 constant, the value quantized once with the output's qparams (the quantize's own rounding),
@@ -24,13 +27,15 @@ from __future__ import annotations
 import torch
 
 from emlkit.passes.graph import (DQ_TARGETS, Q_TARGETS, NodeRewrite, add_parameter, copy_meta, copy_region_meta,
-                                 get_attrs, per_tensor_qparams, qparams)
+                                 get_attrs, node_val, per_tensor_qparams, qparams,
+                                 shape_of)
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
 
 # op -> (argument index of the mask, of the tensor, of the scalar fill)
+_FULLS = (aten.full_like.default, aten.full.default)
 _SLOTS = {
     aten.masked_fill.Scalar: (1, 0, 2),
     aten.where.ScalarOther: (0, 1, 2),
@@ -46,12 +51,14 @@ def _int8_q(node: object) -> bool:
 @declare("pre_edge", ("aten.masked_fill", "aten.where"), runs_after=("LutFusion",), order=209,
          flows=("cortex_m", "ethos_u_cpu"), bits=("int8",))
 class MaskedFillOnCodes(NodeRewrite):
-    matches = tuple(_SLOTS)
+    matches = (*_SLOTS, aten.where.self)
     what = "masked_fill/where with a scalar fill on int8 codes"
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
-        im, ix, iv = _SLOTS[n.target]
-        mask, dq, value = n.args[im], n.args[ix], n.args[iv]
+        got = _operands(n)
+        if got is None:
+            return False
+        mask, dq, value, fill_first = got
         q = next(iter(n.users)) if len(n.users) == 1 else None
         mv = mask.meta.get("val") if isinstance(mask, torch.fx.Node) else None
         if not (isinstance(dq, torch.fx.Node) and dq.target in DQ_TARGETS and _int8_q(dq)
@@ -74,7 +81,7 @@ class MaskedFillOnCodes(NodeRewrite):
             if isinstance(dq.meta.get("val"), torch.Tensor):
                 codes.meta["val"] = dq.meta["val"].to(torch.int8)
             made.append(codes)
-        pair = (fill_node, codes) if ix == 2 or n.target is aten.masked_fill.Scalar else (codes, fill_node)
+        pair = (fill_node, codes) if fill_first else (codes, fill_node)
         with g.inserting_before(q):
             new = g.call_function(aten.where.self, (mask, *pair))
         copy_meta(n, made + [new])
@@ -83,3 +90,41 @@ class MaskedFillOnCodes(NodeRewrite):
         g.erase_node(q)
         g.erase_node(n)
         return True
+
+
+def _operands(n: torch.fx.Node) -> tuple[object, object, object, bool] | None:
+    """(mask, the tensor's dequantize, the scalar fill, whether the fill is where's first value) of a match, or None.
+    A where.self qualifies when one value is a constant fill: ExecuTorch's Arm quantizer decomposes masked_fill into
+    where.self(mask, full_like(x, v), x), and quantizes the full_like, so its value is v on that grid."""
+    if n.target is not aten.where.self:
+        im, ix, iv = _SLOTS[n.target]
+        return n.args[im], n.args[ix], n.args[iv], ix == 2 or n.target is aten.masked_fill.Scalar
+    mask, a, b = n.args[:3]
+    for fill_first, f, x in ((True, a, b), (False, b, a)):
+        value = _constant_fill(f)
+        shapes = (shape_of(n), shape_of(x), shape_of(mask))
+        if value is not None and None not in shapes \
+                and shapes[0] == tuple(torch.broadcast_shapes(shapes[1], shapes[2])):  # the fill adds no dimension
+            return mask, x, value, fill_first
+    return None
+
+
+def _constant_fill(f: object) -> float | None:
+    """The value every element of F has: a float full/full_like of a scalar, or its int8 quantize/dequantize."""
+    qp = None
+    if isinstance(f, torch.fx.Node) and f.target in DQ_TARGETS and _int8_q(f) and isinstance(f.args[0], torch.fx.Node):
+        q = f.args[0]
+        if q.target not in Q_TARGETS or not _int8_q(q) or qparams(q) != qparams(f):
+            return None
+        qp, f = qparams(q), q.args[0]
+    fv = node_val(f)
+    if not (isinstance(f, torch.fx.Node) and f.target in _FULLS and len(f.args) == 2 and fv is not None
+            and fv.dtype == torch.float32 and isinstance(f.args[1], (int, float)) and not isinstance(f.args[1], bool)):
+        return None
+    if set(f.kwargs) - {"dtype", "layout", "device", "pin_memory", "memory_format"} \
+            or f.kwargs.get("dtype") not in (None, torch.float32):
+        return None
+    value = torch.tensor(float(f.args[1]))
+    if qp is not None:  # the value the quantized graph carries: v on the full's grid
+        value = qd.dequantize_per_tensor.default(qd.quantize_per_tensor.default(value, *qp), *qp)
+    return float(value)

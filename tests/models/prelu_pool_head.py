@@ -1,6 +1,6 @@
-"""A small CNN with ops that stay in float under --allow-float: a cumulative sum (no int8 kernel on the CPU) on every
-target, and on the Ethos-U targets a PReLU and an adaptive max pool to an uneven 2x3 grid (none on the NPU; on
-Cortex-M both are int8: emlkit::prelu and the pool on codes)."""
+"""A small CNN with ops that stay in float under --allow-float: a cumulative sum (no int8 kernel on the CPU) on the
+Cortex-M targets, and on the a16w8 Ethos-U targets an adaptive max pool to an uneven 2x3 grid (not on the NPU; the
+int8 Ethos-U targets and Cortex-M run it on codes, and the int8 NPUs take the cumsum and the PReLU)."""
 import torch
 import torch.nn as nn
 

@@ -48,4 +48,4 @@ def test_used_indices_keep_the_float_op() -> None:
 
 
 def test_pipelines() -> None:
-    assert_pipelines(AdaptiveMaxOnCodes, on=("cortex-m55", "cortex-m4"), off=("ethos-u55-128",))
+    assert_pipelines(AdaptiveMaxOnCodes, on=("cortex-m55", "cortex-m4", "ethos-u55-128"), off=("ethos-u55-128-a16w8",))

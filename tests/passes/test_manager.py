@@ -63,7 +63,8 @@ ETHOS_U = {
                   "NpuPoolAsDepthwise"],
     "quantizer_hook": ["LstmOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
     # ArgmaxOnCodes to EmlkitBilinear: only on the nodes the partitioner leaves on the CPU (manager.CPU_SIDE)
-    "pre_edge": ["LutFusion", "ArgmaxOnCodes", "MedianOnCodes", "MaskedFillOnCodes", "EmlkitBilinear", "EmlkitLstm", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
+    "pre_edge": ["LutFusion", "ArgmaxOnCodes", "MedianOnCodes", "MaskedFillOnCodes", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm",
+                 "ExplicitNpuClamp", "NpuPoolZeroPoint"],
     "program": [],
     "post": _only(EXPECTED["post"], "DropLayoutRoundTrips"),
     "check": EXPECTED["check"],
@@ -82,7 +83,8 @@ PER_TARGET["ethos-u85-256-a16w8"] = {
     **ETHOS_U, "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "ChannelShuffleAsPermute", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                              "SplitBatchedMatmul"],
     "quantizer_hook": ["NpuHardswishFloor"],  # the int8 LSTM/GRU kernels take no int16 activations
-    "pre_edge": _only(ETHOS_U["pre_edge"], "ArgmaxOnCodes", "MedianOnCodes", "MaskedFillOnCodes", "EmlkitBilinear", "EmlkitLstm")
+    "pre_edge": _only(ETHOS_U["pre_edge"], "ArgmaxOnCodes", "MedianOnCodes", "MaskedFillOnCodes", "AdaptiveMaxOnCodes", "EmlkitBilinear",
+                      "EmlkitLstm")
     + ["NpuA16w8ConvRescale"]}
 
 
