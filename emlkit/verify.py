@@ -103,7 +103,7 @@ DATA_MOVEMENT = {
     "aten::permute", "aten::cat", "aten::slice_copy", "aten::select_copy", "aten::squeeze_copy",
     "aten::unsqueeze_copy", "aten::expand_copy", "aten::clone", "aten::alias_copy", "aten::split_copy",
     "aten::split_with_sizes_copy", "aten::t_copy", "aten::transpose_copy", "aten::constant_pad_nd",
-    "aten::index_select", "aten::flip", "aten::repeat", "aten::stack", "aten::unbind_copy",
+    "aten::index_select", "aten::gather", "aten::flip", "aten::repeat", "aten::stack", "aten::unbind_copy",
     "aten::max_pool2d", "aten::max_pool2d_with_indices",   # order-preserving: exact on int codes
     "aten::amax", "aten::amin",                            # (the quantizer shares their qparams)
     "aten::index_put",                                     # assigns elements: exact (accumulate is not: below)

@@ -121,8 +121,18 @@ _ALL_TARGETS = ["cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-
                 "ethos-u55-128", "ethos-u55-128-a16w8", "ethos-u55-256", "ethos-u65-256", "ethos-u85-256"]
 
 
-@pytest.mark.parametrize("target", [t if t in _QUICK_FLOAT_TARGETS else pytest.param(t, marks=pytest.mark.slow)
-                                    for t in _ALL_TARGETS])
+# ExecuTorch 1.5.1's TOSA lowering gives the a16w8 targets an int16 DEPTHWISE_CONV2D weight for this model's PReLU
+# and refuses it (the CLI says so and exits 4): not ours to fix, and the case fails until ExecuTorch does.
+_A16W8_REFUSED = pytest.mark.xfail(strict=True, reason="ExecuTorch 1.5.1 TOSA: int16 depthwise weights (PReLU) refused")
+
+
+def _float_target(t: str) -> object:
+    if t in _QUICK_FLOAT_TARGETS:
+        return t
+    return pytest.param(t, marks=[pytest.mark.slow] + ([_A16W8_REFUSED] if t.endswith("a16w8") else []))
+
+
+@pytest.mark.parametrize("target", [_float_target(t) for t in _ALL_TARGETS])
 def test_allow_float_runs_on_every_target(emlkit_cli, target: str, tmp_path: Path) -> None:
     proc = emlkit_cli(["run", str(MODELS / "prelu_pool_head.py"), "--target", target, "--allow-float",
                     "-o", str(tmp_path / "o")], tmp_path)

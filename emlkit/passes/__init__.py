@@ -21,6 +21,7 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - sdpa_as_matmuls.py: scaled_dot_product_attention -> matmuls and a softmax, a constant mask applied by leaving
   the masked keys out (Cortex-M).
 - fold_linear_batchnorm.py: Linear + BatchNorm1d -> one Linear (Cortex-M; prepare_pt2e folds only convs).
+- batch_norm_as_depthwise.py: a BatchNorm after no convolution -> a 1x1 depthwise convolution (Cortex-M).
 - linear_to_conv.py: Linear -> 1x1 conv on Cortex-M, so weights get per-output-channel scales.
 - avgpool_for_npu.py: avg pools with stride > 3 -> mean / cascade of small pools on Ethos-U.
 - npu_pool_as_depthwise.py: whole-map average pools (global, squeeze-excite) -> depthwise convs with
@@ -57,6 +58,7 @@ One pass per file, each file's docstring says what it matches and what it emits:
   read its int16 output, not its accumulator (Vela 5.1.0 refuses int32 convolution outputs on the U55).
 - split_fused_projection.py: a fused q/k/v Linear read part by part (reshape, permute, select) -> one
   Linear per part on Ethos-U55/U65 (Vela 5.1.0 loses a sliced MATMUL operand's offset there).
+- roll_as_slices.py: roll -> slices joined by a cat per rolled dim (Cortex-M).
 - split_as_slices.py: split/chunk -> one slice per read piece on Cortex-M (no kernel returns a tensor list).
 - split_batched_matmul.py: matmul/bmm of two feature maps with batch > 1 -> one batch-1 matmul per
   entry, concatenated, on Ethos-U85 (Vela 5.1.0 reads every head's A at head 0's address).
