@@ -195,6 +195,10 @@ BINARY = [
          lambda s, x, y: (torch.logical_and(x, y), torch.logical_or(x, y > 0), torch.logical_xor(x > 0, y), (x > 0) & (y > 0),
                           (x > 0) | (y > 0), (x > 0) ^ (y > 0)), lambda: (r(3, 4).round(), r(3, 4).round())),
     # bools only (the bytes path), broadcast as attention joins its masks: [2, 1, 1, 6] with [6, 6], and a row
+    # integer tensors by an integer (torch.roll's index arithmetic under --allow-float)
+    case("fmod_remainder_int", "aten::fmod.Scalar_out aten::remainder.Scalar_out",
+         lambda s, x: (torch.fmod(x, 3), torch.remainder(x, -4), torch.fmod(x, -1)),
+         lambda: (torch.randint(-10, 11, (3, 5)),)),
     case("logical_bools", "aten::logical_and.out aten::logical_or.out aten::logical_xor.out",
          lambda s, x, y: (torch.logical_or(x > 0, y > 0), torch.logical_and(y > 0, x > 0.5), torch.logical_xor(x > 0, y[0] > 0)),
          lambda: (r(2, 1, 1, 6), r(6, 6))),

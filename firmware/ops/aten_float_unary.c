@@ -4,8 +4,8 @@
  * even; also with decimals), trunc, sign, erf, gelu (none, tanh), elu,
  * leaky_relu, hardswish, hardsigmoid, silu, softplus, threshold, pow with a
  * scalar exponent, fmod and remainder by a scalar, glu; and on integers and
- * bools too: abs, neg, sign, ceil, floor, round, trunc (exact), bitwise_not
- * and logical_not. Any dim order on either side. */
+ * bools too: abs, neg, sign, ceil, floor, round, trunc, fmod and remainder by an
+ * integer (exact), bitwise_not and logical_not. Any dim order on either side. */
 #include "aten_float.h"
 
 typedef enum {
@@ -27,8 +27,8 @@ static const uinfo k_info[] = {
     [U_FLOOR] = {0, DT_F32_INT}, [U_ROUND] = {0, DT_F32_INT}, [U_TRUNC] = {0, DT_F32_INT}, [U_SIGN] = {0, DT_F32_INT},
     [U_ERF] = {0, DT_F32}, [U_GELU] = {1, DT_F32}, [U_ELU] = {3, DT_F32}, [U_LEAKY] = {1, DT_F32},
     [U_HARDSWISH] = {0, DT_F32}, [U_HARDSIGMOID] = {0, DT_F32}, [U_SILU] = {0, DT_F32}, [U_SOFTPLUS] = {2, DT_F32},
-    [U_THRESHOLD] = {2, DT_F32}, [U_POW] = {1, DT_F32}, [U_ROUND_DEC] = {1, DT_F32}, [U_FMOD] = {1, DT_F32},
-    [U_REM] = {1, DT_F32}, [U_BNOT] = {0, DT_INT}, [U_LNOT] = {0, DT_ANY},
+    [U_THRESHOLD] = {2, DT_F32}, [U_POW] = {1, DT_F32}, [U_ROUND_DEC] = {1, DT_F32}, [U_FMOD] = {1, DT_F32_INT},
+    [U_REM] = {1, DT_F32_INT}, [U_BNOT] = {0, DT_INT}, [U_LNOT] = {0, DT_ANY},
 };
 
 /* Argument slots: (self, param_0 .. param_{nparams-1}, out, ret): the parameters follow self (gelu: approximate,
@@ -156,6 +156,11 @@ ET_PREPARE static et_status unary_prepare(et_kernel_ctx *ctx, const char *op, uk
       const char *want = ints ? "an integer or bool" : "float32, an integer or bool";
       if ((st = af_dtype(ctx, op, a, "self", aten_is_int_dt(a->dtype) || (!ints && a->dtype == ET_DT_FLOAT), want))) return st;
       if (out->dtype != a->dtype) return et_fail(ctx, ET_E_INVALID_ARG, "%s: input and output dtypes differ", op);
+      if ((k == U_FMOD || k == U_REM) && a->dtype != ET_DT_FLOAT) { /* an integer divisor, not 0 (torch raises) */
+        const double d = aten_scalar_get(args[UN_PARAM(0)], NULL);
+        if (d != (double)(int64_t)d || d == 0)
+          return et_fail(ctx, ET_E_INVALID_ARG, "%s: an integer tensor needs a nonzero integer divisor", op);
+      }
       break;
     }
     default: { /* logical_not: any input, a bool, integer or float32 output */
@@ -170,7 +175,7 @@ ET_PREPARE static et_status unary_prepare(et_kernel_ctx *ctx, const char *op, uk
 }
 
 /* Integer and bool elements (and logical_not of anything): exact, in int64. */
-static __attribute__((noinline)) void unary_int(ukind k, const et_tensor *a, et_tensor *out) {
+static __attribute__((noinline)) void unary_int(ukind k, const et_tensor *a, et_tensor *out, int64_t d) {
   af_iter it;
   af_iter_init(&it, out->dim, out->sizes);
   const uint8_t io = af_iter_tensor(&it, out), ia = af_iter_tensor(&it, a);
@@ -189,6 +194,13 @@ static __attribute__((noinline)) void unary_int(ukind k, const et_tensor *a, et_
       case U_NEG: r = 0u - (uint64_t)v; break;
       case U_SIGN: r = (uint64_t)(int64_t)((v > 0) - (v < 0)); break;
       case U_BNOT: r = a->dtype == ET_DT_BOOL ? (uint64_t)(v == 0) : ~(uint64_t)v; break;
+      case U_FMOD: /* C's % truncates as fmod does; remainder takes the divisor's sign (d != 0: prepare) */
+      case U_REM: {
+        int64_t m = d == -1 ? 0 : v % d;
+        if (k == U_REM && m != 0 && ((m < 0) != (d < 0))) m += d;
+        r = (uint64_t)m;
+        break;
+      }
       default: break; /* ceil, floor, round, trunc of an integer: itself */
     }
     aten_store_i64(out->dtype, out->data, it.off[io], (int64_t)r);
@@ -200,7 +212,7 @@ static inline __attribute__((always_inline)) et_status unary_eval(et_kernel_ctx 
   const et_tensor *const a = args[UN_SELF]->u.t;
   et_tensor *const out = args[ATEN_OUT_SLOT(nargs)]->u.t;
   if (a->dtype != ET_DT_FLOAT || out->dtype != ET_DT_FLOAT) {
-    unary_int(k, a, out);
+    unary_int(k, a, out, k == U_FMOD || k == U_REM ? (int64_t)aten_scalar_get(args[UN_PARAM(0)], NULL) : 0);
     return ET_OK;
   }
   float p[3];
