@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import logging
+import re
 import shutil
 import struct
 import subprocess
@@ -146,8 +147,17 @@ def image_sizes(elf: Path) -> dict[str, int]:
     return {"text": text, "data": data, "bss": bss}
 
 
-def build_image(board: str, opts: BuildOptions | None = None, jobs: int = 2, force: bool = False) -> BuildResult:
-    """Configure and build `runner` for `board`; skip when the inputs are unchanged."""
+# A board's full image (every operator) may not fit its flash while a program's image does (the micro:bit's 220 KB):
+# the full link's overflow is kept here, and the per-program images link from the objects all the same.
+OVERFLOW_NOTE = "full-image-overflow.txt"
+OVERFLOW_RE = re.compile(r"region [`'](\w+)' overflowed by (\d+) bytes")  # ld: a memory region too small
+
+
+def build_image(board: str, opts: BuildOptions | None = None, jobs: int = 2, force: bool = False,
+                objects_only: bool = False) -> BuildResult:
+    """Configure and build `runner` for `board`; skip when the inputs are unchanged. OBJECTS_ONLY: a full image
+    that overflows the board's memories is no error (its `elf` is then absent): the caller links its own image
+    from the objects (emlkit/deploy/program_image.py)."""
     opts = opts or BuildOptions()
     b: Board | None = None
     if board != "host":
@@ -163,15 +173,21 @@ def build_image(board: str, opts: BuildOptions | None = None, jobs: int = 2, for
                 )
     bdir = build_dir_for(board, opts)
     with held(bdir):  # one build of a folder at a time; a waiter then finds it up to date
-        return _build_locked(board, b, opts, bdir, jobs, force)
+        res = _build_locked(board, b, opts, bdir, jobs, force)
+    note = bdir / OVERFLOW_NOTE
+    if not objects_only and not res.elf.exists() and note.is_file():
+        raise BuildError(note.read_text())
+    return res
 
 
 def _build_locked(board: str, b: Board | None, opts: BuildOptions, bdir: Path, jobs: int, force: bool) -> BuildResult:
     elf = bdir / ("runner.elf" if b is not None else "runner")
     stamp = bdir / ".inputs.sha256"
     digest = _inputs_digest(board, opts)
-    if not force and elf.exists() and stamp.exists() and stamp.read_text() == digest:
-        return BuildResult(board, bdir, elf, image_sizes(elf) if b else {}, rebuilt=False)
+    note = bdir / OVERFLOW_NOTE
+    if not force and stamp.exists() and stamp.read_text() == digest and (elf.exists() or note.is_file()):
+        return BuildResult(board, bdir, elf, image_sizes(elf) if b and elf.exists() else {}, rebuilt=False)
+    note.unlink(missing_ok=True)
 
     bdir.mkdir(parents=True, exist_ok=True)
     cmd = [_cmake(), "-S", str(opts.source_dir), "-B", str(bdir), f"-DBOARD={board}", f"-DFW_PYTHON={sys.executable}"]
@@ -181,7 +197,19 @@ def _build_locked(board: str, b: Board | None, opts: BuildOptions, bdir: Path, j
     _run(cmd, REPO_ROOT, f"CMake configure for {board}")
     # fw_runner_cpu: the objects per-program images link instead of the NPU part (emlkit/deploy/program_image.py)
     targets = ["runner", "fw_runner_cpu"] if b is not None and opts.source_dir.resolve() == FIRMWARE_DIR.resolve() else ["runner"]
-    _run([_cmake(), "--build", str(bdir), "--target", *targets, "-j", str(jobs)], REPO_ROOT, f"building {board} firmware")
+    try:
+        _run([_cmake(), "--build", str(bdir), "--target", *targets, "-j", str(jobs)], REPO_ROOT, f"building {board} firmware")
+    except BuildError as err:
+        if len(targets) < 2 or not OVERFLOW_RE.search(str(err)):
+            raise
+        # the objects are built (the link comes last); the CPU-only part the program images take too
+        _run([_cmake(), "--build", str(bdir), "--target", targets[1], "-j", str(jobs)], REPO_ROOT, f"building {board} objects")
+        elf.unlink(missing_ok=True)
+        note.write_text(str(err))
+        stamp.write_text(digest)
+        log.info("%s: the full image does not fit the board (%s); program images link from its objects", bdir.name,
+                 OVERFLOW_RE.search(str(err)).group(0))
+        return BuildResult(board, bdir, elf, {}, rebuilt=True)
     if not elf.exists():
         raise BuildError(f"build finished but {elf} is missing")
     stamp.write_text(digest)

@@ -17,7 +17,6 @@ fit gets one line naming, per memory, what it needs and what the board has.
 
 from __future__ import annotations
 
-import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,6 @@ from emlkit.program_needs import ProgramNeeds  # noqa: F401 (re-exported: fit.Pr
 
 LAYOUT_PREFIX = "fw_layout_"
 LAYOUT_NAMES = ("et_value", "et_tensor", "et_op_slot", "et_instr", "pointer")
-_OVERFLOW_RE = re.compile(r"region [`'](\w+)' overflowed by (\d+) bytes")
 
 
 class FitError(ValueError):
@@ -245,7 +243,9 @@ def check(board: Board, facts: ImageFacts, needs: ProgramNeeds, bpte_bytes: int)
 
 def overflow_result(board: Board, build_log: str) -> FitResult | None:
     """A link that failed because the image does not fit: ld's "region `X' overflowed by N bytes"."""
-    found = _OVERFLOW_RE.findall(build_log)
+    from emlkit.deploy.build import OVERFLOW_RE
+
+    found = OVERFLOW_RE.findall(build_log)
     if not found:
         return None
     mems = []

@@ -151,8 +151,11 @@ def link_program_image(base: BuildResult, ops: OpSet) -> BuildResult:
     """The runner for `ops`, linked from the base build's objects (cached by operator set)."""
     # The full image is relinked whenever an object or option changes (also with --force and the
     # same source stamp), so its identity keys the per-program images built from the same objects.
-    st = base.elf.stat()
-    base_stamp = f"{base.elf.resolve()}:{st.st_mtime_ns}:{st.st_size}"
+    if base.elf.exists():
+        st = base.elf.stat()
+        base_stamp = f"{base.elf.resolve()}:{st.st_mtime_ns}:{st.st_size}"
+    else:  # the full image overflows the board (build.OVERFLOW_NOTE): the inputs' digest names the objects
+        base_stamp = f"{base.build_dir.resolve()}:{(base.build_dir / '.inputs.sha256').read_text()}"
     out_dir = base.build_dir / "programs" / ops.key(base_stamp)
     elf = out_dir / "runner.elf"
     if elf.is_file():
@@ -257,7 +260,7 @@ def program_image(board: str, opts: BuildOptions | None, program: bytes | Path |
         ops = OpSet.of_file(program)
     else:
         ops = OpSet.of_program(program)
-    base = build_image(board, opts or BuildOptions(), jobs=jobs)
+    base = build_image(board, opts or BuildOptions(), jobs=jobs, objects_only=True)
     return link_program_image(base, ops)
 
 

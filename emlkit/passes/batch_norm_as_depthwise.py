@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from emlkit.passes.graph import Rewrite, add_parameter, copy_meta, fold_into, get_attrs, rewrite_calls
+from emlkit.passes.graph import Rewrite, copy_meta, folded_params, rewrite_calls
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -42,13 +42,11 @@ class BatchNormAsDepthwise(Rewrite):
         if x.op == "call_function" and x.target in _CONVS and len(x.users) == 1:
             return False  # folded into the convolution by prepare_pt2e
         c = xval.shape[1]
-        folded = fold_into(gm, bn, torch.ones(c, 1, 1, 1, dtype=xval.dtype), None)
-        if folded is None:
+        params = folded_params(gm, bn, torch.ones(c, 1, 1, 1, dtype=xval.dtype), None, "_aot_bn_depthwise", bn,
+                               getattr(xval, "fake_mode", None))
+        if params is None:
             return False
-        w, b = folded
-        names = [add_parameter(gm, "_aot_bn_depthwise_weight", w.contiguous()),
-                 add_parameter(gm, "_aot_bn_depthwise_bias", b.contiguous())]
-        w_get, b_get = get_attrs(gm, bn, names, getattr(xval, "fake_mode", None))
+        w_get, b_get = params
         g = gm.graph
         with g.inserting_after(b_get):
             conv = g.call_function(aten.conv2d.default, (x, w_get, b_get, [1, 1], [0, 0], [1, 1], c))

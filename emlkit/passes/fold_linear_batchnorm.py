@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from emlkit.passes.graph import Rewrite, add_parameter, const_tensor, copy_meta, fold_into, get_attrs, rewrite_calls
+from emlkit.passes.graph import Rewrite, const_tensor, copy_meta, folded_params, rewrite_calls
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -54,13 +54,10 @@ class FoldLinearBatchNorm(Rewrite):
         b = const_tensor(gm, b_node) if b_node is not None else None
         if w is None or (b_node is not None and b is None):
             return False
-        folded = fold_into(gm, bn, w, b)
-        if folded is None:
+        params = folded_params(gm, bn, w, b, "_aot_bn_folded", y, getattr(yval, "fake_mode", None))
+        if params is None:
             return False
-        w2, b2 = folded
-        names = [add_parameter(gm, "_aot_bn_folded_weight", w2.contiguous()),
-                 add_parameter(gm, "_aot_bn_folded_bias", b2.contiguous())]
-        w_get, b_get = get_attrs(gm, y, names, getattr(yval, "fake_mode", None))
+        w_get, b_get = params
         g = gm.graph
         with g.inserting_after(y):
             lin = g.call_function(aten.linear.default, (y.args[0], w_get, b_get))

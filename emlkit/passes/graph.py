@@ -309,6 +309,19 @@ def fold_into(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor,
     return w2, b2
 
 
+def folded_params(gm: torch.fx.GraphModule, bn: torch.fx.Node, w: torch.Tensor, b: torch.Tensor | None, stem: str,
+                  before: torch.fx.Node, fake_mode: Any) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+    """fold_into's (W', b') as new parameters STEM_weight, STEM_bias, read by get_attr nodes before BEFORE; None when
+    the BatchNorm does not fold (training, or statistics that are not constants)."""
+    folded = fold_into(gm, bn, w, b)
+    if folded is None:
+        return None
+    names = [add_parameter(gm, f"{stem}_weight", folded[0].contiguous()),
+             add_parameter(gm, f"{stem}_bias", folded[1].contiguous())]
+    w_get, b_get = get_attrs(gm, before, names, fake_mode)
+    return w_get, b_get
+
+
 def node_arg(n: torch.fx.Node, i: int, name: str, default: Any = None) -> Any:
     """Argument `name` of call `n`: positional i if given there, else the keyword, else `default`."""
     return n.args[i] if len(n.args) > i else n.kwargs.get(name, default)
