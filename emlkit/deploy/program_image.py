@@ -222,7 +222,7 @@ def core_size(board: str, opts: BuildOptions | None = None) -> CoreSize:
     kernels reachable, no board: no start-up code or link script), and size what the linker keeps."""
     if board == "host":
         raise AotError("the core is sized for a board's CPU: give --board corstone-300 or another board", EXIT_USAGE)
-    base = build_image(board, opts or BuildOptions())
+    base = build_image(board, opts or BuildOptions(), objects_only=True)
     with held(base.build_dir / "core"):  # the folder is rebuilt from scratch: one caller at a time
         return _core_size_locked(base)
 
