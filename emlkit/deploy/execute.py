@@ -41,7 +41,8 @@ def _build_options(kernels: str, board: Any = None) -> Any:
 
 def prebuild(board: str, kernels: str = "mve") -> int | None:
     """Build BOARD's full image once up front (so parallel runs don't race; each program's own image is
-    linked from its objects, emlkit/deploy/program_image.py); returns the full image's size."""
+    linked from its objects, emlkit/deploy/program_image.py); returns the full image's size, None where it
+    overflows the board (the objects are built all the same)."""
     if board == "host":
         from emlkit.hostfw import build_host_runner
 
@@ -51,10 +52,10 @@ def prebuild(board: str, kernels: str = "mve") -> int | None:
     from emlkit.deploy.build import BuildError, build_image
 
     try:
-        res = build_image(board, _build_options(kernels, load_board(board)))
+        res = build_image(board, _build_options(kernels, load_board(board)), objects_only=True)
     except (BuildError, ValueError) as err:
         raise AotError(f"firmware image for {board} does not build: {err}") from err
-    return _image_size(res)
+    return _image_size(res) if res.elf.exists() else None
 
 
 def _program_file(cres: Any) -> Path:
