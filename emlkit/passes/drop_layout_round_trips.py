@@ -22,7 +22,7 @@ import torch
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch.fx.passes.infra.pass_base import PassResult
 
-from emlkit.passes.graph import PostPass
+from emlkit.passes.graph import PostPass, dim_order_of
 from emlkit.passes.manager import declare
 
 _CLONE = exir_ops.edge.dim_order_ops._clone_dim_order.default
@@ -30,11 +30,6 @@ _CLONE = exir_ops.edge.dim_order_ops._clone_dim_order.default
 
 def _is_copy(n: Any) -> bool:
     return isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target is _CLONE
-
-
-def _order(n: torch.fx.Node) -> list[int] | None:
-    v = n.meta.get("val")
-    return list(v.dim_order()) if isinstance(v, torch.Tensor) else None
 
 
 @declare("post", ("dim_order_ops._clone_dim_order",), order=305, runs_after=("ContiguousViewBase",),
@@ -54,8 +49,8 @@ class DropLayoutRoundTrips(PostPass):
                 g.erase_node(inner)
                 self.done.append(inner.name)
             x = n.args[0]
-            if isinstance(x, torch.fx.Node) and _order(x) is not None and _order(x) == _order(n) \
-                    and x.meta["val"].dtype == n.meta["val"].dtype:
+            order = dim_order_of(x)  # None unless x is a node with an example tensor
+            if order is not None and order == dim_order_of(n) and x.meta["val"].dtype == n.meta["val"].dtype:
                 n.replace_all_uses_with(x)
                 g.erase_node(n)
                 self.done.append(n.name)

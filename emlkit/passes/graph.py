@@ -327,6 +327,12 @@ def node_arg(n: torch.fx.Node, i: int, name: str, default: Any = None) -> Any:
     return n.args[i] if len(n.args) > i else n.kwargs.get(name, default)
 
 
+def dim_order_of(x: Any) -> list[int] | None:
+    """The dim order of a node argument's example tensor; None without one."""
+    v = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    return list(v.dim_order()) if isinstance(v, torch.Tensor) else None
+
+
 def node_val(x: Any) -> torch.Tensor | None:
     """The example tensor (meta "val") of a node argument; None for a constant or a node without one."""
     v = x.meta.get("val") if isinstance(x, torch.fx.Node) else None

@@ -17,16 +17,11 @@ from typing import Any
 
 import torch
 
-from emlkit.passes.graph import ProgramRewrite
+from emlkit.passes.graph import ProgramRewrite, dim_order_of
 from emlkit.passes.manager import declare
 
 # The operand slots of each op (its schema: self first; other after self's qparams).
 _OPERANDS = {"quantized_add": (0, 4), "quantized_mul": (0, 2)}
-
-
-def _order(n: Any) -> list[int] | None:
-    v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
-    return list(v.dim_order()) if isinstance(v, torch.Tensor) else None
 
 
 @declare("program", ("cortex_m.quantized_add", "cortex_m.quantized_mul"), order=287, runs_after=("PatchStages",),
@@ -38,14 +33,14 @@ class OperandsInOutOrder(ProgramRewrite):
     def rewrite(self, ep: Any, n: torch.fx.Node, op: str) -> bool:
         from executorch.exir.dialects._ops import ops as exir_ops
 
-        out, want = n.meta.get("val"), _order(n)
+        out, want = n.meta.get("val"), dim_order_of(n)
         if not isinstance(out, torch.Tensor) or want is None:
             return False
         changed = False
         for slot in _OPERANDS[op]:
             x = n.args[slot]
             xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-            if not isinstance(xv, torch.Tensor) or xv.shape != out.shape or _order(x) == want:
+            if not isinstance(xv, torch.Tensor) or xv.shape != out.shape or dim_order_of(x) == want:
                 continue
             g = ep.graph_module.graph
             with g.inserting_before(n):
