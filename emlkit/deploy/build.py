@@ -92,6 +92,7 @@ class BuildResult:
     elf: Path
     sizes: dict[str, int] = field(default_factory=dict)  # text/data/bss from arm-none-eabi-size
     rebuilt: bool = False
+    overflow: str | None = None  # the full link's overflow error, when only the objects were built (OVERFLOW_NOTE)
 
 
 def build_dir_for(board: str, opts: BuildOptions) -> Path:
@@ -174,9 +175,8 @@ def build_image(board: str, opts: BuildOptions | None = None, jobs: int = 2, for
     bdir = build_dir_for(board, opts)
     with held(bdir):  # one build of a folder at a time; a waiter then finds it up to date
         res = _build_locked(board, b, opts, bdir, jobs, force)
-    note = bdir / OVERFLOW_NOTE
-    if not objects_only and not res.elf.exists() and note.is_file():
-        raise BuildError(note.read_text())
+    if not objects_only and res.overflow is not None:
+        raise BuildError(res.overflow)
     return res
 
 
@@ -186,7 +186,9 @@ def _build_locked(board: str, b: Board | None, opts: BuildOptions, bdir: Path, j
     digest = _inputs_digest(board, opts)
     note = bdir / OVERFLOW_NOTE
     if not force and stamp.exists() and stamp.read_text() == digest and (elf.exists() or note.is_file()):
-        return BuildResult(board, bdir, elf, image_sizes(elf) if b and elf.exists() else {}, rebuilt=False)
+        if not elf.exists():
+            return BuildResult(board, bdir, elf, {}, rebuilt=False, overflow=note.read_text())
+        return BuildResult(board, bdir, elf, image_sizes(elf) if b else {}, rebuilt=False)
     note.unlink(missing_ok=True)
 
     bdir.mkdir(parents=True, exist_ok=True)
@@ -200,7 +202,8 @@ def _build_locked(board: str, b: Board | None, opts: BuildOptions, bdir: Path, j
     try:
         _run([_cmake(), "--build", str(bdir), "--target", *targets, "-j", str(jobs)], REPO_ROOT, f"building {board} firmware")
     except BuildError as err:
-        if len(targets) < 2 or not OVERFLOW_RE.search(str(err)):
+        overflow = OVERFLOW_RE.search(str(err))
+        if len(targets) < 2 or overflow is None:
             raise
         # the objects are built (the link comes last); the CPU-only part the program images take too
         _run([_cmake(), "--build", str(bdir), "--target", targets[1], "-j", str(jobs)], REPO_ROOT, f"building {board} objects")
@@ -208,8 +211,8 @@ def _build_locked(board: str, b: Board | None, opts: BuildOptions, bdir: Path, j
         note.write_text(str(err))
         stamp.write_text(digest)
         log.info("%s: the full image does not fit the board (%s); program images link from its objects", bdir.name,
-                 OVERFLOW_RE.search(str(err)).group(0))
-        return BuildResult(board, bdir, elf, {}, rebuilt=True)
+                 overflow.group(0))
+        return BuildResult(board, bdir, elf, {}, rebuilt=True, overflow=str(err))
     if not elf.exists():
         raise BuildError(f"build finished but {elf} is missing")
     stamp.write_text(digest)
