@@ -719,7 +719,7 @@ def test_dsp_matches_portable_on_qemu(tmp_path):
     emk_mul_s8_dsp, emk_max_pool2d_s8_dsp, emk_lut_s8_dsp, emk_emlkit_lstm_s8_dsp and emk_emlkit_gru_s8_dsp against their *_ref twins on
     the Cortex-M4 of mps2-an386, 150 random cases each (odd channel counts, K
     tails, borders, groups, depth multipliers, broadcasts, unaligned operands
-    and outputs), byte for byte, scratch canaries intact; and
+    and outputs; a depthwise writing over its own input), byte for byte, scratch canaries intact; and
     k_requantize_dsp against k_requantize on 200,000 values (ties included)."""
     from emlkit.deploy import kernel_selftest as selftest
 
@@ -727,7 +727,8 @@ def test_dsp_matches_portable_on_qemu(tmp_path):
     lines = r.stdout.splitlines()
     passed = [ln.split()[1] for ln in lines if ln.startswith("PASS ") and len(ln.split()) == 3]
     assert r.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], r.stdout + r.stderr
-    assert set(passed) == {"k_requantize_dsp", "emk_conv2d_s8", "emk_depthwise_conv2d_s8", "emk_linear_s8", "emk_add_s8",
+    assert set(passed) == {"k_requantize_dsp", "emk_conv2d_s8", "emk_depthwise_conv2d_s8",
+                           "emk_depthwise_conv2d_s8_in_place", "emk_linear_s8", "emk_add_s8",
                            "emk_avg_pool2d_s8", "emk_mul_s8", "emk_max_pool2d_s8", "emk_lut_s8", "emk_emlkit_lstm_s8",
                            "emk_emlkit_gru_s8"}, r.stdout
 

@@ -2,7 +2,7 @@
  * mps2-an386; start-up and link script shared with tests/mve_selftest): each
  * *_dsp kernel runs against its portable *_ref twin on random shapes (odd
  * channel counts, K not a multiple of 4, borders, strides, dilations, depth
- * multipliers, grouped convolutions; unaligned operands for add, mul, max
+ * multipliers, grouped convolutions, a depthwise writing over its own input; unaligned operands for add, mul, max
  * pool and the table lookup; the LSTM and GRU gate matmuls), data and quantization parameters; the
  * outputs must match byte for byte and the scratch canary must survive.
  * Prints "PASS <kernel> <trials>" or "FAIL <kernel> trial <i> ..." per kernel
@@ -31,7 +31,7 @@ static int32_t g_bias[1024], g_mult[1024], g_shift[1024], g_ksum[1024];
 #define SELFTEST_SEED 0x9E3779B9u
 #define SELFTEST_TITLE "DSP self-test: *_dsp vs *_ref"
 #include "../mve_selftest/selftest_common.h"
-#define RNN_VARIANT(name) name##_dsp
+#define SELFTEST_VARIANT(name) name##_dsp
 #include "../mve_selftest/selftest_rnn.h"
 
 /* any multiplier in [0, 2^31), shifts -31..6 (positive ones included) */
@@ -121,6 +121,9 @@ static UNUSED_FN long conv_trial(int t, int depthwise) {
 }
 static UNUSED_FN long trial_conv(int t) { return conv_trial(t, 0); }
 static UNUSED_FN long trial_dwconv(int t) { return conv_trial(t, 1); }
+
+#define IN_PLACE_RQ(n) rq_n(n)
+#include "../mve_selftest/selftest_in_place.h"
 
 static UNUSED_FN long trial_add(int t) {
   qadd_params p = {rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 127), 0, 0, rr(-128, 0), rr(0, 127)};
@@ -331,5 +334,6 @@ static void bench(void) {
 static UNUSED_FN void selftest(void) {
   test_requantize();
   run_shared_trials(TRIALS, TRIALS);
+  run_trials("emk_depthwise_conv2d_s8_in_place", 2 * TRIALS, trial_dwconv_in_place);
 }
 #endif

@@ -1,5 +1,5 @@
 /* Random trials of emlkit::lstm and emlkit::gru for the MVE and DSP self-tests (included by their main.c after
- * selftest_common.h, with RNN_VARIANT(name) naming the variant under test): sizes 1-70 inputs and 1-40 units
+ * selftest_common.h, with SELFTEST_VARIANT(name) naming the variant under test): sizes 1-70 inputs and 1-40 units
  * (tails of every length for the 4- and 16-byte steps), 1-2 batch rows, 1-4 steps, either layout, any zero points,
  * from zero or a given state, random tables and requantization in the kernels' bounds. The variants differ only in
  * the gate matmul, so the requantization is chosen to keep the gate pre-activations mostly unsaturated (a wrong dot
@@ -58,7 +58,7 @@ static UNUSED_FN long trial_emlkit_lstm(int t) {
   const size_t n = (size_t)s.b * s.t * s.h;
   poison(g_rnn_ya, g_rnn_yb, n);
   emk_emlkit_lstm_s8_ref(&p, g_rnn_x, g_rnn_ya, g_rnn_ca, g_rnn_wih, g_rnn_whh, g_rnn_bias, g_rnn_rq, g_rnn_tables, h0);
-  RNN_VARIANT(emk_emlkit_lstm_s8)(&p, g_rnn_x, g_rnn_yb, g_rnn_cb, g_rnn_wih, g_rnn_whh, g_rnn_bias, g_rnn_rq,
+  SELFTEST_VARIANT(emk_emlkit_lstm_s8)(&p, g_rnn_x, g_rnn_yb, g_rnn_cb, g_rnn_wih, g_rnn_whh, g_rnn_bias, g_rnn_rq,
                                   g_rnn_tables, h0);
   const long d = first_diff(g_rnn_ya, g_rnn_yb, n);
   if (d >= 0) return d;
@@ -73,7 +73,7 @@ static UNUSED_FN long trial_emlkit_gru(int t) {
   const size_t n = (size_t)s.b * s.t * s.h;
   poison(g_rnn_ya, g_rnn_yb, n);
   emk_emlkit_gru_s8_ref(&p, g_rnn_x, g_rnn_ya, g_rnn_wih, g_rnn_whh, g_rnn_bias, g_rnn_rq, g_rnn_tables, h0);
-  RNN_VARIANT(emk_emlkit_gru_s8)(&p, g_rnn_x, g_rnn_yb, g_rnn_wih, g_rnn_whh, g_rnn_bias, g_rnn_rq, g_rnn_tables, h0);
+  SELFTEST_VARIANT(emk_emlkit_gru_s8)(&p, g_rnn_x, g_rnn_yb, g_rnn_wih, g_rnn_whh, g_rnn_bias, g_rnn_rq, g_rnn_tables, h0);
   return first_diff(g_rnn_ya, g_rnn_yb, n);
 }
 #endif
