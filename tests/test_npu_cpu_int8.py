@@ -4,7 +4,8 @@ bilinear resize with align_corners=True and an argmax, was refused without --all
 The NPU keeps what it takes: the U85 runs that resize as a TOSA RESIZE, the U55 none; the argmax's int64 indices
 are on the CPU of both. tests/models/codes_ops_head.py: a median and a masked_fill with a scalar, left on the CPU
 of both, run on int8 codes (the U85's masked_fill in the form of ExecuTorch's decomposition: full_like, where), as
-does tests/models/adaptive_max_head.py's adaptive max pool."""
+does tests/models/adaptive_max_head.py's adaptive max pool. tests/models/embedding_bag_head.py's embedding bags
+run as int8 table sums."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ CODES_MODEL = Path(__file__).parent / "models" / "codes_ops_head.py"
 CODES_SNR_FLOOR_DB = 25.0  # measured 32.5 dB on both targets
 POOL_MODEL = Path(__file__).parent / "models" / "adaptive_max_head.py"
 POOL_SNR_FLOOR_DB = 35.0  # measured 42.1 dB on both targets
+BAG_MODEL = Path(__file__).parent / "models" / "embedding_bag_head.py"
+BAG_SNR_FLOOR_DB = 40.0  # measured 46.3 dB on both targets
 
 
 def _compile(tmp_path: Path, model: Path, target: str) -> object:
@@ -78,4 +81,20 @@ def test_adaptive_max_left_on_the_cpu_runs_on_codes(tmp_path: Path, target: str)
     assert res.report["numerics"]["snr_db"] > POOL_SNR_FLOOR_DB, res.report["numerics"]
     _bit_exact(res, "host", "auto")
     if target == "ethos-u55-128" and HAVE_ARM_GCC and HAVE_QEMU:  # the firmware's int8 adaptive max pool
+        _bit_exact(res, "corstone-300", "qemu")
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_embedding_bags_left_on_the_cpu_run_int8(tmp_path: Path, target: str) -> None:
+    """Embedding bags (mean; weighted sum) into a cat stay on the CPU of both NPUs and run as emlkit::embedding_bag:
+    the int8 quantizer gives their values an output of their own (npu_bag_outputs.py), and the int32 copies the Arm
+    flow makes of int64 indices and offsets are looked through. The NPU's Linear reads their codes."""
+    res = _compile(tmp_path, BAG_MODEL, target)
+    ops = res.report["ops"]
+    assert ops.get("emlkit::embedding_bag") == 2 and ops.get("delegate:EthosUBackend"), ops
+    assert not any("embedding_bag" in k for k in ops if k.startswith("aten::")), ops
+    assert not res.report["verify"]["float_islands"], res.report["verify"]
+    assert res.report["numerics"]["snr_db"] > BAG_SNR_FLOOR_DB, res.report["numerics"]
+    _bit_exact(res, "host", "auto")
+    if target == "ethos-u55-128" and HAVE_ARM_GCC and HAVE_QEMU:  # the firmware's emlkit::embedding_bag
         _bit_exact(res, "corstone-300", "qemu")

@@ -1,4 +1,5 @@
-"""Embedding bags as int8 table sums (after quantization, Cortex-M): `embedding_bag` -> `emlkit::embedding_bag`.
+"""Embedding bags as int8 table sums (after quantization, Cortex-M, and the bags an int8 Ethos-U compile leaves on the
+CPU): `embedding_bag` -> `emlkit::embedding_bag`.
 
 Matches, in the quantized graph: `embedding_bag(W, indices, offsets, ...)` (the `.default` and `.padding_idx`
 overloads and `_embedding_bag`) with a constant float table W, 1-D int64 indices and offsets, mode sum, mean or max,
@@ -22,20 +23,17 @@ weights' edge) qparams of their own, so the bag lowers wherever its output goes 
 from __future__ import annotations
 
 import logging
-import operator
 
 import torch
 
 import emlkit.emlkit_ops as eo
-from emlkit.passes.graph import (DQ_TARGETS, Q_TARGETS, NodeRewrite, add_parameter, const_tensor, copy_region_meta,
-                                 get_attrs, per_tensor_qparams, qparams)
+from emlkit.passes.graph import (DQ_TARGETS, EMBEDDING_BAGS, Q_TARGETS, NodeRewrite, add_parameter, const_tensor,
+                                 copy_region_meta, get_attrs, per_tensor_qparams, qparams, values_output)
 from emlkit.passes.manager import declare
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
-
-BAGS = (aten.embedding_bag.default, aten.embedding_bag.padding_idx, aten._embedding_bag.default)
 
 
 def table_qparams(w: torch.Tensor) -> tuple[float, int]:
@@ -55,6 +53,17 @@ def _long_1d(x: object) -> bool:
     return isinstance(v, torch.Tensor) and v.dim() == 1 and v.dtype == torch.int64
 
 
+def _int64_source(x: object) -> object:
+    """X, or for an int32 copy of a 1-D int64 tensor (the Arm flow casts int64 inputs to int32 before the
+    quantizer sees them) the int64 tensor: the op reads int64 indices and offsets."""
+    if isinstance(x, torch.fx.Node) and x.target is torch.ops.dim_order_ops._to_dim_order_copy.default \
+            and x.args and _long_1d(x.args[0]):
+        v = x.meta.get("val")
+        if isinstance(v, torch.Tensor) and v.dtype == torch.int32:
+            return x.args[0]
+    return x
+
+
 def _weights(gm: torch.fx.GraphModule, psw: object, n_idx: int) -> tuple[object, float, int] | None:
     """Per-sample weights as (int8 codes: a node or a constant tensor, scale, zero point): an int8 per-tensor
     dequantize's input, or a float constant quantized over its own range; None for anything else."""
@@ -72,15 +81,15 @@ def _weights(gm: torch.fx.GraphModule, psw: object, n_idx: int) -> tuple[object,
 
 
 @declare("pre_edge", ("aten.embedding_bag", "aten._embedding_bag"), runs_after=("LutFusion",), order=217,
-         flows=("cortex_m",))
+         flows=("cortex_m", "ethos_u_cpu"), bits=("int8",))
 class EmlkitEmbeddingBag(NodeRewrite):
-    matches = BAGS
+    matches = EMBEDDING_BAGS
     what = "embedding bags as int8 table sums"
 
     def rewrite_node(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
         g = gm.graph
         w = const_tensor(gm, n.args[0])
-        idx, off = n.args[1], _arg(n, 2, None)
+        idx, off = _int64_source(n.args[1]), _int64_source(_arg(n, 2, None))
         mode, psw, last = _arg(n, 4, 0), _arg(n, 6, None), bool(_arg(n, 7, False))
         pad = _arg(n, 8, None if n.target is not aten._embedding_bag.default else -1)
         pad = -1 if pad is None else int(pad)  # type: ignore[call-overload]
@@ -93,13 +102,10 @@ class EmlkitEmbeddingBag(NodeRewrite):
             log.info("embedding_bag %s left in float: per-sample weights neither int8 nor constant, outside mode "
                      "sum, or over %d indices", n.name, eo.EMBEDDING_BAG_WEIGHTED_MAX_INDICES)
             return False
-        users = list(n.users)
-        if any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
+        users, value = list(n.users), values_output(n)
+        if value is None or len(value.users) != 1:
             return False
-        values = [u for u in users if u.args[1] == 0]
-        if len(values) != 1 or len(values[0].users) != 1:
-            return False
-        q = next(iter(values[0].users))
+        q = next(iter(value.users))
         if q.target not in Q_TARGETS or not per_tensor_qparams(q) or qparams(q)[2:5] != (-128, 127, torch.int8):
             return False
         if pad < 0:
@@ -131,7 +137,7 @@ class EmlkitEmbeddingBag(NodeRewrite):
         copy_region_meta(q, new)
         new.meta["stack_trace"] = n.meta.get("stack_trace", "")
         q.replace_all_uses_with(new)
-        for dead in (q, values[0], *[u for u in users if u is not values[0]], n):
+        for dead in (q, value, *[u for u in users if u is not value], n):
             g.erase_node(dead)
         if isinstance(psw, torch.fx.Node) and not psw.users:
             g.erase_node(psw)  # the weights' dequantize: the op reads their codes

@@ -394,6 +394,39 @@ def pool_geometry(n: torch.fx.Node) -> tuple[list[int], list[int]] | None:
     return None
 
 
+EMBEDDING_BAGS = (aten.embedding_bag.default, aten.embedding_bag.padding_idx, aten._embedding_bag.default)
+BAG_WEIGHTS_ARG = 6  # per_sample_weights in every bag overload
+
+
+def values_output(n: torch.fx.Node) -> torch.fx.Node | None:
+    """The getitem of output 0 of multi-output N (an adaptive max pool's values, a bag's sums), or None when N's
+    other outputs are read or output 0 is not read once."""
+    users = list(n.users)
+    if any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
+        return None
+    values = [u for u in users if u.args[1] == 0]
+    return values[0] if len(values) == 1 else None
+
+
+def annotate_bags(model: torch.fx.GraphModule, record: list[str]) -> None:
+    """Quantizer annotation: each embedding bag whose other outputs are unused gets the int8 per-tensor activation
+    spec on its values and on its float per-sample weights' edge (no quantizer annotates bags)."""
+    from executorch.backends.cortex_m.quantizer.quantization_configs import INT8_ACTIVATION_PER_TENSOR_QSPEC
+
+    qspec, key = INT8_ACTIVATION_PER_TENSOR_QSPEC, matched_key()
+    for n in list(model.graph.nodes):
+        out = values_output(n) if n.op == "call_function" and n.target in EMBEDDING_BAGS else None
+        if out is None or n.meta.get(Q_ANNOTATION_KEY) is not None:
+            continue
+        psw = n.args[BAG_WEIGHTS_ARG] if len(n.args) > BAG_WEIGHTS_ARG else None
+        val = psw.meta.get("val") if isinstance(psw, torch.fx.Node) else None
+        edges = {psw: qspec} if isinstance(val, torch.Tensor) and val.dtype.is_floating_point else {}
+        n.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(edges, None, _annotated=True)
+        out.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, qspec, _annotated=True)
+        n.meta[key] = out.meta[key] = True
+        record.append(n.name)
+
+
 def match_dq_op_q(n: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
     """(dequantize, quantize) around `n` when it reads one int8 dequantize and only feeds one int8 quantize."""
     dq = n.args[0] if n.args else None

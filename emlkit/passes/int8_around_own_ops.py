@@ -26,7 +26,6 @@ What this does:
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import torch
@@ -34,7 +33,8 @@ from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, SharedQu
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from emlkit.lower.quantizer_steps import WithSteps
-from emlkit.passes.graph import UNARY_OPS, QuantizerHook, const_tensor, matched_key
+from emlkit.passes.graph import (EMBEDDING_BAGS, UNARY_OPS, QuantizerHook, annotate_bags, const_tensor, matched_key,
+                                 values_output)
 from emlkit.passes.manager import declare
 
 aten = torch.ops.aten
@@ -43,8 +43,6 @@ PRELU = (aten.prelu.default,)
 ADAPTIVE_AVG = (aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)
 ADAPTIVE_MAX = (aten.adaptive_max_pool2d.default,)
 FLOOR_DIV = (aten.floor_divide.default, aten.div.Tensor_mode)  # the latter with rounding_mode="floor"
-BAGS = (aten.embedding_bag.default, aten.embedding_bag.padding_idx, aten._embedding_bag.default)
-BAG_WEIGHTS_ARG = 6  # per_sample_weights in every bag overload
 
 
 def _output_qspec(n: torch.fx.Node) -> object:
@@ -60,13 +58,7 @@ def _reads_int8(user: torch.fx.Node, n: torch.fx.Node) -> bool:
 def _value_node(n: torch.fx.Node) -> torch.fx.Node | None:
     """The node carrying N's value: N, or for an adaptive max pool or a bag the getitem of its values (None when
     another output is read: the lowerings do not take those)."""
-    if n.target not in ADAPTIVE_MAX + BAGS:
-        return n
-    users = list(n.users)
-    if any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
-        return None
-    values = [u for u in users if u.args[1] == 0]
-    return values[0] if len(values) == 1 else None
+    return n if n.target not in ADAPTIVE_MAX + EMBEDDING_BAGS else values_output(n)
 
 
 def _fused_by_lut(gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
@@ -79,23 +71,6 @@ def _fused_by_lut(gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
     schema = getattr(u.target, "_schema", None)
     return (u.op == "call_function" and u.target in UNARY_OPS and u.target is not aten.gelu.default
             and schema is not None and not schema.is_mutable and u.all_input_nodes == [n])
-
-
-def annotate_bags(model: torch.fx.GraphModule, record: list[str]) -> None:
-    from executorch.backends.cortex_m.quantizer.quantization_configs import INT8_ACTIVATION_PER_TENSOR_QSPEC
-
-    qspec, key = INT8_ACTIVATION_PER_TENSOR_QSPEC, matched_key()
-    for n in list(model.graph.nodes):
-        out = _value_node(n) if n.op == "call_function" and n.target in BAGS else None
-        if out is None or n.meta.get(Q_ANNOTATION_KEY) is not None:
-            continue
-        psw = n.args[BAG_WEIGHTS_ARG] if len(n.args) > BAG_WEIGHTS_ARG else None
-        val = psw.meta.get("val") if isinstance(psw, torch.fx.Node) else None
-        edges = {psw: qspec} if isinstance(val, torch.Tensor) and val.dtype.is_floating_point else {}
-        n.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(edges, None, _annotated=True)
-        out.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation({}, qspec, _annotated=True)
-        n.meta[key] = out.meta[key] = True
-        record.append(n.name)
 
 
 def _float_inputs(n: torch.fx.Node) -> list[torch.fx.Node]:

@@ -3,7 +3,7 @@ per-sample weights given or computed, bags feeding a cat) -> emlkit::embedding_b
 within a few output steps of torch's float bags (the table is quantized with its own range, the mean through a Q16
 reciprocal); include_last_offset outside mode sum without padding_idx: int8 when the last offset is len(indices)
 (torch's documented end), one clear refusal for any other (torch's kernel reads past it); the table's qparams cover
-its range."""
+its range. On Ethos-U, the bags the partitioner leaves on the CPU, read through the int32 copies of their indices."""
 
 from __future__ import annotations
 
@@ -111,5 +111,16 @@ def test_table_qparams_cover_the_range() -> None:
         assert ((codes - zp) * s - w).abs().max() <= s / 2 + 1e-6
 
 
+def test_bag_left_on_the_cpu_of_an_npu_is_int8() -> None:
+    """On Ethos-U the Arm flow feeds the bag int32 copies of its int64 indices and offsets: looked through, the bag the
+    partitioner leaves on the CPU runs as emlkit::embedding_bag, and no aten bag is left."""
+    low, opts = lowered(_Bag("mean"), (IDX, OFF), "ethos-u55-128")
+    assert installed(opts, EmlkitEmbeddingBag).report()["rewritten"]
+    ops = program_ops(low)
+    assert any("emlkit.embedding_bag" in o for o in ops) and not any("aten._embedding_bag" in o for o in ops), ops
+
+
 def test_pipelines() -> None:
-    assert_pipelines(EmlkitEmbeddingBag, on=("cortex-m55", "cortex-m4", "cortex-m0plus"), off=("ethos-u55-128",))
+    # on Ethos-U only for the bags the partitioner leaves on the CPU (manager.CPU_SIDE); int8 only
+    assert_pipelines(EmlkitEmbeddingBag, on=("cortex-m55", "cortex-m4", "cortex-m0plus", "ethos-u55-128"),
+                     off=("ethos-u55-128-a16w8",))

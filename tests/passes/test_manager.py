@@ -23,7 +23,7 @@ EXPECTED = {
                   "SplitBatchedMatmul", "ChannelsLastEverywhere"],
     "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                        "OwnOutputQparams", "LstmOutputQparams", "Int8AroundOwnOps", "NpuSoftmaxRanges",
-                       "NpuHardswishFloor"],
+                       "NpuHardswishFloor", "NpuBagOutputs"],
     "pre_edge": ["LutFusion", "ScalarOpsAsTables", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "CompareOnCodes", "ArgmaxOnCodes", "MedianOnCodes",
                  "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag", "ExplicitNpuClamp", "NpuPoolZeroPoint",
                  "NpuA16w8ConvRescale"],
@@ -51,7 +51,8 @@ def _only(names: list[str], *drop: str) -> list[str]:
 CORTEX_M = {
     "pre_quant": _only(EXPECTED["pre_quant"], "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
                        "SplitBatchedMatmul"),
-    "quantizer_hook": _only(EXPECTED["quantizer_hook"], "Int8MatmulOnU55", "NpuSoftmaxRanges", "NpuHardswishFloor"),
+    "quantizer_hook": _only(EXPECTED["quantizer_hook"], "Int8MatmulOnU55", "NpuSoftmaxRanges", "NpuHardswishFloor",
+                            "NpuBagOutputs"),
     "pre_edge": ["LutFusion", "EmlkitSoftmax", "EmlkitLogSoftmax", "EmbeddingAsInt8Gather", "CompareOnCodes", "ArgmaxOnCodes", "MedianOnCodes",
                  "MaskedFillOnCodes", "EmlkitAvgPool", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm", "EmlkitPrelu", "EmlkitAdaptiveAvgPool", "EmlkitFloorDivide", "EmlkitEmbeddingBag"],
     "program": _only(EXPECTED["program"], "PatchStages", "Int8Io"),  # only with --patch-stages auto|N, --io int8
@@ -61,10 +62,11 @@ CORTEX_M = {
 ETHOS_U = {
     "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "ChannelShuffleAsPermute", "LstmAsLayers", "SplitFusedProjection", "AvgPoolForNpu",
                   "NpuPoolAsDepthwise"],
-    "quantizer_hook": ["LstmOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor"],
-    # ArgmaxOnCodes to EmlkitBilinear: only on the nodes the partitioner leaves on the CPU (manager.CPU_SIDE)
+    "quantizer_hook": ["LstmOutputQparams", "NpuSoftmaxRanges", "NpuHardswishFloor", "NpuBagOutputs"],
+    # ArgmaxOnCodes to EmlkitBilinear, EmlkitEmbeddingBag: only on the nodes the partitioner leaves on the CPU
+    # (manager.CPU_SIDE)
     "pre_edge": ["LutFusion", "ArgmaxOnCodes", "MedianOnCodes", "MaskedFillOnCodes", "AdaptiveMaxOnCodes", "EmlkitBilinear", "EmlkitLstm",
-                 "ExplicitNpuClamp", "NpuPoolZeroPoint"],
+                 "EmlkitEmbeddingBag", "ExplicitNpuClamp", "NpuPoolZeroPoint"],
     "program": [],
     "post": _only(EXPECTED["post"], "DropLayoutRoundTrips"),
     "check": EXPECTED["check"],
@@ -84,7 +86,7 @@ PER_TARGET["ethos-u85-256-a16w8"] = {
                              "SplitBatchedMatmul"],
     "quantizer_hook": ["NpuHardswishFloor"],  # the int8 LSTM/GRU kernels take no int16 activations
     "pre_edge": _only(ETHOS_U["pre_edge"], "ArgmaxOnCodes", "MedianOnCodes", "MaskedFillOnCodes", "AdaptiveMaxOnCodes", "EmlkitBilinear",
-                      "EmlkitLstm")
+                      "EmlkitLstm", "EmlkitEmbeddingBag")
     + ["NpuA16w8ConvRescale"]}
 
 
