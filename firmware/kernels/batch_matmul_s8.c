@@ -96,7 +96,8 @@ void emk_batch_matmul_s8_mve(const qbmm_params *p, const int8_t *lhs, const int8
 /* Four rhs rows per pass over an lhs row with SMLAD (k_dot4_s8_dsp adds lhs_offset to the lhs halves in the
  * same SXTAB16, |l + lhs_offset| <= 255), so the rhs offset is the per-row constant
  * rhs_offset * sum(l + lhs_offset). */
-void emk_batch_matmul_s8_dsp(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out) {
+void emk_batch_matmul_s8_dsp(const qbmm_params *pp, const int8_t *lhs, const int8_t *rhs_t, int8_t *out) {
+  const qbmm_params q = *pp, *p = &q; /* a copy: the int8 stores could alias *pp, which GCC would reload */
   const int32_t k = p->k, n = p->n, lo = p->lhs_offset;
   for (int32_t b = 0; b < p->batch; b++) {
     const int8_t *rb = rhs_t + (size_t)b * n * k;
@@ -109,7 +110,7 @@ void emk_batch_matmul_s8_dsp(const qbmm_params *p, const int8_t *lhs, const int8
       for (; j + 4 <= n; j += 4) {
         int32_t acc[4] = {c, c, c, c};
         k_dot4_s8_dsp(l, rb + (size_t)j * k, k, k, acc, 1, lo);
-        for (int q = 0; q < 4; q++) o[j + q] = k_finish_s8(acc[q], p->mult, p->shift, p->out_zp, -128, 127);
+        for (int t = 0; t < 4; t++) o[j + t] = k_finish_s8(acc[t], p->mult, p->shift, p->out_zp, -128, 127);
       }
       for (; j < n; j++) {
         int32_t acc = c;
