@@ -385,6 +385,22 @@ def test_quantized_batch_matmul(K, seed, b, m_, n, k, lo, ro, zo, m, s):
         np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("k", range(1, 21))
+def test_quantized_batch_matmul_small_k(K, k):
+    """Attention's inner sizes (head dims, short sequences): every k up to 20, odd m and n, batch > 1, both
+    offsets at their extremes (the small-k and DSP paths fold them differently)."""
+    rng = rng_from(k)
+    for b, m_, n, lo, ro in ((2, 5, 7, 128, -127), (3, 3, 9, -127, 128), (1, 1, 1, 0, 0), (2, 7, 13, 5, -3)):
+        lhs, rhs = s8(rng, b, m_, k), s8(rng, b, n, k)
+        want = ops.quantized_batch_matmul(torch.from_numpy(lhs), lo, torch.from_numpy(rhs), ro, -3, 1518500250,
+                                          -9, torch.empty(0, dtype=torch.uint8)).numpy()
+        p = QBmm(b, m_, n, k, lo, ro, -3, 1518500250, -9)
+        for f in both(K, "emk_batch_matmul_s8"):
+            out = np.zeros((b, m_, n), np.int8)
+            f(C.byref(p), ptr(lhs), ptr(rhs), ptr(out))
+            np.testing.assert_array_equal(out, want)
+
+
 # ---------------------------------------------------------------- pooling
 pool_geom = st.fixed_dictionaries({
     "h": st.integers(1, 9), "w": st.integers(1, 9), "kh": st.integers(1, 4), "kw": st.integers(1, 4),
@@ -643,7 +659,7 @@ def test_kernels_compile_for_dsp(tmp_path, flags):
         return subprocess.run([nm, *map(str, d.glob("*.o"))], capture_output=True, text=True).stdout if nm else None
 
     dsp = ("emk_conv2d_s8_dsp", "emk_depthwise_conv2d_s8_dsp", "emk_linear_s8_dsp", "emk_add_s8_dsp", "emk_avg_pool2d_s8_dsp", "emk_mul_s8_dsp",
-           "emk_max_pool2d_s8_dsp", "emk_lut_s8_dsp")
+           "emk_max_pool2d_s8_dsp", "emk_lut_s8_dsp", "emk_batch_matmul_s8_dsp")
     out = syms([*flags, "-mfloat-abi=hard"], "dsp")
     if out is not None:
         for fn in dsp:
@@ -716,7 +732,8 @@ def test_mve_matches_portable_on_qemu(tmp_path):
                     reason="needs arm-none-eabi-gcc and qemu-system-arm")
 def test_dsp_matches_portable_on_qemu(tmp_path):
     """tests/dsp_selftest: emk_conv2d_s8_dsp, emk_depthwise_conv2d_s8_dsp, emk_linear_s8_dsp, emk_add_s8_dsp, emk_avg_pool2d_s8_dsp,
-    emk_mul_s8_dsp, emk_max_pool2d_s8_dsp, emk_lut_s8_dsp, emk_emlkit_lstm_s8_dsp and emk_emlkit_gru_s8_dsp against their *_ref twins on
+    emk_mul_s8_dsp, emk_max_pool2d_s8_dsp, emk_lut_s8_dsp, emk_emlkit_lstm_s8_dsp, emk_emlkit_gru_s8_dsp and
+    emk_batch_matmul_s8_dsp against their *_ref twins on
     the Cortex-M4 of mps2-an386, 150 random cases each (odd channel counts, K
     tails, borders, groups, depth multipliers, broadcasts, unaligned operands
     and outputs; a depthwise writing over its own input), byte for byte, scratch canaries intact; and
@@ -730,7 +747,7 @@ def test_dsp_matches_portable_on_qemu(tmp_path):
     assert set(passed) == {"k_requantize_dsp", "emk_conv2d_s8", "emk_depthwise_conv2d_s8",
                            "emk_depthwise_conv2d_s8_in_place", "emk_linear_s8", "emk_add_s8",
                            "emk_avg_pool2d_s8", "emk_mul_s8", "emk_max_pool2d_s8", "emk_lut_s8", "emk_emlkit_lstm_s8",
-                           "emk_emlkit_gru_s8"}, r.stdout
+                           "emk_emlkit_gru_s8", "emk_batch_matmul_s8"}, r.stdout
 
 
 # ---------------------------------------------------------------- emlkit:: ops (emlkit/emlkit_ops.py)

@@ -388,6 +388,7 @@ void emk_mul_s8_dsp(const int8_t *a, size_t a_len, const int8_t *b, size_t b_len
 void emk_max_pool2d_s8_dsp(const qpool_params *p, const int8_t *in, int8_t *out,
                      int32_t act_min, int32_t act_max);
 void emk_lut_s8_dsp(const int8_t *in, int8_t *out, size_t n, const int8_t lut[256]);
+void emk_batch_matmul_s8_dsp(const qbmm_params *p, const int8_t *lhs, const int8_t *rhs_t, int8_t *out);
 #endif
 #if FW_HAVE_MVE_FP
 void emk_quantize_f32_mve(const float *in, size_t n, double scale, int32_t zp, int32_t qmin, int32_t qmax,

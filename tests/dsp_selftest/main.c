@@ -230,6 +230,19 @@ static UNUSED_FN long trial_linear(int t) {
   return first_diff(g_a, g_b, n);
 }
 
+static UNUSED_FN long trial_bmm(int t) {
+  qbmm_params p = {rr(1, 3), rr(1, 6), rr(1, 11), t % 2 ? rr(1, 20) : rr(1, 70), rr(-127, 128), rr(-127, 128),
+                   rr(-128, 127), 0, 0};
+  rq(&p.mult, &p.shift);
+  fill(g_in, (size_t)p.batch * p.m * p.k);
+  fill(g_w, (size_t)p.batch * p.n * p.k);
+  const size_t n = (size_t)p.batch * p.m * p.n;
+  poison(g_a, g_b, n);
+  emk_batch_matmul_s8_ref(&p, g_in, g_w, g_a);
+  emk_batch_matmul_s8_dsp(&p, g_in, g_w, g_b);
+  return first_diff(g_a, g_b, n);
+}
+
 /* k_requantize_dsp against k_requantize: random values, multipliers and
  * shifts (positive ones included), extreme values, and exact rounding ties
  * (multiplier 2^30 halves the value, so r1 = (val + 1) >> 1 lands on
@@ -335,5 +348,6 @@ static UNUSED_FN void selftest(void) {
   test_requantize();
   run_shared_trials(TRIALS, TRIALS);
   run_trials("emk_depthwise_conv2d_s8_in_place", 2 * TRIALS, trial_dwconv_in_place);
+  run_trials("emk_batch_matmul_s8", TRIALS, trial_bmm);
 }
 #endif
