@@ -27,7 +27,8 @@ def _broadcasts(v: torch.Tensor, out: torch.Size) -> bool:
     """Does operand value v broadcast to out, other than as the per-channel vector the quantizer takes?"""
     if v.shape == out:
         return False
-    per_channel = v.dim() == len(out) and len(out) >= 2 and v.shape[1] == out[1] and v.numel() == out[1]
+    # The quantizer takes that vector only on a 4-D (channels-last) map.
+    per_channel = v.dim() == len(out) == 4 and v.shape[1] == out[1] and v.numel() == out[1]
     return not per_channel
 
 

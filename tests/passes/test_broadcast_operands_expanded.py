@@ -41,6 +41,20 @@ def test_broadcast_operand_is_expanded(op: str, take: str, expanded: int) -> Non
     assert_same_function(gm, m, X)
 
 
+class Seq(torch.nn.Module):
+    """3-D: the quantizer takes no per-channel vector there, so [1, 4, 1] is expanded too."""
+
+    def forward(self, s: torch.Tensor) -> torch.Tensor:
+        return s + s[:, :, 2:3]
+
+
+def test_three_d_column_is_expanded() -> None:
+    s = torch.randn(1, 4, 6, generator=torch.Generator().manual_seed(3))
+    gm = bound(BroadcastOperandsExpanded(), "cortex-m55")(graph_of(Seq(), s))
+    assert called(gm).count(aten.expand.default) == 1
+    assert_same_function(gm, Seq(), s)
+
+
 @pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
 def test_the_program_is_int8(target: str) -> None:
     low, _ = lowered(Bcast("sub", "row"), X, target)
