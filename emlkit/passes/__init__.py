@@ -12,6 +12,8 @@ One pass per file, each file's docstring says what it matches and what it emits:
 - rnn_state_constants.py: an LSTM/GRU initial state computed from constants alone -> a constant (Cortex-M).
 - glu_as_sigmoid_mul.py: GLU -> first half * sigmoid(second half) before quantization (Cortex-M).
 - clamp_tensor_as_min_max.py: clamp with tensor bounds -> maximum then minimum before quantization (Cortex-M).
+- broadcast_operands_expanded.py: the broadcast operand of an add/sub/mul -> expanded to the output's shape
+  (Cortex-M).
 - norms_as_layer_norm.py: InstanceNorm2d, GroupNorm -> layer norm + per-channel scale/shift before quantization (Cortex-M).
 - operands_in_out_order.py: an add/mul operand in another dim order than the output copied to its order (Cortex-M program).
 - embedding_as_int8_gather.py: embedding -> quantize becomes a gather of the table's int8 codes (Cortex-M).

@@ -19,9 +19,12 @@ whose device run stopped with "quantized_conv2d: input must be channels-last
 Found later by the same generator (seed 100): a permute round trip (the second
 permute looked channels-last in the export's strides, computed before the first
 copy existed); a reshape followed by an upsample or a padded pool (to_edge makes
-every view_copy's output contiguous, and the ops after it inherited NCHW); and a
+every view_copy's output contiguous, and the ops after it inherited NCHW); a
 one-channel upsample feeding a 1x1 conv (NCHW strides made the conv contiguous,
-and ExecuTorch left it in float).
+and ExecuTorch left it in float); and a 1-D layer's output unsqueezed into a
+1x1 conv (the squeeze of the 2-D form's channels-last output, unsqueezed again,
+looked channels-last in the export but is an unsqueeze_copy with a contiguous
+output in the edge program).
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ from emlkit.passes.manager import declare
 aten = torch.ops.aten
 
 
-_VIEWS = (aten.reshape.default, aten.view.default, aten._unsafe_view.default)
+# Views that the edge program makes *_copy ops with contiguous outputs, whatever strides the export gave them.
+_VIEWS = (aten.reshape.default, aten.view.default, aten._unsafe_view.default, aten.unsqueeze.default,
+          aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
 
 
 def _both_layouts_differ(val: torch.Tensor) -> bool:
@@ -55,8 +60,8 @@ def _needs_copy(n: torch.fx.Node) -> bool:
         return False
     if n.target in _VIEWS and _both_layouts_differ(val) and \
             any(u.op != "output" and u.target not in _VIEWS for u in n.users):
-        # A reshape the export computed as a channels-last view is a view_copy in the edge program, and
-        # to_edge gives every view_copy a contiguous output: the ops after it would read NCHW bytes.
+        # A reshape or unsqueeze the export computed as a channels-last view is a view_copy (unsqueeze_copy) in
+        # the edge program, and to_edge gives it a contiguous output: the ops after it would read NCHW bytes.
         return True
     if val.shape[1] == 1 and val.shape[2] * val.shape[3] > 1 and val.stride()[1] != 1:
         # One channel: NCHW and NHWC bytes are the same, so both is_contiguous checks pass, but a conv picks
@@ -91,7 +96,8 @@ class _Strides:
             env[n] = self.prop.run_node(n)  # also stores n.meta["val"]
 
 
-@declare("pre_quant", ("aten.permute", "aten.transpose", "aten.view", "aten.reshape", "one-channel 4-D outputs"),
+@declare("pre_quant", ("aten.permute", "aten.transpose", "aten.view", "aten.reshape", "aten.unsqueeze", "aten.squeeze",
+                       "one-channel 4-D outputs"),
          runs_after=("*",), order=110, flows=("cortex_m",), options={"explicit_layout": False})
 class ChannelsLastEverywhere(Rewrite):
     report_name = "copied"

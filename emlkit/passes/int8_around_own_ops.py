@@ -11,7 +11,10 @@ unannotated (one of these ops, or a consumer the quantizer skips) the edge betwe
 `dequantize -> op -> quantize` region existed for emlkit_prelu.py, emlkit_adaptive_avg_pool.py,
 adaptive_max_on_codes.py, emlkit_floor_divide.py or emlkit_embedding_bag.py to lower: conv -> PReLU(8) ->
 {AdaptiveAvgPool2d((3, 5)), ConvTranspose2d} ran gt, mul, where and the pool in float, as did PReLU -> adaptive
-pool alone, an adaptive pool -> PReLU, two bags into one `cat`, and computed per-sample weights.
+pool alone, an adaptive pool -> PReLU, two bags into one `cat`, and computed per-sample weights. And the
+quantizer's shared-qparams step (permute, clone, reshape...) runs before these annotations: hardsigmoid ->
+permute -> adaptive pool (12 -> 8) left the permute and its copy float, so the hardsigmoid had no quantize
+after it and stayed a float op.
 
 What this does:
 - before the quantizer's patterns, a bag's values get the int8 per-tensor activation spec as their output (an
@@ -19,7 +22,8 @@ What this does:
   weights' edge;
 - after them, a PReLU, adaptive pool or floor division gets that spec on each input edge whose producer has no
   output qspec, and on its output when a reader of it has no input qspec for it (otherwise the neighbours'
-  observers are the op's, as before). A one-slope PReLU whose only reader is a unary pointwise op keeps a float
+  observers are the op's, as before); then the quantizer's shared-qparams step runs again, so the data-movement
+  ops left unannotated between such an edge and its producer share its qparams. A one-slope PReLU whose only reader is a unary pointwise op keeps a float
   output: LUT fusion makes one table of both. An adaptive max pool's output shares its input's qparams (a maximum
   does not change the range), as the quantizer does for max_pool2d.
 """
@@ -90,7 +94,7 @@ def _is_floor_division(n: torch.fx.Node) -> bool:
 def annotate_own_ops(model: torch.fx.GraphModule, record: list[str]) -> None:
     from executorch.backends.cortex_m.quantizer.quantization_configs import INT8_ACTIVATION_PER_TENSOR_QSPEC
 
-    qspec, key = INT8_ACTIVATION_PER_TENSOR_QSPEC, matched_key()
+    qspec, key, before = INT8_ACTIVATION_PER_TENSOR_QSPEC, matched_key(), len(record)
     for n in list(model.graph.nodes):  # in order: a producer's output qspec is settled before its readers look
         if n.op != "call_function" or n.target not in PRELU + ADAPTIVE_AVG + ADAPTIVE_MAX + FLOOR_DIV:
             continue
@@ -115,6 +119,18 @@ def annotate_own_ops(model: torch.fx.GraphModule, record: list[str]) -> None:
                 out.meta[key] = True
         n.meta[key] = True
         record.append(n.name)
+    if len(record) > before:
+        share_through_data_movement(model)
+
+
+def share_through_data_movement(model: torch.fx.GraphModule) -> None:
+    """The quantizer's shared-qparams step again, now that the ops above have qspecs: its first run found no
+    quantized neighbour for the data-movement ops between them and a float producer (a permute and its
+    channels-last copy after a hardsigmoid) and left them float, so no quantize followed the producer.
+    Annotated nodes are skipped, so the clusters it settled before stay as they were."""
+    from executorch.backends.arm.quantizer.arm_quantizer_utils import SharedQspecQuantizer
+
+    SharedQspecQuantizer().annotate(model)
 
 
 @declare("quantizer_hook", ("aten.prelu", "aten.adaptive_avg_pool2d", "aten.adaptive_max_pool2d",

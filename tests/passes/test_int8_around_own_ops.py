@@ -86,3 +86,22 @@ def test_pools_feeding_prelu() -> None:
 
 def test_pipelines() -> None:
     assert_pipelines(Int8AroundOwnOps, on=("cortex-m55", "cortex-m4", "cortex-m0plus"), off=("ethos-u55-128",))
+
+
+class _HardsigmoidPermutePool(torch.nn.Module):
+    """Random model 72:32's head: hardsigmoid on the input, permuted into an adaptive pool of uneven windows."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.adaptive_avg_pool2d(F.hardsigmoid(x).permute(0, 1, 3, 2), (8, 8))
+
+
+def test_data_movement_before_an_own_op_shares_its_qparams() -> None:
+    """The quantizer's shared-qparams step ran before the pool had an int8 input: the permute and its channels-last
+    copy stayed float, no quantize followed the hardsigmoid, and it was a float op. Run again, it gives them the
+    pool's input qparams, so the hardsigmoid becomes a table."""
+    x = torch.randn(1, 4, 12, 12, generator=torch.Generator().manual_seed(2))
+    for target in ("cortex-m55", "cortex-m4"):
+        low, _ = lowered(_HardsigmoidPermutePool().eval(), x, target)
+        assert low.extra["verify"]["float_islands"] == [] and low.extra["verify"]["broken"] == [], target
+        ops = _op_names(low)
+        assert "cortex_m.quantized_activation" in ops and "emlkit.adaptive_avg_pool2d" in ops, ops

@@ -20,7 +20,7 @@ from emlkit.passes.manager import (ALL, NOT_PASS_MODULES, STAGE_FIELD, STAGES, P
 EXPECTED = {
     "pre_quant": ["Relu6ToHardtanh", "Conv1dAsConv2d", "RnnStateConstants", "ChannelShuffleAsPermute", "SumAsMean", "AdaptivePoolAsPool", "ConvTransposeOutputPadding", "MeanAsPool", "GluAsSigmoidMul", "LstmAsLayers",
                   "FoldLinearBatchNorm", "ClampTensorAsMinMax", "NormsAsLayerNorm", "ConstantLinearWeights", "BatchNormAsDepthwise", "SdpaAsMatmuls", "RollAsSlices", "SplitFusedProjection", "SplitAsSlices", "LinearToConv", "FcRowsAsPixels", "AvgPoolForNpu", "NpuPoolAsDepthwise",
-                  "SplitBatchedMatmul", "ChannelsLastEverywhere"],
+                  "SplitBatchedMatmul", "BroadcastOperandsExpanded", "ChannelsLastEverywhere"],
     "quantizer_hook": ["Int8MatmulOnU55", "UpsampleSharedQparams", "ActivationAlone", "SymmetricWeightRange",
                        "OwnOutputQparams", "LstmOutputQparams", "Int8AroundOwnOps", "NpuSoftmaxRanges",
                        "NpuHardswishFloor", "NpuBagOutputs"],
